@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Housekeeping: the work callers would otherwise do lazily, done on time by
+ * the daemon (or by anyone): seal and release due buckets, reclaim idle
+ * client entries, reap the slots of dead processes.
+ */
+#include "segment.h"
+
+#include "limiter.h"
+
+#include <errno.h>
+
+SHMT_EXPORT int
+shmt_housekeep(shmt_t *h, shmt_time_t *next_ns)
+{
+	shmt_time_t next = UINT64_MAX;
+	int n, actions = 0;
+
+	if (h == NULL)
+		return -EINVAL;
+	n = shmt__limiters_housekeep(h, shmt__now(h), &next);
+	if (n < 0)
+		return n;
+	actions += n;
+	actions += shmt__slots_reap(h);
+	__atomic_fetch_add(&h->hdr->sh_hk_runs, 1, __ATOMIC_RELAXED);
+	if (next_ns != NULL)
+		*next_ns = next;
+	return actions;
+}

@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmthrottle.h: the whole public API of libshmthrottle.
+ *
+ * A named POSIX shared-memory segment holds rate limiters (a lock-free ring of
+ * buckets per limiter), key pools, per-client limiters and process slots.  Any
+ * number of processes map it at whatever address they get and call into it
+ * directly; nothing in the segment is a pointer, every offset read from it is
+ * checked against its size before use.
+ *
+ * Conventions
+ * -----------
+ * - Functions return 0 (or a count, or a length) on success and a negative
+ *   value on failure: either -errno (e.g. -ENOENT) or one of the SHMT_E*
+ *   codes below, which lie beyond every errno value.  shmt_strerror() names
+ *   both.  errno itself is never changed by the library.
+ * - Time is a shmt_time_t: nanoseconds of CLOCK_MONOTONIC, unless the handle
+ *   was given its own clock with shmt_set_clock().
+ * - A handle (shmt_t) may be shared by the threads of one process.  It must
+ *   not be used across fork(): a child calls shmt_open() for its own handle
+ *   (it may close the inherited one with shmt_close()).
+ *
+ * Caveats
+ * -------
+ * - Processes that share a segment must share CLOCK_MONOTONIC, i.e. the same
+ *   time namespace (containers with their own time namespace must not share
+ *   a segment).
+ * - A process killed with kill -9 leaves its slot behind until it is reaped
+ *   (by the daemon, by shmt_housekeep(), or by the next shmt_open() that runs
+ *   out of slots).  A stale slot costs memory only, never correctness.
+ * - Without the daemon everything stays correct and live: callers release
+ *   due buckets themselves.  The daemon only keeps what the CLI shows fresh.
+ * - The segment is not persistent across a reboot unless the daemon
+ *   snapshots it.
+ *
+ * Synchronization of the throttle (one limiter's state word W)
+ * -------------------------------------------------------------
+ *   operation   | who             | step on W                | waits on
+ *   ------------+-----------------+--------------------------+---------
+ *   grant       | any caller      | one CAS: decide + record | nothing
+ *   seal        | any caller/dmn  | one CAS                  | nothing
+ *   release     | any caller/dmn  | one CAS                  | nothing
+ *   define      | any process     | under the table mutex    | definers
+ * Every operation on W is lock-free: a CAS fails only because another one
+ * succeeded.  On success a CAS is a full barrier (sequentially consistent);
+ * on failure it acts as an acquire load of the current word.
+ */
+#ifndef SHMTHROTTLE_H
+#define SHMTHROTTLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SHMT_STATIC)
+#define SHMT_EXPORT
+#elif defined(__GNUC__)
+#define SHMT_EXPORT __attribute__((visibility("default")))
+#else
+#define SHMT_EXPORT
+#endif
+
+#define SHMT_VERSION_MAJOR 0
+#define SHMT_VERSION_MINOR 1
+#define SHMT_VERSION_PATCH 0
+
+/* Library-specific errors.  They lie beyond every errno value. */
+#define SHMT_ERRBASE   (-3100)
+#define SHMT_EMAGIC    (SHMT_ERRBASE - 1) /* object is not a shmthrottle segment */
+#define SHMT_EFORMAT   (SHMT_ERRBASE - 2) /* format word (ABI/layout) differs */
+#define SHMT_ESIZE     (SHMT_ERRBASE - 3) /* object size differs from header */
+#define SHMT_ECORRUPT  (SHMT_ERRBASE - 4) /* header or region inconsistent */
+#define SHMT_ENOTREG   (SHMT_ERRBASE - 5) /* object is not a regular shm object */
+#define SHMT_EBUSYLOOP (SHMT_ERRBASE - 6) /* retry bound exhausted (damaged?) */
+#define SHMT_ENOSLOT   (SHMT_ERRBASE - 7) /* process slot table is full */
+#define SHMT_ERRLAST   SHMT_ENOSLOT
+
+/* Longest segment name, including the leading '/', excluding the NUL. */
+#define SHMT_SEGNAME_MAX 200
+/* Longest limiter name, excluding the NUL. */
+#define SHMT_LIMITER_NAME_MAX 63
+/* Longest key name of a key pool, excluding the NUL. */
+#define SHMT_KEYNAME_MAX 255
+/* Most key names in one key pool. */
+#define SHMT_KEYS_MAX 65535
+/* Longest client id accepted by shmt_try_use(). */
+#define SHMT_CLIENT_MAX 1024
+/* Largest limit (uses per window). */
+#define SHMT_LIMIT_MAX 0x7fffffffULL
+/* Largest limit in exact mode (it keeps one 16-byte record per use). */
+#define SHMT_EXACT_LIMIT_MAX 1048576ULL
+/* Most buckets in one ring, ceil(window/slack) + ceil(limit/slack_uses). */
+#define SHMT_BUCKETS_MAX 32767U
+
+/* Default segment name used by the daemon and the CLI. */
+#define SHMT_DEFAULT_SEGMENT "/shmthrottle"
+
+typedef struct shmt shmt_t;
+
+/* Nanoseconds on CLOCK_MONOTONIC (or on the handle's injected clock). */
+typedef uint64_t shmt_time_t;
+
+/* A clock: returns the current time in nanoseconds.  It must never go
+ * backwards for one handle; a step backwards is treated as no time passing. */
+typedef shmt_time_t (*shmt_clock_fn)(void *ctx);
+
+/*
+ * Creation parameters of a segment.  Fill with shmt_config_init(), then
+ * change what you need.  Every region's size is fixed at creation, so the
+ * memory a segment takes is known up front and the hot path never allocates.
+ */
+typedef struct shmt_config {
+	/* Permission bits of the object (default 0600).  Only the 0777 bits. */
+	mode_t mode;
+	/* Group owner of the object, or (gid_t)-1 to keep the creator's. */
+	gid_t gid;
+	/* Rows in the limiter table (default 64, at most 4096). */
+	uint32_t max_limiters;
+	/* Process slots (default 256, at most 65536). */
+	uint32_t max_slots;
+	/* Bytes for limiter storage: bucket rings, exact logs, key pools and
+	 * per-client tables (default 16 MiB, at least 64 KiB). */
+	uint64_t arena_bytes;
+} shmt_config_t;
+
+SHMT_EXPORT void shmt_config_init(shmt_config_t *cfg);
+
+/* ---- Errors ------------------------------------------------------------ */
+
+/*
+ * shmt_strerror: a static, constant description of any value this library
+ * returns (a negative errno or a SHMT_E* code).  Never NULL; never changes
+ * errno; thread-safe.
+ */
+SHMT_EXPORT const char *shmt_strerror(int err);
+
+/* ---- The segment ------------------------------------------------------- */
+
+/*
+ * shmt_create: create the segment NAME with parameters CFG (NULL: defaults)
+ * and return a handle attached to it in *OUT.
+ *
+ * NAME has one leading '/', no other '/', and at most SHMT_SEGNAME_MAX bytes.
+ * The object is built under a private temporary name and published with one
+ * atomic link(2), so no process ever sees a half-built segment, and of two
+ * processes creating the same name at once exactly one gets 0 and the other
+ * -EEXIST (the segment it then finds is complete; shmt_open() attaches).
+ *
+ * Errors: -EINVAL (bad name or parameters), -ENAMETOOLONG, -EEXIST, -ENOMEM,
+ * -ENOSPC (no room in /dev/shm), -EACCES/-EPERM (mode or gid refused),
+ * SHMT_ENOSLOT.  On error nothing is left behind and *OUT is untouched.
+ * kill -9 during the call leaves at most a temporary object named
+ * "NAME.tmp.PID.N" in /dev/shm, never a half-built NAME.
+ */
+SHMT_EXPORT int shmt_create(const char *name, const shmt_config_t *cfg,
+    shmt_t **out);
+
+/*
+ * shmt_open: attach to the existing segment NAME.  Validates the object
+ * (regular file, size, magic, format word, every region inside the object)
+ * before returning, and claims a process slot.
+ *
+ * Errors: -EINVAL, -ENAMETOOLONG, -ENOENT (no such segment), -EACCES,
+ * -ENOMEM, SHMT_ENOTREG, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE,
+ * SHMT_ECORRUPT, SHMT_ENOSLOT.  On error *OUT is untouched.
+ */
+SHMT_EXPORT int shmt_open(const char *name, shmt_t **out);
+
+/*
+ * shmt_close: release the process slot, unmap, free the handle.  NULL is a
+ * no-op.  No other thread may use H during or after the call.  It never
+ * removes the segment.  kill -9 instead of close leaves a stale slot (see
+ * Caveats).
+ */
+SHMT_EXPORT void shmt_close(shmt_t *h);
+
+/*
+ * shmt_unlink: remove the name NAME.  Processes attached keep their mapping
+ * until they close.  Errors: -EINVAL, -ENAMETOOLONG, -ENOENT, -EACCES.
+ */
+SHMT_EXPORT int shmt_unlink(const char *name);
+
+/* The name the handle was opened with (owned by the handle). */
+SHMT_EXPORT const char *shmt_name(const shmt_t *h);
+
+/* ---- Time -------------------------------------------------------------- */
+
+/*
+ * shmt_set_clock: make handle H read time from FN(CTX) instead of
+ * CLOCK_MONOTONIC; FN == NULL restores CLOCK_MONOTONIC.  Every later call on
+ * H reads time through it.  Call it before sharing H between threads.
+ * Returns 0, or -EINVAL when H is NULL.
+ */
+SHMT_EXPORT int shmt_set_clock(shmt_t *h, shmt_clock_fn fn, void *ctx);
+
+/* shmt_now: the handle's current time. */
+SHMT_EXPORT shmt_time_t shmt_now(shmt_t *h);
+
+/* ---- Segment statistics ------------------------------------------------ */
+
+#define SHMT_REGION_NAME_MAX 15
+
+typedef struct shmt_region_stat {
+	char name[SHMT_REGION_NAME_MAX + 1];
+	uint64_t offset;
+	uint64_t size;
+	uint64_t used;   /* bytes in use, where the region can tell */
+} shmt_region_stat_t;
+
+#define SHMT_REGIONS_MAX 8
+
+typedef struct shmt_segment_stat {
+	uint64_t size;            /* bytes of the object */
+	uint64_t format;          /* the format word */
+	uint32_t abi_version;
+	uint32_t nregions;
+	shmt_region_stat_t regions[SHMT_REGIONS_MAX];
+	uint32_t max_limiters, limiters;     /* table rows, rows in use */
+	uint32_t max_slots, slots;           /* process slots, in use */
+	uint32_t slots_stale;                /* slots whose process is dead */
+	mode_t mode;
+	uint64_t created_wall_ns;            /* CLOCK_REALTIME at creation */
+	int64_t daemon_pid;                  /* 0: never ran */
+	int daemon_alive;                    /* pid alive and same start time */
+	shmt_time_t daemon_heartbeat_ns;     /* last heartbeat (monotonic) */
+	shmt_time_t daemon_lag_ns;           /* last housekeeping lag */
+	uint64_t housekeeping_runs;
+	uint64_t slots_reaped;
+} shmt_segment_stat_t;
+
+/*
+ * shmt_segment_stat: fill *OUT from the segment.  A consistent picture is
+ * not promised while other processes work: each field is read atomically.
+ * Errors: -EINVAL.
+ */
+SHMT_EXPORT int shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out);
+
+/* ---- Limiters ---------------------------------------------------------- */
+
+enum shmt_mode {
+	/* The seed's ring of buckets: constant memory, false negatives only
+	 * when fewer than slack_uses uses are free and all uses were taken
+	 * within window + slack. */
+	SHMT_MODE_BUCKETS = 0,
+	/* A ring of the last `limit` grant times (a sliding-window log): no
+	 * false negatives, no false positives; limit <= SHMT_EXACT_LIMIT_MAX. */
+	SHMT_MODE_EXACT = 1
+};
+
+/*
+ * The parameters of a limiter.  In the seed's terms: limit = uses allowed,
+ * window_ns = cooldown, slack_ns = maximum_cooldown - cooldown, slack_uses
+ * = key_threshold.  Zero-initialise, then set what you need.
+ */
+typedef struct shmt_limit {
+	uint64_t limit;        /* uses per window, 1..SHMT_LIMIT_MAX; 0 with a
+	                        * key pool means nkeys * uses_per_key */
+	uint64_t window_ns;    /* the rolling window, > 0 */
+	uint64_t slack_ns;     /* buckets mode: time a bucket stays open, > 0 */
+	uint64_t slack_uses;   /* buckets mode: uses a bucket holds, 1..limit */
+	int mode;              /* enum shmt_mode */
+	/* Key pool (optional): next_key hands out these names in rotation,
+	 * each at most uses_per_key times per window. */
+	const char *const *keys;
+	uint32_t nkeys;        /* 0: no key pool */
+	uint32_t uses_per_key; /* with a key pool: >= 1 */
+	/* Per-client (optional): one independent limit per client id. */
+	int per_client;
+	uint32_t client_capacity; /* entries in the client table (>= 1) */
+} shmt_limit_t;
+
+/*
+ * shmt_limiter_define: define the limiter NAME (1..SHMT_LIMITER_NAME_MAX
+ * bytes, no NUL inside) with parameters LIMIT.  Idempotent: defining it again
+ * with identical parameters (and identical key names) returns 0.
+ *
+ * Errors: -EINVAL (invalid combination: zero limit or window, slack_uses 0 or
+ * above limit, zero slack in bucket mode, too many buckets, exact limit too
+ * large, key pool size mismatch, bad key name, zero client capacity ...),
+ * -ENAMETOOLONG, -EEXIST (defined with other parameters), -ENOSPC (limiter
+ * table or storage arena full).  On any error nothing is defined.
+ * Concurrency: any number of processes may define at once; they serialise
+ * on a robust process-shared mutex.  kill -9 inside the call leaves either
+ * no limiter or a complete one (a row being built is reclaimed by the next
+ * definer; its storage is not reused).
+ */
+SHMT_EXPORT int shmt_limiter_define(shmt_t *h, const char *name,
+    const shmt_limit_t *limit);
+
+/*
+ * shmt_try_use_key: try to take one use of limiter NAME now.
+ * Returns 1 when granted, 0 when throttled, or an error: -EINVAL, -ENOENT
+ * (no such limiter), -EPERM (limiter is per client: use shmt_try_use),
+ * SHMT_ECORRUPT (state fails validation), SHMT_EBUSYLOOP (retry bound spent:
+ * only on a damaged segment).
+ * Lock-free: the grant is one CAS that both decides and records it.  Never
+ * waits for the daemon.  kill -9 at any instruction loses at most the use
+ * being granted (it stays in flight until its bucket is released).
+ * The decision time of a grant is a clock value read during the call.
+ */
+SHMT_EXPORT int shmt_try_use_key(shmt_t *h, const char *name);
+
+/*
+ * shmt_next_key: like shmt_try_use_key on a limiter with a key pool, and
+ * on a grant copies the key name to use, NUL-terminated, into BUF (CAP
+ * bytes).  Names follow grant order, so each name is handed out at most
+ * uses_per_key times in any window.  Returns the name's length (> 0),
+ * 0 when throttled, or an error: those of shmt_try_use_key, -ENOKEY (the
+ * limiter has no key pool), -ERANGE (CAP too small for the longest key name
+ * of the pool: checked before anything is granted).
+ */
+SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
+    size_t cap);
+
+/*
+ * shmt_try_use: one use of the per-client limiter NAME for client id
+ * CLIENT (LEN bytes, 1..SHMT_CLIENT_MAX, any bytes).  Every client gets an
+ * independent limit with the limiter's parameters, created on first use.
+ * Client ids are stored as 128-bit hashes: two ids that collide share one
+ * limit (stricter, never looser).
+ * Returns 1 granted, 0 throttled (also when the client table is full of live
+ * entries: counted as "table full"), or an error: those of shmt_try_use_key,
+ * -E2BIG (LEN over SHMT_CLIENT_MAX), -EPERM (the limiter is not per client).
+ * An entry is reclaimed only when it holds no use in flight.
+ */
+SHMT_EXPORT int shmt_try_use(shmt_t *h, const char *name, const void *client,
+    size_t len);
+
+typedef struct shmt_limiter_stat {
+	char name[SHMT_LIMITER_NAME_MAX + 1];
+	uint64_t limit, window_ns, slack_ns, slack_uses;
+	int mode;
+	uint32_t nbuckets;        /* ring size (buckets mode) */
+	uint32_t nkeys, uses_per_key;
+	int per_client;
+	uint32_t client_capacity, clients_in_use;
+	/* State (per-client limiters: summed over all clients). */
+	uint64_t in_flight;       /* uses held, not yet released */
+	uint64_t free;            /* limit - in_flight (per client: n/a, 0) */
+	uint32_t buckets_in_use;  /* sealed + active */
+	/* Counters since creation (best effort: a process killed at the wrong
+	 * instruction may make one undercount by one). */
+	uint64_t grants;
+	uint64_t denied_exhausted;  /* no free use */
+	uint64_t denied_slack;      /* free uses, but fewer than slack_uses
+	                             * and all taken within window + slack
+	                             * (the seed's allowed false negative) */
+	uint64_t denied_table_full; /* per-client table full of live entries */
+	shmt_time_t housekeeping_lag_ns;
+} shmt_limiter_stat_t;
+
+/*
+ * shmt_limiter_stat: fill *OUT for limiter NAME.  Errors: -EINVAL, -ENOENT.
+ * Wait-free apart from per-client limiters, where it walks the table.
+ */
+SHMT_EXPORT int shmt_limiter_stat(shmt_t *h, const char *name,
+    shmt_limiter_stat_t *out);
+
+/*
+ * shmt_limiter_list: fill OUT[0..CAP) with the stats of the defined limiters
+ * in table order; returns how many are defined (may exceed CAP: call again
+ * with more room).  OUT may be NULL when CAP is 0.  Errors: -EINVAL.
+ */
+SHMT_EXPORT int shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out,
+    size_t cap);
+
+typedef struct shmt_bucket_info {
+	uint32_t serial;          /* low 32 bits of the bucket's serial */
+	uint32_t uses;
+	int active;               /* 1: the bucket still takes uses */
+	shmt_time_t close_ns;     /* seals at (active) or sealed at */
+	shmt_time_t release_ns;   /* close_ns + window_ns */
+} shmt_bucket_info_t;
+
+/*
+ * shmt_limiter_buckets: the ring of limiter NAME (buckets mode, not per
+ * client), oldest first, into OUT[0..CAP); returns how many buckets are in
+ * use.  Errors: -EINVAL, -ENOENT, -EPERM (exact mode or per client).
+ */
+SHMT_EXPORT int shmt_limiter_buckets(shmt_t *h, const char *name,
+    shmt_bucket_info_t *out, size_t cap);
+
+/* ---- Housekeeping -------------------------------------------------------- */
+
+/*
+ * shmt_housekeep: do now what callers would otherwise do lazily: seal and
+ * release due buckets of every limiter, reclaim idle per-client entries,
+ * reap the slots of dead processes.  Sets *NEXT_NS (may be NULL) to the
+ * earliest time at which there will be work again (UINT64_MAX: none
+ * known).  Returns the number of actions taken, or an error.
+ * Any number of processes may call it at once; the daemon calls it on time.
+ */
+SHMT_EXPORT int shmt_housekeep(shmt_t *h, shmt_time_t *next_ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMTHROTTLE_H */

@@ -1,0 +1,130 @@
+/* This file is private to libshmthrottle: limiter rows and their state words. */
+/* SPDX-License-Identifier: MIT */
+#ifndef SHMT_LIMITER_H
+#define SHMT_LIMITER_H
+
+#include "segment.h"
+
+#include <stdalign.h>
+#include <stdint.h>
+
+enum shmt_lim_state {
+	SHMT_LIM_FREE = 0,     /* row never used, or reclaimed by repair */
+	SHMT_LIM_BUILDING = 1, /* being defined under sh_table_lock */
+	SHMT_LIM_READY = 2     /* defined; identity fields never change again */
+};
+
+#define SHMT_LIMF_PER_CLIENT 0x1U
+#define SHMT_LIMF_KEYS 0x2U
+
+/*
+ * The state word W of a ring of buckets (one per limiter, one per client
+ * entry), 16 bytes, changed only by a 16-byte CAS:
+ *
+ *   w[0] = inflight:32 | count:32
+ *   w[1] = tail:32 | nsealed:15 | active:1 | tag:16
+ *
+ * inflight  uses held: every sealed bucket's count plus the active count.
+ * count     uses in the active bucket (0 when none is active).
+ * tail      serial of the active bucket (when active), or of the next one
+ *           to open; sealed buckets are serials tail-nsealed .. tail-1.
+ *           Bucket serial s lives in ring slot s % nbuckets.
+ * nsealed   sealed buckets not yet released.
+ * active    1 while bucket `tail` takes uses.
+ * tag       key pools: the cursor (name index of the next grant, mod nkeys).
+ *           Client entries: state:2 | epoch:14 (see limiter.c).
+ */
+struct shmt_w {
+	uint64_t w[2];
+};
+
+#define SHMT_W_INFLIGHT(x) ((uint32_t)((x).w[0] >> 32))
+#define SHMT_W_COUNT(x) ((uint32_t)(x).w[0])
+#define SHMT_W_TAIL(x) ((uint32_t)((x).w[1] >> 32))
+#define SHMT_W_NSEALED(x) ((uint32_t)(((x).w[1] >> 17) & 0x7fffU))
+#define SHMT_W_ACTIVE(x) ((uint32_t)(((x).w[1] >> 16) & 1U))
+#define SHMT_W_TAG(x) ((uint32_t)((x).w[1] & 0xffffU))
+
+static inline struct shmt_w
+shmt__w_make(uint32_t inflight, uint32_t count, uint32_t tail,
+    uint32_t nsealed, uint32_t active, uint32_t tag)
+{
+	struct shmt_w x;
+
+	x.w[0] = ((uint64_t)inflight << 32) | count;
+	x.w[1] = ((uint64_t)tail << 32) | ((uint64_t)(nsealed & 0x7fffU) << 17) |
+	    ((uint64_t)(active & 1U) << 16) | (tag & 0xffffU);
+	return x;
+}
+
+/*
+ * A ring slot, 16 bytes, changed only by a 16-byte CAS:
+ *   r[0] = close time (ns)
+ *   r[1] = serial:32 | count:32
+ * Opening bucket s writes {close, s, 0} unless the slot already holds serial
+ * s (first opener wins).  Sealing raises count to the bucket's final count
+ * (a monotone max), so a late, stale writer can never lower or raise the
+ * final value (see the proof at the top of limiter.c).
+ */
+struct shmt_ring_slot {
+	uint64_t r[2];
+};
+
+/* Exact mode: record of grant number rs_seq (int64), at time rs_time.
+ * Slot n % limit holds the record of the latest grant n that used it. */
+struct shmt_log_slot {
+	int64_t ls_seq;
+	uint64_t ls_time;
+};
+
+/* A per-client entry; its bucket ring (nbuckets slots) follows it. */
+struct shmt_client {
+	uint64_t ce_hash[2];         /* hash:112 | epoch:16 in ce_hash[1] low */
+	alignas(16) struct shmt_w ce_w;
+	uint64_t ce_last_ns;         /* last grant (for reclaim order) */
+	uint32_t ce_idlen;           /* id bytes kept for display */
+	uint8_t ce_id[20];           /* first bytes of the client id */
+};
+_Static_assert(sizeof(struct shmt_client) == 64, "client entry is one line");
+
+struct shmt_lim {
+	/* Identity: written while BUILDING, read-only once READY. */
+	uint32_t lm_state;
+	uint32_t lm_mode;
+	uint64_t lm_limit;
+	uint64_t lm_window;
+	uint64_t lm_slack;
+	uint64_t lm_slack_uses;
+	uint32_t lm_nbuckets;
+	uint32_t lm_flags;
+	uint32_t lm_nkeys;
+	uint32_t lm_uses_per_key;
+	uint32_t lm_keystride;       /* bytes per key name record */
+	uint32_t lm_keymax;          /* longest key name */
+	uint32_t lm_capacity;        /* client entries */
+	uint32_t lm_entsize;         /* bytes per client entry incl. its ring */
+	uint64_t lm_ring_off;        /* arena offsets */
+	uint64_t lm_keys_off;
+	uint64_t lm_clients_off;
+	uint64_t lm_storage;         /* arena bytes taken */
+	char lm_name[SHMT_LIMITER_NAME_MAX + 1];
+
+	/* The state word, alone on its line: every grant CASes it. */
+	alignas(SHMT_LINE) struct shmt_w lm_w;
+
+	/* Counters, on their own line: written on denials and seals only. */
+	alignas(SHMT_LINE) uint64_t lm_sealed_uses;   /* uses in sealed buckets */
+	uint64_t lm_denied_exhausted;
+	uint64_t lm_denied_slack;
+	uint64_t lm_denied_table_full;
+	uint64_t lm_exact_grants;
+	uint64_t lm_clients_live;
+};
+_Static_assert(offsetof(struct shmt_lim, lm_w) % 16 == 0, "W is 16-aligned");
+_Static_assert(sizeof(struct shmt_lim) % SHMT_LINE == 0, "rows are whole lines");
+
+/* Private API of the limiter module. */
+int shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next);
+void shmt__limiters_repair(shmt_t *h);
+
+#endif /* SHMT_LIMITER_H */

@@ -1,0 +1,602 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The segment: creating, validating, attaching and describing the named
+ * shared-memory object that holds every shared structure.
+ *
+ * Creation builds the object under a private temporary name and publishes
+ * it with link(2) in /dev/shm, which fails with EEXIST when the name exists:
+ * so a segment is never seen half-built, and two concurrent creators end
+ * with one segment, one winner (0) and one loser (-EEXIST).  The alternative,
+ * O_CREAT|O_EXCL on the final name, publishes an empty object that openers
+ * must then wait on, and leaves it behind for good if the creator dies.
+ */
+#include "segment.h"
+
+#include "limiter.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* glibc maps shm_open names to this directory. */
+#define SHMT_SHM_DIR "/dev/shm"
+
+SHMT_EXPORT void
+shmt_config_init(shmt_config_t *cfg)
+{
+	if (cfg == NULL)
+		return;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->mode = 0600;
+	cfg->gid = (gid_t)-1;
+	cfg->max_limiters = 64;
+	cfg->max_slots = 256;
+	cfg->arena_bytes = 16ULL << 20;
+}
+
+int
+shmt__name_check(const char *name)
+{
+	size_t len;
+
+	if (name == NULL || name[0] != '/')
+		return -EINVAL;
+	len = strnlen(name, SHMT_SEGNAME_MAX + 1);
+	if (len > SHMT_SEGNAME_MAX)
+		return -ENAMETOOLONG;
+	if (len < 2 || strchr(name + 1, '/') != NULL)
+		return -EINVAL;
+	if (strcmp(name, "/.") == 0 || strcmp(name, "/..") == 0)
+		return -EINVAL;
+	return 0;
+}
+
+static uint64_t
+fnv1a(uint64_t h, uint64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		h ^= (v >> (i * 8)) & 0xff;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+/*
+ * The format word: ABI version in the top 16 bits, and a hash of the size,
+ * alignment and key offsets of every shared type in the rest.  Any change of
+ * layout, compiler padding or libc mutex size gives another word, so a
+ * mismatched reader is refused (SHMT_EFORMAT) instead of guessing.
+ */
+uint64_t
+shmt__format_word(void)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	const uint64_t facts[] = {
+		sizeof(struct shmt_hdr), alignof(struct shmt_hdr),
+		offsetof(struct shmt_hdr, sh_daemon_pid),
+		offsetof(struct shmt_hdr, sh_table_lock),
+		sizeof(pthread_mutex_t),
+		sizeof(struct shmt_slot), alignof(struct shmt_slot),
+		sizeof(struct shmt_lim), alignof(struct shmt_lim),
+		offsetof(struct shmt_lim, lm_w),
+		offsetof(struct shmt_lim, lm_sealed_uses),
+		sizeof(struct shmt_client), alignof(struct shmt_client),
+		sizeof(struct shmt_ring_slot), sizeof(struct shmt_log_slot),
+		sizeof(struct shmt_w), SHMT_LINE, SHMT_LIMITER_NAME_MAX,
+	};
+
+	for (size_t i = 0; i < sizeof(facts) / sizeof(facts[0]); i++)
+		h = fnv1a(h, facts[i]);
+	return ((uint64_t)SHMT_ABI_VERSION << 48) | (h & 0xffffffffffffULL);
+}
+
+/* Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat),
+ * or 0 when unknown.  Together with the pid it names one process: a reused
+ * pid has another start time. */
+uint64_t
+shmt__proc_start(pid_t pid)
+{
+	char path[64], buf[1024];
+	const char *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd, field;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* The command name may hold spaces and ')': skip to the last ')'. */
+	p = strrchr(buf, ')');
+	if (p == NULL)
+		return 0;
+	for (field = 2; *p != '\0' && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	if (sscanf(p, "%llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+/* 1 when PID runs and (if START is known) is the same process. */
+int
+shmt__pid_alive(pid_t pid, uint64_t start)
+{
+	uint64_t now_start;
+	int saved = errno;
+	int alive;
+
+	if (pid <= 0)
+		return 0;
+	alive = kill(pid, 0) == 0 || errno == EPERM;
+	errno = saved;
+	if (!alive)
+		return 0;
+	if (start == 0)
+		return 1;
+	now_start = shmt__proc_start(pid);
+	return now_start == 0 || now_start == start;
+}
+
+int
+shmt__mutex_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	int rc;
+
+	if ((rc = pthread_mutexattr_init(&a)) != 0)
+		return -rc;
+	rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	if (rc == 0)
+		rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	if (rc == 0)
+		rc = pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return -rc;
+}
+
+int
+shmt__mutex_lock(pthread_mutex_t *m)
+{
+	int rc = pthread_mutex_lock(m);
+
+	if (rc == 0)
+		return 0;
+	if (rc == EOWNERDEAD)
+		return 1;
+	return -rc;
+}
+
+void
+shmt__mutex_consistent(pthread_mutex_t *m)
+{
+	pthread_mutex_consistent(m);
+}
+
+void
+shmt__mutex_unlock(pthread_mutex_t *m)
+{
+	pthread_mutex_unlock(m);
+}
+
+static uint64_t
+round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static int
+config_check(const shmt_config_t *cfg)
+{
+	if ((cfg->mode & ~(mode_t)0777) != 0)
+		return -EINVAL;
+	if (cfg->max_limiters == 0 || cfg->max_limiters > 4096)
+		return -EINVAL;
+	if (cfg->max_slots == 0 || cfg->max_slots > 65536)
+		return -EINVAL;
+	if (cfg->arena_bytes < (64ULL << 10) || cfg->arena_bytes > (1ULL << 40))
+		return -EINVAL;
+	return 0;
+}
+
+/* Lay the regions out page by page; returns the total size. */
+static uint64_t
+layout(const shmt_config_t *cfg, struct shmt_region reg[SHMT_R_COUNT])
+{
+	uint64_t off = 0;
+	const uint64_t sizes[SHMT_R_COUNT] = {
+		[SHMT_R_HEADER] = sizeof(struct shmt_hdr),
+		[SHMT_R_SLOTS] = (uint64_t)cfg->max_slots * sizeof(struct shmt_slot),
+		[SHMT_R_LIMITERS] =
+		    (uint64_t)cfg->max_limiters * sizeof(struct shmt_lim),
+		[SHMT_R_ARENA] = cfg->arena_bytes,
+	};
+
+	for (int i = 0; i < SHMT_R_COUNT; i++) {
+		reg[i].rg_off = off;
+		reg[i].rg_size = sizes[i];
+		off = round_up(off + sizes[i], SHMT_PAGE);
+	}
+	return off;
+}
+
+static const char *const region_names[SHMT_R_COUNT] = {
+	[SHMT_R_HEADER] = "header",
+	[SHMT_R_SLOTS] = "slots",
+	[SHMT_R_LIMITERS] = "limiters",
+	[SHMT_R_ARENA] = "arena",
+};
+
+static shmt_t *
+handle_new(const char *name, char *base, uint64_t size,
+    const struct shmt_region reg[SHMT_R_COUNT])
+{
+	shmt_t *h = calloc(1, sizeof(*h));
+
+	if (h == NULL)
+		return NULL;
+	h->base = base;
+	h->size = size;
+	h->hdr = (struct shmt_hdr *)base;
+	memcpy(h->reg, reg, sizeof(h->reg));
+	h->slot = UINT32_MAX;
+	h->pid = getpid();
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	return h;
+}
+
+static void
+hdr_init(struct shmt_hdr *hdr, const shmt_config_t *cfg, uint64_t size,
+    const struct shmt_region reg[SHMT_R_COUNT])
+{
+	struct timespec ts;
+
+	hdr->sh_format = shmt__format_word();
+	hdr->sh_size = size;
+	hdr->sh_abi = SHMT_ABI_VERSION;
+	hdr->sh_nregions = SHMT_R_COUNT;
+	for (int i = 0; i < SHMT_R_COUNT; i++)
+		hdr->sh_regions[i] = reg[i];
+	hdr->sh_params.sp_max_limiters = cfg->max_limiters;
+	hdr->sh_params.sp_max_slots = cfg->max_slots;
+	hdr->sh_params.sp_arena_bytes = cfg->arena_bytes;
+	hdr->sh_params.sp_mode = (uint32_t)cfg->mode;
+	hdr->sh_params.sp_gid = (uint32_t)cfg->gid;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	hdr->sh_created_wall_ns =
+	    (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	hdr->sh_created_mono_ns = shmt__mono_ns();
+	hdr->sh_generation = 1;
+}
+
+SHMT_EXPORT int
+shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
+{
+	static atomic_uint counter;
+	struct shmt_region reg[SHMT_R_COUNT];
+	shmt_config_t defaults;
+	char tmp[SHMT_SEGNAME_MAX + 64];
+	char tmppath[sizeof(tmp) + sizeof(SHMT_SHM_DIR)];
+	char path[SHMT_SEGNAME_MAX + sizeof(SHMT_SHM_DIR) + 1];
+	struct shmt_hdr *hdr;
+	uint64_t size;
+	shmt_t *h = NULL;
+	void *base = MAP_FAILED;
+	int saved = errno;
+	int fd = -1, rc;
+
+	if ((rc = shmt__name_check(name)) != 0)
+		return rc;
+	if (out == NULL)
+		return -EINVAL;
+	if (cfg == NULL) {
+		shmt_config_init(&defaults);
+		cfg = &defaults;
+	}
+	if ((rc = config_check(cfg)) != 0)
+		return rc;
+	size = layout(cfg, reg);
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", name, (int)getpid(),
+	    atomic_fetch_add(&counter, 1));
+	snprintf(tmppath, sizeof(tmppath), SHMT_SHM_DIR "%s", tmp);
+	snprintf(path, sizeof(path), SHMT_SHM_DIR "%s", name);
+
+	fd = shm_open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	/* The umask must not narrow what the caller asked for. */
+	if (fchmod(fd, cfg->mode) != 0 ||
+	    (cfg->gid != (gid_t)-1 && fchown(fd, (uid_t)-1, cfg->gid) != 0)) {
+		rc = -errno;
+		goto out_unlink;
+	}
+	/* Reserve the memory now: a tmpfs that fills up later would kill the
+	 * users with SIGBUS instead of failing here. */
+	if ((rc = posix_fallocate(fd, 0, (off_t)size)) != 0) {
+		rc = rc == ENOSPC ? -ENOSPC : -rc;
+		goto out_unlink;
+	}
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		goto out_unlink;
+	}
+	hdr = base;
+	hdr_init(hdr, cfg, size, reg);
+	if ((rc = shmt__mutex_init(&hdr->sh_table_lock)) != 0)
+		goto out_unlink;
+	/* The magic goes last: a reader that sees it sees everything. */
+	atomic_thread_fence(memory_order_release);
+	hdr->sh_magic = SHMT_MAGIC;
+
+	if (link(tmppath, path) != 0) {
+		rc = -errno;
+		goto out_unlink;
+	}
+	shm_unlink(tmp);
+	close(fd);
+	fd = -1;
+
+	h = handle_new(name, base, size, reg);
+	if (h == NULL) {
+		rc = -ENOMEM;
+		shm_unlink(name);
+		goto out;
+	}
+	if ((rc = shmt__slot_claim(h)) != 0) {
+		free(h);
+		h = NULL;
+		shm_unlink(name);
+		goto out;
+	}
+	*out = h;
+	errno = saved;
+	return 0;
+
+out_unlink:
+	shm_unlink(tmp);
+out:
+	if (base != MAP_FAILED && h == NULL)
+		munmap(base, size);
+	if (fd >= 0)
+		close(fd);
+	errno = saved;
+	return rc;
+}
+
+/*
+ * Validate a mapped image of SIZE bytes: magic, format, size, then every
+ * region inside the object, in order, without overlap.  Fills REG.
+ */
+static int
+validate(const char *base, uint64_t size, struct shmt_region reg[SHMT_R_COUNT])
+{
+	const struct shmt_hdr *hdr = (const struct shmt_hdr *)base;
+	uint64_t end = 0;
+
+	if (size < sizeof(hdr->sh_magic))
+		return SHMT_ESIZE;
+	if (hdr->sh_magic != SHMT_MAGIC)
+		return SHMT_EMAGIC;
+	if (size < sizeof(struct shmt_hdr))
+		return SHMT_ESIZE;
+	if (hdr->sh_format != shmt__format_word())
+		return SHMT_EFORMAT;
+	if (hdr->sh_size != size)
+		return SHMT_ESIZE;
+	if (hdr->sh_nregions != SHMT_R_COUNT)
+		return SHMT_ECORRUPT;
+	for (int i = 0; i < SHMT_R_COUNT; i++) {
+		uint64_t off = hdr->sh_regions[i].rg_off;
+		uint64_t len = hdr->sh_regions[i].rg_size;
+
+		if (off < end || off > size || len > size - off ||
+		    off % SHMT_LINE != 0)
+			return SHMT_ECORRUPT;
+		reg[i].rg_off = off;
+		reg[i].rg_size = len;
+		end = off + len;
+	}
+	if (reg[SHMT_R_HEADER].rg_off != 0 ||
+	    reg[SHMT_R_HEADER].rg_size < sizeof(struct shmt_hdr))
+		return SHMT_ECORRUPT;
+	if (reg[SHMT_R_SLOTS].rg_size !=
+	    (uint64_t)hdr->sh_params.sp_max_slots * sizeof(struct shmt_slot) ||
+	    reg[SHMT_R_LIMITERS].rg_size !=
+	    (uint64_t)hdr->sh_params.sp_max_limiters * sizeof(struct shmt_lim) ||
+	    reg[SHMT_R_ARENA].rg_size != hdr->sh_params.sp_arena_bytes)
+		return SHMT_ECORRUPT;
+	return 0;
+}
+
+SHMT_EXPORT int
+shmt_open(const char *name, shmt_t **out)
+{
+	struct shmt_region reg[SHMT_R_COUNT];
+	struct stat st;
+	shmt_t *h;
+	void *base;
+	uint64_t size;
+	int saved = errno;
+	int fd, rc;
+
+	if ((rc = shmt__name_check(name)) != 0)
+		return rc;
+	if (out == NULL)
+		return -EINVAL;
+	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = -errno;
+		errno = saved;
+		return rc;
+	}
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+		close(fd);
+		errno = saved;
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = saved;
+		return SHMT_ENOTREG;
+	}
+	size = (uint64_t)st.st_size;
+	if (size < sizeof(struct shmt_hdr)) {
+		/* Too small to hold a header: tell a foreign object (bad
+		 * magic) from a truncated segment when the magic fits. */
+		uint64_t magic = 0;
+
+		rc = SHMT_ESIZE;
+		if (size >= sizeof(magic) &&
+		    pread(fd, &magic, sizeof(magic), 0) == sizeof(magic) &&
+		    magic != SHMT_MAGIC)
+			rc = SHMT_EMAGIC;
+		close(fd);
+		errno = saved;
+		return rc;
+	}
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	rc = base == MAP_FAILED ? -errno : 0;
+	close(fd);
+	if (rc != 0) {
+		errno = saved;
+		return rc;
+	}
+	if ((rc = validate(base, size, reg)) != 0)
+		goto fail;
+	h = handle_new(name, base, size, reg);
+	if (h == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if ((rc = shmt__slot_claim(h)) != 0) {
+		free(h);
+		goto fail;
+	}
+	*out = h;
+	errno = saved;
+	return 0;
+fail:
+	munmap(base, size);
+	errno = saved;
+	return rc;
+}
+
+SHMT_EXPORT void
+shmt_close(shmt_t *h)
+{
+	int saved = errno;
+
+	if (h == NULL)
+		return;
+	/* A handle inherited across fork() belongs to the parent's slot. */
+	if (h->pid == getpid())
+		shmt__slot_release(h);
+	munmap(h->base, h->size);
+	free(h);
+	errno = saved;
+}
+
+SHMT_EXPORT int
+shmt_unlink(const char *name)
+{
+	int saved = errno;
+	int rc;
+
+	if ((rc = shmt__name_check(name)) != 0)
+		return rc;
+	rc = shm_unlink(name) == 0 ? 0 : -errno;
+	errno = saved;
+	return rc;
+}
+
+SHMT_EXPORT const char *
+shmt_name(const shmt_t *h)
+{
+	return h != NULL ? h->name : NULL;
+}
+
+SHMT_EXPORT int
+shmt_set_clock(shmt_t *h, shmt_clock_fn fn, void *ctx)
+{
+	if (h == NULL)
+		return -EINVAL;
+	h->clock = fn;
+	h->clock_ctx = fn != NULL ? ctx : NULL;
+	return 0;
+}
+
+SHMT_EXPORT shmt_time_t
+shmt_now(shmt_t *h)
+{
+	return h != NULL ? shmt__now(h) : shmt__mono_ns();
+}
+
+SHMT_EXPORT int
+shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out)
+{
+	const struct shmt_hdr *hdr;
+	const struct shmt_lim *lim;
+	uint32_t nlim, n = 0;
+
+	if (h == NULL || out == NULL)
+		return -EINVAL;
+	hdr = h->hdr;
+	memset(out, 0, sizeof(*out));
+	out->size = h->size;
+	out->format = hdr->sh_format;
+	out->abi_version = hdr->sh_abi;
+	out->nregions = SHMT_R_COUNT;
+	for (int i = 0; i < SHMT_R_COUNT; i++) {
+		snprintf(out->regions[i].name, sizeof(out->regions[i].name),
+		    "%s", region_names[i]);
+		out->regions[i].offset = h->reg[i].rg_off;
+		out->regions[i].size = h->reg[i].rg_size;
+	}
+	nlim = (uint32_t)(h->reg[SHMT_R_LIMITERS].rg_size / sizeof(*lim));
+	lim = shmt__region(h, SHMT_R_LIMITERS);
+	for (uint32_t i = 0; i < nlim; i++)
+		if (__atomic_load_n(&lim[i].lm_state, __ATOMIC_ACQUIRE) ==
+		    SHMT_LIM_READY)
+			n++;
+	out->max_limiters = nlim;
+	out->limiters = n;
+	out->regions[SHMT_R_HEADER].used = sizeof(struct shmt_hdr);
+	out->regions[SHMT_R_LIMITERS].used = (uint64_t)n * sizeof(*lim);
+	out->regions[SHMT_R_ARENA].used =
+	    __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
+	out->max_slots =
+	    (uint32_t)(h->reg[SHMT_R_SLOTS].rg_size / sizeof(struct shmt_slot));
+	shmt__slots_count(h, &out->slots, &out->slots_stale);
+	out->regions[SHMT_R_SLOTS].used =
+	    (uint64_t)out->slots * sizeof(struct shmt_slot);
+	out->mode = (mode_t)(hdr->sh_params.sp_mode & 0777);
+	out->created_wall_ns = hdr->sh_created_wall_ns;
+	out->daemon_pid = __atomic_load_n(&hdr->sh_daemon_pid, __ATOMIC_ACQUIRE);
+	out->daemon_alive = out->daemon_pid > 0 && out->daemon_pid < INT32_MAX &&
+	    shmt__pid_alive((pid_t)out->daemon_pid,
+	    __atomic_load_n(&hdr->sh_daemon_start, __ATOMIC_RELAXED));
+	out->daemon_heartbeat_ns =
+	    __atomic_load_n(&hdr->sh_heartbeat_ns, __ATOMIC_RELAXED);
+	out->daemon_lag_ns = __atomic_load_n(&hdr->sh_lag_ns, __ATOMIC_RELAXED);
+	out->housekeeping_runs = __atomic_load_n(&hdr->sh_hk_runs, __ATOMIC_RELAXED);
+	out->slots_reaped = __atomic_load_n(&hdr->sh_reaped, __ATOMIC_RELAXED);
+	return 0;
+}

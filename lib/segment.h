@@ -1,0 +1,171 @@
+/* This file is private to libshmthrottle: the segment's layout and the handle. */
+/* SPDX-License-Identifier: MIT */
+#ifndef SHMT_SEGMENT_H
+#define SHMT_SEGMENT_H
+
+#include "shmthrottle.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdint.h>
+#include <time.h>
+
+/*
+ * The segment is a file format: it is read by processes built from other
+ * versions of this code, mapped at any address, and may be damaged.  So:
+ * no pointers inside, only offsets; a layout word (sh_format) that folds the
+ * ABI version and the size and alignment of every shared type; and every
+ * offset checked before use.  Members of shared structs carry a prefix per
+ * struct (sh_, rg_, sl_, lm_, ...) so one grep finds every access.
+ */
+
+#define SHMT_MAGIC 0x31544d4854524853ULL /* "SHRTHMT1" little-endian */
+#define SHMT_ABI_VERSION 1U
+
+/* Hot shared words are padded to 128 bytes: x86 prefetches adjacent lines
+ * in pairs, so 64-byte padding still lets two writers fight. */
+#define SHMT_LINE 128
+#define SHMT_PAGE 4096
+
+enum shmt_region_id {
+	SHMT_R_HEADER = 0,
+	SHMT_R_SLOTS,
+	SHMT_R_LIMITERS,
+	SHMT_R_ARENA,
+	SHMT_R_COUNT
+};
+
+struct shmt_region {
+	uint64_t rg_off;
+	uint64_t rg_size;
+};
+
+/* Creation parameters, as stored in the segment. */
+struct shmt_params {
+	uint32_t sp_max_limiters;
+	uint32_t sp_max_slots;
+	uint64_t sp_arena_bytes;
+	uint32_t sp_mode;
+	uint32_t sp_gid;
+};
+
+struct shmt_hdr {
+	/* Identity: written once before the segment is published. */
+	uint64_t sh_magic;
+	uint64_t sh_format;
+	uint64_t sh_size;
+	uint32_t sh_abi;
+	uint32_t sh_nregions;
+	struct shmt_region sh_regions[SHMT_REGIONS_MAX];
+	struct shmt_params sh_params;
+	uint64_t sh_created_wall_ns;
+	uint64_t sh_created_mono_ns;
+
+	/* The daemon: its own line, written on every heartbeat. */
+	alignas(SHMT_LINE) int64_t sh_daemon_pid;
+	uint64_t sh_daemon_start;     /* start time of that pid (clock ticks) */
+	uint64_t sh_heartbeat_ns;
+	uint64_t sh_lag_ns;
+	uint64_t sh_hk_runs;
+	uint64_t sh_reaped;
+
+	/* The limiter table: rarely written. */
+	alignas(SHMT_LINE) pthread_mutex_t sh_table_lock; /* robust, pshared */
+	uint64_t sh_generation;       /* bumped on every define */
+	uint64_t sh_arena_used;       /* bump allocator over SHMT_R_ARENA */
+	uint32_t sh_nlimiters;        /* rows ever used (high-water mark) */
+	uint32_t sh_pad0;
+};
+
+_Static_assert(sizeof(struct shmt_hdr) <= SHMT_PAGE, "header fits a page");
+_Static_assert(sizeof(uint64_t) == 8 && sizeof(int) == 4, "LP64 please");
+_Static_assert(-1 == ~0, "two's complement please");
+
+/* One slot per attached process. sl_pid is claimed by CAS from 0. */
+struct shmt_slot {
+	uint32_t sl_pid;
+	uint32_t sl_pad;
+	uint64_t sl_start;            /* /proc start time of sl_pid, 0 if unknown */
+	uint64_t sl_attached_ns;
+	uint64_t sl_pad2[5];
+};
+_Static_assert(sizeof(struct shmt_slot) == 64, "slot is one line");
+
+/* The process-local cache of limiter name -> row.  An entry is only a hint:
+ * a hit is confirmed against the row's name and state in the segment, so a
+ * stale entry costs a miss, never a wrong answer.  That is why a plain array
+ * of atomic words serves here, without RCU. */
+#define SHMT_LCACHE_SIZE 256
+struct shmt_lcache {
+	uint64_t lc_ent[SHMT_LCACHE_SIZE]; /* (hash32 << 32) | (row + 1) */
+};
+
+struct shmt {
+	char *base;                   /* this process's mapping */
+	uint64_t size;
+	struct shmt_hdr *hdr;
+	/* Region table, validated at open and never re-read from the segment. */
+	struct shmt_region reg[SHMT_R_COUNT];
+	shmt_clock_fn clock;
+	void *clock_ctx;
+	uint32_t slot;                /* UINT32_MAX: none */
+	pid_t pid;
+	char name[SHMT_SEGNAME_MAX + 1];
+	struct shmt_lcache lcache;
+};
+
+/* Private API of the segment module. */
+int shmt__name_check(const char *name);
+uint64_t shmt__format_word(void);
+uint64_t shmt__proc_start(pid_t pid);
+int shmt__pid_alive(pid_t pid, uint64_t start);
+
+/* Pointer to a region, already validated at open. */
+static inline void *
+shmt__region(const shmt_t *h, enum shmt_region_id id)
+{
+	return h->base + h->reg[id].rg_off;
+}
+
+/* True when [off, off + len) lies inside region ID. */
+static inline int
+shmt__in_region(const shmt_t *h, enum shmt_region_id id, uint64_t off,
+    uint64_t len)
+{
+	uint64_t size = h->reg[id].rg_size;
+
+	return off <= size && len <= size - off;
+}
+
+static inline shmt_time_t
+shmt__mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (shmt_time_t)ts.tv_sec * 1000000000ULL + (shmt_time_t)ts.tv_nsec;
+}
+
+static inline shmt_time_t
+shmt__now(shmt_t *h)
+{
+	if (h->clock != NULL)
+		return h->clock(h->clock_ctx);
+	return shmt__mono_ns();
+}
+
+/* Robust mutex helpers: lock returns 0, or 1 when the previous owner died
+ * (the caller repairs, then calls shmt__mutex_consistent), or -errno. */
+int shmt__mutex_init(pthread_mutex_t *m);
+int shmt__mutex_lock(pthread_mutex_t *m);
+void shmt__mutex_consistent(pthread_mutex_t *m);
+void shmt__mutex_unlock(pthread_mutex_t *m);
+
+/* Slots (slots.c). */
+int shmt__slot_claim(shmt_t *h);
+void shmt__slot_release(shmt_t *h);
+int shmt__slots_reap(shmt_t *h);
+void shmt__slots_count(shmt_t *h, uint32_t *in_use, uint32_t *stale);
+
+#endif /* SHMT_SEGMENT_H */
