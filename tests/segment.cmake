@@ -1,0 +1,4 @@
+# SPDX-License-Identifier: MIT
+# Tests of the segment: life cycle, refusals, concurrent creation, the
+# installed package, and the public header compiled on its own.
+shmt_add_test(test_segment SOURCES test_segment.c LABELS unit TIMEOUT 60)
