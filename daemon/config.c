@@ -1,0 +1,1088 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's configuration: an INI file parsed with inih into a
+ * struct shmtd_config, checked key by key (every error names the file, the
+ * line and the key), resolved (defaults filled in, derived values computed)
+ * and printed back as INI.  The built-in default is itself INI text parsed
+ * by the same code, so it cannot drift from what a file may say.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ini.h>
+
+static const char builtin_config[] =
+    "[segment]\n"
+    "name = " SHMT_DEFAULT_SEGMENT "\n"
+    "[limiter api]\n"
+    "limit = 100\n"
+    "window = 1s\n"
+    "slack_time = 100ms\n"
+    "slack_uses = 10\n"
+    "[limiter keys]\n"
+    "keys = key-1, key-2, key-3, key-4\n"
+    "uses_per_key = 5\n"
+    "window = 1s\n"
+    "slack_time = 100ms\n"
+    "slack_uses = 5\n"
+    "[limiter per-ip]\n"
+    "per_client = yes\n"
+    "limit = 10\n"
+    "window = 1s\n"
+    "slack_time = 100ms\n"
+    "slack_uses = 1\n"
+    "capacity = 4096\n"
+    "[dictionary]\n"
+    "enabled = yes\n"
+    "[analyzer]\n"
+    "enabled = yes\n"
+    "[counters]\n"
+    "enabled = no\n";
+
+/* ---- Units ------------------------------------------------------------- */
+
+struct unit {
+	const char *suffix;
+	uint64_t mult;
+};
+
+#define NS_S 1000000000ULL
+
+static const struct unit duration_units[] = {
+	{ "", NS_S }, { "ns", 1 }, { "us", 1000 }, { "ms", 1000000 },
+	{ "s", NS_S }, { "m", 60 * NS_S }, { "min", 60 * NS_S },
+	{ "h", 3600 * NS_S }, { "d", 86400 * NS_S }, { NULL, 0 }
+};
+
+static const struct unit size_units[] = {
+	{ "", 1 }, { "B", 1 },
+	{ "K", 1ULL << 10 }, { "KiB", 1ULL << 10 }, { "KB", 1000ULL },
+	{ "kB", 1000ULL },
+	{ "M", 1ULL << 20 }, { "MiB", 1ULL << 20 }, { "MB", 1000000ULL },
+	{ "G", 1ULL << 30 }, { "GiB", 1ULL << 30 }, { "GB", 1000000000ULL },
+	{ "T", 1ULL << 40 }, { "TiB", 1ULL << 40 }, { "TB", 1000000000000ULL },
+	{ NULL, 0 }
+};
+
+/*
+ * Parse "I[.F]UNIT" exactly: the value is I * mult + F * mult / 10^k and
+ * must be a whole number.  Integer arithmetic throughout (128-bit), so
+ * "1.1s" is exactly 1100000000 ns, never 1099999999.
+ */
+static int
+parse_units(const char *s, const struct unit *units, uint64_t *out)
+{
+	unsigned __int128 ip = 0, fp = 0, den = 1, v;
+	int digits = 0;
+	const char *p = s;
+
+	while (isspace((unsigned char)*p))
+		p++;
+	for (; isdigit((unsigned char)*p); p++, digits++) {
+		ip = ip * 10 + (unsigned)(*p - '0');
+		if (ip > UINT64_MAX)
+			return -ERANGE;
+	}
+	if (*p == '.') {
+		for (p++; isdigit((unsigned char)*p); p++, digits++) {
+			if (den >= 1000000000000000000ULL)
+				return -EINVAL; /* finer than any unit needs */
+			fp = fp * 10 + (unsigned)(*p - '0');
+			den *= 10;
+		}
+	}
+	if (digits == 0)
+		return -EINVAL;
+	while (isspace((unsigned char)*p))
+		p++;
+	for (const struct unit *u = units; u->suffix != NULL; u++) {
+		size_t n = strlen(u->suffix);
+		const char *q = p + n;
+
+		if (strncmp(p, u->suffix, n) != 0)
+			continue;
+		while (isspace((unsigned char)*q))
+			q++;
+		if (*q != '\0')
+			continue;
+		if ((fp * u->mult) % den != 0)
+			return -EINVAL;
+		v = ip * u->mult + fp * u->mult / den;
+		if (v > UINT64_MAX)
+			return -ERANGE;
+		*out = (uint64_t)v;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int
+shmtd_parse_duration(const char *s, uint64_t *ns)
+{
+	if (s == NULL || ns == NULL)
+		return -EINVAL;
+	return parse_units(s, duration_units, ns);
+}
+
+int
+shmtd_parse_size(const char *s, uint64_t *bytes)
+{
+	if (s == NULL || bytes == NULL)
+		return -EINVAL;
+	return parse_units(s, size_units, bytes);
+}
+
+char *
+shmtd_format_duration(uint64_t ns, char *buf, size_t cap)
+{
+	static const struct unit order[] = {
+		{ "d", 86400 * NS_S }, { "h", 3600 * NS_S }, { "m", 60 * NS_S },
+		{ "s", NS_S }, { "ms", 1000000 }, { "us", 1000 }, { "ns", 1 },
+	};
+	size_t i = 0;
+
+	if (ns == 0) {
+		snprintf(buf, cap, "0s");
+		return buf;
+	}
+	while (ns % order[i].mult != 0)
+		i++;
+	snprintf(buf, cap, "%" PRIu64 "%s", ns / order[i].mult, order[i].suffix);
+	return buf;
+}
+
+char *
+shmtd_format_size(uint64_t bytes, char *buf, size_t cap)
+{
+	static const char *const names[] = { "TiB", "GiB", "MiB", "KiB" };
+
+	for (int i = 0; i < 4; i++) {
+		uint64_t m = 1ULL << (10 * (4 - i));
+
+		if (bytes != 0 && bytes % m == 0) {
+			snprintf(buf, cap, "%" PRIu64 "%s", bytes / m, names[i]);
+			return buf;
+		}
+	}
+	snprintf(buf, cap, "%" PRIu64, bytes);
+	return buf;
+}
+
+/* ---- Key tables ---------------------------------------------------------- */
+
+enum ktype { K_U32, K_U64, K_DUR, K_SIZE, K_BOOL, K_STR, K_SEGNAME, K_MODE,
+	K_GROUP, K_LMODE, K_KEYS, K_EVICT, K_LOG, K_PCT };
+
+struct keydef {
+	const char *name;
+	enum ktype type;
+	size_t off;           /* in the section's base object */
+	size_t cap;           /* K_STR */
+};
+
+enum section { S_SEGMENT, S_DICT, S_ANALYZER, S_COUNTERS, S_DAEMON,
+	S_LIMITER, S_COUNT };
+
+#define CF(f) offsetof(struct shmtd_config, f)
+#define LF(f) offsetof(struct shmtd_limiter, f)
+
+static const struct keydef segment_keys[] = {
+	{ "name", K_SEGNAME, CF(segment), 0 },
+	{ "mode", K_MODE, CF(seg.mode), 0 },
+	{ "group", K_GROUP, CF(seg.gid), 0 },
+	{ "max_limiters", K_U32, CF(seg.max_limiters), 0 },
+	{ "max_slots", K_U32, CF(seg.max_slots), 0 },
+	{ "arena", K_SIZE, CF(seg.arena_bytes), 0 },
+	{ NULL, 0, 0, 0 }
+};
+
+static const struct keydef limiter_keys[] = {
+	{ "limit", K_U64, LF(limit.limit), 0 },
+	{ "window", K_DUR, LF(limit.window_ns), 0 },
+	{ "slack_time", K_DUR, LF(limit.slack_ns), 0 },
+	{ "slack_uses", K_U64, LF(limit.slack_uses), 0 },
+	{ "mode", K_LMODE, LF(limit.mode), 0 },
+	{ "keys", K_KEYS, 0, 0 },
+	{ "uses_per_key", K_U32, LF(limit.uses_per_key), 0 },
+	{ "per_client", K_BOOL, LF(limit.per_client), 0 },
+	{ "capacity", K_U32, LF(limit.client_capacity), 0 },
+	{ NULL, 0, 0, 0 }
+};
+
+static const struct keydef dict_keys[] = {
+	{ "enabled", K_BOOL, CF(dict.enabled), 0 },
+	{ "size", K_SIZE, CF(dict.size), 0 },
+	{ "shards", K_U32, CF(dict.shards), 0 },
+	{ "max_key", K_SIZE, CF(dict.max_key), 0 },
+	{ "max_value", K_SIZE, CF(dict.max_value), 0 },
+	{ "eviction", K_EVICT, CF(dict.eviction), 0 },
+	{ "default_ttl", K_DUR, CF(dict.default_ttl_ns), 0 },
+	{ NULL, 0, 0, 0 }
+};
+
+static const struct keydef analyzer_keys[] = {
+	{ "enabled", K_BOOL, CF(analyzer.enabled), 0 },
+	{ "window", K_DUR, CF(analyzer.window_ns), 0 },
+	{ "subwindows", K_U32, CF(analyzer.subwindows), 0 },
+	{ "counters", K_U32, CF(analyzer.counters), 0 },
+	{ "summaries", K_U32, CF(analyzer.summaries), 0 },
+	{ "threshold", K_PCT, CF(analyzer.threshold_pct), 0 },
+	{ NULL, 0, 0, 0 }
+};
+
+static const struct keydef counters_keys[] = {
+	{ "enabled", K_BOOL, CF(counters.enabled), 0 },
+	{ "keys", K_U32, CF(counters.keys), 0 },
+	{ "window", K_DUR, CF(counters.window_ns), 0 },
+	{ "subwindows", K_U32, CF(counters.subwindows), 0 },
+	{ NULL, 0, 0, 0 }
+};
+
+static const struct keydef daemon_keys[] = {
+	{ "snapshot", K_STR, CF(snapshot), sizeof(((struct shmtd_config *)0)->snapshot) },
+	{ "snapshot_interval", K_DUR, CF(snapshot_interval_ns), 0 },
+	{ "log", K_LOG, CF(log_target), 0 },
+	{ NULL, 0, 0, 0 }
+};
+
+static const struct {
+	const char *name;
+	const struct keydef *keys;
+} sections[S_COUNT] = {
+	[S_SEGMENT] = { "segment", segment_keys },
+	[S_DICT] = { "dictionary", dict_keys },
+	[S_ANALYZER] = { "analyzer", analyzer_keys },
+	[S_COUNTERS] = { "counters", counters_keys },
+	[S_DAEMON] = { "daemon", daemon_keys },
+	[S_LIMITER] = { "limiter", limiter_keys },
+};
+
+/* Which keys a section object has seen, and on which line. */
+#define KEYS_MAX 16
+struct seen {
+	uint32_t bits;
+	int first_line;
+	int line[KEYS_MAX];
+};
+
+struct parse {
+	struct shmtd_config *cfg;
+	const char *file;
+	/* The source: a FILE, or the rest of a string. */
+	FILE *f;
+	const char *str;
+	int line;
+	struct seen fixed[S_LIMITER];
+	struct seen *lseen;   /* one per limiter */
+	size_t lcap;
+	char *err;
+	size_t errcap;
+	int err_line;         /* 0: no error yet */
+	int rc;
+};
+
+static void
+fail(struct parse *p, int line, const char *key, const char *fmt, ...)
+{
+	char what[512];
+	va_list ap;
+
+	if (p->err_line != 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	p->err_line = line > 0 ? line : 1;
+	if (p->rc == 0)
+		p->rc = -EINVAL;
+	if (p->err == NULL || p->errcap == 0)
+		return;
+	if (key != NULL)
+		snprintf(p->err, p->errcap, "%s:%d: key '%s': %s", p->file,
+		    p->err_line, key, what);
+	else
+		snprintf(p->err, p->errcap, "%s:%d: %s", p->file, p->err_line,
+		    what);
+}
+
+/* True when the source has nothing left to read. */
+static int
+at_end(struct parse *p)
+{
+	int ch;
+
+	if (p->f == NULL)
+		return *p->str == '\0';
+	if ((ch = getc(p->f)) == EOF)
+		return 1;
+	ungetc(ch, p->f);
+	return 0;
+}
+
+/*
+ * The line reader for inih: counts lines so the handler knows where it is,
+ * and refuses a line longer than inih's buffer, which inih would otherwise
+ * split silently into two lines.
+ */
+static char *
+read_line(char *buf, int cap, void *stream)
+{
+	struct parse *p = stream;
+	size_t n;
+
+	if (p->f != NULL) {
+		if (fgets(buf, cap, p->f) == NULL)
+			return NULL;
+		n = strlen(buf);
+	} else {
+		const char *nl;
+
+		if (*p->str == '\0')
+			return NULL;
+		nl = strchr(p->str, '\n');
+		n = nl != NULL ? (size_t)(nl - p->str) + 1 : strlen(p->str);
+		if (n >= (size_t)cap)
+			n = (size_t)cap - 1;
+		memcpy(buf, p->str, n);
+		buf[n] = '\0';
+		p->str += n;
+	}
+	p->line++;
+	if (n == (size_t)cap - 1 && buf[n - 1] != '\n' && !at_end(p)) {
+		fail(p, p->line, NULL, "line longer than %d characters "
+		    "(continue a long value on indented lines)", cap - 2);
+		p->rc = -E2BIG;
+		return NULL;
+	}
+	return buf;
+}
+
+static int
+parse_u64(const char *v, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long x;
+
+	if (!isdigit((unsigned char)v[0]))
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno == ERANGE || x > max)
+		return -ERANGE;
+	while (isspace((unsigned char)*end))
+		end++;
+	if (*end != '\0')
+		return -EINVAL;
+	*out = x;
+	return 0;
+}
+
+static int
+parse_bool(const char *v, int *out)
+{
+	static const char *const yes[] = { "yes", "true", "on", "1", NULL };
+	static const char *const no[] = { "no", "false", "off", "0", NULL };
+
+	for (int i = 0; yes[i] != NULL; i++) {
+		if (strcasecmp(v, yes[i]) == 0) {
+			*out = 1;
+			return 0;
+		}
+		if (strcasecmp(v, no[i]) == 0) {
+			*out = 0;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int
+choose(const char *v, const char *const *choices, char *dst, size_t cap)
+{
+	for (int i = 0; choices[i] != NULL; i++)
+		if (strcmp(v, choices[i]) == 0) {
+			snprintf(dst, cap, "%s", choices[i]);
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static int
+segname_ok(const char *v)
+{
+	size_t n = strlen(v);
+
+	return v[0] == '/' && n >= 2 && n <= SHMT_SEGNAME_MAX &&
+	    strchr(v + 1, '/') == NULL && strcmp(v, "/.") != 0 &&
+	    strcmp(v, "/..") != 0;
+}
+
+static int
+keyname_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Append the comma-separated names of V to the key pool of LIM. */
+static int
+add_keys(struct parse *p, struct shmtd_limiter *lim, const char *v)
+{
+	const char *s = v;
+
+	while (*s != '\0') {
+		const char *e = strchr(s, ',');
+		size_t n = e != NULL ? (size_t)(e - s) : strlen(s);
+		const char *b = s, *t = s + n;
+		char **keys;
+
+		while (b < t && isspace((unsigned char)*b))
+			b++;
+		while (t > b && isspace((unsigned char)t[-1]))
+			t--;
+		if (t == b) {
+			if (e == NULL && b != v)
+				break; /* a trailing comma ends the line */
+			fail(p, p->line, "keys", "empty key name in '%s'", v);
+			return -EINVAL;
+		}
+		if ((size_t)(t - b) > SHMT_KEYNAME_MAX) {
+			fail(p, p->line, "keys", "key name longer than %d bytes",
+			    SHMT_KEYNAME_MAX);
+			return -EINVAL;
+		}
+		if (lim->limit.nkeys >= SHMT_KEYS_MAX) {
+			fail(p, p->line, "keys", "more than %d key names",
+			    SHMT_KEYS_MAX);
+			return -EINVAL;
+		}
+		keys = realloc(lim->keys, (lim->limit.nkeys + 1) * sizeof(*keys));
+		if (keys == NULL)
+			return -ENOMEM;
+		lim->keys = keys;
+		keys[lim->limit.nkeys] = strndup(b, (size_t)(t - b));
+		if (keys[lim->limit.nkeys] == NULL)
+			return -ENOMEM;
+		lim->limit.nkeys++;
+		lim->limit.keys = (const char *const *)lim->keys;
+		if (e == NULL)
+			break;
+		s = e + 1;
+	}
+	return 0;
+}
+
+/* Store value V of key K into BASE; returns 0 or fails P. */
+static int
+set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
+{
+	static const char *const lmodes[] = { "buckets", "exact", NULL };
+	static const char *const evictions[] = { "lru", "none", NULL };
+	static const char *const logs[] = { "stderr", "syslog", NULL };
+	void *dst = base + k->off;
+	uint64_t x;
+	char tmp[16];
+	int rc = 0, b;
+
+	switch (k->type) {
+	case K_U32:
+		if ((rc = parse_u64(v, UINT32_MAX, &x)) == 0)
+			*(uint32_t *)dst = (uint32_t)x;
+		break;
+	case K_U64:
+		rc = parse_u64(v, UINT64_MAX, (uint64_t *)dst);
+		break;
+	case K_DUR:
+		rc = shmtd_parse_duration(v, (uint64_t *)dst);
+		break;
+	case K_SIZE:
+		rc = shmtd_parse_size(v, (uint64_t *)dst);
+		break;
+	case K_BOOL:
+		if ((rc = parse_bool(v, &b)) == 0)
+			*(int *)dst = b;
+		break;
+	case K_STR:
+		if (strlen(v) >= k->cap)
+			rc = -ERANGE;
+		else
+			snprintf(dst, k->cap, "%s", v);
+		break;
+	case K_SEGNAME:
+		if (!segname_ok(v)) {
+			fail(p, p->line, k->name, "'%s' is not a segment name "
+			    "(one leading '/', no other, at most %d bytes)", v,
+			    SHMT_SEGNAME_MAX);
+			return -EINVAL;
+		}
+		snprintf(dst, SHMT_SEGNAME_MAX + 1, "%s", v);
+		break;
+	case K_MODE: {
+		char *end;
+		unsigned long m = strtoul(v, &end, 8);
+
+		if (!isdigit((unsigned char)*v) || *end != '\0' || m > 0777)
+			rc = -EINVAL;
+		else
+			*(mode_t *)dst = (mode_t)m;
+		break;
+	}
+	case K_GROUP: {
+		struct group *g = NULL;
+
+		if (parse_u64(v, INT32_MAX, &x) == 0) {
+			*(gid_t *)dst = (gid_t)x;
+			break;
+		}
+		g = getgrnam(v);
+		if (g == NULL) {
+			fail(p, p->line, k->name, "no group named '%s'", v);
+			return -EINVAL;
+		}
+		*(gid_t *)dst = g->gr_gid;
+		break;
+	}
+	case K_LMODE:
+		if ((rc = choose(v, lmodes, tmp, sizeof(tmp))) == 0)
+			*(int *)dst = strcmp(tmp, "exact") == 0 ?
+			    SHMT_MODE_EXACT : SHMT_MODE_BUCKETS;
+		break;
+	case K_KEYS:
+		return add_keys(p, (struct shmtd_limiter *)base, v);
+	case K_EVICT:
+		rc = choose(v, evictions, dst, 16);
+		break;
+	case K_LOG:
+		rc = choose(v, logs, dst, 16);
+		break;
+	case K_PCT: {
+		char num[32];
+		size_t n = strlen(v);
+
+		if (n > 0 && n < sizeof(num) && v[n - 1] == '%')
+			n--;
+		snprintf(num, sizeof(num), "%.*s", (int)n, v);
+		if ((rc = parse_u64(num, 99, &x)) == 0 && x == 0)
+			rc = -ERANGE;
+		if (rc == 0)
+			*(uint32_t *)dst = (uint32_t)x;
+		break;
+	}
+	}
+	if (rc == -ERANGE)
+		fail(p, p->line, k->name, "value '%s' is out of range", v);
+	else if (rc != 0)
+		fail(p, p->line, k->name, "cannot read '%s' as %s", v,
+		    k->type == K_DUR ? "a duration (e.g. 500ms, 1.5s, 10m, 24h)" :
+		    k->type == K_SIZE ? "a size (e.g. 4096, 64KiB, 16MiB, 1GB)" :
+		    k->type == K_BOOL ? "yes or no" :
+		    k->type == K_MODE ? "an octal mode (e.g. 0660)" :
+		    k->type == K_LMODE ? "buckets or exact" :
+		    k->type == K_EVICT ? "lru or none" :
+		    k->type == K_LOG ? "stderr or syslog" :
+		    k->type == K_PCT ? "a percentage from 1 to 99" :
+		    "a whole number");
+	return rc;
+}
+
+static int
+limiter_name_ok(const char *n)
+{
+	size_t len = strlen(n);
+
+	if (len == 0 || len > SHMT_LIMITER_NAME_MAX)
+		return 0;
+	for (; *n != '\0'; n++)
+		if (!isalnum((unsigned char)*n) && strchr("._:-", *n) == NULL)
+			return 0;
+	return 1;
+}
+
+/* The limiter named NAME, created on first mention. */
+static struct shmtd_limiter *
+limiter_get(struct parse *p, const char *name, struct seen **seen)
+{
+	struct shmtd_config *c = p->cfg;
+	struct shmtd_limiter *l;
+
+	for (size_t i = 0; i < c->nlimiters; i++)
+		if (strcmp(c->limiters[i].name, name) == 0) {
+			*seen = &p->lseen[i];
+			return &c->limiters[i];
+		}
+	if (c->nlimiters == p->lcap) {
+		size_t cap = p->lcap == 0 ? 8 : p->lcap * 2;
+		struct shmtd_limiter *nl;
+		struct seen *ns;
+
+		nl = realloc(c->limiters, cap * sizeof(*nl));
+		if (nl == NULL)
+			return NULL;
+		c->limiters = nl;
+		ns = realloc(p->lseen, cap * sizeof(*ns));
+		if (ns == NULL)
+			return NULL;
+		p->lseen = ns;
+		p->lcap = cap;
+	}
+	l = &c->limiters[c->nlimiters];
+	memset(l, 0, sizeof(*l));
+	snprintf(l->name, sizeof(l->name), "%s", name);
+	l->line = p->line;
+	*seen = &p->lseen[c->nlimiters];
+	memset(*seen, 0, sizeof(**seen));
+	c->nlimiters++;
+	return l;
+}
+
+/* Find the section object and key table for SECTION. */
+static int
+section_lookup(struct parse *p, const char *section, const char *key,
+    char **base, const struct keydef **keys, struct seen **seen)
+{
+	char word[32], rest[256];
+	int n = 0;
+
+	word[0] = rest[0] = '\0';
+	sscanf(section, "%31s %255[^\n]%n", word, rest, &n);
+	for (int i = 0; i < S_LIMITER; i++)
+		if (strcmp(section, sections[i].name) == 0) {
+			*base = (char *)p->cfg;
+			*keys = sections[i].keys;
+			*seen = &p->fixed[i];
+			return 0;
+		}
+	if (strcmp(word, "limiter") != 0) {
+		fail(p, p->line, key, "unknown section [%s] (expected segment, "
+		    "limiter NAME, dictionary, analyzer, counters or daemon)",
+		    section);
+		return -EINVAL;
+	}
+	for (size_t t = strlen(rest); t > 0 && isspace((unsigned char)rest[t - 1]); t--)
+		rest[t - 1] = '\0';
+	if (!limiter_name_ok(rest)) {
+		fail(p, p->line, key, "[%s]: a limiter name is 1 to %d letters, "
+		    "digits, '.', '_', ':' or '-'", section, SHMT_LIMITER_NAME_MAX);
+		return -EINVAL;
+	}
+	*base = (char *)limiter_get(p, rest, seen);
+	if (*base == NULL)
+		return -ENOMEM;
+	*keys = limiter_keys;
+	return 0;
+}
+
+static int
+on_key(void *user, const char *section, const char *name, const char *value)
+{
+	struct parse *p = user;
+	const struct keydef *keys;
+	struct seen *seen;
+	char *base;
+	int rc, i;
+
+	if (p->err_line != 0)
+		return 1; /* report the first error only */
+	rc = section_lookup(p, section, name, &base, &keys, &seen);
+	if (rc == -ENOMEM)
+		p->rc = rc;
+	if (rc != 0)
+		return 0;
+	for (i = 0; keys[i].name != NULL; i++)
+		if (strcmp(keys[i].name, name) == 0)
+			break;
+	if (keys[i].name == NULL) {
+		fail(p, p->line, name, "unknown key in [%s]", section);
+		return 0;
+	}
+	/* A key pool may go on over several lines, and inih hands indented
+	 * continuation lines over as the same key again. */
+	if ((seen->bits & (1U << i)) && keys[i].type != K_KEYS) {
+		fail(p, p->line, name, "given twice in [%s] (first on line %d)",
+		    section, seen->line[i]);
+		return 0;
+	}
+	if (seen->bits == 0)
+		seen->first_line = p->line;
+	seen->bits |= 1U << i;
+	seen->line[i] = p->line;
+	rc = set_value(p, &keys[i], base, value);
+	if (rc == -ENOMEM)
+		p->rc = rc;
+	return rc == 0;
+}
+
+/* ---- Defaults and checks after parsing --------------------------------- */
+
+static void
+defaults(struct shmtd_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->segment, sizeof(c->segment), "%s", SHMT_DEFAULT_SEGMENT);
+	shmt_config_init(&c->seg);
+	c->dict.size = 8ULL << 20;
+	c->dict.shards = 16;
+	c->dict.max_key = 1024;
+	c->dict.max_value = 1ULL << 20;
+	snprintf(c->dict.eviction, sizeof(c->dict.eviction), "lru");
+	c->analyzer.window_ns = 60 * NS_S;
+	c->analyzer.subwindows = 6;
+	c->analyzer.counters = 64;
+	c->analyzer.summaries = 64;
+	c->analyzer.threshold_pct = 10;
+	c->counters.keys = 4096;
+	c->counters.window_ns = 86400 * NS_S;
+	c->counters.subwindows = 24;
+	c->snapshot_interval_ns = 60 * NS_S;
+	snprintf(c->log_target, sizeof(c->log_target), "stderr");
+}
+
+static uint64_t
+div_up(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+/* True when S has seen key K. */
+static int
+has_key(const struct seen *s, const struct keydef *keys, const char *k)
+{
+	for (int i = 0; keys[i].name != NULL; i++)
+		if (strcmp(keys[i].name, k) == 0)
+			return (s->bits & (1U << i)) != 0;
+	return 0;
+}
+
+/* The line of key K in S, or the section's first line when K is absent. */
+static int
+key_line(const struct seen *s, const struct keydef *keys, const char *k)
+{
+	for (int i = 0; keys[i].name != NULL; i++)
+		if (strcmp(keys[i].name, k) == 0 && (s->bits & (1U << i)))
+			return s->line[i];
+	return s->first_line;
+}
+
+#define LFAIL(key, ...) \
+	fail(p, key_line(s, limiter_keys, key), key, __VA_ARGS__)
+
+/* Fill in what LIM left out and check what the library would refuse, so
+ * that --check-config catches it without a segment. */
+static void
+limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
+{
+	shmt_limit_t *l = &lim->limit;
+
+	if (l->nkeys > 0 && l->uses_per_key == 0)
+		l->uses_per_key = 1;
+	if (l->nkeys > 0 && l->limit == 0)
+		l->limit = (uint64_t)l->nkeys * l->uses_per_key;
+	if (l->per_client && l->client_capacity == 0)
+		l->client_capacity = 1024;
+	if (l->mode == SHMT_MODE_BUCKETS && l->slack_ns == 0)
+		l->slack_ns = l->window_ns / 10 > 0 ? l->window_ns / 10 : 1;
+	if (l->mode == SHMT_MODE_BUCKETS && l->slack_uses == 0)
+		l->slack_uses = l->limit / 10 > 0 ? l->limit / 10 : 1;
+
+	if (l->limit == 0 || l->limit > SHMT_LIMIT_MAX)
+		LFAIL("limit", "[limiter %s] needs a limit from 1 to %llu",
+		    lim->name, (unsigned long long)SHMT_LIMIT_MAX);
+	else if (l->window_ns == 0)
+		LFAIL("window", "[limiter %s] needs a window above 0", lim->name);
+	else if (l->nkeys > 0 && l->limit != (uint64_t)l->nkeys * l->uses_per_key)
+		LFAIL("limit", "[limiter %s]: limit must be keys x uses_per_key "
+		    "(%" PRIu64 ")", lim->name,
+		    (uint64_t)l->nkeys * l->uses_per_key);
+	else if (l->nkeys == 0 && has_key(s, limiter_keys, "uses_per_key"))
+		LFAIL("uses_per_key", "[limiter %s] has no keys", lim->name);
+	else if (l->nkeys > 0 && l->per_client)
+		LFAIL("keys", "[limiter %s]: a key pool cannot be per client",
+		    lim->name);
+	else if (!l->per_client && has_key(s, limiter_keys, "capacity"))
+		LFAIL("capacity", "[limiter %s] is not per client", lim->name);
+	else if (l->mode == SHMT_MODE_EXACT && l->limit > SHMT_EXACT_LIMIT_MAX)
+		LFAIL("limit", "exact mode keeps one record per use: at most %llu",
+		    (unsigned long long)SHMT_EXACT_LIMIT_MAX);
+	else if (l->mode == SHMT_MODE_BUCKETS && l->slack_uses > l->limit)
+		LFAIL("slack_uses", "above the limit (%" PRIu64 ")", l->limit);
+	else if (l->mode == SHMT_MODE_BUCKETS &&
+	    div_up(l->window_ns, l->slack_ns) + div_up(l->limit, l->slack_uses) >
+	    SHMT_BUCKETS_MAX)
+		LFAIL("slack_time", "window/slack_time + limit/slack_uses "
+		    "needs more than %u buckets: raise slack_time or slack_uses",
+		    SHMT_BUCKETS_MAX);
+	if (l->nkeys > 1 && p->err_line == 0) {
+		char **sorted = malloc(l->nkeys * sizeof(*sorted));
+
+		if (sorted == NULL) {
+			p->rc = -ENOMEM;
+			return;
+		}
+		memcpy(sorted, lim->keys, l->nkeys * sizeof(*sorted));
+		qsort(sorted, l->nkeys, sizeof(*sorted), keyname_cmp);
+		for (uint32_t i = 1; i < l->nkeys; i++)
+			if (strcmp(sorted[i - 1], sorted[i]) == 0) {
+				LFAIL("keys", "key name '%s' given twice",
+				    sorted[i]);
+				break;
+			}
+		free(sorted);
+	}
+}
+
+static void
+resolve(struct parse *p)
+{
+	struct shmtd_config *c = p->cfg;
+	const struct seen *s;
+
+	for (size_t i = 0; i < c->nlimiters && p->err_line == 0; i++)
+		limiter_resolve(p, &c->limiters[i], &p->lseen[i]);
+	s = &p->fixed[S_SEGMENT];
+	if (p->err_line == 0 && c->nlimiters > c->seg.max_limiters)
+		fail(p, key_line(s, segment_keys, "max_limiters"), "max_limiters",
+		    "%zu limiters are configured but max_limiters is %u",
+		    c->nlimiters, c->seg.max_limiters);
+	if (p->err_line == 0 &&
+	    (c->seg.max_limiters == 0 || c->seg.max_limiters > 4096))
+		fail(p, key_line(s, segment_keys, "max_limiters"), "max_limiters",
+		    "must be from 1 to 4096");
+	if (p->err_line == 0 && (c->seg.max_slots == 0 || c->seg.max_slots > 65536))
+		fail(p, key_line(s, segment_keys, "max_slots"), "max_slots",
+		    "must be from 1 to 65536");
+	if (p->err_line == 0 && c->seg.arena_bytes < (64ULL << 10))
+		fail(p, key_line(s, segment_keys, "arena"), "arena",
+		    "must be at least 64KiB");
+	s = &p->fixed[S_ANALYZER];
+	if (p->err_line == 0 && c->analyzer.subwindows == 0)
+		fail(p, key_line(s, analyzer_keys, "subwindows"), "subwindows",
+		    "must be at least 1");
+	s = &p->fixed[S_COUNTERS];
+	if (p->err_line == 0 && c->counters.subwindows == 0)
+		fail(p, key_line(s, counters_keys, "subwindows"), "subwindows",
+		    "must be at least 1");
+	s = &p->fixed[S_DICT];
+	if (p->err_line == 0 && c->dict.shards == 0)
+		fail(p, key_line(s, dict_keys, "shards"), "shards",
+		    "must be at least 1");
+}
+
+/* ---- Load, apply, free ---------------------------------------------------- */
+
+static int
+parse_source(struct parse *p)
+{
+	int line = ini_parse_stream(read_line, p, on_key, p);
+
+	if (p->rc == -ENOMEM || line == -2)
+		return -ENOMEM;
+	if (line > 0 && (p->err_line == 0 || line < p->err_line)) {
+		p->err_line = 0;
+		fail(p, line, NULL, "syntax error (expected '[section]', "
+		    "'key = value' or a comment)");
+	}
+	if (p->err_line == 0)
+		resolve(p);
+	if (p->rc == -E2BIG)
+		p->rc = -EINVAL;
+	return p->rc;
+}
+
+int
+shmtd_config_load(const char *path, struct shmtd_config *out, char *err,
+    size_t errcap)
+{
+	struct parse p;
+	int rc;
+
+	if (out == NULL)
+		return -EINVAL;
+	if (err != NULL && errcap > 0)
+		err[0] = '\0';
+	memset(&p, 0, sizeof(p));
+	defaults(out);
+	p.cfg = out;
+	p.err = err;
+	p.errcap = errcap;
+	p.file = path != NULL ? path : SHMTD_BUILTIN_NAME;
+	snprintf(out->source, sizeof(out->source), "%s", p.file);
+	if (path == NULL) {
+		p.str = builtin_config;
+	} else if ((p.f = fopen(path, "re")) == NULL) {
+		rc = -errno;
+		if (err != NULL && errcap > 0)
+			snprintf(err, errcap, "%s: cannot read: %s", path,
+			    strerror(-rc));
+		return rc;
+	}
+	rc = parse_source(&p);
+	if (p.f != NULL)
+		fclose(p.f);
+	free(p.lseen);
+	if (rc != 0)
+		shmtd_config_free(out);
+	return rc;
+}
+
+int
+shmtd_limiter_apply(shmt_t *h, const struct shmtd_config *cfg,
+    const struct shmtd_limiter *lim, char *err, size_t errcap)
+{
+	int rc = shmt_limiter_define(h, lim->name, &lim->limit);
+
+	if (rc == -EEXIST)
+		snprintf(err, errcap, "%s:%d: limiter '%s': the segment holds "
+		    "it with other parameters", cfg->source, lim->line,
+		    lim->name);
+	else if (rc < 0)
+		snprintf(err, errcap, "%s:%d: limiter '%s': %s", cfg->source,
+		    lim->line, lim->name, shmt_strerror(rc));
+	return rc < 0 ? rc : 0;
+}
+
+int
+shmtd_config_apply(shmt_t *h, const struct shmtd_config *cfg, char *err,
+    size_t errcap)
+{
+	char one[512];
+	int first = 0, failed = 0;
+
+	if (h == NULL || cfg == NULL)
+		return -EINVAL;
+	if (err != NULL && errcap > 0)
+		err[0] = '\0';
+	for (size_t i = 0; i < cfg->nlimiters; i++) {
+		int rc = shmtd_limiter_apply(h, cfg, &cfg->limiters[i], one,
+		    sizeof(one));
+
+		if (rc == 0)
+			continue;
+		if (failed++ == 0) {
+			first = rc;
+			if (err != NULL && errcap > 0)
+				snprintf(err, errcap, "%s", one);
+		}
+	}
+	if (failed > 1 && err != NULL && errcap > 0) {
+		size_t n = strlen(err);
+
+		snprintf(err + n, errcap - n, " (and %d more limiters failed)",
+		    failed - 1);
+	}
+	return first;
+}
+
+void
+shmtd_config_free(struct shmtd_config *cfg)
+{
+	if (cfg == NULL)
+		return;
+	for (size_t i = 0; i < cfg->nlimiters; i++) {
+		for (uint32_t k = 0; k < cfg->limiters[i].limit.nkeys; k++)
+			free(cfg->limiters[i].keys[k]);
+		free(cfg->limiters[i].keys);
+	}
+	free(cfg->limiters);
+	cfg->limiters = NULL;
+	cfg->nlimiters = 0;
+}
+
+/* ---- Printing ------------------------------------------------------------- */
+
+static void
+print_keys(FILE *f, const struct shmtd_limiter *lim)
+{
+	size_t col;
+
+	/* Wrapped onto indented lines: inih reads lines of 200 bytes. */
+	col = (size_t)fprintf(f, "keys =");
+	for (uint32_t i = 0; i < lim->limit.nkeys; i++) {
+		size_t n = strlen(lim->keys[i]);
+
+		if (i > 0 && col + n + 2 > 150) {
+			fprintf(f, ",\n ");
+			col = 1;
+		} else if (i > 0) {
+			col += (size_t)fprintf(f, ",");
+		}
+		col += (size_t)fprintf(f, " %s", lim->keys[i]);
+	}
+	fprintf(f, "\n");
+}
+
+static void
+print_limiter(FILE *f, const struct shmtd_limiter *lim)
+{
+	const shmt_limit_t *l = &lim->limit;
+	char b[64];
+
+	fprintf(f, "\n[limiter %s]\n", lim->name);
+	fprintf(f, "limit = %" PRIu64 "\n", l->limit);
+	fprintf(f, "window = %s\n", shmtd_format_duration(l->window_ns, b,
+	    sizeof(b)));
+	fprintf(f, "mode = %s\n", l->mode == SHMT_MODE_EXACT ? "exact" :
+	    "buckets");
+	if (l->mode == SHMT_MODE_BUCKETS) {
+		fprintf(f, "slack_time = %s\n",
+		    shmtd_format_duration(l->slack_ns, b, sizeof(b)));
+		fprintf(f, "slack_uses = %" PRIu64 "\n", l->slack_uses);
+	}
+	if (l->nkeys > 0) {
+		print_keys(f, lim);
+		fprintf(f, "uses_per_key = %u\n", l->uses_per_key);
+	}
+	if (l->per_client)
+		fprintf(f, "per_client = yes\ncapacity = %u\n",
+		    l->client_capacity);
+}
+
+void
+shmtd_config_print(FILE *f, const struct shmtd_config *c)
+{
+	char b[64];
+
+	fprintf(f, "# resolved from %s\n[segment]\n", c->source);
+	fprintf(f, "name = %s\nmode = 0%03o\n", c->segment,
+	    (unsigned)c->seg.mode);
+	if (c->seg.gid != (gid_t)-1)
+		fprintf(f, "group = %u\n", (unsigned)c->seg.gid);
+	fprintf(f, "max_limiters = %u\nmax_slots = %u\narena = %s\n",
+	    c->seg.max_limiters, c->seg.max_slots,
+	    shmtd_format_size(c->seg.arena_bytes, b, sizeof(b)));
+	for (size_t i = 0; i < c->nlimiters; i++)
+		print_limiter(f, &c->limiters[i]);
+	fprintf(f, "\n[dictionary]\nenabled = %s\n", c->dict.enabled ? "yes" : "no");
+	fprintf(f, "size = %s\n", shmtd_format_size(c->dict.size, b, sizeof(b)));
+	fprintf(f, "shards = %u\n", c->dict.shards);
+	fprintf(f, "max_key = %s\n", shmtd_format_size(c->dict.max_key, b,
+	    sizeof(b)));
+	fprintf(f, "max_value = %s\n", shmtd_format_size(c->dict.max_value, b,
+	    sizeof(b)));
+	fprintf(f, "eviction = %s\n", c->dict.eviction);
+	fprintf(f, "default_ttl = %s\n", shmtd_format_duration(
+	    c->dict.default_ttl_ns, b, sizeof(b)));
+	fprintf(f, "\n[analyzer]\nenabled = %s\n",
+	    c->analyzer.enabled ? "yes" : "no");
+	fprintf(f, "window = %s\n", shmtd_format_duration(c->analyzer.window_ns,
+	    b, sizeof(b)));
+	fprintf(f, "subwindows = %u\ncounters = %u\nsummaries = %u\n"
+	    "threshold = %u%%\n", c->analyzer.subwindows, c->analyzer.counters,
+	    c->analyzer.summaries, c->analyzer.threshold_pct);
+	fprintf(f, "\n[counters]\nenabled = %s\nkeys = %u\n",
+	    c->counters.enabled ? "yes" : "no", c->counters.keys);
+	fprintf(f, "window = %s\nsubwindows = %u\n",
+	    shmtd_format_duration(c->counters.window_ns, b, sizeof(b)),
+	    c->counters.subwindows);
+	fprintf(f, "\n[daemon]\n");
+	if (c->snapshot[0] != '\0')
+		fprintf(f, "snapshot = %s\n", c->snapshot);
+	fprintf(f, "snapshot_interval = %s\nlog = %s\n",
+	    shmtd_format_duration(c->snapshot_interval_ns, b, sizeof(b)),
+	    c->log_target);
+}

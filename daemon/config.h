@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.h: the configuration of shmthrottled, read from an INI file (or the
+ * built-in default), shared by the daemon and by `shmthrottle create -c`.
+ *
+ * A loaded config owns all its memory; release it with shmtd_config_free().
+ * Every function reports errors as a negative errno value and, where it
+ * takes ERR, writes one line "FILE:LINE: key 'K': what is wrong" there.
+ */
+#ifndef SHMTD_CONFIG_H
+#define SHMTD_CONFIG_H
+
+#include "shmthrottle.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The name under which the built-in default config reports errors. */
+#define SHMTD_BUILTIN_NAME "<built-in>"
+
+struct shmtd_limiter {
+	char name[SHMT_LIMITER_NAME_MAX + 1];
+	shmt_limit_t limit;   /* limit.keys points into KEYS */
+	char **keys;          /* owned: limit.nkeys names */
+	int line;             /* line of the section header's first key */
+};
+
+/* [dictionary]: the sharded string -> string store. */
+struct shmtd_dict {
+	int enabled;
+	uint64_t size;        /* bytes for items */
+	uint32_t shards;
+	uint64_t max_key;     /* bytes */
+	uint64_t max_value;   /* bytes */
+	char eviction[16];    /* "lru" | "none" */
+	uint64_t default_ttl_ns; /* 0: items never expire by default */
+};
+
+/* [analyzer]: windowed heavy hitters. */
+struct shmtd_analyzer {
+	int enabled;
+	uint64_t window_ns;
+	uint32_t subwindows;
+	uint32_t counters;    /* entries per summary */
+	uint32_t summaries;   /* per-process summary slots */
+	uint32_t threshold_pct; /* report keys above this share, 1..99 */
+};
+
+/* [counters]: windowed per-key hit counters. */
+struct shmtd_counters {
+	int enabled;
+	uint32_t keys;        /* most keys tracked */
+	uint64_t window_ns;
+	uint32_t subwindows;
+};
+
+struct shmtd_config {
+	char segment[SHMT_SEGNAME_MAX + 1];   /* default SHMT_DEFAULT_SEGMENT */
+	shmt_config_t seg;                    /* region sizes, mode, gid */
+	struct shmtd_limiter *limiters;
+	size_t nlimiters;
+	struct shmtd_dict dict;
+	struct shmtd_analyzer analyzer;
+	struct shmtd_counters counters;
+	char snapshot[4096];                  /* "": no snapshots */
+	uint64_t snapshot_interval_ns;        /* 0: only at stop */
+	char log_target[16];                  /* "stderr" | "syslog" */
+	char source[4096];                    /* the file it came from */
+};
+
+/*
+ * shmtd_config_load: parse PATH (NULL: the built-in default) into *OUT.
+ * Returns 0, -EINVAL (with ERR naming file, line and key), -ENOENT or
+ * -EACCES (file not readable; ERR says so) or -ENOMEM.  On error *OUT holds
+ * nothing that needs freeing.
+ */
+int shmtd_config_load(const char *path, struct shmtd_config *out, char *err,
+    size_t errcap);
+
+/*
+ * shmtd_config_apply: define every limiter of CFG in the segment of H.
+ * Every limiter is tried; returns 0, or the first error (ERR names that
+ * limiter and counts the others that failed).
+ */
+int shmtd_config_apply(shmt_t *h, const struct shmtd_config *cfg, char *err,
+    size_t errcap);
+
+/* shmtd_limiter_apply: define one limiter; as shmt_limiter_define, with
+ * ERR naming the limiter and its line. */
+int shmtd_limiter_apply(shmt_t *h, const struct shmtd_config *cfg,
+    const struct shmtd_limiter *lim, char *err, size_t errcap);
+
+void shmtd_config_free(struct shmtd_config *cfg);
+
+/*
+ * shmtd_parse_duration: "500ms", "10m", "24h", "1.5s", "250us", "100ns",
+ * "2d"; a bare number is seconds.  The result must be a whole number of
+ * nanoseconds.  Returns 0, -EINVAL (syntax) or -ERANGE (overflow).
+ */
+int shmtd_parse_duration(const char *s, uint64_t *ns);
+
+/*
+ * shmtd_parse_size: "64MiB", "1KiB", "4096", "1GB", "2M" (K, M, G, T alone
+ * are binary); a bare number is bytes.  Returns 0, -EINVAL or -ERANGE.
+ */
+int shmtd_parse_size(const char *s, uint64_t *bytes);
+
+/* shmtd_format_duration / _size: the shortest exact spelling of V, as the
+ * parsers read it back.  Return BUF. */
+char *shmtd_format_duration(uint64_t ns, char *buf, size_t cap);
+char *shmtd_format_size(uint64_t bytes, char *buf, size_t cap);
+
+/* shmtd_config_print: the resolved config, as INI that loads back to the
+ * same config. */
+void shmtd_config_print(FILE *f, const struct shmtd_config *cfg);
+
+#endif /* SHMTD_CONFIG_H */

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's config reader: units, the built-in default, the shipped
+ * example, every kind of bad file (the error names file, line and key), and
+ * a print -> load round trip.  argv[1] is the path of the example file.
+ */
+#include "config.h"
+
+#include "testutil.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *example_path;
+
+static void
+test_durations(void **state)
+{
+	static const struct { const char *s; uint64_t ns; } good[] = {
+		{ "500ms", 500000000ULL }, { "10m", 600000000000ULL },
+		{ "24h", 86400000000000ULL }, { "1.5s", 1500000000ULL },
+		{ "250us", 250000ULL }, { "100ns", 100ULL }, { "2", 2000000000ULL },
+		{ "0.000000001", 1ULL }, { "1.1s", 1100000000ULL },
+		{ "2d", 172800000000000ULL }, { "1min", 60000000000ULL },
+		{ "18446744073709551615ns", UINT64_MAX }, { "0s", 0 },
+	};
+	static const struct { const char *s; int rc; } bad[] = {
+		{ "", -EINVAL }, { "ms", -EINVAL }, { "1.5ns", -EINVAL },
+		{ "1x", -EINVAL }, { "-1s", -EINVAL }, { "1 s s", -EINVAL },
+		{ "18446744073709551616ns", -ERANGE }, { "1e3s", -EINVAL },
+		{ "0.0000000001", -EINVAL }, { "213503982d", -ERANGE },
+		{ ".", -EINVAL },
+	};
+	uint64_t v;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		v = 12345;
+		assert_int_equal(shmtd_parse_duration(good[i].s, &v), 0);
+		assert_true(v == good[i].ns);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = 12345;
+		assert_int_equal(shmtd_parse_duration(bad[i].s, &v), bad[i].rc);
+		assert_true(v == 12345);
+	}
+}
+
+static void
+test_sizes(void **state)
+{
+	static const struct { const char *s; uint64_t b; } good[] = {
+		{ "64MiB", 64ULL << 20 }, { "1KiB", 1024 }, { "4096", 4096 },
+		{ "1GB", 1000000000ULL }, { "2M", 2ULL << 20 }, { "1.5KiB", 1536 },
+		{ "3 TiB", 3ULL << 40 }, { "10kB", 10000 }, { "7B", 7 },
+	};
+	static const char *const bad[] = { "", "MiB", "1.3B", "1Kb", "1 KiBs",
+		"0x10", "16777216TiB" };
+	uint64_t v;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		assert_int_equal(shmtd_parse_size(good[i].s, &v), 0);
+		assert_true(v == good[i].b);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_true(shmtd_parse_size(bad[i], &v) < 0);
+}
+
+/* Formatting picks the largest exact unit, and always reads back. */
+static void
+test_format_roundtrip(void **state)
+{
+	uint64_t seed = tu_seed("format_roundtrip");
+	char buf[64];
+
+	for (int i = 0; i < 20000; i++) {
+		uint64_t r = tu_rand(&seed);
+		/* Mostly round values: they exercise the unit choice. */
+		uint64_t x = (r >> 8) % 5 == 0 ? r : (r % 100000) *
+		    (uint64_t[]){ 1, 1000, 1000000, 1000000000ULL,
+		    60000000000ULL, 1024, 1ULL << 20 }[(r >> 40) % 7];
+		uint64_t back;
+
+		shmtd_format_duration(x, buf, sizeof(buf));
+		assert_int_equal(shmtd_parse_duration(buf, &back), 0);
+		assert_true(back == x);
+		shmtd_format_size(x, buf, sizeof(buf));
+		assert_int_equal(shmtd_parse_size(buf, &back), 0);
+		assert_true(back == x);
+	}
+	assert_string_equal(shmtd_format_duration(90000000000ULL, buf,
+	    sizeof(buf)), "90s");
+	assert_string_equal(shmtd_format_duration(3600000000000ULL, buf,
+	    sizeof(buf)), "1h");
+	assert_string_equal(shmtd_format_size(3ULL << 20, buf, sizeof(buf)),
+	    "3MiB");
+	assert_string_equal(shmtd_format_size(1000, buf, sizeof(buf)), "1000");
+}
+
+static const struct shmtd_limiter *
+find(const struct shmtd_config *c, const char *name)
+{
+	for (size_t i = 0; i < c->nlimiters; i++)
+		if (strcmp(c->limiters[i].name, name) == 0)
+			return &c->limiters[i];
+	return NULL;
+}
+
+static void
+test_builtin(void **state)
+{
+	struct shmtd_config c;
+	const struct shmtd_limiter *l;
+	char err[512];
+
+	assert_int_equal(shmtd_config_load(NULL, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.segment, SHMT_DEFAULT_SEGMENT);
+	assert_int_equal(c.nlimiters, 3);
+	assert_non_null(l = find(&c, "api"));
+	assert_true(l->limit.limit == 100 && l->limit.window_ns == 1000000000ULL);
+	assert_true(l->limit.slack_ns == 100000000ULL && l->limit.slack_uses == 10);
+	assert_non_null(l = find(&c, "keys"));
+	assert_int_equal(l->limit.nkeys, 4);
+	assert_string_equal(l->limit.keys[3], "key-4");
+	assert_true(l->limit.limit == 20 && l->limit.uses_per_key == 5);
+	assert_non_null(l = find(&c, "per-ip"));
+	assert_true(l->limit.per_client && l->limit.client_capacity == 4096);
+	assert_true(c.dict.enabled && c.analyzer.enabled && !c.counters.enabled);
+	assert_string_equal(c.log_target, "stderr");
+	shmtd_config_free(&c);
+}
+
+static void
+test_example_parses(void **state)
+{
+	struct shmtd_config c;
+	const struct shmtd_limiter *l;
+	char err[512] = "";
+	int rc = shmtd_config_load(example_path, &c, err, sizeof(err));
+
+	if (rc != 0)
+		fail_msg("%s", err);
+	assert_int_equal(c.nlimiters, 3);
+	/* The pool spans a continuation line. */
+	assert_non_null(l = find(&c, "keys"));
+	assert_int_equal(l->limit.nkeys, 4);
+	assert_string_equal(l->limit.keys[2], "key-3");
+	assert_true(c.seg.arena_bytes == 16ULL << 20);
+	assert_true(c.analyzer.window_ns == 60000000000ULL);
+	assert_int_equal(c.analyzer.threshold_pct, 10);
+	shmtd_config_free(&c);
+}
+
+/* Write TEXT to a fresh temporary file; its name goes to PATH. */
+static void
+write_file(char *path, size_t cap, const char *text)
+{
+	int fd;
+
+	snprintf(path, cap, "/tmp/shmt-test-conf-XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_true(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	close(fd);
+}
+
+static void
+test_bad_files(void **state)
+{
+	static const struct { const char *text; const char *want; } cases[] = {
+		{ "[segment]\nname = /x\nsize = 3\n",
+		  ":3: key 'size': unknown key in [segment]" },
+		{ "[segmnt]\nname = /x\n",
+		  ":2: key 'name': unknown section [segmnt]" },
+		{ "\n[limiter a]\nlimit = 10\nwindow = 10 parsecs\n",
+		  ":4: key 'window': cannot read '10 parsecs' as a duration" },
+		{ "[limiter a]\nlimit = 10\nwindow = 1s\nlimit = 11\n",
+		  ":4: key 'limit': given twice in [limiter a] (first on line 2)" },
+		{ "[limiter a]\nwindow = 1s\n", ":2: key 'limit': [limiter a] needs a limit" },
+		{ "[segment]\nname = /x\nthis is not ini\n", ":3: syntax error" },
+		{ "[limiter a/b]\nlimit = 1\n", ":2: key 'limit': [limiter a/b]: a limiter name" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nslack_uses = 6\n",
+		  ":4: key 'slack_uses': above the limit (5)" },
+		{ "[limiter a]\nwindow = 1s\nkeys = x, y,\n  x\n",
+		  ":4: key 'keys': key name 'x' given twice" },
+		{ "[limiter a]\nwindow = 1s\nkeys = x, y\nlimit = 3\n",
+		  ":4: key 'limit': [limiter a]: limit must be keys x uses_per_key (2)" },
+		{ "[segment]\nmode = 0999\n", ":2: key 'mode': cannot read '0999' as an octal mode" },
+		{ "[segment]\nname = shm\n", ":2: key 'name': 'shm' is not a segment name" },
+		{ "[segment]\nmax_limiters = 99999999999\n",
+		  ":2: key 'max_limiters': value '99999999999' is out of range" },
+		{ "[limiter a]\nlimit = 1000\nwindow = 1h\nslack_time = 1ms\n",
+		  ":4: key 'slack_time': window/slack_time + limit/slack_uses needs more" },
+		{ "[daemon]\nlog = journal\n", ":2: key 'log': cannot read 'journal' as stderr or syslog" },
+		{ "[analyzer]\nthreshold = 100%\n", ":2: key 'threshold': value '100%' is out of range" },
+		{ "[limiter a]\nlimit = 1\nwindow = 1s\nper_client = maybe\n",
+		  ":4: key 'per_client': cannot read 'maybe' as yes or no" },
+		{ "[segment]\nmax_limiters = 1\n[limiter a]\nlimit = 1\nwindow = 1s\n"
+		  "[limiter b]\nlimit = 1\nwindow = 1s\n",
+		  ":2: key 'max_limiters': 2 limiters are configured but max_limiters is 1" },
+	};
+	char path[64], err[512], want[600];
+	struct shmtd_config c;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		write_file(path, sizeof(path), cases[i].text);
+		err[0] = '\0';
+		assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)),
+		    -EINVAL);
+		snprintf(want, sizeof(want), "%s%s", path, cases[i].want);
+		if (strncmp(err, want, strlen(want)) != 0)
+			fail_msg("case %zu: got \"%s\", want \"%s...\"", i, err,
+			    want);
+		unlink(path);
+	}
+}
+
+static void
+test_long_line_and_missing_file(void **state)
+{
+	char text[400], path[64], err[512], want[128];
+	struct shmtd_config c;
+
+	snprintf(text, sizeof(text), "[limiter a]\nlimit = 1\nwindow = 1s\n"
+	    "keys = %0300d\n", 7);
+	write_file(path, sizeof(path), text);
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "%s:4: line longer than", path);
+	assert_true(strncmp(err, want, strlen(want)) == 0);
+	unlink(path);
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "cannot read"));
+}
+
+/* A pool too long for one line is printed over continuation lines and
+ * loads back identical; printing the reloaded config gives the same text. */
+static void
+test_print_roundtrip(void **state)
+{
+	struct shmtd_config a, b;
+	char path[64], path2[64], err[512];
+	char *text1 = NULL, *text2 = NULL;
+	size_t n1 = 0, n2 = 0;
+	FILE *f;
+	char big[8192];
+	size_t off;
+
+	off = (size_t)snprintf(big, sizeof(big), "[segment]\nname = /rt\n"
+	    "mode = 0640\narena = 1GiB\n[limiter pool]\nwindow = 250ms\n"
+	    "uses_per_key = 3\nkeys = k0");
+	for (int i = 1; i < 300; i++)
+		off += (size_t)snprintf(big + off, sizeof(big) - off,
+		    i % 10 == 0 ? ",\n  k%d" : ", k%d", i);
+	snprintf(big + off, sizeof(big) - off, "\n[limiter ex]\nlimit = 7\n"
+	    "window = 1.5s\nmode = exact\n[daemon]\nsnapshot = /tmp/x.snap\n"
+	    "snapshot_interval = 90s\nlog = syslog\n");
+	write_file(path, sizeof(path), big);
+	assert_int_equal(shmtd_config_load(path, &a, err, sizeof(err)), 0);
+	assert_int_equal(a.limiters[0].limit.nkeys, 300);
+	assert_true(a.limiters[0].limit.limit == 900);
+
+	f = open_memstream(&text1, &n1);
+	shmtd_config_print(f, &a);
+	fclose(f);
+	write_file(path2, sizeof(path2), text1);
+	if (shmtd_config_load(path2, &b, err, sizeof(err)) != 0)
+		fail_msg("%s\n%s", err, text1);
+	assert_int_equal(b.nlimiters, a.nlimiters);
+	for (size_t i = 0; i < a.nlimiters; i++) {
+		const shmt_limit_t *x = &a.limiters[i].limit, *y = &b.limiters[i].limit;
+
+		assert_string_equal(a.limiters[i].name, b.limiters[i].name);
+		assert_true(x->limit == y->limit && x->window_ns == y->window_ns &&
+		    x->slack_ns == y->slack_ns && x->slack_uses == y->slack_uses &&
+		    x->mode == y->mode && x->nkeys == y->nkeys &&
+		    x->uses_per_key == y->uses_per_key);
+		for (uint32_t k = 0; k < x->nkeys; k++)
+			assert_string_equal(x->keys[k], y->keys[k]);
+	}
+	assert_true(b.seg.mode == 0640 && b.seg.arena_bytes == 1ULL << 30);
+	assert_string_equal(b.snapshot, "/tmp/x.snap");
+	assert_string_equal(b.log_target, "syslog");
+	snprintf(b.source, sizeof(b.source), "%s", a.source);
+	f = open_memstream(&text2, &n2);
+	shmtd_config_print(f, &b);
+	fclose(f);
+	assert_string_equal(text1, text2);
+	free(text1);
+	free(text2);
+	shmtd_config_free(&a);
+	shmtd_config_free(&b);
+	unlink(path);
+	unlink(path2);
+}
+
+/* Every limiter of the built-in config lands in a segment as configured;
+ * applying it again changes nothing (defining is idempotent). */
+static void
+test_apply(void **state)
+{
+	struct shmtd_config c;
+	shmt_limiter_stat_t st;
+	char name[128], err[512];
+	shmt_t *h;
+
+	tu_segname(name, sizeof(name), "apply");
+	assert_int_equal(shmtd_config_load(NULL, &c, err, sizeof(err)), 0);
+	assert_int_equal(shmt_create(name, &c.seg, &h), 0);
+	if (shmtd_config_apply(h, &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(shmtd_config_apply(h, &c, err, sizeof(err)), 0);
+	assert_int_equal(shmt_limiter_stat(h, "keys", &st), 0);
+	assert_true(st.limit == 20 && st.nkeys == 4 && st.uses_per_key == 5);
+	assert_int_equal(shmt_limiter_stat(h, "per-ip", &st), 0);
+	assert_true(st.per_client && st.client_capacity == 4096);
+	/* A changed limiter is refused and named, the others still apply. */
+	c.limiters[0].limit.limit = 101;
+	assert_int_equal(shmtd_config_apply(h, &c, err, sizeof(err)), -EEXIST);
+	assert_non_null(strstr(err, "limiter 'api'"));
+	assert_int_equal(shmt_limiter_stat(h, "api", &st), 0);
+	assert_true(st.limit == 100);
+	shmtd_config_free(&c);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(name), 0);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_format_roundtrip),
+		cmocka_unit_test(test_builtin),
+		cmocka_unit_test(test_example_parses),
+		cmocka_unit_test(test_bad_files),
+		cmocka_unit_test(test_long_line_and_missing_file),
+		cmocka_unit_test(test_print_roundtrip),
+		cmocka_unit_test(test_apply),
+	};
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s EXAMPLE.conf\n", argv[0]);
+		return 2;
+	}
+	example_path = argv[1];
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
