@@ -1,13 +1,1605 @@
 /* SPDX-License-Identifier: MIT */
-/* Transient: replaced by the lock-free ring of buckets. */
+/*
+ * Limiters: the seed's ring of buckets as a lock-free multi-process limiter,
+ * the exact sliding-window log, key pools and per-client limiters.
+ *
+ * Parameters: L uses per window C; a bucket stays open for S (slack_ns) or
+ * until it holds B (slack_uses) uses, then cools for C, and its uses come
+ * back at close + C.
+ *
+ * The bound: ceil(C/S) + ceil(L/B) buckets suffice
+ * -------------------------------------------------
+ * Look at the buckets in use (not yet released) at the moment a new bucket
+ * must be opened, at time t.  Call a bucket "timed" if it closed because its
+ * S elapsed with fewer than B uses, "full" if it holds B uses.
+ *  - Every bucket in use holds at least one use, and all of them are in
+ *    flight, so the full ones number at most floor(L/B); when a new bucket is
+ *    needed at least one use is free (else the call is denied before it
+ *    opens anything), so the full ones hold at most L - 1 uses: at most
+ *    floor((L-1)/B) = ceil(L/B) - 1 of them.
+ *  - A bucket opened at time o closes at o + S and is released at
+ *    o + S + C.  Timed buckets in use at t were opened in (t - S - C, t - S]
+ *    (each closed by time, so o + S <= t; not yet released, so
+ *    o + S + C > t).  Buckets are opened one after another and two openings
+ *    are at least S apart when the earlier bucket closed by time, so that
+ *    half-open interval of length C holds at most ceil(C/S) of them.
+ *  - Plus the new bucket itself: ceil(L/B) - 1 + ceil(C/S) + 1.
+ * The seed's author expected one less; the new bucket is the one.  A trace
+ * that reaches the bound: with C = 10, S = 1, L = 500, B = 50, take 451
+ * uses at t = 0 (9 full buckets and one with 1 use), then one use at each of
+ * t = 1, ..., 9.99: buckets opened at 1, 2, ..., 9 are timed, each with one
+ * use; at t = 10 - epsilon 9 full + 10 timed ... are in use and one more
+ * opens (tests/test_limiter_bound.c drives it with the injected clock).
+ *
+ * The protocol (why one CAS per grant is safe)
+ * --------------------------------------------
+ * All state a decision depends on lives in the 16-byte word W (limiter.h)
+ * and in the ring slots it names.  A call:
+ *
+ *   w = load(W)
+ *   loop:
+ *     now = clock()                   -- after reading W, never before
+ *     if oldest bucket cooled (close + C <= now): CAS W to release it
+ *     elif inflight == L: deny
+ *     elif active bucket takes uses (count < B, now < close):
+ *       CAS W {inflight+1, count+1}   -- decides and records at once
+ *     else: seal the active bucket (raise its slot's count), open serial
+ *       tail' (write its slot once: first opener wins), then
+ *       CAS W {inflight+1, count=1, tail', active}
+ *     on CAS failure: w = the value the CAS returned, loop
+ *
+ * Safety.  Order the successful CASes on W; each carries the clock value
+ * its caller read after reading the W it replaced, hence after every
+ * earlier CAS.  A release of bucket b happens in a call whose clock said
+ * close(b) + C <= now; every use in b was decided before close(b) (a grant
+ * into b needs now < close(b), and a grant CAS only succeeds if W is
+ * unchanged since the caller's read, so its clock read came after every
+ * earlier transition and before its own CAS).  Hence the uses a release
+ * returns were decided at least C before any decision that can spend them,
+ * and at any time at most L uses decided within the last C are in flight.
+ * If the clock were read before W, a caller preempted between the two could
+ * spend a use released "in its future": lib/throttle.pml checks both orders.
+ *
+ * Slots.  A slot changes only by CAS: opening writes {close, serial, 0} only
+ * over an older serial, so a stale opener never overwrites a newer bucket;
+ * sealing raises the count monotonically, only for the same serial, and the
+ * count of a bucket never exceeds what the W that sealed it showed.  So a
+ * sealed slot holds exactly the count released from it.
+ *
+ * Liveness.  Every transition is one CAS; a process killed anywhere leaves
+ * W consistent, and the use it was being granted is either recorded (and
+ * released after C) or not taken.  A CAS fails only because another
+ * succeeded, so some caller always progresses (lock-free).  Retries are
+ * bounded (SHMT_RETRY_MAX) so a damaged segment yields SHMT_EBUSYLOOP, not
+ * an endless loop.
+ *
+ * Exact mode keeps the time of grant n in log slot n % L; grant n is one
+ * CAS on that slot from the record of grant n - L to {n, now}, allowed when
+ * that record is C old; W holds only a hint of n that anyone advances.
+ */
 #include "limiter.h"
+
+#include "atomic128.h"
+
 #include <errno.h>
-SHMT_EXPORT int shmt_limiter_define(shmt_t *h, const char *n, const shmt_limit_t *l) { return -ENOSYS; }
-SHMT_EXPORT int shmt_try_use_key(shmt_t *h, const char *n) { return -ENOSYS; }
-SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *n, char *b, size_t c) { return -ENOSYS; }
-SHMT_EXPORT int shmt_try_use(shmt_t *h, const char *n, const void *c, size_t l) { return -ENOSYS; }
-SHMT_EXPORT int shmt_limiter_stat(shmt_t *h, const char *n, shmt_limiter_stat_t *o) { return -ENOSYS; }
-SHMT_EXPORT int shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *o, size_t c) { return 0; }
-SHMT_EXPORT int shmt_limiter_buckets(shmt_t *h, const char *n, shmt_bucket_info_t *o, size_t c) { return -ENOSYS; }
-int shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next) { return 0; }
-void shmt__limiters_repair(shmt_t *h) { }
+#include <stdlib.h>
+#include <string.h>
+
+/* A CAS fails only when another succeeds; a million failures in one call
+ * means the segment is damaged or a peer is pathological. */
+#define SHMT_RETRY_MAX (1U << 20)
+
+enum { WHY_NONE, WHY_EXHAUSTED, WHY_SLACK, WHY_RING_FULL, WHY_TABLE_FULL };
+
+/* Client entry states (W tag bits 15..14) and epoch (bits 13..0). */
+enum { CE_NEVER = 0, CE_LIVE = 1, CE_FREE = 2, CE_CLAIMING = 3 };
+#define CE_EPOCH_MASK 0x3fffU
+#define CE_TAG(state, ep) (((uint32_t)(state) << 14) | ((ep) & CE_EPOCH_MASK))
+
+/*
+ * A validated, process-local copy of a READY row's identity, with pointers
+ * into this process's mapping.  Rows never change once READY, so the copy
+ * stays right; building it checks every offset against the arena once.
+ */
+struct shmt_lview {
+	uint32_t lv_state;            /* 0 empty, 1 filling, 2 ready */
+	uint32_t lv_row;
+	struct shmt_lim *lim;
+	uint64_t limit, window, slack, slack_uses;
+	uint32_t mode, flags, nb, nkeys, keystride, keymax, capacity, entsize;
+	uint32_t uses_per_key;
+	struct shmt_ring_slot *ring;  /* buckets mode */
+	struct shmt_log_slot *log;    /* exact mode */
+	const char *keys;
+	char *clients;
+	char name[SHMT_LIMITER_NAME_MAX + 1];
+};
+
+static uint64_t
+sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+static uint64_t
+div_up(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+static uint32_t
+name_hash(const char *s, size_t len)
+{
+	uint32_t h = 2166136261U;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (uint8_t)s[i];
+		h *= 16777619U;
+	}
+	return h;
+}
+
+/* 128-bit hash of a client id: two lanes of multiply-xorshift mixing over
+ * 8-byte words, finalised with the length.  Not cryptographic: a collision
+ * makes two clients share one limit, which is stricter, never looser. */
+static void
+client_hash(const void *id, size_t len, uint64_t out[2])
+{
+	const uint8_t *p = id;
+	uint64_t a = 0x9e3779b97f4a7c15ULL ^ len, b = 0xc2b2ae3d27d4eb4fULL + len;
+
+	while (len > 0) {
+		uint64_t w = 0;
+		size_t n = len < 8 ? len : 8;
+
+		memcpy(&w, p, n);
+		p += n;
+		len -= n;
+		a = (a ^ w) * 0xff51afd7ed558ccdULL;
+		a ^= a >> 32;
+		b = (b + w) * 0xc4ceb9fe1a85ec53ULL;
+		b ^= b >> 29;
+	}
+	a ^= b >> 17;
+	b ^= a >> 31;
+	a *= 0x94d049bb133111ebULL;
+	b *= 0xbf58476d1ce4e5b9ULL;
+	out[0] = (a ^ (a >> 31)) | 1; /* never 0: 0 marks a never-used entry */
+	out[1] = (b ^ (b >> 30)) & ~0xffffULL;
+}
+
+/* ---- Parameters -------------------------------------------------------- */
+
+struct lim_geom {
+	uint64_t limit;
+	uint32_t nb, keystride, keymax, entsize;
+	uint64_t ring_bytes, keys_bytes, clients_bytes;
+};
+
+static int
+limit_check(const shmt_limit_t *l, struct lim_geom *g)
+{
+	uint64_t limit = l->limit;
+
+	memset(g, 0, sizeof(*g));
+	if (l->mode != SHMT_MODE_BUCKETS && l->mode != SHMT_MODE_EXACT)
+		return -EINVAL;
+	if (l->window_ns == 0)
+		return -EINVAL;
+	if (l->nkeys > 0) {
+		if (l->keys == NULL || l->uses_per_key == 0 ||
+		    l->nkeys > SHMT_KEYS_MAX || l->per_client)
+			return -EINVAL;
+		if (limit == 0)
+			limit = (uint64_t)l->nkeys * l->uses_per_key;
+		if (limit != (uint64_t)l->nkeys * l->uses_per_key)
+			return -EINVAL;
+		for (uint32_t i = 0; i < l->nkeys; i++) {
+			size_t n;
+
+			if (l->keys[i] == NULL)
+				return -EINVAL;
+			n = strnlen(l->keys[i], SHMT_KEYNAME_MAX + 1);
+			if (n == 0 || n > SHMT_KEYNAME_MAX)
+				return -EINVAL;
+			if (n > g->keymax)
+				g->keymax = (uint32_t)n;
+		}
+		g->keystride = (g->keymax + 1 + 7) & ~7U;
+		g->keys_bytes = (uint64_t)g->keystride * l->nkeys;
+	} else if (l->keys != NULL || l->uses_per_key != 0) {
+		return -EINVAL;
+	}
+	if (limit == 0 || limit > SHMT_LIMIT_MAX)
+		return -EINVAL;
+	g->limit = limit;
+	if (l->mode == SHMT_MODE_EXACT) {
+		if (limit > SHMT_EXACT_LIMIT_MAX || l->per_client)
+			return -EINVAL;
+		g->ring_bytes = limit * sizeof(struct shmt_log_slot);
+	} else {
+		uint64_t nb;
+
+		if (l->slack_ns == 0 || l->slack_uses == 0 ||
+		    l->slack_uses > limit)
+			return -EINVAL;
+		nb = div_up(l->window_ns, l->slack_ns) +
+		    div_up(limit, l->slack_uses);
+		if (nb > SHMT_BUCKETS_MAX)
+			return -EINVAL;
+		g->nb = (uint32_t)nb;
+		g->ring_bytes = nb * sizeof(struct shmt_ring_slot);
+	}
+	if (l->per_client) {
+		if (l->client_capacity == 0 || l->client_capacity > (1U << 24))
+			return -EINVAL;
+		g->entsize = (uint32_t)(sizeof(struct shmt_client) +
+		    g->ring_bytes);
+		g->clients_bytes = (uint64_t)g->entsize * l->client_capacity;
+		g->ring_bytes = 0;
+	} else if (l->client_capacity != 0) {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
+name_check(const char *name, size_t *lenp)
+{
+	size_t len;
+
+	if (name == NULL)
+		return -EINVAL;
+	len = strnlen(name, SHMT_LIMITER_NAME_MAX + 1);
+	if (len > SHMT_LIMITER_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (len == 0)
+		return -EINVAL;
+	*lenp = len;
+	return 0;
+}
+
+/* ---- Views: validated copies of rows ----------------------------------- */
+
+static struct shmt_lim *
+rows(const shmt_t *h, uint32_t *n)
+{
+	*n = (uint32_t)(h->reg[SHMT_R_LIMITERS].rg_size / sizeof(struct shmt_lim));
+	return shmt__region(h, SHMT_R_LIMITERS);
+}
+
+static int
+arena_span(const shmt_t *h, uint64_t off, uint64_t len, void **out)
+{
+	if (off % 16 != 0 || !shmt__in_region(h, SHMT_R_ARENA, off, len))
+		return SHMT_ECORRUPT;
+	*out = (char *)shmt__region(h, SHMT_R_ARENA) + off;
+	return 0;
+}
+
+/* Fill V from row R, checking every field and offset.  SHMT_ECORRUPT when
+ * the row is inconsistent, -ENOENT when it is not READY. */
+static int
+view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
+    struct shmt_lview *v)
+{
+	shmt_limit_t l;
+	struct lim_geom g;
+	void *p;
+	int rc;
+
+	if (__atomic_load_n(&lim->lm_state, __ATOMIC_ACQUIRE) != SHMT_LIM_READY)
+		return -ENOENT;
+	memset(v, 0, sizeof(*v));
+	memcpy(v->name, lim->lm_name, sizeof(v->name));
+	v->name[SHMT_LIMITER_NAME_MAX] = '\0';
+	v->lv_row = r;
+	v->lim = lim;
+	v->mode = lim->lm_mode;
+	v->limit = lim->lm_limit;
+	v->window = lim->lm_window;
+	v->slack = lim->lm_slack;
+	v->slack_uses = lim->lm_slack_uses;
+	v->flags = lim->lm_flags;
+	v->nb = lim->lm_nbuckets;
+	v->nkeys = lim->lm_nkeys;
+	v->uses_per_key = lim->lm_uses_per_key;
+	v->keystride = lim->lm_keystride;
+	v->keymax = lim->lm_keymax;
+	v->capacity = lim->lm_capacity;
+	v->entsize = lim->lm_entsize;
+
+	/* Recompute the geometry from the parameters and insist on it. */
+	memset(&l, 0, sizeof(l));
+	l.limit = v->limit;
+	l.window_ns = v->window;
+	l.slack_ns = v->slack;
+	l.slack_uses = v->slack_uses;
+	l.mode = (int)v->mode;
+	l.per_client = (v->flags & SHMT_LIMF_PER_CLIENT) != 0;
+	l.client_capacity = l.per_client ? v->capacity : 0;
+	if ((rc = limit_check(&l, &g)) != 0 || g.nb != v->nb ||
+	    v->name[0] == '\0')
+		return SHMT_ECORRUPT;
+	if (v->mode == SHMT_MODE_EXACT) {
+		if ((rc = arena_span(h, lim->lm_ring_off, g.ring_bytes, &p)) != 0)
+			return rc;
+		v->log = p;
+	} else if (!l.per_client) {
+		if ((rc = arena_span(h, lim->lm_ring_off, g.ring_bytes, &p)) != 0)
+			return rc;
+		v->ring = p;
+	} else {
+		if (v->entsize != g.entsize ||
+		    (rc = arena_span(h, lim->lm_clients_off, g.clients_bytes,
+		    &p)) != 0)
+			return SHMT_ECORRUPT;
+		v->clients = p;
+	}
+	if (v->flags & SHMT_LIMF_KEYS) {
+		if (v->nkeys == 0 || v->nkeys > SHMT_KEYS_MAX ||
+		    v->keymax == 0 || v->keymax > SHMT_KEYNAME_MAX ||
+		    v->keystride != ((v->keymax + 1 + 7) & ~7U) ||
+		    lim->lm_uses_per_key == 0 ||
+		    (uint64_t)v->nkeys * lim->lm_uses_per_key != v->limit)
+			return SHMT_ECORRUPT;
+		if ((rc = arena_span(h, lim->lm_keys_off,
+		    (uint64_t)v->nkeys * v->keystride, &p)) != 0)
+			return rc;
+		v->keys = p;
+	} else if (v->nkeys != 0) {
+		return SHMT_ECORRUPT;
+	}
+	return 0;
+}
+
+static int
+lviews_ensure(shmt_t *h)
+{
+	struct shmt_lview *v, *expect = NULL;
+	uint32_t n;
+
+	if (__atomic_load_n(&h->lviews, __ATOMIC_ACQUIRE) != NULL)
+		return 0;
+	rows(h, &n);
+	v = calloc(n, sizeof(*v));
+	if (v == NULL)
+		return -ENOMEM;
+	if (!__atomic_compare_exchange_n(&h->lviews, &expect, v, 0,
+	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		free(v);
+	h->nlviews = n;
+	return 0;
+}
+
+void
+shmt__lviews_free(shmt_t *h)
+{
+	free(h->lviews);
+	h->lviews = NULL;
+}
+
+/* The view of row R, filled on first use.  Threads race to fill it; the
+ * winner of the 0 -> 1 CAS fills and publishes with a release store, the
+ * others fill a copy of their own in SCRATCH. */
+static int
+view_get(shmt_t *h, uint32_t r, struct shmt_lview *scratch,
+    const struct shmt_lview **out)
+{
+	struct shmt_lview *v;
+	struct shmt_lim *lim;
+	uint32_t n, expect = 0;
+	int rc;
+
+	if ((rc = lviews_ensure(h)) != 0)
+		return rc;
+	lim = rows(h, &n);
+	if (r >= n)
+		return -ENOENT;
+	v = &h->lviews[r];
+	if (__atomic_load_n(&v->lv_state, __ATOMIC_ACQUIRE) == 2) {
+		*out = v;
+		return 0;
+	}
+	if (!__atomic_compare_exchange_n(&v->lv_state, &expect, 1, 0,
+	    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+		if ((rc = view_fill(h, r, &lim[r], scratch)) != 0)
+			return rc;
+		*out = scratch;
+		return 0;
+	}
+	rc = view_fill(h, r, &lim[r], scratch);
+	if (rc != 0) {
+		__atomic_store_n(&v->lv_state, 0, __ATOMIC_RELEASE);
+		return rc;
+	}
+	memcpy((char *)v + sizeof(v->lv_state),
+	    (char *)scratch + sizeof(scratch->lv_state),
+	    sizeof(*v) - sizeof(v->lv_state));
+	__atomic_store_n(&v->lv_state, 2, __ATOMIC_RELEASE);
+	*out = v;
+	return 0;
+}
+
+/* Find limiter NAME: the process-local cache first (a hint, confirmed by
+ * the view's name), then a scan of the table. */
+static int
+lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
+    const struct shmt_lview **out)
+{
+	struct shmt_lim *lim;
+	uint32_t n, hash, slot;
+	uint64_t ent;
+	size_t len;
+	int rc;
+
+	if (h == NULL)
+		return -EINVAL;
+	if ((rc = name_check(name, &len)) != 0)
+		return rc;
+	hash = name_hash(name, len);
+	slot = hash % SHMT_LCACHE_SIZE;
+	ent = __atomic_load_n(&h->lcache.lc_ent[slot], __ATOMIC_RELAXED);
+	if (ent != 0 && (uint32_t)(ent >> 32) == hash &&
+	    view_get(h, (uint32_t)ent - 1, scratch, out) == 0 &&
+	    memcmp((*out)->name, name, len + 1) == 0)
+		return 0;
+	lim = rows(h, &n);
+	for (uint32_t r = 0; r < n; r++) {
+		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
+		    SHMT_LIM_READY ||
+		    strncmp(lim[r].lm_name, name, sizeof(lim[r].lm_name)) != 0)
+			continue;
+		if ((rc = view_get(h, r, scratch, out)) != 0)
+			return rc;
+		__atomic_store_n(&h->lcache.lc_ent[slot],
+		    ((uint64_t)hash << 32) | (r + 1), __ATOMIC_RELAXED);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* ---- Ring slots ---------------------------------------------------------- */
+
+#define SLOT_SERIAL(s) ((uint32_t)((s)[1] >> 32))
+#define SLOT_COUNT(s) ((uint32_t)(s)[1])
+
+/* Raise the count of SERIAL's slot to COUNT (a monotone max).  Returns 0,
+ * or SHMT_ECORRUPT when the slot holds an older serial (impossible: a bucket
+ * is opened in its slot before any W names it).  A newer serial means the
+ * caller's W is stale; its CAS on W will fail, so nothing is written. */
+static int
+slot_raise(struct shmt_ring_slot *slot, uint32_t serial, uint32_t count)
+{
+	uint64_t s[2], d[2];
+
+	shmt__load128(slot, s);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		int32_t age = (int32_t)(SLOT_SERIAL(s) - serial);
+
+		if (age > 0)
+			return 0;
+		if (age < 0)
+			return SHMT_ECORRUPT;
+		if (SLOT_COUNT(s) >= count)
+			return 0;
+		d[0] = s[0];
+		d[1] = ((uint64_t)serial << 32) | count;
+		if (shmt__cas128(slot, s, d))
+			return 0;
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+/* Open bucket SERIAL with close time CLOSE unless someone already did (first
+ * opener wins).  Returns the close time of SERIAL, or 0 when the slot
+ * already holds a newer serial (the caller's W is stale). */
+static uint64_t
+slot_open(struct shmt_ring_slot *slot, uint32_t serial, uint64_t close)
+{
+	uint64_t s[2], d[2] = { close, (uint64_t)serial << 32 };
+
+	shmt__load128(slot, s);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		int32_t age = (int32_t)(serial - SLOT_SERIAL(s));
+
+		if (age == 0)
+			return s[0];
+		if (age < 0)
+			return 0;
+		if (shmt__cas128(slot, s, d))
+			return close;
+	}
+	return 0;
+}
+
+/* ---- The ring of buckets ------------------------------------------------- */
+
+struct bk_ctx {
+	uint64_t limit, window, slack;
+	uint32_t slack_uses, nb;
+	uint32_t ntags;               /* key pool size, or 0: tag is fixed */
+	int check_tag;                /* client entries: W must carry... */
+	uint32_t tag_expect;          /* ...this tag (LIVE, epoch) */
+	struct shmt_ring_slot *ring;
+	uint64_t *released;           /* statistics: uses released */
+};
+
+static void
+bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
+    struct shmt_ring_slot *ring)
+{
+	c->limit = v->limit;
+	c->window = v->window;
+	c->slack = v->slack;
+	c->slack_uses = (uint32_t)v->slack_uses;
+	c->nb = v->nb;
+	c->ntags = v->nkeys;
+	c->check_tag = 0;
+	c->tag_expect = 0;
+	c->ring = ring;
+	c->released = &v->lim->lm_released_uses;
+}
+
+/* CAS *WP from *W to NW, a release; on success count the uses it returned
+ * and make *W the new word.  Returns 1 on success. */
+static int
+bk_commit_release(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w,
+    struct shmt_w nw)
+{
+	uint32_t returned = SHMT_W_INFLIGHT(*w) - SHMT_W_INFLIGHT(nw);
+
+	if (!shmt__cas128(wp, w->w, nw.w))
+		return 0;
+	*w = nw;
+	if (returned != 0)
+		__atomic_fetch_add(c->released, returned, __ATOMIC_RELAXED);
+	return 1;
+}
+
+static int
+w_valid(const struct bk_ctx *c, struct shmt_w w)
+{
+	uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
+	uint32_t nsealed = SHMT_W_NSEALED(w), active = SHMT_W_ACTIVE(w);
+
+	return inflight <= c->limit && count <= c->slack_uses &&
+	    count <= inflight && nsealed + active <= c->nb &&
+	    (active || count == 0) &&
+	    (c->ntags == 0 || SHMT_W_TAG(w) < c->ntags);
+}
+
+/*
+ * If the oldest bucket in use has cooled at NOW, compute in *NW the word
+ * that releases it and return 1; return 0 when nothing is due, or an error.
+ * *DUE gets the time the oldest bucket will be due.
+ */
+static int
+bk_release_step(const struct bk_ctx *c, struct shmt_w w, uint64_t now,
+    struct shmt_w *nw, uint64_t *due)
+{
+	uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
+	uint32_t tail = SHMT_W_TAIL(w), nsealed = SHMT_W_NSEALED(w);
+	uint32_t tag = SHMT_W_TAG(w);
+	uint64_t s[2];
+	int rc;
+
+	*due = UINT64_MAX;
+	if (nsealed > 0) {
+		uint32_t serial = tail - nsealed;
+
+		shmt__load128(&c->ring[serial % c->nb], s);
+		if (SLOT_SERIAL(s) != serial || SLOT_COUNT(s) > inflight ||
+		    SLOT_COUNT(s) == 0)
+			return SHMT_ECORRUPT;
+		*due = sat_add(s[0], c->window);
+		if (*due > now)
+			return 0;
+		*nw = shmt__w_make(inflight - SLOT_COUNT(s), count, tail,
+		    nsealed - 1, SHMT_W_ACTIVE(w), tag);
+		return 1;
+	}
+	if (!SHMT_W_ACTIVE(w))
+		return 0;
+	shmt__load128(&c->ring[tail % c->nb], s);
+	if (SLOT_SERIAL(s) != tail)
+		return SHMT_ECORRUPT;
+	*due = sat_add(s[0], c->window);
+	if (*due > now)
+		return 0;
+	if ((rc = slot_raise(&c->ring[tail % c->nb], tail, count)) != 0)
+		return rc;
+	*nw = shmt__w_make(inflight - count, 0, tail + 1, 0, 0, tag);
+	return 1;
+}
+
+/* Classify a denial at NOW with W: the seed's allowed false negative
+ * ("slack") when the oldest bucket's first use may be older than the
+ * window, else plain exhaustion. */
+static int
+bk_why(const struct bk_ctx *c, struct shmt_w w, uint64_t now)
+{
+	uint32_t serial = SHMT_W_TAIL(w) - SHMT_W_NSEALED(w);
+	uint64_t s[2];
+
+	shmt__load128(&c->ring[serial % c->nb], s);
+	if (SLOT_SERIAL(s) == serial && s[0] >= c->slack &&
+	    sat_add(s[0] - c->slack, c->window) <= now)
+		return WHY_SLACK;
+	return WHY_EXHAUSTED;
+}
+
+/*
+ * Take one use from the ring whose word is at WP.  Returns 1 granted (with
+ * the key-pool cursor in *TAG), 0 denied (reason in *WHY), or an error.
+ * The tag is advanced mod ntags on every grant, or kept when ntags is 0
+ * (client entries keep their state and epoch there; the CAS then also checks
+ * that the entry is still the caller's).
+ */
+static int
+bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
+    int *why)
+{
+	struct shmt_w w, nw;
+	uint64_t s[2], due;
+
+	shmt__load128(wp, w.w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		uint64_t now = shmt__now(h);
+		uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
+		uint32_t tail = SHMT_W_TAIL(w), nsealed = SHMT_W_NSEALED(w);
+		uint32_t wtag = SHMT_W_TAG(w), ntag, tail2, nsealed2;
+		uint64_t close;
+		int rc;
+
+		if (c->check_tag && wtag != c->tag_expect)
+			return -EAGAIN;
+		if (!w_valid(c, w))
+			return SHMT_ECORRUPT;
+		rc = bk_release_step(c, w, now, &nw, &due);
+		if (rc < 0)
+			return rc;
+		if (rc == 1) {
+			bk_commit_release(c, wp, &w, nw);
+			continue;
+		}
+		if (inflight >= c->limit) {
+			*why = bk_why(c, w, now);
+			return 0;
+		}
+		ntag = c->ntags != 0 ? (wtag + 1) % c->ntags : wtag;
+		tail2 = tail;
+		nsealed2 = nsealed;
+		if (SHMT_W_ACTIVE(w)) {
+			struct shmt_ring_slot *slot = &c->ring[tail % c->nb];
+
+			shmt__load128(slot, s);
+			if (SLOT_SERIAL(s) != tail)
+				return SHMT_ECORRUPT;
+			if (count < c->slack_uses && now < s[0]) {
+				nw = shmt__w_make(inflight + 1, count + 1, tail,
+				    nsealed, 1, ntag);
+				if (shmt__cas128(wp, w.w, nw.w)) {
+					*tag = wtag;
+					return 1;
+				}
+				continue;
+			}
+			if ((rc = slot_raise(slot, tail, count)) != 0)
+				return rc;
+			tail2 = tail + 1;
+			nsealed2 = nsealed + 1;
+		}
+		if (nsealed2 + 1 > c->nb) {
+			*why = WHY_RING_FULL;
+			return 0;
+		}
+		close = slot_open(&c->ring[tail2 % c->nb], tail2,
+		    sat_add(now, c->slack));
+		if (close <= now) {
+			/* A stale opener set this serial's close in the past:
+			 * skip the serial. */
+			nw = shmt__w_make(inflight, 0, tail2 + 1, nsealed2, 0,
+			    wtag);
+			shmt__cas128(wp, w.w, nw.w) ? (void)(w = nw) : (void)0;
+			continue;
+		}
+		nw = shmt__w_make(inflight + 1, 1, tail2, nsealed2, 1, ntag);
+		if (shmt__cas128(wp, w.w, nw.w)) {
+			*tag = wtag;
+			return 1;
+		}
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+/* Release every cooled bucket and seal an active bucket that closed (by
+ * time or by count).  Sets *NEXT to the next time this ring has work.
+ * Returns the number of transitions made, or an error. */
+static int
+bk_housekeep(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
+    uint64_t now, uint64_t *next)
+{
+	struct shmt_w w, nw;
+	uint64_t s[2], due;
+	int n = 0;
+
+	shmt__load128(wp, w.w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		int rc;
+
+		if (!w_valid(c, w))
+			return SHMT_ECORRUPT;
+		rc = bk_release_step(c, w, now, &nw, &due);
+		if (rc < 0)
+			return rc;
+		if (rc == 0 && SHMT_W_ACTIVE(w)) {
+			uint32_t tail = SHMT_W_TAIL(w);
+
+			shmt__load128(&c->ring[tail % c->nb], s);
+			if (SLOT_SERIAL(s) != tail)
+				return SHMT_ECORRUPT;
+			if (now < s[0] && SHMT_W_COUNT(w) < c->slack_uses) {
+				if (s[0] < due)
+					due = s[0];
+				break;
+			}
+			rc = slot_raise(&c->ring[tail % c->nb], tail,
+			    SHMT_W_COUNT(w));
+			if (rc != 0)
+				return rc;
+			nw = shmt__w_make(SHMT_W_INFLIGHT(w), 0, tail + 1,
+			    SHMT_W_NSEALED(w) + 1, 0, SHMT_W_TAG(w));
+		} else if (rc == 0) {
+			break;
+		}
+		if (bk_commit_release(c, wp, &w, nw))
+			n++;
+	}
+	if (due < *next)
+		*next = due;
+	return n;
+}
+
+/* ---- Exact mode ---------------------------------------------------------- */
+
+/* One use of an exact limiter.  Returns 1 with the grant number in *SEQ,
+ * 0 denied, or an error. */
+static int
+ex_take(shmt_t *h, const struct shmt_lview *v, uint64_t *seq)
+{
+	int64_t *np = (int64_t *)&v->lim->lm_w.w[0];
+	int64_t L = (int64_t)v->limit;
+
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		int64_t n = __atomic_load_n(np, __ATOMIC_ACQUIRE), m = n + 1;
+		struct shmt_log_slot *slot;
+		uint64_t s[2], d[2], now;
+
+		if (n < 0)
+			return SHMT_ECORRUPT;
+		slot = &v->log[(uint64_t)n % (uint64_t)L];
+		shmt__load128(slot, s);
+		if ((int64_t)s[0] == n) {
+			/* Grant n is recorded; help move the hint on. */
+			__atomic_compare_exchange_n(np, &n, m, 0,
+			    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+			continue;
+		}
+		if ((int64_t)s[0] != n - L) {
+			if ((int64_t)s[0] > n)
+				continue;       /* our hint was stale */
+			return SHMT_ECORRUPT;
+		}
+		now = shmt__now(h);
+		if ((int64_t)s[0] >= 0 && sat_add(s[1], v->window) > now)
+			return 0;
+		d[0] = (uint64_t)n;
+		d[1] = now;
+		if (!shmt__cas128(slot, s, d))
+			continue;
+		__atomic_compare_exchange_n(np, &n, m, 0, __ATOMIC_ACQ_REL,
+		    __ATOMIC_RELAXED);
+		*seq = (uint64_t)n;
+		return 1;
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+/* Grants in flight in an exact limiter at NOW: records younger than C. */
+static uint64_t
+ex_inflight(const struct shmt_lview *v, uint64_t now)
+{
+	uint64_t n = 0, s[2];
+
+	for (uint64_t i = 0; i < v->limit; i++) {
+		shmt__load128(&v->log[i], s);
+		if ((int64_t)s[0] >= 0 && sat_add(s[1], v->window) > now)
+			n++;
+	}
+	return n;
+}
+
+/* ---- Counting denials ---------------------------------------------------- */
+
+static void
+count_denial(struct shmt_lim *lim, int why)
+{
+	uint64_t *ctr;
+
+	switch (why) {
+	case WHY_SLACK:
+		ctr = &lim->lm_denied_slack;
+		break;
+	case WHY_RING_FULL:
+		ctr = &lim->lm_denied_ring_full;
+		break;
+	case WHY_TABLE_FULL:
+		ctr = &lim->lm_denied_table_full;
+		break;
+	default:
+		ctr = &lim->lm_denied_exhausted;
+		break;
+	}
+	__atomic_fetch_add(ctr, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- Public: using limiters ---------------------------------------------- */
+
+static int
+take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+{
+	struct bk_ctx c;
+	uint32_t tag = 0;
+	int why = WHY_NONE, rc;
+
+	if (v->mode == SHMT_MODE_EXACT) {
+		uint64_t seq = 0;
+
+		rc = ex_take(h, v, &seq);
+		if (rc == 1) {
+			__atomic_fetch_add(&v->lim->lm_exact_grants, 1,
+			    __ATOMIC_RELAXED);
+			*cursor = v->nkeys != 0 ? seq % v->nkeys : 0;
+		} else if (rc == 0) {
+			count_denial(v->lim, WHY_EXHAUSTED);
+		}
+		return rc;
+	}
+	bk_ctx_init(&c, v, v->ring);
+	rc = bk_take(h, &c, &v->lim->lm_w, &tag, &why);
+	if (rc == 1)
+		*cursor = tag;
+	else if (rc == 0)
+		count_denial(v->lim, why);
+	return rc;
+}
+
+SHMT_EXPORT int
+shmt_try_use_key(shmt_t *h, const char *name)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	uint64_t cursor;
+	int rc;
+
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+		return rc;
+	if (v->flags & SHMT_LIMF_PER_CLIENT)
+		return -EPERM;
+	return take_shared(h, v, &cursor);
+}
+
+SHMT_EXPORT int
+shmt_next_key(shmt_t *h, const char *name, char *buf, size_t cap)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	uint64_t cursor = 0;
+	const char *key;
+	size_t len;
+	int rc;
+
+	if (buf == NULL && cap != 0)
+		return -EINVAL;
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+		return rc;
+	if (v->flags & SHMT_LIMF_PER_CLIENT)
+		return -EPERM;
+	if (!(v->flags & SHMT_LIMF_KEYS))
+		return -ENOKEY;
+	if (cap < (size_t)v->keymax + 1)
+		return -ERANGE;
+	if ((rc = take_shared(h, v, &cursor)) != 1)
+		return rc;
+	if (cursor >= v->nkeys)
+		return SHMT_ECORRUPT;
+	key = v->keys + cursor * v->keystride;
+	len = strnlen(key, v->keymax);
+	memcpy(buf, key, len);
+	buf[len] = '\0';
+	return len == 0 ? SHMT_ECORRUPT : (int)len;
+}
+
+/* ---- Per-client entries --------------------------------------------------- */
+
+static struct shmt_client *
+ce_at(const struct shmt_lview *v, uint32_t i)
+{
+	return (struct shmt_client *)(v->clients + (uint64_t)i * v->entsize);
+}
+
+static struct shmt_ring_slot *
+ce_ring(struct shmt_client *e)
+{
+	return (struct shmt_ring_slot *)(e + 1);
+}
+
+static int
+ce_hash_match(const uint64_t hw[2], const uint64_t hash[2])
+{
+	return hw[0] == hash[0] && (hw[1] & ~0xffffULL) == hash[1];
+}
+
+/* Fresh word of a client entry in STATE with EPOCH, keeping TAIL so that
+ * the serials of its ring only grow. */
+static struct shmt_w
+ce_word(uint32_t tail, uint32_t state, uint32_t epoch)
+{
+	return shmt__w_make(0, 0, tail == 0 ? 1 : tail, 0, 0,
+	    CE_TAG(state, epoch));
+}
+
+static int
+ce_idle(struct shmt_w w)
+{
+	return SHMT_W_INFLIGHT(w) == 0 && SHMT_W_NSEALED(w) == 0 &&
+	    !SHMT_W_ACTIVE(w);
+}
+
+/*
+ * Look HASH up along its probe path without a lock.  Returns the index of
+ * the entry that holds it (reviving it if it was free) with *LIVE set when
+ * its word is LIVE with the hash's epoch; -ENOENT when the path ends (a
+ * never-used entry, or the whole table) without it; 1 << 30 when the entry
+ * is mid-claim or inconsistent (the caller takes the lock).
+ */
+#define CE_SLOWPATH (1 << 30)
+
+static int
+ce_lookup(const struct shmt_lview *v, const uint64_t hash[2], uint32_t *tagp)
+{
+	uint32_t cap = v->capacity, home = (uint32_t)(hash[0] % cap);
+
+	for (uint32_t k = 0; k < cap; k++) {
+		uint32_t i = (home + k) % cap;
+		struct shmt_client *e = ce_at(v, i);
+		uint64_t hw[2];
+		struct shmt_w w;
+		uint32_t ep;
+
+		shmt__load128(e->ce_hash, hw);
+		if (hw[0] == 0 && hw[1] == 0)
+			return -ENOENT;
+		if (!ce_hash_match(hw, hash))
+			continue;
+		ep = (uint32_t)(hw[1] & CE_EPOCH_MASK);
+		shmt__load128(&e->ce_w, w.w);
+		if ((SHMT_W_TAG(w) & CE_EPOCH_MASK) != ep)
+			return CE_SLOWPATH;
+		*tagp = CE_TAG(CE_LIVE, ep);
+		switch (SHMT_W_TAG(w) >> 14) {
+		case CE_LIVE:
+			return (int)i;
+		case CE_FREE: {
+			struct shmt_w nw = ce_word(SHMT_W_TAIL(w), CE_LIVE, ep);
+
+			if (!ce_idle(w))
+				return SHMT_ECORRUPT;
+			/* Revive it; if the CAS fails someone else changed
+			 * it, and the tag check of the grant decides. */
+			shmt__cas128(&e->ce_w, w.w, nw.w);
+			return (int)i;
+		}
+		default:
+			return CE_SLOWPATH;
+		}
+	}
+	return -ENOENT;
+}
+
+/* Release due buckets of entry E at NOW and mark it free when idle.  Called
+ * with the client lock held.  Returns 1 when E is free afterwards. */
+static int
+ce_try_reclaim(shmt_t *h, const struct shmt_lview *v, struct shmt_client *e,
+    uint64_t now)
+{
+	struct bk_ctx c;
+	struct shmt_w w, nw;
+	uint64_t next = UINT64_MAX;
+	uint32_t tag;
+
+	shmt__load128(&e->ce_w, w.w);
+	tag = SHMT_W_TAG(w);
+	if (tag >> 14 == CE_FREE || tag >> 14 == CE_NEVER)
+		return 1;
+	if (tag >> 14 != CE_LIVE)
+		return 0;
+	bk_ctx_init(&c, v, ce_ring(e));
+	c.ntags = 0;
+	if (bk_housekeep(h, &c, &e->ce_w, now, &next) < 0)
+		return 0;
+	shmt__load128(&e->ce_w, w.w);
+	if (SHMT_W_TAG(w) >> 14 != CE_LIVE || !ce_idle(w))
+		return 0;
+	nw = w;
+	nw.w[1] = (nw.w[1] & ~0xffffULL) |
+	    CE_TAG(CE_FREE, SHMT_W_TAG(w) & CE_EPOCH_MASK);
+	return shmt__cas128(&e->ce_w, w.w, nw.w);
+}
+
+/* Repair after a claimer died holding the client lock: an entry left
+ * CLAIMING becomes free, with its hash word's epoch made to match. */
+static void
+ce_repair(const struct shmt_lview *v)
+{
+	for (uint32_t i = 0; i < v->capacity; i++) {
+		struct shmt_client *e = ce_at(v, i);
+		uint64_t hw[2];
+		struct shmt_w w, nw;
+		uint32_t ep;
+
+		shmt__load128(&e->ce_w, w.w);
+		if (SHMT_W_TAG(w) >> 14 != CE_CLAIMING)
+			continue;
+		ep = SHMT_W_TAG(w) & CE_EPOCH_MASK;
+		shmt__load128(e->ce_hash, hw);
+		if ((hw[1] & CE_EPOCH_MASK) != ep) {
+			/* The new hash never landed: a tombstone that matches
+			 * no client (no real hash has hw[0] == 0). */
+			hw[0] = 0;
+			hw[1] = ep;
+			shmt__store128(e->ce_hash, hw);
+		}
+		nw = ce_word(SHMT_W_TAIL(w), CE_FREE, ep);
+		shmt__cas128(&e->ce_w, w.w, nw.w);
+	}
+}
+
+/* Claim an entry for HASH under the client lock.  Returns its index, or
+ * -ENOSPC when every entry on the path is live and busy. */
+static int
+ce_claim(shmt_t *h, const struct shmt_lview *v, const uint64_t hash[2],
+    const void *id, size_t idlen, uint32_t *tagp)
+{
+	uint32_t cap = v->capacity, home = (uint32_t)(hash[0] % cap);
+	uint64_t now = shmt__now(h), hw[2];
+	struct shmt_client *e = NULL;
+	struct shmt_w w, nw;
+	uint32_t i = 0, ep;
+	int rc;
+
+	/* Another claimer may have added it while we waited for the lock. */
+	rc = ce_lookup(v, hash, tagp);
+	if (rc >= 0 && rc != CE_SLOWPATH)
+		return rc;
+	for (uint32_t k = 0; k < cap; k++) {
+		i = (home + k) % cap;
+		if (ce_try_reclaim(h, v, ce_at(v, i), now)) {
+			e = ce_at(v, i);
+			break;
+		}
+	}
+	if (e == NULL)
+		return -ENOSPC;
+	shmt__load128(&e->ce_w, w.w);
+	ep = ((SHMT_W_TAG(w) & CE_EPOCH_MASK) % CE_EPOCH_MASK) + 1;
+	nw = ce_word(SHMT_W_TAIL(w), CE_CLAIMING, ep);
+	if (!shmt__cas128(&e->ce_w, w.w, nw.w))
+		return -EAGAIN;       /* revived under us: look again */
+	hw[0] = hash[0];
+	hw[1] = hash[1] | ep;
+	shmt__store128(e->ce_hash, hw);
+	e->ce_idlen = (uint32_t)idlen;
+	memcpy(e->ce_id, id, idlen < sizeof(e->ce_id) ? idlen : sizeof(e->ce_id));
+	w = nw;
+	nw = ce_word(SHMT_W_TAIL(w), CE_LIVE, ep);
+	if (!shmt__cas128(&e->ce_w, w.w, nw.w))
+		return SHMT_ECORRUPT;
+	*tagp = CE_TAG(CE_LIVE, ep);
+	return (int)i;
+}
+
+static int
+ce_find_or_claim(shmt_t *h, const struct shmt_lview *v, const uint64_t hash[2],
+    const void *id, size_t idlen, uint32_t *tagp)
+{
+	int rc = ce_lookup(v, hash, tagp);
+
+	if (rc >= 0 && rc != CE_SLOWPATH)
+		return rc;
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	for (int tries = 0; tries < 8; tries++) {
+		int lk = shmt__mutex_lock(&v->lim->lm_client_lock);
+
+		if (lk < 0)
+			return lk;
+		if (lk == 1) {
+			ce_repair(v);
+			shmt__mutex_consistent(&v->lim->lm_client_lock);
+		}
+		rc = ce_claim(h, v, hash, id, idlen, tagp);
+		shmt__mutex_unlock(&v->lim->lm_client_lock);
+		if (rc != -EAGAIN)
+			return rc;
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+SHMT_EXPORT int
+shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	struct shmt_client *e;
+	struct bk_ctx c;
+	uint64_t hash[2];
+	uint32_t tag, expect = 0;
+	int why = WHY_NONE, rc;
+
+	if (client == NULL || len == 0)
+		return -EINVAL;
+	if (len > SHMT_CLIENT_MAX)
+		return -E2BIG;
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+		return rc;
+	if (!(v->flags & SHMT_LIMF_PER_CLIENT))
+		return -EPERM;
+	client_hash(client, len, hash);
+	for (int tries = 0; tries < 64; tries++) {
+		rc = ce_find_or_claim(h, v, hash, client, len, &expect);
+		if (rc == -ENOSPC) {
+			count_denial(v->lim, WHY_TABLE_FULL);
+			return 0;
+		}
+		if (rc < 0)
+			return rc;
+		e = ce_at(v, (uint32_t)rc);
+		bk_ctx_init(&c, v, ce_ring(e));
+		c.ntags = 0;
+		c.check_tag = 1;
+		c.tag_expect = expect;
+		rc = bk_take(h, &c, &e->ce_w, &tag, &why);
+		if (rc == 1) {
+			__atomic_store_n(&e->ce_last_ns, shmt__now(h),
+			    __ATOMIC_RELAXED);
+			return 1;
+		}
+		if (rc == 0) {
+			count_denial(v->lim, why);
+			return 0;
+		}
+		/* -EAGAIN: the entry was reclaimed or changed hands between
+		 * the lookup and the CAS; look it up again. */
+		if (rc != -EAGAIN)
+			return rc;
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+/* ---- Defining limiters ------------------------------------------------------ */
+
+/* Rows left BUILDING by a definer that died holding the table lock go back
+ * to FREE; the arena space they took is not reused (it is bounded by the
+ * arena, and reusing it would need the dead definer's intent). */
+static void
+rows_repair(shmt_t *h)
+{
+	uint32_t n;
+	struct shmt_lim *lim = rows(h, &n);
+
+	for (uint32_t r = 0; r < n; r++)
+		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) ==
+		    SHMT_LIM_BUILDING)
+			__atomic_store_n(&lim[r].lm_state, SHMT_LIM_FREE,
+			    __ATOMIC_RELEASE);
+}
+
+/* 1 when READY row LIM was defined with exactly L (normalised in G). */
+static int
+same_params(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
+    const shmt_limit_t *l, const struct lim_geom *g)
+{
+	struct shmt_lview v;
+
+	if (view_fill(h, r, lim, &v) != 0)
+		return 0;
+	if (v.mode != (uint32_t)l->mode || v.limit != g->limit ||
+	    v.window != l->window_ns ||
+	    (l->mode == SHMT_MODE_BUCKETS &&
+	    (v.slack != l->slack_ns || v.slack_uses != l->slack_uses)) ||
+	    v.nkeys != l->nkeys || v.uses_per_key != l->uses_per_key ||
+	    ((v.flags & SHMT_LIMF_PER_CLIENT) != 0) != (l->per_client != 0) ||
+	    (l->per_client && v.capacity != l->client_capacity))
+		return 0;
+	for (uint32_t i = 0; i < l->nkeys; i++)
+		if (strncmp(v.keys + (uint64_t)i * v.keystride, l->keys[i],
+		    v.keystride) != 0)
+			return 0;
+	return 1;
+}
+
+static uint64_t
+align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* Lay out storage for the new row in the arena and initialise it. */
+static int
+row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
+    const shmt_limit_t *l, const struct lim_geom *g)
+{
+	struct shmt_hdr *hdr = h->hdr;
+	uint64_t size = h->reg[SHMT_R_ARENA].rg_size;
+	uint64_t used = __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
+	uint64_t ring_off, keys_off, cl_off, end;
+	char *arena = shmt__region(h, SHMT_R_ARENA);
+	int rc;
+
+	if (used > size)
+		return SHMT_ECORRUPT;
+	ring_off = align_up(used, SHMT_LINE);
+	keys_off = align_up(ring_off + g->ring_bytes, 16);
+	cl_off = align_up(keys_off + g->keys_bytes, SHMT_LINE);
+	end = cl_off + g->clients_bytes;
+	if (end > size || end < used)
+		return -ENOSPC;
+
+	memset((char *)lim + 0, 0, sizeof(*lim));
+	__atomic_store_n(&lim->lm_state, SHMT_LIM_BUILDING, __ATOMIC_RELEASE);
+	memcpy(lim->lm_name, name, len);
+	lim->lm_mode = (uint32_t)l->mode;
+	lim->lm_limit = g->limit;
+	lim->lm_window = l->window_ns;
+	if (l->mode == SHMT_MODE_BUCKETS) {
+		lim->lm_slack = l->slack_ns;
+		lim->lm_slack_uses = l->slack_uses;
+	}
+	lim->lm_nbuckets = g->nb;
+	lim->lm_flags = (l->per_client ? SHMT_LIMF_PER_CLIENT : 0) |
+	    (l->nkeys ? SHMT_LIMF_KEYS : 0);
+	lim->lm_nkeys = l->nkeys;
+	lim->lm_uses_per_key = l->uses_per_key;
+	lim->lm_keystride = g->keystride;
+	lim->lm_keymax = g->keymax;
+	lim->lm_capacity = l->per_client ? l->client_capacity : 0;
+	lim->lm_entsize = g->entsize;
+	lim->lm_ring_off = ring_off;
+	lim->lm_keys_off = keys_off;
+	lim->lm_clients_off = cl_off;
+	lim->lm_storage = end - used;
+
+	memset(arena + ring_off, 0, end - ring_off);
+	if (l->mode == SHMT_MODE_EXACT) {
+		struct shmt_log_slot *log = (void *)(arena + ring_off);
+
+		/* Slot i holds the record of grant i - L: none yet. */
+		for (uint64_t i = 0; i < g->limit; i++)
+			log[i].ls_seq = (int64_t)i - (int64_t)g->limit;
+		lim->lm_w.w[0] = 0;
+	} else {
+		lim->lm_w = shmt__w_make(0, 0, 1, 0, 0, 0);
+	}
+	for (uint32_t i = 0; i < l->nkeys; i++)
+		memcpy(arena + keys_off + (uint64_t)i * g->keystride, l->keys[i],
+		    strlen(l->keys[i]));
+	if (l->per_client &&
+	    (rc = shmt__mutex_init(&lim->lm_client_lock)) != 0) {
+		__atomic_store_n(&lim->lm_state, SHMT_LIM_FREE, __ATOMIC_RELEASE);
+		return rc;
+	}
+	__atomic_store_n(&hdr->sh_arena_used, end, __ATOMIC_RELAXED);
+	/* Everything above is visible before READY is. */
+	__atomic_store_n(&lim->lm_state, SHMT_LIM_READY, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&hdr->sh_generation, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static int
+define_locked(shmt_t *h, const char *name, size_t len, const shmt_limit_t *l,
+    const struct lim_geom *g)
+{
+	uint32_t n;
+	struct shmt_lim *lim = rows(h, &n), *free_row = NULL;
+
+	for (uint32_t r = 0; r < n; r++) {
+		uint32_t st = __atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE);
+
+		if (st == SHMT_LIM_FREE && free_row == NULL)
+			free_row = &lim[r];
+		if (st == SHMT_LIM_READY &&
+		    strncmp(lim[r].lm_name, name, sizeof(lim[r].lm_name)) == 0)
+			return same_params(h, r, &lim[r], l, g) ? 0 : -EEXIST;
+	}
+	if (free_row == NULL)
+		return -ENOSPC;
+	return row_build(h, free_row, name, len, l, g);
+}
+
+SHMT_EXPORT int
+shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
+{
+	struct lim_geom g;
+	size_t len;
+	int rc, lk;
+
+	if (h == NULL || l == NULL)
+		return -EINVAL;
+	if ((rc = name_check(name, &len)) != 0)
+		return rc;
+	if ((rc = limit_check(l, &g)) != 0)
+		return rc;
+	lk = shmt__mutex_lock(&h->hdr->sh_table_lock);
+	if (lk < 0)
+		return lk;
+	if (lk == 1) {
+		rows_repair(h);
+		shmt__mutex_consistent(&h->hdr->sh_table_lock);
+	}
+	rc = define_locked(h, name, len, l, &g);
+	shmt__mutex_unlock(&h->hdr->sh_table_lock);
+	return rc;
+}
+
+/* ---- Statistics ------------------------------------------------------------- */
+
+static void
+stat_fill(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
+{
+	struct shmt_lim *lim = v->lim;
+	uint64_t inflight = 0;
+	struct shmt_w w;
+
+	memset(o, 0, sizeof(*o));
+	memcpy(o->name, v->name, sizeof(o->name));
+	o->limit = v->limit;
+	o->window_ns = v->window;
+	o->slack_ns = v->slack;
+	o->slack_uses = v->slack_uses;
+	o->mode = (int)v->mode;
+	o->nbuckets = v->nb;
+	o->nkeys = v->nkeys;
+	o->uses_per_key = v->uses_per_key;
+	o->per_client = (v->flags & SHMT_LIMF_PER_CLIENT) != 0;
+	o->client_capacity = v->capacity;
+	if (v->mode == SHMT_MODE_EXACT) {
+		inflight = ex_inflight(v, shmt__now(h));
+		o->grants = (uint64_t)__atomic_load_n(
+		    (int64_t *)&lim->lm_w.w[0], __ATOMIC_RELAXED);
+	} else if (!o->per_client) {
+		shmt__load128(&lim->lm_w, w.w);
+		inflight = SHMT_W_INFLIGHT(w);
+		o->buckets_in_use = SHMT_W_NSEALED(w) + SHMT_W_ACTIVE(w);
+	} else {
+		for (uint32_t i = 0; i < v->capacity; i++) {
+			shmt__load128(&ce_at(v, i)->ce_w, w.w);
+			if (SHMT_W_TAG(w) >> 14 != CE_LIVE)
+				continue;
+			o->clients_in_use++;
+			inflight += SHMT_W_INFLIGHT(w);
+			o->buckets_in_use += SHMT_W_NSEALED(w) + SHMT_W_ACTIVE(w);
+		}
+	}
+	o->in_flight = inflight;
+	o->free = !o->per_client && inflight <= v->limit ? v->limit - inflight : 0;
+	if (v->mode != SHMT_MODE_EXACT)
+		o->grants = __atomic_load_n(&lim->lm_released_uses,
+		    __ATOMIC_RELAXED) + inflight;
+	o->denied_exhausted = __atomic_load_n(&lim->lm_denied_exhausted,
+	    __ATOMIC_RELAXED);
+	o->denied_slack = __atomic_load_n(&lim->lm_denied_slack, __ATOMIC_RELAXED);
+	o->denied_table_full = __atomic_load_n(&lim->lm_denied_table_full,
+	    __ATOMIC_RELAXED);
+	o->denied_ring_full = __atomic_load_n(&lim->lm_denied_ring_full,
+	    __ATOMIC_RELAXED);
+	o->housekeeping_lag_ns = __atomic_load_n(&h->hdr->sh_lag_ns,
+	    __ATOMIC_RELAXED);
+}
+
+SHMT_EXPORT int
+shmt_limiter_stat(shmt_t *h, const char *name, shmt_limiter_stat_t *out)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	int rc;
+
+	if (out == NULL)
+		return -EINVAL;
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+		return rc;
+	stat_fill(h, v, out);
+	return 0;
+}
+
+SHMT_EXPORT int
+shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out, size_t cap)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	struct shmt_lim *lim;
+	uint32_t n;
+	size_t k = 0;
+
+	if (h == NULL || (out == NULL && cap != 0))
+		return -EINVAL;
+	lim = rows(h, &n);
+	for (uint32_t r = 0; r < n; r++) {
+		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
+		    SHMT_LIM_READY || view_get(h, r, &scratch, &v) != 0)
+			continue;
+		if (k < cap)
+			stat_fill(h, v, &out[k]);
+		k++;
+	}
+	return k > INT32_MAX ? INT32_MAX : (int)k;
+}
+
+SHMT_EXPORT int
+shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
+    size_t cap)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	struct shmt_w w;
+	uint32_t tail, nsealed, total;
+	int rc;
+
+	if (out == NULL && cap != 0)
+		return -EINVAL;
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+		return rc;
+	if (v->mode != SHMT_MODE_BUCKETS || (v->flags & SHMT_LIMF_PER_CLIENT))
+		return -EPERM;
+	shmt__load128(&v->lim->lm_w, w.w);
+	tail = SHMT_W_TAIL(w);
+	nsealed = SHMT_W_NSEALED(w);
+	total = nsealed + SHMT_W_ACTIVE(w);
+	if (total > v->nb)
+		return SHMT_ECORRUPT;
+	for (uint32_t i = 0; i < total && i < cap; i++) {
+		uint32_t serial = tail - nsealed + i;
+		uint64_t s[2];
+
+		shmt__load128(&v->ring[serial % v->nb], s);
+		out[i].serial = serial;
+		out[i].active = serial == tail;
+		/* The active bucket's count lives in W, not in its slot. */
+		out[i].uses = out[i].active ? SHMT_W_COUNT(w) : SLOT_COUNT(s);
+		out[i].close_ns = s[0];
+		out[i].release_ns = sat_add(s[0], v->window);
+		if (SLOT_SERIAL(s) != serial)
+			return SHMT_ECORRUPT;
+	}
+	return (int)total;
+}
+
+/* ---- Housekeeping --------------------------------------------------------- */
+
+static int
+hk_clients(shmt_t *h, const struct shmt_lview *v, uint64_t now, uint64_t *next)
+{
+	int lk = shmt__mutex_lock(&v->lim->lm_client_lock), n = 0;
+
+	if (lk < 0)
+		return lk;
+	if (lk == 1) {
+		ce_repair(v);
+		shmt__mutex_consistent(&v->lim->lm_client_lock);
+	}
+	for (uint32_t i = 0; i < v->capacity; i++) {
+		struct shmt_client *e = ce_at(v, i);
+		struct shmt_w w;
+		struct bk_ctx c;
+
+		shmt__load128(&e->ce_w, w.w);
+		if (SHMT_W_TAG(w) >> 14 != CE_LIVE)
+			continue;
+		bk_ctx_init(&c, v, ce_ring(e));
+		c.ntags = 0;
+		if (bk_housekeep(h, &c, &e->ce_w, now, next) > 0)
+			n++;
+		if (ce_try_reclaim(h, v, e, now))
+			n++;
+	}
+	shmt__mutex_unlock(&v->lim->lm_client_lock);
+	return n;
+}
+
+int
+shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	uint32_t n;
+	struct shmt_lim *lim = rows(h, &n);
+	int actions = 0;
+
+	for (uint32_t r = 0; r < n; r++) {
+		struct bk_ctx c;
+		int rc;
+
+		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
+		    SHMT_LIM_READY || view_get(h, r, &scratch, &v) != 0)
+			continue;
+		if (v->mode == SHMT_MODE_EXACT)
+			continue;  /* its log expires by time alone */
+		if (v->flags & SHMT_LIMF_PER_CLIENT) {
+			rc = hk_clients(h, v, now, next);
+		} else {
+			bk_ctx_init(&c, v, v->ring);
+			rc = bk_housekeep(h, &c, &v->lim->lm_w, now, next);
+		}
+		if (rc < 0)
+			return rc;
+		actions += rc;
+	}
+	return actions;
+}
+
+/* ---- Rebasing stored times (snapshot restore) ------------------------------- */
+
+static uint64_t
+shift(uint64_t t, int64_t d)
+{
+	if (d < 0)
+		return t < (uint64_t)-d ? 0 : t - (uint64_t)-d;
+	return sat_add(t, (uint64_t)d);
+}
+
+static void
+rebase_ring(struct shmt_ring_slot *ring, uint32_t nb, int64_t d)
+{
+	for (uint32_t i = 0; i < nb; i++)
+		if (SLOT_SERIAL(ring[i].r) != 0)
+			ring[i].r[0] = shift(ring[i].r[0], d);
+}
+
+int
+shmt__rebase_times(shmt_t *h, int64_t d)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	uint32_t n;
+	struct shmt_lim *lim = rows(h, &n);
+
+	if (h == NULL)
+		return -EINVAL;
+	for (uint32_t r = 0; r < n; r++) {
+		int rc;
+
+		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
+		    SHMT_LIM_READY)
+			continue;
+		if ((rc = view_get(h, r, &scratch, &v)) != 0)
+			return rc;
+		if (v->mode == SHMT_MODE_EXACT) {
+			for (uint64_t i = 0; i < v->limit; i++)
+				if (v->log[i].ls_seq >= 0)
+					v->log[i].ls_time =
+					    shift(v->log[i].ls_time, d);
+		} else if (v->flags & SHMT_LIMF_PER_CLIENT) {
+			for (uint32_t i = 0; i < v->capacity; i++) {
+				struct shmt_client *e = ce_at(v, i);
+
+				rebase_ring(ce_ring(e), v->nb, d);
+				if (e->ce_last_ns != 0)
+					e->ce_last_ns = shift(e->ce_last_ns, d);
+			}
+		} else {
+			rebase_ring(v->ring, v->nb, d);
+		}
+	}
+	return 0;
+}

@@ -109,22 +109,30 @@ struct shmt_lim {
 	uint64_t lm_storage;         /* arena bytes taken */
 	char lm_name[SHMT_LIMITER_NAME_MAX + 1];
 
+	/* Serialises claims of per-client entries (robust, pshared). */
+	alignas(SHMT_LINE) pthread_mutex_t lm_client_lock;
+
 	/* The state word, alone on its line: every grant CASes it. */
 	alignas(SHMT_LINE) struct shmt_w lm_w;
 
-	/* Counters, on their own line: written on denials and seals only. */
-	alignas(SHMT_LINE) uint64_t lm_sealed_uses;   /* uses in sealed buckets */
+	/* Counters, on their own line: written on denials and releases only,
+	 * so a grant costs no extra atomic (grants = released + in flight). */
+	alignas(SHMT_LINE) uint64_t lm_released_uses;
 	uint64_t lm_denied_exhausted;
 	uint64_t lm_denied_slack;
 	uint64_t lm_denied_table_full;
 	uint64_t lm_exact_grants;
-	uint64_t lm_clients_live;
+	uint64_t lm_denied_ring_full;
 };
 _Static_assert(offsetof(struct shmt_lim, lm_w) % 16 == 0, "W is 16-aligned");
 _Static_assert(sizeof(struct shmt_lim) % SHMT_LINE == 0, "rows are whole lines");
 
 /* Private API of the limiter module. */
 int shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next);
-void shmt__limiters_repair(shmt_t *h);
+/* Shift every stored time (bucket close times, log times, client last-use
+ * times) by DELTA_NS.  Only for a segment nobody else uses: a restored
+ * snapshot, before it is published. */
+int shmt__rebase_times(shmt_t *h, int64_t delta_ns);
+void shmt__lviews_free(shmt_t *h);
 
 #endif /* SHMT_LIMITER_H */

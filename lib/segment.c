@@ -87,7 +87,7 @@ shmt__format_word(void)
 		sizeof(struct shmt_slot), alignof(struct shmt_slot),
 		sizeof(struct shmt_lim), alignof(struct shmt_lim),
 		offsetof(struct shmt_lim, lm_w),
-		offsetof(struct shmt_lim, lm_sealed_uses),
+		offsetof(struct shmt_lim, lm_released_uses),
 		sizeof(struct shmt_client), alignof(struct shmt_client),
 		sizeof(struct shmt_ring_slot), sizeof(struct shmt_log_slot),
 		sizeof(struct shmt_w), SHMT_LINE, SHMT_LIMITER_NAME_MAX,
@@ -509,6 +509,7 @@ shmt_close(shmt_t *h)
 	/* A handle inherited across fork() belongs to the parent's slot. */
 	if (h->pid == getpid())
 		shmt__slot_release(h);
+	shmt__lviews_free(h);
 	munmap(h->base, h->size);
 	free(h);
 	errno = saved;

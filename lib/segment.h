@@ -101,6 +101,8 @@ struct shmt_lcache {
 	uint64_t lc_ent[SHMT_LCACHE_SIZE]; /* (hash32 << 32) | (row + 1) */
 };
 
+struct shmt_lview;
+
 struct shmt {
 	char *base;                   /* this process's mapping */
 	uint64_t size;
@@ -113,6 +115,9 @@ struct shmt {
 	pid_t pid;
 	char name[SHMT_SEGNAME_MAX + 1];
 	struct shmt_lcache lcache;
+	/* Validated process-local copies of limiter rows (limiter.c). */
+	struct shmt_lview *lviews;
+	uint32_t nlviews;
 };
 
 /* Private API of the segment module. */

@@ -350,6 +350,9 @@ typedef struct shmt_limiter_stat {
 	                             * and all taken within window + slack
 	                             * (the seed's allowed false negative) */
 	uint64_t denied_table_full; /* per-client table full of live entries */
+	uint64_t denied_ring_full;  /* no bucket free in the ring: proven not
+	                             * to happen single-threaded; possible
+	                             * when a caller's clock read is stale */
 	shmt_time_t housekeeping_lag_ns;
 } shmt_limiter_stat_t;
 

@@ -1,0 +1,53 @@
+/* This file is private to libshmthrottle: 16-byte atomics on shared words. */
+/* SPDX-License-Identifier: MIT */
+#ifndef SHMT_ATOMIC128_H
+#define SHMT_ATOMIC128_H
+
+#include <stdint.h>
+#include <string.h>
+
+/*
+ * Every shared 16-byte word (a limiter's state W, a ring slot, a log slot, a
+ * client's hash) is read with an atomic 16-byte load and changed only by a
+ * 16-byte CAS.  GCC routes both through libatomic, which uses cmpxchg16b on
+ * x86-64 (and vmovdqa for loads on CPUs that make it atomic), LSE casp on
+ * AArch64, and which ThreadSanitizer understands.  A CAS is sequentially
+ * consistent on success; on failure it acts as an acquire load of the
+ * current value, which it stores in *expected.
+ */
+typedef unsigned __int128 shmt_u128;
+
+static inline void
+shmt__load128(const void *p, uint64_t out[2])
+{
+	shmt_u128 v = __atomic_load_n((const shmt_u128 *)p, __ATOMIC_ACQUIRE);
+
+	memcpy(out, &v, sizeof(v));
+}
+
+static inline void
+shmt__store128(void *p, const uint64_t in[2])
+{
+	shmt_u128 v;
+
+	memcpy(&v, in, sizeof(v));
+	__atomic_store_n((shmt_u128 *)p, v, __ATOMIC_RELEASE);
+}
+
+/* Returns 1 on success; on failure 0, with the current value in expected. */
+static inline int
+shmt__cas128(void *p, uint64_t expected[2], const uint64_t desired[2])
+{
+	shmt_u128 e, d;
+	int ok;
+
+	memcpy(&e, expected, sizeof(e));
+	memcpy(&d, desired, sizeof(d));
+	ok = __atomic_compare_exchange_n((shmt_u128 *)p, &e, d, 0,
+	    __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE);
+	if (!ok)
+		memcpy(expected, &e, sizeof(e));
+	return ok;
+}
+
+#endif /* SHMT_ATOMIC128_H */
