@@ -34,6 +34,20 @@ shmt__store128(void *p, const uint64_t in[2])
 	__atomic_store_n((shmt_u128 *)p, v, __ATOMIC_RELEASE);
 }
 
+/*
+ * A cheaper read of a 16-byte word: the high half, then the low half, each
+ * an atomic 8-byte load.  The pair may never have been in memory at once.
+ * It is only used where a later CAS validates it and the word's fields only
+ * move one way (see "Torn reads" in limiter.c): then a successful CAS proves
+ * that the word held exactly this value from the second load on.
+ */
+static inline void
+shmt__load128_hilo(const void *p, uint64_t out[2])
+{
+	out[1] = __atomic_load_n((const uint64_t *)p + 1, __ATOMIC_ACQUIRE);
+	out[0] = __atomic_load_n((const uint64_t *)p, __ATOMIC_ACQUIRE);
+}
+
 /* Returns 1 on success; on failure 0, with the current value in expected. */
 static inline int
 shmt__cas128(void *p, uint64_t expected[2], const uint64_t desired[2])

@@ -73,6 +73,22 @@
  * bounded (SHMT_RETRY_MAX) so a damaged segment yields SHMT_EBUSYLOOP, not
  * an endless loop.
  *
+ * Torn reads.  A 16-byte atomic load is a locked cmpxchg16b on most x86-64
+ * CPUs, as dear as the CAS itself.  A shared limiter's W is therefore read
+ * as two 8-byte loads, high half (tail, nsealed, active, tag) first.  Every
+ * transition raises (tail, active, count - nsealed) lexicographically: a
+ * grant raises count, a release of a sealed bucket lowers nsealed, every
+ * other step raises tail or turns active on.  So if a CAS succeeds against
+ * the pair, tail and active were constant since the high load, hence only
+ * grants and sealed releases can have happened; nsealed is unchanged, so no
+ * release; count is unchanged since the low load, so no grant: W held the
+ * pair from the low load (before the clock read) to the CAS.  The ring slot
+ * a decision reads is then fixed for the same span (a slot is reused only
+ * after its bucket is released), so it too is read half by half.  A denial
+ * has no CAS to validate it, so it is confirmed with a full atomic load.
+ * Client entries can cycle LIVE -> FREE -> LIVE with an identical word, so
+ * they always use full loads.
+ *
  * Exact mode keeps the time of grant n in log slot n % L; grant n is one
  * CAS on that slot from the record of grant n - L to {n, now}, allowed when
  * that record is C old; W holds only a hint of n that anyone advances.
@@ -523,7 +539,17 @@ struct bk_ctx {
 	uint32_t tag_expect;          /* ...this tag (LIVE, epoch) */
 	struct shmt_ring_slot *ring;
 	uint64_t *released;           /* statistics: uses released */
+	int torn_ok;                  /* reads may be half by half */
 };
+
+static inline void
+bk_load(const struct bk_ctx *c, const void *p, uint64_t out[2])
+{
+	if (c->torn_ok)
+		shmt__load128_hilo(p, out);
+	else
+		shmt__load128(p, out);
+}
 
 static void
 bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
@@ -539,6 +565,7 @@ bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
 	c->tag_expect = 0;
 	c->ring = ring;
 	c->released = &v->lim->lm_released_uses;
+	c->torn_ok = 0;
 }
 
 /* CAS *WP from *W to NW, a release; on success count the uses it returned
@@ -588,7 +615,7 @@ bk_release_step(const struct bk_ctx *c, struct shmt_w w, uint64_t now,
 	if (nsealed > 0) {
 		uint32_t serial = tail - nsealed;
 
-		shmt__load128(&c->ring[serial % c->nb], s);
+		bk_load(c, &c->ring[serial % c->nb], s);
 		if (SLOT_SERIAL(s) != serial || SLOT_COUNT(s) > inflight ||
 		    SLOT_COUNT(s) == 0)
 			return SHMT_ECORRUPT;
@@ -601,7 +628,7 @@ bk_release_step(const struct bk_ctx *c, struct shmt_w w, uint64_t now,
 	}
 	if (!SHMT_W_ACTIVE(w))
 		return 0;
-	shmt__load128(&c->ring[tail % c->nb], s);
+	bk_load(c, &c->ring[tail % c->nb], s);
 	if (SLOT_SERIAL(s) != tail)
 		return SHMT_ECORRUPT;
 	*due = sat_add(s[0], c->window);
@@ -643,7 +670,7 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 	struct shmt_w w, nw;
 	uint64_t s[2], due;
 
-	shmt__load128(wp, w.w);
+	bk_load(c, wp, w.w);
 	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
 		uint64_t now = shmt__now(h);
 		uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
@@ -664,6 +691,15 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 			continue;
 		}
 		if (inflight >= c->limit) {
+			if (c->torn_ok) {
+				struct shmt_w cur;
+
+				shmt__load128(wp, cur.w);
+				if (cur.w[0] != w.w[0] || cur.w[1] != w.w[1]) {
+					w = cur;
+					continue;
+				}
+			}
 			*why = bk_why(c, w, now);
 			return 0;
 		}
@@ -673,7 +709,7 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 		if (SHMT_W_ACTIVE(w)) {
 			struct shmt_ring_slot *slot = &c->ring[tail % c->nb];
 
-			shmt__load128(slot, s);
+			bk_load(c, slot, s);
 			if (SLOT_SERIAL(s) != tail)
 				return SHMT_ECORRUPT;
 			if (count < c->slack_uses && now < s[0]) {
@@ -867,6 +903,7 @@ take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 		return rc;
 	}
 	bk_ctx_init(&c, v, v->ring);
+	c.torn_ok = 1;
 	rc = bk_take(h, &c, &v->lim->lm_w, &tag, &why);
 	if (rc == 1)
 		*cursor = tag;
