@@ -1,0 +1,103 @@
+/* This file is private to the shmthrottle command-line tool. */
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pieces every command shares: the invocation context, the exit codes,
+ * the command table, opening the segment with errors mapped to exit codes,
+ * and writing JSON.
+ */
+#ifndef SHMTC_CLI_H
+#define SHMTC_CLI_H
+
+#include "shmthrottle.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+
+/* Exit codes, documented in the usage text and relied on by scripts. */
+enum {
+	SHMTC_OK = 0,
+	SHMTC_NO = 1,       /* throttled, not found, already exists */
+	SHMTC_USAGE = 2,    /* bad command line */
+	SHMTC_MISSING = 3,  /* segment missing, incompatible or unusable */
+	SHMTC_DAMAGED = 4   /* segment damaged */
+};
+
+/* What the global options and the environment decided. */
+struct shmtc {
+	const char *segment;
+	int segment_given;      /* -s was on the command line */
+	int json;
+	const struct shmtc_cmd *cmd;
+};
+
+struct shmtc_cmd {
+	const char *name;
+	const char *synopsis;   /* arguments after the command name */
+	const char *summary;    /* one line for the command list */
+	const char *help;       /* the command's own page */
+	int reads;              /* 1: a reading command (takes --json) */
+	int (*run)(struct shmtc *c, int argc, char **argv);
+};
+
+/* The command table (main.c), ending with a zeroed entry. */
+extern const struct shmtc_cmd shmtc_commands[];
+const struct shmtc_cmd *shmtc_find(const char *name);
+
+/* help.c: the tool's page and each command's. */
+void shmtc_usage(FILE *f);
+void shmtc_help_page(FILE *f, const struct shmtc_cmd *cmd);
+
+/*
+ * Parse the options common to every command (-s, --json, -h) plus the
+ * command's own (SHORTOPTS/LONGOPTS, getopt_long syntax, may be NULL).
+ * Returns the next option the command must handle itself, -1 at the end of
+ * the options, or -2 after printing help (exit 0) or -3 after a usage error
+ * (exit 2).  *OPTARG_OUT receives optarg.
+ */
+int shmtc_getopt(struct shmtc *c, int argc, char **argv, const char *shortopts,
+    const struct option *longopts, char **optarg_out);
+int shmtc_getopt_exit(int rc);
+
+/* Print "shmthrottle: CMD: message" on stderr and return SHMTC_USAGE. */
+int shmtc_usage_error(const struct shmtc *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Print "shmthrottle: message" on stderr. */
+void shmtc_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The exit code for a library error about the segment itself. */
+int shmtc_exit_for(int err);
+
+/* Open the segment; on failure print why and return the exit code. */
+int shmtc_open(const struct shmtc *c, shmt_t **h);
+/* Print why opening the segment failed with ERR; return the exit code. */
+int shmtc_open_error(const struct shmtc *c, int err);
+
+/* Check that exactly NPOS operands remain after the options (at most
+ * NPOS + NOPT); otherwise print a usage error. */
+int shmtc_operands(const struct shmtc *c, int argc, char **argv, int npos,
+    int nopt);
+
+/* Write ROOT as one JSON document on stdout and release it.  Returns 0,
+ * or SHMTC_MISSING when out of memory. */
+int shmtc_json_emit(json_t *root);
+/* json_integer for an unsigned value; values above INT64_MAX are written
+ * as null, which no field here reaches in practice. */
+json_t *shmtc_json_u64(uint64_t v);
+
+/* The commands. */
+int shmtc_cmd_stat(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_limiters(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_buckets(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_try(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_next_key(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_create(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_destroy(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_check(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_watch(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_help(struct shmtc *c, int argc, char **argv);
+
+/* Names shared by the human and JSON views. */
+const char *shmtc_mode_name(int mode);
+
+#endif /* SHMTC_CLI_H */

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stat: the segment as a whole: identity, regions, the daemon, the slots.
+ */
+#include "cli.h"
+
+#include "fmt.h"
+#include "table.h"
+
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+/* The daemon's state in words: "up", "down" (it ran once) or "never". */
+static const char *
+daemon_state(const shmt_segment_stat_t *st)
+{
+	if (st->daemon_pid == 0)
+		return "never";
+	return st->daemon_alive ? "up" : "down";
+}
+
+/* The heartbeat's age, or 0 with *KNOWN cleared when there was none. */
+static uint64_t
+heartbeat_age(const shmt_segment_stat_t *st, shmt_time_t now, int *known)
+{
+	*known = st->daemon_heartbeat_ns != 0;
+	if (!*known || st->daemon_heartbeat_ns > now)
+		return 0;
+	return now - st->daemon_heartbeat_ns;
+}
+
+static json_t *
+stat_json(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
+{
+	json_t *regions = json_array();
+	char fmtword[24];
+	char mode[8];
+	int known;
+	uint64_t age = heartbeat_age(st, now, &known);
+
+	for (uint32_t i = 0; i < st->nregions && i < SHMT_REGIONS_MAX; i++)
+		json_array_append_new(regions, json_pack("{s:s, s:o, s:o, s:o}",
+		    "name", st->regions[i].name,
+		    "offset", shmtc_json_u64(st->regions[i].offset),
+		    "size", shmtc_json_u64(st->regions[i].size),
+		    "used", shmtc_json_u64(st->regions[i].used)));
+	snprintf(fmtword, sizeof(fmtword), "0x%016" PRIx64, st->format);
+	snprintf(mode, sizeof(mode), "%04o", (unsigned)st->mode);
+	return json_pack("{s:s, s:o, s:s, s:i, s:s, s:o, s:o, s:o,"
+	    " s:{s:I, s:s, s:b, s:o, s:o, s:o, s:o},"
+	    " s:{s:i, s:i, s:i, s:o}, s:{s:i, s:i}}",
+	    "segment", shmt_name(h),
+	    "size", shmtc_json_u64(st->size),
+	    "format", fmtword,
+	    "abi_version", (int)st->abi_version,
+	    "mode", mode,
+	    "created_wall_ns", shmtc_json_u64(st->created_wall_ns),
+	    "now_ns", shmtc_json_u64(now),
+	    "regions", regions,
+	    "daemon",
+	    "pid", (json_int_t)st->daemon_pid,
+	    "state", daemon_state(st),
+	    "alive", st->daemon_alive != 0,
+	    "heartbeat_ns", shmtc_json_u64(st->daemon_heartbeat_ns),
+	    "heartbeat_age_ns", known ? shmtc_json_u64(age) : json_null(),
+	    "lag_ns", shmtc_json_u64(st->daemon_lag_ns),
+	    "housekeeping_runs", shmtc_json_u64(st->housekeeping_runs),
+	    "slots",
+	    "max", (int)st->max_slots,
+	    "in_use", (int)st->slots,
+	    "stale", (int)st->slots_stale,
+	    "reaped", shmtc_json_u64(st->slots_reaped),
+	    "limiters",
+	    "max", (int)st->max_limiters,
+	    "in_use", (int)st->limiters);
+}
+
+static void
+print_daemon(const shmt_segment_stat_t *st, shmt_time_t now)
+{
+	char age[SHMTC_FMT_MAX], lag[SHMTC_FMT_MAX];
+	int known;
+	uint64_t a = heartbeat_age(st, now, &known);
+
+	if (st->daemon_pid == 0) {
+		printf("daemon     down (never ran on this segment)\n");
+		return;
+	}
+	shmtc_fmt_dur(age, sizeof(age), a);
+	shmtc_fmt_dur(lag, sizeof(lag), st->daemon_lag_ns);
+	printf("daemon     %s, pid %" PRId64 ", last heartbeat %s%s, lag %s, "
+	    "%" PRIu64 " housekeeping runs\n",
+	    st->daemon_alive ? "up" : "down", st->daemon_pid,
+	    known ? age : "never", known ? " ago" : "", lag,
+	    st->housekeeping_runs);
+}
+
+static void
+print_created(uint64_t wall_ns)
+{
+	time_t t = (time_t)(wall_ns / 1000000000ULL);
+	struct timespec ts;
+	struct tm tm;
+	char when[64], ago[SHMTC_FMT_MAX];
+	uint64_t now;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	printf("created    %s (%s)\n", when,
+	    shmtc_fmt_rel(ago, sizeof(ago), wall_ns, now));
+}
+
+static int
+stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
+{
+	static const char *const hdr[] = { "REGION", "OFFSET", "SIZE", "USED",
+		"USE" };
+	char sz[SHMTC_FMT_MAX], used[SHMTC_FMT_MAX], pct[8], off[24];
+	struct shmtc_table t;
+	int rc;
+
+	printf("segment    %s\n", shmt_name(h));
+	printf("size       %s (%" PRIu64 " bytes)\n",
+	    shmtc_fmt_bytes(sz, sizeof(sz), st->size), st->size);
+	printf("format     0x%016" PRIx64 " (ABI %u)\n", st->format,
+	    st->abi_version);
+	printf("mode       %04o\n", (unsigned)st->mode);
+	print_created(st->created_wall_ns);
+	print_daemon(st, now);
+	printf("slots      %u of %u in use, %u stale, %" PRIu64 " reaped\n",
+	    st->slots, st->max_slots, st->slots_stale, st->slots_reaped);
+	printf("limiters   %u of %u\n\n", st->limiters, st->max_limiters);
+
+	shmtc_table_init(&t, 5, hdr, "lrrrr");
+	for (uint32_t i = 0; i < st->nregions && i < SHMT_REGIONS_MAX; i++) {
+		const shmt_region_stat_t *r = &st->regions[i];
+		const char *row[5] = { r->name, off,
+			shmtc_fmt_bytes(sz, sizeof(sz), r->size),
+			shmtc_fmt_bytes(used, sizeof(used), r->used),
+			shmtc_fmt_pct(pct, sizeof(pct), r->used, r->size) };
+
+		snprintf(off, sizeof(off), "%" PRIu64, r->offset);
+		shmtc_table_row(&t, row);
+	}
+	rc = shmtc_table_print(&t, stdout);
+	shmtc_table_free(&t);
+	return rc == 0 ? SHMTC_OK : SHMTC_MISSING;
+}
+
+int
+shmtc_cmd_stat(struct shmtc *c, int argc, char **argv)
+{
+	shmt_segment_stat_t st;
+	shmt_t *h = NULL;
+	shmt_time_t now;
+	char *arg;
+	int rc;
+
+	if ((rc = shmtc_getopt(c, argc, argv, NULL, NULL, &arg)) != -1)
+		return shmtc_getopt_exit(rc);
+	if ((rc = shmtc_operands(c, argc, argv, 0, 0)) != 0)
+		return rc;
+	if ((rc = shmtc_open(c, &h)) != 0)
+		return rc;
+	if ((rc = shmt_segment_stat(h, &st)) != 0) {
+		shmtc_err("%s: %s", c->segment, shmt_strerror(rc));
+		rc = shmtc_exit_for(rc);
+		goto out;
+	}
+	now = shmt_now(h);
+	if (c->json)
+		rc = shmtc_json_emit(stat_json(h, &st, now));
+	else
+		rc = stat_human(h, &st, now);
+out:
+	shmt_close(h);
+	return rc;
+}

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The usage text, laid out like a manual page, and each command's page.
+ * The tool's page lists the commands from the command table, so a command
+ * added there appears here without another edit.
+ */
+#include "cli.h"
+
+const char shmtc_help_stat[] =
+"Shows the segment: its size, format word and mode, each region with its\n"
+"offset, size and use; the daemon (pid, up or down, heartbeat age,\n"
+"housekeeping lag and runs); process slots in use and stale; limiters.\n"
+"Works whether or not the daemon runs, and says which.\n";
+
+const char shmtc_help_limiters[] =
+"One row per limiter: NAME, MODE (buckets or exact), LIMIT uses per WINDOW,\n"
+"SLACK (time a bucket stays open / uses it holds), INFLIGHT (uses held, not\n"
+"yet released), FREE, BUCKETS (in use / ring size), GRANTS, and denials by\n"
+"reason: EXHAUSTED (no free use), SLACK (fewer than slack uses free and all\n"
+"taken within window + slack), FULL (per-client table full).  EXTRA shows\n"
+"key pools (keys x uses per key) and per-client tables (clients in use /\n"
+"capacity).  Counters count since the segment was created.\n";
+
+const char shmtc_help_buckets[] =
+"One row per bucket in use of LIMITER, oldest first: SERIAL, USES, STATE\n"
+"(active: still takes uses; sealed: waits for its release), CLOSES (when an\n"
+"active bucket seals, or when a sealed one did) and RELEASES (when its uses\n"
+"come back), as times relative to now.  Only for limiters in buckets mode\n"
+"that are not per client.  Exit 1 when LIMITER does not exist.\n";
+
+const char shmtc_help_try[] =
+"Takes one use of LIMITER now and prints 'granted' or 'throttled'.  A\n"
+"per-client limiter needs CLIENT (any string); others refuse one.\n"
+"Exit 0 granted, 1 throttled or no such limiter.\n";
+
+const char shmtc_help_next_key[] =
+"Takes one use of LIMITER, which has a key pool, and prints the key name to\n"
+"use.  Exit 0 with the name on stdout, 1 throttled (nothing on stdout) or no\n"
+"such limiter, 2 when LIMITER has no key pool.\n";
+
+const char shmtc_help_check[] =
+"Scans what the segment shows: the header and its regions, the slots, and\n"
+"every limiter (parameters in range, in-flight uses within the limit, the\n"
+"ring of buckets: serials in sequence, uses that add up to the in-flight\n"
+"count, release = close + window).  Prints each problem on its own line\n"
+"and exits 4 when there is one; warnings (daemon down, stale slots) do not\n"
+"change the exit code.  Values that change while it reads are read again\n"
+"until two reads agree.\n";
+
+const char shmtc_help_watch[] =
+"A live full-screen view, refreshed every SECS seconds (default 1): the\n"
+"daemon, the slots, and per limiter a bar of used and free uses, operations\n"
+"per second and a sparkline of operations per second over the last minutes\n"
+"(history is kept by this process from its start).  Keys: q quits, r\n"
+"redraws.  The terminal is restored on exit and on SIGINT, SIGTERM and\n"
+"SIGHUP.  -n FRAMES stops after that many frames.  On a non-terminal it\n"
+"prints the frames one after another without escapes.\n"
+"\n"
+"Options:\n"
+"  -d, --delay SECS      seconds between frames (0.05 to 3600)\n"
+"  -n, --frames N        stop after N frames\n";
+
+const char shmtc_help_create[] =
+"Creates the segment without the daemon (for scripts and tests).  With\n"
+"-c CONFIG the sizes, mode and limiters come from the daemon's config file\n"
+"(its segment name too, unless -s is given); otherwise from the options\n"
+"below or the library's defaults.  Exit 1 when the segment already exists.\n"
+"\n"
+"Options:\n"
+"  -c, --config FILE     a shmthrottled config file\n"
+"      --max-limiters N  rows in the limiter table (default 64)\n"
+"      --max-slots N     process slots (default 256)\n"
+"      --arena BYTES     limiter storage, K/M/G suffixes (default 16M)\n"
+"      --mode OCTAL      permission bits (default 0600)\n";
+
+const char shmtc_help_destroy[] =
+"Removes the segment's name.  Processes attached keep their mapping until\n"
+"they close it.  An object that is not a shmthrottle segment is left alone\n"
+"(exit 3) unless --force is given.  Exit 3 when the segment does not exist.\n"
+"\n"
+"Options:\n"
+"  -f, --force           remove the name whatever the object holds\n";
+
+const char shmtc_help_help[] =
+"Prints the tool's page, or the page of COMMAND.\n";
+
+void
+shmtc_usage(FILE *f)
+{
+	fputs(
+"NAME\n"
+"    shmthrottle - show and operate a shmthrottle shared-memory segment\n"
+"\n"
+"SYNOPSIS\n"
+"    shmthrottle [-s SEGMENT] [--json] COMMAND [ARGS]\n"
+"    shmthrottle help [COMMAND] | COMMAND --help | --version\n"
+"\n"
+"COMMANDS\n", f);
+	for (const struct shmtc_cmd *k = shmtc_commands; k->name; k++) {
+		char head[64];
+
+		snprintf(head, sizeof(head), "%s %s", k->name, k->synopsis);
+		fprintf(f, "    %-28s %s\n", head, k->summary);
+	}
+	fputs(
+"\n"
+"OPTIONS\n"
+"    -s, --segment NAME  the segment (default $SHMTHROTTLE_SEGMENT, else\n"
+"                        " SHMT_DEFAULT_SEGMENT ")\n"
+"    --json              one JSON document on stdout (reading commands);\n"
+"                        field names are listed in cli/README-json.md\n"
+"    -h, --help          this page; after a command, the command's page\n"
+"    -V, --version       the version\n"
+"\n"
+"EXIT STATUS\n"
+"    0  success, granted\n"
+"    1  throttled, not found (limiter), already exists (create)\n"
+"    2  usage error: unknown command or option, bad argument\n"
+"    3  segment missing, incompatible (not a segment, other format) or\n"
+"       unusable (permission, no free process slot)\n"
+"    4  segment damaged (size, header or state inconsistent; check names\n"
+"       each problem)\n"
+"\n"
+"ENVIRONMENT\n"
+"    SHMTHROTTLE_SEGMENT  the default segment name\n"
+"\n"
+"NOTES\n"
+"    Errors go to stderr, also with --json.  Every command works while the\n"
+"    daemon is down; stat, watch and check say that it is down.  Reading a\n"
+"    segment attaches to it, so the tool itself shows up as one slot.\n", f);
+}
+
+void
+shmtc_help_page(FILE *f, const struct shmtc_cmd *cmd)
+{
+	fprintf(f, "usage: shmthrottle [-s SEGMENT]%s %s%s%s\n\n",
+	    cmd->reads ? " [--json]" : "", cmd->name,
+	    *cmd->synopsis ? " " : "", cmd->synopsis);
+	fputs(cmd->help, f);
+}
