@@ -27,7 +27,7 @@ struct tally {
 	uint64_t key_granted, key_denied;
 	uint64_t client_granted, client_denied;
 	uint64_t errors;
-	char keys[MAX_KEYS][64];
+	char keys[MAX_KEYS][SHMT_KEYNAME_MAX + 1];
 	uint64_t key_uses[MAX_KEYS];
 };
 
