@@ -1,0 +1,94 @@
+/* This file is private to shmthrottle-bench. */
+/* SPDX-License-Identifier: MIT */
+/*
+ * The benchmark's shared declarations: the run configuration, the workload
+ * table and the interface every measured system (shmthrottle, the mutex
+ * design, Redis) implements.
+ */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmthrottle.h"
+
+enum bench_kind {
+	BK_FLOOR_CLOCK,     /* one CLOCK_MONOTONIC read */
+	BK_FLOOR_CLOCK_CAS, /* one clock read + one uncontended 16-byte CAS */
+	BK_FLOOR_ADD,       /* one atomic add on a line shared by all workers */
+	BK_THROTTLE_SAME,
+	BK_THROTTLE_DISTINCT,
+	BK_THROTTLE_CLIENTS,
+	BK_NEXT_KEY,
+	BK_DICT_GET,
+	BK_DICT_SET,
+	BK_DICT_MIXED,
+	BK_HIT
+};
+
+/* Everything a run is parameterised by; printed whole in its SUMMARY. */
+struct bench_conf {
+	enum bench_kind kind;
+	const char *workload;
+	const char *system;
+	int procs;             /* 0: threads in the bench process itself */
+	int threads;           /* threads per process (>= 1) */
+	int workers;           /* procs * threads, or threads */
+	double duration_s;
+	double warmup_s;
+	int pin;
+	int mode;              /* enum shmt_mode */
+	uint64_t limit;
+	uint64_t window_ns;
+	uint64_t slack_ns;
+	uint64_t slack_uses;
+	uint32_t nkeys;        /* next-key: key names in the pool */
+	uint32_t clients;      /* throttle-clients: client ids drawn from */
+	uint32_t capacity;     /* throttle-clients: client table entries */
+	double zipf_s;         /* throttle-clients: Zipf exponent */
+	uint32_t sample;       /* time one op in `sample` */
+	uint64_t seed;
+	const char *profile;   /* "grant" or "deny": what the limits aim at */
+	const char *redis_sock;
+	int progress;          /* draw a progress bar for runs over 2 s */
+};
+
+/* The outcome of one op: > 0 granted (or done), 0 denied, < 0 an error. */
+typedef int (*bench_op_fn)(void *wctx, uint64_t arg);
+
+/*
+ * A measured system.  setup() runs once in the bench process before any
+ * worker exists (create the segment, define limiters, load scripts);
+ * attach() runs in each worker process (handle or mapping) and
+ * attach_thread() in each worker thread (a connection), so that what a
+ * process or thread owns is made where it is used.  attach_thread() also
+ * picks the op for the workload, so the hot path is one indirect call.
+ */
+struct bench_sys {
+	const char *name;
+	int (*supports)(const struct bench_conf *c);
+	int (*setup)(const struct bench_conf *c, void **g);
+	int (*attach)(void *g, const struct bench_conf *c, void **pctx);
+	int (*attach_thread)(void *pctx, int worker, void **wctx,
+	    bench_op_fn *op);
+	void (*detach_thread)(void *wctx);
+	void (*detach)(void *pctx);
+	void (*teardown)(void *g);
+};
+
+extern const struct bench_sys bench_sys_shmt;
+extern const struct bench_sys bench_sys_mutex;
+extern const struct bench_sys bench_sys_redis;
+extern const struct bench_sys bench_sys_floor_clock;
+extern const struct bench_sys bench_sys_floor_cas;
+extern const struct bench_sys bench_sys_floor_add;
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t bench_now_ns(void);
+
+/* The limiter name of worker W under configuration C (distinct: one each). */
+void bench_limiter_name(const struct bench_conf *c, int w, char *buf,
+    size_t cap);
+
+#endif

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A private redis-server for the bench: unix socket only (port 0), no RDB,
+ * no AOF, in a fresh temporary directory.  The child asks the kernel to
+ * kill it when the bench dies (PR_SET_PDEATHSIG), so even a bench killed
+ * with SIGKILL leaves no server behind; a normal exit stops it with SIGTERM.
+ */
+#include "redis.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static pid_t redis_pid;
+static char redis_dir[64];
+static char redis_sock[REDIS_SOCK_MAX];
+
+static void
+redis_exec(pid_t parent)
+{
+	char log[96];
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+	snprintf(log, sizeof(log), "%s/redis.log", redis_dir);
+	execlp("redis-server", "redis-server", "--port", "0",
+	    "--unixsocket", redis_sock, "--unixsocketperm", "700",
+	    "--save", "", "--appendonly", "no", "--dir", redis_dir,
+	    "--logfile", log, "--daemonize", "no", (char *)NULL);
+	_exit(127);
+}
+
+/* Wait until the server answers PING, for at most 5 s. */
+static int
+redis_wait_ready(void)
+{
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+	for (int i = 0; i < 500; i++) {
+		redisContext *ctx = redisConnectUnix(redis_sock);
+		redisReply *r = NULL;
+		int status;
+
+		if (ctx != NULL && !ctx->err)
+			r = redisCommand(ctx, "PING");
+		redisFree(ctx);
+		if (r != NULL) {
+			freeReplyObject(r);
+			return 0;
+		}
+		if (waitpid(redis_pid, &status, WNOHANG) == redis_pid) {
+			redis_pid = 0;
+			return -ECHILD;
+		}
+		nanosleep(&ts, NULL);
+	}
+	return -ETIMEDOUT;
+}
+
+static int
+redis_start(void)
+{
+	pid_t parent = getpid();
+	int rc;
+
+	snprintf(redis_dir, sizeof(redis_dir), "/tmp/shmtb-redis-XXXXXX");
+	if (mkdtemp(redis_dir) == NULL)
+		return -errno;
+	snprintf(redis_sock, sizeof(redis_sock), "%s/redis.sock", redis_dir);
+	redis_pid = fork();
+	if (redis_pid < 0) {
+		rc = -errno;
+		redis_pid = 0;
+		bench_redis_stop(0);
+		return rc;
+	}
+	if (redis_pid == 0)
+		redis_exec(parent);
+	if ((rc = redis_wait_ready()) < 0) {
+		fprintf(stderr, "shmthrottle-bench: redis-server did not start "
+		    "(see %s/redis.log): %s\n", redis_dir, strerror(-rc));
+		bench_redis_stop(0);
+		return rc;
+	}
+	atexit(bench_redis_end);
+	return 0;
+}
+
+int
+bench_redis_socket(const struct bench_conf *c, char *buf, size_t cap)
+{
+	int rc;
+
+	if (c->redis_sock != NULL) {
+		snprintf(buf, cap, "%s", c->redis_sock);
+		return 0;
+	}
+	if (redis_pid == 0 && (rc = redis_start()) < 0)
+		return rc;
+	snprintf(buf, cap, "%s", redis_sock);
+	return 0;
+}
+
+void
+bench_redis_end(void)
+{
+	bench_redis_stop(0);
+}
+
+void
+bench_redis_stop(int async)
+{
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+	char path[128];
+
+	if (redis_pid > 0) {
+		kill(redis_pid, SIGTERM);
+		for (int i = 0; i < 300 && waitpid(redis_pid, NULL, WNOHANG) == 0;
+		    i++)
+			nanosleep(&ts, NULL);
+		kill(redis_pid, SIGKILL);
+		waitpid(redis_pid, NULL, 0);
+		redis_pid = 0;
+	}
+	if (async || redis_dir[0] == '\0')
+		return;
+	snprintf(path, sizeof(path), "%s/redis.log", redis_dir);
+	unlink(path);
+	unlink(redis_sock);
+	rmdir(redis_dir);
+	redis_dir[0] = '\0';
+}

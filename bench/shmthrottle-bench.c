@@ -1,0 +1,479 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmthrottle-bench: multi-threaded and multi-process load on the
+ * library's limiters, side by side with the floor (clock read, CAS, shared
+ * add), the obvious mutex design and Redis, all measured in the same run.
+ * One SUMMARY line per run (or JSON with --json) and the ratios of shmt
+ * against every other system.
+ */
+#include "bench.h"
+#include "harness.h"
+#include "redis.h"
+#include "report.h"
+#include "zipf.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct workload {
+	const char *name;
+	enum bench_kind kind;
+	const char *needs;    /* NULL: runs now; else what lib/ must add */
+	const char *what;
+};
+
+/*
+ * The workloads.  The dictionary's and the windowed counter's rows name
+ * what they wait for; they run once lib/ has those modules and each system
+ * has their ops.  Until then asking for them is an error, not a fake.
+ */
+static const struct workload workloads[] = {
+	{ "throttle-same", BK_THROTTLE_SAME, NULL,
+	  "all workers on one limiter" },
+	{ "throttle-distinct", BK_THROTTLE_DISTINCT, NULL,
+	  "one limiter per worker" },
+	{ "throttle-clients", BK_THROTTLE_CLIENTS, NULL,
+	  "per-client limiter, clients drawn Zipf from --clients" },
+	{ "next-key", BK_NEXT_KEY, NULL,
+	  "next_key on one limiter with a pool of --keys names" },
+	{ "dict-get", BK_DICT_GET, "the dictionary", "get, Zipf or uniform keys" },
+	{ "dict-set", BK_DICT_SET, "the dictionary", "set, Zipf or uniform keys" },
+	{ "dict-mixed", BK_DICT_MIXED, "the dictionary", "90% get, 10% set" },
+	{ "hit", BK_HIT, "the windowed counters", "hit(key) on Zipf keys" },
+};
+#define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
+
+static const struct bench_sys *const systems[] = {
+	&bench_sys_shmt, &bench_sys_mutex, &bench_sys_redis,
+};
+#define NSYSTEMS (sizeof(systems) / sizeof(systems[0]))
+
+static const struct bench_sys *const floors[] = {
+	&bench_sys_floor_clock, &bench_sys_floor_cas, &bench_sys_floor_add,
+};
+#define NFLOORS (sizeof(floors) / sizeof(floors[0]))
+
+struct opts {
+	struct bench_conf c;
+	const char *workloads;
+	const char *systems;
+	int json, no_floor, deny, sample_set;
+	int set_limit, set_window, set_slack, set_slack_uses;
+};
+
+void
+bench_limiter_name(const struct bench_conf *c, int w, char *buf, size_t cap)
+{
+	if (c->kind == BK_THROTTLE_DISTINCT)
+		snprintf(buf, cap, "bench-%d", w);
+	else
+		snprintf(buf, cap, "bench");
+}
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+"usage: shmthrottle-bench [options]\n"
+"  -W, --workload LIST   comma-separated workloads (default throttle-same)\n"
+"  -s, --systems LIST    shmt,mutex,redis (default all three)\n"
+"  -t, --threads N       threads per process (default 1)\n"
+"  -p, --procs N         forked worker processes, each with its own handle\n"
+"                        (default 0: the threads run in the bench itself)\n"
+"  -d, --duration S      measured seconds (default 2)\n"
+"  -w, --warmup S        warm-up seconds, not counted (default 0.5)\n"
+"      --pin             pin worker i to the i-th allowed CPU (mod count)\n"
+"  -m, --mode M          buckets (default) or exact\n"
+"      --deny            limits that throttle most calls (default: limits\n"
+"                        so high that every call is granted)\n"
+"      --limit N --window-ms N --slack-ms N --slack-uses N\n"
+"                        override the limiter parameters\n"
+"      --keys N          next-key: names in the pool (default 1000)\n"
+"      --clients N       throttle-clients: ids drawn from (default 1000000)\n"
+"      --capacity N      throttle-clients: table entries (default 262144)\n"
+"      --zipf S          throttle-clients: Zipf exponent (default 0.99)\n"
+"      --sample N        time one op in N, a power of two (default 64;\n"
+"                        1 for redis, whose calls take microseconds)\n"
+"      --seed N          random seed (printed in SUMMARY)\n"
+"      --no-floor        skip the floor runs\n"
+"      --redis-socket P  use a running server instead of starting one\n"
+"      --progress / --no-progress  bar on stderr (default: if a tty)\n"
+"      --json            JSON lines instead of SUMMARY lines\n"
+"      --list            list the workloads\n");
+}
+
+static void
+list_workloads(void)
+{
+	for (size_t i = 0; i < NWORKLOADS; i++)
+		printf("%-18s %s%s%s%s\n", workloads[i].name, workloads[i].what,
+		    workloads[i].needs ? " (not yet: needs " : "",
+		    workloads[i].needs ? workloads[i].needs : "",
+		    workloads[i].needs ? ")" : "");
+}
+
+static const struct workload *
+find_workload(const char *name)
+{
+	for (size_t i = 0; i < NWORKLOADS; i++)
+		if (strcmp(workloads[i].name, name) == 0)
+			return &workloads[i];
+	return NULL;
+}
+
+static const struct bench_sys *
+find_system(const char *name)
+{
+	for (size_t i = 0; i < NSYSTEMS; i++)
+		if (strcmp(systems[i]->name, name) == 0)
+			return systems[i];
+	return NULL;
+}
+
+static int
+parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *end != '\0' || *s == '-')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int
+parse_pos(const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end != '\0' || !(v >= 0))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+enum {
+	OPT_PIN = 256, OPT_DENY, OPT_LIMIT, OPT_WINDOW, OPT_SLACK,
+	OPT_SLACK_USES, OPT_KEYS, OPT_CLIENTS, OPT_CAPACITY, OPT_ZIPF,
+	OPT_SAMPLE, OPT_SEED, OPT_NO_FLOOR, OPT_REDIS, OPT_PROGRESS,
+	OPT_NO_PROGRESS, OPT_JSON, OPT_LIST
+};
+
+static const struct option longopts[] = {
+	{ "workload", required_argument, NULL, 'W' },
+	{ "systems", required_argument, NULL, 's' },
+	{ "threads", required_argument, NULL, 't' },
+	{ "procs", required_argument, NULL, 'p' },
+	{ "duration", required_argument, NULL, 'd' },
+	{ "warmup", required_argument, NULL, 'w' },
+	{ "mode", required_argument, NULL, 'm' },
+	{ "pin", no_argument, NULL, OPT_PIN },
+	{ "deny", no_argument, NULL, OPT_DENY },
+	{ "limit", required_argument, NULL, OPT_LIMIT },
+	{ "window-ms", required_argument, NULL, OPT_WINDOW },
+	{ "slack-ms", required_argument, NULL, OPT_SLACK },
+	{ "slack-uses", required_argument, NULL, OPT_SLACK_USES },
+	{ "keys", required_argument, NULL, OPT_KEYS },
+	{ "clients", required_argument, NULL, OPT_CLIENTS },
+	{ "capacity", required_argument, NULL, OPT_CAPACITY },
+	{ "zipf", required_argument, NULL, OPT_ZIPF },
+	{ "sample", required_argument, NULL, OPT_SAMPLE },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "no-floor", no_argument, NULL, OPT_NO_FLOOR },
+	{ "redis-socket", required_argument, NULL, OPT_REDIS },
+	{ "progress", no_argument, NULL, OPT_PROGRESS },
+	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "list", no_argument, NULL, OPT_LIST },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+/* Options that take a number; returns -EINVAL on a bad one. */
+static int
+parse_number(struct opts *o, int opt, const char *arg)
+{
+	struct bench_conf *c = &o->c;
+	uint64_t v = 0;
+	double d = 0;
+	int rc = opt == 'd' || opt == 'w' || opt == OPT_ZIPF ?
+	    parse_pos(arg, &d) : parse_u64(arg, &v);
+
+	if (rc < 0)
+		return rc;
+	switch (opt) {
+	case 't': c->threads = (int)v; return v >= 1 && v <= 1024 ? 0 : -EINVAL;
+	case 'p': c->procs = (int)v; return v <= 1024 ? 0 : -EINVAL;
+	case 'd': c->duration_s = d; return d > 0 ? 0 : -EINVAL;
+	case 'w': c->warmup_s = d; return 0;
+	case OPT_ZIPF: c->zipf_s = d; return 0;
+	case OPT_LIMIT: c->limit = v; o->set_limit = 1; break;
+	case OPT_WINDOW: c->window_ns = v * 1000000; o->set_window = 1; break;
+	case OPT_SLACK: c->slack_ns = v * 1000000; o->set_slack = 1; break;
+	case OPT_SLACK_USES: c->slack_uses = v; o->set_slack_uses = 1; break;
+	case OPT_KEYS: c->nkeys = (uint32_t)v; break;
+	case OPT_CLIENTS: c->clients = (uint32_t)v; break;
+	case OPT_CAPACITY: c->capacity = (uint32_t)v; break;
+	case OPT_SEED: c->seed = v; break;
+	case OPT_SAMPLE:
+		c->sample = (uint32_t)v;
+		o->sample_set = 1;
+		return v >= 1 && (v & (v - 1)) == 0 ? 0 : -EINVAL;
+	}
+	return v >= 1 && v <= UINT32_MAX * 1000000ULL ? 0 : -EINVAL;
+}
+
+/* Returns 1 to go on, 0 to exit successfully, -1 on a usage error. */
+static int
+parse_args(struct opts *o, int argc, char **argv)
+{
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "W:s:t:p:d:w:m:h", longopts,
+	    NULL)) != -1) {
+		switch (opt) {
+		case 'W': o->workloads = optarg; break;
+		case 's': o->systems = optarg; break;
+		case 'm':
+			if (strcmp(optarg, "buckets") && strcmp(optarg, "exact"))
+				goto bad;
+			o->c.mode = strcmp(optarg, "exact") == 0 ?
+			    SHMT_MODE_EXACT : SHMT_MODE_BUCKETS;
+			break;
+		case OPT_PIN: o->c.pin = 1; break;
+		case OPT_DENY: o->deny = 1; break;
+		case OPT_NO_FLOOR: o->no_floor = 1; break;
+		case OPT_REDIS: o->c.redis_sock = optarg; break;
+		case OPT_PROGRESS: o->c.progress = 1; break;
+		case OPT_NO_PROGRESS: o->c.progress = 0; break;
+		case OPT_JSON: o->json = 1; break;
+		case OPT_LIST: list_workloads(); return 0;
+		case 'h': usage(stdout); return 0;
+		case '?': usage(stderr); return -1;
+		default:
+			if (parse_number(o, opt, optarg) < 0)
+				goto bad;
+		}
+	}
+	if (optind == argc)
+		return 1;
+	optarg = argv[optind];
+bad:
+	fprintf(stderr, "shmthrottle-bench: bad argument '%s'\n", optarg);
+	return -1;
+}
+
+/* The limiter parameters of a workload: by default so generous that every
+ * call is granted (the bench measures the grant path), or with --deny so
+ * tight that nearly every call is throttled.  Per-client limiters keep 20
+ * buckets each, so a quarter of a million clients fit in ~100 MiB. */
+static void
+profile_defaults(const struct opts *o, struct bench_conf *c)
+{
+	const uint64_t ms = 1000000;
+	uint64_t limit, window = 100 * ms, slack = 10 * ms, uses;
+
+	if (c->kind == BK_THROTTLE_CLIENTS) {
+		limit = o->deny ? 10 : 100000;
+		uses = o->deny ? 1 : 10000;
+	} else if (o->deny) {
+		limit = 1000;
+		uses = c->mode == SHMT_MODE_EXACT ? 1000 : 100;
+	} else if (c->mode == SHMT_MODE_EXACT) {
+		/* The log keeps one record per use: the largest allowed log
+		 * over a window short enough that it is never full. */
+		limit = SHMT_EXACT_LIMIT_MAX;
+		window = 10 * ms;
+		slack = 1 * ms;
+		uses = limit;
+	} else {
+		limit = SHMT_LIMIT_MAX;
+		window = 1000 * ms;
+		slack = 100 * ms;
+		uses = 1U << 20;
+	}
+	c->limit = o->set_limit ? c->limit : limit;
+	c->window_ns = o->set_window ? c->window_ns : window;
+	c->slack_ns = o->set_slack ? c->slack_ns : slack;
+	c->slack_uses = o->set_slack_uses ? c->slack_uses : uses;
+	c->profile = o->deny ? "deny" : "grant";
+}
+
+static int
+finalize(const struct opts *o, const struct workload *wl, struct bench_conf *c)
+{
+	uint64_t nb;
+
+	c->kind = wl->kind;
+	c->workload = wl->name;
+	c->workers = c->procs ? c->procs * c->threads : c->threads;
+	profile_defaults(o, c);
+	if (c->kind == BK_NEXT_KEY && c->nkeys > 0)
+		c->limit = c->limit / c->nkeys * c->nkeys;
+	if (c->slack_uses > c->limit)
+		c->slack_uses = c->limit;
+	if (c->kind == BK_THROTTLE_CLIENTS && c->mode == SHMT_MODE_EXACT) {
+		fprintf(stderr, "shmthrottle-bench: throttle-clients runs in "
+		    "buckets mode (exact keeps 16 bytes per use per client)\n");
+		return -EINVAL;
+	}
+	nb = (c->window_ns + c->slack_ns - 1) / c->slack_ns +
+	    (c->limit + c->slack_uses - 1) / c->slack_uses;
+	if (c->limit == 0 || c->limit > SHMT_LIMIT_MAX || c->window_ns == 0 ||
+	    (c->mode == SHMT_MODE_BUCKETS && nb > SHMT_BUCKETS_MAX) ||
+	    (c->kind == BK_NEXT_KEY && (c->nkeys == 0 ||
+	    c->nkeys > SHMT_KEYS_MAX || c->limit / c->nkeys > UINT32_MAX))) {
+		fprintf(stderr, "shmthrottle-bench: %s: limiter parameters out "
+		    "of range (limit %llu, %llu buckets)\n", wl->name,
+		    (unsigned long long)c->limit, (unsigned long long)nb);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static volatile sig_atomic_t signals_seen;
+
+/* The first signal (or the watchdog alarm) ends the run in progress
+ * cleanly; a second one stops the Redis server and leaves at once. */
+static void
+on_signal(int sig)
+{
+	if (signals_seen++ == 0) {
+		harness_abort();
+		alarm(20);
+		return;
+	}
+	bench_redis_stop(1);
+	_exit(128 + sig);
+}
+
+static void
+install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGALRM, &sa, NULL);
+}
+
+/* Run one system; append its result to RS unless it fails.  A watchdog
+ * alarm ends a run that overstays its time by a minute. */
+static int
+run_one(const struct opts *o, struct bench_conf c, const struct bench_sys *s,
+    const struct zipf *z, struct bench_result *rs, int *n)
+{
+	int rc;
+
+	c.system = s->name;
+	if (!o->sample_set)
+		c.sample = s == &bench_sys_redis ? 1 : 64;
+	alarm((unsigned)(c.warmup_s + c.duration_s) + 60);
+	rc = harness_run(&c, s, z, &rs[*n]);
+	alarm(0);
+	if (rc < 0) {
+		fprintf(stderr, "shmthrottle-bench: %s on %s: %s\n", c.workload,
+		    s->name, shmt_strerror(rc));
+		return rc;
+	}
+	report_run(&rs[(*n)++], o->json);
+	return 0;
+}
+
+/* Run every system of LIST (and the floor) on workload WL. */
+static int
+run_workload(const struct opts *o, const struct workload *wl,
+    struct zipf *z)
+{
+	struct bench_result rs[NSYSTEMS + NFLOORS];
+	struct bench_conf c = o->c;
+	char *list = strdup(o->systems), *save = NULL;
+	int n = 0, rc = 0;
+
+	if (list == NULL)
+		return -ENOMEM;
+	if (wl->needs != NULL) {
+		fprintf(stderr, "shmthrottle-bench: %s needs %s, which the "
+		    "library does not have yet\n", wl->name, wl->needs);
+		rc = -ENOSYS;
+		goto out;
+	}
+	if ((rc = finalize(o, wl, &c)) < 0)
+		goto out;
+	if (c.kind == BK_THROTTLE_CLIENTS && z->n == 0 &&
+	    (rc = zipf_init(z, c.clients, c.zipf_s)) < 0)
+		goto out;
+	for (size_t i = 0; !o->no_floor && i < NFLOORS && !signals_seen; i++)
+		if (run_one(o, c, floors[i], z, rs, &n) < 0)
+			rc = -EIO;
+	for (char *t = strtok_r(list, ",", &save); t && !signals_seen;
+	    t = strtok_r(NULL, ",", &save)) {
+		const struct bench_sys *s = find_system(t);
+
+		if (s == NULL) {
+			fprintf(stderr, "shmthrottle-bench: no system '%s'\n", t);
+			rc = -EINVAL;
+		} else if (s->supports(&c) && run_one(o, c, s, z, rs, &n) < 0) {
+			rc = -EIO;
+		}
+	}
+	if (n > 0)
+		report_table(rs, n, o->json);
+out:
+	free(list);
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o = {
+		.c = { .threads = 1, .duration_s = 2, .warmup_s = 0.5,
+			.nkeys = 1000, .clients = 1000000, .capacity = 262144,
+			.zipf_s = 0.99, .progress = isatty(2) },
+		.workloads = "throttle-same",
+		.systems = "shmt,mutex,redis",
+	};
+	struct zipf z = { 0 };
+	char *list, *save = NULL;
+	int rc = 0, go;
+
+	o.c.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	if ((go = parse_args(&o, argc, argv)) <= 0)
+		return go < 0 ? 2 : 0;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	install_signals();
+	harness_init();
+	if ((list = strdup(o.workloads)) == NULL)
+		return 1;
+	for (char *t = strtok_r(list, ",", &save); t && !signals_seen;
+	    t = strtok_r(NULL, ",", &save)) {
+		const struct workload *wl = find_workload(t);
+
+		if (wl == NULL) {
+			fprintf(stderr, "shmthrottle-bench: no workload '%s' "
+			    "(--list shows them)\n", t);
+			rc = -EINVAL;
+		} else if (run_workload(&o, wl, &z) < 0) {
+			rc = -EIO;
+		}
+	}
+	free(list);
+	zipf_free(&z);
+	bench_redis_stop(0);
+	return rc < 0 || signals_seen ? 1 : 0;
+}

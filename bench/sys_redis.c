@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Redis as a peer, through hiredis on a private unix socket: the seed's
+ * bucket limiter as a Lua script (SCRIPT LOAD once, EVALSHA per call) and
+ * the sliding-window log as a sorted set, trimmed, counted and added to in
+ * one Lua script.  Unless --redis-socket names a running server, the bench
+ * starts its own redis-server (no persistence) in a temporary directory and
+ * stops it when it exits, however it exits.
+ */
+#include "bench.h"
+#include "redis.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * The seed's Throttler.  KEYS[1] a hash (free, cursor), KEYS[2] the bucket
+ * deque as a list of "close:count", oldest first.  ARGV: limit, window,
+ * open time, bucket size, now (microseconds), pool size (0: no pool), ttl
+ * (ms: idle limiters vanish, as idle client entries do in the segment).
+ */
+static const char lua_buckets[] =
+"local limit, window, open = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])\n"
+"local bsize, now, nkeys = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])\n"
+"local free = tonumber(redis.call('HGET', KEYS[1], 'free') or limit)\n"
+"while true do\n"
+"  local head = redis.call('LINDEX', KEYS[2], 0)\n"
+"  if not head then break end\n"
+"  local c, n = string.match(head, '^(%d+):(%d+)$')\n"
+"  if tonumber(c) + window > now then break end\n"
+"  free = free + tonumber(n)\n"
+"  redis.call('LPOP', KEYS[2])\n"
+"end\n"
+"redis.call('HSET', KEYS[1], 'free', free)\n"
+"if free == 0 then return 0 end\n"
+"local last = redis.call('LINDEX', KEYS[2], -1)\n"
+"local lc, ln\n"
+"if last then\n"
+"  lc, ln = string.match(last, '^(%d+):(%d+)$')\n"
+"  lc, ln = tonumber(lc), tonumber(ln)\n"
+"end\n"
+"if last and ln < bsize and now < lc then\n"
+"  redis.call('LSET', KEYS[2], -1, string.format('%.0f:%d', lc, ln + 1))\n"
+"else\n"
+"  redis.call('RPUSH', KEYS[2], string.format('%.0f:1', now + open))\n"
+"end\n"
+"redis.call('HSET', KEYS[1], 'free', free - 1)\n"
+"redis.call('PEXPIRE', KEYS[1], ARGV[7])\n"
+"redis.call('PEXPIRE', KEYS[2], ARGV[7])\n"
+"if nkeys == 0 then return 1 end\n"
+"local k = (redis.call('HINCRBY', KEYS[1], 'cursor', 1) - 1) % nkeys\n"
+"return string.format('key-%05d', k)\n";
+
+/* The sliding-window log: KEYS[1] a sorted set of grant times, KEYS[2] the
+ * hash holding the member sequence and the pool cursor.  Same ARGV. */
+static const char lua_log[] =
+"local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+"local now, nkeys = tonumber(ARGV[5]), tonumber(ARGV[6])\n"
+"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now - window))\n"
+"if redis.call('ZCARD', KEYS[1]) >= limit then return 0 end\n"
+"local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)\n"
+"redis.call('ZADD', KEYS[1], string.format('%.0f', now), seq)\n"
+"redis.call('PEXPIRE', KEYS[1], ARGV[7])\n"
+"redis.call('PEXPIRE', KEYS[2], ARGV[7])\n"
+"if nkeys == 0 then return 1 end\n"
+"local k = (redis.call('HINCRBY', KEYS[2], 'cursor', 1) - 1) % nkeys\n"
+"return string.format('key-%05d', k)\n";
+
+struct rd_global {
+	char sock[REDIS_SOCK_MAX];
+	char sha[48];
+	char args[5][24];     /* limit, window, open, bsize, pool, as text */
+	char ttl[24];
+};
+
+struct rd_proc {
+	struct rd_global *g;
+	const struct bench_conf *c;
+};
+
+struct rd_worker {
+	struct rd_proc *p;
+	redisContext *ctx;
+	char name[SHMT_LIMITER_NAME_MAX + 1];
+};
+
+static int
+rd_connect(const char *sock, redisContext **out)
+{
+	struct timeval tv = { .tv_sec = 5 };
+	redisContext *ctx = redisConnectUnixWithTimeout(sock, tv);
+
+	if (ctx == NULL || ctx->err) {
+		redisFree(ctx);
+		return -ECONNREFUSED;
+	}
+	redisSetTimeout(ctx, tv);
+	*out = ctx;
+	return 0;
+}
+
+/* One command whose reply must not be an error; the reply's string (if
+ * any) is copied into OUT. */
+static int
+rd_simple(redisContext *ctx, char *out, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	redisReply *r;
+	int rc = 0;
+
+	va_start(ap, fmt);
+	r = redisvCommand(ctx, fmt, ap);
+	va_end(ap);
+	if (r == NULL)
+		return -EIO;
+	if (r->type == REDIS_REPLY_ERROR) {
+		fprintf(stderr, "shmthrottle-bench: redis: %s\n", r->str);
+		rc = -EPROTO;
+	} else if (out != NULL && r->type == REDIS_REPLY_STRING) {
+		snprintf(out, cap, "%s", r->str);
+	}
+	freeReplyObject(r);
+	return rc;
+}
+
+static int
+rd_supports(const struct bench_conf *c)
+{
+	return c->kind >= BK_THROTTLE_SAME && c->kind <= BK_NEXT_KEY;
+}
+
+static int
+rd_setup(const struct bench_conf *c, void **gp)
+{
+	struct rd_global *g = calloc(1, sizeof(*g));
+	redisContext *ctx = NULL;
+	uint64_t ttl_ms = (c->window_ns + c->slack_ns) / 1000000 + 1000;
+	int rc;
+
+	if (g == NULL)
+		return -ENOMEM;
+	*gp = g;
+	if ((rc = bench_redis_socket(c, g->sock, sizeof(g->sock))) < 0)
+		return rc;
+	if ((rc = rd_connect(g->sock, &ctx)) < 0)
+		return rc;
+	rc = rd_simple(ctx, NULL, 0, "FLUSHALL");
+	if (rc == 0)
+		rc = rd_simple(ctx, g->sha, sizeof(g->sha), "SCRIPT LOAD %s",
+		    c->mode == SHMT_MODE_EXACT ? lua_log : lua_buckets);
+	redisFree(ctx);
+	snprintf(g->args[0], sizeof(g->args[0]), "%llu",
+	    (unsigned long long)c->limit);
+	snprintf(g->args[1], sizeof(g->args[1]), "%llu",
+	    (unsigned long long)(c->window_ns / 1000));
+	snprintf(g->args[2], sizeof(g->args[2]), "%llu",
+	    (unsigned long long)(c->slack_ns / 1000));
+	snprintf(g->args[3], sizeof(g->args[3]), "%llu",
+	    (unsigned long long)c->slack_uses);
+	snprintf(g->args[4], sizeof(g->args[4]), "%u",
+	    c->kind == BK_NEXT_KEY ? c->nkeys : 0);
+	snprintf(g->ttl, sizeof(g->ttl), "%llu", (unsigned long long)ttl_ms);
+	return rc;
+}
+
+static int
+rd_call(struct rd_worker *w, const char *k1, const char *k2)
+{
+	struct rd_global *g = w->p->g;
+	char now[24];
+	redisReply *r;
+	int rc;
+
+	snprintf(now, sizeof(now), "%llu",
+	    (unsigned long long)(bench_now_ns() / 1000));
+	r = redisCommand(w->ctx, "EVALSHA %s 2 %s %s %s %s %s %s %s %s %s",
+	    g->sha, k1, k2, g->args[0], g->args[1], g->args[2], g->args[3],
+	    now, g->args[4], g->ttl);
+	if (r == NULL)
+		return -EIO;
+	if (r->type == REDIS_REPLY_INTEGER)
+		rc = r->integer > 0;
+	else if (r->type == REDIS_REPLY_STRING)
+		rc = (int)r->len;
+	else
+		rc = -EPROTO;
+	freeReplyObject(r);
+	return rc;
+}
+
+static int
+rd_op_key(void *wctx, uint64_t arg)
+{
+	struct rd_worker *w = wctx;
+	char k1[96], k2[96];
+
+	snprintf(k1, sizeof(k1), "%s:s", w->name);
+	snprintf(k2, sizeof(k2), "%s:b", w->name);
+	return rd_call(w, k1, k2);
+}
+
+static int
+rd_op_client(void *wctx, uint64_t arg)
+{
+	struct rd_worker *w = wctx;
+	char k1[48], k2[48];
+
+	snprintf(k1, sizeof(k1), "c:%llu:s", (unsigned long long)arg);
+	snprintf(k2, sizeof(k2), "c:%llu:b", (unsigned long long)arg);
+	return rd_call(w, k1, k2);
+}
+
+static int
+rd_attach(void *gp, const struct bench_conf *c, void **pctx)
+{
+	struct rd_proc *p = calloc(1, sizeof(*p));
+
+	if (p == NULL)
+		return -ENOMEM;
+	p->g = gp;
+	p->c = c;
+	*pctx = p;
+	return 0;
+}
+
+static int
+rd_attach_thread(void *pctx, int worker, void **wctx, bench_op_fn *op)
+{
+	struct rd_proc *p = pctx;
+	struct rd_worker *w = calloc(1, sizeof(*w));
+	int rc;
+
+	if (w == NULL)
+		return -ENOMEM;
+	w->p = p;
+	bench_limiter_name(p->c, worker, w->name, sizeof(w->name));
+	if ((rc = rd_connect(p->g->sock, &w->ctx)) < 0) {
+		free(w);
+		return rc;
+	}
+	*op = p->c->kind == BK_THROTTLE_CLIENTS ? rd_op_client : rd_op_key;
+	*wctx = w;
+	return 0;
+}
+
+static void
+rd_detach_thread(void *wctx)
+{
+	struct rd_worker *w = wctx;
+
+	redisFree(w->ctx);
+	free(w);
+}
+
+static void
+rd_detach(void *pctx)
+{
+	free(pctx);
+}
+
+static void
+rd_teardown(void *gp)
+{
+	free(gp);
+}
+
+const struct bench_sys bench_sys_redis = {
+	.name = "redis",
+	.supports = rd_supports,
+	.setup = rd_setup,
+	.attach = rd_attach,
+	.attach_thread = rd_attach_thread,
+	.detach_thread = rd_detach_thread,
+	.detach = rd_detach,
+	.teardown = rd_teardown,
+};
