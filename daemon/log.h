@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * log.h: shmthrottled's log, one line per event with a level, to stderr
+ * (with a UTC time stamp) or to syslog.
+ */
+#ifndef SHMTD_LOG_H
+#define SHMTD_LOG_H
+
+#include <syslog.h>
+
+/* TARGET: "stderr" or "syslog".  May be called again to switch. */
+void shmtd_log_open(const char *target);
+
+/* LEVEL is a syslog priority: LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO,
+ * LOG_DEBUG. */
+void shmtd_log(int level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif /* SHMTD_LOG_H */

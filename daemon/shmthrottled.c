@@ -1,0 +1,738 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmthrottled: creates (or attaches to) the segment from its config,
+ * claims it as its one daemon, defines the configured limiters, and then
+ * sleeps until the next deadline (housekeeping, heartbeat, snapshot,
+ * systemd watchdog), does what is due, and sleeps again.  SIGHUP reloads
+ * the config; SIGTERM and SIGINT stop it cleanly.  Workers never wait for
+ * it: without the daemon they stay correct and live.
+ */
+#include "config.h"
+#include "log.h"
+#include "snapshot.h"
+
+#include "segment.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_CONFIG = 2 };
+
+/* The longest sleep: the heartbeat the CLI shows must stay fresh. */
+#define HEARTBEAT_NS 1000000000ULL
+/* The shortest: a library that keeps reporting work already due must not
+ * turn the loop into a spin. */
+#define MIN_SLEEP_NS 100000ULL
+
+struct daemon {
+	/* Options. */
+	const char *config_arg;       /* -c, or NULL: built-in */
+	const char *segment_arg;      /* -s */
+	int foreground, recreate, unlink_on_exit, ignore_snapshot;
+	char config_path[PATH_MAX];   /* absolute, for reloads */
+
+	struct shmtd_config cfg;
+	shmt_t *h;
+	pid_t pid;
+	uint64_t start;               /* our /proc start time */
+	int claimed;
+	uint64_t watchdog_ns;         /* 0: no systemd watchdog */
+	int ready_fd;                 /* background: the waiting parent */
+	sigset_t sigs;
+};
+
+static shmt_time_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (shmt_time_t)ts.tv_sec * 1000000000ULL + (shmt_time_t)ts.tv_nsec;
+}
+
+/* ---- Options ------------------------------------------------------------ */
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: shmthrottled [-c FILE] [-f] [-s SEGMENT] [--recreate]\n"
+	    "                    [--unlink-on-exit] [--ignore-snapshot]\n"
+	    "       shmthrottled --check-config FILE\n"
+	    "  -c, --config FILE     read FILE (default: the built-in config)\n"
+	    "  -f, --foreground      stay in the foreground, log to stderr\n"
+	    "  -s, --segment NAME    use segment NAME instead of the config's\n"
+	    "      --check-config F  print the resolved config of F (exit 0)\n"
+	    "                        or its first error (exit 2)\n"
+	    "      --recreate        replace an incompatible segment (its\n"
+	    "                        state is lost)\n"
+	    "      --unlink-on-exit  remove the segment when stopping\n"
+	    "      --ignore-snapshot start empty when the snapshot is bad\n"
+	    "  -h, --help, -V, --version\n");
+}
+
+static int
+check_config(const char *path)
+{
+	struct shmtd_config cfg;
+	char err[1024];
+
+	if (shmtd_config_load(path, &cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "shmthrottled: %s\n", err);
+		return EXIT_CONFIG;
+	}
+	shmtd_config_print(stdout, &cfg);
+	shmtd_config_free(&cfg);
+	return EXIT_OK;
+}
+
+/* Returns -1 to go on, or an exit code. */
+static int
+parse_options(struct daemon *d, int argc, char **argv)
+{
+	enum { O_CHECK = 256, O_RECREATE, O_UNLINK, O_IGNSNAP };
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "segment", required_argument, NULL, 's' },
+		{ "check-config", required_argument, NULL, O_CHECK },
+		{ "recreate", no_argument, NULL, O_RECREATE },
+		{ "unlink-on-exit", no_argument, NULL, O_UNLINK },
+		{ "ignore-snapshot", no_argument, NULL, O_IGNSNAP },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "c:fs:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c': d->config_arg = optarg; break;
+		case 'f': d->foreground = 1; break;
+		case 's': d->segment_arg = optarg; break;
+		case O_CHECK: return check_config(optarg);
+		case O_RECREATE: d->recreate = 1; break;
+		case O_UNLINK: d->unlink_on_exit = 1; break;
+		case O_IGNSNAP: d->ignore_snapshot = 1; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		case 'V':
+			printf("shmthrottled %d.%d.%d\n", SHMT_VERSION_MAJOR,
+			    SHMT_VERSION_MINOR, SHMT_VERSION_PATCH);
+			return EXIT_OK;
+		default: usage(stderr); return EXIT_CONFIG;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return EXIT_CONFIG;
+	}
+	return -1;
+}
+
+/* ---- Config --------------------------------------------------------------- */
+
+/* Load the config for this daemon: the -s override and an absolute
+ * snapshot path (the daemon may chdir away). */
+static int
+load_config(struct daemon *d, struct shmtd_config *cfg, char *err, size_t cap)
+{
+	const char *path = d->config_arg != NULL ? d->config_path : NULL;
+	int rc = shmtd_config_load(path, cfg, err, cap);
+
+	if (rc != 0)
+		return rc;
+	if (d->segment_arg != NULL)
+		snprintf(cfg->segment, sizeof(cfg->segment), "%s", d->segment_arg);
+	if (cfg->snapshot[0] != '\0' && cfg->snapshot[0] != '/') {
+		char cwd[PATH_MAX], abs[sizeof(cfg->snapshot)];
+
+		if (getcwd(cwd, sizeof(cwd)) == NULL ||
+		    (size_t)snprintf(abs, sizeof(abs), "%s/%s", cwd,
+		    cfg->snapshot) >= sizeof(abs)) {
+			snprintf(err, cap, "%.900s: snapshot path too long",
+			    cfg->source);
+			shmtd_config_free(cfg);
+			return -ENAMETOOLONG;
+		}
+		memcpy(cfg->snapshot, abs, sizeof(abs));
+	}
+	return 0;
+}
+
+static void
+warn_params(struct daemon *d)
+{
+	shmt_segment_stat_t st;
+	const shmt_config_t *want = &d->cfg.seg;
+
+	if (shmt_segment_stat(d->h, &st) != 0)
+		return;
+	if (st.max_limiters != want->max_limiters ||
+	    st.max_slots != want->max_slots ||
+	    st.regions[SHMT_R_ARENA].size != want->arena_bytes)
+		shmtd_log(LOG_WARNING, "segment %s has max_limiters=%u "
+		    "max_slots=%u arena=%" PRIu64 " but the config asks for "
+		    "%u, %u, %" PRIu64 ": [segment] sizes apply only when the "
+		    "segment is created (--recreate replaces it)",
+		    d->cfg.segment, st.max_limiters, st.max_slots,
+		    st.regions[SHMT_R_ARENA].size, want->max_limiters,
+		    want->max_slots, want->arena_bytes);
+}
+
+/*
+ * Define every limiter of CFG.  The rule for a limiter the segment holds
+ * with other parameters (-EEXIST): the segment keeps its definition and
+ * state, and the daemon logs an error naming it.  Replacing it would forget
+ * the uses in flight and hand out a fresh allowance, i.e. over-grant; a
+ * changed limit takes effect when the segment is recreated.  OLD (may be
+ * NULL) tells which limiters are new.  Returns the first error other than
+ * -EEXIST, or 0.
+ */
+static int
+apply_limiters(struct daemon *d, const struct shmtd_config *cfg,
+    const struct shmtd_config *old)
+{
+	char err[1024];
+	int first = 0;
+
+	for (size_t i = 0; i < cfg->nlimiters; i++) {
+		const struct shmtd_limiter *l = &cfg->limiters[i];
+		int rc = shmtd_limiter_apply(d->h, cfg, l, err, sizeof(err));
+		int known = 0;
+
+		for (size_t j = 0; old != NULL && j < old->nlimiters; j++)
+			known |= strcmp(old->limiters[j].name, l->name) == 0;
+		if (rc == 0 && old != NULL && !known)
+			shmtd_log(LOG_NOTICE, "limiter '%s' added", l->name);
+		else if (rc == -EEXIST)
+			shmtd_log(LOG_ERR, "%s; keeping the running definition "
+			    "and its state (a replacement would forget the uses "
+			    "in flight); restart with --recreate to apply it",
+			    err);
+		else if (rc != 0)
+			shmtd_log(LOG_ERR, "%s", err);
+		if (rc != 0 && rc != -EEXIST && first == 0)
+			first = rc;
+	}
+	return first;
+}
+
+static void
+reload(struct daemon *d)
+{
+	struct shmtd_config cfg;
+	char err[1024];
+
+	shmtd_log(LOG_NOTICE, "SIGHUP: reloading %s", d->cfg.source);
+	sd_notify(0, "RELOADING=1");
+	if (load_config(d, &cfg, err, sizeof(err)) != 0) {
+		shmtd_log(LOG_ERR, "reload failed, keeping the running config: "
+		    "%s", err);
+		sd_notify(0, "READY=1");
+		return;
+	}
+	if (strcmp(cfg.segment, d->cfg.segment) != 0) {
+		shmtd_log(LOG_WARNING, "[segment] name changed to %s: ignored "
+		    "until restart", cfg.segment);
+		snprintf(cfg.segment, sizeof(cfg.segment), "%s", d->cfg.segment);
+	}
+	for (size_t j = 0; j < d->cfg.nlimiters; j++) {
+		int found = 0;
+
+		for (size_t i = 0; i < cfg.nlimiters; i++)
+			found |= strcmp(cfg.limiters[i].name,
+			    d->cfg.limiters[j].name) == 0;
+		if (!found)
+			shmtd_log(LOG_WARNING, "limiter '%s' is no longer in the "
+			    "config; it stays in the segment until the segment "
+			    "is recreated", d->cfg.limiters[j].name);
+	}
+	apply_limiters(d, &cfg, &d->cfg);
+	shmtd_config_free(&d->cfg);
+	d->cfg = cfg;
+	warn_params(d);
+	if (d->foreground)
+		shmtd_log_open(d->cfg.log_target);
+	shmtd_log(LOG_NOTICE, "reloaded: %zu limiters configured",
+	    d->cfg.nlimiters);
+	sd_notify(0, "READY=1");
+}
+
+/* ---- The segment ---------------------------------------------------------- */
+
+/* Say what differs between the object NAME and what this build expects. */
+static void
+explain_incompatible(const char *name, int err)
+{
+	char path[SHMT_SEGNAME_MAX + 16];
+	struct shmt_hdr hdr;
+	struct stat st;
+	ssize_t n = -1;
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	memset(&hdr, 0, sizeof(hdr));
+	memset(&st, 0, sizeof(st));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (fstat(fd, &st) == 0)
+			n = pread(fd, &hdr, sizeof(hdr), 0);
+		close(fd);
+	}
+	if (err == SHMT_EFORMAT && n == (ssize_t)sizeof(hdr))
+		shmtd_log(LOG_ERR, "segment %s has format word %#" PRIx64
+		    " (ABI %u); this build writes %#" PRIx64 " (ABI %u): it was "
+		    "made by another version or build", name, hdr.sh_format,
+		    (unsigned)(hdr.sh_format >> 48), shmt__format_word(),
+		    SHMT_ABI_VERSION);
+	else if (err == SHMT_EMAGIC && n >= 8)
+		shmtd_log(LOG_ERR, "segment %s is not a shmthrottle segment "
+		    "(magic %#" PRIx64 ", expected %#" PRIx64 ")", name,
+		    hdr.sh_magic, (uint64_t)SHMT_MAGIC);
+	else if (err == SHMT_ESIZE && n == (ssize_t)sizeof(hdr))
+		shmtd_log(LOG_ERR, "segment %s is %jd bytes but its header says "
+		    "%" PRIu64, name, (intmax_t)st.st_size, hdr.sh_size);
+	else
+		shmtd_log(LOG_ERR, "segment %s is unusable: %s (%jd bytes)", name,
+		    shmt_strerror(err), (intmax_t)st.st_size);
+	shmtd_log(LOG_ERR, "refusing segment %s; stop its users and start "
+	    "with --recreate to replace it (its state is lost)", name);
+}
+
+static int
+incompatible(int rc)
+{
+	return rc == SHMT_EMAGIC || rc == SHMT_EFORMAT || rc == SHMT_ESIZE ||
+	    rc == SHMT_ECORRUPT || rc == SHMT_ENOTREG;
+}
+
+/* Create the segment: from the snapshot when there is one, else empty. */
+static int
+segment_new(struct daemon *d)
+{
+	const char *name = d->cfg.segment;
+	char err[1024];
+	int rc;
+
+	if (d->cfg.snapshot[0] != '\0') {
+		rc = shmtd_snapshot_restore(d->cfg.snapshot, name, &d->h, err,
+		    sizeof(err));
+		if (rc == 0) {
+			shmtd_log(LOG_NOTICE, "segment %s restored from %s", name,
+			    d->cfg.snapshot);
+			return 0;
+		}
+		if (rc == -EEXIST)
+			return rc;
+		if (rc != -ENOENT && !d->ignore_snapshot) {
+			shmtd_log(LOG_ERR, "%s (start with --ignore-snapshot to "
+			    "start empty)", err);
+			return EXIT_CONFIG;
+		}
+		if (rc != -ENOENT)
+			shmtd_log(LOG_WARNING, "%s; ignored (--ignore-snapshot)",
+			    err);
+	}
+	rc = shmt_create(name, &d->cfg.seg, &d->h);
+	if (rc == 0)
+		shmtd_log(LOG_NOTICE, "segment %s created", name);
+	else if (rc != -EEXIST)
+		shmtd_log(LOG_ERR, "cannot create segment %s: %s", name,
+		    shmt_strerror(rc));
+	return rc == 0 || rc == -EEXIST ? rc : EXIT_FAIL;
+}
+
+/* Attach to the segment or make it.  Returns 0 or an exit code. */
+static int
+segment_attach(struct daemon *d)
+{
+	const char *name = d->cfg.segment;
+	int rc = -ENOENT;
+
+	/* Each turn ends or makes progress: a segment that vanishes or
+	 * appears between our calls (another creator) costs one more turn. */
+	for (int turn = 0; turn < 4; turn++) {
+		rc = shmt_open(name, &d->h);
+		if (rc == 0) {
+			shmtd_log(LOG_NOTICE, "attached to segment %s", name);
+			warn_params(d);
+			return 0;
+		}
+		if (rc == -ENOENT) {
+			rc = segment_new(d);
+			if (rc == -EEXIST)
+				continue;
+			return rc;
+		}
+		if (!incompatible(rc)) {
+			shmtd_log(LOG_ERR, "cannot open segment %s: %s", name,
+			    shmt_strerror(rc));
+			return EXIT_FAIL;
+		}
+		if (!d->recreate) {
+			explain_incompatible(name, rc);
+			return EXIT_FAIL;
+		}
+		shmtd_log(LOG_WARNING, "segment %s: %s; replacing it "
+		    "(--recreate)", name, shmt_strerror(rc));
+		shmt_unlink(name);
+		d->recreate = 0;
+	}
+	shmtd_log(LOG_ERR, "segment %s keeps changing under us: %s", name,
+	    shmt_strerror(rc));
+	return EXIT_FAIL;
+}
+
+/* ---- One daemon per segment ---------------------------------------------- */
+
+/*
+ * The pair {sh_daemon_pid, sh_daemon_start} is one 16-byte word, read and
+ * claimed atomically: with two separate words a second daemon could read
+ * the new pid beside the old start time, take the live daemon for a dead
+ * one whose pid was reused, and claim the segment too.
+ */
+typedef unsigned __int128 u128;
+
+static u128 *
+daemon_word(const struct daemon *d)
+{
+	return (u128 *)(void *)&d->h->hdr->sh_daemon_pid;
+}
+
+static u128
+pack(uint64_t pid, uint64_t start)
+{
+	return ((u128)start << 64) | pid;
+}
+
+static int
+claim(struct daemon *d)
+{
+	u128 mine = pack((uint64_t)d->pid, d->start);
+	u128 cur = __atomic_load_n(daemon_word(d), __ATOMIC_ACQUIRE);
+
+	for (int i = 0; i < 1000; i++) {
+		uint64_t pid = (uint64_t)cur, start = (uint64_t)(cur >> 64);
+
+		if (pid != 0 && pid <= INT32_MAX && (pid_t)pid != d->pid &&
+		    shmt__pid_alive((pid_t)pid, start)) {
+			shmtd_log(LOG_ERR, "segment %s: already running as pid %"
+			    PRIu64, d->cfg.segment, pid);
+			return EXIT_FAIL;
+		}
+		if (__atomic_compare_exchange_n(daemon_word(d), &cur, mine, 0,
+		    __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+			if (pid != 0)
+				shmtd_log(LOG_NOTICE, "taking over segment %s from "
+				    "pid %" PRIu64 ", which is gone",
+				    d->cfg.segment, pid);
+			d->claimed = 1;
+			return 0;
+		}
+	}
+	shmtd_log(LOG_ERR, "segment %s: cannot claim the daemon word",
+	    d->cfg.segment);
+	return EXIT_FAIL;
+}
+
+static void
+unclaim(struct daemon *d)
+{
+	u128 mine = pack((uint64_t)d->pid, d->start);
+
+	if (d->claimed)
+		__atomic_compare_exchange_n(daemon_word(d), &mine, 0, 0,
+		    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+	d->claimed = 0;
+}
+
+/* ---- Start, loop, stop ---------------------------------------------------- */
+
+static void
+snapshot(struct daemon *d, const char *why)
+{
+	char err[1024];
+
+	if (d->cfg.snapshot[0] == '\0')
+		return;
+	if (shmtd_snapshot_write(d->h, d->cfg.snapshot, err, sizeof(err)) != 0)
+		shmtd_log(LOG_ERR, "%s", err);
+	else
+		shmtd_log(LOG_INFO, "snapshot (%s) written to %s", why,
+		    d->cfg.snapshot);
+}
+
+/* Background mode: fork; the parent waits until the child is ready (or
+ * failed) and exits with its status, so `shmthrottled && use-it` works. */
+static int
+daemonize(struct daemon *d)
+{
+	int fds[2];
+	unsigned char status = EXIT_FAIL;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(fds[1]);
+		if (read(fds[0], &status, 1) != 1)
+			status = EXIT_FAIL;
+		_exit(status);
+	}
+	close(fds[0]);
+	d->ready_fd = fds[1];
+	setsid();
+	return 0;
+}
+
+/* Tell whoever waits that start-up ended with STATUS. */
+static void
+report_ready(struct daemon *d, int status)
+{
+	unsigned char b = (unsigned char)status;
+	int fd;
+
+	if (d->ready_fd < 0)
+		return;
+	if (write(d->ready_fd, &b, 1) != 1)
+		shmtd_log(LOG_WARNING, "cannot report start-up to the parent");
+	close(d->ready_fd);
+	d->ready_fd = -1;
+	if (status != EXIT_OK)
+		return;
+	/* From now on nobody reads our terminal: log to syslog. */
+	shmtd_log_open("syslog");
+	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		close(fd);
+	}
+	if (chdir("/") != 0)
+		shmtd_log(LOG_WARNING, "chdir /: %s", strerror(errno));
+}
+
+static int
+start(struct daemon *d)
+{
+	uint64_t usec = 0;
+	int rc;
+
+	if ((rc = segment_attach(d)) != 0)
+		return rc;
+	if ((rc = claim(d)) != 0)
+		return rc;
+	if (apply_limiters(d, &d->cfg, NULL) != 0)
+		return EXIT_FAIL;
+	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
+		d->watchdog_ns = usec * 1000ULL / 2;
+	shmtd_log(LOG_NOTICE, "running on segment %s with %zu limiters%s",
+	    d->cfg.segment, d->cfg.nlimiters,
+	    d->cfg.snapshot[0] != '\0' ? ", snapshots on" : "");
+	sd_notify(0, "READY=1");
+	return 0;
+}
+
+struct deadlines {
+	shmt_time_t hk, heartbeat, snapshot, watchdog;
+};
+
+static shmt_time_t
+earliest(const struct deadlines *t)
+{
+	shmt_time_t m = t->hk;
+
+	if (t->heartbeat < m)
+		m = t->heartbeat;
+	if (t->snapshot < m)
+		m = t->snapshot;
+	if (t->watchdog < m)
+		m = t->watchdog;
+	return m;
+}
+
+/* Do whatever is due at NOW and move the deadlines on. */
+static void
+run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
+{
+	struct shmt_hdr *hdr = d->h->hdr;
+
+	if (now >= t->hk) {
+		shmt_time_t next = UINT64_MAX;
+		int rc = shmt_housekeep(d->h, &next);
+
+		if (rc < 0)
+			shmtd_log(LOG_ERR, "housekeeping: %s", shmt_strerror(rc));
+		__atomic_store_n(&hdr->sh_lag_ns, now - t->hk, __ATOMIC_RELAXED);
+		now = mono_ns();
+		t->hk = next < now + MIN_SLEEP_NS ? now + MIN_SLEEP_NS : next;
+	}
+	if (now >= t->heartbeat) {
+		__atomic_store_n(&hdr->sh_heartbeat_ns, now, __ATOMIC_RELAXED);
+		t->heartbeat = now + HEARTBEAT_NS;
+	}
+	if (now >= t->snapshot) {
+		snapshot(d, "interval");
+		t->snapshot = d->cfg.snapshot_interval_ns > 0 ?
+		    mono_ns() + d->cfg.snapshot_interval_ns : UINT64_MAX;
+	}
+	if (now >= t->watchdog) {
+		sd_notify(0, "WATCHDOG=1");
+		t->watchdog = now + d->watchdog_ns;
+	}
+}
+
+static void
+reset_snapshot_deadline(struct daemon *d, struct deadlines *t)
+{
+	t->snapshot = d->cfg.snapshot[0] != '\0' && d->cfg.snapshot_interval_ns > 0 ?
+	    mono_ns() + d->cfg.snapshot_interval_ns : UINT64_MAX;
+}
+
+/* Sleep until the next deadline or a signal; return the signal or 0. */
+static int
+wait_until(struct daemon *d, shmt_time_t deadline)
+{
+	shmt_time_t now = mono_ns();
+	uint64_t left = deadline > now ? deadline - now : 0;
+	struct timespec ts = { (time_t)(left / 1000000000ULL),
+		(long)(left % 1000000000ULL) };
+	int sig = sigtimedwait(&d->sigs, NULL, &ts);
+
+	return sig > 0 ? sig : 0;
+}
+
+static void
+loop(struct daemon *d)
+{
+	struct deadlines t;
+	shmt_time_t now = mono_ns();
+
+	t.hk = now;
+	t.heartbeat = now;
+	t.watchdog = d->watchdog_ns > 0 ? now : UINT64_MAX;
+	reset_snapshot_deadline(d, &t);
+	for (;;) {
+		int sig;
+
+		run_due(d, &t, mono_ns());
+		sig = wait_until(d, earliest(&t));
+		if (sig == SIGHUP) {
+			reload(d);
+			reset_snapshot_deadline(d, &t);
+			t.hk = mono_ns(); /* new limiters: ask for their deadlines */
+		} else if (sig == SIGTERM || sig == SIGINT) {
+			shmtd_log(LOG_NOTICE, "%s: stopping",
+			    sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			return;
+		}
+	}
+}
+
+static void
+stop(struct daemon *d)
+{
+	sd_notify(0, "STOPPING=1");
+	snapshot(d, "stop");
+	unclaim(d);
+	shmt_close(d->h);
+	d->h = NULL;
+	if (d->unlink_on_exit) {
+		int rc = shmt_unlink(d->cfg.segment);
+
+		shmtd_log(rc == 0 ? LOG_NOTICE : LOG_ERR, "unlink segment %s: %s",
+		    d->cfg.segment, rc == 0 ? "done" : shmt_strerror(rc));
+	}
+	shmtd_log(LOG_NOTICE, "stopped");
+}
+
+/* Resolve -c to an absolute path before anything may chdir. */
+static int
+resolve_config_path(struct daemon *d)
+{
+	if (d->config_arg == NULL)
+		return 0;
+	if (realpath(d->config_arg, d->config_path) == NULL) {
+		fprintf(stderr, "shmthrottled: %s: %s\n", d->config_arg,
+		    strerror(errno));
+		return EXIT_CONFIG;
+	}
+	return 0;
+}
+
+static int
+setup(struct daemon *d)
+{
+	char err[1024];
+	int rc;
+
+	if ((rc = resolve_config_path(d)) != 0)
+		return rc;
+	if (load_config(d, &d->cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "shmthrottled: %s\n", err);
+		return EXIT_CONFIG;
+	}
+	if (shmt__name_check(d->cfg.segment) != 0) {
+		fprintf(stderr, "shmthrottled: bad segment name '%s'\n",
+		    d->cfg.segment);
+		return EXIT_CONFIG;
+	}
+	/* Signals are taken synchronously in the loop, never by a handler. */
+	sigemptyset(&d->sigs);
+	sigaddset(&d->sigs, SIGHUP);
+	sigaddset(&d->sigs, SIGTERM);
+	sigaddset(&d->sigs, SIGINT);
+	sigprocmask(SIG_BLOCK, &d->sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	shmtd_log_open(d->foreground ? d->cfg.log_target : "stderr");
+	if (!d->foreground && (rc = daemonize(d)) != 0) {
+		fprintf(stderr, "shmthrottled: fork: %s\n", strerror(-rc));
+		return EXIT_FAIL;
+	}
+	d->pid = getpid();
+	d->start = shmt__proc_start(d->pid);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct daemon d;
+	int rc;
+
+	memset(&d, 0, sizeof(d));
+	d.ready_fd = -1;
+	if ((rc = parse_options(&d, argc, argv)) >= 0)
+		return rc;
+	if ((rc = setup(&d)) != 0)
+		goto out;
+	rc = start(&d);
+	report_ready(&d, rc);
+	if (rc == 0) {
+		loop(&d);
+		stop(&d);
+	}
+out:
+	if (d.h != NULL) {
+		unclaim(&d);
+		shmt_close(d.h);
+	}
+	shmtd_config_free(&d.cfg);
+	return rc;
+}

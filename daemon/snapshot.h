@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * snapshot.h: the segment's state saved to a file and restored from it, so
+ * that limits in flight survive a reboot.
+ */
+#ifndef SHMTD_SNAPSHOT_H
+#define SHMTD_SNAPSHOT_H
+
+#include "shmthrottle.h"
+
+#include <stddef.h>
+
+/*
+ * shmtd_snapshot_write: save the segment of H to PATH atomically (a
+ * temporary file in the same directory, fsync, rename, fsync of the
+ * directory).  Returns 0 or -errno, with ERR saying what failed.
+ */
+int shmtd_snapshot_write(shmt_t *h, const char *path, char *err, size_t cap);
+
+/*
+ * shmtd_snapshot_restore: create segment NAME from the snapshot PATH and
+ * attach to it (*OUT).  The segment is built and rebased under a private
+ * name and published with one link(2), so no worker ever sees it half
+ * restored.  Returns 0; -ENOENT when PATH does not exist; -EEXIST when NAME
+ * appeared meanwhile; SHMT_ECORRUPT (bad checksum, truncated, inconsistent),
+ * SHMT_EFORMAT (made by another build) or another negative errno, with ERR
+ * saying what is wrong.
+ */
+int shmtd_snapshot_restore(const char *path, const char *name, shmt_t **out,
+    char *err, size_t cap);
+
+#endif /* SHMTD_SNAPSHOT_H */
