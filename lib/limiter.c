@@ -25,11 +25,13 @@
  *    half-open interval of length C holds at most ceil(C/S) of them.
  *  - Plus the new bucket itself: ceil(L/B) - 1 + ceil(C/S) + 1.
  * The seed's author expected one less; the new bucket is the one.  A trace
- * that reaches the bound: with C = 10, S = 1, L = 500, B = 50, take 451
- * uses at t = 0 (9 full buckets and one with 1 use), then one use at each of
- * t = 1, ..., 9.99: buckets opened at 1, 2, ..., 9 are timed, each with one
- * use; at t = 10 - epsilon 9 full + 10 timed ... are in use and one more
- * opens (tests/test_limiter_bound.c drives it with the injected clock).
+ * that reaches the bound: C = 10, S = 1, L = 500, B = 50.  At t = 0 take
+ * 451 uses: 9 full buckets and a tenth with one use, which closes by time
+ * at 1.  Then take one use at each of t = 1, 2, ..., 9: each opens a bucket
+ * that closes by time.  At t = 10 nothing is released yet (the first bucket
+ * goes at 0 + 1 + 10 = 11), 9 full and 10 timed buckets are in use, 40 uses
+ * are free, and the next use opens the 20th = ceil(10/1) + ceil(500/50).
+ * tests/test_limiter_bound.c drives such traces with the injected clock.
  *
  * The protocol (why one CAS per grant is safe)
  * --------------------------------------------
