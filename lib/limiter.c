@@ -1493,6 +1493,7 @@ shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 	const struct shmt_lview *v;
 	struct shmt_w w;
 	uint32_t tail, nsealed, total;
+	uint64_t now;
 	int rc;
 
 	if (out == NULL && cap != 0)
@@ -1507,15 +1508,18 @@ shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 	total = nsealed + SHMT_W_ACTIVE(w);
 	if (total > v->nb)
 		return SHMT_ECORRUPT;
+	now = shmt__now(h);
 	for (uint32_t i = 0; i < total && i < cap; i++) {
 		uint32_t serial = tail - nsealed + i;
 		uint64_t s[2];
 
 		shmt__load128(&v->ring[serial % v->nb], s);
 		out[i].serial = serial;
-		out[i].active = serial == tail;
-		/* The active bucket's count lives in W, not in its slot. */
-		out[i].uses = out[i].active ? SHMT_W_COUNT(w) : SLOT_COUNT(s);
+		/* The last bucket's count lives in W, not in its slot, until it
+		 * is sealed; it takes uses while it is neither full nor closed. */
+		out[i].uses = serial == tail ? SHMT_W_COUNT(w) : SLOT_COUNT(s);
+		out[i].active = serial == tail && out[i].uses < v->slack_uses &&
+		    now < s[0];
 		out[i].close_ns = s[0];
 		out[i].release_ns = sat_add(s[0], v->window);
 		if (SLOT_SERIAL(s) != serial)

@@ -374,7 +374,8 @@ SHMT_EXPORT int shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out,
 typedef struct shmt_bucket_info {
 	uint32_t serial;          /* low 32 bits of the bucket's serial */
 	uint32_t uses;
-	int active;               /* 1: the bucket still takes uses */
+	int active;               /* 1: the bucket still takes uses (the last
+	                           * bucket, neither full nor closed yet) */
 	shmt_time_t close_ns;     /* seals at (active) or sealed at */
 	shmt_time_t release_ns;   /* close_ns + window_ns */
 } shmt_bucket_info_t;
