@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 
 /* No library call may touch errno: each one runs with this value set. */
@@ -56,6 +57,9 @@
 /* Ten seconds is orders of magnitude more than any child here needs; the
  * alarm only keeps a broken test from leaving processes behind. */
 #define CHILD_ALARM 10
+
+/* The unprivileged user and group of the other-user test. */
+#define NOBODY 65534
 
 static void
 small_config(shmt_config_t *cfg)
@@ -409,6 +413,67 @@ test_config_mode(void **state)
 	create_with_mode(0660, 077, (gid_t)-1);
 	create_with_mode(0644, 0, other);
 	create_with_mode(0400, 022, (gid_t)-1);
+	assert_int_equal(tu_fd_count(), fds);
+}
+
+/* Open NAME as another user (uid and gid NOBODY) in a child; return what
+ * shmt_open said. */
+static int
+open_as_nobody(const char *name)
+{
+	int p[2], rc = INT_MIN;
+	pid_t pid;
+
+	assert_int_equal(pipe(p), 0);
+	pid = fork_clean();
+	if (pid == 0) {
+		shmt_t *h = NULL;
+
+		close(p[0]);
+		CHECK(setgroups(0, NULL) == 0);
+		CHECK(setgid(NOBODY) == 0 && setuid(NOBODY) == 0);
+		rc = shmt_open(name, &h);
+		CHECK(write(p[1], &rc, sizeof(rc)) == sizeof(rc));
+		shmt_close(h);
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &rc, sizeof(rc)), sizeof(rc));
+	close(p[0]);
+	wait_ok(pid);
+	return rc;
+}
+
+/* The mode and group are what decide who else may attach. */
+static void
+test_other_user(void **state)
+{
+	const struct { mode_t mode; gid_t gid; int want; } cases[] = {
+		{ 0600, (gid_t)-1, -EACCES },
+		{ 0644, (gid_t)-1, -EACCES },  /* attaching needs write */
+		{ 0660, (gid_t)-1, -EACCES },
+		{ 0660, NOBODY, 0 },
+		{ 0666, (gid_t)-1, 0 },
+	};
+	int fds = tu_fd_count();
+
+	if (geteuid() != 0)
+		skip();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		shmt_config_t cfg;
+		char name[128];
+		shmt_t *h = NULL;
+
+		tu_segname(name, sizeof(name), "user");
+		small_config(&cfg);
+		cfg.mode = cases[i].mode;
+		cfg.gid = cases[i].gid;
+		assert_int_equal(E(shmt_create(name, &cfg, &h)), 0);
+		assert_int_equal(open_as_nobody(name), cases[i].want);
+		assert_int_equal(stat_of(h).slots, 1);
+		EV(shmt_close(h));
+		assert_int_equal(E(shmt_unlink(name)), 0);
+	}
 	assert_int_equal(tu_fd_count(), fds);
 }
 
@@ -1061,6 +1126,7 @@ main(void)
 		cmocka_unit_test_teardown(test_child_sees_parent, sweep),
 		cmocka_unit_test_teardown(test_default_config, sweep),
 		cmocka_unit_test_teardown(test_config_mode, sweep),
+		cmocka_unit_test_teardown(test_other_user, sweep),
 		cmocka_unit_test_teardown(test_slots_reaped, sweep),
 		cmocka_unit_test_teardown(test_slots_full, sweep),
 		cmocka_unit_test_teardown(test_inherited_close, sweep),
