@@ -8,3 +8,15 @@ if(TARGET shmt_config)
     ARGS ${PROJECT_SOURCE_DIR}/daemon/shmthrottled.conf.example
     LABELS unit TIMEOUT 60)
 endif()
+
+if(TARGET shmthrottled)
+  # One binary, two tiers: the kill -9 test is `stress`, the rest `unit`.
+  shmt_add_test(test_daemon
+    SOURCES test_daemon.c
+    ARGS $<TARGET_FILE:shmthrottled> unit
+    LABELS unit TIMEOUT 120)
+  add_dependencies(test_daemon shmthrottled)
+  add_test(NAME test_daemon_kill9
+    COMMAND test_daemon $<TARGET_FILE:shmthrottled> stress)
+  set_tests_properties(test_daemon_kill9 PROPERTIES LABELS stress TIMEOUT 120)
+endif()

@@ -1,0 +1,693 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmthrottled through its binary: check-config, start and stop, a second
+ * daemon refused, SIGHUP (a new limiter appears, a changed one keeps its
+ * definition and state), an incompatible segment, kill -9 with workers
+ * running, snapshots (round trip and damaged files) and systemd
+ * notifications.  argv[1] is the daemon binary; argv[2] is the tier,
+ * "unit" (default) or "stress".  Every wait polls with a bounded number of retries.
+ */
+#include "testutil.h"
+
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *daemon_bin;
+
+/* Poll every 5 ms, at most this long (sanitizer builds are slow). */
+#define WAIT_MS 20000
+
+struct env {
+	char dir[64];         /* a private temporary directory */
+	char seg[128];        /* a unique segment name */
+	char conf[128];
+	char log[128];
+	char snap[128];
+};
+
+static void
+pause_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static void
+env_init(struct env *e, const char *tag)
+{
+	snprintf(e->dir, sizeof(e->dir), "/tmp/shmt-test-daemon-XXXXXX");
+	assert_non_null(mkdtemp(e->dir));
+	tu_segname(e->seg, sizeof(e->seg), tag);
+	snprintf(e->conf, sizeof(e->conf), "%s/d.conf", e->dir);
+	snprintf(e->log, sizeof(e->log), "%s/d.log", e->dir);
+	snprintf(e->snap, sizeof(e->snap), "%s/state.snap", e->dir);
+}
+
+static void
+env_done(struct env *e)
+{
+	DIR *d = opendir(e->dir);
+	struct dirent *de;
+	char p[512];
+
+	shmt_unlink(e->seg);
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", e->dir, de->d_name);
+		unlink(p);
+	}
+	closedir(d);
+	assert_int_equal(rmdir(e->dir), 0);
+}
+
+static void
+write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* Start the daemon on E's segment and config with extra ARGS (NULL-ended)
+ * and optional environment ENV ("K=V", NULL-ended); stderr goes to E->log. */
+static pid_t
+spawn(const struct env *e, const char *const *args, const char *const *envs)
+{
+	const char *argv[16];
+	int n = 0;
+	pid_t pid;
+
+	argv[n++] = daemon_bin;
+	argv[n++] = "-f";
+	argv[n++] = "-c";
+	argv[n++] = e->conf;
+	argv[n++] = "-s";
+	argv[n++] = e->seg;
+	for (; args != NULL && *args != NULL && n < 15; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(e->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		if (fd < 0 || dup2(fd, STDERR_FILENO) < 0)
+			_exit(126);
+		for (; envs != NULL && *envs != NULL; envs++)
+			putenv((char *)*envs);
+		execv(daemon_bin, (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Wait for PID to exit; returns its exit status, or fails the test (after
+ * kill -9) when it does not exit in time. */
+static int
+wait_exit(pid_t pid)
+{
+	int st;
+
+	for (int i = 0; i < WAIT_MS / 5; i++) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		assert_true(r >= 0);
+		if (r == pid) {
+			if (WIFSIGNALED(st))
+				fail_msg("pid %d died of signal %d", (int)pid,
+				    WTERMSIG(st));
+			return WEXITSTATUS(st);
+		}
+		pause_ms(5);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	fail_msg("pid %d did not exit", (int)pid);
+	return -1;
+}
+
+static int
+log_has(const char *path, const char *needle)
+{
+	char buf[65536];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (f == NULL)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
+static void
+wait_log(const struct env *e, const char *needle)
+{
+	for (int i = 0; i < WAIT_MS / 5; i++) {
+		if (log_has(e->log, needle))
+			return;
+		pause_ms(5);
+	}
+	fail_msg("log %s never said \"%s\"", e->log, needle);
+}
+
+/* Wait until daemon PID runs E's segment (it has claimed the segment and
+ * said it runs); returns a handle on the segment. */
+static shmt_t *
+wait_ready(const struct env *e, pid_t pid)
+{
+	shmt_segment_stat_t st;
+	shmt_t *h = NULL;
+	int st_exit;
+
+	for (int i = 0; i < WAIT_MS / 5; i++) {
+		if (waitpid(pid, &st_exit, WNOHANG) == pid)
+			fail_msg("daemon exited early (status %d)", st_exit);
+		if (h == NULL && shmt_open(e->seg, &h) != 0)
+			h = NULL;
+		if (h != NULL && shmt_segment_stat(h, &st) == 0 &&
+		    st.daemon_pid == pid && log_has(e->log, "running on segment"))
+			return h;
+		pause_ms(5);
+	}
+	fail_msg("daemon %d never became ready", (int)pid);
+	return NULL;
+}
+
+static uint64_t
+in_flight(shmt_t *h, const char *name)
+{
+	shmt_limiter_stat_t st;
+
+	assert_int_equal(shmt_limiter_stat(h, name, &st), 0);
+	return st.in_flight;
+}
+
+/* Take uses of NAME until denied; returns how many were granted. */
+static int
+drain(shmt_t *h, const char *name, int most)
+{
+	int n = 0, rc;
+
+	while (n < most && (rc = shmt_try_use_key(h, name)) == 1)
+		n++;
+	return n;
+}
+
+/* A limiter whose window is long enough that nothing is released while a
+ * test runs: what is counted stays counted. */
+#define LONG_LIMITER(name, limit) \
+	"[limiter " name "]\nlimit = " #limit "\nwindow = 1h\n" \
+	"slack_time = 1m\nslack_uses = 1\n"
+
+static void
+test_check_config(void **state)
+{
+	struct env e;
+	char cmd[1024];
+
+	env_init(&e, "chk");
+	write_text(e.conf, "[segment]\nname = /x\n\n[limiter a]\nlimit = 1\n"
+	    "window = 1 fortnight\n");
+	snprintf(cmd, sizeof(cmd), "%s --check-config %s 2>%s", daemon_bin,
+	    e.conf, e.log);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+	snprintf(cmd, sizeof(cmd), "%s:6: key 'window': cannot read", e.conf);
+	assert_true(log_has(e.log, cmd));
+	write_text(e.conf, LONG_LIMITER("a", 3));
+	snprintf(cmd, sizeof(cmd), "%s --check-config %s >%s", daemon_bin,
+	    e.conf, e.log);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 0);
+	assert_true(log_has(e.log, "[limiter a]\nlimit = 3\nwindow = 1h\n"));
+	env_done(&e);
+}
+
+/* Start, use, stop: the segment and its state outlive the daemon, the
+ * daemon word is released; --unlink-on-exit removes the segment. */
+static void
+test_start_stop(void **state)
+{
+	const char *unlink_arg[] = { "--unlink-on-exit", NULL };
+	shmt_segment_stat_t st;
+	struct env e;
+	shmt_t *h, *h2;
+	pid_t pid;
+
+	env_init(&e, "startstop");
+	write_text(e.conf, LONG_LIMITER("a", 5));
+	pid = spawn(&e, NULL, NULL);
+	h = wait_ready(&e, pid);
+	assert_int_equal(drain(h, "a", 100), 5);
+	assert_int_equal(shmt_segment_stat(h, &st), 0);
+	assert_true(st.daemon_alive && st.housekeeping_runs > 0);
+	assert_true(st.daemon_heartbeat_ns > 0);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	assert_int_equal(shmt_segment_stat(h, &st), 0);
+	assert_true(st.daemon_pid == 0);
+	shmt_close(h);
+
+	/* A new daemon attaches to the segment as it was. */
+	pid = spawn(&e, unlink_arg, NULL);
+	h = wait_ready(&e, pid);
+	assert_true(in_flight(h, "a") == 5);
+	assert_int_equal(shmt_try_use_key(h, "a"), 0);
+	assert_int_equal(kill(pid, SIGINT), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	assert_int_equal(shmt_open(e.seg, &h2), -ENOENT);
+	shmt_close(h);
+	assert_true(log_has(e.log, "attached to segment"));
+	env_done(&e);
+}
+
+static void
+test_second_refused(void **state)
+{
+	char want[128];
+	struct env e;
+	shmt_t *h;
+	pid_t a, b;
+
+	env_init(&e, "second");
+	write_text(e.conf, LONG_LIMITER("a", 5));
+	a = spawn(&e, NULL, NULL);
+	h = wait_ready(&e, a);
+	b = spawn(&e, NULL, NULL);
+	assert_int_equal(wait_exit(b), 1);
+	snprintf(want, sizeof(want), "already running as pid %d", (int)a);
+	assert_true(log_has(e.log, want));
+	assert_int_equal(kill(a, SIGTERM), 0);
+	assert_int_equal(wait_exit(a), 0);
+	shmt_close(h);
+	env_done(&e);
+}
+
+/* SIGHUP: a new limiter appears; a changed one keeps its definition and
+ * its uses in flight (never a fresh allowance), and the log names it; a
+ * broken file leaves the running config alone. */
+static void
+test_sighup(void **state)
+{
+	shmt_limiter_stat_t st;
+	struct env e;
+	shmt_t *h;
+	pid_t pid;
+
+	env_init(&e, "hup");
+	write_text(e.conf, LONG_LIMITER("a", 5));
+	pid = spawn(&e, NULL, NULL);
+	h = wait_ready(&e, pid);
+	assert_int_equal(drain(h, "a", 2), 2);
+	assert_int_equal(shmt_limiter_stat(h, "b", &st), -ENOENT);
+
+	write_text(e.conf, LONG_LIMITER("a", 50) LONG_LIMITER("b", 7));
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(&e, "reloaded: 2 limiters");
+	assert_int_equal(shmt_limiter_stat(h, "b", &st), 0);
+	assert_true(st.limit == 7);
+	assert_true(log_has(e.log, "limiter 'b' added"));
+	assert_true(log_has(e.log, "limiter 'a': the segment holds it with "
+	    "other parameters; keeping the running definition"));
+	assert_int_equal(shmt_limiter_stat(h, "a", &st), 0);
+	assert_true(st.limit == 5 && st.in_flight == 2);
+	assert_int_equal(drain(h, "a", 100), 3);
+
+	write_text(e.conf, "[limiter a\n");
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(&e, "reload failed, keeping the running config");
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+	env_done(&e);
+}
+
+/* An object that is not a segment is refused with what differs, and
+ * replaced with --recreate. */
+static void
+test_incompatible(void **state)
+{
+	const char *recreate[] = { "--recreate", "--unlink-on-exit", NULL };
+	char junk[8192];
+	struct env e;
+	shmt_t *h;
+	pid_t pid;
+	int fd;
+
+	env_init(&e, "incompat");
+	write_text(e.conf, LONG_LIMITER("a", 5));
+	fd = shm_open(e.seg, O_RDWR | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	memset(junk, 'x', sizeof(junk));
+	assert_true(write(fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk));
+	close(fd);
+	pid = spawn(&e, NULL, NULL);
+	assert_int_equal(wait_exit(pid), 1);
+	assert_true(log_has(e.log, "is not a shmthrottle segment (magic "
+	    "0x7878787878787878"));
+	assert_true(log_has(e.log, "--recreate"));
+	pid = spawn(&e, recreate, NULL);
+	h = wait_ready(&e, pid);
+	assert_int_equal(drain(h, "a", 100), 5);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+	env_done(&e);
+}
+
+/* Workers share one page: a stop flag, how many grants the test allows
+ * them to ask for so far, and their grant counts. */
+struct board {
+	volatile int stop;
+	volatile uint64_t allow;
+	volatile uint64_t grants[4];
+};
+
+static uint64_t total(const struct board *b, int n);
+
+static void
+worker(const char *seg, struct board *b, int i)
+{
+	shmt_t *h;
+
+	if (shmt_open(seg, &h) != 0)
+		_exit(3);
+	while (!b->stop) {
+		int rc;
+
+		if (total(b, 4) >= b->allow) {
+			sched_yield();
+			continue;
+		}
+		rc = shmt_try_use_key(h, "a");
+
+		if (rc < 0)
+			_exit(4);
+		if (rc == 1)
+			__atomic_fetch_add(&b->grants[i], 1, __ATOMIC_RELAXED);
+	}
+	shmt_close(h);
+	_exit(0);
+}
+
+static uint64_t
+total(const struct board *b, int n)
+{
+	uint64_t t = 0;
+
+	for (int i = 0; i < n; i++)
+		t += __atomic_load_n(&b->grants[i], __ATOMIC_RELAXED);
+	return t;
+}
+
+/* kill -9 of the daemon while workers run: they keep working, never pass
+ * the limit, use all of it; a restarted daemon takes the segment over with
+ * its state. */
+static void
+test_kill9_restart(void **state)
+{
+	enum { NW = 3, LIMIT = 300 };
+	struct board *b;
+	pid_t pid, w[NW];
+	struct env e;
+	shmt_t *h;
+	int i;
+
+	env_init(&e, "kill9");
+	write_text(e.conf, LONG_LIMITER("a", 300));
+	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(b != MAP_FAILED);
+	memset(b, 0, sizeof(*b));
+	pid = spawn(&e, NULL, NULL);
+	h = wait_ready(&e, pid);
+	for (i = 0; i < NW; i++) {
+		w[i] = fork();
+		assert_true(w[i] >= 0);
+		if (w[i] == 0)
+			worker(e.seg, b, i);
+	}
+	/* The first uses go while the daemon runs, the rest after its
+	 * death; then the workers keep asking, far past the limit. */
+	b->allow = 10;
+	for (i = 0; i < WAIT_MS / 5 && total(b, NW) < 10; i++)
+		pause_ms(5);
+	/* Workers race past the allowance by at most one grant each. */
+	assert_true(total(b, NW) >= 10 && total(b, NW) <= 10 + NW);
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	b->allow = UINT64_MAX;
+	for (i = 0; i < WAIT_MS / 5 && total(b, NW) < LIMIT; i++)
+		pause_ms(5);
+	assert_true(total(b, NW) == LIMIT);
+
+	pid = spawn(&e, NULL, NULL);
+	shmt_close(h);
+	h = wait_ready(&e, pid);
+	b->stop = 1;
+	for (i = 0; i < NW; i++)
+		assert_int_equal(wait_exit(w[i]), 0);
+	assert_true(total(b, NW) == LIMIT);
+	assert_true(in_flight(h, "a") == LIMIT);
+	assert_true(log_has(e.log, "taking over segment"));
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+	munmap(b, sizeof(*b));
+	env_done(&e);
+}
+
+static void
+conf_with_snapshot(const struct env *e, const char *limiters)
+{
+	char text[2048];
+
+	snprintf(text, sizeof(text), "%s[daemon]\nsnapshot = %s\n"
+	    "snapshot_interval = 1h\n", limiters, e->snap);
+	write_text(e->conf, text);
+}
+
+/* Stop writes a snapshot; after the segment is removed, a new daemon
+ * restores it and the uses in flight are still counted. */
+static void
+test_snapshot_roundtrip(void **state)
+{
+	struct stat st;
+	struct env e;
+	shmt_t *h;
+	pid_t pid;
+
+	env_init(&e, "snap");
+	conf_with_snapshot(&e, LONG_LIMITER("a", 5) LONG_LIMITER("b", 9));
+	pid = spawn(&e, NULL, NULL);
+	h = wait_ready(&e, pid);
+	assert_int_equal(drain(h, "a", 3), 3);
+	assert_int_equal(drain(h, "b", 100), 9);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+	assert_int_equal(stat(e.snap, &st), 0);
+	assert_int_equal(shmt_unlink(e.seg), 0);
+
+	pid = spawn(&e, NULL, NULL);
+	h = wait_ready(&e, pid);
+	assert_true(log_has(e.log, "restored from"));
+	assert_true(in_flight(h, "a") == 3 && in_flight(h, "b") == 9);
+	assert_int_equal(drain(h, "a", 100), 2);
+	assert_int_equal(shmt_try_use_key(h, "b"), 0);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+	env_done(&e);
+}
+
+static void
+copy_file(const char *from, const char *to)
+{
+	static char buf[1 << 16];
+	FILE *in = fopen(from, "r"), *out = fopen(to, "w");
+	size_t n;
+
+	assert_non_null(in);
+	assert_non_null(out);
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		assert_true(fwrite(buf, 1, n, out) == n);
+	fclose(in);
+	assert_int_equal(fclose(out), 0);
+}
+
+/* Damage the snapshot at E: flip one byte at OFF, or cut it to LEN. */
+static void
+damage(const struct env *e, long off, long len)
+{
+	int fd = open(e->snap, O_RDWR);
+	unsigned char c;
+
+	assert_true(fd >= 0);
+	if (len >= 0) {
+		assert_int_equal(ftruncate(fd, len), 0);
+	} else {
+		assert_true(pread(fd, &c, 1, off) == 1);
+		c ^= 0x5a;
+		assert_true(pwrite(fd, &c, 1, off) == 1);
+	}
+	close(fd);
+}
+
+/* Start with no segment and a damaged snapshot: exit 2 naming the problem;
+ * with --ignore-snapshot, start empty. */
+static void
+expect_refused(struct env *e, const char *why)
+{
+	pid_t pid;
+
+	shmt_unlink(e->seg);
+	unlink(e->log);
+	pid = spawn(e, NULL, NULL);
+	assert_int_equal(wait_exit(pid), 2);
+	if (!log_has(e->log, why))
+		fail_msg("log lacks \"%s\"", why);
+}
+
+static void
+test_snapshot_damaged(void **state)
+{
+	const char *ignore[] = { "--ignore-snapshot", NULL };
+	char good[512];
+	struct env e;
+	shmt_t *h;
+	pid_t pid;
+
+	env_init(&e, "snapbad");
+	conf_with_snapshot(&e, LONG_LIMITER("a", 5));
+	pid = spawn(&e, NULL, NULL);
+	h = wait_ready(&e, pid);
+	assert_int_equal(drain(h, "a", 4), 4);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+	snprintf(good, sizeof(good), "%s.good", e.snap);
+	copy_file(e.snap, good);
+
+	damage(&e, 104 + 9000, -1);
+	expect_refused(&e, "image checksum mismatch");
+	copy_file(good, e.snap);
+	damage(&e, 3, -1);
+	expect_refused(&e, "not a shmthrottle snapshot");
+	copy_file(good, e.snap);
+	damage(&e, 0, 5000);
+	expect_refused(&e, "truncated or padded");
+	damage(&e, 0, 50);
+	expect_refused(&e, "truncated: 50 bytes");
+
+	unlink(e.log);
+	pid = spawn(&e, ignore, NULL);
+	h = wait_ready(&e, pid);
+	assert_true(log_has(e.log, "ignored (--ignore-snapshot)"));
+	assert_true(in_flight(h, "a") == 0);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+	env_done(&e);
+}
+
+/* Receive notifications on FD until one holds WANT. */
+static void
+expect_notify(int fd, const char *want)
+{
+	char buf[4096];
+
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+
+		if (n < 0)
+			fail_msg("no \"%s\" notification: %s", want,
+			    strerror(errno));
+		buf[n] = '\0';
+		if (strstr(buf, want) != NULL)
+			return;
+	}
+}
+
+static void
+test_systemd_notify(void **state)
+{
+	struct sockaddr_un sa;
+	struct timeval tv = { WAIT_MS / 1000, 0 };
+	char env_sock[200];
+	const char *envs[] = { env_sock, "WATCHDOG_USEC=50000", NULL };
+	struct env e;
+	shmt_t *h;
+	pid_t pid;
+	int fd;
+
+	env_init(&e, "notify");
+	write_text(e.conf, LONG_LIMITER("a", 5));
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify", e.dir);
+	snprintf(env_sock, sizeof(env_sock), "NOTIFY_SOCKET=%s", sa.sun_path);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv,
+	    sizeof(tv)), 0);
+	pid = spawn(&e, NULL, envs);
+	expect_notify(fd, "READY=1");
+	h = wait_ready(&e, pid);
+	expect_notify(fd, "WATCHDOG=1");
+	expect_notify(fd, "WATCHDOG=1");
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	expect_notify(fd, "STOPPING=1");
+	assert_int_equal(wait_exit(pid), 0);
+	close(fd);
+	shmt_close(h);
+	env_done(&e);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_check_config),
+		cmocka_unit_test(test_start_stop),
+		cmocka_unit_test(test_second_refused),
+		cmocka_unit_test(test_sighup),
+		cmocka_unit_test(test_incompatible),
+		cmocka_unit_test(test_snapshot_roundtrip),
+		cmocka_unit_test(test_snapshot_damaged),
+		cmocka_unit_test(test_systemd_notify),
+	};
+	const struct CMUnitTest stress[] = {
+		cmocka_unit_test(test_kill9_restart),
+	};
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s SHMTHROTTLED [unit|stress]\n", argv[0]);
+		return 2;
+	}
+	daemon_bin = argv[1];
+	/* The kill -9 test is the stress tier; the others are unit tests. */
+	if (argc > 2 && strcmp(argv[2], "stress") == 0)
+		return cmocka_run_group_tests(stress, NULL, NULL);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
