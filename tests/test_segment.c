@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <grp.h>
 #include <unistd.h>
@@ -842,6 +843,30 @@ test_config_bounds(void **state)
 	assert_int_equal(E(shmt_unlink(name)), 0);
 }
 
+/* A segment larger than /dev/shm can hold is refused at creation, and the
+ * failed attempt leaves nothing behind. */
+static void
+test_no_space(void **state)
+{
+	shmt_config_t cfg;
+	struct statvfs vfs;
+	char name[128];
+	shmt_t *h = UNTOUCHED;
+	int fds = tu_fd_count();
+
+	small_config(&cfg);
+	cfg.arena_bytes = 1ULL << 40;
+	assert_int_equal(statvfs("/dev/shm", &vfs), 0);
+	if ((uint64_t)vfs.f_blocks * vfs.f_frsize > cfg.arena_bytes / 2)
+		skip();
+	tu_segname(name, sizeof(name), "nospace");
+	assert_int_equal(E(shmt_create(name, &cfg, &h)), -ENOSPC);
+	assert_ptr_equal(h, UNTOUCHED);
+	assert_false(object_exists(name));
+	assert_int_equal(count_tmp(name), 0);
+	assert_int_equal(tu_fd_count(), fds);
+}
+
 /* A real small segment, closed, ready to be damaged; returns its size. */
 static uint64_t
 make_segment(char *name, size_t cap, const char *tag)
@@ -1139,6 +1164,7 @@ main(void)
 		cmocka_unit_test_teardown(test_missing, sweep),
 		cmocka_unit_test_teardown(test_invalid_configs, sweep),
 		cmocka_unit_test_teardown(test_config_bounds, sweep),
+		cmocka_unit_test_teardown(test_no_space, sweep),
 		cmocka_unit_test_teardown(test_bad_magic, sweep),
 		cmocka_unit_test_teardown(test_other_format, sweep),
 		cmocka_unit_test_teardown(test_wrong_size, sweep),
