@@ -9,3 +9,11 @@ if(TARGET shmthrottle-bench)
             --out ${CMAKE_CURRENT_BINARY_DIR}/bench-smoke)
   set_tests_properties(bench_smoke PROPERTIES LABELS unit TIMEOUT 120)
 endif()
+
+# The bench's histogram and Zipf table, tested on their own: they build in
+# every configuration, sanitizers included.
+shmt_add_test(test_bench_units
+  SOURCES ${PROJECT_SOURCE_DIR}/bench/test_bench.c
+          ${PROJECT_SOURCE_DIR}/bench/hist.c ${PROJECT_SOURCE_DIR}/bench/zipf.c
+  LIBS m TIMEOUT 60)
+target_include_directories(test_bench_units PRIVATE ${PROJECT_SOURCE_DIR}/bench)
