@@ -28,8 +28,8 @@
 /* Enough for any process here by orders of magnitude; it only keeps a
  * broken barrier from leaving processes behind. */
 #define CHILD_ALARM 20
-/* An opener that keeps finding no segment gives up after this many tries:
- * far more than the winner needs to publish on any machine. */
+/* An opener that keeps finding no segment gives up after this many tries,
+ * each followed by a yield: far more than the winner needs to publish. */
 #define OPEN_TRIES 2000000
 
 /* One round, in a MAP_SHARED anonymous page that every child writes. */
@@ -96,6 +96,9 @@ opener(struct round *r, int k, const char *name)
 		errno = SENTINEL;
 		rc = shmt_open(name, &h);
 		r->errno_bad[MAX_CREATORS + k] |= errno != SENTINEL;
+		/* Let a creator that shares this core finish. */
+		if (rc == -ENOENT)
+			sched_yield();
 	}
 	r->open_rc[k] = rc;
 	if (rc == 0)
