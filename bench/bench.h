@@ -46,7 +46,10 @@ struct bench_conf {
 	uint32_t nkeys;        /* next-key: key names in the pool */
 	uint32_t clients;      /* throttle-clients: client ids drawn from */
 	uint32_t capacity;     /* throttle-clients: client table entries */
-	double zipf_s;         /* throttle-clients: Zipf exponent */
+	double zipf_s;         /* Zipf exponent of client ids and dict keys */
+	uint32_t dict_keys;    /* dict-*: keys drawn from */
+	uint32_t value_size;   /* dict-*: bytes per value */
+	int uniform;           /* dict-*: keys drawn uniformly, not Zipf */
 	uint32_t sample;       /* time one op in `sample` */
 	uint64_t seed;
 	const char *profile;   /* "grant" or "deny": what the limits aim at */
@@ -83,6 +86,25 @@ extern const struct bench_sys bench_sys_redis;
 extern const struct bench_sys bench_sys_floor_clock;
 extern const struct bench_sys bench_sys_floor_cas;
 extern const struct bench_sys bench_sys_floor_add;
+
+/* Workloads whose op takes a drawn rank (client id or key) as argument. */
+static inline int
+bench_kind_draws(enum bench_kind k)
+{
+	return k == BK_THROTTLE_CLIENTS || (k >= BK_DICT_GET && k <= BK_HIT);
+}
+
+static inline int
+bench_kind_throttle(enum bench_kind k)
+{
+	return k >= BK_THROTTLE_SAME && k <= BK_NEXT_KEY;
+}
+
+static inline int
+bench_kind_dict(enum bench_kind k)
+{
+	return k >= BK_DICT_GET && k <= BK_DICT_MIXED;
+}
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t bench_now_ns(void);

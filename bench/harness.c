@@ -424,8 +424,8 @@ harness_run(const struct bench_conf *c, const struct bench_sys *sys,
 		free(pids);
 		return -ENOMEM;
 	}
-	a = (struct proc_arg){ sh, c, sys, NULL, c->kind ==
-	    BK_THROTTLE_CLIENTS ? z : NULL };
+	a = (struct proc_arg){ sh, c, sys, NULL,
+	    bench_kind_draws(c->kind) ? z : NULL };
 	if ((rc = sys->setup(c, &a.g)) < 0)
 		goto out;
 	if ((rc = start_workers(&a, &tid, pids)) < 0) {

@@ -27,7 +27,8 @@ extern double bench_ticks_per_ns;
 /* Calibrate the timer.  Call once before any run. */
 void harness_init(void);
 
-/* Run C on SYS; Z is the client distribution (throttle-clients only).
+/* Run C on SYS; Z is the distribution of client ids or keys, for the
+ * workloads that draw them (bench_kind_draws).
  * Returns 0 or a negative errno (the run's first error). */
 int harness_run(const struct bench_conf *c, const struct bench_sys *sys,
     const struct zipf *z, struct bench_result *out);

@@ -24,14 +24,15 @@
 struct workload {
 	const char *name;
 	enum bench_kind kind;
-	const char *needs;    /* NULL: runs now; else what lib/ must add */
+	const char *needs;    /* what shmt lacks for it yet, or NULL */
 	const char *what;
 };
 
 /*
  * The workloads.  The dictionary's and the windowed counter's rows name
- * what they wait for; they run once lib/ has those modules and each system
- * has their ops.  Until then asking for them is an error, not a fake.
+ * what the library lacks for them yet: until it has it, only the peers
+ * that have the op (Redis, for the dictionary) run them, and shmt is
+ * reported as skipped, never faked.
  */
 static const struct workload workloads[] = {
 	{ "throttle-same", BK_THROTTLE_SAME, NULL,
@@ -42,9 +43,12 @@ static const struct workload workloads[] = {
 	  "per-client limiter, clients drawn Zipf from --clients" },
 	{ "next-key", BK_NEXT_KEY, NULL,
 	  "next_key on one limiter with a pool of --keys names" },
-	{ "dict-get", BK_DICT_GET, "the dictionary", "get, Zipf or uniform keys" },
-	{ "dict-set", BK_DICT_SET, "the dictionary", "set, Zipf or uniform keys" },
-	{ "dict-mixed", BK_DICT_MIXED, "the dictionary", "90% get, 10% set" },
+	{ "dict-get", BK_DICT_GET, "the dictionary",
+	  "get of --dict-keys keys, Zipf or --uniform" },
+	{ "dict-set", BK_DICT_SET, "the dictionary",
+	  "set of --value-size bytes, Zipf or --uniform keys" },
+	{ "dict-mixed", BK_DICT_MIXED, "the dictionary",
+	  "90% get, 10% set" },
 	{ "hit", BK_HIT, "the windowed counters", "hit(key) on Zipf keys" },
 };
 #define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
@@ -97,7 +101,10 @@ usage(FILE *f)
 "      --keys N          next-key: names in the pool (default 1000)\n"
 "      --clients N       throttle-clients: ids drawn from (default 1000000)\n"
 "      --capacity N      throttle-clients: table entries (default 262144)\n"
-"      --zipf S          throttle-clients: Zipf exponent (default 0.99)\n"
+"      --zipf S          Zipf exponent of client ids and keys (0.99)\n"
+"      --dict-keys N     dict-*: keys, all stored first (default 1000000)\n"
+"      --value-size N    dict-*: bytes per value (default 16)\n"
+"      --uniform         dict-*: keys drawn uniformly instead of Zipf\n"
 "      --sample N        time one op in N, a power of two (default 64;\n"
 "                        1 for redis, whose calls take microseconds)\n"
 "      --seed N          random seed (printed in SUMMARY)\n"
@@ -166,7 +173,8 @@ enum {
 	OPT_PIN = 256, OPT_DENY, OPT_LIMIT, OPT_WINDOW, OPT_SLACK,
 	OPT_SLACK_USES, OPT_KEYS, OPT_CLIENTS, OPT_CAPACITY, OPT_ZIPF,
 	OPT_SAMPLE, OPT_SEED, OPT_NO_FLOOR, OPT_REDIS, OPT_PROGRESS,
-	OPT_NO_PROGRESS, OPT_JSON, OPT_LIST
+	OPT_NO_PROGRESS, OPT_JSON, OPT_LIST, OPT_DICT_KEYS, OPT_VALUE_SIZE,
+	OPT_UNIFORM
 };
 
 static const struct option longopts[] = {
@@ -187,6 +195,9 @@ static const struct option longopts[] = {
 	{ "clients", required_argument, NULL, OPT_CLIENTS },
 	{ "capacity", required_argument, NULL, OPT_CAPACITY },
 	{ "zipf", required_argument, NULL, OPT_ZIPF },
+	{ "dict-keys", required_argument, NULL, OPT_DICT_KEYS },
+	{ "value-size", required_argument, NULL, OPT_VALUE_SIZE },
+	{ "uniform", no_argument, NULL, OPT_UNIFORM },
 	{ "sample", required_argument, NULL, OPT_SAMPLE },
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "no-floor", no_argument, NULL, OPT_NO_FLOOR },
@@ -217,20 +228,24 @@ parse_number(struct opts *o, int opt, const char *arg)
 	case 'd': c->duration_s = d; return d > 0 ? 0 : -EINVAL;
 	case 'w': c->warmup_s = d; return 0;
 	case OPT_ZIPF: c->zipf_s = d; return 0;
-	case OPT_LIMIT: c->limit = v; o->set_limit = 1; break;
 	case OPT_WINDOW: c->window_ns = v * 1000000; o->set_window = 1; break;
 	case OPT_SLACK: c->slack_ns = v * 1000000; o->set_slack = 1; break;
+	case OPT_LIMIT: c->limit = v; o->set_limit = 1; break;
 	case OPT_SLACK_USES: c->slack_uses = v; o->set_slack_uses = 1; break;
 	case OPT_KEYS: c->nkeys = (uint32_t)v; break;
 	case OPT_CLIENTS: c->clients = (uint32_t)v; break;
 	case OPT_CAPACITY: c->capacity = (uint32_t)v; break;
-	case OPT_SEED: c->seed = v; break;
+	case OPT_DICT_KEYS: c->dict_keys = (uint32_t)v; break;
+	case OPT_VALUE_SIZE:
+		c->value_size = (uint32_t)v;
+		return v <= (1U << 20) ? 0 : -EINVAL;
+	case OPT_SEED: c->seed = v; return v >= 1 ? 0 : -EINVAL;
 	case OPT_SAMPLE:
 		c->sample = (uint32_t)v;
 		o->sample_set = 1;
 		return v >= 1 && (v & (v - 1)) == 0 ? 0 : -EINVAL;
 	}
-	return v >= 1 && v <= UINT32_MAX * 1000000ULL ? 0 : -EINVAL;
+	return v >= 1 && v <= UINT32_MAX ? 0 : -EINVAL;
 }
 
 /* Returns 1 to go on, 0 to exit successfully, -1 on a usage error. */
@@ -251,6 +266,7 @@ parse_args(struct opts *o, int argc, char **argv)
 			    SHMT_MODE_EXACT : SHMT_MODE_BUCKETS;
 			break;
 		case OPT_PIN: o->c.pin = 1; break;
+		case OPT_UNIFORM: o->c.uniform = 1; break;
 		case OPT_DENY: o->deny = 1; break;
 		case OPT_NO_FLOOR: o->no_floor = 1; break;
 		case OPT_REDIS: o->c.redis_sock = optarg; break;
@@ -394,6 +410,35 @@ run_one(const struct opts *o, struct bench_conf c, const struct bench_sys *s,
 	return 0;
 }
 
+/* The table the workers draw client ids or keys from, (re)built when the
+ * workload needs another one than the last. */
+static int
+draw_table(const struct bench_conf *c, struct zipf *z)
+{
+	uint32_t n = c->kind == BK_THROTTLE_CLIENTS ? c->clients : c->dict_keys;
+	double s = c->kind != BK_THROTTLE_CLIENTS && c->uniform ? 0 : c->zipf_s;
+
+	if (!bench_kind_draws(c->kind) || (z->n == n && z->s == s))
+		return 0;
+	zipf_free(z);
+	return zipf_init(z, n, s);
+}
+
+/* Whether any system named in LIST runs C (else the floor is not run). */
+static int
+any_supports(const char *list, const struct bench_conf *c)
+{
+	for (size_t i = 0; i < NSYSTEMS; i++) {
+		const char *p = strstr(list, systems[i]->name);
+		size_t len = strlen(systems[i]->name);
+
+		if (p != NULL && (p == list || p[-1] == ',') &&
+		    (p[len] == ',' || p[len] == '\0') && systems[i]->supports(c))
+			return 1;
+	}
+	return 0;
+}
+
 /* Run every system of LIST (and the floor) on workload WL. */
 static int
 run_workload(const struct opts *o, const struct workload *wl,
@@ -406,16 +451,16 @@ run_workload(const struct opts *o, const struct workload *wl,
 
 	if (list == NULL)
 		return -ENOMEM;
-	if (wl->needs != NULL) {
-		fprintf(stderr, "shmthrottle-bench: %s needs %s, which the "
-		    "library does not have yet\n", wl->name, wl->needs);
+	if ((rc = finalize(o, wl, &c)) < 0)
+		goto out;
+	if (!any_supports(o->systems, &c)) {
+		fprintf(stderr, "shmthrottle-bench: %s: none of %s has it yet%s%s\n",
+		    wl->name, o->systems, wl->needs ? "; shmt needs " : "",
+		    wl->needs ? wl->needs : "");
 		rc = -ENOSYS;
 		goto out;
 	}
-	if ((rc = finalize(o, wl, &c)) < 0)
-		goto out;
-	if (c.kind == BK_THROTTLE_CLIENTS && z->n == 0 &&
-	    (rc = zipf_init(z, c.clients, c.zipf_s)) < 0)
+	if ((rc = draw_table(&c, z)) < 0)
 		goto out;
 	for (size_t i = 0; !o->no_floor && i < NFLOORS && !signals_seen; i++)
 		if (run_one(o, c, floors[i], z, rs, &n) < 0)
@@ -427,7 +472,11 @@ run_workload(const struct opts *o, const struct workload *wl,
 		if (s == NULL) {
 			fprintf(stderr, "shmthrottle-bench: no system '%s'\n", t);
 			rc = -EINVAL;
-		} else if (s->supports(&c) && run_one(o, c, s, z, rs, &n) < 0) {
+		} else if (!s->supports(&c)) {
+			fprintf(stderr, "shmthrottle-bench: %s: skipped on %s "
+			    "(%s)\n", wl->name, s->name, wl->needs ? wl->needs :
+			    "no such op");
+		} else if (run_one(o, c, s, z, rs, &n) < 0) {
 			rc = -EIO;
 		}
 	}
@@ -444,7 +493,8 @@ main(int argc, char **argv)
 	struct opts o = {
 		.c = { .threads = 1, .duration_s = 2, .warmup_s = 0.5,
 			.nkeys = 1000, .clients = 1000000, .capacity = 262144,
-			.zipf_s = 0.99, .progress = isatty(2) },
+			.zipf_s = 0.99, .dict_keys = 1000000, .value_size = 16,
+			.progress = isatty(2) },
 		.workloads = "throttle-same",
 		.systems = "shmt,mutex,redis",
 	};

@@ -256,7 +256,7 @@ mx_op_client(void *wctx, uint64_t arg)
 static int
 mx_supports(const struct bench_conf *c)
 {
-	return c->kind >= BK_THROTTLE_SAME && c->kind <= BK_NEXT_KEY;
+	return bench_kind_throttle(c->kind);
 }
 
 static void

@@ -3,12 +3,13 @@
  * Redis as a peer, through hiredis on a private unix socket: the seed's
  * bucket limiter as a Lua script (SCRIPT LOAD once, EVALSHA per call) and
  * the sliding-window log as a sorted set, trimmed, counted and added to in
- * one Lua script.  Unless --redis-socket names a running server, the bench
+ * one Lua script; and GET and SET for the dictionary's workloads.  Unless --redis-socket names a running server, the bench
  * starts its own redis-server (no persistence) in a temporary directory and
  * stops it when it exits, however it exits.
  */
 #include "bench.h"
 #include "redis.h"
+#include "zipf.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -86,7 +87,12 @@ struct rd_worker {
 	struct rd_proc *p;
 	redisContext *ctx;
 	char name[SHMT_LIMITER_NAME_MAX + 1];
+	char *value;          /* dict-set: the value written */
+	uint64_t rnd;         /* dict-mixed: picks get or set */
 };
+
+/* Keys are stored first, in pipelined batches of this many SETs. */
+#define RD_PRELOAD_BATCH 1024
 
 static int
 rd_connect(const char *sock, redisContext **out)
@@ -130,7 +136,39 @@ rd_simple(redisContext *ctx, char *out, size_t cap, const char *fmt, ...)
 static int
 rd_supports(const struct bench_conf *c)
 {
-	return c->kind >= BK_THROTTLE_SAME && c->kind <= BK_NEXT_KEY;
+	return bench_kind_throttle(c->kind) || bench_kind_dict(c->kind);
+}
+
+/* Store every key once, so that gets find a value. */
+static int
+rd_preload(redisContext *ctx, const struct bench_conf *c)
+{
+	char *v = malloc((size_t)c->value_size + 1);
+	uint32_t i = 0;
+	int rc = 0;
+
+	if (v == NULL)
+		return -ENOMEM;
+	memset(v, 'v', c->value_size);
+	while (i < c->dict_keys && rc == 0) {
+		uint32_t end = i + RD_PRELOAD_BATCH < c->dict_keys ?
+		    i + RD_PRELOAD_BATCH : c->dict_keys, j;
+
+		for (j = i; j < end; j++)
+			redisAppendCommand(ctx, "SET k:%u %b", j, v,
+			    (size_t)c->value_size);
+		for (; i < end && rc == 0; i++) {
+			redisReply *r = NULL;
+
+			if (redisGetReply(ctx, (void **)&r) != REDIS_OK)
+				rc = -EIO;
+			else if (r->type == REDIS_REPLY_ERROR)
+				rc = -EPROTO;
+			freeReplyObject(r);
+		}
+	}
+	free(v);
+	return rc;
 }
 
 static int
@@ -149,6 +187,8 @@ rd_setup(const struct bench_conf *c, void **gp)
 	if ((rc = rd_connect(g->sock, &ctx)) < 0)
 		return rc;
 	rc = rd_simple(ctx, NULL, 0, "FLUSHALL");
+	if (rc == 0 && bench_kind_dict(c->kind))
+		rc = rd_preload(ctx, c);
 	if (rc == 0)
 		rc = rd_simple(ctx, g->sha, sizeof(g->sha), "SCRIPT LOAD %s",
 		    c->mode == SHMT_MODE_EXACT ? lua_log : lua_buckets);
@@ -215,6 +255,68 @@ rd_op_client(void *wctx, uint64_t arg)
 }
 
 static int
+rd_get(struct rd_worker *w, uint64_t key)
+{
+	redisReply *r = redisCommand(w->ctx, "GET k:%llu",
+	    (unsigned long long)key);
+	int rc;
+
+	if (r == NULL)
+		return -EIO;
+	rc = r->type == REDIS_REPLY_STRING ? 1 : r->type == REDIS_REPLY_NIL ?
+	    0 : -EPROTO;
+	freeReplyObject(r);
+	return rc;
+}
+
+static int
+rd_set(struct rd_worker *w, uint64_t key)
+{
+	redisReply *r = redisCommand(w->ctx, "SET k:%llu %b",
+	    (unsigned long long)key, w->value, (size_t)w->p->c->value_size);
+	int rc;
+
+	if (r == NULL)
+		return -EIO;
+	rc = r->type == REDIS_REPLY_ERROR ? -EPROTO : 1;
+	freeReplyObject(r);
+	return rc;
+}
+
+static int
+rd_op_get(void *wctx, uint64_t arg)
+{
+	return rd_get(wctx, arg);
+}
+
+static int
+rd_op_set(void *wctx, uint64_t arg)
+{
+	return rd_set(wctx, arg);
+}
+
+/* One op in ten is a set. */
+static int
+rd_op_mixed(void *wctx, uint64_t arg)
+{
+	struct rd_worker *w = wctx;
+
+	return bench_rand(&w->rnd) % 10 == 0 ? rd_set(w, arg) : rd_get(w, arg);
+}
+
+static bench_op_fn
+rd_pick(enum bench_kind k)
+{
+	switch (k) {
+	case BK_THROTTLE_CLIENTS: return rd_op_client;
+	case BK_DICT_GET: return rd_op_get;
+	case BK_DICT_SET: return rd_op_set;
+	case BK_DICT_MIXED: return rd_op_mixed;
+	default: return rd_op_key;
+	}
+}
+
+static int
 rd_attach(void *gp, const struct bench_conf *c, void **pctx)
 {
 	struct rd_proc *p = calloc(1, sizeof(*p));
@@ -237,12 +339,17 @@ rd_attach_thread(void *pctx, int worker, void **wctx, bench_op_fn *op)
 	if (w == NULL)
 		return -ENOMEM;
 	w->p = p;
+	w->rnd = p->c->seed ^ ((uint64_t)(worker + 1) << 32) ^ 1;
 	bench_limiter_name(p->c, worker, w->name, sizeof(w->name));
-	if ((rc = rd_connect(p->g->sock, &w->ctx)) < 0) {
+	w->value = malloc((size_t)p->c->value_size + 1);
+	rc = w->value == NULL ? -ENOMEM : rd_connect(p->g->sock, &w->ctx);
+	if (rc < 0) {
+		free(w->value);
 		free(w);
 		return rc;
 	}
-	*op = p->c->kind == BK_THROTTLE_CLIENTS ? rd_op_client : rd_op_key;
+	memset(w->value, 's', p->c->value_size);
+	*op = rd_pick(p->c->kind);
 	*wctx = w;
 	return 0;
 }
@@ -253,6 +360,7 @@ rd_detach_thread(void *wctx)
 	struct rd_worker *w = wctx;
 
 	redisFree(w->ctx);
+	free(w->value);
 	free(w);
 }
 

@@ -33,7 +33,7 @@ struct shmt_worker {
 static int
 shmt_supports(const struct bench_conf *c)
 {
-	return c->kind >= BK_THROTTLE_SAME && c->kind <= BK_NEXT_KEY;
+	return bench_kind_throttle(c->kind);
 }
 
 static void

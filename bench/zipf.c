@@ -52,6 +52,7 @@ zipf_init(struct zipf *z, uint32_t n, double s)
 	int rc = -ENOMEM;
 
 	z->n = n;
+	z->s = s;
 	z->alias = malloc(sizeof(*z->alias) * n);
 	z->cut = malloc(sizeof(*z->cut) * n);
 	if (n == 0 || !p || !small || !large || !z->alias || !z->cut) {
@@ -79,4 +80,5 @@ zipf_free(struct zipf *z)
 	free(z->cut);
 	z->alias = NULL;
 	z->cut = NULL;
+	z->n = 0;
 }

@@ -13,12 +13,13 @@
 
 struct zipf {
 	uint32_t n;
+	double s;
 	uint32_t *alias;
 	uint32_t *cut;   /* accept rank i when the 32-bit draw is below cut[i] */
 };
 
 /* Build the table of ranks 0..N-1 with P(i) proportional to 1/(i+1)^S.
- * Returns 0 or -ENOMEM. */
+ * S = 0 is the uniform distribution.  Returns 0, -EINVAL or -ENOMEM. */
 int zipf_init(struct zipf *z, uint32_t n, double s);
 void zipf_free(struct zipf *z);
 
