@@ -46,6 +46,8 @@ const struct shmtc_cmd *shmtc_find(const char *name);
 
 /* help.c: the tool's page and each command's. */
 void shmtc_usage(FILE *f);
+/* The synopsis and the command names, for usage errors. */
+void shmtc_usage_short(FILE *f);
 void shmtc_help_page(FILE *f, const struct shmtc_cmd *cmd);
 
 /*

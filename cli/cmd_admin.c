@@ -111,6 +111,8 @@ create_parse(struct shmtc *c, int argc, char **argv, struct create_opts *o)
 		if (bad != 0)
 			return shmtc_usage_error(c, "bad value '%s'", arg);
 	}
+	if (opt == -2)
+		return -1;      /* help printed: exit 0 without running */
 	if (opt != -1)
 		return shmtc_getopt_exit(opt);
 	o->segment_given = c->segment_given;
@@ -192,7 +194,7 @@ shmtc_cmd_create(struct shmtc *c, int argc, char **argv)
 	int rc;
 
 	if ((rc = create_parse(c, argc, argv, &o)) != 0)
-		return rc;
+		return rc < 0 ? SHMTC_OK : rc;
 	if (o.config != NULL) {
 #ifdef SHMT_CLI_HAVE_CONFIG
 		return create_from_config(c, &o);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * stat: the segment as a whole: identity, regions, the daemon, the slots.
+ * A region of size zero is one the segment was created without (a feature
+ * turned off in its config): it is left out of both views.
  */
 #include "cli.h"
 
@@ -31,6 +33,15 @@ heartbeat_age(const shmt_segment_stat_t *st, shmt_time_t now, int *known)
 }
 
 static json_t *
+region_json(const shmt_region_stat_t *r)
+{
+	return json_pack("{s:s, s:o, s:o, s:o}", "name", r->name,
+	    "offset", shmtc_json_u64(r->offset),
+	    "size", shmtc_json_u64(r->size),
+	    "used", shmtc_json_u64(r->used));
+}
+
+static json_t *
 stat_json(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
 {
 	json_t *regions = json_array();
@@ -40,11 +51,8 @@ stat_json(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
 	uint64_t age = heartbeat_age(st, now, &known);
 
 	for (uint32_t i = 0; i < st->nregions && i < SHMT_REGIONS_MAX; i++)
-		json_array_append_new(regions, json_pack("{s:s, s:o, s:o, s:o}",
-		    "name", st->regions[i].name,
-		    "offset", shmtc_json_u64(st->regions[i].offset),
-		    "size", shmtc_json_u64(st->regions[i].size),
-		    "used", shmtc_json_u64(st->regions[i].used)));
+		if (st->regions[i].size > 0)
+			json_array_append_new(regions, region_json(&st->regions[i]));
 	snprintf(fmtword, sizeof(fmtword), "0x%016" PRIx64, st->format);
 	snprintf(mode, sizeof(mode), "%04o", (unsigned)st->mode);
 	return json_pack("{s:s, s:o, s:s, s:i, s:s, s:o, s:o, s:o,"
@@ -142,6 +150,8 @@ stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
 			shmtc_fmt_bytes(used, sizeof(used), r->used),
 			shmtc_fmt_pct(pct, sizeof(pct), r->used, r->size) };
 
+		if (r->size == 0)
+			continue;
 		snprintf(off, sizeof(off), "%" PRIu64, r->offset);
 		shmtc_table_row(&t, row);
 	}

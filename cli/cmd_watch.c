@@ -517,6 +517,8 @@ watch_parse(struct shmtc *c, int argc, char **argv, struct watch *w)
 				    "'%s'", arg);
 		}
 	}
+	if (opt == -2)
+		return -1;      /* help printed: exit 0 without running */
 	if (opt != -1)
 		return shmtc_getopt_exit(opt);
 	return shmtc_operands(c, argc, argv, 0, 0);
@@ -529,7 +531,7 @@ shmtc_cmd_watch(struct shmtc *c, int argc, char **argv)
 	int rc;
 
 	if ((rc = watch_parse(c, argc, argv, &w)) != 0)
-		return rc;
+		return rc < 0 ? SHMTC_OK : rc;
 	if ((rc = shmtc_open(c, &w.h)) != 0)
 		return rc;
 	setlocale(LC_CTYPE, "");

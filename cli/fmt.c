@@ -25,12 +25,32 @@ scaled(char *buf, size_t cap, uint64_t value, uint64_t unit, const char *sfx)
 {
 	uint64_t tenths = (value * 10 + unit / 2) / unit;
 
-	if (tenths >= 1000 || tenths % 10 == 0)
-		snprintf(buf, cap, "%" PRIu64 "%s", (tenths + 5) / 10, sfx);
+	/* Rounding twice (to tenths, then to units) would turn 123.46 into
+	 * 124: whole numbers are rounded from VALUE itself. */
+	if (tenths >= 1000)
+		snprintf(buf, cap, "%" PRIu64 "%s", (value + unit / 2) / unit,
+		    sfx);
+	else if (tenths % 10 == 0)
+		snprintf(buf, cap, "%" PRIu64 "%s", tenths / 10, sfx);
 	else
 		snprintf(buf, cap, "%" PRIu64 ".%" PRIu64 "%s", tenths / 10,
 		    tenths % 10, sfx);
 	return buf;
+}
+
+/* "2m05s", or "2m" when the smaller unit is zero.  Truncates: a person
+ * reads "1m59s" as under two minutes, which it is. */
+static void
+two_units(char *buf, size_t cap, uint64_t ns, uint64_t big, const char *bs,
+    uint64_t small, const char *ss)
+{
+	uint64_t rest = ns % big / small;
+
+	if (rest == 0)
+		snprintf(buf, cap, "%" PRIu64 "%s", ns / big, bs);
+	else
+		snprintf(buf, cap, "%" PRIu64 "%s%02" PRIu64 "%s", ns / big, bs,
+		    rest, ss);
 }
 
 char *
@@ -38,7 +58,9 @@ shmtc_fmt_dur(char *buf, size_t cap, uint64_t ns)
 {
 	/* Below a second the thresholds sit half a unit under the next unit,
 	 * so that 999.7ms prints as "1s" and never as "1000ms". */
-	if (ns < NS_US)
+	if (ns == 0)
+		snprintf(buf, cap, "0s");
+	else if (ns < NS_US)
 		snprintf(buf, cap, "%" PRIu64 "ns", ns);
 	else if (ns < NS_MS - NS_US / 2)
 		scaled(buf, cap, ns, NS_US, "us");
@@ -47,14 +69,11 @@ shmtc_fmt_dur(char *buf, size_t cap, uint64_t ns)
 	else if (ns < NS_MIN)
 		scaled(buf, cap, ns, NS_S, "s");
 	else if (ns < NS_H)
-		snprintf(buf, cap, "%" PRIu64 "m%02" PRIu64 "s", ns / NS_MIN,
-		    ns % NS_MIN / NS_S);
+		two_units(buf, cap, ns, NS_MIN, "m", NS_S, "s");
 	else if (ns < NS_D)
-		snprintf(buf, cap, "%" PRIu64 "h%02" PRIu64 "m", ns / NS_H,
-		    ns % NS_H / NS_MIN);
+		two_units(buf, cap, ns, NS_H, "h", NS_MIN, "m");
 	else
-		snprintf(buf, cap, "%" PRIu64 "d%02" PRIu64 "h", ns / NS_D,
-		    ns % NS_D / NS_H);
+		two_units(buf, cap, ns, NS_D, "d", NS_H, "h");
 	return buf;
 }
 

@@ -13,7 +13,7 @@
 /* Buffers of this size hold any result. */
 #define SHMTC_FMT_MAX 32
 
-/* "0s", "850ns", "12.5us", "350ms", "1.2s", "59s", "2m05s", "3h12m",
+/* "0s", "850ns", "12.5us", "350ms", "1.2s", "59s", "2m05s", "1h", "3h12m",
  * "2d03h": at most three significant digits below a minute. */
 char *shmtc_fmt_dur(char *buf, size_t cap, uint64_t ns);
 /* T relative to NOW: "in 350ms", "1.2s ago", "now". */

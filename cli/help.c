@@ -100,7 +100,7 @@ shmtc_usage(FILE *f)
 		char head[64];
 
 		snprintf(head, sizeof(head), "%s %s", k->name, k->synopsis);
-		fprintf(f, "    %-28s %s\n", head, k->summary);
+		fprintf(f, "    %-29s %s\n", head, k->summary);
 	}
 	fputs(
 "\n"
@@ -128,6 +128,16 @@ shmtc_usage(FILE *f)
 "    Errors go to stderr, also with --json.  Every command works while the\n"
 "    daemon is down; stat, watch and check say that it is down.  Reading a\n"
 "    segment attaches to it, so the tool itself shows up as one slot.\n", f);
+}
+
+void
+shmtc_usage_short(FILE *f)
+{
+	fputs("usage: shmthrottle [-s SEGMENT] [--json] COMMAND [ARGS]\n"
+	    "commands:", f);
+	for (const struct shmtc_cmd *k = shmtc_commands; k->name; k++)
+		fprintf(f, " %s", k->name);
+	fputs("\nTry 'shmthrottle --help' for the whole page.\n", f);
 }
 
 void

@@ -86,7 +86,7 @@ shmtc_usage_error(const struct shmtc *c, const char *fmt, ...)
 		    *c->cmd->synopsis ? " " : "", c->cmd->synopsis,
 		    c->cmd->name);
 	else
-		shmtc_usage(stderr);
+		shmtc_usage_short(stderr);
 	return SHMTC_USAGE;
 }
 

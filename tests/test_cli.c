@@ -1,0 +1,888 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shmthrottle CLI, run as a real process on segments made here: golden
+ * output of every command (human output after masking what changes from run
+ * to run; JSON parsed and compared as documents, the volatile fields checked
+ * against the library and the clock), exit codes and messages for a missing,
+ * incompatible and damaged segment, and for bad command lines.
+ *
+ * Usage: test_cli CLI-BINARY GOLDEN-DIR.  SHMT_GOLDEN_UPDATE=1 rewrites the
+ * golden files from the actual output (review the diff before committing).
+ */
+#include "testutil.h"
+
+#include "limiter.h"
+#include "segment.h"
+#include "test_cli_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define NS_S 1000000000ULL
+#define HOUR (3600 * NS_S)
+
+#define ARGV(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+/* A segment with four limiters and a known history: every grant was made
+ * with an injected clock set 10 s in the past, and every window is an hour,
+ * so nothing is released while the test runs and each count is exact. */
+struct fx {
+	char seg[128];
+	shmt_t *h;
+	struct tu_clock clk;
+	shmt_time_t t0;
+};
+
+static void
+define(shmt_t *h, const char *name, uint64_t limit, uint64_t slack_uses,
+    int mode)
+{
+	shmt_limit_t l = { 0 };
+
+	l.limit = limit;
+	l.window_ns = HOUR;
+	l.slack_ns = NS_S;
+	l.slack_uses = slack_uses;
+	l.mode = mode;
+	assert_int_equal(shmt_limiter_define(h, name, &l), 0);
+}
+
+static void
+define_extras(shmt_t *h)
+{
+	static const char *const keys[] = { "key-a", "key-b", "key-c" };
+	shmt_limit_t l = { 0 };
+
+	l.window_ns = HOUR;
+	l.slack_ns = NS_S;
+	l.slack_uses = 1;
+	l.keys = keys;
+	l.nkeys = 3;
+	l.uses_per_key = 1;
+	assert_int_equal(shmt_limiter_define(h, "pool", &l), 0);
+	memset(&l, 0, sizeof(l));
+	l.limit = 2;
+	l.window_ns = HOUR;
+	l.slack_ns = NS_S;
+	l.slack_uses = 1;
+	l.per_client = 1;
+	l.client_capacity = 8;
+	assert_int_equal(shmt_limiter_define(h, "per", &l), 0);
+}
+
+static void
+grants(struct fx *f, const char *name, int n, int expect)
+{
+	for (int i = 0; i < n; i++)
+		assert_int_equal(shmt_try_use_key(f->h, name), expect);
+}
+
+static void
+fx_make(struct fx *f, const char *tag, int limiters)
+{
+	shmt_config_t cfg;
+
+	memset(f, 0, sizeof(*f));
+	tu_segname(f->seg, sizeof(f->seg), tag);
+	tc_track(f->seg);
+	shmt_config_init(&cfg);
+	cfg.max_limiters = 8;
+	cfg.max_slots = 16;
+	cfg.arena_bytes = 1 << 20;
+	assert_int_equal(shmt_create(f->seg, &cfg, &f->h), 0);
+	if (!limiters)
+		return;
+	f->t0 = f->clk.now = shmt_now(f->h) - 10 * NS_S;
+	assert_int_equal(shmt_set_clock(f->h, tu_clock_read, &f->clk), 0);
+	define(f->h, "api", 10, 4, SHMT_MODE_BUCKETS);
+	define(f->h, "exact1", 3, 1, SHMT_MODE_EXACT);
+	define_extras(f->h);
+	/* api: a bucket sealed full (4), one closed by time at t0 + 1 s (2),
+	 * one sealed full (4); then one denial with nothing free. */
+	grants(f, "api", 6, 1);
+	f->clk.now = f->t0 + 2 * NS_S;
+	grants(f, "api", 4, 1);
+	grants(f, "api", 1, 0);
+	grants(f, "exact1", 2, 1);
+}
+
+static void
+fx_free(struct fx *f)
+{
+	shmt_close(f->h);
+	assert_int_equal(shmt_unlink(f->seg), 0);
+}
+
+/* Run and expect exit STATUS; returns the run for more checks. */
+static void
+expect_run(struct tc_run *r, int status, const char *const *argv)
+{
+	tc_run(r, NULL, argv);
+	if (r->status != status)
+		fail_msg("%s: exit %d, expected %d\nstdout: %s\nstderr: %s",
+		    argv[0], r->status, status, r->out, r->err);
+}
+
+static void
+expect_err(const struct tc_run *r, const char *what)
+{
+	if (strstr(r->err, what) == NULL)
+		fail_msg("stderr lacks \"%s\": %s", what, r->err);
+}
+
+static json_t *
+parse(const struct tc_run *r)
+{
+	json_error_t e;
+	json_t *j = json_loads(r->out, 0, &e);
+
+	if (j == NULL)
+		fail_msg("not JSON (%s, line %d): %s", e.text, e.line, r->out);
+	return j;
+}
+
+/* Null the volatile field at PATH ("a.b", "a[].b": in every element). */
+static void
+null_field(json_t *j, const char *path)
+{
+	const char *dot = strchr(path, '.');
+	char key[64];
+
+	if (dot == NULL) {
+		if (json_object_get(j, path) == NULL)
+			fail_msg("field %s missing", path);
+		json_object_set_new(j, path, json_null());
+		return;
+	}
+	snprintf(key, sizeof(key), "%.*s", (int)(dot - path), path);
+	if (strlen(key) > 2 && strcmp(key + strlen(key) - 2, "[]") == 0) {
+		size_t i;
+		json_t *e;
+
+		key[strlen(key) - 2] = '\0';
+		json_array_foreach(json_object_get(j, key), i, e)
+			null_field(e, dot + 1);
+		return;
+	}
+	null_field(json_object_get(j, key), dot + 1);
+}
+
+static void
+golden_json(const char *name, json_t *actual)
+{
+	char path[4096], *text;
+	json_error_t e;
+	json_t *want;
+
+	if (getenv("SHMT_GOLDEN_UPDATE") != NULL) {
+		text = json_dumps(actual, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		assert_non_null(text);
+		tc_golden(name, text);
+		free(text);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/%s", tc_golden_dir, name);
+	want = json_load_file(path, 0, &e);
+	if (want == NULL)
+		fail_msg("golden %s: %s", path, e.text);
+	if (!json_equal(want, actual)) {
+		text = json_dumps(actual, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		printf("# actual %s:\n%s\n", name, text);
+		free(text);
+		json_decref(want);
+		fail_msg("JSON differs from golden %s", name);
+	}
+	json_decref(want);
+}
+
+static uint64_t
+jint(json_t *j, const char *key)
+{
+	json_t *v = json_object_get(j, key);
+
+	if (!json_is_integer(v))
+		fail_msg("field %s is not an integer", key);
+	return (uint64_t)json_integer_value(v);
+}
+
+static void
+expect_now_inside(json_t *j, const struct tc_run *r)
+{
+	uint64_t now = jint(j, "now_ns");
+
+	assert_true(now >= r->t_start && now <= r->t_end);
+}
+
+/* ---- stat ------------------------------------------------------------ */
+
+static void
+test_stat(void **state)
+{
+	shmt_segment_stat_t st;
+	struct tc_run r;
+	char fmtword[24];
+	struct fx f;
+	json_t *j;
+
+	fx_make(&f, "stat", 1);
+	assert_int_equal(shmt_segment_stat(f.h, &st), 0);
+	snprintf(fmtword, sizeof(fmtword), "0x%016" PRIx64, st.format);
+
+	expect_run(&r, 0, ARGV("-s", f.seg, "stat"));
+	tc_replace(&r.out, f.seg, "{SEG}");
+	tc_replace(&r.out, fmtword, "{FORMAT}");
+	tc_mask(&r.out, "^created .*$", "created    {CREATED}");
+	tc_golden("stat.txt", r.out);
+	tc_run_free(&r);
+
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "stat"));
+	j = parse(&r);
+	assert_string_equal(json_string_value(json_object_get(j, "segment")),
+	    f.seg);
+	assert_string_equal(json_string_value(json_object_get(j, "format")),
+	    fmtword);
+	assert_true(jint(j, "created_wall_ns") == st.created_wall_ns);
+	expect_now_inside(j, &r);
+	null_field(j, "segment");
+	null_field(j, "format");
+	null_field(j, "created_wall_ns");
+	null_field(j, "now_ns");
+	golden_json("stat.json", j);
+	json_decref(j);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+/* The default segment comes from $SHMTHROTTLE_SEGMENT; -s wins over it. */
+static void
+test_env_segment(void **state)
+{
+	char env[200], other[128];
+	struct tc_run r;
+	struct fx f;
+
+	fx_make(&f, "env", 0);
+	snprintf(env, sizeof(env), "SHMTHROTTLE_SEGMENT=%s", f.seg);
+	tc_run(&r, (const char *const[]){ env, NULL }, ARGV("stat"));
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, f.seg));
+	tc_run_free(&r);
+	tu_segname(other, sizeof(other), "absent");
+	tc_track(other);
+	tc_run(&r, (const char *const[]){ env, NULL },
+	    ARGV("-s", other, "stat"));
+	assert_int_equal(r.status, 3);
+	expect_err(&r, other);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+/* ---- limiters and buckets -------------------------------------------- */
+
+static void
+test_limiters(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	json_t *j, *api;
+
+	fx_make(&f, "limiters", 1);
+	expect_run(&r, 0, ARGV("-s", f.seg, "limiters"));
+	tc_golden("limiters.txt", r.out);
+	tc_run_free(&r);
+
+	expect_run(&r, 0, ARGV("-s", f.seg, "limiters", "--json"));
+	j = parse(&r);
+	expect_now_inside(j, &r);
+	/* What the fixture did, independently of the golden file. */
+	api = json_array_get(json_object_get(j, "limiters"), 0);
+	assert_string_equal(json_string_value(json_object_get(api, "name")),
+	    "api");
+	assert_int_equal(jint(api, "in_flight"), 10);
+	assert_int_equal(jint(api, "free"), 0);
+	assert_int_equal(jint(api, "grants"), 10);
+	assert_int_equal(jint(json_object_get(api, "denied"), "exhausted"), 1);
+	null_field(j, "segment");
+	null_field(j, "now_ns");
+	golden_json("limiters.json", j);
+	json_decref(j);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+/* Parse "in 1.5s", "2m05s ago", "now" back to signed nanoseconds. */
+static int64_t
+parse_rel(const char *s)
+{
+	static const struct { const char *u; double ns; } units[] = {
+		{ "ns", 1 }, { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 },
+		{ "m", 60e9 }, { "h", 3600e9 }, { "d", 86400e9 },
+	};
+	int sign = strncmp(s, "in ", 3) == 0 ? 1 : -1;
+	const char *p = sign > 0 ? s + 3 : s;
+	double total = 0;
+
+	if (strcmp(s, "now") == 0)
+		return 0;
+	while (*p >= '0' && *p <= '9') {
+		char *end;
+		double v = strtod(p, &end);
+		size_t best = 0, k = 0;
+
+		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+			if (strncmp(end, units[i].u, strlen(units[i].u)) == 0 &&
+			    strlen(units[i].u) > best)
+				best = strlen(units[i].u), k = i;
+		assert_true(best > 0);
+		total += v * units[k].ns;
+		p = end + best;
+	}
+	assert_true(sign > 0 ? *p == '\0' : strcmp(p, " ago") == 0);
+	return (int64_t)(sign * total);
+}
+
+/* A relative time shown for T by a run that read its clock inside
+ * [r->t_start, r->t_end]: within 1% (three digits) or 1 s (the m/s form)
+ * of the truth, plus the run's own duration. */
+static void
+expect_rel(const char *cell, uint64_t t, const struct tc_run *r)
+{
+	int64_t shown = parse_rel(cell);
+	int64_t hi = (int64_t)(t - r->t_start), lo = (int64_t)(t - r->t_end);
+	int64_t slack = (llabs(hi) > llabs(lo) ? llabs(hi) : llabs(lo)) / 100 +
+	    (int64_t)NS_S;
+
+	if (shown < lo - slack || shown > hi + slack)
+		fail_msg("'%s' is not %" PRId64 "..%" PRId64 " ns", cell, lo,
+		    hi);
+}
+
+static void
+check_bucket_rows(const struct tc_run *r, const shmt_bucket_info_t *b,
+    int n)
+{
+	const char *line = strchr(r->out, '\n') + 1;  /* the title */
+	int row = 0;
+
+	line = strchr(line, '\n') + 1;                 /* the header */
+	for (; *line != '\0' && row < n; row++) {
+		char state[16], cl[32], rl[32];
+		unsigned serial, uses;
+		const char *eol = strchr(line, '\n');
+
+		/* SERIAL USES STATE CLOSES RELEASES; the times have spaces
+		 * ("in 1s", "8s ago"), so split on the two-space gutters. */
+		assert_int_equal(sscanf(line, "%u %u %15s", &serial, &uses,
+		    state), 3);
+		assert_int_equal(serial, b[row].serial);
+		assert_int_equal(uses, b[row].uses);
+		assert_string_equal(state, b[row].active ? "active" : "sealed");
+		{
+			const char *p = strstr(line, state) + strlen(state);
+			const char *q;
+
+			while (*p == ' ')
+				p++;
+			q = strstr(p, "  ");
+			assert_non_null(q);
+			snprintf(cl, sizeof(cl), "%.*s", (int)(q - p), p);
+			while (*q == ' ')
+				q++;
+			snprintf(rl, sizeof(rl), "%.*s", (int)(eol - q), q);
+		}
+		expect_rel(cl, b[row].close_ns, r);
+		expect_rel(rl, b[row].release_ns, r);
+		line = eol + 1;
+	}
+	assert_int_equal(row, n);
+}
+
+static void
+test_buckets(void **state)
+{
+	shmt_bucket_info_t b[32];
+	struct tc_run r;
+	struct fx f;
+	json_t *j, *e;
+	size_t i;
+	int n;
+
+	fx_make(&f, "buckets", 1);
+	n = shmt_limiter_buckets(f.h, "api", b, 32);
+	assert_int_equal(n, 3);
+
+	expect_run(&r, 0, ARGV("-s", f.seg, "buckets", "api"));
+	check_bucket_rows(&r, b, n);
+	tc_mask(&r.out, "in [0-9][0-9.a-z]*|[0-9][0-9.a-z]* ago", "{REL}");
+	tc_mask(&r.out, " +", " ");
+	tc_golden("buckets.txt", r.out);
+	tc_run_free(&r);
+
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "buckets", "api"));
+	j = parse(&r);
+	expect_now_inside(j, &r);
+	assert_int_equal(json_array_size(json_object_get(j, "buckets")), 3);
+	json_array_foreach(json_object_get(j, "buckets"), i, e) {
+		uint64_t now = jint(j, "now_ns");
+
+		assert_true(jint(e, "close_ns") == b[i].close_ns);
+		assert_true(jint(e, "release_ns") == b[i].release_ns);
+		assert_true(jint(e, "closes_in_ns") == b[i].close_ns - now);
+		assert_true(jint(e, "releases_in_ns") == b[i].release_ns - now);
+	}
+	null_field(j, "now_ns");
+	null_field(j, "buckets[].close_ns");
+	null_field(j, "buckets[].release_ns");
+	null_field(j, "buckets[].closes_in_ns");
+	null_field(j, "buckets[].releases_in_ns");
+	golden_json("buckets.json", j);
+	json_decref(j);
+	tc_run_free(&r);
+
+	expect_run(&r, 1, ARGV("-s", f.seg, "buckets", "nosuch"));
+	expect_err(&r, "no limiter 'nosuch'");
+	tc_run_free(&r);
+	expect_run(&r, 2, ARGV("-s", f.seg, "buckets", "exact1"));
+	expect_err(&r, "exact mode");
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+/* ---- try and next-key ------------------------------------------------ */
+
+static void
+expect_out(struct fx *f, int status, const char *out, const char *const *argv)
+{
+	struct tc_run r;
+
+	expect_run(&r, status, argv);
+	assert_string_equal(r.out, out);
+	tc_run_free(&r);
+}
+
+static void
+test_try(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	json_t *j;
+
+	fx_make(&f, "try", 1);
+	expect_out(&f, 1, "throttled\n", ARGV("-s", f.seg, "try", "api"));
+	expect_out(&f, 0, "granted\n", ARGV("-s", f.seg, "try", "exact1"));
+	expect_run(&r, 1, ARGV("-s", f.seg, "try", "exact1", "--json"));
+	j = parse(&r);
+	assert_true(json_is_false(json_object_get(j, "granted")));
+	assert_string_equal(json_string_value(json_object_get(j, "limiter")),
+	    "exact1");
+	json_decref(j);
+	tc_run_free(&r);
+
+	expect_out(&f, 0, "granted\n", ARGV("-s", f.seg, "try", "per", "alice"));
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "try", "per", "alice"));
+	j = parse(&r);
+	assert_true(json_is_true(json_object_get(j, "granted")));
+	assert_string_equal(json_string_value(json_object_get(j, "client")),
+	    "alice");
+	json_decref(j);
+	tc_run_free(&r);
+	expect_out(&f, 1, "throttled\n", ARGV("-s", f.seg, "try", "per",
+	    "alice"));
+	expect_out(&f, 0, "granted\n", ARGV("-s", f.seg, "try", "per", "bob"));
+
+	expect_run(&r, 2, ARGV("-s", f.seg, "try", "per"));
+	expect_err(&r, "is per client: give a CLIENT");
+	tc_run_free(&r);
+	expect_run(&r, 2, ARGV("-s", f.seg, "try", "api", "bob"));
+	expect_err(&r, "is not per client");
+	tc_run_free(&r);
+	expect_run(&r, 1, ARGV("-s", f.seg, "try", "nosuch"));
+	expect_err(&r, "no limiter 'nosuch'");
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+static void
+test_next_key(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	json_t *j;
+
+	fx_make(&f, "nextkey", 1);
+	expect_out(&f, 0, "key-a\n", ARGV("-s", f.seg, "next-key", "pool"));
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "next-key", "pool"));
+	j = parse(&r);
+	assert_string_equal(json_string_value(json_object_get(j, "key")),
+	    "key-b");
+	json_decref(j);
+	tc_run_free(&r);
+	expect_out(&f, 0, "key-c\n", ARGV("-s", f.seg, "next-key", "pool"));
+	/* Throttled: nothing on stdout, so $(...) is empty. */
+	expect_run(&r, 1, ARGV("-s", f.seg, "next-key", "pool"));
+	assert_string_equal(r.out, "");
+	expect_err(&r, "throttled");
+	tc_run_free(&r);
+	expect_run(&r, 1, ARGV("-s", f.seg, "next-key", "pool", "--json"));
+	j = parse(&r);
+	assert_true(json_is_false(json_object_get(j, "granted")));
+	assert_true(json_is_null(json_object_get(j, "key")));
+	json_decref(j);
+	tc_run_free(&r);
+	expect_run(&r, 2, ARGV("-s", f.seg, "next-key", "api"));
+	expect_err(&r, "has no key pool");
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+/* ---- check ------------------------------------------------------------ */
+
+static struct shmt_lim *
+row_of(shmt_t *h, const char *name)
+{
+	struct shmt_lim *lim = shmt__region(h, SHMT_R_LIMITERS);
+	uint32_t n = (uint32_t)(h->reg[SHMT_R_LIMITERS].rg_size / sizeof(*lim));
+
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(lim[i].lm_name, name) == 0)
+			return &lim[i];
+	fail_msg("no row %s", name);
+	return NULL;
+}
+
+static void
+test_check_healthy(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	json_t *j;
+
+	fx_make(&f, "checkok", 1);
+	expect_run(&r, 0, ARGV("-s", f.seg, "check"));
+	tc_replace(&r.out, f.seg, "{SEG}");
+	tc_golden("check.txt", r.out);
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", f.seg, "check", "--json"));
+	j = parse(&r);
+	assert_true(json_is_true(json_object_get(j, "ok")));
+	assert_int_equal(json_array_size(json_object_get(j, "problems")), 0);
+	assert_int_equal(jint(j, "limiters_checked"), 4);
+	assert_int_equal(jint(j, "buckets_checked"), 3 + 0 + 0);
+	json_decref(j);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+/* A state word that claims more uses in flight than the limit: check
+ * names the limiter and exits 4. */
+static void
+test_check_damaged_limiter(void **state)
+{
+	struct shmt_lim *row;
+	struct tc_run r;
+	struct fx f;
+	json_t *j;
+
+	fx_make(&f, "checkbad", 1);
+	row = row_of(f.h, "api");
+	row->lm_w.w[0] += (uint64_t)5 << 32;
+	expect_run(&r, 4, ARGV("-s", f.seg, "check"));
+	if (strstr(r.out, "problem: limiter 'api'") == NULL)
+		fail_msg("check does not name limiter api: %s", r.out);
+	tc_run_free(&r);
+	expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check"));
+	j = parse(&r);
+	assert_true(json_is_false(json_object_get(j, "ok")));
+	assert_true(json_array_size(json_object_get(j, "problems")) >= 1);
+	json_decref(j);
+	tc_run_free(&r);
+	row->lm_w.w[0] -= (uint64_t)5 << 32;
+	fx_free(&f);
+}
+
+/* ---- errors: missing, incompatible, damaged ---------------------------- */
+
+static void
+test_missing(void **state)
+{
+	static const char *const cmds[][3] = {
+		{ "stat" }, { "limiters" }, { "buckets", "x" }, { "try", "x" },
+		{ "next-key", "x" }, { "check" }, { "watch", "-n", "1" },
+	};
+	char seg[128];
+
+	tu_segname(seg, sizeof(seg), "missing");
+	tc_track(seg);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		struct tc_run r;
+
+		expect_run(&r, 3, ARGV("-s", seg, cmds[i][0], cmds[i][1],
+		    cmds[i][2]));
+		expect_err(&r, "does not exist");
+		expect_err(&r, seg);
+		assert_string_equal(r.out, "");
+		tc_run_free(&r);
+	}
+}
+
+/* A /dev/shm object full of random bytes is not a segment (exit 3), and
+ * destroy leaves it alone unless forced. */
+static void
+test_incompatible(void **state)
+{
+	uint64_t seed = tu_seed("test_incompatible"), s = seed;
+	unsigned char junk[8192];
+	struct tc_run r;
+	char seg[128];
+	int fd;
+
+	tu_segname(seg, sizeof(seg), "junk");
+	tc_track(seg);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)tu_rand(&s);
+	fd = shm_open(seg, O_RDWR | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	expect_run(&r, 3, ARGV("-s", seg, "stat"));
+	expect_err(&r, "is incompatible: not a shmthrottle segment");
+	tc_run_free(&r);
+	expect_run(&r, 3, ARGV("-s", seg, "--json", "check"));
+	expect_err(&r, "not a shmthrottle segment");
+	tc_run_free(&r);
+	expect_run(&r, 3, ARGV("-s", seg, "destroy"));
+	expect_err(&r, "not removed");
+	tc_run_free(&r);
+	fd = shm_open(seg, O_RDONLY, 0);
+	assert_true(fd >= 0);
+	close(fd);
+	expect_run(&r, 0, ARGV("-s", seg, "destroy", "--force"));
+	tc_run_free(&r);
+	assert_int_equal(shmt_unlink(seg), -ENOENT);
+}
+
+/* A segment written by another layout: exit 3, "format differs". */
+static void
+test_other_format(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+
+	fx_make(&f, "format", 0);
+	f.h->hdr->sh_format ^= 1;
+	expect_run(&r, 3, ARGV("-s", f.seg, "limiters"));
+	expect_err(&r, "is incompatible: segment format differs");
+	tc_run_free(&r);
+	f.h->hdr->sh_format ^= 1;
+	fx_free(&f);
+}
+
+/* A header that contradicts itself is damage: exit 4, and check names it. */
+static void
+test_damaged_header(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+
+	fx_make(&f, "damaged", 0);
+	f.h->hdr->sh_regions[SHMT_R_ARENA].rg_off += 64;
+	expect_run(&r, 4, ARGV("-s", f.seg, "stat"));
+	expect_err(&r, "segment is corrupted");
+	tc_run_free(&r);
+	expect_run(&r, 4, ARGV("-s", f.seg, "check"));
+	if (strstr(r.out, "problem: segment: segment is corrupted") == NULL)
+		fail_msg("check output: %s", r.out);
+	tc_run_free(&r);
+	f.h->hdr->sh_regions[SHMT_R_ARENA].rg_off -= 64;
+	f.h->hdr->sh_size += 4096;
+	expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check"));
+	assert_non_null(strstr(r.out, "segment size differs"));
+	tc_run_free(&r);
+	f.h->hdr->sh_size -= 4096;
+	fx_free(&f);
+}
+
+/* ---- the command line ------------------------------------------------ */
+
+static void
+expect_usage(const char *const *argv, const char *msg)
+{
+	struct tc_run r;
+
+	expect_run(&r, 2, argv);
+	expect_err(&r, msg);
+	expect_err(&r, "usage:");
+	tc_run_free(&r);
+}
+
+static void
+test_usage_errors(void **state)
+{
+	expect_usage(ARGV("frobnicate"), "unknown command 'frobnicate'");
+	expect_usage(ARGV("--bogus", "stat"), "unknown option '--bogus'");
+	expect_usage(ARGV("-x", "stat"), "unknown option '-x'");
+	expect_usage(ARGV("stat", "--bogus"), "stat: unknown option");
+	expect_usage(ARGV("stat", "extra"), "unexpected argument 'extra'");
+	expect_usage(ARGV("buckets"), "missing LIMITER");
+	expect_usage(ARGV("try", "a", "b", "c"), "unexpected argument 'c'");
+	expect_usage(ARGV("-s"), "needs a value");
+	expect_usage(ARGV("watch", "-d", "0"), "bad delay");
+	expect_usage(ARGV("watch", "-n", "x"), "bad frame count");
+	expect_usage(ARGV("--json", "watch"), "watch does not take --json");
+	expect_usage(ARGV("create", "--arena", "lots"), "bad value 'lots'");
+	expect_usage(ARGV("help", "nosuch"), "unknown command 'nosuch'");
+	expect_usage((const char *const[]){ NULL }, "no command given");
+	{
+		struct tc_run r;
+
+		expect_run(&r, 2, ARGV("-s", "no-slash", "stat"));
+		expect_err(&r, "bad segment name 'no-slash'");
+		tc_run_free(&r);
+	}
+}
+
+/* Every command has a page, reachable both ways, with the same text. */
+static void
+test_help(void **state)
+{
+	static const char *const cmds[] = { "stat", "limiters", "buckets",
+		"try", "next-key", "check", "watch", "create", "destroy" };
+	struct tc_run r, r2;
+
+	expect_run(&r, 0, ARGV("--help"));
+	tc_golden("help.txt", r.out);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char want[64];
+
+		snprintf(want, sizeof(want), "\n    %s ", cmds[i]);
+		if (strstr(r.out, want) == NULL)
+			fail_msg("--help does not list %s", cmds[i]);
+		expect_run(&r2, 0, ARGV("help", cmds[i]));
+		{
+			struct tc_run r3;
+
+			expect_run(&r3, 0, ARGV(cmds[i], "--help"));
+			assert_string_equal(r2.out, r3.out);
+			tc_run_free(&r3);
+		}
+		snprintf(want, sizeof(want), "] %s", cmds[i]);
+		assert_non_null(strstr(r2.out, want));
+		tc_run_free(&r2);
+	}
+	tc_run_free(&r);
+}
+
+/* ---- create and destroy ---------------------------------------------- */
+
+static void
+test_create_destroy(void **state)
+{
+	shmt_segment_stat_t st;
+	struct tc_run r;
+	char seg[128];
+	shmt_t *h;
+	json_t *j;
+
+	tu_segname(seg, sizeof(seg), "create");
+	tc_track(seg);
+	expect_run(&r, 0, ARGV("-s", seg, "--json", "create", "--max-limiters",
+	    "5", "--max-slots", "7", "--arena", "128K", "--mode", "0640"));
+	j = parse(&r);
+	assert_true(json_is_true(json_object_get(j, "created")));
+	json_decref(j);
+	tc_run_free(&r);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_segment_stat(h, &st), 0);
+	assert_int_equal(st.max_limiters, 5);
+	assert_int_equal(st.max_slots, 7);
+	assert_int_equal(st.regions[3].size, 128 << 10);
+	assert_int_equal(st.mode, 0640);
+	shmt_close(h);
+
+	expect_run(&r, 1, ARGV("-s", seg, "create"));
+	expect_err(&r, "already exists");
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", seg, "destroy"));
+	tc_run_free(&r);
+	assert_int_equal(shmt_open(seg, &h), -ENOENT);
+	expect_run(&r, 3, ARGV("-s", seg, "destroy"));
+	expect_err(&r, "does not exist");
+	tc_run_free(&r);
+}
+
+/* create -c reads the daemon's config format and defines its limiters. */
+static void
+test_create_config(void **state)
+{
+	char seg[128], path[] = "/tmp/shmt-cli-conf-XXXXXX";
+	shmt_limiter_stat_t l;
+	struct tc_run r;
+	shmt_t *h;
+	FILE *f;
+	int fd;
+
+	tu_segname(seg, sizeof(seg), "conf");
+	tc_track(seg);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	fprintf(f, "[segment]\nname = /not-this-one\nmax_limiters = 4\n"
+	    "\n[limiter web]\nlimit = 50\nwindow = 2s\nslack_time = 500ms\n"
+	    "slack_uses = 5\n");
+	fclose(f);
+	expect_run(&r, 0, ARGV("-s", seg, "create", "-c", path));
+	tc_run_free(&r);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_limiter_stat(h, "web", &l), 0);
+	assert_int_equal(l.limit, 50);
+	assert_true(l.window_ns == 2 * NS_S);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+
+	f = fopen(path, "w");
+	fprintf(f, "[limiter web]\nlimit = many\n");
+	fclose(f);
+	expect_run(&r, 2, ARGV("-s", seg, "create", "-c", path));
+	expect_err(&r, "limit");
+	tc_run_free(&r);
+	assert_int_equal(shmt_open(seg, &h), -ENOENT);
+	unlink(path);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_stat, tc_cleanup),
+		cmocka_unit_test_teardown(test_env_segment, tc_cleanup),
+		cmocka_unit_test_teardown(test_limiters, tc_cleanup),
+		cmocka_unit_test_teardown(test_buckets, tc_cleanup),
+		cmocka_unit_test_teardown(test_try, tc_cleanup),
+		cmocka_unit_test_teardown(test_next_key, tc_cleanup),
+		cmocka_unit_test_teardown(test_check_healthy, tc_cleanup),
+		cmocka_unit_test_teardown(test_check_damaged_limiter, tc_cleanup),
+		cmocka_unit_test_teardown(test_missing, tc_cleanup),
+		cmocka_unit_test_teardown(test_incompatible, tc_cleanup),
+		cmocka_unit_test_teardown(test_other_format, tc_cleanup),
+		cmocka_unit_test_teardown(test_damaged_header, tc_cleanup),
+		cmocka_unit_test_teardown(test_usage_errors, tc_cleanup),
+		cmocka_unit_test_teardown(test_help, tc_cleanup),
+		cmocka_unit_test_teardown(test_create_destroy, tc_cleanup),
+		cmocka_unit_test_teardown(test_create_config, tc_cleanup),
+	};
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s CLI-BINARY GOLDEN-DIR\n", argv[0]);
+		return 2;
+	}
+	tc_bin = argv[1];
+	tc_golden_dir = argv[2];
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
