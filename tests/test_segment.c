@@ -418,7 +418,7 @@ test_config_mode(void **state)
 }
 
 /* Open NAME as another user (uid and gid NOBODY) in a child; return what
- * shmt_open said. */
+ * shmt_open said, or INT_MIN when the child could not become that user. */
 static int
 open_as_nobody(const char *name)
 {
@@ -431,9 +431,10 @@ open_as_nobody(const char *name)
 		shmt_t *h = NULL;
 
 		close(p[0]);
-		CHECK(setgroups(0, NULL) == 0);
-		CHECK(setgid(NOBODY) == 0 && setuid(NOBODY) == 0);
-		rc = shmt_open(name, &h);
+		/* Root without CAP_SETUID (some containers) cannot switch. */
+		if (setgroups(0, NULL) == 0 && setgid(NOBODY) == 0 &&
+		    setuid(NOBODY) == 0)
+			rc = shmt_open(name, &h);
 		CHECK(write(p[1], &rc, sizeof(rc)) == sizeof(rc));
 		shmt_close(h);
 		_exit(0);
@@ -464,13 +465,20 @@ test_other_user(void **state)
 		shmt_config_t cfg;
 		char name[128];
 		shmt_t *h = NULL;
+		int rc;
 
 		tu_segname(name, sizeof(name), "user");
 		small_config(&cfg);
 		cfg.mode = cases[i].mode;
 		cfg.gid = cases[i].gid;
 		assert_int_equal(E(shmt_create(name, &cfg, &h)), 0);
-		assert_int_equal(open_as_nobody(name), cases[i].want);
+		rc = open_as_nobody(name);
+		if (rc == INT_MIN) {
+			EV(shmt_close(h));
+			assert_int_equal(E(shmt_unlink(name)), 0);
+			skip();
+		}
+		assert_int_equal(rc, cases[i].want);
 		assert_int_equal(stat_of(h).slots, 1);
 		EV(shmt_close(h));
 		assert_int_equal(E(shmt_unlink(name)), 0);
