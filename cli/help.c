@@ -23,10 +23,11 @@ const char shmtc_help_limiters[] =
 
 const char shmtc_help_buckets[] =
 "One row per bucket in use of LIMITER, oldest first: SERIAL, USES, STATE\n"
-"(active: still takes uses; sealed: waits for its release), CLOSES (when an\n"
-"active bucket seals, or when a sealed one did) and RELEASES (when its uses\n"
-"come back), as times relative to now.  Only for limiters in buckets mode\n"
-"that are not per client.  Exit 1 when LIMITER does not exist.\n";
+"(active: still takes uses; sealed: waits for its release), CLOSES (the end\n"
+"of the bucket's slack time: it takes no use after it, and a bucket sealed\n"
+"early because it filled up keeps it) and RELEASES (when its uses come\n"
+"back: CLOSES + window), as times relative to now.  Only for limiters in\n"
+"buckets mode that are not per client.  Exit 1 when LIMITER does not exist.\n";
 
 const char shmtc_help_try[] =
 "Takes one use of LIMITER now and prints 'granted' or 'throttled'.  A\n"
