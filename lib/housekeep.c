@@ -2,10 +2,12 @@
 /*
  * Housekeeping: the work callers would otherwise do lazily, done on time by
  * the daemon (or by anyone): seal and release due buckets, reclaim idle
- * client entries, reap the slots of dead processes.
+ * client entries, free expired dictionary items and counters, reap the
+ * slots of dead processes.
  */
 #include "segment.h"
 
+#include "dict.h"
 #include "limiter.h"
 
 #include <errno.h>
@@ -19,6 +21,10 @@ shmt_housekeep(shmt_t *h, shmt_time_t *next_ns)
 	if (h == NULL)
 		return -EINVAL;
 	n = shmt__limiters_housekeep(h, shmt__now(h), &next);
+	if (n < 0)
+		return n;
+	actions += n;
+	n = shmt__stores_housekeep(h, shmt__now(h), &next);
 	if (n < 0)
 		return n;
 	actions += n;

@@ -98,6 +98,7 @@
 #include "limiter.h"
 
 #include "atomic128.h"
+#include "dict.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -1644,5 +1645,6 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 			rebase_ring(v->ring, v->nb, d);
 		}
 	}
+	shmt__stores_rebase(h, d);
 	return 0;
 }

@@ -12,6 +12,7 @@
  */
 #include "segment.h"
 
+#include "dict.h"
 #include "limiter.h"
 
 #include <errno.h>
@@ -40,6 +41,13 @@ shmt_config_init(shmt_config_t *cfg)
 	cfg->max_limiters = 64;
 	cfg->max_slots = 256;
 	cfg->arena_bytes = 16ULL << 20;
+	cfg->dict_bytes = 32ULL << 20;
+	cfg->dict_shards = 8;
+	cfg->dict_eviction = 1;
+	cfg->counters_bytes = 8ULL << 20;
+	cfg->counters_shards = 4;
+	cfg->counters_subwindows = 24;
+	cfg->counters_window_ns = 24ULL * 3600 * 1000000000ULL;
 }
 
 int
@@ -98,11 +106,12 @@ shmt__format_word(void)
 	return ((uint64_t)SHMT_ABI_VERSION << 48) | (h & 0xffffffffffffULL);
 }
 
-/* Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat),
- * or 0 when unknown.  Together with the pid it names one process: a reused
- * pid has another start time. */
-uint64_t
-shmt__proc_start(pid_t pid)
+/* Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat)
+ * and its state letter (field 3).  Returns 0 for start when unknown.
+ * Together with the pid the start time names one process: a reused pid has
+ * another start time. */
+static uint64_t
+proc_stat(pid_t pid, char *state)
 {
 	char path[64], buf[1024];
 	const char *p;
@@ -110,6 +119,7 @@ shmt__proc_start(pid_t pid)
 	ssize_t n;
 	int fd, field;
 
+	*state = '?';
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -121,8 +131,9 @@ shmt__proc_start(pid_t pid)
 	buf[n] = '\0';
 	/* The command name may hold spaces and ')': skip to the last ')'. */
 	p = strrchr(buf, ')');
-	if (p == NULL)
+	if (p == NULL || p[1] != ' ')
 		return 0;
+	*state = p[2];
 	for (field = 2; *p != '\0' && field < 22; p++)
 		if (*p == ' ')
 			field++;
@@ -131,24 +142,39 @@ shmt__proc_start(pid_t pid)
 	return start;
 }
 
-/* 1 when PID runs and (if START is known) is the same process. */
+uint64_t
+shmt__proc_start(pid_t pid)
+{
+	int saved = errno;
+	char state;
+	uint64_t start = proc_stat(pid, &state);
+
+	errno = saved;
+	return start;
+}
+
+/* 1 when PID runs and (if START is known) is the same process.  A zombie
+ * (killed, not yet waited for) counts as dead: it holds nothing. */
 int
 shmt__pid_alive(pid_t pid, uint64_t start)
 {
-	uint64_t now_start;
 	int saved = errno;
+	uint64_t now_start;
+	char state;
 	int alive;
 
 	if (pid <= 0)
 		return 0;
 	alive = kill(pid, 0) == 0 || errno == EPERM;
+	if (alive) {
+		now_start = proc_stat(pid, &state);
+		if (state == 'Z' || state == 'X')
+			alive = 0;
+		else if (start != 0 && now_start != 0 && now_start != start)
+			alive = 0;
+	}
 	errno = saved;
-	if (!alive)
-		return 0;
-	if (start == 0)
-		return 1;
-	now_start = shmt__proc_start(pid);
-	return now_start == 0 || now_start == start;
+	return alive;
 }
 
 int
@@ -209,20 +235,74 @@ config_check(const shmt_config_t *cfg)
 		return -EINVAL;
 	if (cfg->arena_bytes < (64ULL << 10) || cfg->arena_bytes > (1ULL << 40))
 		return -EINVAL;
+	if (cfg->dict_eviction > 1)
+		return -EINVAL;
+	if (cfg->counters_bytes != 0 &&
+	    (cfg->counters_subwindows == 0 || cfg->counters_subwindows > 256 ||
+	    cfg->counters_window_ns / cfg->counters_subwindows == 0))
+		return -EINVAL;
 	return 0;
 }
 
-/* Lay the regions out page by page; returns the total size. */
-static uint64_t
-layout(const shmt_config_t *cfg, struct shmt_region reg[SHMT_R_COUNT])
+/* The trusted geometry of both stores, from the creation parameters. */
+static int
+stores_geometry(const struct shmt_params *p, struct shmt_store *dict,
+    struct shmt_store *ctr, uint64_t *dsize, uint64_t *csize)
 {
-	uint64_t off = 0;
+	int rc = shmt__store_geometry(p->sp_dict_bytes, p->sp_dict_shards, 0,
+	    dict, dsize);
+
+	if (rc == 0)
+		rc = shmt__store_geometry(p->sp_counters_bytes,
+		    p->sp_counters_shards, 1, ctr, csize);
+	if (rc != 0)
+		return rc;
+	dict->eviction = p->sp_dict_eviction != 0;
+	ctr->eviction = 1;
+	ctr->subw = p->sp_counters_subwindows;
+	ctr->window = p->sp_counters_window_ns;
+	if (p->sp_counters_bytes != 0 &&
+	    (ctr->subw == 0 || ctr->subw > 256 || ctr->window / ctr->subw == 0))
+		return -EINVAL;
+	return 0;
+}
+
+static void
+params_from(const shmt_config_t *cfg, struct shmt_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->sp_max_limiters = cfg->max_limiters;
+	p->sp_max_slots = cfg->max_slots;
+	p->sp_arena_bytes = cfg->arena_bytes;
+	p->sp_mode = (uint32_t)cfg->mode;
+	p->sp_gid = (uint32_t)cfg->gid;
+	p->sp_dict_bytes = cfg->dict_bytes;
+	p->sp_dict_shards = cfg->dict_shards;
+	p->sp_dict_eviction = cfg->dict_eviction;
+	p->sp_counters_bytes = cfg->counters_bytes;
+	p->sp_counters_shards = cfg->counters_shards;
+	p->sp_counters_subwindows = cfg->counters_subwindows;
+	p->sp_counters_window_ns = cfg->counters_window_ns;
+}
+
+/* Lay the regions out page by page; returns the total size, or 0 when the
+ * parameters make no valid segment. */
+static uint64_t
+layout(const struct shmt_params *p, struct shmt_region reg[SHMT_R_COUNT])
+{
+	struct shmt_store d, c;
+	uint64_t off = 0, dsize, csize;
+
+	if (stores_geometry(p, &d, &c, &dsize, &csize) != 0)
+		return 0;
 	const uint64_t sizes[SHMT_R_COUNT] = {
 		[SHMT_R_HEADER] = sizeof(struct shmt_hdr),
-		[SHMT_R_SLOTS] = (uint64_t)cfg->max_slots * sizeof(struct shmt_slot),
+		[SHMT_R_SLOTS] = (uint64_t)p->sp_max_slots * sizeof(struct shmt_slot),
 		[SHMT_R_LIMITERS] =
-		    (uint64_t)cfg->max_limiters * sizeof(struct shmt_lim),
-		[SHMT_R_ARENA] = cfg->arena_bytes,
+		    (uint64_t)p->sp_max_limiters * sizeof(struct shmt_lim),
+		[SHMT_R_ARENA] = p->sp_arena_bytes,
+		[SHMT_R_DICT] = dsize,
+		[SHMT_R_COUNTERS] = csize,
 	};
 
 	for (int i = 0; i < SHMT_R_COUNT; i++) {
@@ -238,16 +318,30 @@ static const char *const region_names[SHMT_R_COUNT] = {
 	[SHMT_R_SLOTS] = "slots",
 	[SHMT_R_LIMITERS] = "limiters",
 	[SHMT_R_ARENA] = "arena",
+	[SHMT_R_DICT] = "dictionary",
+	[SHMT_R_COUNTERS] = "counters",
 };
 
 static shmt_t *
 handle_new(const char *name, char *base, uint64_t size,
-    const struct shmt_region reg[SHMT_R_COUNT])
+    const struct shmt_region reg[SHMT_R_COUNT], const struct shmt_params *p)
 {
 	shmt_t *h = calloc(1, sizeof(*h));
+	uint64_t dsize, csize;
 
 	if (h == NULL)
 		return NULL;
+	h->dict = calloc(1, sizeof(*h->dict));
+	h->counters = calloc(1, sizeof(*h->counters));
+	if (h->dict == NULL || h->counters == NULL ||
+	    stores_geometry(p, h->dict, h->counters, &dsize, &csize) != 0) {
+		free(h->dict);
+		free(h->counters);
+		free(h);
+		return NULL;
+	}
+	h->dict->base = base + reg[SHMT_R_DICT].rg_off;
+	h->counters->base = base + reg[SHMT_R_COUNTERS].rg_off;
 	h->base = base;
 	h->size = size;
 	h->hdr = (struct shmt_hdr *)base;
@@ -259,7 +353,18 @@ handle_new(const char *name, char *base, uint64_t size,
 }
 
 static void
-hdr_init(struct shmt_hdr *hdr, const shmt_config_t *cfg, uint64_t size,
+handle_free(shmt_t *h)
+{
+	if (h == NULL)
+		return;
+	shmt__lviews_free(h);
+	free(h->dict);
+	free(h->counters);
+	free(h);
+}
+
+static void
+hdr_init(struct shmt_hdr *hdr, const struct shmt_params *p, uint64_t size,
     const struct shmt_region reg[SHMT_R_COUNT])
 {
 	struct timespec ts;
@@ -270,11 +375,7 @@ hdr_init(struct shmt_hdr *hdr, const shmt_config_t *cfg, uint64_t size,
 	hdr->sh_nregions = SHMT_R_COUNT;
 	for (int i = 0; i < SHMT_R_COUNT; i++)
 		hdr->sh_regions[i] = reg[i];
-	hdr->sh_params.sp_max_limiters = cfg->max_limiters;
-	hdr->sh_params.sp_max_slots = cfg->max_slots;
-	hdr->sh_params.sp_arena_bytes = cfg->arena_bytes;
-	hdr->sh_params.sp_mode = (uint32_t)cfg->mode;
-	hdr->sh_params.sp_gid = (uint32_t)cfg->gid;
+	hdr->sh_params = *p;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	hdr->sh_created_wall_ns =
 	    (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
@@ -291,6 +392,7 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 	char tmp[SHMT_SEGNAME_MAX + 64];
 	char tmppath[sizeof(tmp) + sizeof(SHMT_SHM_DIR)];
 	char path[SHMT_SEGNAME_MAX + sizeof(SHMT_SHM_DIR) + 1];
+	struct shmt_params params;
 	struct shmt_hdr *hdr;
 	uint64_t size;
 	shmt_t *h = NULL;
@@ -308,7 +410,9 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 	}
 	if ((rc = config_check(cfg)) != 0)
 		return rc;
-	size = layout(cfg, reg);
+	params_from(cfg, &params);
+	if ((size = layout(&params, reg)) == 0)
+		return -EINVAL;
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", name, (int)getpid(),
 	    atomic_fetch_add(&counter, 1));
@@ -338,8 +442,15 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 		goto out_unlink;
 	}
 	hdr = base;
-	hdr_init(hdr, cfg, size, reg);
+	hdr_init(hdr, &params, size, reg);
 	if ((rc = shmt__mutex_init(&hdr->sh_table_lock)) != 0)
+		goto out_unlink;
+	if ((h = handle_new(name, base, size, reg, &params)) == NULL) {
+		rc = -ENOMEM;
+		goto out_unlink;
+	}
+	if ((rc = shmt__store_init(h->dict)) != 0 ||
+	    (rc = shmt__store_init(h->counters)) != 0)
 		goto out_unlink;
 	/* The magic goes last: a reader that sees it sees everything. */
 	atomic_thread_fence(memory_order_release);
@@ -352,16 +463,7 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 	shm_unlink(tmp);
 	close(fd);
 	fd = -1;
-
-	h = handle_new(name, base, size, reg);
-	if (h == NULL) {
-		rc = -ENOMEM;
-		shm_unlink(name);
-		goto out;
-	}
 	if ((rc = shmt__slot_claim(h)) != 0) {
-		free(h);
-		h = NULL;
 		shm_unlink(name);
 		goto out;
 	}
@@ -372,7 +474,8 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 out_unlink:
 	shm_unlink(tmp);
 out:
-	if (base != MAP_FAILED && h == NULL)
+	handle_free(h);
+	if (base != MAP_FAILED)
 		munmap(base, size);
 	if (fd >= 0)
 		close(fd);
@@ -396,7 +499,8 @@ validate(const char *base, uint64_t size, struct shmt_region reg[SHMT_R_COUNT])
 		return SHMT_EMAGIC;
 	if (size < sizeof(struct shmt_hdr))
 		return SHMT_ESIZE;
-	if (hdr->sh_format != shmt__format_word())
+	if (hdr->sh_format != shmt__format_word() ||
+	    hdr->sh_abi != SHMT_ABI_VERSION)
 		return SHMT_EFORMAT;
 	if (hdr->sh_size != size)
 		return SHMT_ESIZE;
@@ -416,12 +520,17 @@ validate(const char *base, uint64_t size, struct shmt_region reg[SHMT_R_COUNT])
 	if (reg[SHMT_R_HEADER].rg_off != 0 ||
 	    reg[SHMT_R_HEADER].rg_size < sizeof(struct shmt_hdr))
 		return SHMT_ECORRUPT;
-	if (reg[SHMT_R_SLOTS].rg_size !=
-	    (uint64_t)hdr->sh_params.sp_max_slots * sizeof(struct shmt_slot) ||
-	    reg[SHMT_R_LIMITERS].rg_size !=
-	    (uint64_t)hdr->sh_params.sp_max_limiters * sizeof(struct shmt_lim) ||
-	    reg[SHMT_R_ARENA].rg_size != hdr->sh_params.sp_arena_bytes)
-		return SHMT_ECORRUPT;
+	{
+		/* The creation parameters must give exactly this layout. */
+		struct shmt_region want[SHMT_R_COUNT];
+		struct shmt_params p = hdr->sh_params;
+
+		if (layout(&p, want) == 0)
+			return SHMT_ECORRUPT;
+		for (int i = 1; i < SHMT_R_COUNT; i++)
+			if (want[i].rg_size != reg[i].rg_size)
+				return SHMT_ECORRUPT;
+	}
 	return 0;
 }
 
@@ -481,13 +590,14 @@ shmt_open(const char *name, shmt_t **out)
 	}
 	if ((rc = validate(base, size, reg)) != 0)
 		goto fail;
-	h = handle_new(name, base, size, reg);
+	h = handle_new(name, base, size, reg,
+	    &((const struct shmt_hdr *)base)->sh_params);
 	if (h == NULL) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	if ((rc = shmt__slot_claim(h)) != 0) {
-		free(h);
+		handle_free(h);
 		goto fail;
 	}
 	*out = h;
@@ -509,9 +619,8 @@ shmt_close(shmt_t *h)
 	/* A handle inherited across fork() belongs to the parent's slot. */
 	if (h->pid == getpid())
 		shmt__slot_release(h);
-	shmt__lviews_free(h);
 	munmap(h->base, h->size);
-	free(h);
+	handle_free(h);
 	errno = saved;
 }
 
@@ -583,6 +692,8 @@ shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out)
 	out->regions[SHMT_R_LIMITERS].used = (uint64_t)n * sizeof(*lim);
 	out->regions[SHMT_R_ARENA].used =
 	    __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
+	out->regions[SHMT_R_DICT].used = shmt__store_used(h->dict);
+	out->regions[SHMT_R_COUNTERS].used = shmt__store_used(h->counters);
 	out->max_slots =
 	    (uint32_t)(h->reg[SHMT_R_SLOTS].rg_size / sizeof(struct shmt_slot));
 	shmt__slots_count(h, &out->slots, &out->slots_stale);

@@ -33,6 +33,8 @@ enum shmt_region_id {
 	SHMT_R_SLOTS,
 	SHMT_R_LIMITERS,
 	SHMT_R_ARENA,
+	SHMT_R_DICT,
+	SHMT_R_COUNTERS,
 	SHMT_R_COUNT
 };
 
@@ -48,6 +50,13 @@ struct shmt_params {
 	uint64_t sp_arena_bytes;
 	uint32_t sp_mode;
 	uint32_t sp_gid;
+	uint64_t sp_dict_bytes;
+	uint32_t sp_dict_shards;
+	uint32_t sp_dict_eviction;
+	uint64_t sp_counters_bytes;
+	uint32_t sp_counters_shards;
+	uint32_t sp_counters_subwindows;
+	uint64_t sp_counters_window_ns;
 };
 
 struct shmt_hdr {
@@ -102,6 +111,7 @@ struct shmt_lcache {
 };
 
 struct shmt_lview;
+struct shmt_store;
 
 struct shmt {
 	char *base;                   /* this process's mapping */
@@ -118,6 +128,10 @@ struct shmt {
 	/* Validated process-local copies of limiter rows (limiter.c). */
 	struct shmt_lview *lviews;
 	uint32_t nlviews;
+	/* Trusted geometry of the dictionary and the counters (dict.c);
+	 * shards == 0 when the segment has none. */
+	struct shmt_store *dict;
+	struct shmt_store *counters;
 };
 
 /* Private API of the segment module. */

@@ -125,6 +125,23 @@ typedef struct shmt_config {
 	/* Bytes for limiter storage: bucket rings, exact logs, key pools and
 	 * per-client tables (default 16 MiB, at least 64 KiB). */
 	uint64_t arena_bytes;
+	/* The dictionary: heap bytes in all (default 32 MiB), split evenly
+	 * over dict_shards shards (default 8, a power of two, at most 1024).
+	 * Each shard's heap is a power of two of at least 2 MiB, so that the
+	 * largest item (1 KiB key + 1 MiB value) fits in every shard; 0 bytes
+	 * means no dictionary. */
+	uint64_t dict_bytes;
+	uint32_t dict_shards;
+	/* When a shard is full: 1 (default) evicts expired items, then the
+	 * least recently used; 0 makes the write fail with -ENOSPC. */
+	uint32_t dict_eviction;
+	/* Windowed counters (shmt_hit): heap bytes (default 8 MiB, 0: none),
+	 * shards (default 4), the window (default 24 h) and the number of
+	 * sub-windows it is counted in (default 24, at most 256). */
+	uint64_t counters_bytes;
+	uint32_t counters_shards;
+	uint32_t counters_subwindows;
+	uint64_t counters_window_ns;
 } shmt_config_t;
 
 SHMT_EXPORT void shmt_config_init(shmt_config_t *cfg);
@@ -165,8 +182,9 @@ SHMT_EXPORT int shmt_create(const char *name, const shmt_config_t *cfg,
  * before returning, and claims a process slot.
  *
  * Errors: -EINVAL, -ENAMETOOLONG, -ENOENT (no such segment), -EACCES,
- * -ENOMEM, SHMT_ENOTREG, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE,
- * SHMT_ECORRUPT, SHMT_ENOSLOT.  On error *OUT is untouched.
+ * -ELOOP (the name is a symbolic link: never followed), -ENOMEM,
+ * SHMT_ENOTREG, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE, SHMT_ECORRUPT,
+ * SHMT_ENOSLOT.  On error *OUT is untouched.
  */
 SHMT_EXPORT int shmt_open(const char *name, shmt_t **out);
 
@@ -388,12 +406,119 @@ typedef struct shmt_bucket_info {
 SHMT_EXPORT int shmt_limiter_buckets(shmt_t *h, const char *name,
     shmt_bucket_info_t *out, size_t cap);
 
+/* ---- Dictionary ---------------------------------------------------------- */
+
+/* Keys are 1..SHMT_KEY_MAX bytes, values 0..SHMT_VALUE_MAX bytes, any bytes. */
+#define SHMT_KEY_MAX 1024
+#define SHMT_VALUE_MAX 1048576
+
+/*
+ * The dictionary is a sharded string -> string hash in the segment.
+ * Readers (shmt_get, shmt_dict_next) take no lock: they copy optimistically
+ * and check the shard's version, retrying a bounded number of times; they
+ * never return a torn or mixed value, and never crash even when the item
+ * they read is freed and reused under them.  Writers take the shard's
+ * robust process-shared mutex; a writer killed at any instruction leaves the
+ * shard usable and every other key intact (the next writer, or a reader
+ * that finds the version stuck, repairs the shard: every key keeps its old
+ * or its new value).  Values are never changed in place: a write builds a
+ * new item and links it with one store.
+ *
+ * TTLs are in milliseconds (0: no expiry); an expired item reads as absent
+ * and its memory is reclaimed by writers and by shmt_housekeep().
+ */
+
+/*
+ * shmt_get: copy the value of KEY (KLEN bytes) into BUF (CAP bytes) and set
+ * *VLEN to its length.  Returns 0; -ENOENT (absent or expired); -ERANGE
+ * when CAP is too small (then *VLEN holds the length needed and BUF is
+ * untouched); -E2BIG (KLEN 0 or over SHMT_KEY_MAX: -EINVAL for 0); -ENODEV
+ * (the segment has no dictionary); -EAGAIN when writers kept the shard busy
+ * through every retry.  Lock-free for readers; kill -9 leaves nothing.
+ */
+SHMT_EXPORT int shmt_get(shmt_t *h, const void *key, size_t klen, void *buf,
+    size_t cap, size_t *vlen);
+
+/*
+ * shmt_set: store VAL (VLEN bytes) under KEY with a TTL of TTL_MS
+ * milliseconds (0: none).  Returns 0, or -EINVAL, -E2BIG (key too long),
+ * -EMSGSIZE (value over SHMT_VALUE_MAX), -ENOSPC (no room and eviction off,
+ * or the item can never fit), -ENODEV; on any error nothing changes.
+ * Replacing a value needs room for the new item while the old one is still
+ * there.  kill -9 during the call leaves the old value or the new one.
+ */
+SHMT_EXPORT int shmt_set(shmt_t *h, const void *key, size_t klen,
+    const void *val, size_t vlen, uint64_t ttl_ms);
+/* shmt_add: shmt_set only if KEY is absent (else -EEXIST). */
+SHMT_EXPORT int shmt_add(shmt_t *h, const void *key, size_t klen,
+    const void *val, size_t vlen, uint64_t ttl_ms);
+/* shmt_replace: shmt_set only if KEY is present (else -ENOENT); the TTL is
+ * replaced too. */
+SHMT_EXPORT int shmt_replace(shmt_t *h, const void *key, size_t klen,
+    const void *val, size_t vlen, uint64_t ttl_ms);
+/* shmt_del: remove KEY.  Returns 0 or -ENOENT (and the errors of set). */
+SHMT_EXPORT int shmt_del(shmt_t *h, const void *key, size_t klen);
+
+/*
+ * shmt_incr: add DELTA to the value of KEY, a decimal integer (as text, so
+ * shmt_get reads it), and store the sum in *RESULT (may be NULL).  An
+ * absent key counts as 0 and is created without a TTL; an existing key
+ * keeps its TTL.  Returns 0, -EINVAL (the value is not a decimal integer
+ * that fits in int64_t), -ERANGE (the sum overflows), and the errors of
+ * shmt_set.  Atomic with respect to every other writer of the key.
+ */
+SHMT_EXPORT int shmt_incr(shmt_t *h, const void *key, size_t klen,
+    int64_t delta, int64_t *result);
+
+/*
+ * shmt_dict_next: walk the keys.  Start with *CURSOR = 0; each call copies
+ * one key into KBUF (KCAP bytes, at least SHMT_KEY_MAX to never fail) with
+ * its length in *KLEN and returns 1, or returns 0 when the walk is over.
+ * Keys present for the whole walk are returned once; keys added or removed
+ * during it may or may not be.  Errors: -EINVAL, -ERANGE (KCAP too small:
+ * *KLEN has the length; the cursor does not move), -ENODEV, -EAGAIN.
+ */
+SHMT_EXPORT int shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf,
+    size_t kcap, size_t *klen);
+
+typedef struct shmt_dict_stat {
+	uint32_t shards;
+	int eviction;
+	uint64_t bytes;           /* heap bytes in all shards */
+	uint64_t used;            /* bytes in allocated blocks */
+	uint64_t items;
+	uint64_t value_room;      /* a value of up to this many bytes fits now,
+	                           * under any key, without evicting anything */
+	uint64_t evictions;       /* items evicted to make room */
+	uint64_t expirations;     /* expired items reclaimed */
+	uint64_t repairs;         /* shards repaired after a dead writer */
+} shmt_dict_stat_t;
+
+/* shmt_dict_stat: fill *OUT.  Errors: -EINVAL, -ENODEV. */
+SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
+
+/*
+ * shmt_hit: count one occurrence of KEY now and set *COUNT (may be NULL) to
+ * the number of its occurrences in the trailing window (counters_window_ns,
+ * counted in counters_subwindows sub-windows of length w).  The answer is
+ * the sum of the current sub-window and the ones before it that end inside
+ * the window, so it covers between window - w and window of the past: it
+ * never counts a hit older than the window, and it misses at most the hits
+ * of one sub-window (those older than window - w).  Memory per key is fixed;
+ * a key silent for a whole window disappears.  Errors: -EINVAL, -E2BIG,
+ * -ENOSPC (counter shard full: the least recently hit key is evicted
+ * first, so only when one key cannot fit), -ENODEV.
+ */
+SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
+    uint64_t *count);
+
 /* ---- Housekeeping -------------------------------------------------------- */
 
 /*
  * shmt_housekeep: do now what callers would otherwise do lazily: seal and
  * release due buckets of every limiter, reclaim idle per-client entries,
- * reap the slots of dead processes.  Sets *NEXT_NS (may be NULL) to the
+ * free expired dictionary items and counters, reap the slots of dead
+ * processes.  Sets *NEXT_NS (may be NULL) to the
  * earliest time at which there will be work again (UINT64_MAX: none
  * known).  Returns the number of actions taken, or an error.
  * Any number of processes may call it at once; the daemon calls it on time.
