@@ -336,6 +336,8 @@ rebase_delta(const struct snap_hdr *sh)
 	return (int64_t)(mono - sh->sn_mono_ns - elapsed);
 }
 
+static const enum shmt_region_id restored[] = { SHMT_R_LIMITERS, SHMT_R_ARENA };
+
 /* Copy the state of IMG into the fresh segment T, then rebase its times. */
 static int
 fill(shmt_t *t, const unsigned char *img, const struct snap_hdr *sh,
@@ -350,12 +352,16 @@ fill(shmt_t *t, const unsigned char *img, const struct snap_hdr *sh,
 		    t->reg[i].rg_size != ih->sh_regions[i].rg_size)
 			return bad(err, cap, SHMT_ECORRUPT, path, "region %d of "
 			    "the image does not match its own parameters", i);
-	/* Process slots and the daemon's fields belong to processes of the
-	 * old segment; the table mutex must not inherit an old owner. */
-	for (int i = 0; i < SHMT_R_COUNT; i++)
-		if (i != SHMT_R_HEADER && i != SHMT_R_SLOTS)
-			memcpy(t->base + t->reg[i].rg_off,
-			    img + t->reg[i].rg_off, t->reg[i].rg_size);
+	/* Only the limiters and their arena come back.  Process slots and
+	 * the daemon's fields belong to processes of the old segment, and no
+	 * region that holds a mutex is copied: a robust mutex records its
+	 * owner's thread id, which after a reboot may name a live, unrelated
+	 * thread, so the lock would look held for ever. */
+	for (size_t k = 0; k < sizeof(restored) / sizeof(restored[0]); k++) {
+		const struct shmt_region *r = &t->reg[restored[k]];
+
+		memcpy(t->base + r->rg_off, img + r->rg_off, r->rg_size);
+	}
 	th->sh_generation = ih->sh_generation + 1;
 	th->sh_arena_used = ih->sh_arena_used;
 	th->sh_nlimiters = ih->sh_nlimiters;

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -389,6 +390,8 @@ worker(const char *seg, struct board *b, int i)
 {
 	shmt_t *h;
 
+	/* A failed test must not leave workers spinning. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (shmt_open(seg, &h) != 0)
 		_exit(3);
 	while (!b->stop) {
@@ -456,9 +459,17 @@ test_kill9_restart(void **state)
 	assert_int_equal(kill(pid, SIGKILL), 0);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
 	b->allow = UINT64_MAX;
-	for (i = 0; i < WAIT_MS / 5 && total(b, NW) < LIMIT; i++)
+	for (i = 0; i < WAIT_MS / 5 && total(b, NW) < LIMIT; i++) {
+		for (int j = 0; j < NW; j++) {
+			int st;
+
+			if (waitpid(w[j], &st, WNOHANG) == w[j])
+				fail_msg("worker %d quit, status %#x", j, st);
+		}
 		pause_ms(5);
-	assert_true(total(b, NW) == LIMIT);
+	}
+	if (total(b, NW) != LIMIT)
+		fail_msg("workers took %" PRIu64 " of %d", total(b, NW), LIMIT);
 
 	pid = spawn(&e, NULL, NULL);
 	shmt_close(h);
