@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define NS_S 1000000000ULL
@@ -280,6 +281,61 @@ test_env_segment(void **state)
 	    ARGV("-s", other, "stat"));
 	assert_int_equal(r.status, 3);
 	expect_err(&r, other);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+/* The daemon line: up (a live pid with its start time and a heartbeat),
+ * and down (a pid whose process is gone), as the header records them. */
+static void
+test_daemon_states(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	pid_t dead;
+	json_t *j;
+
+	fx_make(&f, "daemon", 0);
+	f.h->hdr->sh_daemon_pid = getpid();
+	f.h->hdr->sh_daemon_start = shmt__proc_start(getpid());
+	f.h->hdr->sh_heartbeat_ns = shmt_now(f.h) - 250000000;
+	f.h->hdr->sh_lag_ns = 35000;
+	expect_run(&r, 0, ARGV("-s", f.seg, "stat"));
+	if (strstr(r.out, "daemon     up, pid ") == NULL ||
+	    strstr(r.out, "lag 35us") == NULL)
+		fail_msg("stat: %s", r.out);
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "stat"));
+	j = parse(&r);
+	{
+		json_t *d = json_object_get(j, "daemon");
+		uint64_t age = jint(d, "heartbeat_age_ns");
+
+		assert_string_equal(json_string_value(json_object_get(d,
+		    "state")), "up");
+		assert_int_equal(jint(d, "pid"), getpid());
+		/* The heartbeat was set 250 ms before "now" on our clock;
+		 * the tool read its clock before r.t_end. */
+		assert_true(age >= 250000000 &&
+		    age <= r.t_end - f.h->hdr->sh_heartbeat_ns);
+	}
+	json_decref(j);
+	tc_run_free(&r);
+
+	dead = fork();
+	assert_true(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(waitpid(dead, NULL, 0), dead);
+	f.h->hdr->sh_daemon_pid = dead;
+	f.h->hdr->sh_daemon_start = 0;
+	expect_run(&r, 0, ARGV("-s", f.seg, "stat"));
+	if (strstr(r.out, "daemon     down, pid ") == NULL)
+		fail_msg("stat: %s", r.out);
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", f.seg, "check"));
+	if (strstr(r.out, "warning: daemon: down (pid ") == NULL)
+		fail_msg("check: %s", r.out);
 	tc_run_free(&r);
 	fx_free(&f);
 }
@@ -866,6 +922,7 @@ main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_stat, tc_cleanup),
 		cmocka_unit_test_teardown(test_env_segment, tc_cleanup),
+		cmocka_unit_test_teardown(test_daemon_states, tc_cleanup),
 		cmocka_unit_test_teardown(test_limiters, tc_cleanup),
 		cmocka_unit_test_teardown(test_buckets, tc_cleanup),
 		cmocka_unit_test_teardown(test_try, tc_cleanup),
