@@ -1262,3 +1262,127 @@ shmt__stores_rebase(shmt_t *h, int64_t delta_ns)
 	store_rebase(h->dict, delta_ns);
 	store_rebase(h->counters, delta_ns);
 }
+
+/* ---- Checking ------------------------------------------------------------------- */
+
+/* Mark a block in BM; report when it overlaps one seen before. */
+static int
+chk_mark(struct shmt_chk *c, const char *who, uint64_t *bm, uint64_t off,
+    uint64_t size)
+{
+	if (mark_span(bm, off, size))
+		return 1;
+	shmt__chk(c, "%s: block at %llu overlaps another", who,
+	    (unsigned long long)off);
+	return 0;
+}
+
+static void
+chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
+    struct shmt_chk *c, const char *who, uint64_t *bm)
+{
+	uint64_t *index = shard_index(st, sh), items = 0, used = 0;
+	char *heap = shard_heap(st, sh);
+
+	for (uint64_t b = 0; b < st->nbuckets; b++) {
+		uint64_t off = index[b];
+
+		while (off != 0) {
+			struct shmt_item *it = item_at(st, heap, off - 1);
+
+			if (it == NULL) {
+				shmt__chk(c, "%s: bucket %llu links to an invalid "
+				    "item at %llu", who, (unsigned long long)b,
+				    (unsigned long long)(off - 1));
+				break;
+			}
+			if (bucket_of(st, it->it_hash) != b)
+				shmt__chk(c, "%s: item at %llu is in the wrong "
+				    "bucket", who, (unsigned long long)(off - 1));
+			if (!chk_mark(c, who, bm, off - 1, 64ULL << it->it_order))
+				break;  /* also stops a cycle */
+			items++;
+			used += 64ULL << it->it_order;
+			off = it->it_next;
+		}
+	}
+	if (items != sh->ds_items || used != sh->ds_used)
+		shmt__chk(c, "%s: counts %llu items in %llu bytes, chains hold "
+		    "%llu in %llu", who, (unsigned long long)sh->ds_items,
+		    (unsigned long long)sh->ds_used, (unsigned long long)items,
+		    (unsigned long long)used);
+}
+
+static void
+chk_free_lists(const struct shmt_store *st, struct shmt_shard *sh,
+    struct shmt_chk *c, const char *who, uint64_t *bm)
+{
+	char *heap = shard_heap(st, sh);
+
+	for (uint32_t k = 0; k <= st->order_max; k++) {
+		uint64_t off = sh->ds_free[k], prev = 0;
+
+		while (off != 0) {
+			struct shmt_fblock *b;
+
+			if (off - 1 >= st->heap_bytes ||
+			    (off - 1) % (64ULL << k) != 0) {
+				shmt__chk(c, "%s: free list %u links outside the "
+				    "heap", who, k);
+				break;
+			}
+			b = fb_at(heap, off - 1);
+			if (b->fb_magic != SHMT_IT_FREE || b->fb_order != k ||
+			    b->fb_prev != prev) {
+				shmt__chk(c, "%s: free block at %llu is damaged",
+				    who, (unsigned long long)(off - 1));
+				break;
+			}
+			if (!chk_mark(c, who, bm, off - 1, 64ULL << k))
+				break;
+			prev = off;
+			off = b->fb_next;
+		}
+	}
+}
+
+static void
+chk_store(const struct shmt_store *st, const char *kind, struct shmt_chk *c)
+{
+	uint64_t units = st->heap_bytes / 64;
+	char who[64];
+
+	for (uint32_t i = 0; i < st->shards; i++) {
+		struct shmt_shard *sh = shard_at(st, i);
+		uint64_t *bm, unmarked = 0;
+
+		snprintf(who, sizeof(who), "%s shard %u", kind, i);
+		if (shard_lock(st, sh) < 0) {
+			shmt__chk(c, "%s: cannot take its lock", who);
+			continue;
+		}
+		if (sh->ds_seq & 1)
+			shmt__chk(c, "%s: version odd outside a write", who);
+		bm = calloc(units / 64 + 1, sizeof(uint64_t));
+		if (bm != NULL) {
+			chk_chains(st, sh, c, who, bm);
+			chk_free_lists(st, sh, c, who, bm);
+			for (uint64_t u = 0; u < units; u++)
+				unmarked += !bit_get(bm, u);
+			if (unmarked != 0)
+				shmt__chk(c, "%s: %llu bytes in no block (leaked)",
+				    who, (unsigned long long)unmarked * 64);
+			free(bm);
+		}
+		shmt__mutex_unlock(&sh->ds_lock);
+	}
+}
+
+void
+shmt__stores_check(shmt_t *h, struct shmt_chk *c)
+{
+	if (h->dict != NULL)
+		chk_store(h->dict, "dictionary", c);
+	if (h->counters != NULL)
+		chk_store(h->counters, "counters", c);
+}

@@ -101,6 +101,7 @@
 #include "dict.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1647,4 +1648,157 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 	}
 	shmt__stores_rebase(h, d);
 	return 0;
+}
+
+/* ---- Checking ------------------------------------------------------------------ */
+
+/* Check a ring and its word: the word's fields, each sealed bucket's slot,
+ * and that the uses in flight are the sealed counts plus the active count.
+ * The word is read before and after; a change means a concurrent call, so
+ * the check runs again (a few times at most). */
+static void
+chk_ring(struct shmt_chk *c, const char *who, const struct bk_ctx *bc,
+    struct shmt_w *wp)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		struct shmt_w w, w2;
+		uint64_t s[2], sum = 0;
+		uint32_t tail, nsealed;
+		char bad[160] = "";
+
+		shmt__load128(wp, w.w);
+		if (!w_valid(bc, w)) {
+			shmt__chk(c, "%s: state word out of range (in flight %u, "
+			    "count %u, sealed %u)", who, SHMT_W_INFLIGHT(w),
+			    SHMT_W_COUNT(w), SHMT_W_NSEALED(w));
+			return;
+		}
+		tail = SHMT_W_TAIL(w);
+		nsealed = SHMT_W_NSEALED(w);
+		for (uint32_t i = 0; i < nsealed && bad[0] == '\0'; i++) {
+			uint32_t serial = tail - nsealed + i;
+
+			shmt__load128(&bc->ring[serial % bc->nb], s);
+			if (SLOT_SERIAL(s) != serial || SLOT_COUNT(s) == 0 ||
+			    SLOT_COUNT(s) > bc->slack_uses)
+				snprintf(bad, sizeof(bad), "sealed bucket %u: slot "
+				    "holds serial %u with %u uses", serial,
+				    SLOT_SERIAL(s), SLOT_COUNT(s));
+			sum += SLOT_COUNT(s);
+		}
+		if (bad[0] == '\0' && SHMT_W_ACTIVE(w)) {
+			shmt__load128(&bc->ring[tail % bc->nb], s);
+			if (SLOT_SERIAL(s) != tail)
+				snprintf(bad, sizeof(bad), "active bucket %u: slot "
+				    "holds serial %u", tail, SLOT_SERIAL(s));
+		}
+		if (bad[0] == '\0' && sum + SHMT_W_COUNT(w) != SHMT_W_INFLIGHT(w))
+			snprintf(bad, sizeof(bad), "%u uses in flight but the "
+			    "buckets hold %llu", SHMT_W_INFLIGHT(w),
+			    (unsigned long long)(sum + SHMT_W_COUNT(w)));
+		shmt__load128(wp, w2.w);
+		if (w2.w[0] != w.w[0] || w2.w[1] != w.w[1])
+			continue;
+		if (bad[0] != '\0')
+			shmt__chk(c, "%s: %s", who, bad);
+		return;
+	}
+}
+
+static void
+chk_exact(struct shmt_chk *c, const struct shmt_lview *v)
+{
+	int64_t L = (int64_t)v->limit;
+
+	for (uint64_t i = 0; i < v->limit; i++) {
+		int64_t seq = __atomic_load_n(&v->log[i].ls_seq, __ATOMIC_RELAXED);
+
+		if (seq < -L || (seq - (int64_t)i) % L != 0) {
+			shmt__chk(c, "limiter %s: log slot %llu holds grant %lld",
+			    v->name, (unsigned long long)i, (long long)seq);
+			return;
+		}
+	}
+}
+
+static void
+chk_clients(struct shmt_chk *c, const struct shmt_lview *v)
+{
+	char who[SHMT_LIMITER_NAME_MAX + 40];
+
+	for (uint32_t i = 0; i < v->capacity; i++) {
+		struct shmt_client *e = ce_at(v, i);
+		uint64_t hw[2];
+		struct shmt_w w;
+		struct bk_ctx bc;
+		uint32_t st, ep;
+
+		shmt__load128(&e->ce_w, w.w);
+		shmt__load128(e->ce_hash, hw);
+		st = SHMT_W_TAG(w) >> 14;
+		ep = SHMT_W_TAG(w) & CE_EPOCH_MASK;
+		snprintf(who, sizeof(who), "limiter %s client entry %u", v->name, i);
+		if (st == CE_NEVER) {
+			if (w.w[0] != 0 || w.w[1] != 0 || hw[0] != 0 || hw[1] != 0)
+				shmt__chk(c, "%s: never used, yet not empty", who);
+			continue;
+		}
+		if (st == CE_CLAIMING)
+			continue;       /* a claim in progress, or repaired later */
+		if ((hw[1] & CE_EPOCH_MASK) != ep) {
+			shmt__chk(c, "%s: hash epoch %u, word epoch %u", who,
+			    (unsigned)(hw[1] & CE_EPOCH_MASK), ep);
+			continue;
+		}
+		if (st == CE_FREE && !ce_idle(w)) {
+			shmt__chk(c, "%s: free, yet holds uses", who);
+			continue;
+		}
+		bk_ctx_init(&bc, v, ce_ring(e));
+		bc.ntags = 0;
+		chk_ring(c, who, &bc, &e->ce_w);
+	}
+}
+
+void
+shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
+{
+	struct shmt_lview v;
+	uint32_t n;
+	struct shmt_lim *lim = rows(h, &n);
+
+	for (uint32_t r = 0; r < n; r++) {
+		uint32_t st = __atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE);
+		char who[SHMT_LIMITER_NAME_MAX + 16];
+		struct bk_ctx bc;
+		int rc;
+
+		if (st == SHMT_LIM_FREE || st == SHMT_LIM_BUILDING)
+			continue;
+		if (st != SHMT_LIM_READY) {
+			shmt__chk(c, "limiter row %u: unknown state %u", r, st);
+			continue;
+		}
+		if ((rc = view_fill(h, r, &lim[r], &v)) != 0) {
+			shmt__chk(c, "limiter row %u: inconsistent parameters or "
+			    "storage (%s)", r, shmt_strerror(rc));
+			continue;
+		}
+		/* Storage is laid out ring, keys, clients: the clients end
+		 * it, and it must lie below the arena's allocation mark. */
+		if (lim[r].lm_clients_off +
+		    (uint64_t)lim[r].lm_capacity * lim[r].lm_entsize >
+		    __atomic_load_n(&h->hdr->sh_arena_used, __ATOMIC_RELAXED))
+			shmt__chk(c, "limiter %s: storage beyond the arena's mark",
+			    v.name);
+		if (v.mode == SHMT_MODE_EXACT) {
+			chk_exact(c, &v);
+		} else if (v.flags & SHMT_LIMF_PER_CLIENT) {
+			chk_clients(c, &v);
+		} else {
+			snprintf(who, sizeof(who), "limiter %s", v.name);
+			bk_ctx_init(&bc, &v, v.ring);
+			chk_ring(c, who, &bc, &v.lim->lm_w);
+		}
+	}
 }

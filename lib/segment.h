@@ -181,6 +181,17 @@ int shmt__mutex_lock(pthread_mutex_t *m);
 void shmt__mutex_consistent(pthread_mutex_t *m);
 void shmt__mutex_unlock(pthread_mutex_t *m);
 
+/* Checking (check.c): each module reports its problems through this. */
+struct shmt_chk {
+	shmt_check_fn fn;
+	void *ctx;
+	int problems;
+};
+void shmt__chk(struct shmt_chk *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void shmt__limiters_check(shmt_t *h, struct shmt_chk *c);
+void shmt__stores_check(shmt_t *h, struct shmt_chk *c);
+
 /* Slots (slots.c). */
 int shmt__slot_claim(shmt_t *h);
 void shmt__slot_release(shmt_t *h);

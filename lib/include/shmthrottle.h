@@ -394,7 +394,11 @@ typedef struct shmt_bucket_info {
 	uint32_t uses;
 	int active;               /* 1: the bucket still takes uses (the last
 	                           * bucket, neither full nor closed yet) */
-	shmt_time_t close_ns;     /* seals at (active) or sealed at */
+	shmt_time_t close_ns;     /* the bucket's close time: opened at +
+	                           * slack_ns.  A bucket that filled up
+	                           * stopped taking uses earlier, but keeps
+	                           * this time, which its release counts
+	                           * from */
 	shmt_time_t release_ns;   /* close_ns + window_ns */
 } shmt_bucket_info_t;
 
@@ -511,6 +515,25 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
  */
 SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
     uint64_t *count);
+
+/* ---- Checking ------------------------------------------------------------ */
+
+/* Called once per problem with a sentence naming it (owned by the library,
+ * valid during the call). */
+typedef void (*shmt_check_fn)(void *ctx, const char *problem);
+
+/*
+ * shmt_check: scan the whole segment for inconsistency: the header and
+ * region table against what was validated at open, every limiter row, its
+ * state word, its ring or log and its client table, the arena's allocation
+ * mark, and every dictionary and counter shard (chains, free lists, item
+ * and byte counts, every heap byte in exactly one block).  Calls REPORT
+ * (may be NULL) for each problem and returns how many it found, or -EINVAL.
+ * Read-only; it holds each shard's lock while it checks that shard, so it
+ * sees shards between writes; a limiter word that changes during its check
+ * is checked again.  Safe on a damaged segment: every offset is checked.
+ */
+SHMT_EXPORT int shmt_check(shmt_t *h, shmt_check_fn report, void *ctx);
 
 /* ---- Housekeeping -------------------------------------------------------- */
 
