@@ -1,0 +1,6 @@
+# SPDX-License-Identifier: MIT
+# Tests of the dictionary and the windowed counters (lib/dict.c): a model
+# call for call, the size limits and the room promise, TTLs and eviction,
+# torn-read checks across processes, kill -9 of writers, and shmt_hit
+# against the exact count of the seed.
+shmt_add_test(test_dict_model SOURCES test_dict_model.c LABELS unit TIMEOUT 300)
