@@ -44,7 +44,7 @@ static const char builtin_config[] =
     "[analyzer]\n"
     "enabled = yes\n"
     "[counters]\n"
-    "enabled = no\n";
+    "enabled = yes\n";
 
 /* ---- Units ------------------------------------------------------------- */
 
@@ -239,7 +239,8 @@ static const struct keydef analyzer_keys[] = {
 
 static const struct keydef counters_keys[] = {
 	{ "enabled", K_BOOL, CF(counters.enabled), 0 },
-	{ "keys", K_U32, CF(counters.keys), 0 },
+	{ "size", K_SIZE, CF(counters.size), 0 },
+	{ "shards", K_U32, CF(counters.shards), 0 },
 	{ "window", K_DUR, CF(counters.window_ns), 0 },
 	{ "subwindows", K_U32, CF(counters.subwindows), 0 },
 	{ NULL, 0, 0, 0 }
@@ -726,19 +727,25 @@ defaults(struct shmtd_config *c)
 	memset(c, 0, sizeof(*c));
 	snprintf(c->segment, sizeof(c->segment), "%s", SHMT_DEFAULT_SEGMENT);
 	shmt_config_init(&c->seg);
-	c->dict.size = 8ULL << 20;
-	c->dict.shards = 16;
-	c->dict.max_key = 1024;
-	c->dict.max_value = 1ULL << 20;
-	snprintf(c->dict.eviction, sizeof(c->dict.eviction), "lru");
+	/* The dictionary and the counters start from the library's own
+	 * defaults, so the two never disagree. */
+	c->dict.enabled = c->seg.dict_bytes != 0;
+	c->dict.size = c->seg.dict_bytes;
+	c->dict.shards = c->seg.dict_shards;
+	c->dict.max_key = SHMT_KEY_MAX;
+	c->dict.max_value = SHMT_VALUE_MAX;
+	snprintf(c->dict.eviction, sizeof(c->dict.eviction), "%s",
+	    c->seg.dict_eviction ? "lru" : "none");
 	c->analyzer.window_ns = 60 * NS_S;
 	c->analyzer.subwindows = 6;
 	c->analyzer.counters = 64;
 	c->analyzer.summaries = 64;
 	c->analyzer.threshold_pct = 10;
-	c->counters.keys = 4096;
-	c->counters.window_ns = 86400 * NS_S;
-	c->counters.subwindows = 24;
+	c->counters.enabled = c->seg.counters_bytes != 0;
+	c->counters.size = c->seg.counters_bytes;
+	c->counters.shards = c->seg.counters_shards;
+	c->counters.window_ns = c->seg.counters_window_ns;
+	c->counters.subwindows = c->seg.counters_subwindows;
 	c->snapshot_interval_ns = 60 * NS_S;
 	snprintf(c->log_target, sizeof(c->log_target), "stderr");
 }
@@ -864,13 +871,31 @@ resolve(struct parse *p)
 		fail(p, key_line(s, analyzer_keys, "subwindows"), "subwindows",
 		    "must be at least 1");
 	s = &p->fixed[S_COUNTERS];
-	if (p->err_line == 0 && c->counters.subwindows == 0)
+	if (p->err_line == 0 &&
+	    (c->counters.subwindows == 0 || c->counters.subwindows > 256))
 		fail(p, key_line(s, counters_keys, "subwindows"), "subwindows",
+		    "must be from 1 to 256");
+	if (p->err_line == 0 && c->counters.shards == 0)
+		fail(p, key_line(s, counters_keys, "shards"), "shards",
 		    "must be at least 1");
 	s = &p->fixed[S_DICT];
-	if (p->err_line == 0 && c->dict.shards == 0)
+	if (p->err_line == 0 && (c->dict.shards == 0 || c->dict.shards > 1024 ||
+	    (c->dict.shards & (c->dict.shards - 1)) != 0))
 		fail(p, key_line(s, dict_keys, "shards"), "shards",
-		    "must be at least 1");
+		    "must be a power of two from 1 to 1024");
+	if (p->err_line == 0 && c->dict.max_key > SHMT_KEY_MAX)
+		fail(p, key_line(s, dict_keys, "max_key"), "max_key",
+		    "at most %d bytes", SHMT_KEY_MAX);
+	if (p->err_line == 0 && c->dict.max_value > SHMT_VALUE_MAX)
+		fail(p, key_line(s, dict_keys, "max_value"), "max_value",
+		    "at most %d bytes", SHMT_VALUE_MAX);
+	c->seg.dict_bytes = c->dict.enabled ? c->dict.size : 0;
+	c->seg.dict_shards = c->dict.shards;
+	c->seg.dict_eviction = strcmp(c->dict.eviction, "lru") == 0;
+	c->seg.counters_bytes = c->counters.enabled ? c->counters.size : 0;
+	c->seg.counters_shards = c->counters.shards;
+	c->seg.counters_window_ns = c->counters.window_ns;
+	c->seg.counters_subwindows = c->counters.subwindows;
 }
 
 /* ---- Load, apply, free ---------------------------------------------------- */
@@ -1074,8 +1099,10 @@ shmtd_config_print(FILE *f, const struct shmtd_config *c)
 	fprintf(f, "subwindows = %u\ncounters = %u\nsummaries = %u\n"
 	    "threshold = %u%%\n", c->analyzer.subwindows, c->analyzer.counters,
 	    c->analyzer.summaries, c->analyzer.threshold_pct);
-	fprintf(f, "\n[counters]\nenabled = %s\nkeys = %u\n",
-	    c->counters.enabled ? "yes" : "no", c->counters.keys);
+	fprintf(f, "\n[counters]\nenabled = %s\n",
+	    c->counters.enabled ? "yes" : "no");
+	fprintf(f, "size = %s\nshards = %u\n", shmtd_format_size(
+	    c->counters.size, b, sizeof(b)), c->counters.shards);
 	fprintf(f, "window = %s\nsubwindows = %u\n",
 	    shmtd_format_duration(c->counters.window_ns, b, sizeof(b)),
 	    c->counters.subwindows);

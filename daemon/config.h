@@ -26,18 +26,19 @@ struct shmtd_limiter {
 	int line;             /* line of the section header's first key */
 };
 
-/* [dictionary]: the sharded string -> string store. */
+/* [dictionary]: the sharded string -> string store.  Resolved into
+ * seg.dict_bytes (0 when disabled), seg.dict_shards, seg.dict_eviction. */
 struct shmtd_dict {
 	int enabled;
-	uint64_t size;        /* bytes for items */
-	uint32_t shards;
-	uint64_t max_key;     /* bytes */
-	uint64_t max_value;   /* bytes */
+	uint64_t size;        /* heap bytes in all */
+	uint32_t shards;      /* a power of two, at most 1024 */
+	uint64_t max_key;     /* bytes, at most SHMT_KEY_MAX */
+	uint64_t max_value;   /* bytes, at most SHMT_VALUE_MAX */
 	char eviction[16];    /* "lru" | "none" */
 	uint64_t default_ttl_ns; /* 0: items never expire by default */
 };
 
-/* [analyzer]: windowed heavy hitters. */
+/* [analyzer]: windowed heavy hitters (kept for the library to come). */
 struct shmtd_analyzer {
 	int enabled;
 	uint64_t window_ns;
@@ -47,12 +48,14 @@ struct shmtd_analyzer {
 	uint32_t threshold_pct; /* report keys above this share, 1..99 */
 };
 
-/* [counters]: windowed per-key hit counters. */
+/* [counters]: windowed per-key hit counters.  Resolved into
+ * seg.counters_bytes (0 when disabled), _shards, _window_ns, _subwindows. */
 struct shmtd_counters {
 	int enabled;
-	uint32_t keys;        /* most keys tracked */
+	uint64_t size;        /* heap bytes in all */
+	uint32_t shards;
 	uint64_t window_ns;
-	uint32_t subwindows;
+	uint32_t subwindows;  /* 1..256 */
 };
 
 struct shmtd_config {

@@ -128,7 +128,10 @@ test_builtin(void **state)
 	assert_true(l->limit.limit == 20 && l->limit.uses_per_key == 5);
 	assert_non_null(l = find(&c, "per-ip"));
 	assert_true(l->limit.per_client && l->limit.client_capacity == 4096);
-	assert_true(c.dict.enabled && c.analyzer.enabled && !c.counters.enabled);
+	assert_true(c.dict.enabled && c.analyzer.enabled && c.counters.enabled);
+	/* The sections land in the library's creation parameters. */
+	assert_true(c.seg.dict_bytes == 32ULL << 20 && c.seg.dict_shards == 8);
+	assert_true(c.seg.counters_bytes == 8ULL << 20);
 	assert_string_equal(c.log_target, "stderr");
 	shmtd_config_free(&c);
 }
