@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -334,6 +335,17 @@ thread_mode(void *arg)
 	return NULL;
 }
 
+/* A forked worker dies with the bench, even one killed with SIGKILL: it
+ * would otherwise spin on a phase word nobody will ever set. */
+static int
+worker_process(struct proc_arg *a, int first)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1)
+		return 1;
+	return run_process(a->sh, a->c, a->sys, a->g, a->z, first) < 0;
+}
+
 /* Start the workers: in this process (threads only) or in c->procs forked
  * children.  Children leave with _exit() so that nothing registered with
  * atexit() in the bench (the Redis server's stop) runs in them. */
@@ -354,8 +366,7 @@ start_workers(struct proc_arg *a, pthread_t *tid, pid_t *pids)
 			return -errno;
 		}
 		if (pid == 0)
-			_exit(run_process(a->sh, c, a->sys, a->g, a->z,
-			    p * c->threads) < 0);
+			_exit(worker_process(a, p * c->threads));
 		pids[p] = pid;
 	}
 	return 0;

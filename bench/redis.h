@@ -18,6 +18,10 @@ int bench_redis_socket(const struct bench_conf *c, char *buf, size_t cap);
  * directory.  Safe to call again; async-signal-safe apart from the
  * directory removal, which it skips when ASYNC is set. */
 void bench_redis_stop(int async);
+/* Remove the directories of servers whose bench was killed with SIGKILL
+ * (the kernel killed the server with it; nothing removed the directory). */
+void bench_redis_clean_stale(void);
+
 /* bench_redis_stop(0), for atexit(). */
 void bench_redis_end(void);
 

@@ -7,6 +7,7 @@
  */
 #include "redis.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
@@ -71,7 +72,8 @@ redis_start(void)
 	pid_t parent = getpid();
 	int rc;
 
-	snprintf(redis_dir, sizeof(redis_dir), "/tmp/shmtb-redis-XXXXXX");
+	snprintf(redis_dir, sizeof(redis_dir), "/tmp/shmtb-redis-%d-XXXXXX",
+	    (int)parent);
 	if (mkdtemp(redis_dir) == NULL)
 		return -errno;
 	snprintf(redis_sock, sizeof(redis_sock), "%s/redis.sock", redis_dir);
@@ -92,6 +94,41 @@ redis_start(void)
 	}
 	atexit(bench_redis_end);
 	return 0;
+}
+
+/* Remove DIR's log and socket, then DIR. */
+static void
+redis_rmdir(const char *dir)
+{
+	char path[320];
+
+	snprintf(path, sizeof(path), "%s/redis.log", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/redis.sock", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+void
+bench_redis_clean_stale(void)
+{
+	DIR *d = opendir("/tmp");
+	struct dirent *e;
+
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		char dir[300];
+		long pid;
+
+		if (strncmp(e->d_name, "shmtb-redis-", 12) != 0)
+			continue;
+		pid = strtol(e->d_name + 12, NULL, 10);
+		if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(dir, sizeof(dir), "/tmp/%s", e->d_name);
+		redis_rmdir(dir);
+	}
+	if (d != NULL)
+		closedir(d);
 }
 
 int
@@ -119,7 +156,6 @@ void
 bench_redis_stop(int async)
 {
 	struct timespec ts = { 0, 10 * 1000 * 1000 };
-	char path[128];
 
 	if (redis_pid > 0) {
 		kill(redis_pid, SIGTERM);
@@ -132,9 +168,6 @@ bench_redis_stop(int async)
 	}
 	if (async || redis_dir[0] == '\0')
 		return;
-	snprintf(path, sizeof(path), "%s/redis.log", redis_dir);
-	unlink(path);
-	unlink(redis_sock);
-	rmdir(redis_dir);
+	redis_rmdir(redis_dir);
 	redis_dir[0] = '\0';
 }

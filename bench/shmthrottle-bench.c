@@ -12,12 +12,14 @@
 #include "report.h"
 #include "zipf.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -357,6 +359,34 @@ finalize(const struct opts *o, const struct workload *wl, struct bench_conf *c)
 	return 0;
 }
 
+/* Segments of earlier benches that were killed with SIGKILL (and so could
+ * not unlink theirs) are removed when their process is gone. */
+static void
+remove_stale_segments(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		const char *p = e->d_name;
+		char name[300];
+		long pid;
+
+		if (strncmp(p, "shmt-bench-", 11) != 0)
+			continue;
+		p += 11;
+		if (strncmp(p, "mutex-", 6) == 0)
+			p += 6;
+		pid = strtol(p, NULL, 10);
+		if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(name, sizeof(name), "/%s", e->d_name);
+		shm_unlink(name);
+	}
+	if (d != NULL)
+		closedir(d);
+}
+
 static volatile sig_atomic_t signals_seen;
 
 /* The first signal (or the watchdog alarm) ends the run in progress
@@ -507,6 +537,8 @@ main(int argc, char **argv)
 		return go < 0 ? 2 : 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	install_signals();
+	remove_stale_segments();
+	bench_redis_clean_stale();
 	harness_init();
 	if ((list = strdup(o.workloads)) == NULL)
 		return 1;
