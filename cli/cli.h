@@ -17,9 +17,10 @@
 /* Exit codes, documented in the usage text and relied on by scripts. */
 enum {
 	SHMTC_OK = 0,
-	SHMTC_NO = 1,       /* throttled, not found, already exists */
+	SHMTC_NO = 1,       /* throttled, not found, already exists, refused */
 	SHMTC_USAGE = 2,    /* bad command line */
-	SHMTC_MISSING = 3,  /* segment missing, incompatible or unusable */
+	SHMTC_MISSING = 3,  /* segment missing, incompatible or unusable (also:
+	                     * made without the dictionary a command needs) */
 	SHMTC_DAMAGED = 4   /* segment damaged */
 };
 
@@ -97,6 +98,12 @@ int shmtc_cmd_create(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_destroy(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_check(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_watch(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_get(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_set(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_del(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_incr(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_keys(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_hit(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_help(struct shmtc *c, int argc, char **argv);
 
 /* Names shared by the human and JSON views. */

@@ -16,7 +16,8 @@
 #include "config.h"
 #endif
 
-enum { OPT_MAXLIM = 0x200, OPT_MAXSLOTS, OPT_ARENA, OPT_MODE };
+enum { OPT_MAXLIM = 0x200, OPT_MAXSLOTS, OPT_ARENA, OPT_MODE, OPT_DICT,
+	OPT_DICT_SHARDS, OPT_NO_EVICTION, OPT_COUNTERS };
 
 /* A number with an optional K, M, G or T (binary) suffix. */
 static int
@@ -91,6 +92,10 @@ create_parse(struct shmtc *c, int argc, char **argv, struct create_opts *o)
 		{ "max-slots", required_argument, NULL, OPT_MAXSLOTS },
 		{ "arena", required_argument, NULL, OPT_ARENA },
 		{ "mode", required_argument, NULL, OPT_MODE },
+		{ "dict", required_argument, NULL, OPT_DICT },
+		{ "dict-shards", required_argument, NULL, OPT_DICT_SHARDS },
+		{ "no-eviction", no_argument, NULL, OPT_NO_EVICTION },
+		{ "counters", required_argument, NULL, OPT_COUNTERS },
 		{ NULL, 0, NULL, 0 }
 	};
 	char *arg;
@@ -108,6 +113,14 @@ create_parse(struct shmtc *c, int argc, char **argv, struct create_opts *o)
 			bad = parse_size(arg, &o->seg.arena_bytes);
 		else if (opt == OPT_MODE)
 			bad = parse_mode(arg, &o->seg.mode);
+		else if (opt == OPT_DICT)
+			bad = parse_size(arg, &o->seg.dict_bytes);
+		else if (opt == OPT_DICT_SHARDS)
+			bad = parse_u32(arg, &o->seg.dict_shards);
+		else if (opt == OPT_NO_EVICTION)
+			o->seg.dict_eviction = 0;
+		else if (opt == OPT_COUNTERS)
+			bad = parse_size(arg, &o->seg.counters_bytes);
 		if (bad != 0)
 			return shmtc_usage_error(c, "bad value '%s'", arg);
 	}

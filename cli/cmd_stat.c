@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * stat: the segment as a whole: identity, regions, the daemon, the slots.
- * A region of size zero is one the segment was created without (a feature
- * turned off in its config): it is left out of both views.
+ * stat: the segment as a whole: identity, regions, the daemon, the slots,
+ * the dictionary and the counters.  Every region is shown, also one of size
+ * zero: that is a feature the segment was created without, worth seeing.
  */
 #include "cli.h"
 
 #include "fmt.h"
 #include "table.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
@@ -41,8 +42,48 @@ region_json(const shmt_region_stat_t *r)
 	    "used", shmtc_json_u64(r->used));
 }
 
+/* The region named NAME, or NULL. */
+static const shmt_region_stat_t *
+region_of(const shmt_segment_stat_t *st, const char *name)
+{
+	for (uint32_t i = 0; i < st->nregions && i < SHMT_REGIONS_MAX; i++)
+		if (strcmp(st->regions[i].name, name) == 0)
+			return &st->regions[i];
+	return NULL;
+}
+
+/* The dictionary's numbers, or null when the segment has none. */
 static json_t *
-stat_json(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
+dict_json(const shmt_dict_stat_t *d, int have)
+{
+	if (!have)
+		return json_null();
+	return json_pack("{s:i, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+	    "shards", (int)d->shards, "eviction", d->eviction != 0,
+	    "bytes", shmtc_json_u64(d->bytes), "used", shmtc_json_u64(d->used),
+	    "items", shmtc_json_u64(d->items),
+	    "value_room", shmtc_json_u64(d->value_room),
+	    "evictions", shmtc_json_u64(d->evictions),
+	    "expirations", shmtc_json_u64(d->expirations),
+	    "repairs", shmtc_json_u64(d->repairs));
+}
+
+/* The counters as the region table shows them (the library has no
+ * counters statistics of their own), or null when there are none. */
+static json_t *
+counters_json(const shmt_segment_stat_t *st)
+{
+	const shmt_region_stat_t *r = region_of(st, "counters");
+
+	if (r == NULL || r->size == 0)
+		return json_null();
+	return json_pack("{s:o, s:o}", "region_size", shmtc_json_u64(r->size),
+	    "used", shmtc_json_u64(r->used));
+}
+
+static json_t *
+stat_json(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
+    const shmt_dict_stat_t *d, int have_dict)
 {
 	json_t *regions = json_array();
 	char fmtword[24];
@@ -51,13 +92,12 @@ stat_json(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
 	uint64_t age = heartbeat_age(st, now, &known);
 
 	for (uint32_t i = 0; i < st->nregions && i < SHMT_REGIONS_MAX; i++)
-		if (st->regions[i].size > 0)
-			json_array_append_new(regions, region_json(&st->regions[i]));
+		json_array_append_new(regions, region_json(&st->regions[i]));
 	snprintf(fmtword, sizeof(fmtword), "0x%016" PRIx64, st->format);
 	snprintf(mode, sizeof(mode), "%04o", (unsigned)st->mode);
 	return json_pack("{s:s, s:o, s:s, s:i, s:s, s:o, s:o, s:o,"
 	    " s:{s:I, s:s, s:b, s:o, s:o, s:o, s:o},"
-	    " s:{s:i, s:i, s:i, s:o}, s:{s:i, s:i}}",
+	    " s:{s:i, s:i, s:i, s:o}, s:{s:i, s:i}, s:o, s:o}",
 	    "segment", shmt_name(h),
 	    "size", shmtc_json_u64(st->size),
 	    "format", fmtword,
@@ -81,7 +121,9 @@ stat_json(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
 	    "reaped", shmtc_json_u64(st->slots_reaped),
 	    "limiters",
 	    "max", (int)st->max_limiters,
-	    "in_use", (int)st->limiters);
+	    "in_use", (int)st->limiters,
+	    "dictionary", dict_json(d, have_dict),
+	    "counters", counters_json(st));
 }
 
 static void
@@ -121,8 +163,37 @@ print_created(uint64_t wall_ns)
 	    shmtc_fmt_rel(ago, sizeof(ago), wall_ns, now));
 }
 
+static void
+print_dict(const shmt_segment_stat_t *st, const shmt_dict_stat_t *d,
+    int have)
+{
+	const shmt_region_stat_t *r = region_of(st, "counters");
+	char used[SHMTC_FMT_MAX], bytes[SHMTC_FMT_MAX], room[SHMTC_FMT_MAX];
+
+	if (!have) {
+		printf("dictionary none (created with its size 0)\n");
+	} else {
+		printf("dictionary %u shards, %" PRIu64 " items, %s of %s used, "
+		    "room for a %s value, eviction %s\n", d->shards, d->items,
+		    shmtc_fmt_bytes(used, sizeof(used), d->used),
+		    shmtc_fmt_bytes(bytes, sizeof(bytes), d->bytes),
+		    shmtc_fmt_bytes(room, sizeof(room), d->value_room),
+		    d->eviction ? "on" : "off");
+		printf("           %" PRIu64 " evictions, %" PRIu64
+		    " expirations, %" PRIu64 " repairs\n", d->evictions,
+		    d->expirations, d->repairs);
+	}
+	if (r == NULL || r->size == 0)
+		printf("counters   none (created with its size 0)\n");
+	else
+		printf("counters   %s of %s used\n",
+		    shmtc_fmt_bytes(used, sizeof(used), r->used),
+		    shmtc_fmt_bytes(bytes, sizeof(bytes), r->size));
+}
+
 static int
-stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
+stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
+    const shmt_dict_stat_t *d, int have_dict)
 {
 	static const char *const hdr[] = { "REGION", "OFFSET", "SIZE", "USED",
 		"USE" };
@@ -140,7 +211,9 @@ stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
 	print_daemon(st, now);
 	printf("slots      %u of %u in use, %u stale, %" PRIu64 " reaped\n",
 	    st->slots, st->max_slots, st->slots_stale, st->slots_reaped);
-	printf("limiters   %u of %u\n\n", st->limiters, st->max_limiters);
+	printf("limiters   %u of %u\n", st->limiters, st->max_limiters);
+	print_dict(st, d, have_dict);
+	putchar('\n');
 
 	shmtc_table_init(&t, 5, hdr, "lrrrr");
 	for (uint32_t i = 0; i < st->nregions && i < SHMT_REGIONS_MAX; i++) {
@@ -150,8 +223,6 @@ stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
 			shmtc_fmt_bytes(used, sizeof(used), r->used),
 			shmtc_fmt_pct(pct, sizeof(pct), r->used, r->size) };
 
-		if (r->size == 0)
-			continue;
 		snprintf(off, sizeof(off), "%" PRIu64, r->offset);
 		shmtc_table_row(&t, row);
 	}
@@ -163,7 +234,9 @@ stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now)
 int
 shmtc_cmd_stat(struct shmtc *c, int argc, char **argv)
 {
+	shmt_dict_stat_t d;
 	shmt_segment_stat_t st;
+	int have_dict;
 	shmt_t *h = NULL;
 	shmt_time_t now;
 	char *arg;
@@ -180,11 +253,18 @@ shmtc_cmd_stat(struct shmtc *c, int argc, char **argv)
 		rc = shmtc_exit_for(rc);
 		goto out;
 	}
+	rc = shmt_dict_stat(h, &d);
+	if (rc != 0 && rc != -ENODEV) {
+		shmtc_err("%s: dictionary: %s", c->segment, shmt_strerror(rc));
+		rc = shmtc_exit_for(rc);
+		goto out;
+	}
+	have_dict = rc == 0;
 	now = shmt_now(h);
 	if (c->json)
-		rc = shmtc_json_emit(stat_json(h, &st, now));
+		rc = shmtc_json_emit(stat_json(h, &st, now, &d, have_dict));
 	else
-		rc = stat_human(h, &st, now);
+		rc = stat_human(h, &st, now, &d, have_dict);
 out:
 	shmt_close(h);
 	return rc;

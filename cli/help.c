@@ -9,8 +9,11 @@
 const char shmtc_help_stat[] =
 "Shows the segment: its size, format word and mode, each region with its\n"
 "offset, size and use; the daemon (pid, up or down, heartbeat age,\n"
-"housekeeping lag and runs); process slots in use and stale; limiters.\n"
-"Works whether or not the daemon runs, and says which.\n";
+"housekeeping lag and runs); process slots in use and stale; limiters;\n"
+"the dictionary (shards, items, bytes used, room for a value now, eviction,\n"
+"evictions, expirations, repairs after a dead writer) and the counters.\n"
+"A region of size 0 is one the segment was created without.  Works\n"
+"whether or not the daemon runs, and says which.\n";
 
 const char shmtc_help_limiters[] =
 "One row per limiter: NAME, MODE (buckets or exact), LIMIT uses per WINDOW,\n"
@@ -40,13 +43,85 @@ const char shmtc_help_next_key[] =
 "such limiter, 2 when LIMITER has no key pool.\n";
 
 const char shmtc_help_check[] =
-"Scans what the segment shows: the header and its regions, the slots, and\n"
-"every limiter (parameters in range, in-flight uses within the limit, the\n"
-"ring of buckets: serials in sequence, uses that add up to the in-flight\n"
-"count, release = close + window).  Prints each problem on its own line\n"
-"and exits 4 when there is one; warnings (daemon down, stale slots) do not\n"
+"Scans the whole segment through the library's own check: the header\n"
+"against what was validated when attaching, every limiter's row, state\n"
+"word, ring or log and client table, and every dictionary and counter\n"
+"shard (chains, free lists, item and byte counts, every heap byte in\n"
+"exactly one block; each shard is checked under its lock).  On top, it\n"
+"checks what the library shows with times: each bucket's close time and\n"
+"release = close + window, and the daemon's heartbeat.  Prints each problem\n"
+"on its own line, named by where it is (e.g. 'dictionary shard 3'), and\n"
+"exits 4 when there is one; warnings (daemon down, stale slots) do not\n"
 "change the exit code.  Values that change while it reads are read again\n"
 "until two reads agree.\n";
+
+/* The key rules, shared by every dictionary page. */
+#define KEY_RULES \
+"KEY is 1 to 1024 bytes as given; with --key-hex it is written in hex\n" \
+"(\"00ff41\") so that any bytes can be named.\n"
+
+#define NO_DICT \
+"Exit 3 when the segment was created without a dictionary.\n"
+
+const char shmtc_help_get[] =
+"Writes the value of KEY to stdout, byte for byte, with no newline added.\n"
+"Exit 0 found, 1 absent or expired (a message on stderr; with --json the\n"
+"document says \"found\": false).  With --json the value is a string when it\n"
+"is valid UTF-8, else base64 with \"encoding\": \"base64\".\n"
+KEY_RULES NO_DICT
+"\n"
+"Options:\n"
+"      --key-hex         KEY is hex\n";
+
+const char shmtc_help_set[] =
+"Stores VALUE under KEY; VALUE '-' reads the value from stdin, byte for\n"
+"byte, up to 1 MiB (1048576 bytes; more is an error, exit 2, and nothing\n"
+"changes).  Prints nothing unless --json.  Exit 1 when --nx finds the key,\n"
+"--xx does not, or there is no room (eviction off).\n"
+KEY_RULES NO_DICT
+"\n"
+"Options:\n"
+"      --ttl DURATION    expire after DURATION (500ms, 30s, 10m, 24h, 1d;\n"
+"                        whole milliseconds; 0: never)\n"
+"      --nx              only if KEY is absent\n"
+"      --xx              only if KEY is present (its TTL is replaced too)\n"
+"      --key-hex         KEY is hex\n";
+
+const char shmtc_help_del[] =
+"Removes KEY.  Exit 0 removed, 1 absent.\n"
+KEY_RULES NO_DICT
+"\n"
+"Options:\n"
+"      --key-hex         KEY is hex\n";
+
+const char shmtc_help_incr[] =
+"Adds N (default 1, may be negative: write it after --, as in\n"
+"'incr KEY -- -5') to the decimal integer stored under KEY and prints the\n"
+"sum.  An absent key counts as 0 and is created without a TTL; a present\n"
+"one keeps its TTL.  Exit 1 when the value is not a decimal integer or the\n"
+"sum overflows a signed 64-bit integer.\n"
+KEY_RULES NO_DICT
+"\n"
+"Options:\n"
+"      --key-hex         KEY is hex\n";
+
+const char shmtc_help_keys[] =
+"Lists the keys, sorted by their bytes, one per line.  Printable ASCII is\n"
+"shown as is, a backslash as \\\\, any other byte as \\xHH.  PATTERN is a\n"
+"shell glob (fnmatch(3)) matched against the key as shown, so it can name\n"
+"keys with any bytes.  Keys written while it walks may or may not appear.\n"
+NO_DICT;
+
+const char shmtc_help_hit[] =
+"Counts one hit of KEY now and prints how many hits KEY had in the\n"
+"trailing window of the segment's counters (24 h by default).  The count\n"
+"may miss the hits of one sub-window (the oldest one) but never counts a\n"
+"hit older than the window.\n"
+KEY_RULES
+"Exit 3 when the segment was created without counters.\n"
+"\n"
+"Options:\n"
+"      --key-hex         KEY is hex\n";
 
 const char shmtc_help_watch[] =
 "A live full-screen view, refreshed every SECS seconds (default 1): the\n"
@@ -72,6 +147,11 @@ const char shmtc_help_create[] =
 "      --max-limiters N  rows in the limiter table (default 64)\n"
 "      --max-slots N     process slots (default 256)\n"
 "      --arena BYTES     limiter storage, K/M/G suffixes (default 16M)\n"
+"      --dict BYTES      dictionary heap, 0 for none (default 32M)\n"
+"      --dict-shards N   dictionary shards, a power of two (default 8);\n"
+"                        each needs at least 2M of the heap\n"
+"      --no-eviction     a full dictionary refuses writes (exit 1)\n"
+"      --counters BYTES  counters heap, 0 for none (default 8M)\n"
 "      --mode OCTAL      permission bits (default 0600)\n";
 
 const char shmtc_help_destroy[] =
@@ -115,10 +195,13 @@ shmtc_usage(FILE *f)
 "\n"
 "EXIT STATUS\n"
 "    0  success, granted\n"
-"    1  throttled, not found (limiter), already exists (create)\n"
+"    1  throttled; not found (limiter, key); already exists (create,\n"
+"       set --nx); refused (incr on a value that is not a number or that\n"
+"       would overflow, no room in the dictionary with eviction off)\n"
 "    2  usage error: unknown command or option, bad argument\n"
 "    3  segment missing, incompatible (not a segment, other format) or\n"
-"       unusable (permission, no free process slot)\n"
+"       unusable (permission, no free process slot, created without the\n"
+"       dictionary or the counters the command needs)\n"
 "    4  segment damaged (size, header or state inconsistent; check names\n"
 "       each problem)\n"
 "\n"

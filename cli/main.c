@@ -14,14 +14,15 @@
 
 /*
  * The command table.  Commands appear here only once the library has their
- * capability: the dictionary (get, set, del, incr, keys, hit) and the
- * analyzer (top) join as the library grows, each as one more row and one
- * cmd_*.c file, with their help text in help.c.
+ * capability: the analyzer (top) joins as the library grows, as one more
+ * row and one cmd_*.c file, with its help text in help.c.
  */
 extern const char shmtc_help_stat[], shmtc_help_limiters[],
     shmtc_help_buckets[], shmtc_help_try[], shmtc_help_next_key[],
     shmtc_help_create[], shmtc_help_destroy[], shmtc_help_check[],
-    shmtc_help_watch[], shmtc_help_help[];
+    shmtc_help_watch[], shmtc_help_help[], shmtc_help_get[],
+    shmtc_help_set[], shmtc_help_del[], shmtc_help_incr[], shmtc_help_keys[],
+    shmtc_help_hit[];
 
 const struct shmtc_cmd shmtc_commands[] = {
 	{ "stat", "", "the segment, its regions, daemon and slots",
@@ -34,6 +35,18 @@ const struct shmtc_cmd shmtc_commands[] = {
 	  shmtc_help_try, 1, shmtc_cmd_try },
 	{ "next-key", "LIMITER", "take one use of a key pool, print the key",
 	  shmtc_help_next_key, 1, shmtc_cmd_next_key },
+	{ "get", "KEY", "write the value of KEY to stdout",
+	  shmtc_help_get, 1, shmtc_cmd_get },
+	{ "set", "KEY VALUE|-", "store a value (- reads it from stdin)",
+	  shmtc_help_set, 1, shmtc_cmd_set },
+	{ "del", "KEY", "remove KEY (exit 1 when absent)",
+	  shmtc_help_del, 1, shmtc_cmd_del },
+	{ "incr", "KEY [N]", "add N (default 1) to a number, print it",
+	  shmtc_help_incr, 1, shmtc_cmd_incr },
+	{ "keys", "[PATTERN]", "list the keys, or those matching a glob",
+	  shmtc_help_keys, 1, shmtc_cmd_keys },
+	{ "hit", "KEY", "count one hit, print hits in the window",
+	  shmtc_help_hit, 1, shmtc_cmd_hit },
 	{ "check", "", "scan the segment and name every problem found",
 	  shmtc_help_check, 1, shmtc_cmd_check },
 	{ "watch", "[-d SECS] [-n FRAMES]", "a live full-screen view",
