@@ -322,18 +322,27 @@ out:
 	return rc;
 }
 
+int64_t
+shmtd_snapshot_delta(uint64_t then_wall, uint64_t then_mono, uint64_t now_wall,
+    uint64_t now_mono, int same_boot)
+{
+	uint64_t elapsed = now_wall > then_wall ? now_wall - then_wall : 0;
+
+	if (same_boot)
+		return 0;
+	return (int64_t)(now_mono - then_mono - elapsed);
+}
+
 /* How far to move the image's monotonic times (see the top of the file). */
 static int64_t
 rebase_delta(const struct snap_hdr *sh)
 {
 	char now_boot[BOOT_ID_LEN];
 	uint64_t wall = clock_ns(CLOCK_REALTIME), mono = clock_ns(CLOCK_MONOTONIC);
-	uint64_t elapsed = wall > sh->sn_wall_ns ? wall - sh->sn_wall_ns : 0;
 
 	boot_id(now_boot);
-	if (now_boot[0] != '\0' && strcmp(now_boot, sh->sn_boot_id) == 0)
-		return 0;
-	return (int64_t)(mono - sh->sn_mono_ns - elapsed);
+	return shmtd_snapshot_delta(sh->sn_wall_ns, sh->sn_mono_ns, wall, mono,
+	    now_boot[0] != '\0' && strcmp(now_boot, sh->sn_boot_id) == 0);
 }
 
 static const enum shmt_region_id restored[] = { SHMT_R_LIMITERS, SHMT_R_ARENA };
@@ -390,6 +399,13 @@ build_and_publish(const char *tmp, const char *name, const unsigned char *img,
 	c.max_limiters = ih->sh_params.sp_max_limiters;
 	c.max_slots = ih->sh_params.sp_max_slots;
 	c.arena_bytes = ih->sh_params.sp_arena_bytes;
+	c.dict_bytes = ih->sh_params.sp_dict_bytes;
+	c.dict_shards = ih->sh_params.sp_dict_shards;
+	c.dict_eviction = ih->sh_params.sp_dict_eviction;
+	c.counters_bytes = ih->sh_params.sp_counters_bytes;
+	c.counters_shards = ih->sh_params.sp_counters_shards;
+	c.counters_subwindows = ih->sh_params.sp_counters_subwindows;
+	c.counters_window_ns = ih->sh_params.sp_counters_window_ns;
 	shmt_unlink(tmp); /* a leftover of a restore killed midway */
 	if ((rc = shmt_create(tmp, &c, &t)) != 0)
 		return bad(err, cap, rc, path, "cannot create segment %s: %s",

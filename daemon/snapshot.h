@@ -9,6 +9,7 @@
 #include "shmthrottle.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * shmtd_snapshot_write: save the segment of H to PATH atomically (a
@@ -28,5 +29,15 @@ int shmtd_snapshot_write(shmt_t *h, const char *path, char *err, size_t cap);
  */
 int shmtd_snapshot_restore(const char *path, const char *name, shmt_t **out,
     char *err, size_t cap);
+
+/*
+ * shmtd_snapshot_delta: how far a monotonic time of the snapshot's boot
+ * must move to mean the same instant on this boot: 0 on the same boot,
+ * else now_mono - (then_mono + elapsed), elapsed = now_wall - then_wall
+ * taken as 0 when the wall clock went back (uses then stay held longer,
+ * never shorter).
+ */
+int64_t shmtd_snapshot_delta(uint64_t then_wall, uint64_t then_mono,
+    uint64_t now_wall, uint64_t now_mono, int same_boot);
 
 #endif /* SHMTD_SNAPSHOT_H */

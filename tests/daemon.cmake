@@ -9,6 +9,13 @@ if(TARGET shmt_config)
     LABELS unit TIMEOUT 60)
 endif()
 
+if(TARGET shmtd_core)
+  shmt_add_test(test_daemon_snapshot
+    SOURCES test_daemon_snapshot.c
+    LIBS shmtd_core
+    LABELS unit TIMEOUT 120)
+endif()
+
 if(TARGET shmthrottled)
   # One binary, two tiers: the kill -9 test is `stress`, the rest `unit`.
   shmt_add_test(test_daemon
