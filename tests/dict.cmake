@@ -4,3 +4,4 @@
 # torn-read checks across processes, kill -9 of writers, and shmt_hit
 # against the exact count of the seed.
 shmt_add_test(test_dict_model SOURCES test_dict_model.c LABELS unit TIMEOUT 300)
+shmt_add_test(test_dict_limits SOURCES test_dict_limits.c LABELS unit TIMEOUT 300)

@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The dictionary's limits: values of 1 MiB stored and read back byte for
+ * byte; keys of exactly 1024 bytes, one under and one over, and of 0 bytes;
+ * values of exactly 1 MiB, one under and one over; after every refused call
+ * nothing has changed.  A get into a short buffer says how long the value
+ * is.  And the promise of shmt_dict_stat: whenever value_room says N bytes
+ * fit, a set of N bytes under a fresh key succeeds, at every fill level of a
+ * dictionary filled with random items (eviction off, so nothing makes room).
+ */
+#include "testutil.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB (1024 * 1024)
+
+struct dl {
+	shmt_t *h;
+	char seg[96];
+	unsigned char *a, *b;   /* two buffers of 1 MiB + 1 */
+};
+
+static void
+dl_open(struct dl *d, uint64_t dict_bytes, uint32_t shards)
+{
+	shmt_config_t cfg;
+
+	shmt_config_init(&cfg);
+	cfg.max_limiters = 4;
+	cfg.arena_bytes = 64ULL << 10;
+	cfg.dict_bytes = dict_bytes;
+	cfg.dict_shards = shards;
+	cfg.dict_eviction = 0;
+	cfg.counters_bytes = 256ULL << 10;
+	cfg.counters_shards = 1;
+	tu_segname(d->seg, sizeof(d->seg), "dlimits");
+	assert_int_equal(shmt_create(d->seg, &cfg, &d->h), 0);
+	d->a = malloc(MIB + 1);
+	d->b = malloc(MIB + 1);
+	assert_non_null(d->a);
+	assert_non_null(d->b);
+}
+
+static void
+dl_close(struct dl *d)
+{
+	shmt_close(d->h);
+	assert_int_equal(shmt_unlink(d->seg), 0);
+	free(d->a);
+	free(d->b);
+}
+
+static void
+fill_random(uint64_t *rs, unsigned char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (unsigned char)tu_rand(rs);
+}
+
+/* KEY must read back as exactly WANT (LEN bytes). */
+static void
+dl_expect(struct dl *d, const void *key, size_t klen, const void *want,
+    size_t len)
+{
+	size_t vlen = (size_t)-1;
+
+	assert_int_equal(shmt_get(d->h, key, klen, d->b, MIB + 1, &vlen), 0);
+	assert_int_equal(vlen, len);
+	assert_memory_equal(d->b, want, len);
+}
+
+static void
+dl_absent(struct dl *d, const void *key, size_t klen)
+{
+	size_t vlen;
+
+	assert_int_equal(shmt_get(d->h, key, klen, d->b, MIB + 1, &vlen),
+	    -ENOENT);
+}
+
+/* What a refused call must leave as it was: the counts of the stat. */
+static void
+dl_same_stat(struct dl *d, const shmt_dict_stat_t *before)
+{
+	shmt_dict_stat_t now;
+
+	assert_int_equal(shmt_dict_stat(d->h, &now), 0);
+	assert_int_equal(now.items, before->items);
+	assert_int_equal(now.used, before->used);
+	assert_int_equal(now.value_room, before->value_room);
+}
+
+/* Values of 1 MiB, one byte less, and the small ones, under keys of 1,
+ * 1023 and 1024 bytes: each read back byte for byte, then overwritten by
+ * another value of the same size (which needs room for both at once). */
+static void
+test_big_values(void **state)
+{
+	static const size_t sizes[] = { MIB, MIB - 1, 0, 1, MIB / 2 + 1 };
+	static const size_t klens[] = { 1, SHMT_KEY_MAX - 1, SHMT_KEY_MAX };
+	uint64_t rs = tu_seed("test_big_values");
+	unsigned char key[SHMT_KEY_MAX];
+	struct dl d;
+
+	dl_open(&d, 16ULL << 20, 4);
+	for (size_t k = 0; k < sizeof(klens) / sizeof(klens[0]); k++) {
+		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			fill_random(&rs, key, klens[k]);
+			fill_random(&rs, d.a, sizes[s]);
+			assert_int_equal(shmt_set(d.h, key, klens[k], d.a,
+			    sizes[s], 0), 0);
+			dl_expect(&d, key, klens[k], d.a, sizes[s]);
+			fill_random(&rs, d.a, sizes[s]);
+			assert_int_equal(shmt_set(d.h, key, klens[k], d.a,
+			    sizes[s], 0), 0);
+			dl_expect(&d, key, klens[k], d.a, sizes[s]);
+			assert_int_equal(shmt_del(d.h, key, klens[k]), 0);
+			dl_absent(&d, key, klens[k]);
+		}
+	}
+	dl_close(&d);
+}
+
+/* Every call that takes a key refuses 0 bytes (-EINVAL) and 1025 bytes
+ * (-E2BIG).  The 1025-byte key starts with a stored 1024-byte key, so a
+ * call that cut the key short would change that one: it must not. */
+static void
+test_key_limits(void **state)
+{
+	uint64_t rs = tu_seed("test_key_limits"), cnt;
+	unsigned char key[SHMT_KEY_MAX + 1], val[16] = "old value";
+	size_t lens[] = { 0, SHMT_KEY_MAX + 1, SIZE_MAX };
+	shmt_dict_stat_t before;
+	int64_t res;
+	size_t vlen;
+	struct dl d;
+
+	dl_open(&d, 4ULL << 20, 2);
+	fill_random(&rs, key, sizeof(key));
+	/* The edges that are allowed: 1024 and 1023 bytes. */
+	assert_int_equal(shmt_set(d.h, key, SHMT_KEY_MAX, val, 9, 0), 0);
+	assert_int_equal(shmt_set(d.h, key, SHMT_KEY_MAX - 1, "x", 1, 0), 0);
+	dl_expect(&d, key, SHMT_KEY_MAX, val, 9);
+	dl_expect(&d, key, SHMT_KEY_MAX - 1, "x", 1);
+	assert_int_equal(shmt_hit(d.h, key, SHMT_KEY_MAX, &cnt), 0);
+	assert_int_equal(cnt, 1);
+	assert_int_equal(shmt_dict_stat(d.h, &before), 0);
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		int want = lens[i] == 0 ? -EINVAL : -E2BIG;
+
+		assert_int_equal(shmt_set(d.h, key, lens[i], "n", 1, 0), want);
+		assert_int_equal(shmt_add(d.h, key, lens[i], "n", 1, 0), want);
+		assert_int_equal(shmt_replace(d.h, key, lens[i], "n", 1, 0),
+		    want);
+		assert_int_equal(shmt_del(d.h, key, lens[i]), want);
+		assert_int_equal(shmt_incr(d.h, key, lens[i], 1, &res), want);
+		assert_int_equal(shmt_get(d.h, key, lens[i], d.b, 16, &vlen),
+		    want);
+		assert_int_equal(shmt_hit(d.h, key, lens[i], &cnt), want);
+		dl_same_stat(&d, &before);
+		dl_expect(&d, key, SHMT_KEY_MAX, val, 9);
+		dl_expect(&d, key, SHMT_KEY_MAX - 1, "x", 1);
+	}
+	/* The counter of the 1024-byte key was not touched either. */
+	assert_int_equal(shmt_hit(d.h, key, SHMT_KEY_MAX, &cnt), 0);
+	assert_int_equal(cnt, 2);
+	dl_close(&d);
+}
+
+/* Values of 1 MiB + 1 are refused with -EMSGSIZE by set, add and replace,
+ * on a present key and on an absent one, and nothing changes; exactly
+ * 1 MiB and one byte less are stored. */
+static void
+test_value_limits(void **state)
+{
+	uint64_t rs = tu_seed("test_value_limits");
+	shmt_dict_stat_t before;
+	struct dl d;
+
+	dl_open(&d, 16ULL << 20, 4);
+	fill_random(&rs, d.a, MIB + 1);
+	assert_int_equal(shmt_set(d.h, "present", 7, "old", 3, 0), 0);
+	assert_int_equal(shmt_dict_stat(d.h, &before), 0);
+	for (int ttl = 0; ttl <= 1; ttl++) {
+		assert_int_equal(shmt_set(d.h, "present", 7, d.a, MIB + 1,
+		    (uint64_t)ttl * 5), -EMSGSIZE);
+		assert_int_equal(shmt_add(d.h, "present", 7, d.a, MIB + 1,
+		    (uint64_t)ttl * 5), -EMSGSIZE);
+		assert_int_equal(shmt_replace(d.h, "present", 7, d.a,
+		    MIB + 1, (uint64_t)ttl * 5), -EMSGSIZE);
+		assert_int_equal(shmt_set(d.h, "absent", 6, d.a, MIB + 1,
+		    (uint64_t)ttl * 5), -EMSGSIZE);
+		assert_int_equal(shmt_add(d.h, "absent", 6, d.a, MIB + 1,
+		    (uint64_t)ttl * 5), -EMSGSIZE);
+		assert_int_equal(shmt_set(d.h, "absent", 6, d.a, SIZE_MAX, 0),
+		    -EMSGSIZE);
+		/* A value pointer of NULL with a length is refused too. */
+		assert_int_equal(shmt_set(d.h, "absent", 6, NULL, 1, 0),
+		    -EINVAL);
+		dl_same_stat(&d, &before);
+		dl_expect(&d, "present", 7, "old", 3);
+		dl_absent(&d, "absent", 6);
+	}
+	assert_int_equal(shmt_set(d.h, "present", 7, d.a, MIB, 0), 0);
+	dl_expect(&d, "present", 7, d.a, MIB);
+	assert_int_equal(shmt_replace(d.h, "present", 7, d.a + 1, MIB - 1, 0),
+	    0);
+	dl_expect(&d, "present", 7, d.a + 1, MIB - 1);
+	assert_int_equal(shmt_add(d.h, "absent", 6, d.a, MIB, 0), 0);
+	dl_expect(&d, "absent", 6, d.a, MIB);
+	dl_close(&d);
+}
+
+/* A get into a buffer one byte short answers -ERANGE with the length
+ * needed and leaves the buffer alone; a buffer of 0 bytes (NULL) asks for
+ * the length only; an exact buffer reads the value.  A walk into a short
+ * key buffer answers -ERANGE, with the key's length, and stays put. */
+static void
+test_short_buffer(void **state)
+{
+	static const size_t sizes[] = { 1, 100, 4096, MIB };
+	uint64_t rs = tu_seed("test_short_buffer"), cursor = 0, c2;
+	unsigned char key[SHMT_KEY_MAX];
+	size_t vlen, klen;
+	struct dl d;
+
+	dl_open(&d, 8ULL << 20, 2);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+
+		fill_random(&rs, d.a, n);
+		assert_int_equal(shmt_set(d.h, "k", 1, d.a, n, 0), 0);
+		memset(d.b, 0x5a, n);
+		vlen = 0;
+		assert_int_equal(shmt_get(d.h, "k", 1, d.b, n - 1, &vlen),
+		    -ERANGE);
+		assert_int_equal(vlen, n);
+		for (size_t j = 0; j < n; j++)
+			if (d.b[j] != 0x5a)
+				fail_msg("byte %zu of a short buffer changed", j);
+		vlen = 0;
+		assert_int_equal(shmt_get(d.h, "k", 1, NULL, 0, &vlen), -ERANGE);
+		assert_int_equal(vlen, n);
+		assert_int_equal(shmt_get(d.h, "k", 1, d.b, n, &vlen), 0);
+		assert_int_equal(vlen, n);
+		assert_memory_equal(d.b, d.a, n);
+	}
+	/* An empty value fits a buffer of nothing. */
+	assert_int_equal(shmt_set(d.h, "k", 1, "", 0, 0), 0);
+	vlen = 7;
+	assert_int_equal(shmt_get(d.h, "k", 1, NULL, 0, &vlen), 0);
+	assert_int_equal(vlen, 0);
+	assert_int_equal(shmt_del(d.h, "k", 1), 0);
+	/* The walk: the only key is 1024 bytes long. */
+	fill_random(&rs, key, sizeof(key));
+	assert_int_equal(shmt_set(d.h, key, sizeof(key), "v", 1, 0), 0);
+	klen = 0;
+	assert_int_equal(shmt_dict_next(d.h, &cursor, d.b, SHMT_KEY_MAX - 1,
+	    &klen), -ERANGE);
+	assert_int_equal(klen, SHMT_KEY_MAX);
+	c2 = cursor;
+	assert_int_equal(shmt_dict_next(d.h, &cursor, d.b, 0, &klen), -ERANGE);
+	assert_int_equal(cursor, c2);
+	assert_int_equal(shmt_dict_next(d.h, &cursor, d.b, SHMT_KEY_MAX,
+	    &klen), 1);
+	assert_int_equal(klen, SHMT_KEY_MAX);
+	assert_memory_equal(d.b, key, SHMT_KEY_MAX);
+	assert_int_equal(shmt_dict_next(d.h, &cursor, d.b, SHMT_KEY_MAX,
+	    &klen), 0);
+	dl_close(&d);
+}
+
+/* ---- The room promise ------------------------------------------------ */
+
+/* The fill: each item's key is 8 bytes of its number, its value derived
+ * from a seed, so the end can check that nothing moved. */
+struct fill_item {
+	uint64_t seed;
+	size_t len;
+};
+
+static void
+make_bytes(uint64_t seed, unsigned char *p, size_t len)
+{
+	uint64_t s = seed | 1;
+
+	fill_random(&s, p, len);
+}
+
+/* A fill item's length: mostly small, sometimes large, so the heap
+ * fragments the way a real one does. */
+static size_t
+fill_len(uint64_t *rs)
+{
+	uint64_t c = tu_rand(rs) % 100;
+
+	if (c < 60)
+		return tu_rand(rs) % 2048;
+	if (c < 95)
+		return tu_rand(rs) % 32768;
+	return tu_rand(rs) % (256 * 1024);
+}
+
+/* Check the promise once: read value_room, set that many bytes and a
+ * random smaller number under fresh keys (of 1024 bytes, the worst case,
+ * and of 1 byte), then delete them again.  Returns value_room. */
+static uint64_t
+check_room(struct dl *d, uint64_t *rs, uint64_t level)
+{
+	unsigned char key[SHMT_KEY_MAX];
+	shmt_dict_stat_t ds;
+	uint64_t room;
+
+	assert_int_equal(shmt_dict_stat(d->h, &ds), 0);
+	room = ds.value_room;
+	assert_true(room <= SHMT_VALUE_MAX);
+	assert_int_equal(ds.evictions, 0);
+	for (int i = 0; i < 3 && room > 0; i++) {
+		size_t n = i == 0 ? room : (size_t)(tu_rand(rs) % room) + 1;
+		size_t klen = i == 2 ? 1 : SHMT_KEY_MAX;
+		int rc;
+
+		/* A fresh key: the fill keys are 8 bytes, so no other
+		 * length is ever present. */
+		fill_random(rs, key, klen);
+		if (klen == 1)
+			key[0] = 0xfe;
+		fill_random(rs, d->a, n);
+		rc = shmt_set(d->h, key, klen, d->a, n, 0);
+		if (rc != 0)
+			fail_msg("fill level %" PRIu64 " (%" PRIu64 " of %"
+			    PRIu64 " bytes used): value_room %" PRIu64
+			    " but a set of %zu bytes under a %zu-byte key "
+			    "answered %d", level, ds.used, ds.bytes, room, n,
+			    klen, rc);
+		dl_expect(d, key, klen, d->a, n);
+		assert_int_equal(shmt_del(d->h, key, klen), 0);
+	}
+	return room;
+}
+
+/* Add one fill item, smaller and smaller until one fits; 0 when not even
+ * an empty value fits any more. */
+static int
+add_fill(struct dl *d, uint64_t *rs, struct fill_item *f, uint64_t n)
+{
+	size_t len = fill_len(rs);
+	uint64_t key = n;
+
+	f->seed = tu_rand(rs);
+	for (;;) {
+		int rc;
+
+		f->len = len;
+		make_bytes(f->seed, d->a, len);
+		rc = shmt_set(d->h, &key, sizeof(key), d->a, len, 0);
+		if (rc == 0)
+			return 1;
+		assert_int_equal(rc, -ENOSPC);
+		if (len == 0)
+			return 0;
+		len /= 4;
+	}
+}
+
+static void
+room_run(uint64_t dict_bytes, uint32_t shards, uint64_t seed)
+{
+	uint64_t rs = seed, levels = 0, full_room = 0, n = 0, room;
+	struct fill_item *f = calloc(65536, sizeof(*f));
+	struct dl d;
+
+	assert_non_null(f);
+	dl_open(&d, dict_bytes, shards);
+	for (;;) {
+		room = check_room(&d, &rs, levels++);
+		full_room += room == SHMT_VALUE_MAX;
+		if (n == 65536 || !add_fill(&d, &rs, &f[n], n))
+			break;
+		n++;
+	}
+	/* The dictionary is full: even an empty value is refused.  Every
+	 * fill item is still there, byte for byte. */
+	for (uint64_t i = 0; i < n; i++) {
+		make_bytes(f[i].seed, d.a, f[i].len);
+		dl_expect(&d, &i, sizeof(i), d.a, f[i].len);
+	}
+	printf("# room: %u shard(s) of %" PRIu64 " MiB: %" PRIu64 " fill "
+	    "levels checked (%" PRIu64 " with room for 1 MiB), %" PRIu64
+	    " items at the end, room %" PRIu64 "\n", shards,
+	    dict_bytes / shards / MIB, levels, full_room, n, room);
+	assert_true(full_room > 0);
+	assert_true(levels > 100);
+	dl_close(&d);
+	free(f);
+}
+
+static void
+test_value_room(void **state)
+{
+	uint64_t seed = tu_seed("test_value_room");
+
+	room_run(4ULL << 20, 2, seed);
+	room_run(4ULL << 20, 1, seed + 1);
+	room_run(16ULL << 20, 4, seed + 2);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_big_values),
+		cmocka_unit_test(test_key_limits),
+		cmocka_unit_test(test_value_limits),
+		cmocka_unit_test(test_short_buffer),
+		cmocka_unit_test(test_value_room),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
