@@ -5,3 +5,4 @@
 # against the exact count of the seed.
 shmt_add_test(test_dict_model SOURCES test_dict_model.c LABELS unit TIMEOUT 300)
 shmt_add_test(test_dict_limits SOURCES test_dict_limits.c LABELS unit TIMEOUT 300)
+shmt_add_test(test_dict_evict SOURCES test_dict_evict.c LABELS unit TIMEOUT 120)
