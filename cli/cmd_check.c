@@ -173,7 +173,8 @@ check_limiters(struct report *r, shmt_t *h)
 		const shmt_limiter_stat_t *l = &v[i];
 		char w[SHMT_LIMITER_NAME_MAX + 16];
 
-		snprintf(w, sizeof(w), "limiter '%.*s'", SHMT_LIMITER_NAME_MAX,
+		/* Named as the library's check names it. */
+		snprintf(w, sizeof(w), "limiter %.*s", SHMT_LIMITER_NAME_MAX,
 		    l->name);
 		if (l->mode == SHMT_MODE_BUCKETS && !l->per_client &&
 		    l->nbuckets > 0 && l->nbuckets <= SHMT_BUCKETS_MAX)

@@ -142,8 +142,9 @@ key_json(const struct key *k)
 }
 
 /*
- * Parse the options of a dictionary command: --key-hex always, and the
- * ones in EXTRA (set's).  Returns 0 with the operands checked, or the exit
+ * Parse the options of a dictionary command: --key-hex always, and set's
+ * when TTL is not NULL.  Returns 0 with the operands checked, -1 after
+ * printing help (the command then exits 0 without running), or the exit
  * code.  The TTL and the set variant come back through TTL and MODE.
  */
 static int
@@ -181,6 +182,8 @@ dict_opts(struct shmtc *c, int argc, char **argv, int npos, int nopt,
 			*mode = opt;
 		}
 	}
+	if (opt == -2)
+		return -1;
 	if (opt != -1)
 		return shmtc_getopt_exit(opt);
 	return shmtc_operands(c, argc, argv, npos, nopt);
@@ -224,8 +227,9 @@ shmtc_cmd_get(struct shmtc *c, int argc, char **argv)
 	size_t vlen = 0;
 	int hex, rc;
 
-	if ((rc = dict_opts(c, argc, argv, 1, 0, &hex, NULL, NULL)) != 0 ||
-	    (rc = key_parse(c, &k, argv[optind], hex)) != 0)
+	if ((rc = dict_opts(c, argc, argv, 1, 0, &hex, NULL, NULL)) != 0)
+		return rc < 0 ? SHMTC_OK : rc;
+	if ((rc = key_parse(c, &k, argv[optind], hex)) != 0)
 		goto out;
 	/* One buffer of the largest value: no second read that could see
 	 * another value than the first when the value grows meanwhile. */
@@ -314,8 +318,9 @@ shmtc_cmd_set(struct shmtc *c, int argc, char **argv)
 	size_t vlen = 0;
 	int hex, mode = 0, rc;
 
-	if ((rc = dict_opts(c, argc, argv, 2, 0, &hex, &ttl, &mode)) != 0 ||
-	    (rc = key_parse(c, &k, argv[optind], hex)) != 0)
+	if ((rc = dict_opts(c, argc, argv, 2, 0, &hex, &ttl, &mode)) != 0)
+		return rc < 0 ? SHMTC_OK : rc;
+	if ((rc = key_parse(c, &k, argv[optind], hex)) != 0)
 		goto out;
 	v = argv[optind + 1];
 	if (strcmp(v, "-") == 0) {
@@ -363,8 +368,9 @@ shmtc_cmd_del(struct shmtc *c, int argc, char **argv)
 	shmt_t *h = NULL;
 	int hex, rc;
 
-	if ((rc = dict_opts(c, argc, argv, 1, 0, &hex, NULL, NULL)) != 0 ||
-	    (rc = key_parse(c, &k, argv[optind], hex)) != 0 ||
+	if ((rc = dict_opts(c, argc, argv, 1, 0, &hex, NULL, NULL)) != 0)
+		return rc < 0 ? SHMTC_OK : rc;
+	if ((rc = key_parse(c, &k, argv[optind], hex)) != 0 ||
 	    (rc = shmtc_open(c, &h)) != 0)
 		goto out;
 	rc = shmt_del(h, k.p, k.len);
@@ -401,8 +407,9 @@ shmtc_cmd_incr(struct shmtc *c, int argc, char **argv)
 	int64_t delta = 1, result;
 	int hex, rc;
 
-	if ((rc = dict_opts(c, argc, argv, 1, 1, &hex, NULL, NULL)) != 0 ||
-	    (rc = key_parse(c, &k, argv[optind], hex)) != 0)
+	if ((rc = dict_opts(c, argc, argv, 1, 1, &hex, NULL, NULL)) != 0)
+		return rc < 0 ? SHMTC_OK : rc;
+	if ((rc = key_parse(c, &k, argv[optind], hex)) != 0)
 		goto out;
 	if (optind + 1 < argc && parse_i64(argv[optind + 1], &delta) != 0) {
 		rc = shmtc_usage_error(c, "bad number '%s' (a signed 64-bit "
@@ -432,8 +439,9 @@ shmtc_cmd_hit(struct shmtc *c, int argc, char **argv)
 	uint64_t count;
 	int hex, rc;
 
-	if ((rc = dict_opts(c, argc, argv, 1, 0, &hex, NULL, NULL)) != 0 ||
-	    (rc = key_parse(c, &k, argv[optind], hex)) != 0 ||
+	if ((rc = dict_opts(c, argc, argv, 1, 0, &hex, NULL, NULL)) != 0)
+		return rc < 0 ? SHMTC_OK : rc;
+	if ((rc = key_parse(c, &k, argv[optind], hex)) != 0 ||
 	    (rc = shmtc_open(c, &h)) != 0)
 		goto out;
 	rc = shmt_hit(h, k.p, k.len, &count);

@@ -11,6 +11,7 @@
  */
 #include "testutil.h"
 
+#include "dict.h"
 #include "limiter.h"
 #include "segment.h"
 #include "test_cli_util.h"
@@ -97,6 +98,12 @@ fx_make(struct fx *f, const char *tag, int limiters)
 	cfg.max_limiters = 8;
 	cfg.max_slots = 16;
 	cfg.arena_bytes = 1 << 20;
+	/* The smallest dictionary and counters the library makes: two
+	 * shards each, so tests can damage one and find the other intact. */
+	cfg.dict_bytes = 4 << 20;
+	cfg.dict_shards = 2;
+	cfg.counters_bytes = 256 << 10;
+	cfg.counters_shards = 2;
 	assert_int_equal(shmt_create(f->seg, &cfg, &f->h), 0);
 	if (!limiters)
 		return;
@@ -112,6 +119,29 @@ fx_make(struct fx *f, const char *tag, int limiters)
 	grants(f, "api", 4, 1);
 	grants(f, "api", 1, 0);
 	grants(f, "exact1", 2, 1);
+}
+
+#define BINKEY "\x01\xfe"
+#define BINVAL "\x00\xff"
+
+/* Dictionary items and counter hits written at t0, 10 s before the CLI
+ * runs (on the real clock): "gone" had a 1 s TTL, so the CLI finds it
+ * expired; "user:2" has an hour left. */
+static void
+fx_dict(struct fx *f)
+{
+	shmt_t *h = f->h;
+	uint64_t n;
+
+	assert_int_equal(shmt_set(h, "user:1", 6, "alice", 5, 0), 0);
+	assert_int_equal(shmt_set(h, "user:2", 6, "bob", 3, 3600 * 1000), 0);
+	assert_int_equal(shmt_set(h, "gone", 4, "x", 1, 1000), 0);
+	assert_int_equal(shmt_set(h, "count", 5, "41", 2, 0), 0);
+	assert_int_equal(shmt_set(h, BINKEY, 2, BINVAL, 2, 0), 0);
+	assert_int_equal(shmt_set(h, "back\\slash", 10, "", 0, 0), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(shmt_hit(h, "ip:10.0.0.1", 11, &n), 0);
+	assert_int_equal(n, 3);
 }
 
 static void
@@ -233,6 +263,7 @@ test_stat(void **state)
 	json_t *j;
 
 	fx_make(&f, "stat", 1);
+	fx_dict(&f);
 	assert_int_equal(shmt_segment_stat(f.h, &st), 0);
 	snprintf(fmtword, sizeof(fmtword), "0x%016" PRIx64, st.format);
 
@@ -654,7 +685,7 @@ test_check_damaged_limiter(void **state)
 	row = row_of(f.h, "api");
 	row->lm_w.w[0] += (uint64_t)5 << 32;
 	expect_run(&r, 4, ARGV("-s", f.seg, "check"));
-	if (strstr(r.out, "problem: limiter 'api'") == NULL)
+	if (strstr(r.out, "problem: limiter api: ") == NULL)
 		fail_msg("check does not name limiter api: %s", r.out);
 	tc_run_free(&r);
 	expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check"));
@@ -667,6 +698,402 @@ test_check_damaged_limiter(void **state)
 	fx_free(&f);
 }
 
+/* ---- the dictionary and the counters ---------------------------------- */
+
+static void expect_usage(const char *const *argv, const char *msg);
+
+/* Run with stdin IN and expect exit STATUS. */
+static void
+expect_run_in(struct tc_run *r, int status, const void *in, size_t inlen,
+    const char *const *argv)
+{
+	tc_run_in(r, NULL, argv, in, inlen);
+	if (r->status != status)
+		fail_msg("%s: exit %d, expected %d\nstderr: %s", argv[2],
+		    r->status, status, r->err);
+}
+
+/* The value of KEY through the library, as a NUL-terminated copy (the
+ * test's values have no NUL), or NULL when absent. */
+static char *
+lib_get(shmt_t *h, const char *key)
+{
+	static char buf[256];
+	size_t n;
+	int rc = shmt_get(h, key, strlen(key), buf, sizeof(buf) - 1, &n);
+
+	if (rc == -ENOENT)
+		return NULL;
+	assert_int_equal(rc, 0);
+	buf[n] = '\0';
+	return buf;
+}
+
+static void
+test_get(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	json_t *j;
+
+	fx_make(&f, "get", 1);
+	fx_dict(&f);
+	/* The exact bytes: no newline added. */
+	expect_out(&f, 0, "alice", ARGV("-s", f.seg, "get", "user:1"));
+	expect_out(&f, 0, "", ARGV("-s", f.seg, "get", "back\\slash"));
+	expect_run(&r, 0, ARGV("-s", f.seg, "get", "--key-hex", "01FE"));
+	assert_int_equal(r.outlen, 2);
+	assert_memory_equal(r.out, BINVAL, 2);
+	tc_run_free(&r);
+
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "get", "user:2"));
+	j = parse(&r);
+	golden_json("get.json", j);
+	json_decref(j);
+	tc_run_free(&r);
+	/* Neither key nor value is UTF-8: both come as base64. */
+	expect_run(&r, 0, ARGV("-s", f.seg, "get", "--json", "--key-hex",
+	    "01fe"));
+	j = parse(&r);
+	golden_json("get-binary.json", j);
+	json_decref(j);
+	tc_run_free(&r);
+
+	/* Expired 9 s before the CLI ran, and never there: exit 1. */
+	expect_run(&r, 1, ARGV("-s", f.seg, "get", "gone"));
+	assert_string_equal(r.out, "");
+	expect_err(&r, "no key 'gone'");
+	tc_run_free(&r);
+	expect_run(&r, 1, ARGV("-s", f.seg, "get", "--json", "nosuch"));
+	j = parse(&r);
+	assert_true(json_is_false(json_object_get(j, "found")));
+	assert_null(json_object_get(j, "value"));
+	json_decref(j);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+static void
+test_set(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	json_t *j;
+	uint64_t ttl_ms = 500;
+
+	fx_make(&f, "set", 1);
+	fx_dict(&f);
+	expect_out(&f, 0, "", ARGV("-s", f.seg, "set", "user:3", "carol"));
+	assert_string_equal(lib_get(f.h, "user:3"), "carol");
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "set", "user:3", "dave",
+	    "--ttl", "10m"));
+	j = parse(&r);
+	golden_json("set.json", j);
+	json_decref(j);
+	tc_run_free(&r);
+	assert_string_equal(lib_get(f.h, "user:3"), "dave");
+
+	/* --nx only adds, --xx only replaces; a refusal changes nothing. */
+	expect_run(&r, 1, ARGV("-s", f.seg, "set", "--nx", "user:1", "eve"));
+	expect_err(&r, "key 'user:1' already exists");
+	tc_run_free(&r);
+	expect_run(&r, 1, ARGV("-s", f.seg, "set", "--xx", "user:9", "eve"));
+	expect_err(&r, "no key 'user:9'");
+	tc_run_free(&r);
+	assert_string_equal(lib_get(f.h, "user:1"), "alice");
+	assert_null(lib_get(f.h, "user:9"));
+	expect_out(&f, 0, "", ARGV("-s", f.seg, "set", "--nx", "user:9",
+	    "eve"));
+	expect_out(&f, 0, "", ARGV("-s", f.seg, "set", "--xx", "user:9",
+	    "frank"));
+	assert_string_equal(lib_get(f.h, "user:9"), "frank");
+
+	/* --ttl 500ms: the item expires between 500 ms after the run began
+	 * and 500 ms after it ended, seen through the injected clock. */
+	expect_run(&r, 0, ARGV("-s", f.seg, "set", "short", "v", "--ttl",
+	    "500ms"));
+	f.clk.now = r.t_start + ttl_ms * 1000000 - 1;
+	assert_string_equal(lib_get(f.h, "short"), "v");
+	f.clk.now = r.t_end + ttl_ms * 1000000;
+	assert_null(lib_get(f.h, "short"));
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+/* Values through stdin keep every byte, up to exactly 1 MiB; one byte
+ * more is refused with exit 2 and leaves the old value. */
+static void
+test_set_stdin(void **state)
+{
+	static const char bin[] = "a\0b\xff\n\x00\xfe";
+	unsigned char *big = malloc(SHMT_VALUE_MAX + 1);
+	shmt_config_t cfg;
+	struct tc_run r;
+	char seg[128];
+	size_t n;
+	shmt_t *h;
+
+	assert_non_null(big);
+	tu_segname(seg, sizeof(seg), "stdin");
+	tc_track(seg);
+	/* One shard of 4 MiB: a 1 MiB value always fits. */
+	shmt_config_init(&cfg);
+	cfg.max_slots = 16;
+	cfg.arena_bytes = 64 << 10;
+	cfg.dict_bytes = 4 << 20;
+	cfg.dict_shards = 1;
+	cfg.counters_bytes = 0;
+	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
+
+	expect_run_in(&r, 0, bin, sizeof(bin) - 1, ARGV("-s", seg, "set", "b",
+	    "-"));
+	tc_run_free(&r);
+	assert_int_equal(shmt_get(h, "b", 1, big, SHMT_VALUE_MAX, &n), 0);
+	assert_int_equal(n, sizeof(bin) - 1);
+	assert_memory_equal(big, bin, n);
+	expect_run(&r, 0, ARGV("-s", seg, "get", "b"));
+	assert_int_equal(r.outlen, sizeof(bin) - 1);
+	assert_memory_equal(r.out, bin, r.outlen);
+	tc_run_free(&r);
+
+	for (size_t i = 0; i <= SHMT_VALUE_MAX; i++)
+		big[i] = (unsigned char)(i * 7 + (i >> 12));
+	expect_run_in(&r, 0, big, SHMT_VALUE_MAX, ARGV("-s", seg, "set", "big",
+	    "-"));
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", seg, "get", "big"));
+	assert_int_equal(r.outlen, SHMT_VALUE_MAX);
+	assert_memory_equal(r.out, big, SHMT_VALUE_MAX);
+	tc_run_free(&r);
+	expect_run_in(&r, 2, big, SHMT_VALUE_MAX + 1, ARGV("-s", seg, "set",
+	    "b", "-"));
+	expect_err(&r, "over 1048576 bytes");
+	tc_run_free(&r);
+	assert_int_equal(shmt_get(h, "b", 1, big, SHMT_VALUE_MAX, &n), 0);
+	assert_int_equal(n, sizeof(bin) - 1);
+	/* An empty stdin stores an empty value. */
+	expect_run_in(&r, 0, "", 0, ARGV("-s", seg, "set", "b", "-"));
+	tc_run_free(&r);
+	assert_int_equal(shmt_get(h, "b", 1, big, SHMT_VALUE_MAX, &n), 0);
+	assert_int_equal(n, 0);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+	free(big);
+}
+
+static void
+test_del_incr(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	json_t *j;
+
+	fx_make(&f, "delincr", 1);
+	fx_dict(&f);
+	expect_out(&f, 0, "", ARGV("-s", f.seg, "del", "user:1"));
+	assert_null(lib_get(f.h, "user:1"));
+	expect_run(&r, 1, ARGV("-s", f.seg, "del", "user:1"));
+	expect_err(&r, "no key 'user:1'");
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "del", "--key-hex",
+	    "01fe"));
+	j = parse(&r);
+	golden_json("del.json", j);
+	json_decref(j);
+	tc_run_free(&r);
+
+	expect_out(&f, 0, "42\n", ARGV("-s", f.seg, "incr", "count"));
+	expect_out(&f, 0, "50\n", ARGV("-s", f.seg, "incr", "count", "8"));
+	expect_out(&f, 0, "-10\n", ARGV("-s", f.seg, "incr", "count", "--",
+	    "-60"));
+	assert_string_equal(lib_get(f.h, "count"), "-10");
+	expect_out(&f, 0, "1\n", ARGV("-s", f.seg, "incr", "fresh"));
+	expect_run(&r, 0, ARGV("-s", f.seg, "incr", "--json", "fresh", "2"));
+	j = parse(&r);
+	golden_json("incr.json", j);
+	json_decref(j);
+	tc_run_free(&r);
+
+	expect_run(&r, 1, ARGV("-s", f.seg, "incr", "user:2"));
+	expect_err(&r, "not a decimal integer");
+	tc_run_free(&r);
+	assert_int_equal(shmt_set(f.h, "max", 3, "9223372036854775807", 19, 0),
+	    0);
+	expect_run(&r, 1, ARGV("-s", f.seg, "incr", "max"));
+	expect_err(&r, "overflows");
+	tc_run_free(&r);
+	assert_string_equal(lib_get(f.h, "max"), "9223372036854775807");
+	fx_free(&f);
+}
+
+static void
+test_keys(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	json_t *j;
+
+	fx_make(&f, "keys", 1);
+	fx_dict(&f);
+	/* Sorted by bytes, escaped; the expired key is not listed. */
+	expect_run(&r, 0, ARGV("-s", f.seg, "keys"));
+	tc_golden("keys.txt", r.out);
+	tc_run_free(&r);
+	expect_out(&f, 0, "user:1\nuser:2\n", ARGV("-s", f.seg, "keys",
+	    "user:*"));
+	expect_out(&f, 0, "\\x01\\xfe\n", ARGV("-s", f.seg, "keys",
+	    "\\\\x01*"));
+	expect_out(&f, 0, "", ARGV("-s", f.seg, "keys", "nomatch*"));
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "keys"));
+	j = parse(&r);
+	null_field(j, "segment");
+	golden_json("keys.json", j);
+	json_decref(j);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+static void
+test_hit(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	uint64_t n;
+	json_t *j;
+
+	fx_make(&f, "hit", 1);
+	fx_dict(&f);
+	/* Three hits 8 s earlier lie in the window: the CLI's is the 4th. */
+	expect_out(&f, 0, "4\n", ARGV("-s", f.seg, "hit", "ip:10.0.0.1"));
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "hit", "ip:10.0.0.1"));
+	j = parse(&r);
+	golden_json("hit.json", j);
+	json_decref(j);
+	tc_run_free(&r);
+	expect_out(&f, 0, "1\n", ARGV("-s", f.seg, "hit", "--key-hex", "00"));
+	f.clk.now = tc_mono_ns();
+	assert_int_equal(shmt_hit(f.h, "ip:10.0.0.1", 11, &n), 0);
+	assert_int_equal(n, 6);
+	fx_free(&f);
+}
+
+/* A segment made without a dictionary and counters: every command that
+ * needs them says so and exits 3; stat shows both as none. */
+static void
+test_no_dict(void **state)
+{
+	static const char *const cmds[][4] = {
+		{ "get", "k" }, { "set", "k", "v" }, { "del", "k" },
+		{ "incr", "k" }, { "keys" }, { "keys", "a*" },
+	};
+	shmt_config_t cfg;
+	struct tc_run r;
+	char seg[128];
+	shmt_t *h;
+	json_t *j;
+
+	tu_segname(seg, sizeof(seg), "nodict");
+	tc_track(seg);
+	shmt_config_init(&cfg);
+	cfg.max_slots = 16;
+	cfg.arena_bytes = 64 << 10;
+	cfg.dict_bytes = 0;
+	cfg.counters_bytes = 0;
+	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		expect_run(&r, 3, ARGV("-s", seg, cmds[i][0], cmds[i][1],
+		    cmds[i][2], cmds[i][3]));
+		expect_err(&r, "has no dictionary");
+		assert_string_equal(r.out, "");
+		tc_run_free(&r);
+	}
+	expect_run(&r, 3, ARGV("-s", seg, "hit", "k"));
+	expect_err(&r, "has no counters");
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", seg, "stat"));
+	if (strstr(r.out, "dictionary none") == NULL ||
+	    strstr(r.out, "counters   none") == NULL ||
+	    strstr(r.out, "\ndictionary  ") == NULL)
+		fail_msg("stat: %s", r.out);
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", seg, "--json", "stat"));
+	j = parse(&r);
+	assert_true(json_is_null(json_object_get(j, "dictionary")));
+	assert_true(json_is_null(json_object_get(j, "counters")));
+	json_decref(j);
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", seg, "check"));
+	tc_run_free(&r);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+static void
+test_dict_usage(void **state)
+{
+	char longkey[SHMT_KEY_MAX + 2];
+
+	memset(longkey, 'k', SHMT_KEY_MAX + 1);
+	longkey[SHMT_KEY_MAX + 1] = '\0';
+	expect_usage(ARGV("get"), "missing KEY");
+	expect_usage(ARGV("set", "k"), "missing KEY VALUE|-");
+	expect_usage(ARGV("set", "k", "v", "w"), "unexpected argument 'w'");
+	expect_usage(ARGV("set", "--nx", "--xx", "k", "v"), "exclude each");
+	expect_usage(ARGV("set", "--ttl", "soon", "k", "v"), "bad TTL 'soon'");
+	expect_usage(ARGV("set", "--ttl", "1.5us", "k", "v"), "bad TTL");
+	expect_usage(ARGV("get", ""), "must not be empty");
+	expect_usage(ARGV("get", longkey), "key of 1025 bytes");
+	expect_usage(ARGV("get", "--key-hex", "0g"), "bad hex key '0g'");
+	expect_usage(ARGV("del", "--key-hex", "abc"), "bad hex key");
+	expect_usage(ARGV("incr", "k", "x"), "bad number 'x'");
+	expect_usage(ARGV("incr", "k", "-5"), "unknown option '-5'");
+	expect_usage(ARGV("keys", "a", "b"), "unexpected argument 'b'");
+	expect_usage(ARGV("hit"), "missing KEY");
+	expect_usage(ARGV("get", "--ttl", "1s", "k"), "unknown option");
+}
+
+/* A chain head of dictionary shard 1 pointing outside its heap: check
+ * names the shard and exits 4; the rest of the segment still reads. */
+static void
+test_check_damaged_dict(void **state)
+{
+	const struct shmt_store *st;
+	struct tc_run r;
+	uint64_t *index, saved;
+	struct fx f;
+	json_t *j, *e;
+	size_t i;
+	int named = 0;
+
+	fx_make(&f, "checkdict", 1);
+	fx_dict(&f);
+	st = f.h->dict;
+	assert_int_equal(st->shards, 2);
+	index = (uint64_t *)(st->base + st->stride + st->index_off);
+	saved = index[3];
+	index[3] = st->heap_bytes + 4096 + 1;
+	expect_run(&r, 4, ARGV("-s", f.seg, "check"));
+	if (strstr(r.out, "problem: dictionary shard 1: bucket 3 links to an "
+	    "invalid item") == NULL)
+		fail_msg("check does not name dictionary shard 1: %s", r.out);
+	if (strstr(r.out, "shard 0") != NULL)
+		fail_msg("check blames shard 0: %s", r.out);
+	tc_run_free(&r);
+	expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check"));
+	j = parse(&r);
+	assert_true(json_is_false(json_object_get(j, "ok")));
+	json_array_foreach(json_object_get(j, "problems"), i, e)
+		named += strcmp(json_string_value(json_object_get(e, "where")),
+		    "dictionary shard 1") == 0;
+	assert_true(named >= 1);
+	json_decref(j);
+	tc_run_free(&r);
+	index[3] = saved;
+	expect_run(&r, 0, ARGV("-s", f.seg, "check"));
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
 /* ---- errors: missing, incompatible, damaged ---------------------------- */
 
 static void
@@ -675,6 +1102,8 @@ test_missing(void **state)
 	static const char *const cmds[][3] = {
 		{ "stat" }, { "limiters" }, { "buckets", "x" }, { "try", "x" },
 		{ "next-key", "x" }, { "check" }, { "watch", "-n", "1" },
+		{ "get", "k" }, { "set", "k", "v" }, { "del", "k" },
+		{ "incr", "k" }, { "keys" }, { "hit", "k" },
 	};
 	char seg[128];
 
@@ -813,7 +1242,8 @@ static void
 test_help(void **state)
 {
 	static const char *const cmds[] = { "stat", "limiters", "buckets",
-		"try", "next-key", "check", "watch", "create", "destroy" };
+		"try", "next-key", "check", "watch", "create", "destroy",
+		"get", "set", "del", "incr", "keys", "hit" };
 	struct tc_run r, r2;
 
 	expect_run(&r, 0, ARGV("--help"));
@@ -929,6 +1359,15 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_next_key, tc_cleanup),
 		cmocka_unit_test_teardown(test_check_healthy, tc_cleanup),
 		cmocka_unit_test_teardown(test_check_damaged_limiter, tc_cleanup),
+		cmocka_unit_test_teardown(test_get, tc_cleanup),
+		cmocka_unit_test_teardown(test_set, tc_cleanup),
+		cmocka_unit_test_teardown(test_set_stdin, tc_cleanup),
+		cmocka_unit_test_teardown(test_del_incr, tc_cleanup),
+		cmocka_unit_test_teardown(test_keys, tc_cleanup),
+		cmocka_unit_test_teardown(test_hit, tc_cleanup),
+		cmocka_unit_test_teardown(test_no_dict, tc_cleanup),
+		cmocka_unit_test_teardown(test_dict_usage, tc_cleanup),
+		cmocka_unit_test_teardown(test_check_damaged_dict, tc_cleanup),
 		cmocka_unit_test_teardown(test_missing, tc_cleanup),
 		cmocka_unit_test_teardown(test_incompatible, tc_cleanup),
 		cmocka_unit_test_teardown(test_other_format, tc_cleanup),

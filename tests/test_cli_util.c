@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,7 +52,8 @@ tc_mono_ns(void)
 }
 
 static void
-child(const char *const *env, const char *const *argv, int out, int err)
+child(const char *const *env, const char *const *argv, int in, int out,
+    int err)
 {
 	const char *args[64];
 	size_t n = 0;
@@ -63,6 +65,8 @@ child(const char *const *env, const char *const *argv, int out, int err)
 	for (size_t i = 0; argv[i] != NULL && n < 63; i++)
 		args[n++] = argv[i];
 	args[n] = NULL;
+	if (in >= 0)
+		dup2(in, STDIN_FILENO);
 	dup2(out, STDOUT_FILENO);
 	dup2(err, STDERR_FILENO);
 	execv(tc_bin, (char *const *)args);
@@ -86,8 +90,10 @@ drain(int fd, char **buf, size_t *len)
 	return 1;
 }
 
-void
-tc_run(struct tc_run *r, const char *const *env, const char *const *argv)
+/* Run with stdin from the file IN (-1: inherit ours). */
+static void
+run_fd(struct tc_run *r, const char *const *env, const char *const *argv,
+    int in)
 {
 	int po[2], pe[2], st = 0;
 	size_t errlen = 0;
@@ -102,7 +108,7 @@ tc_run(struct tc_run *r, const char *const *env, const char *const *argv)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0)
-		child(env, argv, po[1], pe[1]);
+		child(env, argv, in, po[1], pe[1]);
 	close(po[1]);
 	close(pe[1]);
 	p[0] = (struct pollfd){ po[0], POLLIN, 0 };
@@ -131,6 +137,28 @@ tc_run(struct tc_run *r, const char *const *env, const char *const *argv)
 		r->err = strdup("");
 	assert_non_null(r->out);
 	assert_non_null(r->err);
+}
+
+void
+tc_run(struct tc_run *r, const char *const *env, const char *const *argv)
+{
+	run_fd(r, env, argv, -1);
+}
+
+void
+tc_run_in(struct tc_run *r, const char *const *env, const char *const *argv,
+    const void *in, size_t inlen)
+{
+	/* A memory file rather than a pipe: the whole input is there before
+	 * the child starts, so no writer has to be interleaved with the
+	 * reading of its output. */
+	int fd = memfd_create("tc-stdin", MFD_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, in, inlen), (ssize_t)inlen);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	run_fd(r, env, argv, fd);
+	close(fd);
 }
 
 void

@@ -29,6 +29,9 @@ struct tc_run {
  * the test when the run takes longer than 60 s (the child is killed). */
 void tc_run(struct tc_run *r, const char *const *env, const char *const *argv);
 void tc_run_free(struct tc_run *r);
+/* tc_run with IN[0..INLEN) as the child's stdin (binary-safe). */
+void tc_run_in(struct tc_run *r, const char *const *env,
+    const char *const *argv, const void *in, size_t inlen);
 
 /* Replace every occurrence of FROM in *S by TO (reallocates *S). */
 void tc_replace(char **s, const char *from, const char *to);
