@@ -38,7 +38,12 @@ struct env {
 	char conf[128];
 	char log[128];
 	char snap[128];
+	pid_t pids[8];        /* children not yet reaped */
 };
+
+/* The environment of the running test: static, because a failed test
+ * leaves its stack by longjmp and the teardown still needs it. */
+static struct env the_env;
 
 static void
 pause_ms(int ms)
@@ -48,26 +53,61 @@ pause_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-static void
-env_init(struct env *e, const char *tag)
+static struct env *
+env_init(const char *tag)
 {
+	struct env *e = &the_env;
+
+	memset(e, 0, sizeof(*e));
 	snprintf(e->dir, sizeof(e->dir), "/tmp/shmt-test-daemon-XXXXXX");
 	assert_non_null(mkdtemp(e->dir));
 	tu_segname(e->seg, sizeof(e->seg), tag);
-	snprintf(e->conf, sizeof(e->conf), "%s/d.conf", e->dir);
-	snprintf(e->log, sizeof(e->log), "%s/d.log", e->dir);
-	snprintf(e->snap, sizeof(e->snap), "%s/state.snap", e->dir);
+	snprintf(e->conf, sizeof(e->conf), "%.63s/d.conf", e->dir);
+	snprintf(e->log, sizeof(e->log), "%.63s/d.log", e->dir);
+	snprintf(e->snap, sizeof(e->snap), "%.63s/state.snap", e->dir);
+	return e;
 }
 
 static void
-env_done(struct env *e)
+track(pid_t pid)
 {
-	DIR *d = opendir(e->dir);
+	for (int i = 0; i < 8; i++)
+		if (the_env.pids[i] == 0) {
+			the_env.pids[i] = pid;
+			return;
+		}
+	fail_msg("too many children");
+}
+
+static void
+untrack(pid_t pid)
+{
+	for (int i = 0; i < 8; i++)
+		if (the_env.pids[i] == pid)
+			the_env.pids[i] = 0;
+}
+
+/* Teardown, also after a failure: kill what runs, remove the segment and
+ * the temporary directory. */
+static int
+env_done(void **state)
+{
+	struct env *e = &the_env;
+	DIR *d;
 	struct dirent *de;
 	char p[512];
 
+	for (int i = 0; i < 8; i++)
+		if (e->pids[i] > 0) {
+			kill(e->pids[i], SIGKILL);
+			waitpid(e->pids[i], NULL, 0);
+			e->pids[i] = 0;
+		}
+	if (e->dir[0] == '\0')
+		return 0;
 	shmt_unlink(e->seg);
-	assert_non_null(d);
+	if ((d = opendir(e->dir)) == NULL)
+		return -1;
 	while ((de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.')
 			continue;
@@ -75,7 +115,10 @@ env_done(struct env *e)
 		unlink(p);
 	}
 	closedir(d);
-	assert_int_equal(rmdir(e->dir), 0);
+	if (rmdir(e->dir) != 0)
+		return -1;
+	e->dir[0] = '\0';
+	return 0;
 }
 
 static void
@@ -118,6 +161,7 @@ spawn(const struct env *e, const char *const *args, const char *const *envs)
 		execv(daemon_bin, (char *const *)argv);
 		_exit(127);
 	}
+	track(pid);
 	return pid;
 }
 
@@ -133,6 +177,7 @@ wait_exit(pid_t pid)
 
 		assert_true(r >= 0);
 		if (r == pid) {
+			untrack(pid);
 			if (WIFSIGNALED(st))
 				fail_msg("pid %d died of signal %d", (int)pid,
 				    WTERMSIG(st));
@@ -140,8 +185,6 @@ wait_exit(pid_t pid)
 		}
 		pause_ms(5);
 	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
 	fail_msg("pid %d did not exit", (int)pid);
 	return -1;
 }
@@ -182,7 +225,7 @@ wait_ready(const struct env *e, pid_t pid)
 	int st_exit;
 
 	for (int i = 0; i < WAIT_MS / 5; i++) {
-		if (waitpid(pid, &st_exit, WNOHANG) == pid)
+		if (waitpid(pid, &st_exit, WNOHANG) == pid && (untrack(pid), 1))
 			fail_msg("daemon exited early (status %d)", st_exit);
 		if (h == NULL && shmt_open(e->seg, &h) != 0)
 			h = NULL;
@@ -224,23 +267,22 @@ drain(shmt_t *h, const char *name, int most)
 static void
 test_check_config(void **state)
 {
-	struct env e;
+	struct env *e;
 	char cmd[1024];
 
-	env_init(&e, "chk");
-	write_text(e.conf, "[segment]\nname = /x\n\n[limiter a]\nlimit = 1\n"
+	e = env_init("chk");
+	write_text(e->conf, "[segment]\nname = /x\n\n[limiter a]\nlimit = 1\n"
 	    "window = 1 fortnight\n");
 	snprintf(cmd, sizeof(cmd), "%s --check-config %s 2>%s", daemon_bin,
-	    e.conf, e.log);
+	    e->conf, e->log);
 	assert_int_equal(WEXITSTATUS(system(cmd)), 2);
-	snprintf(cmd, sizeof(cmd), "%s:6: key 'window': cannot read", e.conf);
-	assert_true(log_has(e.log, cmd));
-	write_text(e.conf, LONG_LIMITER("a", 3));
+	snprintf(cmd, sizeof(cmd), "%s:6: key 'window': cannot read", e->conf);
+	assert_true(log_has(e->log, cmd));
+	write_text(e->conf, LONG_LIMITER("a", 3));
 	snprintf(cmd, sizeof(cmd), "%s --check-config %s >%s", daemon_bin,
-	    e.conf, e.log);
+	    e->conf, e->log);
 	assert_int_equal(WEXITSTATUS(system(cmd)), 0);
-	assert_true(log_has(e.log, "[limiter a]\nlimit = 3\nwindow = 1h\n"));
-	env_done(&e);
+	assert_true(log_has(e->log, "[limiter a]\nlimit = 3\nwindow = 1h\n"));
 }
 
 /* Start, use, stop: the segment and its state outlive the daemon, the
@@ -250,14 +292,14 @@ test_start_stop(void **state)
 {
 	const char *unlink_arg[] = { "--unlink-on-exit", NULL };
 	shmt_segment_stat_t st;
-	struct env e;
+	struct env *e;
 	shmt_t *h, *h2;
 	pid_t pid;
 
-	env_init(&e, "startstop");
-	write_text(e.conf, LONG_LIMITER("a", 5));
-	pid = spawn(&e, NULL, NULL);
-	h = wait_ready(&e, pid);
+	e = env_init("startstop");
+	write_text(e->conf, LONG_LIMITER("a", 5));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
 	assert_int_equal(drain(h, "a", 100), 5);
 	/* The first housekeeping run and heartbeat follow readiness. */
 	for (int i = 0; i < WAIT_MS / 5; i++) {
@@ -275,38 +317,36 @@ test_start_stop(void **state)
 	shmt_close(h);
 
 	/* A new daemon attaches to the segment as it was. */
-	pid = spawn(&e, unlink_arg, NULL);
-	h = wait_ready(&e, pid);
+	pid = spawn(e, unlink_arg, NULL);
+	h = wait_ready(e, pid);
 	assert_true(in_flight(h, "a") == 5);
 	assert_int_equal(shmt_try_use_key(h, "a"), 0);
 	assert_int_equal(kill(pid, SIGINT), 0);
 	assert_int_equal(wait_exit(pid), 0);
-	assert_int_equal(shmt_open(e.seg, &h2), -ENOENT);
+	assert_int_equal(shmt_open(e->seg, &h2), -ENOENT);
 	shmt_close(h);
-	assert_true(log_has(e.log, "attached to segment"));
-	env_done(&e);
+	assert_true(log_has(e->log, "attached to segment"));
 }
 
 static void
 test_second_refused(void **state)
 {
 	char want[128];
-	struct env e;
+	struct env *e;
 	shmt_t *h;
 	pid_t a, b;
 
-	env_init(&e, "second");
-	write_text(e.conf, LONG_LIMITER("a", 5));
-	a = spawn(&e, NULL, NULL);
-	h = wait_ready(&e, a);
-	b = spawn(&e, NULL, NULL);
+	e = env_init("second");
+	write_text(e->conf, LONG_LIMITER("a", 5));
+	a = spawn(e, NULL, NULL);
+	h = wait_ready(e, a);
+	b = spawn(e, NULL, NULL);
 	assert_int_equal(wait_exit(b), 1);
 	snprintf(want, sizeof(want), "already running as pid %d", (int)a);
-	assert_true(log_has(e.log, want));
+	assert_true(log_has(e->log, want));
 	assert_int_equal(kill(a, SIGTERM), 0);
 	assert_int_equal(wait_exit(a), 0);
 	shmt_close(h);
-	env_done(&e);
 }
 
 /* SIGHUP: a new limiter appears; a changed one keeps its definition and
@@ -316,36 +356,35 @@ static void
 test_sighup(void **state)
 {
 	shmt_limiter_stat_t st;
-	struct env e;
+	struct env *e;
 	shmt_t *h;
 	pid_t pid;
 
-	env_init(&e, "hup");
-	write_text(e.conf, LONG_LIMITER("a", 5));
-	pid = spawn(&e, NULL, NULL);
-	h = wait_ready(&e, pid);
+	e = env_init("hup");
+	write_text(e->conf, LONG_LIMITER("a", 5));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
 	assert_int_equal(drain(h, "a", 2), 2);
 	assert_int_equal(shmt_limiter_stat(h, "b", &st), -ENOENT);
 
-	write_text(e.conf, LONG_LIMITER("a", 50) LONG_LIMITER("b", 7));
+	write_text(e->conf, LONG_LIMITER("a", 50) LONG_LIMITER("b", 7));
 	assert_int_equal(kill(pid, SIGHUP), 0);
-	wait_log(&e, "reloaded: 2 limiters");
+	wait_log(e, "reloaded: 2 limiters");
 	assert_int_equal(shmt_limiter_stat(h, "b", &st), 0);
 	assert_true(st.limit == 7);
-	assert_true(log_has(e.log, "limiter 'b' added"));
-	assert_true(log_has(e.log, "limiter 'a': the segment holds it with "
+	assert_true(log_has(e->log, "limiter 'b' added"));
+	assert_true(log_has(e->log, "limiter 'a': the segment holds it with "
 	    "other parameters; keeping the running definition"));
 	assert_int_equal(shmt_limiter_stat(h, "a", &st), 0);
 	assert_true(st.limit == 5 && st.in_flight == 2);
 	assert_int_equal(drain(h, "a", 100), 3);
 
-	write_text(e.conf, "[limiter a\n");
+	write_text(e->conf, "[limiter a\n");
 	assert_int_equal(kill(pid, SIGHUP), 0);
-	wait_log(&e, "reload failed, keeping the running config");
+	wait_log(e, "reload failed, keeping the running config");
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);
-	env_done(&e);
 }
 
 /* An object that is not a segment is refused with what differs, and
@@ -355,30 +394,29 @@ test_incompatible(void **state)
 {
 	const char *recreate[] = { "--recreate", "--unlink-on-exit", NULL };
 	char junk[8192];
-	struct env e;
+	struct env *e;
 	shmt_t *h;
 	pid_t pid;
 	int fd;
 
-	env_init(&e, "incompat");
-	write_text(e.conf, LONG_LIMITER("a", 5));
-	fd = shm_open(e.seg, O_RDWR | O_CREAT | O_EXCL, 0600);
+	e = env_init("incompat");
+	write_text(e->conf, LONG_LIMITER("a", 5));
+	fd = shm_open(e->seg, O_RDWR | O_CREAT | O_EXCL, 0600);
 	assert_true(fd >= 0);
 	memset(junk, 'x', sizeof(junk));
 	assert_true(write(fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk));
 	close(fd);
-	pid = spawn(&e, NULL, NULL);
+	pid = spawn(e, NULL, NULL);
 	assert_int_equal(wait_exit(pid), 1);
-	assert_true(log_has(e.log, "is not a shmthrottle segment (magic "
+	assert_true(log_has(e->log, "is not a shmthrottle segment (magic "
 	    "0x7878787878787878"));
-	assert_true(log_has(e.log, "--recreate"));
-	pid = spawn(&e, recreate, NULL);
-	h = wait_ready(&e, pid);
+	assert_true(log_has(e->log, "--recreate"));
+	pid = spawn(e, recreate, NULL);
+	h = wait_ready(e, pid);
 	assert_int_equal(drain(h, "a", 100), 5);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);
-	env_done(&e);
 }
 
 /* Workers share one page: a stop flag, how many grants the test allows
@@ -437,23 +475,24 @@ test_kill9_restart(void **state)
 	enum { NW = 3, LIMIT = 300 };
 	struct board *b;
 	pid_t pid, w[NW];
-	struct env e;
+	struct env *e;
 	shmt_t *h;
 	int i;
 
-	env_init(&e, "kill9");
-	write_text(e.conf, LONG_LIMITER("a", 300));
+	e = env_init("kill9");
+	write_text(e->conf, LONG_LIMITER("a", 300));
 	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(b != MAP_FAILED);
 	memset(b, 0, sizeof(*b));
-	pid = spawn(&e, NULL, NULL);
-	h = wait_ready(&e, pid);
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
 	for (i = 0; i < NW; i++) {
 		w[i] = fork();
 		assert_true(w[i] >= 0);
 		if (w[i] == 0)
-			worker(e.seg, b, i);
+			worker(e->seg, b, i);
+		track(w[i]);
 	}
 	/* The first uses go while the daemon runs, the rest after its
 	 * death; then the workers keep asking, far past the limit. */
@@ -464,12 +503,14 @@ test_kill9_restart(void **state)
 	assert_true(total(b, NW) >= 10 && total(b, NW) <= 10 + NW);
 	assert_int_equal(kill(pid, SIGKILL), 0);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	untrack(pid);
 	b->allow = UINT64_MAX;
 	for (i = 0; i < WAIT_MS / 5 && total(b, NW) < LIMIT; i++) {
 		for (int j = 0; j < NW; j++) {
 			int st;
 
-			if (waitpid(w[j], &st, WNOHANG) == w[j])
+			if (waitpid(w[j], &st, WNOHANG) == w[j] &&
+			    (untrack(w[j]), 1))
 				fail_msg("worker %d quit, status %#x", j, st);
 		}
 		pause_ms(5);
@@ -477,20 +518,19 @@ test_kill9_restart(void **state)
 	if (total(b, NW) != LIMIT)
 		fail_msg("workers took %" PRIu64 " of %d", total(b, NW), LIMIT);
 
-	pid = spawn(&e, NULL, NULL);
+	pid = spawn(e, NULL, NULL);
 	shmt_close(h);
-	h = wait_ready(&e, pid);
+	h = wait_ready(e, pid);
 	b->stop = 1;
 	for (i = 0; i < NW; i++)
 		assert_int_equal(wait_exit(w[i]), 0);
 	assert_true(total(b, NW) == LIMIT);
 	assert_true(in_flight(h, "a") == LIMIT);
-	assert_true(log_has(e.log, "taking over segment"));
+	assert_true(log_has(e->log, "taking over segment"));
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);
 	munmap(b, sizeof(*b));
-	env_done(&e);
 }
 
 static void
@@ -509,32 +549,31 @@ static void
 test_snapshot_roundtrip(void **state)
 {
 	struct stat st;
-	struct env e;
+	struct env *e;
 	shmt_t *h;
 	pid_t pid;
 
-	env_init(&e, "snap");
-	conf_with_snapshot(&e, LONG_LIMITER("a", 5) LONG_LIMITER("b", 9));
-	pid = spawn(&e, NULL, NULL);
-	h = wait_ready(&e, pid);
+	e = env_init("snap");
+	conf_with_snapshot(e, LONG_LIMITER("a", 5) LONG_LIMITER("b", 9));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
 	assert_int_equal(drain(h, "a", 3), 3);
 	assert_int_equal(drain(h, "b", 100), 9);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);
-	assert_int_equal(stat(e.snap, &st), 0);
-	assert_int_equal(shmt_unlink(e.seg), 0);
+	assert_int_equal(stat(e->snap, &st), 0);
+	assert_int_equal(shmt_unlink(e->seg), 0);
 
-	pid = spawn(&e, NULL, NULL);
-	h = wait_ready(&e, pid);
-	assert_true(log_has(e.log, "restored from"));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	assert_true(log_has(e->log, "restored from"));
 	assert_true(in_flight(h, "a") == 3 && in_flight(h, "b") == 9);
 	assert_int_equal(drain(h, "a", 100), 2);
 	assert_int_equal(shmt_try_use_key(h, "b"), 0);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);
-	env_done(&e);
 }
 
 static void
@@ -590,41 +629,40 @@ test_snapshot_damaged(void **state)
 {
 	const char *ignore[] = { "--ignore-snapshot", NULL };
 	char good[512];
-	struct env e;
+	struct env *e;
 	shmt_t *h;
 	pid_t pid;
 
-	env_init(&e, "snapbad");
-	conf_with_snapshot(&e, LONG_LIMITER("a", 5));
-	pid = spawn(&e, NULL, NULL);
-	h = wait_ready(&e, pid);
+	e = env_init("snapbad");
+	conf_with_snapshot(e, LONG_LIMITER("a", 5));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
 	assert_int_equal(drain(h, "a", 4), 4);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);
-	snprintf(good, sizeof(good), "%s.good", e.snap);
-	copy_file(e.snap, good);
+	snprintf(good, sizeof(good), "%s.good", e->snap);
+	copy_file(e->snap, good);
 
-	damage(&e, 104 + 9000, -1);
-	expect_refused(&e, "image checksum mismatch");
-	copy_file(good, e.snap);
-	damage(&e, 3, -1);
-	expect_refused(&e, "not a shmthrottle snapshot");
-	copy_file(good, e.snap);
-	damage(&e, 0, 5000);
-	expect_refused(&e, "truncated or padded");
-	damage(&e, 0, 50);
-	expect_refused(&e, "truncated: 50 bytes");
+	damage(e, 104 + 9000, -1);
+	expect_refused(e, "image checksum mismatch");
+	copy_file(good, e->snap);
+	damage(e, 3, -1);
+	expect_refused(e, "not a shmthrottle snapshot");
+	copy_file(good, e->snap);
+	damage(e, 0, 5000);
+	expect_refused(e, "truncated or padded");
+	damage(e, 0, 50);
+	expect_refused(e, "truncated: 50 bytes");
 
-	unlink(e.log);
-	pid = spawn(&e, ignore, NULL);
-	h = wait_ready(&e, pid);
-	assert_true(log_has(e.log, "ignored (--ignore-snapshot)"));
+	unlink(e->log);
+	pid = spawn(e, ignore, NULL);
+	h = wait_ready(e, pid);
+	assert_true(log_has(e->log, "ignored (--ignore-snapshot)"));
 	assert_true(in_flight(h, "a") == 0);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);
-	env_done(&e);
 }
 
 /* Receive notifications on FD until one holds WANT. */
@@ -652,25 +690,25 @@ test_systemd_notify(void **state)
 	struct timeval tv = { WAIT_MS / 1000, 0 };
 	char env_sock[200];
 	const char *envs[] = { env_sock, "WATCHDOG_USEC=50000", NULL };
-	struct env e;
+	struct env *e;
 	shmt_t *h;
 	pid_t pid;
 	int fd;
 
-	env_init(&e, "notify");
-	write_text(e.conf, LONG_LIMITER("a", 5));
+	e = env_init("notify");
+	write_text(e->conf, LONG_LIMITER("a", 5));
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify", e.dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify", e->dir);
 	snprintf(env_sock, sizeof(env_sock), "NOTIFY_SOCKET=%s", sa.sun_path);
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	assert_true(fd >= 0);
 	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv,
 	    sizeof(tv)), 0);
-	pid = spawn(&e, NULL, envs);
+	pid = spawn(e, NULL, envs);
 	expect_notify(fd, "READY=1");
-	h = wait_ready(&e, pid);
+	h = wait_ready(e, pid);
 	expect_notify(fd, "WATCHDOG=1");
 	expect_notify(fd, "WATCHDOG=1");
 	assert_int_equal(kill(pid, SIGTERM), 0);
@@ -678,24 +716,23 @@ test_systemd_notify(void **state)
 	assert_int_equal(wait_exit(pid), 0);
 	close(fd);
 	shmt_close(h);
-	env_done(&e);
 }
 
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_check_config),
-		cmocka_unit_test(test_start_stop),
-		cmocka_unit_test(test_second_refused),
-		cmocka_unit_test(test_sighup),
-		cmocka_unit_test(test_incompatible),
-		cmocka_unit_test(test_snapshot_roundtrip),
-		cmocka_unit_test(test_snapshot_damaged),
-		cmocka_unit_test(test_systemd_notify),
+		cmocka_unit_test_teardown(test_check_config, env_done),
+		cmocka_unit_test_teardown(test_start_stop, env_done),
+		cmocka_unit_test_teardown(test_second_refused, env_done),
+		cmocka_unit_test_teardown(test_sighup, env_done),
+		cmocka_unit_test_teardown(test_incompatible, env_done),
+		cmocka_unit_test_teardown(test_snapshot_roundtrip, env_done),
+		cmocka_unit_test_teardown(test_snapshot_damaged, env_done),
+		cmocka_unit_test_teardown(test_systemd_notify, env_done),
 	};
 	const struct CMUnitTest stress[] = {
-		cmocka_unit_test(test_kill9_restart),
+		cmocka_unit_test_teardown(test_kill9_restart, env_done),
 	};
 
 	if (argc < 2) {
