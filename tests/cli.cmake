@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # The shmthrottle CLI, run as a real process: golden output and JSON of each
 # command, errors and exit codes (test_cli), the live view under a
-# pseudo-terminal (test_cli_watch), and the number formats (test_cli_fmt).
+# pseudo-terminal (test_cli_watch), and the number formats and byte helpers
+# (test_cli_fmt).
 if(TARGET shmthrottle)
   pkg_check_modules(CLI_JANSSON REQUIRED IMPORTED_TARGET jansson)
   shmt_add_test(test_cli SOURCES test_cli.c test_cli_util.c
@@ -11,6 +12,7 @@ if(TARGET shmthrottle)
   shmt_add_test(test_cli_watch SOURCES test_cli_watch.c test_cli_util.c
     ARGS $<TARGET_FILE:shmthrottle>)
   add_dependencies(test_cli_watch shmthrottle)
-  shmt_add_test(test_cli_fmt SOURCES test_cli_fmt.c ${PROJECT_SOURCE_DIR}/cli/fmt.c)
+  shmt_add_test(test_cli_fmt SOURCES test_cli_fmt.c ${PROJECT_SOURCE_DIR}/cli/fmt.c
+    ${PROJECT_SOURCE_DIR}/cli/bytes.c)
   target_include_directories(test_cli_fmt PRIVATE ${PROJECT_SOURCE_DIR}/cli)
 endif()
