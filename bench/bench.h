@@ -106,6 +106,25 @@ bench_kind_dict(enum bench_kind k)
 	return k >= BK_DICT_GET && k <= BK_DICT_MIXED;
 }
 
+/* The key of rank N, "k:N", as every system stores it; returns its length.
+ * Written by hand: snprintf would cost as much as a dictionary read. */
+static inline size_t
+bench_key(char buf[16], uint64_t n)
+{
+	char tmp[24];
+	size_t len = 0, i = 2;
+
+	do {
+		tmp[len++] = (char)('0' + n % 10);
+		n /= 10;
+	} while (n != 0 && len < 13);
+	buf[0] = 'k';
+	buf[1] = ':';
+	while (len > 0)
+		buf[i++] = tmp[--len];
+	return i;
+}
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t bench_now_ns(void);
 

@@ -26,32 +26,30 @@
 struct workload {
 	const char *name;
 	enum bench_kind kind;
-	const char *needs;    /* what shmt lacks for it yet, or NULL */
 	const char *what;
 };
 
 /*
- * The workloads.  The dictionary's and the windowed counter's rows name
- * what the library lacks for them yet: until it has it, only the peers
- * that have the op (Redis, for the dictionary) run them, and shmt is
- * reported as skipped, never faked.
+ * The workloads.  A system without the op of a workload (the mutex design
+ * has no dictionary, Redis no windowed counter) is reported as skipped.
  */
 static const struct workload workloads[] = {
-	{ "throttle-same", BK_THROTTLE_SAME, NULL,
+	{ "throttle-same", BK_THROTTLE_SAME,
 	  "all workers on one limiter" },
-	{ "throttle-distinct", BK_THROTTLE_DISTINCT, NULL,
+	{ "throttle-distinct", BK_THROTTLE_DISTINCT,
 	  "one limiter per worker" },
-	{ "throttle-clients", BK_THROTTLE_CLIENTS, NULL,
+	{ "throttle-clients", BK_THROTTLE_CLIENTS,
 	  "per-client limiter, clients drawn Zipf from --clients" },
-	{ "next-key", BK_NEXT_KEY, NULL,
+	{ "next-key", BK_NEXT_KEY,
 	  "next_key on one limiter with a pool of --keys names" },
-	{ "dict-get", BK_DICT_GET, "the dictionary",
+	{ "dict-get", BK_DICT_GET,
 	  "get of --dict-keys keys, Zipf or --uniform" },
-	{ "dict-set", BK_DICT_SET, "the dictionary",
+	{ "dict-set", BK_DICT_SET,
 	  "set of --value-size bytes, Zipf or --uniform keys" },
-	{ "dict-mixed", BK_DICT_MIXED, "the dictionary",
+	{ "dict-mixed", BK_DICT_MIXED,
 	  "90% get, 10% set" },
-	{ "hit", BK_HIT, "the windowed counters", "hit(key) on Zipf keys" },
+	{ "hit", BK_HIT,
+	  "shmt_hit on --dict-keys keys, Zipf or --uniform" },
 };
 #define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
 
@@ -121,10 +119,7 @@ static void
 list_workloads(void)
 {
 	for (size_t i = 0; i < NWORKLOADS; i++)
-		printf("%-18s %s%s%s%s\n", workloads[i].name, workloads[i].what,
-		    workloads[i].needs ? " (not yet: needs " : "",
-		    workloads[i].needs ? workloads[i].needs : "",
-		    workloads[i].needs ? ")" : "");
+		printf("%-18s %s\n", workloads[i].name, workloads[i].what);
 }
 
 static const struct workload *
@@ -484,9 +479,8 @@ run_workload(const struct opts *o, const struct workload *wl,
 	if ((rc = finalize(o, wl, &c)) < 0)
 		goto out;
 	if (!any_supports(o->systems, &c)) {
-		fprintf(stderr, "shmthrottle-bench: %s: none of %s has it yet%s%s\n",
-		    wl->name, o->systems, wl->needs ? "; shmt needs " : "",
-		    wl->needs ? wl->needs : "");
+		fprintf(stderr, "shmthrottle-bench: %s: none of %s has it\n",
+		    wl->name, o->systems);
 		rc = -ENOSYS;
 		goto out;
 	}
@@ -504,8 +498,7 @@ run_workload(const struct opts *o, const struct workload *wl,
 			rc = -EINVAL;
 		} else if (!s->supports(&c)) {
 			fprintf(stderr, "shmthrottle-bench: %s: skipped on %s "
-			    "(%s)\n", wl->name, s->name, wl->needs ? wl->needs :
-			    "no such op");
+			    "(no such op)\n", wl->name, s->name);
 		} else if (run_one(o, c, s, z, rs, &n) < 0) {
 			rc = -EIO;
 		}

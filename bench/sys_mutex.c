@@ -2,11 +2,13 @@
 /*
  * The obvious design, as a peer: the seed's throttler (a deque of buckets
  * and a free count), the sliding-window log for exact mode, and a
- * per-client table, all in one shared-memory segment behind one robust,
+ * per-client table, and for the dictionary's workloads a hash table of
+ * fixed-size slots, all in one shared-memory segment behind one robust,
  * process-shared pthread mutex.  Written plainly, as one would first write
  * it: read the clock, take the lock, run the seed's algorithm, unlock.
  */
 #include "bench.h"
+#include "zipf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,8 +40,19 @@ struct mx_client {
 	uint64_t used;
 };
 
+/* A dictionary slot; the value (up to the configured size) follows. */
+struct mx_slot {
+	uint32_t used;
+	uint32_t klen;
+	uint32_t vlen;
+	char key[16];
+	uint32_t pad;
+};
+
 struct mx_hdr {
 	pthread_mutex_t lock;
+	uint64_t dict_slots;  /* dictionary: slots, twice the keys */
+	uint64_t slot_size;
 	uint64_t size;
 	uint32_t nthr;        /* limiters (or client entries) */
 	uint32_t nbuckets;    /* buckets mode: ring size; exact: limit */
@@ -64,7 +77,15 @@ struct mx_proc {
 struct mx_worker {
 	struct mx_proc *p;
 	uint32_t thr;         /* this worker's limiter */
+	uint64_t rnd;         /* dict-mixed: picks get or set */
+	char *value;          /* dict: read into, written from */
 };
+
+static struct mx_slot *
+mx_slot_at(struct mx_hdr *h, uint64_t i)
+{
+	return (struct mx_slot *)((char *)(h + 1) + h->slot_size * i);
+}
 
 static struct mx_thr *
 mx_thr_at(struct mx_hdr *h, uint32_t i)
@@ -253,10 +274,89 @@ mx_op_client(void *wctx, uint64_t arg)
 	return rc;
 }
 
+/* The slot of KEY, or the free slot where it goes (linear probing; the
+ * table is never more than half full). */
+static struct mx_slot *
+mx_find(struct mx_hdr *h, const char *key, uint32_t klen)
+{
+	uint64_t x = 0xcbf29ce484222325ULL, i;
+
+	for (uint32_t k = 0; k < klen; k++)
+		x = (x ^ (unsigned char)key[k]) * 0x100000001b3ULL;
+	for (i = x % h->dict_slots;; i = (i + 1) % h->dict_slots) {
+		struct mx_slot *s = mx_slot_at(h, i);
+
+		if (!s->used || (s->klen == klen && !memcmp(s->key, key, klen)))
+			return s;
+	}
+}
+
+static int
+mx_get(struct mx_worker *w, uint64_t arg)
+{
+	struct mx_hdr *h = w->p->hdr;
+	struct mx_slot *s;
+	char key[16];
+	uint32_t klen = (uint32_t)bench_key(key, arg);
+	int rc;
+
+	if ((rc = mx_lock(h)) < 0)
+		return rc;
+	s = mx_find(h, key, klen);
+	if ((rc = s->used != 0))
+		memcpy(w->value, s + 1, s->vlen);
+	pthread_mutex_unlock(&h->lock);
+	return rc;
+}
+
+static int
+mx_set(struct mx_hdr *h, uint64_t arg, const char *val, uint32_t vlen)
+{
+	struct mx_slot *s;
+	char key[16];
+	uint32_t klen = (uint32_t)bench_key(key, arg);
+	int rc;
+
+	if ((rc = mx_lock(h)) < 0)
+		return rc;
+	s = mx_find(h, key, klen);
+	s->used = 1;
+	s->klen = klen;
+	memcpy(s->key, key, klen);
+	s->vlen = vlen;
+	memcpy(s + 1, val, vlen);
+	pthread_mutex_unlock(&h->lock);
+	return 1;
+}
+
+static int
+mx_op_get(void *wctx, uint64_t arg)
+{
+	return mx_get(wctx, arg);
+}
+
+static int
+mx_op_set(void *wctx, uint64_t arg)
+{
+	struct mx_worker *w = wctx;
+
+	return mx_set(w->p->hdr, arg, w->value, w->p->c->value_size);
+}
+
+/* One op in ten is a set. */
+static int
+mx_op_mixed(void *wctx, uint64_t arg)
+{
+	struct mx_worker *w = wctx;
+
+	return bench_rand(&w->rnd) % 10 == 0 ? mx_op_set(w, arg) :
+	    mx_get(w, arg);
+}
+
 static int
 mx_supports(const struct bench_conf *c)
 {
-	return bench_kind_throttle(c->kind);
+	return bench_kind_throttle(c->kind) || bench_kind_dict(c->kind);
 }
 
 static void
@@ -270,7 +370,13 @@ mx_hdr_fill(struct mx_hdr *h, const struct bench_conf *c)
 	h->nkeys = c->nkeys;
 	h->per_client = c->kind == BK_THROTTLE_CLIENTS;
 	h->nthr = h->per_client ? c->capacity :
-	    c->kind == BK_THROTTLE_DISTINCT ? (uint32_t)c->workers : 1;
+	    c->kind == BK_THROTTLE_DISTINCT ? (uint32_t)c->workers :
+	    bench_kind_throttle(c->kind) ? 1 : 0;
+	if (bench_kind_dict(c->kind)) {
+		h->dict_slots = 2ULL * c->dict_keys;
+		h->slot_size = (sizeof(struct mx_slot) + c->value_size + 7) &
+		    ~7ULL;
+	}
 	h->nbuckets = (uint32_t)((c->window_ns + c->slack_ns - 1) / c->slack_ns +
 	    (c->limit + c->slack_uses - 1) / c->slack_uses);
 	h->thr_size = sizeof(struct mx_thr) + (c->mode == SHMT_MODE_EXACT ?
@@ -313,6 +419,23 @@ mx_map(const char *seg, size_t size, int create, struct mx_hdr **out)
 	return rc;
 }
 
+/* Store every key of the dictionary's workloads once. */
+static int
+mx_preload(struct mx_hdr *h, const struct bench_conf *c)
+{
+	char *v;
+
+	if (!bench_kind_dict(c->kind))
+		return 0;
+	if ((v = malloc((size_t)c->value_size + 1)) == NULL)
+		return -ENOMEM;
+	memset(v, 'v', c->value_size);
+	for (uint32_t i = 0; i < c->dict_keys; i++)
+		mx_set(h, i, v, c->value_size);
+	free(v);
+	return 0;
+}
+
 static int
 mx_setup(const struct bench_conf *c, void **gp)
 {
@@ -326,7 +449,8 @@ mx_setup(const struct bench_conf *c, void **gp)
 	snprintf(g->seg, sizeof(g->seg), "/shmt-bench-mutex-%d", (int)getpid());
 	mx_hdr_fill(&tmp, c);
 	g->size = sizeof(tmp) + tmp.nthr * (tmp.thr_size +
-	    (tmp.per_client ? sizeof(struct mx_client) : 0));
+	    (tmp.per_client ? sizeof(struct mx_client) : 0)) +
+	    tmp.dict_slots * tmp.slot_size;
 	tmp.size = g->size;
 	shm_unlink(g->seg);
 	if ((rc = mx_map(g->seg, g->size, 1, &h)) < 0)
@@ -335,6 +459,7 @@ mx_setup(const struct bench_conf *c, void **gp)
 	if ((rc = mx_lock_init(h)) == 0 && !h->per_client)
 		for (uint32_t i = 0; i < h->nthr; i++)
 			mx_thr_init(h, mx_thr_at(h, i));
+	rc = rc == 0 ? mx_preload(h, c) : rc;
 	munmap(h, g->size);
 	return rc;
 }
@@ -358,6 +483,19 @@ mx_attach(void *gp, const struct bench_conf *c, void **pctx)
 	return 0;
 }
 
+static bench_op_fn
+mx_pick(enum bench_kind k)
+{
+	switch (k) {
+	case BK_THROTTLE_CLIENTS: return mx_op_client;
+	case BK_NEXT_KEY: return mx_op_next;
+	case BK_DICT_GET: return mx_op_get;
+	case BK_DICT_SET: return mx_op_set;
+	case BK_DICT_MIXED: return mx_op_mixed;
+	default: return mx_op_key;
+	}
+}
+
 static int
 mx_attach_thread(void *pctx, int worker, void **wctx, bench_op_fn *op)
 {
@@ -368,8 +506,13 @@ mx_attach_thread(void *pctx, int worker, void **wctx, bench_op_fn *op)
 		return -ENOMEM;
 	w->p = p;
 	w->thr = p->c->kind == BK_THROTTLE_DISTINCT ? (uint32_t)worker : 0;
-	*op = p->c->kind == BK_THROTTLE_CLIENTS ? mx_op_client :
-	    p->c->kind == BK_NEXT_KEY ? mx_op_next : mx_op_key;
+	w->rnd = p->c->seed ^ ((uint64_t)(worker + 1) << 32) ^ 1;
+	if ((w->value = malloc((size_t)p->c->value_size + 1)) == NULL) {
+		free(w);
+		return -ENOMEM;
+	}
+	memset(w->value, 's', p->c->value_size);
+	*op = mx_pick(p->c->kind);
 	*wctx = w;
 	return 0;
 }
@@ -377,6 +520,7 @@ mx_attach_thread(void *pctx, int worker, void **wctx, bench_op_fn *op)
 static void
 mx_detach_thread(void *wctx)
 {
+	free(((struct mx_worker *)wctx)->value);
 	free(wctx);
 }
 

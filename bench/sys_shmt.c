@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The system under test: libshmthrottle itself.  The bench process creates
- * a private segment and defines the limiters; every worker process opens
- * its own handle, shared by its threads as the header allows.
+ * a private segment, defines the limiters or stores every key of the
+ * dictionary; every worker process opens its own handle, shared by its
+ * threads as the header allows.
  */
 #include "bench.h"
+#include "zipf.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -28,12 +30,20 @@ struct shmt_worker {
 	shmt_t *h;
 	char name[SHMT_LIMITER_NAME_MAX + 1];
 	char key[SHMT_KEYNAME_MAX + 1];
+	uint32_t vsize;       /* dict: the value's size */
+	uint64_t rnd;         /* dict-mixed: picks get or set */
+	char *value;          /* dict: read into, written from */
 };
+
+/* Dictionary and counter shards: enough that writers rarely meet on one
+ * shard's lock with 8 workers. */
+#define SHMT_BENCH_SHARDS 16
 
 static int
 shmt_supports(const struct bench_conf *c)
 {
-	return bench_kind_throttle(c->kind);
+	return bench_kind_throttle(c->kind) || bench_kind_dict(c->kind) ||
+	    c->kind == BK_HIT;
 }
 
 static void
@@ -89,25 +99,80 @@ shmt_arena_bytes(const struct bench_conf *c)
 	return per + ((uint64_t)32 << 20);
 }
 
+/* Heap bytes for N items of ITEM bytes (a buddy block each) over the
+ * shards, with half as much again so that replacing a value (the new item
+ * is built before the old one goes) never evicts: each shard's heap is a
+ * power of two, at least MIN. */
+static uint64_t
+shmt_store_bytes(uint64_t n, uint64_t item, uint64_t min)
+{
+	uint64_t block = 64, per = 1;
+
+	while (block < item)
+		block <<= 1;
+	while (per < n * block * 3 / 2 / SHMT_BENCH_SHARDS)
+		per <<= 1;
+	return (per < min ? min : per) * SHMT_BENCH_SHARDS;
+}
+
+/* Store every key once, so that reads find a value. */
+static int
+shmt_preload(shmt_t *h, const struct bench_conf *c)
+{
+	char *v = malloc((size_t)c->value_size + 1), key[16];
+	int rc = 0;
+
+	if (v == NULL)
+		return -ENOMEM;
+	memset(v, 'v', c->value_size);
+	for (uint32_t i = 0; i < c->dict_keys && rc == 0; i++)
+		rc = shmt_set(h, key, bench_key(key, i), v, c->value_size, 0);
+	free(v);
+	return rc;
+}
+
+static void
+shmt_config_fill(const struct bench_conf *c, shmt_config_t *cfg)
+{
+	shmt_config_init(cfg);
+	cfg->max_slots = (uint32_t)c->workers + 16;
+	cfg->max_limiters = (uint32_t)c->workers + 4;
+	cfg->arena_bytes = bench_kind_throttle(c->kind) ?
+	    shmt_arena_bytes(c) : 1ULL << 20;
+	cfg->dict_bytes = 0;
+	cfg->counters_bytes = 0;
+	if (bench_kind_dict(c->kind)) {
+		cfg->dict_shards = SHMT_BENCH_SHARDS;
+		cfg->dict_bytes = shmt_store_bytes(c->dict_keys,
+		    48 + 16 + c->value_size, 2ULL << 20);
+	} else if (c->kind == BK_HIT) {
+		/* A counter item: the header, the key and one count per
+		 * sub-window. */
+		cfg->counters_shards = SHMT_BENCH_SHARDS;
+		cfg->counters_bytes = shmt_store_bytes(c->dict_keys,
+		    48 + 16 + 8 * cfg->counters_subwindows, 64ULL << 10);
+	}
+}
+
 static int
 shmt_setup(const struct bench_conf *c, void **gp)
 {
 	struct shmt_global *g = calloc(1, sizeof(*g));
 	shmt_config_t cfg;
 	shmt_limit_t l;
-	int rc, n = c->kind == BK_THROTTLE_DISTINCT ? c->workers : 1;
+	int rc, n = c->kind == BK_THROTTLE_DISTINCT ? c->workers :
+	    bench_kind_throttle(c->kind) ? 1 : 0;
 
 	if (g == NULL)
 		return -ENOMEM;
 	*gp = g;
 	snprintf(g->seg, sizeof(g->seg), "/shmt-bench-%d", (int)getpid());
-	shmt_config_init(&cfg);
-	cfg.max_slots = (uint32_t)c->workers + 16;
-	cfg.max_limiters = (uint32_t)n + 4;
-	cfg.arena_bytes = shmt_arena_bytes(c);
+	shmt_config_fill(c, &cfg);
 	shmt_unlink(g->seg);
 	if ((rc = shmt_create(g->seg, &cfg, &g->h)) < 0)
 		return rc;
+	if (bench_kind_dict(c->kind))
+		return shmt_preload(g->h, c);
 	shmt_limit_fill(c, &l);
 	if (c->kind == BK_NEXT_KEY && (rc = shmt_make_keys(g, c, &l)) < 0)
 		return rc;
@@ -150,6 +215,7 @@ shmt_op_key(void *wctx, uint64_t arg)
 static void
 shmt_free(void *p)
 {
+	free(((struct shmt_worker *)p)->value);
 	free(p);
 }
 
@@ -194,6 +260,74 @@ shmt_op_next(void *wctx, uint64_t arg)
 }
 
 static int
+shmt_get1(struct shmt_worker *w, uint64_t arg)
+{
+	char key[16];
+	size_t vlen;
+	int rc = shmt_get(w->h, key, bench_key(key, arg), w->value, w->vsize,
+	    &vlen);
+
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
+
+static int
+shmt_set1(struct shmt_worker *w, uint64_t arg)
+{
+	char key[16];
+	int rc = shmt_set(w->h, key, bench_key(key, arg), w->value, w->vsize,
+	    0);
+
+	return rc == 0 ? 1 : rc;
+}
+
+static int
+shmt_op_get(void *wctx, uint64_t arg)
+{
+	return shmt_get1(wctx, arg);
+}
+
+static int
+shmt_op_set(void *wctx, uint64_t arg)
+{
+	return shmt_set1(wctx, arg);
+}
+
+/* One op in ten is a set. */
+static int
+shmt_op_mixed(void *wctx, uint64_t arg)
+{
+	struct shmt_worker *w = wctx;
+
+	return bench_rand(&w->rnd) % 10 == 0 ? shmt_set1(w, arg) :
+	    shmt_get1(w, arg);
+}
+
+static int
+shmt_op_hit(void *wctx, uint64_t arg)
+{
+	struct shmt_worker *w = wctx;
+	char key[16];
+	uint64_t count;
+	int rc = shmt_hit(w->h, key, bench_key(key, arg), &count);
+
+	return rc == 0 ? 1 : rc;
+}
+
+static bench_op_fn
+shmt_pick(enum bench_kind k)
+{
+	switch (k) {
+	case BK_THROTTLE_CLIENTS: return shmt_op_client;
+	case BK_NEXT_KEY: return shmt_op_next;
+	case BK_DICT_GET: return shmt_op_get;
+	case BK_DICT_SET: return shmt_op_set;
+	case BK_DICT_MIXED: return shmt_op_mixed;
+	case BK_HIT: return shmt_op_hit;
+	default: return shmt_op_key;
+	}
+}
+
+static int
 shmt_attach_thread(void *pctx, int worker, void **wctx, bench_op_fn *op)
 {
 	struct shmt_proc *p = pctx;
@@ -202,9 +336,16 @@ shmt_attach_thread(void *pctx, int worker, void **wctx, bench_op_fn *op)
 	if (w == NULL)
 		return -ENOMEM;
 	w->h = p->h;
+	w->vsize = p->c->value_size;
+	w->rnd = p->c->seed ^ ((uint64_t)(worker + 1) << 32) ^ 1;
+	w->value = malloc((size_t)w->vsize + 1);
+	if (w->value == NULL) {
+		free(w);
+		return -ENOMEM;
+	}
+	memset(w->value, 's', w->vsize);
 	bench_limiter_name(p->c, worker, w->name, sizeof(w->name));
-	*op = p->c->kind == BK_THROTTLE_CLIENTS ? shmt_op_client :
-	    p->c->kind == BK_NEXT_KEY ? shmt_op_next : shmt_op_key;
+	*op = shmt_pick(p->c->kind);
 	*wctx = w;
 	return 0;
 }
