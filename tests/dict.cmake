@@ -6,3 +6,4 @@
 shmt_add_test(test_dict_model SOURCES test_dict_model.c LABELS unit TIMEOUT 300)
 shmt_add_test(test_dict_limits SOURCES test_dict_limits.c LABELS unit TIMEOUT 300)
 shmt_add_test(test_dict_evict SOURCES test_dict_evict.c LABELS unit TIMEOUT 120)
+shmt_add_test(test_hit SOURCES test_hit.c LABELS unit TIMEOUT 300)
