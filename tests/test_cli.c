@@ -1295,6 +1295,32 @@ test_create_destroy(void **state)
 	assert_int_equal(st.regions[3].size, 128 << 10);
 	assert_int_equal(st.mode, 0640);
 	shmt_close(h);
+	expect_run(&r, 0, ARGV("-s", seg, "destroy"));
+	tc_run_free(&r);
+
+	/* The dictionary and counters options reach the library. */
+	expect_run(&r, 0, ARGV("-s", seg, "create", "--dict", "8M",
+	    "--dict-shards", "2", "--no-eviction", "--counters", "0"));
+	tc_run_free(&r);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	{
+		shmt_dict_stat_t d;
+		uint64_t n;
+
+		assert_int_equal(shmt_dict_stat(h, &d), 0);
+		assert_int_equal(d.shards, 2);
+		assert_true(d.bytes == 8 << 20);
+		assert_int_equal(d.eviction, 0);
+		assert_int_equal(shmt_hit(h, "k", 1, &n), -ENODEV);
+	}
+	shmt_close(h);
+	expect_run(&r, 0, ARGV("-s", seg, "destroy"));
+	tc_run_free(&r);
+	expect_run(&r, 2, ARGV("-s", seg, "create", "--dict-shards", "3"));
+	expect_err(&r, "cannot create");
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", seg, "create"));
+	tc_run_free(&r);
 
 	expect_run(&r, 1, ARGV("-s", seg, "create"));
 	expect_err(&r, "already exists");
