@@ -29,6 +29,8 @@
  */
 #include "dict.h"
 
+#include "analyzer.h"
+
 #include <ck_pr.h>
 
 #include <errno.h>
@@ -898,7 +900,7 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 {
 	const struct shmt_store *st = h != NULL ? h->dict : NULL;
 	struct shmt_shard *sh;
-	uint64_t hash, b, *index;
+	uint64_t hash, b, *index, now;
 	char *heap;
 	int rc;
 
@@ -909,6 +911,10 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 	if (st == NULL || st->shards == 0)
 		return -ENODEV;
 	hash = key_hash(key, klen);
+	now = shmt__now(h);
+	/* Every get is a request the analyzer counts, found or not. */
+	if (h->an != NULL)
+		shmt__an_feed(h, hash, key, klen, SHMT_HOT_DICT, now);
 	sh = shard_at(st, shard_of(st, hash));
 	b = bucket_of(st, hash);
 	index = shard_index(st, sh);
@@ -944,7 +950,6 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 		if (!seq_valid(sh, s))
 			continue;
 		if (rc != -ENOENT) {
-			uint64_t now = shmt__now(h);
 			uint32_t *at = &shard_atime(st, sh)[b];
 
 			if (expire != 0 && expire <= now)
@@ -956,6 +961,54 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 				__atomic_store_n(at, coarse(now), __ATOMIC_RELAXED);
 		}
 		return rc;
+	}
+	return -EAGAIN;
+}
+
+/* Find the key whose hash is HASH (for the analyzer's report).  Returns 0
+ * with the key in BUF, or -ENOENT. */
+int
+shmt__dict_key_by_hash(shmt_t *h, uint64_t hash, void *buf, size_t cap,
+    size_t *klen)
+{
+	const struct shmt_store *st = h->dict;
+	struct shmt_shard *sh;
+	uint64_t b;
+
+	if (st == NULL || st->shards == 0)
+		return -ENOENT;
+	sh = shard_at(st, shard_of(st, hash));
+	b = bucket_of(st, hash);
+	for (unsigned t = 0; t < READ_RETRIES; t++) {
+		uint64_t s = seq_begin(st, sh), off, steps = st->heap_bytes / 64;
+		char *heap = shard_heap(st, sh);
+		size_t len = 0;
+		int found = 0;
+
+		if (s & 1)
+			return -EAGAIN;
+		off = __atomic_load_n(&shard_index(st, sh)[b], __ATOMIC_RELAXED);
+		while (off != 0 && steps-- > 0) {
+			struct shmt_item *it = item_at(st, heap, off - 1);
+
+			if (it == NULL)
+				break;
+			if (it->it_hash == hash) {
+				len = it->it_klen;
+				if (len <= cap) {
+					memcpy(buf, item_key(it), len);
+					found = 1;
+				}
+				break;
+			}
+			off = __atomic_load_n(&it->it_next, __ATOMIC_RELAXED);
+		}
+		if (!seq_valid(sh, s))
+			continue;
+		if (!found)
+			return -ENOENT;
+		*klen = len;
+		return 0;
 	}
 	return -EAGAIN;
 }

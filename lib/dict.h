@@ -86,6 +86,10 @@ int shmt__store_geometry(uint64_t bytes, uint32_t shards, int counters,
 int shmt__store_init(struct shmt_store *st);
 /* Reclaim expired items of both stores; sets *NEXT to the next expiry. */
 int shmt__stores_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next);
+/* The key whose hash is HASH, for the analyzer's report: 0, -ENOENT or
+ * -EAGAIN. */
+int shmt__dict_key_by_hash(shmt_t *h, uint64_t hash, void *buf, size_t cap,
+    size_t *klen);
 /* Bytes in allocated blocks of every shard. */
 uint64_t shmt__store_used(const struct shmt_store *st);
 /* Shift stored times (snapshot restore). */

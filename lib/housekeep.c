@@ -7,6 +7,7 @@
  */
 #include "segment.h"
 
+#include "analyzer.h"
 #include "dict.h"
 #include "limiter.h"
 
@@ -29,6 +30,7 @@ shmt_housekeep(shmt_t *h, shmt_time_t *next_ns)
 		return n;
 	actions += n;
 	actions += shmt__slots_reap(h);
+	actions += shmt__an_reap(h);
 	__atomic_fetch_add(&h->hdr->sh_hk_runs, 1, __ATOMIC_RELAXED);
 	if (next_ns != NULL)
 		*next_ns = next;

@@ -97,6 +97,7 @@
  */
 #include "limiter.h"
 
+#include "analyzer.h"
 #include "atomic128.h"
 #include "dict.h"
 
@@ -1198,6 +1199,9 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
 	if (!(v->flags & SHMT_LIMF_PER_CLIENT))
 		return -EPERM;
 	client_hash(client, len, hash);
+	if (h->an != NULL)
+		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
+		    SHMT_HOT_CLIENT, shmt__now(h));
 	for (int tries = 0; tries < 64; tries++) {
 		rc = ce_find_or_claim(h, v, hash, client, len, &expect);
 		if (rc == -ENOSPC) {

@@ -12,6 +12,7 @@
  */
 #include "segment.h"
 
+#include "analyzer.h"
 #include "dict.h"
 #include "limiter.h"
 
@@ -48,6 +49,11 @@ shmt_config_init(shmt_config_t *cfg)
 	cfg->counters_shards = 4;
 	cfg->counters_subwindows = 24;
 	cfg->counters_window_ns = 24ULL * 3600 * 1000000000ULL;
+	cfg->analyzer_bytes = 1ULL << 20;
+	cfg->analyzer_window_ns = 60ULL * 1000000000ULL;
+	cfg->analyzer_subwindows = 12;
+	cfg->analyzer_threshold_ppm = 100000;
+	cfg->analyzer_clients = 0;
 }
 
 int
@@ -235,7 +241,7 @@ config_check(const shmt_config_t *cfg)
 		return -EINVAL;
 	if (cfg->arena_bytes < (64ULL << 10) || cfg->arena_bytes > (1ULL << 40))
 		return -EINVAL;
-	if (cfg->dict_eviction > 1)
+	if (cfg->dict_eviction > 1 || cfg->analyzer_clients > 1)
 		return -EINVAL;
 	if (cfg->counters_bytes != 0 &&
 	    (cfg->counters_subwindows == 0 || cfg->counters_subwindows > 256 ||
@@ -283,6 +289,22 @@ params_from(const shmt_config_t *cfg, struct shmt_params *p)
 	p->sp_counters_shards = cfg->counters_shards;
 	p->sp_counters_subwindows = cfg->counters_subwindows;
 	p->sp_counters_window_ns = cfg->counters_window_ns;
+	p->sp_analyzer_bytes = cfg->analyzer_bytes;
+	p->sp_analyzer_window_ns = cfg->analyzer_window_ns;
+	p->sp_analyzer_subwindows = cfg->analyzer_subwindows;
+	p->sp_analyzer_threshold_ppm = cfg->analyzer_threshold_ppm;
+	p->sp_analyzer_clients = cfg->analyzer_clients;
+}
+
+static int
+an_geometry(const struct shmt_params *p, struct shmt_an *an)
+{
+	int rc = shmt__an_geometry(p->sp_analyzer_bytes,
+	    p->sp_analyzer_window_ns, p->sp_analyzer_subwindows,
+	    p->sp_analyzer_threshold_ppm, an);
+
+	an->clients = p->sp_analyzer_clients != 0;
+	return rc;
 }
 
 /* Lay the regions out page by page; returns the total size, or 0 when the
@@ -291,9 +313,11 @@ static uint64_t
 layout(const struct shmt_params *p, struct shmt_region reg[SHMT_R_COUNT])
 {
 	struct shmt_store d, c;
+	struct shmt_an an;
 	uint64_t off = 0, dsize, csize;
 
-	if (stores_geometry(p, &d, &c, &dsize, &csize) != 0)
+	if (stores_geometry(p, &d, &c, &dsize, &csize) != 0 ||
+	    an_geometry(p, &an) != 0)
 		return 0;
 	const uint64_t sizes[SHMT_R_COUNT] = {
 		[SHMT_R_HEADER] = sizeof(struct shmt_hdr),
@@ -303,6 +327,7 @@ layout(const struct shmt_params *p, struct shmt_region reg[SHMT_R_COUNT])
 		[SHMT_R_ARENA] = p->sp_arena_bytes,
 		[SHMT_R_DICT] = dsize,
 		[SHMT_R_COUNTERS] = csize,
+		[SHMT_R_ANALYZER] = an.bytes,
 	};
 
 	for (int i = 0; i < SHMT_R_COUNT; i++) {
@@ -320,6 +345,7 @@ static const char *const region_names[SHMT_R_COUNT] = {
 	[SHMT_R_ARENA] = "arena",
 	[SHMT_R_DICT] = "dictionary",
 	[SHMT_R_COUNTERS] = "counters",
+	[SHMT_R_ANALYZER] = "analyzer",
 };
 
 static shmt_t *
@@ -342,6 +368,22 @@ handle_new(const char *name, char *base, uint64_t size,
 	}
 	h->dict->base = base + reg[SHMT_R_DICT].rg_off;
 	h->counters->base = base + reg[SHMT_R_COUNTERS].rg_off;
+	if (p->sp_analyzer_bytes != 0) {
+		h->an = calloc(1, sizeof(*h->an));
+		if (h->an == NULL || an_geometry(p, h->an) != 0) {
+			free(h->an);
+			free(h->dict);
+			free(h->counters);
+			free(h);
+			return NULL;
+		}
+		h->an->base = base + reg[SHMT_R_ANALYZER].rg_off;
+	}
+	{
+		static atomic_uint uids;
+
+		h->uid = atomic_fetch_add(&uids, 1) + 1;
+	}
 	h->base = base;
 	h->size = size;
 	h->hdr = (struct shmt_hdr *)base;
@@ -360,6 +402,7 @@ handle_free(shmt_t *h)
 	shmt__lviews_free(h);
 	free(h->dict);
 	free(h->counters);
+	free(h->an);
 	free(h);
 }
 
@@ -617,8 +660,10 @@ shmt_close(shmt_t *h)
 	if (h == NULL)
 		return;
 	/* A handle inherited across fork() belongs to the parent's slot. */
-	if (h->pid == getpid())
+	if (h->pid == getpid()) {
+		shmt__an_release(h);
 		shmt__slot_release(h);
+	}
 	munmap(h->base, h->size);
 	handle_free(h);
 	errno = saved;
@@ -694,6 +739,7 @@ shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out)
 	    __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
 	out->regions[SHMT_R_DICT].used = shmt__store_used(h->dict);
 	out->regions[SHMT_R_COUNTERS].used = shmt__store_used(h->counters);
+	out->regions[SHMT_R_ANALYZER].used = h->reg[SHMT_R_ANALYZER].rg_size;
 	out->max_slots =
 	    (uint32_t)(h->reg[SHMT_R_SLOTS].rg_size / sizeof(struct shmt_slot));
 	shmt__slots_count(h, &out->slots, &out->slots_stale);

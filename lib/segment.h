@@ -35,6 +35,7 @@ enum shmt_region_id {
 	SHMT_R_ARENA,
 	SHMT_R_DICT,
 	SHMT_R_COUNTERS,
+	SHMT_R_ANALYZER,
 	SHMT_R_COUNT
 };
 
@@ -57,6 +58,12 @@ struct shmt_params {
 	uint32_t sp_counters_shards;
 	uint32_t sp_counters_subwindows;
 	uint64_t sp_counters_window_ns;
+	uint64_t sp_analyzer_bytes;
+	uint64_t sp_analyzer_window_ns;
+	uint32_t sp_analyzer_subwindows;
+	uint32_t sp_analyzer_threshold_ppm;
+	uint32_t sp_analyzer_clients;
+	uint32_t sp_pad1;
 };
 
 struct shmt_hdr {
@@ -112,6 +119,7 @@ struct shmt_lcache {
 
 struct shmt_lview;
 struct shmt_store;
+struct shmt_an;
 
 struct shmt {
 	char *base;                   /* this process's mapping */
@@ -132,6 +140,9 @@ struct shmt {
 	 * shards == 0 when the segment has none. */
 	struct shmt_store *dict;
 	struct shmt_store *counters;
+	/* Trusted geometry of the analyzer (analyzer.c); NULL: none. */
+	struct shmt_an *an;
+	uint32_t uid;                 /* tells handles apart in stripe owners */
 };
 
 /* Private API of the segment module. */

@@ -21,11 +21,13 @@
  *    grant are all the windows whose count can have grown.
  *
  * Options (spin -D...): L, B, C, S (limit, slack_uses, window, slack in
- * ticks), CALLS (calls per caller), TMAX (last clock value), DAEMON (1: a
+ * ticks), NCALLERS (2 or 3), CALLS (calls per caller; CALLS0 for the
+ * first), TMAX (last clock value), DAEMON (1: a
  * daemon process runs housekeeping passes), BROKEN (read the clock before W:
  * spin must find an over-grant), ACCOUNT (also assert the bookkeeping:
  * inflight equals the uses in the buckets W names, and no caller ever gets
- * SHMT_ECORRUPT from a merely stale W).
+ * SHMT_ECORRUPT from a merely stale W), KILL (0: no explicit kills),
+ * FIX_STALE and FIX_SKIP (the changes to limiter.c that ACCOUNT asks for).
  * Run through tests/spin_throttle.sh.
  */
 
@@ -53,8 +55,16 @@
 #ifndef DPASSES
 #define DPASSES 2
 #endif
+#ifndef CALLS0
+#define CALLS0 CALLS
+#endif
+#ifndef KILL
+#define KILL 1
+#endif
 
+#ifndef NCALLERS
 #define NCALLERS 3
+#endif
 #define DIVUP(a, b) (((a) + (b) - 1) / (b))
 #define NB (DIVUP(C, S) + DIVUP(L, B))
 
@@ -75,7 +85,14 @@ byte r_cnt[NB];
 byte gcount[TMAX + 1];
 byte mj, mk, mn;
 
+/* A kill -9 after any step.  For assertions this adds nothing that never
+ * scheduling the process again would not give, so KILL=0 is an honest way
+ * to shrink a run; the default keeps it explicit. */
+#if KILL
 #define STOP if :: skip :: goto dead fi
+#else
+#define STOP skip
+#endif
 
 /* A 16-byte load of W into the caller's copy. */
 inline read_w()
@@ -167,15 +184,35 @@ inline slot_raise(ser, c)
 	}
 }
 
-/* Where the library returns SHMT_ECORRUPT: with ACCOUNT, reaching it from a
- * state any interleaving can produce is an error. */
-inline corrupt()
+/*
+ * Where the library returns SHMT_ECORRUPT because a ring slot does not hold
+ * the serial the caller's copy of W names.  A newer serial only means that
+ * the copy is stale (the ring wrapped since it was read): with FIX_STALE the
+ * caller reloads W instead.  With ACCOUNT, reaching the error from a state
+ * that an interleaving produces is itself a failure.
+ */
+inline corrupt(expect)
 {
+#ifdef FIX_STALE
+	if
+	:: ss > expect -> goto reload
+	:: else
+	fi;
+#endif
 #ifdef ACCOUNT
 	assert(false);
 #endif
 	goto done
 }
+
+/* A sealed bucket with no use in it: only the skip of FIX_SKIP makes one. */
+#ifdef FIX_SKIP
+#define EMPTY_SEALED_BAD false
+#define SKIP_SEALED 1
+#else
+#define EMPTY_SEALED_BAD (sn == 0)
+#define SKIP_SEALED 0
+#endif
 
 #ifdef BROKEN
 #define RETRY goto retry_w
@@ -183,7 +220,7 @@ inline corrupt()
 #define RETRY goto retry_clk
 #endif
 
-proctype caller()
+proctype caller(byte ncalls)
 {
 	byte inf, cnt, ns, now, calls, sc, sn;
 	short tl, ss, tl2, ns2;
@@ -191,17 +228,19 @@ proctype caller()
 
 next_call:
 	if
-	:: calls < CALLS -> calls++
+	:: calls < ncalls -> calls++
 	:: else -> goto dead
 	fi;
 #ifdef BROKEN
 retry_w:
+reload:
 	now = clock;
 	STOP;
 	read_w();
 	STOP;
 #else
 	/* bk_take: load W, then, in the loop, read the clock. */
+reload:
 	read_w();
 	STOP;
 retry_clk:
@@ -215,7 +254,8 @@ retry_clk:
 			 sn = r_cnt[(tl - ns) % NB] }
 		STOP;
 		if
-		:: ss != tl - ns || sn > inf || sn == 0 -> corrupt()
+		:: ss != tl - ns || sn > inf || EMPTY_SEALED_BAD ->
+			corrupt(tl - ns)
 		:: else
 		fi;
 		if
@@ -229,7 +269,7 @@ retry_clk:
 		d_step { sc = r_close[tl % NB]; ss = r_ser[tl % NB] }
 		STOP;
 		if
-		:: ss != tl -> corrupt()
+		:: ss != tl -> corrupt(tl)
 		:: else
 		fi;
 		if
@@ -255,7 +295,7 @@ retry_clk:
 		d_step { sc = r_close[tl % NB]; ss = r_ser[tl % NB] }
 		STOP;
 		if
-		:: ss != tl -> corrupt()
+		:: ss != tl -> corrupt(tl)
 		:: else
 		fi;
 		if
@@ -293,9 +333,11 @@ retry_clk:
 	STOP;
 	if
 	:: sc <= now ->
-		/* A stale opener set this serial's close in the past: skip it
-		 * (limiter.c keeps nsealed2 here). */
-		cas_w(inf, 0, tl2 + 1, ns2, 0);
+		/* A stale opener set this serial's close in the past: skip it.
+		 * limiter.c keeps nsealed2 here, which drops the oldest sealed
+		 * bucket from W's range; FIX_SKIP counts the skipped serial as
+		 * a sealed, empty bucket instead. */
+		cas_w(inf, 0, tl2 + 1, ns2 + SKIP_SEALED, 0);
 		STOP;
 		RETRY
 	:: else
@@ -331,6 +373,7 @@ proctype daemon()
 		passes++;
 		now = clock;
 		STOP;
+reload:
 		read_w();
 		STOP;
 hk:
@@ -341,7 +384,8 @@ hk:
 				 sn = r_cnt[(tl - ns) % NB] }
 			STOP;
 			if
-			:: ss != tl - ns || sn > inf || sn == 0 -> corrupt()
+			:: ss != tl - ns || sn > inf || EMPTY_SEALED_BAD ->
+			corrupt(tl - ns)
 			:: else
 			fi;
 			if
@@ -355,7 +399,7 @@ hk:
 			d_step { sc = r_close[tl % NB]; ss = r_ser[tl % NB] }
 			STOP;
 			if
-			:: ss != tl -> corrupt()
+			:: ss != tl -> corrupt(tl)
 			:: else
 			fi;
 			if
@@ -374,7 +418,7 @@ hk:
 			d_step { sc = r_close[tl % NB]; ss = r_ser[tl % NB] }
 			STOP;
 			if
-			:: ss != tl -> corrupt()
+			:: ss != tl -> corrupt(tl)
 			:: else
 			fi;
 			if
@@ -415,9 +459,11 @@ init {
 		od;
 		mj = 0;
 		run ticker();
-		run caller();
-		run caller();
-		run caller();
+		run caller(CALLS0);
+		run caller(CALLS);
+#if NCALLERS > 2
+		run caller(CALLS);
+#endif
 #if DAEMON
 		run daemon();
 #endif

@@ -142,6 +142,16 @@ typedef struct shmt_config {
 	uint32_t counters_shards;
 	uint32_t counters_subwindows;
 	uint64_t counters_window_ns;
+	/* The hot-key analyzer: bytes (default 1 MiB, 0: off), the window
+	 * (default 60 s) counted in analyzer_subwindows sub-windows (default
+	 * 12, at most 64), the threshold in parts per million of the window's
+	 * requests (default 100000: 10%, at least 10000: 1%), and whether
+	 * per-client limiter calls feed it too (default 0). */
+	uint64_t analyzer_bytes;
+	uint64_t analyzer_window_ns;
+	uint32_t analyzer_subwindows;
+	uint32_t analyzer_threshold_ppm;
+	uint32_t analyzer_clients;
 } shmt_config_t;
 
 SHMT_EXPORT void shmt_config_init(shmt_config_t *cfg);
@@ -515,6 +525,68 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
  */
 SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
     uint64_t *count);
+
+/* ---- Hot keys ------------------------------------------------------------ */
+
+/*
+ * Every shmt_get (and, with analyzer_clients, every shmt_try_use) feeds the
+ * analyzer, which answers: which keys had more than the threshold (10%) of
+ * the requests of the last window (60 s)?
+ *
+ * The window is counted in sub-windows of w = window / subwindows.  Each
+ * sub-window has one Misra-Gries summary per writer stripe (k counters each,
+ * see shmt_top_info_t.counters); a request updates one summary of one
+ * sub-window, written by its thread alone, so processes never write the
+ * same cache line.  A query merges the summaries of the sub-windows that
+ * cover the window.  For each key it gives bounds lower <= true count <=
+ * upper over the covered span; a key missing from every summary had at most
+ * `error` requests, and error <= N / (probe + 1) with probe >= 16, so below
+ * the threshold: every key over the threshold in the covered span is
+ * reported, always.  The covered span is at most one sub-window longer than
+ * the window (the time slop); the answer also lists every key that may be
+ * over the threshold of the exact window, and says so in `certified`.
+ * Keys are told apart by a 64-bit hash: the bounds could only be wrong for
+ * two distinct keys with the same 64-bit hash (about n^2 / 2^65 for n keys).
+ * A process killed in the middle of an update leaves bounds that hold.
+ * Memory is fixed at creation (analyzer_bytes), whatever the keys.
+ */
+
+#define SHMT_HOT_DICT 1          /* a dictionary key (shmt_get) */
+#define SHMT_HOT_CLIENT 2        /* a client id (shmt_try_use) */
+
+typedef struct shmt_hotkey {
+	uint8_t key[SHMT_KEY_MAX];
+	uint32_t klen;           /* the key's full length */
+	uint32_t kept;           /* bytes of it in key[] (< klen: truncated) */
+	int kind;                /* SHMT_HOT_DICT or SHMT_HOT_CLIENT */
+	uint64_t hash;
+	uint64_t lower, upper;   /* bounds of its requests in the span */
+	double share;            /* lower / total */
+} shmt_hotkey_t;
+
+typedef struct shmt_top_info {
+	shmt_time_t span_start_ns;   /* the covered span: [start, end] */
+	shmt_time_t span_end_ns;
+	shmt_time_t window_ns, subwindow_ns;
+	uint64_t total;          /* requests counted in the span */
+	uint64_t total_window;   /* of them, certainly in the exact window */
+	uint64_t error;          /* a key absent from the answer had at most
+	                          * this many requests in the span */
+	uint32_t threshold_ppm;
+	int certified;           /* every key with more than the threshold of
+	                          * the exact window's requests is listed */
+	uint32_t stripes, counters, probe;
+	uint64_t memory_bytes;   /* fixed at creation */
+} shmt_top_info_t;
+
+/*
+ * shmt_top_keys: the hot keys, most requested first, into OUT[0..CAP), and
+ * the span they cover into *INFO (may be NULL).  Returns how many keys are
+ * hot (may exceed CAP), or -EINVAL, -ENODEV (no analyzer), -ENOMEM.
+ * Lock-free; reads what concurrent writers have published.
+ */
+SHMT_EXPORT int shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap,
+    shmt_top_info_t *info);
 
 /* ---- Checking ------------------------------------------------------------ */
 

@@ -1,0 +1,587 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The hot-key analyzer: which keys had more than a threshold of the
+ * requests of the last window, deterministically, in fixed memory, with no
+ * two processes writing the same cache line on the request path.
+ *
+ * Each (sub-window, writer stripe) pair has a Misra-Gries summary of cap
+ * counters with a lazy offset d: a counter's effective count is
+ * count - d, and it is free when that is not positive (or when it belongs
+ * to an older sub-window).  An update of key x probes `probe` counters from
+ * x's home: x live there: count + 1; else a free counter: {x, d + 1}; else
+ * d + 1 (every counter loses one, x's request is dropped).  With f the true
+ * count and c the effective one, f - d <= c <= f holds after every step
+ * (the usual Misra-Gries argument: each step that drops a request or lowers
+ * x's counter is a step of d), and each step of d removes at least
+ * probe + 1 units of count, so d <= n / (probe + 1).
+ *
+ * A query adds the summaries of the sub-windows covering the window: each
+ * key's count lies in [sum c, sum c + D] with D the sum of the d, and a key
+ * absent everywhere had at most D <= N / (probe + 1) requests.  With probe
+ * at least 2 / threshold, D stays under half the threshold, so no key over
+ * the threshold can be absent: no false negatives, and no probability in
+ * it.  The rule the seed used touched every sub-window on each request;
+ * here a request touches one summary of one sub-window.
+ *
+ * Crash model: every change is one aligned 8-byte store, ordered so that a
+ * reader or a later owner never sees a counter half-claimed (its raw word
+ * is cleared before its hash changes and set after).  A writer killed
+ * between two stores leaves a summary whose bounds hold; its stripe is
+ * freed when its process is found dead, and the next owner carries on.
+ */
+#include "analyzer.h"
+
+#include "dict.h"
+
+#include <ck_pr.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ID_BITS 24
+#define ID_MASK ((1ULL << ID_BITS) - 1)
+#define CNT_MASK ((1ULL << 40) - 1)
+#define W_ID(x) ((x) >> 40)
+#define W_VAL(x) ((x) & CNT_MASK)
+#define W_MAKE(id, v) ((((id) & ID_MASK) << 40) | ((v) & CNT_MASK))
+
+static uint64_t
+pow2_floor(uint64_t v)
+{
+	return v == 0 ? 0 : 1ULL << (63 - __builtin_clzll(v));
+}
+
+int
+shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
+    struct shmt_an *an)
+{
+	uint64_t rest, per, names;
+
+	memset(an, 0, sizeof(*an));
+	if (bytes == 0)
+		return 0;
+	if (bytes < (64ULL << 10) || bytes > (1ULL << 32) || subw == 0 ||
+	    subw > 64 || window / subw == 0 || ppm < 10000 || ppm > 1000000)
+		return -EINVAL;
+	an->bytes = bytes;
+	an->window = window;
+	an->subw = subw;
+	an->w = window / subw;
+	an->rings = subw + 1;
+	an->stripes = SHMT_AN_STRIPES + 1;
+	an->ppm = ppm;
+	/* Twice the bound the guarantee needs: d stays under half the
+	 * threshold, so the answer is certified with room to spare. */
+	an->probe = (uint32_t)((2000000ULL + ppm - 1) / ppm);
+	if (an->probe < 16)
+		an->probe = 16;
+	/* A quarter for names, the rest for summaries. */
+	names = pow2_floor(bytes / 4 / sizeof(struct shmt_an_name));
+	an->lock_off = SHMT_LINE * 2;   /* after the owners (17 x 16 bytes) */
+	an->sums_off = an->lock_off + SHMT_LINE;
+	rest = bytes - an->sums_off - names * sizeof(struct shmt_an_name);
+	per = rest / ((uint64_t)an->rings * an->stripes);
+	if (per <= sizeof(struct shmt_an_sum))
+		return -EINVAL;
+	an->cap = (uint32_t)pow2_floor((per - sizeof(struct shmt_an_sum)) /
+	    sizeof(struct shmt_an_slot));
+	if (an->cap < an->probe || an->cap > (1U << 20))
+		return -EINVAL;
+	an->sum_size = sizeof(struct shmt_an_sum) +
+	    (uint64_t)an->cap * sizeof(struct shmt_an_slot);
+	an->names_off = an->sums_off +
+	    an->sum_size * an->rings * an->stripes;
+	an->names = (uint32_t)names;
+	if (an->names_off + names * sizeof(struct shmt_an_name) > bytes)
+		return -EINVAL;
+	return 0;
+}
+
+static struct shmt_an_owner *
+owners(const struct shmt_an *an)
+{
+	return (struct shmt_an_owner *)an->base;
+}
+
+static struct shmt_an_sum *
+sum_at(const struct shmt_an *an, uint32_t ring, uint32_t stripe)
+{
+	return (struct shmt_an_sum *)(an->base + an->sums_off +
+	    ((uint64_t)ring * an->stripes + stripe) * an->sum_size);
+}
+
+static struct shmt_an_slot *
+slots_of(struct shmt_an_sum *s)
+{
+	return (struct shmt_an_slot *)(s + 1);
+}
+
+static struct shmt_an_name *
+names(const struct shmt_an *an)
+{
+	return (struct shmt_an_name *)(an->base + an->names_off);
+}
+
+/* ---- Stripes: one per writer thread ------------------------------------- */
+
+/*
+ * The calling thread's stripe for each handle it used lately.  Up to
+ * SHMT_AN_STRIPES threads get a stripe of their own; a thread that finds
+ * none free shares the last stripe under a lock that recovers from a dead
+ * owner.  A thread keeps its stripe until its handle is closed.
+ */
+struct an_tls {
+	uint32_t uid;
+	uint32_t stripe;
+	uint64_t sub_start, sub_end, id;
+};
+static __thread struct an_tls an_tls[4];
+
+static uint64_t
+owner_word(const shmt_t *h)
+{
+	return ((uint64_t)(uint32_t)getpid() << 32) | h->uid;
+}
+
+int
+shmt__an_reap(shmt_t *h)
+{
+	struct shmt_an *an = h->an;
+	int n = 0;
+
+	for (uint32_t p = 0; an != NULL && p < SHMT_AN_STRIPES; p++) {
+		struct shmt_an_owner *o = &owners(an)[p];
+		uint64_t w = __atomic_load_n(&o->ao_owner, __ATOMIC_ACQUIRE);
+
+		if (w == 0 || shmt__pid_alive((pid_t)(w >> 32),
+		    __atomic_load_n(&o->ao_start, __ATOMIC_RELAXED)))
+			continue;
+		if (__atomic_compare_exchange_n(&o->ao_owner, &w, 0, 0,
+		    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			n++;
+	}
+	return n;
+}
+
+static uint32_t
+stripe_claim(shmt_t *h)
+{
+	struct shmt_an *an = h->an;
+	uint64_t me = owner_word(h);
+
+	for (int round = 0; round < 2; round++) {
+		for (uint32_t p = 0; p < SHMT_AN_STRIPES; p++) {
+			struct shmt_an_owner *o = &owners(an)[p];
+			uint64_t free_word = 0;
+
+			if (__atomic_compare_exchange_n(&o->ao_owner, &free_word,
+			    me, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				__atomic_store_n(&o->ao_start,
+				    shmt__proc_start(getpid()), __ATOMIC_RELAXED);
+				return p;
+			}
+		}
+		if (shmt__an_reap(h) == 0)
+			break;
+	}
+	return SHMT_AN_STRIPES;         /* the shared stripe */
+}
+
+void
+shmt__an_release(shmt_t *h)
+{
+	struct shmt_an *an = h->an;
+	uint64_t me;
+
+	if (an == NULL)
+		return;
+	me = owner_word(h);
+	for (uint32_t p = 0; p < SHMT_AN_STRIPES; p++) {
+		uint64_t w = me;
+
+		__atomic_compare_exchange_n(&owners(an)[p].ao_owner, &w, 0, 0,
+		    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	}
+}
+
+static struct an_tls *
+tls_get(shmt_t *h)
+{
+	struct an_tls *t = NULL;
+
+	for (int i = 0; i < 4; i++) {
+		if (an_tls[i].uid == h->uid)
+			return &an_tls[i];
+		if (t == NULL && an_tls[i].uid == 0)
+			t = &an_tls[i];
+	}
+	if (t == NULL)
+		t = &an_tls[h->uid % 4];   /* forget the oldest guess */
+	t->uid = h->uid;
+	t->stripe = stripe_claim(h);
+	t->sub_start = t->sub_end = 0;
+	return t;
+}
+
+/* The shared stripe's lock: the owner's pid, or 0.  A waiter that finds
+ * the owner dead takes the lock over. */
+static void
+shared_lock(const struct shmt_an *an)
+{
+	uint32_t *lk = (uint32_t *)(an->base + an->lock_off);
+	uint32_t me = (uint32_t)getpid();
+
+	for (unsigned i = 0;; i++) {
+		uint32_t cur = 0;
+
+		if (__atomic_compare_exchange_n(lk, &cur, me, 0,
+		    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return;
+		if (i % 4096 == 4095 && cur != 0 &&
+		    !shmt__pid_alive((pid_t)cur, 0) &&
+		    __atomic_compare_exchange_n(lk, &cur, me, 0,
+		    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return;
+		ck_pr_stall();
+	}
+}
+
+static void
+shared_unlock(const struct shmt_an *an)
+{
+	__atomic_store_n((uint32_t *)(an->base + an->lock_off), 0,
+	    __ATOMIC_RELEASE);
+}
+
+/* ---- Names ------------------------------------------------------------------ */
+
+static uint64_t
+name_check(uint64_t hash, uint32_t klen, uint32_t kind, uint32_t kept,
+    const uint8_t *b)
+{
+	uint64_t c = hash ^ ((uint64_t)klen << 8) ^ kind ^ ((uint64_t)kept << 40);
+
+	for (uint32_t i = 0; i < kept; i++)
+		c = (c ^ b[i]) * 0x100000001b3ULL;
+	return c | 1;
+}
+
+/* Keep KEY's first bytes under HASH, unless they are there already.  Two
+ * writers may interleave on one entry; the check word makes a mixed entry
+ * read as absent. */
+static void
+name_put(const struct shmt_an *an, uint64_t hash, const void *key,
+    size_t klen, int kind)
+{
+	struct shmt_an_name *e = &names(an)[(hash >> 20) & (an->names - 1)];
+	uint32_t kept = klen < SHMT_AN_NAME_BYTES ? (uint32_t)klen :
+	    SHMT_AN_NAME_BYTES;
+	uint8_t buf[SHMT_AN_NAME_BYTES] = { 0 };
+
+	if (__atomic_load_n(&e->an_hash, __ATOMIC_RELAXED) == hash)
+		return;
+	memcpy(buf, key, kept);
+	__atomic_store_n(&e->an_hash, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->an_check, 0, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < SHMT_AN_NAME_BYTES; i++)
+		__atomic_store_n(&e->an_bytes[i], buf[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&e->an_klen, (uint32_t)klen, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->an_kind, (uint8_t)kind, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->an_kept, (uint8_t)kept, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->an_check,
+	    name_check(hash, (uint32_t)klen, (uint32_t)kind, kept, buf),
+	    __ATOMIC_RELEASE);
+	__atomic_store_n(&e->an_hash, hash, __ATOMIC_RELEASE);
+}
+
+static int
+name_get(const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
+{
+	struct shmt_an_name *e = &names(an)[(hash >> 20) & (an->names - 1)];
+	uint8_t buf[SHMT_AN_NAME_BYTES];
+	uint32_t klen, kind, kept;
+
+	if (__atomic_load_n(&e->an_hash, __ATOMIC_ACQUIRE) != hash)
+		return 0;
+	klen = __atomic_load_n(&e->an_klen, __ATOMIC_RELAXED);
+	kind = __atomic_load_n(&e->an_kind, __ATOMIC_RELAXED);
+	kept = __atomic_load_n(&e->an_kept, __ATOMIC_RELAXED);
+	if (kept > SHMT_AN_NAME_BYTES || klen > SHMT_KEY_MAX || kept > klen)
+		return 0;
+	for (uint32_t i = 0; i < SHMT_AN_NAME_BYTES; i++)
+		buf[i] = __atomic_load_n(&e->an_bytes[i], __ATOMIC_RELAXED);
+	if (__atomic_load_n(&e->an_check, __ATOMIC_ACQUIRE) !=
+	    name_check(hash, klen, kind, kept, buf) ||
+	    __atomic_load_n(&e->an_hash, __ATOMIC_ACQUIRE) != hash)
+		return 0;
+	memcpy(k->key, buf, kept);
+	k->klen = klen;
+	k->kept = kept;
+	k->kind = (int)kind;
+	return 1;
+}
+
+/* ---- Updates ---------------------------------------------------------------- */
+
+static void
+sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
+    uint64_t hash, const void *key, size_t klen, int kind)
+{
+	struct shmt_an_slot *sl = slots_of(s), *free_slot = NULL;
+	uint64_t hd = __atomic_load_n(&s->am_hd, __ATOMIC_RELAXED), n, d;
+	uint32_t home = (uint32_t)hash & (an->cap - 1);
+
+	if (W_ID(hd) != (id & ID_MASK) &&
+	    (int32_t)((uint32_t)((id - W_ID(hd)) << 8)) < 0) {
+		/* This thread's clock is behind the summary's sub-window (a
+		 * clock that went back): count the request in the newer one. */
+		id = W_ID(hd);
+	}
+	if (W_ID(hd) != (id & ID_MASK)) {
+		/* A new sub-window for this summary: counters of the old one
+		 * are free by their id; only the two words reset. */
+		__atomic_store_n(&s->am_n, W_MAKE(id, 0), __ATOMIC_RELAXED);
+		hd = W_MAKE(id, 0);
+		__atomic_store_n(&s->am_hd, hd, __ATOMIC_RELEASE);
+	}
+	d = W_VAL(hd);
+	for (uint32_t j = 0; j < an->probe; j++) {
+		struct shmt_an_slot *c = &sl[(home + j) & (an->cap - 1)];
+		uint64_t raw = __atomic_load_n(&c->as_raw, __ATOMIC_RELAXED);
+		int live = W_ID(raw) == (id & ID_MASK) && W_VAL(raw) > d;
+
+		if (live && __atomic_load_n(&c->as_hash, __ATOMIC_RELAXED) == hash) {
+			__atomic_store_n(&c->as_raw, raw + 1, __ATOMIC_RELEASE);
+			/* Name a key once it is seen twice: one-off keys,
+			 * the bulk of a noisy stream, never write a name. */
+			if (W_VAL(raw) == d + 1)
+				name_put(an, hash, key, klen, kind);
+			goto counted;
+		}
+		if (!live && free_slot == NULL)
+			free_slot = c;
+	}
+	if (free_slot != NULL) {
+		__atomic_store_n(&free_slot->as_raw, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&free_slot->as_hash, hash, __ATOMIC_RELEASE);
+		__atomic_store_n(&free_slot->as_raw, W_MAKE(id, d + 1),
+		    __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&s->am_hd, W_MAKE(id, d + 1), __ATOMIC_RELEASE);
+	}
+counted:
+	n = __atomic_load_n(&s->am_n, __ATOMIC_RELAXED);
+	n = W_ID(n) == (id & ID_MASK) ? n + 1 : W_MAKE(id, 1);
+	__atomic_store_n(&s->am_n, n, __ATOMIC_RELEASE);
+}
+
+void
+shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
+    int kind, uint64_t now)
+{
+	struct shmt_an *an = h->an;
+	struct an_tls *t;
+	struct shmt_an_sum *s;
+
+	if (an == NULL || (kind == SHMT_HOT_CLIENT && !an->clients))
+		return;
+	t = tls_get(h);
+	if (now < t->sub_start || now >= t->sub_end) {
+		t->id = now / an->w;
+		t->sub_start = t->id * an->w;
+		t->sub_end = t->sub_start + an->w;
+	}
+	s = sum_at(an, (uint32_t)(t->id % an->rings), t->stripe);
+	if (t->stripe == SHMT_AN_STRIPES) {
+		shared_lock(an);
+		sum_update(an, s, t->id, hash, key, klen, kind);
+		shared_unlock(an);
+	} else {
+		sum_update(an, s, t->id, hash, key, klen, kind);
+	}
+}
+
+/* ---- Queries ----------------------------------------------------------------- */
+
+struct cand {
+	uint64_t hash;
+	uint64_t lower;
+	int used;
+};
+
+struct cmap {
+	struct cand *e;
+	uint64_t cap, n;
+};
+
+static int
+cmap_add(struct cmap *m, uint64_t hash, uint64_t c)
+{
+	uint64_t i = hash & (m->cap - 1);
+
+	for (uint64_t k = 0; k < m->cap; k++, i = (i + 1) & (m->cap - 1)) {
+		if (m->e[i].used && m->e[i].hash == hash) {
+			m->e[i].lower += c;
+			return 0;
+		}
+		if (!m->e[i].used) {
+			m->e[i].used = 1;
+			m->e[i].hash = hash;
+			m->e[i].lower = c;
+			m->n++;
+			return 0;
+		}
+	}
+	return -ENOMEM;
+}
+
+/* Read summary S of sub-window ID into M (with SCRATCH, cap slots of
+ * room); adds its d to *D and its n to *N. */
+static int
+sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
+    struct shmt_an_slot *scratch, struct cmap *m, uint64_t *D, uint64_t *N)
+{
+	struct shmt_an_slot *sl = slots_of(s);
+	uint64_t hd = __atomic_load_n(&s->am_hd, __ATOMIC_ACQUIRE), n, d;
+	uint32_t k = 0;
+	int rc;
+
+	if (W_ID(hd) != (id & ID_MASK))
+		return 0;
+	for (uint32_t j = 0; j < an->cap; j++) {
+		uint64_t r1 = __atomic_load_n(&sl[j].as_raw, __ATOMIC_ACQUIRE);
+		uint64_t hash = __atomic_load_n(&sl[j].as_hash, __ATOMIC_ACQUIRE);
+		uint64_t r2 = __atomic_load_n(&sl[j].as_raw, __ATOMIC_ACQUIRE);
+
+		if (r1 != r2 || W_ID(r1) != (id & ID_MASK))
+			continue;          /* being claimed, or another window */
+		scratch[k].as_hash = hash;
+		scratch[k++].as_raw = W_VAL(r1);
+	}
+	/* Counts are taken against the d read after them: a larger d gives a
+	 * smaller lower bound, so it holds whatever the owner did meanwhile. */
+	hd = __atomic_load_n(&s->am_hd, __ATOMIC_ACQUIRE);
+	n = __atomic_load_n(&s->am_n, __ATOMIC_ACQUIRE);
+	if (W_ID(hd) != (id & ID_MASK))
+		return 0;          /* moved on to a newer sub-window meanwhile */
+	d = W_VAL(hd);
+	for (uint32_t j = 0; j < k; j++)
+		if (scratch[j].as_raw > d &&
+		    (rc = cmap_add(m, scratch[j].as_hash, scratch[j].as_raw - d)) != 0)
+			return rc;
+	*D += d;
+	if (W_ID(n) == (id & ID_MASK))
+		*N += W_VAL(n);
+	return 0;
+}
+
+static int
+cand_cmp(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+
+	return x->lower < y->lower ? 1 : x->lower > y->lower ? -1 :
+	    x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+static void
+fill_key(shmt_t *h, const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
+{
+	size_t len = 0;
+
+	if (name_get(an, hash, k) && k->kept == k->klen)
+		return;
+	/* Only a prefix was kept, or none: a dictionary key can be found by
+	 * its hash in the dictionary itself. */
+	if (shmt__dict_key_by_hash(h, hash, k->key, sizeof(k->key), &len) == 0) {
+		k->klen = (uint32_t)len;
+		k->kept = (uint32_t)len;
+		k->kind = SHMT_HOT_DICT;
+	}
+}
+
+SHMT_EXPORT int
+shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
+{
+	const struct shmt_an *an = h != NULL ? h->an : NULL;
+	uint64_t now, i, D = 0, N = 0, Nold = 0, Nwin, hot = 0;
+	struct shmt_an_slot *scratch;
+	struct cmap m;
+	int rc = 0;
+
+	if (h == NULL || (out == NULL && cap != 0))
+		return -EINVAL;
+	if (an == NULL)
+		return -ENODEV;
+	m.cap = pow2_floor((uint64_t)an->rings * an->stripes * an->cap) * 2;
+	m.n = 0;
+	m.e = calloc(m.cap, sizeof(*m.e));
+	scratch = calloc(an->cap, sizeof(*scratch));
+	if (m.e == NULL || scratch == NULL) {
+		free(m.e);
+		free(scratch);
+		return -ENOMEM;
+	}
+	now = shmt__now(h);
+	i = now / an->w;
+	for (uint64_t k = 0; k <= an->subw && rc == 0; k++) {
+		uint64_t id = i - k, before = N;
+
+		if (k > i)
+			break;
+		for (uint32_t p = 0; p < an->stripes && rc == 0; p++)
+			rc = sum_read(an, sum_at(an, (uint32_t)(id % an->rings), p),
+			    id, scratch, &m, &D, &N);
+		if (k == an->subw)
+			Nold = N - before;
+	}
+	free(scratch);
+	if (rc != 0) {
+		free(m.e);
+		return rc;
+	}
+	/* The oldest sub-window may lie partly before the exact window: only
+	 * the others' requests are certainly in it. */
+	Nwin = N - Nold;
+	for (uint64_t k = 0; k < m.cap; k++) {
+		struct cand *c = &m.e[k];
+
+		if (!c->used)
+			continue;
+		if ((c->lower + D) * 1000000.0 > (double)an->ppm * (double)Nwin)
+			m.e[hot++] = *c;
+	}
+	qsort(m.e, hot, sizeof(*m.e), cand_cmp);
+	for (uint64_t k = 0; k < hot && k < cap; k++) {
+		shmt_hotkey_t *o = &out[k];
+
+		memset(o, 0, offsetof(shmt_hotkey_t, klen));
+		o->klen = o->kept = 0;
+		o->kind = 0;
+		o->hash = m.e[k].hash;
+		o->lower = m.e[k].lower;
+		o->upper = m.e[k].lower + D;
+		o->share = N ? (double)o->lower / (double)N : 0;
+		fill_key(h, an, o->hash, o);
+	}
+	if (info != NULL) {
+		memset(info, 0, sizeof(*info));
+		info->span_start_ns = i >= an->subw ? (i - an->subw) * an->w : 0;
+		info->span_end_ns = now;
+		info->window_ns = an->window;
+		info->subwindow_ns = an->w;
+		info->total = N;
+		info->total_window = Nwin;
+		info->error = D;
+		info->threshold_ppm = an->ppm;
+		info->certified = D * 1000000.0 <= (double)an->ppm * (double)Nwin;
+		info->stripes = an->stripes;
+		info->counters = an->cap;
+		info->probe = an->probe;
+		info->memory_bytes = an->bytes;
+	}
+	free(m.e);
+	return hot > INT32_MAX ? INT32_MAX : (int)hot;
+}

@@ -1,0 +1,77 @@
+/* This file is private to libshmthrottle: the hot-key analyzer's layout. */
+/* SPDX-License-Identifier: MIT */
+#ifndef SHMT_ANALYZER_H
+#define SHMT_ANALYZER_H
+
+#include "segment.h"
+
+#include <stdint.h>
+
+/*
+ * The region: stripe owners, the overflow lock, then rings x stripes
+ * summaries (sub-window r % rings, stripe p), then the name table.
+ *
+ *   owner    u64 (pid << 32 | handle uid), 0: free; u64 start time
+ *   summary  [header line: am_hd (id:24 | d:40), am_n (id:24 | n:40)]
+ *            [cap slots: {as_hash, as_raw (id:24 | count:40)}]
+ *   name     {an_hash, an_klen, an_kind, an_kept, an_check, an_bytes[40]}
+ *
+ * A summary is written by the one thread that owns its stripe, so its
+ * words change by plain atomic stores; readers check a slot's raw word
+ * before and after reading its hash.
+ */
+
+#define SHMT_AN_STRIPES 16U      /* owned stripes; one more is shared */
+#define SHMT_AN_NAME_BYTES 40U
+
+struct shmt_an_owner {
+	uint64_t ao_owner;
+	uint64_t ao_start;
+};
+
+struct shmt_an_sum {
+	uint64_t am_hd;
+	uint64_t am_n;
+	uint64_t am_pad[14];     /* the header has a 128-byte line to itself */
+};
+
+struct shmt_an_slot {
+	uint64_t as_hash;
+	uint64_t as_raw;
+};
+
+struct shmt_an_name {
+	uint64_t an_hash;
+	uint32_t an_klen;
+	uint8_t an_kind;
+	uint8_t an_kept;
+	uint16_t an_pad;
+	uint64_t an_check;
+	uint8_t an_bytes[SHMT_AN_NAME_BYTES];
+};
+_Static_assert(sizeof(struct shmt_an_name) == 64, "a name is one line");
+
+/* Trusted, process-local geometry. */
+struct shmt_an {
+	char *base;
+	uint64_t bytes;
+	uint64_t window, w;          /* window and sub-window (ns) */
+	uint32_t subw, rings;        /* rings = subw + 1 */
+	uint32_t stripes;            /* SHMT_AN_STRIPES + 1 (the shared one) */
+	uint32_t cap, probe, names;
+	uint32_t ppm;
+	int clients;
+	uint64_t lock_off, sums_off, sum_size, names_off;
+};
+
+int shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw,
+    uint32_t ppm, struct shmt_an *an);
+/* Count one request for KEY (hash HASH) of KIND at NOW. */
+void shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
+    int kind, uint64_t now);
+/* Free the stripes this handle owns (shmt_close). */
+void shmt__an_release(shmt_t *h);
+/* Free the stripes of dead processes. */
+int shmt__an_reap(shmt_t *h);
+
+#endif /* SHMT_ANALYZER_H */
