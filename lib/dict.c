@@ -800,32 +800,25 @@ shmt_del(shmt_t *h, const void *key, size_t klen)
 	return rc;
 }
 
-/* Parse a decimal int64 of exactly LEN bytes. */
+/* Parse exactly LEN bytes as a decimal int64: an optional '-', then digits
+ * only (leading zeros allowed), nothing else, no overflow. */
 static int
 parse_i64(const char *s, size_t len, int64_t *out)
 {
-	char buf[24];
-	char *end;
-	long long v;
+	int neg = len > 0 && s[0] == '-';
+	uint64_t v = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : INT64_MAX;
+	size_t i = (size_t)neg;
 
-	if (len == 0 || len >= sizeof(buf))
+	if (i == len)
 		return -EINVAL;
-	memcpy(buf, s, len);
-	buf[len] = '\0';
-	if (buf[0] != '-' && (buf[0] < '0' || buf[0] > '9'))
-		return -EINVAL;
-	{
-		int saved = errno;
+	for (; i < len; i++) {
+		unsigned dgt = (unsigned char)s[i] - '0';
 
-		errno = 0;
-		v = strtoll(buf, &end, 10);
-		if (errno != 0 || *end != '\0') {
-			errno = saved;
+		if (dgt > 9 || v > (lim - dgt) / 10)
 			return -EINVAL;
-		}
-		errno = saved;
+		v = v * 10 + dgt;
 	}
-	*out = v;
+	*out = neg ? (int64_t)(0 - v) : (int64_t)v;
 	return 0;
 }
 
