@@ -599,7 +599,8 @@ shmtc_cmd_keys(struct shmtc *c, int argc, char **argv)
 	} else {
 		/* Walk order is hash order; sorted bytes read better and
 		 * stay the same from run to run. */
-		qsort(v, n, sizeof(*v), rawkey_cmp);
+		if (n > 0)      /* qsort() must not be given NULL */
+			qsort(v, n, sizeof(*v), rawkey_cmp);
 		rc = keys_output(c, pattern, v, n);
 	}
 	keys_free(v, n);
