@@ -1,0 +1,72 @@
+/* This file is private to the tests of libshmthrottle. */
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared pieces of the limiter tests: reference models of the seed's
+ * Throttler and of an exact sliding-window log, written from the seed's
+ * Python (not from the library), and the checker that looks for windows that
+ * certainly hold more grants than allowed.
+ */
+#ifndef SHMT_TEST_LIMITER_UTIL_H
+#define SHMT_TEST_LIMITER_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmthrottle.h"
+
+/* The seed's Throttler: a deque of buckets {keycount, close_time}. */
+struct tl_bucket {
+	uint64_t keycount;
+	shmt_time_t close;
+};
+
+struct tl_throttle {
+	uint64_t limit, cooldown, open_time, bucket_size;
+	uint32_t num_buckets;
+	uint64_t free;
+	struct tl_bucket *q;   /* ring of num_buckets entries */
+	uint32_t head, len;
+	int overflow;          /* the seed's assert would have fired */
+};
+
+int tl_throttle_init(struct tl_throttle *m, uint64_t limit, uint64_t window,
+    uint64_t slack, uint64_t slack_uses);
+void tl_throttle_free(struct tl_throttle *m);
+/* The seed's try_use_key(now): 1 granted, 0 throttled. */
+int tl_throttle_try(struct tl_throttle *m, shmt_time_t now);
+uint32_t tl_buckets_needed(uint64_t limit, uint64_t window, uint64_t slack,
+    uint64_t slack_uses);
+
+/* Exact sliding-window log: grant iff fewer than limit grants at times t
+ * with t + window > now. */
+struct tl_exact {
+	uint64_t limit, window;
+	shmt_time_t *q;
+	uint64_t head, len;
+};
+
+int tl_exact_init(struct tl_exact *m, uint64_t limit, uint64_t window);
+void tl_exact_free(struct tl_exact *m);
+int tl_exact_try(struct tl_exact *m, shmt_time_t now);
+/* Grants still inside the window at NOW. */
+uint64_t tl_exact_held(struct tl_exact *m, shmt_time_t now);
+
+/* A grant seen from outside: the clock read before and after the call,
+ * and a group (key name index, client index; 0 when unused). */
+struct tl_grant {
+	uint64_t before, after;
+	uint32_t group;
+	uint32_t pad;
+};
+
+/*
+ * Counts the windows [a, a + window), one per grant's `before` taken as a,
+ * that certainly hold more than LIMIT grants of GROUP (all groups when GROUP
+ * is UINT32_MAX).  A grant certainly lies in [a, a + window) iff
+ * before >= a and after < a + window.  G is sorted in place by `before`.
+ * On a violation, *WORST (may be NULL) gets the largest count found.
+ */
+uint64_t tl_violations(struct tl_grant *g, size_t n, uint64_t window,
+    uint64_t limit, uint32_t group, uint64_t *worst);
+
+#endif
