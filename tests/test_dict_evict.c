@@ -10,11 +10,13 @@
  */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MS 1000000ULL
 /* Items of the fill tests: a 6-byte key and a 400-byte value take one
@@ -380,14 +382,36 @@ test_eviction_off(void **state)
 	de_close(&d);
 }
 
+/* Teardown: remove what a failed test left under this process's segment
+ * names (a passing test has unlinked its own). */
+static int
+sweep(void **state)
+{
+	char prefix[64], path[512];
+	struct dirent *e;
+	DIR *d = opendir("/dev/shm");
+
+	if (d == NULL)
+		return 0;
+	snprintf(prefix, sizeof(prefix), "shmt-test-%d-", (int)getpid());
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	return 0;
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ttl_expiry),
-		cmocka_unit_test(test_expired_first),
-		cmocka_unit_test(test_lru),
-		cmocka_unit_test(test_eviction_off),
+		cmocka_unit_test_teardown(test_ttl_expiry, sweep),
+		cmocka_unit_test_teardown(test_expired_first, sweep),
+		cmocka_unit_test_teardown(test_lru, sweep),
+		cmocka_unit_test_teardown(test_eviction_off, sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
