@@ -72,11 +72,15 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	an->rings = subw + 1;
 	an->stripes = SHMT_AN_STRIPES + 1;
 	an->ppm = ppm;
-	/* Twice the bound the guarantee needs: d stays under half the
-	 * threshold, so the answer is certified with room to spare. */
-	an->probe = (uint32_t)((2000000ULL + ppm - 1) / ppm);
-	if (an->probe < 16)
-		an->probe = 16;
+	/* The guarantee needs d < threshold x (requests certainly in the
+	 * window), and d <= n / (probe + 1); the oldest of subwindows + 1
+	 * sub-windows may lie outside the exact window, so take 1.2 / threshold
+	 * probes: d stays under 83% of the threshold of all requests, which
+	 * covers a 1/13 share in the oldest sub-window with room to spare.  Each
+	 * probe is a slot read on a miss, the analyzer's main cost. */
+	an->probe = (uint32_t)((1200000ULL + ppm - 1) / ppm);
+	if (an->probe < 8)
+		an->probe = 8;
 	/* A quarter for names, the rest for summaries. */
 	names = pow2_floor(bytes / 4 / sizeof(struct shmt_an_name));
 	an->lock_off = SHMT_LINE * 2;   /* after the owners (17 x 16 bytes) */

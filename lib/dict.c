@@ -135,7 +135,10 @@ key_hash(const void *key, size_t len)
 	if (len > 0) {
 		uint64_t w = 0;
 
-		memcpy(&w, p, len);
+		/* A variable-length memcpy is a library call; the tail is at
+		 * most 7 bytes, assembled in place. */
+		for (size_t i = 0; i < len; i++)
+			w |= (uint64_t)p[i] << (8 * i);
 		h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
 	}
 	h ^= h >> 33;
@@ -192,7 +195,7 @@ item_at(const struct shmt_store *st, char *heap, uint64_t off)
 	order = __atomic_load_n(&it->it_order, __ATOMIC_RELAXED);
 	klen = __atomic_load_n(&it->it_klen, __ATOMIC_RELAXED);
 	vlen = __atomic_load_n(&it->it_vlen, __ATOMIC_RELAXED);
-	if (order > st->order_max || off % (64ULL << order) != 0 ||
+	if (order > st->order_max || (off & ((64ULL << order) - 1)) != 0 ||
 	    klen == 0 || klen > SHMT_KEY_MAX || vlen > SHMT_VALUE_MAX ||
 	    sizeof(*it) + klen + vlen > (64ULL << order))
 		return NULL;
@@ -273,7 +276,7 @@ blk_alloc(const struct shmt_store *st, struct shmt_shard *sh, uint32_t order)
 	if (k > st->order_max)
 		return UINT64_MAX;
 	off = sh->ds_free[k] - 1;
-	if (off >= st->heap_bytes || off % (64ULL << k) != 0 ||
+	if (off >= st->heap_bytes || (off & ((64ULL << k) - 1)) != 0 ||
 	    fb_at(heap, off)->fb_magic != SHMT_IT_FREE ||
 	    fl_remove(st, sh, off, k) != 0)
 		return UINT64_MAX;
@@ -1372,7 +1375,7 @@ chk_free_lists(const struct shmt_store *st, struct shmt_shard *sh,
 			struct shmt_fblock *b;
 
 			if (off - 1 >= st->heap_bytes ||
-			    (off - 1) % (64ULL << k) != 0) {
+			    ((off - 1) & ((64ULL << k) - 1)) != 0) {
 				shmt__chk(c, "%s: free list %u links outside the "
 				    "heap", who, k);
 				break;

@@ -540,9 +540,9 @@ SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
  * same cache line.  A query merges the summaries of the sub-windows that
  * cover the window.  For each key it gives bounds lower <= true count <=
  * upper over the covered span; a key missing from every summary had at most
- * `error` requests, and error <= N / (probe + 1) with probe >= 16, so below
- * the threshold: every key over the threshold in the covered span is
- * reported, always.  The covered span is at most one sub-window longer than
+ * `error` requests, and error <= N / (probe + 1) with probe >= 1.2 /
+ * threshold, so below the threshold: every key over the threshold in the
+ * covered span is reported, always.  The covered span is at most one sub-window longer than
  * the window (the time slop); the answer also lists every key that may be
  * over the threshold of the exact window, and says so in `certified`.
  * Keys are told apart by a 64-bit hash: the bounds could only be wrong for
