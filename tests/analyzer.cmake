@@ -1,0 +1,11 @@
+# SPDX-License-Identifier: MIT
+# Tests of the hot-key analyzer (lib/analyzer.c) against an exact oracle:
+# the seed's scenario families and adversarial traces on several
+# configurations, fixed memory after ten million distinct keys, per-client
+# feeding, and forked writers killed with SIGKILL mid-stream.
+add_library(shmt_analyzer_util STATIC test_analyzer_util.c)
+target_link_libraries(shmt_analyzer_util PUBLIC shmt_testutil)
+shmt_add_test(test_analyzer_seed SOURCES test_analyzer_seed.c
+  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+shmt_add_test(test_analyzer_adv SOURCES test_analyzer_adv.c
+  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)

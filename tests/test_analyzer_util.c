@@ -1,0 +1,560 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The exact oracle of the analyzer's tests: the requests fed, the hashes of
+ * the test's keys as the library computes them, and the check of one
+ * shmt_top_keys answer against the true counts.
+ */
+#include "test_analyzer_util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Keys and their hashes ------------------------------------------------ */
+
+#define TA_LONG 60              /* longer than the analyzer's name entry */
+#define TA_MAP (TA_IDS * 2)     /* hash -> id, open addressing */
+#define TA_BATCH 99             /* singletons per learning query (1%) */
+
+static uint64_t ta_hashes[TA_IDS];
+static uint32_t ta_map[TA_MAP];        /* id + 1, 0: empty */
+static int ta_learned;
+
+size_t
+ta_key(uint32_t id, char *buf)
+{
+	int n = snprintf(buf, 96, "key-%" PRIu32 "-", id);
+
+	if (id % 7 == 3) {
+		memset(buf + n, 'x', TA_LONG - (size_t)n);
+		n = TA_LONG;
+	}
+	buf[n] = '\0';
+	return (size_t)n;
+}
+
+static long
+ta_parse(const uint8_t *k, uint32_t klen)
+{
+	char tmp[96];
+	char *end;
+	unsigned long v;
+
+	if (klen < 6 || klen >= sizeof(tmp) || memcmp(k, "key-", 4) != 0)
+		return -1;
+	memcpy(tmp, k, klen);
+	tmp[klen] = '\0';
+	v = strtoul(tmp + 4, &end, 10);
+	return *end == '-' && v < TA_IDS ? (long)v : -1;
+}
+
+/*
+ * Learn every id's hash from the library: in a segment of its own with a
+ * 1% threshold, 99 keys requested once each are each over the threshold,
+ * so shmt_top_keys must report all 99, each with its hash; the keys are in
+ * the dictionary, so each answer also names its key.
+ */
+static void
+ta_learn(void)
+{
+	struct tu_clock clk = { 1000 * TA_SEC };
+	shmt_config_t cfg;
+	shmt_hotkey_t *out;
+	shmt_t *h;
+	char seg[96], key[96];
+
+	if (ta_learned)
+		return;
+	shmt_config_init(&cfg);
+	cfg.dict_bytes = 4ULL << 20;
+	cfg.dict_shards = 2;
+	cfg.counters_bytes = 0;
+	cfg.analyzer_bytes = 1ULL << 20;
+	cfg.analyzer_window_ns = TA_SEC;
+	cfg.analyzer_subwindows = 1;
+	cfg.analyzer_threshold_ppm = 10000;
+	tu_segname(seg, sizeof(seg), "anlearn");
+	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	out = calloc(2 * TA_BATCH, sizeof(*out));
+	assert_non_null(out);
+	for (uint32_t base = 0; base < TA_IDS; base += TA_BATCH) {
+		uint32_t n = TA_IDS - base < TA_BATCH ? TA_IDS - base : TA_BATCH;
+		uint8_t got[TA_BATCH] = { 0 };
+		char v[8];
+		size_t vlen;
+		int rc;
+
+		clk.now += 3 * TA_SEC;      /* past everything before */
+		for (uint32_t j = 0; j < n; j++) {
+			size_t kl = ta_key(base + j, key);
+
+			assert_int_equal(shmt_set(h, key, kl, "v", 1, 0), 0);
+			assert_int_equal(shmt_get(h, key, kl, v, sizeof(v), &vlen), 0);
+		}
+		rc = shmt_top_keys(h, out, 2 * TA_BATCH, NULL);
+		if (rc != (int)n) {
+			printf("# learning hashes: %u keys requested once each "
+			    "at a 1%% threshold, %d reported\n", n, rc);
+			fail();
+		}
+		for (int k = 0; k < rc; k++) {
+			long id = out[k].kept == out[k].klen ?
+			    ta_parse(out[k].key, out[k].klen) : -1;
+
+			if (id < (long)base || id >= (long)(base + n) ||
+			    got[id - base]) {
+				printf("# learning hashes: answer %d of batch %u "
+				    "names no key of the batch\n", k, base);
+				fail();
+			}
+			got[id - base] = 1;
+			ta_hashes[id] = out[k].hash;
+		}
+		for (uint32_t j = 0; j < n; j++) {
+			size_t kl = ta_key(base + j, key);
+
+			assert_int_equal(shmt_del(h, key, kl), 0);
+		}
+	}
+	free(out);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+	for (uint32_t id = 0; id < TA_IDS; id++) {
+		uint32_t i = (uint32_t)ta_hashes[id] & (TA_MAP - 1);
+
+		while (ta_map[i] != 0) {
+			/* Two keys of the universe with one 64-bit hash would
+			 * make the oracle ambiguous. */
+			assert_int_not_equal(ta_hashes[ta_map[i] - 1],
+			    ta_hashes[id]);
+			i = (i + 1) & (TA_MAP - 1);
+		}
+		ta_map[i] = id + 1;
+	}
+	ta_learned = 1;
+}
+
+uint64_t
+ta_hash(uint32_t id)
+{
+	ta_learn();
+	assert_true(id < TA_IDS);
+	return ta_hashes[id];
+}
+
+long
+ta_id_of(uint64_t hash)
+{
+	uint32_t i = (uint32_t)hash & (TA_MAP - 1);
+
+	ta_learn();
+	while (ta_map[i] != 0) {
+		if (ta_hashes[ta_map[i] - 1] == hash)
+			return (long)ta_map[i] - 1;
+		i = (i + 1) & (TA_MAP - 1);
+	}
+	return -1;
+}
+
+uint32_t
+ta_collide(uint64_t mask, uint32_t from, uint32_t to, uint32_t *out,
+    uint32_t want)
+{
+	uint32_t *count = calloc(mask + 1, sizeof(*count)), best = 0, n = 0;
+
+	assert_non_null(count);
+	for (uint32_t id = from; id < to; id++)
+		count[ta_hash(id) & mask]++;
+	for (uint64_t v = 1; v <= mask; v++)
+		if (count[v] > count[best])
+			best = (uint32_t)v;
+	for (uint32_t id = from; id < to && n < want; id++)
+		if ((ta_hash(id) & mask) == best)
+			out[n++] = id;
+	free(count);
+	return n;
+}
+
+const struct ta_conf ta_confs[] = {
+	{ "60s/12/10%/1MiB", 1ULL << 20, 60 * TA_SEC, 12, 100000 },
+	{ "60s/6/5%/1MiB", 1ULL << 20, 60 * TA_SEC, 6, 50000 },
+	{ "60s/12/10%/256KiB", 256ULL << 10, 60 * TA_SEC, 12, 100000 },
+	{ "60s/6/5%/256KiB", 256ULL << 10, 60 * TA_SEC, 6, 50000 },
+};
+const size_t ta_nconfs = sizeof(ta_confs) / sizeof(ta_confs[0]);
+
+double
+ta_scale(void)
+{
+#if defined(SHMT_SANITIZE_ADDRESS) || defined(SHMT_SANITIZE_THREAD)
+	return tu_scale() / 4;
+#else
+	return tu_scale();
+#endif
+}
+
+/* ---- A run ------------------------------------------------------------------ */
+
+#define TA_FAIL(r, ...) do {                                              \
+	printf("# FAIL %s on %s, query %" PRIu64 " at %" PRIu64 " ns: ",  \
+	    (r)->scen, (r)->c->name, (r)->queries, (r)->clk.now);          \
+	printf(__VA_ARGS__);                                              \
+	printf("\n");                                                     \
+	fail();                                                           \
+} while (0)
+
+void
+ta_open(struct ta_run *r, const struct ta_conf *c, const char *scen,
+    uint64_t t0, uint64_t seed)
+{
+	shmt_top_info_t info;
+	shmt_config_t cfg;
+
+	ta_learn();
+	memset(r, 0, sizeof(*r));
+	r->c = c;
+	r->scen = scen;
+	r->rs = seed ^ 0x5bd1e995ULL;
+	r->clk.now = t0;
+	r->w = c->window_ns / c->subw;
+	shmt_config_init(&cfg);
+	cfg.dict_bytes = 4ULL << 20;
+	cfg.dict_shards = 2;
+	cfg.counters_bytes = 0;
+	cfg.analyzer_bytes = c->bytes;
+	cfg.analyzer_window_ns = c->window_ns;
+	cfg.analyzer_subwindows = c->subw;
+	cfg.analyzer_threshold_ppm = c->ppm;
+	tu_segname(r->seg, sizeof(r->seg), "an");
+	assert_int_equal(shmt_create(r->seg, &cfg, &r->h), 0);
+	assert_int_equal(shmt_set_clock(r->h, tu_clock_read, &r->clk), 0);
+	assert_int_equal(shmt_top_keys(r->h, NULL, 0, &info), 0);
+	r->counters = info.counters;
+	r->probe = info.probe;
+	assert_true(r->counters >= r->probe && r->probe > 0);
+	r->cap = 1 << 16;
+	r->req = malloc(r->cap * sizeof(*r->req));
+	r->cnt_span = calloc(TA_IDS, sizeof(*r->cnt_span));
+	r->cnt_win = calloc(TA_IDS, sizeof(*r->cnt_win));
+	r->touched = malloc(TA_IDS * sizeof(*r->touched));
+	r->seen = calloc(TA_IDS, 1);
+	r->outcap = 64;
+	r->out = malloc(r->outcap * sizeof(*r->out));
+	assert_true(r->req && r->cnt_span && r->cnt_win && r->touched &&
+	    r->seen && r->out);
+	r->last_q = UINT64_MAX;
+	r->noise_next = TA_NOISE;
+	r->next_rand_q = (t0 / r->w) * r->w + tu_rand(&r->rs) % r->w;
+}
+
+void
+ta_close(struct ta_run *r)
+{
+	ta_summary(r);
+	shmt_close(r->h);
+	assert_int_equal(shmt_unlink(r->seg), 0);
+	free(r->req);
+	free(r->cnt_span);
+	free(r->cnt_win);
+	free(r->touched);
+	free(r->seen);
+	free(r->out);
+}
+
+void
+ta_summary(const struct ta_run *r)
+{
+	printf("# %s on %s: %zu requests, %" PRIu64 " queries (%" PRIu64
+	    " certified), %" PRIu64 " keys over the threshold of the span and %"
+	    PRIu64 " of the exact window checked, %" PRIu64 " reported; "
+	    " (%" PRIu64 " without kind or name); counters %u, probe %u, "
+	    "largest error %" PRIu64 " of total %" PRIu64 "\n", r->scen,
+	    r->c->name, r->n, r->queries, r->certified, r->must_report,
+	    r->must_report_win, r->reported, r->unnamed, r->counters, r->probe,
+	    r->max_error, r->max_total);
+}
+
+void
+ta_force(struct ta_run *r, uint64_t t)
+{
+	assert_true(r->nforce < 16);
+	assert_true(r->nforce == 0 || r->force[r->nforce - 1] < t);
+	r->force[r->nforce++] = t;
+}
+
+void
+ta_set(struct ta_run *r, uint32_t id)
+{
+	char key[96];
+	size_t kl = ta_key(id, key);
+
+	assert_int_equal(shmt_set(r->h, key, kl, "value", 5, 0), 0);
+}
+
+void
+ta_get(struct ta_run *r, uint64_t t, uint32_t id)
+{
+	char key[96], v[16];
+	size_t kl = ta_key(id, key), vlen;
+	int rc;
+
+	assert_true(id < TA_IDS);
+	ta_advance(r, t);
+	rc = shmt_get(r->h, key, kl, v, sizeof(v), &vlen);
+	if (rc != 0 && rc != -ENOENT)
+		TA_FAIL(r, "shmt_get of key %u: %d", id, rc);
+	if (r->n == r->cap) {
+		r->cap *= 2;
+		r->req = realloc(r->req, r->cap * sizeof(*r->req));
+		assert_non_null(r->req);
+	}
+	r->req[r->n].t = t;
+	r->req[r->n++].id = id;
+}
+
+void
+ta_advance(struct ta_run *r, uint64_t t)
+{
+	uint64_t W = r->c->window_ns;
+
+	if (t < r->clk.now)
+		TA_FAIL(r, "the scenario went back in time to %" PRIu64, t);
+	/* A long idle gap: queries while the old traffic drains, then a jump
+	 * to one window before T, then the queries up to T. */
+	if (t - r->clk.now > 3 * W) {
+		ta_advance(r, r->clk.now + W + 2 * r->w);
+		r->clk.now = t - W;
+		r->next_rand_q = r->clk.now + tu_rand(&r->rs) % r->w;
+		ta_query(r);
+	}
+	for (;;) {
+		uint64_t cur = r->clk.now, e = (cur / r->w + 1) * r->w;
+		uint64_t next = e - 1 > cur ? e - 1 : e;
+
+		if (r->next_rand_q > cur && r->next_rand_q < next)
+			next = r->next_rand_q;
+		while (r->iforce < r->nforce && r->force[r->iforce] <= cur)
+			r->iforce++;
+		if (r->iforce < r->nforce && r->force[r->iforce] < next)
+			next = r->force[r->iforce];
+		if (next > t)
+			break;
+		r->clk.now = next;
+		if (next == e)
+			r->next_rand_q = e + tu_rand(&r->rs) % r->w;
+		ta_query(r);
+	}
+	r->clk.now = t;
+}
+
+/* The first request at or after T. */
+static size_t
+ta_first(const struct ta_run *r, uint64_t t)
+{
+	size_t lo = 0, hi = r->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r->req[mid].t < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int
+ta_over(uint64_t count, uint64_t total, uint32_t ppm)
+{
+	return (double)count * 1e6 > (double)ppm * (double)total;
+}
+
+static void
+ta_check_key(struct ta_run *r, const shmt_top_info_t *info, int k)
+{
+	const shmt_hotkey_t *o = &r->out[k];
+	long id = ta_id_of(o->hash);
+	char key[96];
+	size_t kl;
+	uint64_t f;
+
+	if (id < 0)
+		TA_FAIL(r, "answer %d has hash %016" PRIx64 ", no key requested "
+		    "has it (lower %" PRIu64 ", upper %" PRIu64 ")", k, o->hash,
+		    o->lower, o->upper);
+	if (r->seen[id])
+		TA_FAIL(r, "key %ld reported twice", id);
+	r->seen[id] = 1;
+	f = r->cnt_span[id];
+	if (o->lower > f || o->upper < f)
+		TA_FAIL(r, "key %ld: true count %" PRIu64 " in the span, bounds [%"
+		    PRIu64 ", %" PRIu64 "] (error %" PRIu64 ", total %" PRIu64 ")",
+		    id, f, o->lower, o->upper, info->error, info->total);
+	/* A key known by its hash alone (no name kept, not in the dictionary)
+	 * is counted here; test_analyzer_adv's unnamed test asserts on it. */
+	if (o->kind == 0 && o->klen == 0 && o->kept == 0)
+		r->unnamed++;
+	else if (o->kind != SHMT_HOT_DICT)
+		TA_FAIL(r, "key %ld: kind %d (klen %u, kept %u, lower %" PRIu64
+		    ", upper %" PRIu64 ", total %" PRIu64 ", total_window %" PRIu64
+		    ")", id, o->kind, o->klen, o->kept, o->lower, o->upper,
+		    info->total, info->total_window);
+	if (k > 0 && r->out[k - 1].lower < o->lower)
+		TA_FAIL(r, "answer %d (lower %" PRIu64 ") after one with lower %"
+		    PRIu64 ": not most requested first", k, o->lower,
+		    r->out[k - 1].lower);
+	/* Listed because it may be over the threshold. */
+	if (!ta_over(o->upper, info->total_window, info->threshold_ppm))
+		TA_FAIL(r, "key %ld listed with upper %" PRIu64 ", not over the "
+		    "threshold of %" PRIu64 " requests", id, o->upper,
+		    info->total_window);
+	kl = ta_key((uint32_t)id, key);
+	if (o->kept > 0 && (o->klen != kl || o->kept > o->klen ||
+	    memcmp(o->key, key, o->kept) != 0))
+		TA_FAIL(r, "key %ld: reported bytes (klen %u, kept %u) are not "
+		    "the key's", id, o->klen, o->kept);
+}
+
+void
+ta_query(struct ta_run *r)
+{
+	const struct ta_conf *c = r->c;
+	shmt_top_info_t info;
+	uint64_t now = r->clk.now, wstart, nspan = 0, nwin = 0;
+	size_t first;
+	int rc;
+
+	if (r->last_q == now)
+		return;
+	r->last_q = now;
+	r->queries++;
+	while ((rc = shmt_top_keys(r->h, r->out, r->outcap, &info)) >= 0 &&
+	    (size_t)rc > r->outcap) {
+		r->outcap = (size_t)rc * 2;
+		r->out = realloc(r->out, r->outcap * sizeof(*r->out));
+		assert_non_null(r->out);
+	}
+	if (rc < 0)
+		TA_FAIL(r, "shmt_top_keys: %d", rc);
+	wstart = now >= c->window_ns ? now - c->window_ns : 0;
+	if (info.span_end_ns != now || info.span_start_ns > wstart ||
+	    info.span_start_ns + c->window_ns + r->w < now + 1 ||
+	    info.window_ns != c->window_ns || info.subwindow_ns != r->w ||
+	    info.threshold_ppm != c->ppm || info.memory_bytes != c->bytes ||
+	    info.counters != r->counters || info.probe != r->probe)
+		TA_FAIL(r, "info: span [%" PRIu64 ", %" PRIu64 "], window %"
+		    PRIu64 ", sub-window %" PRIu64 ", ppm %u, memory %" PRIu64,
+		    info.span_start_ns, info.span_end_ns, info.window_ns,
+		    info.subwindow_ns, info.threshold_ppm, info.memory_bytes);
+	r->ntouched = 0;
+	first = ta_first(r, info.span_start_ns);
+	for (size_t j = first; j < r->n; j++) {
+		uint32_t id = r->req[j].id;
+
+		if (r->cnt_span[id]++ == 0)
+			r->touched[r->ntouched++] = id;
+		nspan++;
+		if (r->req[j].t >= wstart) {
+			r->cnt_win[id]++;
+			nwin++;
+		}
+	}
+	if (info.total != nspan)
+		TA_FAIL(r, "total %" PRIu64 ", the span had %" PRIu64 " requests",
+		    info.total, nspan);
+	if (info.total_window > nwin)
+		TA_FAIL(r, "total_window %" PRIu64 ", the exact window had %"
+		    PRIu64, info.total_window, nwin);
+	if (info.error * (uint64_t)(r->probe + 1) > info.total)
+		TA_FAIL(r, "error %" PRIu64 " over total / (probe + 1) = %"
+		    PRIu64 " / %u", info.error, info.total, r->probe + 1);
+	if (r->must_certify && !info.certified)
+		TA_FAIL(r, "not certified under steady traffic: error %" PRIu64
+		    ", total %" PRIu64 ", total_window %" PRIu64, info.error,
+		    info.total, info.total_window);
+	r->certified += info.certified != 0;
+	r->last_certified = info.certified;
+	r->reported += (uint64_t)rc;
+	if (info.error > r->max_error)
+		r->max_error = info.error;
+	if (info.total > r->max_total)
+		r->max_total = info.total;
+	for (int k = 0; k < rc; k++)
+		ta_check_key(r, &info, k);
+	r->watch_reported = r->seen[r->watch];
+	r->watch_count = r->cnt_span[r->watch];
+	for (size_t j = 0; j < r->ntouched; j++) {
+		uint32_t id = r->touched[j];
+
+		if (ta_over(r->cnt_span[id], nspan, c->ppm)) {
+			r->must_report++;
+			if (!r->seen[id])
+				TA_FAIL(r, "key %u missed: %u of %" PRIu64
+				    " requests in the span (error %" PRIu64 ")",
+				    id, r->cnt_span[id], nspan, info.error);
+		}
+		if (info.certified && ta_over(r->cnt_win[id], nwin, c->ppm)) {
+			r->must_report_win++;
+			if (!r->seen[id])
+				TA_FAIL(r, "certified, but key %u missed: %u of %"
+				    PRIu64 " requests in the exact window", id,
+				    r->cnt_win[id], nwin);
+		}
+		r->cnt_span[id] = r->cnt_win[id] = 0;
+	}
+	for (int k = 0; k < rc; k++)
+		r->seen[ta_id_of(r->out[k].hash)] = 0;
+}
+
+uint32_t
+ta_pick(struct ta_run *r, const struct ta_mix *m)
+{
+	double u = (double)(tu_rand(&r->rs) >> 11) / 9007199254740992.0;
+
+	for (uint32_t k = 0; k < m->nhot; k++) {
+		if (u < m->share[k])
+			return m->hot[k];
+		u -= m->share[k];
+	}
+	if (u < m->noise || m->cold_n == 0) {
+		uint32_t id = r->noise_next++;
+
+		if (r->noise_next == TA_IDS)
+			r->noise_next = TA_NOISE;
+		return id;
+	}
+	return m->cold_from + (uint32_t)(tu_rand(&r->rs) % m->cold_n);
+}
+
+int
+ta_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void
+ta_traffic(struct ta_run *r, uint64_t from, uint64_t to, uint64_t nreq,
+    const struct ta_mix *m)
+{
+	uint64_t *t;
+
+	if (nreq == 0) {
+		ta_advance(r, to);
+		return;
+	}
+	assert_true(to > from);
+	t = malloc(nreq * sizeof(*t));
+	assert_non_null(t);
+	for (uint64_t j = 0; j < nreq; j++)
+		t[j] = from + tu_rand(&r->rs) % (to - from);
+	qsort(t, nreq, sizeof(*t), ta_cmp_u64);
+	for (uint64_t j = 0; j < nreq; j++)
+		ta_get(r, t[j] < r->clk.now ? r->clk.now : t[j], ta_pick(r, m));
+	free(t);
+}
