@@ -6,3 +6,18 @@ set(SHMT_TL_UTIL ${CMAKE_CURRENT_SOURCE_DIR}/test_limiter_util.c)
 
 shmt_add_test(test_limiter_model SOURCES test_limiter_model.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 300)
+shmt_add_test(test_limiter_interleave SOURCES test_limiter_interleave.c ${SHMT_TL_UTIL}
+  LABELS unit TIMEOUT 60)
+
+# The protocol model-checked (lib/throttle.pml).  The model does not run
+# library code, so the sanitizer builds skip it; a machine without spin or cc
+# fails these tests rather than skipping them.
+if(NOT SHMT_SANITIZE)
+  foreach(set safety broken account)
+    add_test(NAME test_limiter_spin_${set}
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/spin_throttle.sh
+              ${PROJECT_SOURCE_DIR}/lib/throttle.pml ${set})
+    set_tests_properties(test_limiter_spin_${set} PROPERTIES
+      LABELS unit TIMEOUT 300)
+  endforeach()
+endif()

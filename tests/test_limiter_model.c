@@ -84,6 +84,11 @@ tm_step(uint64_t *rs, const struct tm_params *p)
 	}
 }
 
+/* The run in progress, static so that the teardown can clean up after an
+ * assertion ended the test early. */
+static struct tm_run tm_run_g;
+static struct tm_run *tm_cur;
+
 static void
 tm_open(struct tm_run *r, const struct tm_params *p, const char *tag)
 {
@@ -112,6 +117,7 @@ tm_open(struct tm_run *r, const struct tm_params *p, const char *tag)
 	r->clk.now = p->start;
 	tu_segname(r->seg, sizeof(r->seg), tag);
 	assert_int_equal(shmt_create(r->seg, NULL, &r->h), 0);
+	tm_cur = r;
 	assert_int_equal(shmt_set_clock(r->h, tu_clock_read, &r->clk), 0);
 	assert_int_equal(shmt_limiter_define(r->h, "m", &lim), 0);
 }
@@ -119,8 +125,23 @@ tm_open(struct tm_run *r, const struct tm_params *p, const char *tag)
 static void
 tm_close(struct tm_run *r)
 {
+	tm_cur = NULL;
 	shmt_close(r->h);
+	r->h = NULL;
 	assert_int_equal(shmt_unlink(r->seg), 0);
+}
+
+static int
+tm_teardown(void **state)
+{
+	struct tm_run *r = tm_cur;
+
+	if (r == NULL)
+		return 0;
+	tm_cur = NULL;
+	shmt_close(r->h);
+	r->h = NULL;
+	return shmt_unlink(r->seg) == 0 ? 0 : -1;
 }
 
 static void
@@ -311,7 +332,7 @@ tm_burst_of(unsigned k, uint64_t limit)
 static void
 test_buckets_model(void **state)
 {
-	struct tm_run r = { 0 };
+	struct tm_run *r = &tm_run_g;
 	struct tm_params p;
 	uint64_t seed = tu_seed("test_buckets_model"), rs = seed;
 	double scale = tu_scale();
@@ -320,8 +341,9 @@ test_buckets_model(void **state)
 
 	if (total < TM_OPS_MIN)
 		total = TM_OPS_MIN;
-	r.rs = &rs;
-	r.seed = seed;
+	memset(r, 0, sizeof(*r));
+	r->rs = &rs;
+	r->seed = seed;
 	for (k = 0; k < nsets; k++) {
 		memset(&p, 0, sizeof(p));
 		if (k < 2 * TM_NEDGES) {
@@ -335,8 +357,8 @@ test_buckets_model(void **state)
 		p.mode = SHMT_MODE_BUCKETS;
 		p.start = tm_start(&rs, k, &p);
 		p.burst = tm_burst_of(k, p.limit);
-		r.set = k;
-		throttled += tm_run_buckets(&r, &p, total / nsets) > 0;
+		r->set = k;
+		throttled += tm_run_buckets(r, &p, total / nsets) > 0;
 	}
 	printf("# %u parameter sets, %" PRIu64 " calls\n", nsets,
 	    total / nsets * nsets);
@@ -352,15 +374,16 @@ test_next_key_model(void **state)
 		{ 1, 1, 1 }, { 3, 2, 2 }, { 5, 4, 20 }, { 7, 3, 1 },
 		{ 16, 10, 9 }, { 2, 50, 7 }, { 16, 1, 16 }, { 9, 9, 4 },
 	};
-	struct tm_run r = { 0 };
+	struct tm_run *r = &tm_run_g;
 	struct tm_params p;
 	uint64_t seed = tu_seed("test_next_key_model"), rs = seed;
 	double scale = tu_scale();
 	uint64_t total = (uint64_t)(TM_OPS_KEYS * (scale < 1 ? scale : 1));
 	unsigned nsets = 2 * (sizeof(kx) / sizeof(kx[0])), k, throttled = 0;
 
-	r.rs = &rs;
-	r.seed = seed;
+	memset(r, 0, sizeof(*r));
+	r->rs = &rs;
+	r->seed = seed;
 	for (k = 0; k < nsets; k++) {
 		memset(&p, 0, sizeof(p));
 		p.nkeys = kx[k / 2][0];
@@ -372,8 +395,8 @@ test_next_key_model(void **state)
 		p.mode = SHMT_MODE_BUCKETS;
 		p.start = tm_start(&rs, k, &p);
 		p.burst = tm_burst_of(k, p.limit);
-		r.set = k;
-		throttled += tm_run_buckets(&r, &p, total / nsets) > 0;
+		r->set = k;
+		throttled += tm_run_buckets(r, &p, total / nsets) > 0;
 	}
 	tm_check_throttled(throttled, nsets);
 }
@@ -385,7 +408,7 @@ test_exact_model(void **state)
 		{ 1, 1000 }, { 2, 1 }, { 5, 999 }, { 64, 100000 },
 		{ 1000, 1000000 }, { 3, 7 }, { 17, 1000000000 }, { 300, 5000 },
 	};
-	struct tm_run r = { 0 };
+	struct tm_run *r = &tm_run_g;
 	struct tm_params p;
 	uint64_t seed = tu_seed("test_exact_model"), rs = seed;
 	double scale = tu_scale();
@@ -394,8 +417,9 @@ test_exact_model(void **state)
 
 	if (total < TM_OPS_MIN)
 		total = TM_OPS_MIN;
-	r.rs = &rs;
-	r.seed = seed;
+	memset(r, 0, sizeof(*r));
+	r->rs = &rs;
+	r->seed = seed;
 	for (k = 0; k < nsets; k++) {
 		memset(&p, 0, sizeof(p));
 		p.limit = lw[k / 3][0];
@@ -405,8 +429,8 @@ test_exact_model(void **state)
 		p.mode = SHMT_MODE_EXACT;
 		p.start = tm_start(&rs, k, &p);
 		p.burst = tm_burst_of(k, p.limit);
-		r.set = k;
-		throttled += tm_run_exact(&r, &p, total / nsets) > 0;
+		r->set = k;
+		throttled += tm_run_exact(r, &p, total / nsets) > 0;
 	}
 	tm_check_throttled(throttled, nsets);
 }
@@ -415,9 +439,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_buckets_model),
-		cmocka_unit_test(test_next_key_model),
-		cmocka_unit_test(test_exact_model),
+		cmocka_unit_test_teardown(test_buckets_model, tm_teardown),
+		cmocka_unit_test_teardown(test_next_key_model, tm_teardown),
+		cmocka_unit_test_teardown(test_exact_model, tm_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
