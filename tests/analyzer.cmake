@@ -9,3 +9,5 @@ shmt_add_test(test_analyzer_seed SOURCES test_analyzer_seed.c
   LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
 shmt_add_test(test_analyzer_adv SOURCES test_analyzer_adv.c
   LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+shmt_add_test(test_analyzer_mem SOURCES test_analyzer_mem.c
+  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
