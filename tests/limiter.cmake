@@ -6,6 +6,8 @@ set(SHMT_TL_UTIL ${CMAKE_CURRENT_SOURCE_DIR}/test_limiter_util.c)
 
 shmt_add_test(test_limiter_model SOURCES test_limiter_model.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 300)
+shmt_add_test(test_limiter_bound SOURCES test_limiter_bound.c ${SHMT_TL_UTIL}
+  LABELS unit TIMEOUT 60)
 shmt_add_test(test_limiter_interleave SOURCES test_limiter_interleave.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 60)
 
