@@ -524,9 +524,10 @@ unlink_free(const struct shmt_store *st, struct shmt_shard *sh, uint64_t *link,
 {
 	uint64_t off = (uint64_t)((char *)it - shard_heap(st, sh));
 
+	/* The release store of the link orders the odd version before it: a
+	 * reader that sees the new link sees the version moved. */
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(link, it->it_next, __ATOMIC_RELAXED);
+	__atomic_store_n(link, it->it_next, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
 	it->it_magic = 0;
 	blk_free(st, sh, off, it->it_order);
@@ -693,8 +694,7 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 	it->it_next = old != NULL ? old->it_next : 0;
 	it->it_magic = SHMT_IT_ALLOC;
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(link, off + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(link, off + 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
 	sh->ds_items++;
 	if (old != NULL) {
@@ -883,11 +883,21 @@ seq_begin(const struct shmt_store *st, struct shmt_shard *sh)
 	return 1;
 }
 
+/* After the copy: the version unchanged means the copy is whole.  The
+ * acquire fence keeps every load of the copy before the version's load. */
 static int
 seq_valid(struct shmt_shard *sh, uint64_t s)
 {
+#if defined(SHMT_SANITIZE_THREAD)
+	/* gcc cannot instrument fences for ThreadSanitizer (-Wtsan): in that
+	 * build a compiler barrier and a sequentially consistent load stand in
+	 * (x86-64 keeps loads in order). */
+	__asm__ __volatile__("" ::: "memory");
+	return __atomic_load_n(&sh->ds_seq, __ATOMIC_SEQ_CST) == s;
+#else
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	return __atomic_load_n(&sh->ds_seq, __ATOMIC_RELAXED) == s;
+#endif
 }
 
 SHMT_EXPORT int

@@ -496,8 +496,7 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 	    (rc = shmt__store_init(h->counters)) != 0)
 		goto out_unlink;
 	/* The magic goes last: a reader that sees it sees everything. */
-	atomic_thread_fence(memory_order_release);
-	hdr->sh_magic = SHMT_MAGIC;
+	__atomic_store_n(&hdr->sh_magic, SHMT_MAGIC, __ATOMIC_RELEASE);
 
 	if (link(tmppath, path) != 0) {
 		rc = -errno;
