@@ -8,6 +8,8 @@ shmt_add_test(test_limiter_model SOURCES test_limiter_model.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 300)
 shmt_add_test(test_limiter_bound SOURCES test_limiter_bound.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 60)
+shmt_add_test(test_limiter_badinput SOURCES test_limiter_badinput.c
+  LABELS unit TIMEOUT 60)
 shmt_add_test(test_limiter_interleave SOURCES test_limiter_interleave.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 60)
 
