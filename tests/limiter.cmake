@@ -10,6 +10,8 @@ shmt_add_test(test_limiter_bound SOURCES test_limiter_bound.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 60)
 shmt_add_test(test_limiter_badinput SOURCES test_limiter_badinput.c
   LABELS unit TIMEOUT 60)
+shmt_add_test(test_limiter_client SOURCES test_limiter_client.c ${SHMT_TL_UTIL}
+  LABELS unit TIMEOUT 120)
 shmt_add_test(test_limiter_interleave SOURCES test_limiter_interleave.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 60)
 
