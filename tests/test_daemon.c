@@ -234,7 +234,10 @@ wait_ready(const struct env *e, pid_t pid)
 			return h;
 		pause_ms(5);
 	}
-	fail_msg("daemon %d never became ready", (int)pid);
+	fail_msg("daemon %d never became ready (open: %s, daemon pid %" PRId64
+	    ", log: %s)", (int)pid, h != NULL ? "yes" : "no",
+	    h != NULL && shmt_segment_stat(h, &st) == 0 ? st.daemon_pid : -1,
+	    log_has(e->log, "running on segment") ? "running" : "silent");
 	return NULL;
 }
 
@@ -644,7 +647,7 @@ test_snapshot_damaged(void **state)
 	snprintf(good, sizeof(good), "%s.good", e->snap);
 	copy_file(e->snap, good);
 
-	damage(e, 104 + 9000, -1);
+	damage(e, 112 + 9000, -1);
 	expect_refused(e, "image checksum mismatch");
 	copy_file(good, e->snap);
 	damage(e, 3, -1);

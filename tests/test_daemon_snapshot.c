@@ -157,7 +157,7 @@ expect_refused(struct fixture *f, int rc, const char *why)
 static void
 test_other_build(void **state)
 {
-	unsigned char hdr[104];
+	unsigned char hdr[112];
 	struct fixture f;
 	char err[512];
 	uint64_t sum;
@@ -174,8 +174,8 @@ test_other_build(void **state)
 	assert_true(fd >= 0);
 	assert_true(pread(fd, hdr, sizeof(hdr), 0) == (ssize_t)sizeof(hdr));
 	hdr[16] ^= 1;
-	sum = fnv1a(hdr, 96);
-	memcpy(hdr + 96, &sum, sizeof(sum));
+	sum = fnv1a(hdr, 104);
+	memcpy(hdr + 104, &sum, sizeof(sum));
 	assert_true(pwrite(fd, hdr, sizeof(hdr), 0) == (ssize_t)sizeof(hdr));
 	close(fd);
 	expect_refused(&f, SHMT_EFORMAT, "written for segment format");
