@@ -15,6 +15,10 @@ shmt_add_test(test_limiter_client SOURCES test_limiter_client.c ${SHMT_TL_UTIL}
 shmt_add_test(test_limiter_interleave SOURCES test_limiter_interleave.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 60)
 
+# Many processes and kill -9 with the real clock (a 20 ms window).
+shmt_add_test(test_limiter_mp SOURCES test_limiter_mp.c ${SHMT_TL_UTIL}
+  LABELS stress TIMEOUT 120 LIBS Threads::Threads)
+
 # The protocol model-checked (lib/throttle.pml).  The model does not run
 # library code, so the sanitizer builds skip it; a machine without spin or cc
 # fails these tests rather than skipping them.

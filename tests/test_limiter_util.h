@@ -70,3 +70,43 @@ uint64_t tl_violations(struct tl_grant *g, size_t n, uint64_t window,
     uint64_t limit, uint32_t group, uint64_t *worst);
 
 #endif
+
+/*
+ * The multi-process stress set (test_limiter_mp.c, test_limiter_kill.c):
+ * four limiters with a 20 ms window and 2 ms slack on one segment, a log of
+ * grants in a MAP_SHARED anonymous mapping made before fork, and the check.
+ */
+enum { TL_BK = 0, TL_KEYS, TL_EXACT, TL_CLIENT, TL_NLIM };
+
+#define TL_WINDOW_NS 20000000ULL
+#define TL_SLACK_NS 2000000ULL
+
+struct tl_rec {
+	uint64_t before, after;
+	uint32_t lim, group;
+	uint32_t valid;          /* written last: a killed writer leaves 0 */
+	uint32_t pad;
+};
+
+struct tl_log {
+	uint64_t cap;
+	uint64_t n;              /* records claimed */
+	uint64_t calls;
+	uint64_t errors;
+	uint64_t errors_by_lim[TL_NLIM];
+	int64_t first_error;
+	uint64_t max_call_ns;    /* slowest call seen */
+	int stop;
+	int pad;
+	struct tl_rec rec[];
+};
+
+struct tl_log *tl_log_map(uint64_t cap);
+void tl_log_unmap(struct tl_log *log);
+int tl_stress_define(shmt_t *h);
+/* One call on limiter WHICH, timed and logged.  Returns its result. */
+int tl_stress_call(shmt_t *h, struct tl_log *log, unsigned which,
+    uint64_t *rs);
+/* Windows that certainly hold too many grants, over every limiter, key
+ * name and client; prints a line per limiter. */
+uint64_t tl_stress_check(struct tl_log *log, uint64_t grants[TL_NLIM]);
