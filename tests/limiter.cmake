@@ -18,6 +18,8 @@ shmt_add_test(test_limiter_interleave SOURCES test_limiter_interleave.c ${SHMT_T
 # Many processes and kill -9 with the real clock (a 20 ms window).
 shmt_add_test(test_limiter_mp SOURCES test_limiter_mp.c ${SHMT_TL_UTIL}
   LABELS stress TIMEOUT 120 LIBS Threads::Threads)
+shmt_add_test(test_limiter_kill SOURCES test_limiter_kill.c ${SHMT_TL_UTIL}
+  LABELS stress TIMEOUT 120)
 
 # The protocol model-checked (lib/throttle.pml).  The model does not run
 # library code, so the sanitizer builds skip it; a machine without spin or cc
