@@ -357,3 +357,27 @@ tl_stress_check(struct tl_log *log, uint64_t grants[TL_NLIM])
 	free(g);
 	return bad;
 }
+
+void
+tl_stress_capacity_back(shmt_t *h)
+{
+	shmt_limiter_stat_t st;
+	char key[16];
+	int i, k;
+
+	assert_true(shmt_housekeep(h, NULL) >= 0);
+	for (i = 0; i < TL_NLIM; i++) {
+		assert_int_equal(shmt_limiter_stat(h, tl_stress_names[i], &st),
+		    0);
+		if (st.in_flight != 0)
+			fail_msg("%s: %" PRIu64 " uses still in flight",
+			    tl_stress_names[i], st.in_flight);
+	}
+	for (k = 0; k < 50; k++) {
+		assert_int_equal(shmt_try_use_key(h, "bk"), 1);
+		assert_true(shmt_next_key(h, "keys", key, sizeof(key)) > 0);
+		assert_int_equal(shmt_try_use_key(h, "ex"), 1);
+	}
+	for (k = 0; k < TL_CLIENT_LIMIT; k++)
+		assert_int_equal(shmt_try_use(h, "pc", "after", 5), 1);
+}

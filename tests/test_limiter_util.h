@@ -107,6 +107,9 @@ int tl_stress_define(shmt_t *h);
 /* One call on limiter WHICH, timed and logged.  Returns its result. */
 int tl_stress_call(shmt_t *h, struct tl_log *log, unsigned which,
     uint64_t *rs);
+/* Once nobody has called for window + slack: every stress limiter is empty
+ * after housekeeping and grants its whole limit again (cmocka asserts). */
+void tl_stress_capacity_back(shmt_t *h);
 /* Windows that certainly hold too many grants, over every limiter, key
  * name and client; prints a line per limiter. */
 uint64_t tl_stress_check(struct tl_log *log, uint64_t grants[TL_NLIM]);
