@@ -40,13 +40,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define ID_BITS 24
-#define ID_MASK ((1ULL << ID_BITS) - 1)
-#define CNT_MASK ((1ULL << 40) - 1)
-#define W_ID(x) ((x) >> 40)
-#define W_VAL(x) ((x) & CNT_MASK)
-#define W_MAKE(id, v) ((((id) & ID_MASK) << 40) | ((v) & CNT_MASK))
-
 static uint64_t
 pow2_floor(uint64_t v)
 {
@@ -329,56 +322,65 @@ name_get(const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
 
 /* ---- Updates ---------------------------------------------------------------- */
 
+/* Make S the summary of sub-window ID: the owner alone does this, with
+ * the version odd while the counters are cleared, so a reader never takes
+ * a half-cleared summary for either sub-window.  A crash in the middle
+ * leaves the version odd; the stripe's next owner clears it again. */
+static void
+sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
+{
+	struct shmt_an_slot *sl = slots_of(s);
+	uint64_t ver = __atomic_load_n(&s->am_ver, __ATOMIC_RELAXED);
+
+	if ((ver & 1) == 0)
+		__atomic_store_n(&s->am_ver, ++ver, __ATOMIC_RELEASE);
+	for (uint32_t j = 0; j < an->cap; j++)
+		__atomic_store_n(&sl[j].as_cnt, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_d, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_n, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_id, id, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_ver, ver + 1, __ATOMIC_RELEASE);
+}
+
 static void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint64_t hash, const void *key, size_t klen, int kind)
 {
 	struct shmt_an_slot *sl = slots_of(s), *free_slot = NULL;
-	uint64_t hd = __atomic_load_n(&s->am_hd, __ATOMIC_RELAXED), n, d;
+	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d;
 	uint32_t home = (uint32_t)hash & (an->cap - 1);
 
-	if (W_ID(hd) != (id & ID_MASK) &&
-	    (int32_t)((uint32_t)((id - W_ID(hd)) << 8)) < 0) {
-		/* This thread's clock is behind the summary's sub-window (a
-		 * clock that went back): count the request in the newer one. */
-		id = W_ID(hd);
-	}
-	if (W_ID(hd) != (id & ID_MASK)) {
-		/* A new sub-window for this summary: counters of the old one
-		 * are free by their id; only the two words reset. */
-		__atomic_store_n(&s->am_n, W_MAKE(id, 0), __ATOMIC_RELAXED);
-		hd = W_MAKE(id, 0);
-		__atomic_store_n(&s->am_hd, hd, __ATOMIC_RELEASE);
-	}
-	d = W_VAL(hd);
+	if (id < cur)
+		id = cur;       /* this thread's clock is behind: count it in the
+		                 * newer sub-window */
+	if (id != cur || (__atomic_load_n(&s->am_ver, __ATOMIC_RELAXED) & 1))
+		sum_reset(an, s, id);
+	d = __atomic_load_n(&s->am_d, __ATOMIC_RELAXED);
 	for (uint32_t j = 0; j < an->probe; j++) {
 		struct shmt_an_slot *c = &sl[(home + j) & (an->cap - 1)];
-		uint64_t raw = __atomic_load_n(&c->as_raw, __ATOMIC_RELAXED);
-		int live = W_ID(raw) == (id & ID_MASK) && W_VAL(raw) > d;
+		uint64_t cnt = __atomic_load_n(&c->as_cnt, __ATOMIC_RELAXED);
 
-		if (live && __atomic_load_n(&c->as_hash, __ATOMIC_RELAXED) == hash) {
-			__atomic_store_n(&c->as_raw, raw + 1, __ATOMIC_RELEASE);
+		if (cnt > d && __atomic_load_n(&c->as_hash, __ATOMIC_RELAXED) == hash) {
+			__atomic_store_n(&c->as_cnt, cnt + 1, __ATOMIC_RELEASE);
 			/* Name a key once it is seen twice: one-off keys,
 			 * the bulk of a noisy stream, never write a name. */
-			if (W_VAL(raw) == d + 1)
+			if (cnt == d + 1)
 				name_put(an, hash, key, klen, kind);
 			goto counted;
 		}
-		if (!live && free_slot == NULL)
+		if (cnt <= d && free_slot == NULL)
 			free_slot = c;
 	}
 	if (free_slot != NULL) {
-		__atomic_store_n(&free_slot->as_raw, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&free_slot->as_cnt, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&free_slot->as_hash, hash, __ATOMIC_RELEASE);
-		__atomic_store_n(&free_slot->as_raw, W_MAKE(id, d + 1),
-		    __ATOMIC_RELEASE);
+		__atomic_store_n(&free_slot->as_cnt, d + 1, __ATOMIC_RELEASE);
 	} else {
-		__atomic_store_n(&s->am_hd, W_MAKE(id, d + 1), __ATOMIC_RELEASE);
+		__atomic_store_n(&s->am_d, d + 1, __ATOMIC_RELEASE);
 	}
 counted:
-	n = __atomic_load_n(&s->am_n, __ATOMIC_RELAXED);
-	n = W_ID(n) == (id & ID_MASK) ? n + 1 : W_MAKE(id, 1);
-	__atomic_store_n(&s->am_n, n, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->am_n, __atomic_load_n(&s->am_n, __ATOMIC_RELAXED) + 1,
+	    __ATOMIC_RELEASE);
 }
 
 void
@@ -391,6 +393,8 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 
 	if (an == NULL || (kind == SHMT_HOT_CLIENT && !an->clients))
 		return;
+	hash = kind == SHMT_HOT_CLIENT ? hash | SHMT_AN_CLIENT_BIT :
+	    hash & ~SHMT_AN_CLIENT_BIT;
 	t = tls_get(h);
 	if (now < t->sub_start || now >= t->sub_end) {
 		t->id = now / an->w;
@@ -442,42 +446,47 @@ cmap_add(struct cmap *m, uint64_t hash, uint64_t c)
 }
 
 /* Read summary S of sub-window ID into M (with SCRATCH, cap slots of
- * room); adds its d to *D and its n to *N. */
+ * room); adds its d to *D and its n to *N.  A summary being cleared, or
+ * holding another sub-window, adds nothing: what it held lies outside the
+ * span. */
 static int
 sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     struct shmt_an_slot *scratch, struct cmap *m, uint64_t *D, uint64_t *N)
 {
 	struct shmt_an_slot *sl = slots_of(s);
-	uint64_t hd = __atomic_load_n(&s->am_hd, __ATOMIC_ACQUIRE), n, d;
-	uint32_t k = 0;
-	int rc;
 
-	if (W_ID(hd) != (id & ID_MASK))
+	for (int tries = 0; tries < 4; tries++) {
+		uint64_t v1 = __atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE), d, n;
+		uint32_t k = 0;
+		int rc;
+
+		if ((v1 & 1) || __atomic_load_n(&s->am_id, __ATOMIC_ACQUIRE) != id)
+			return 0;
+		for (uint32_t j = 0; j < an->cap; j++) {
+			uint64_t c1 = __atomic_load_n(&sl[j].as_cnt, __ATOMIC_ACQUIRE);
+			uint64_t h = __atomic_load_n(&sl[j].as_hash, __ATOMIC_ACQUIRE);
+			uint64_t c2 = __atomic_load_n(&sl[j].as_cnt, __ATOMIC_ACQUIRE);
+
+			if (c1 != c2 || c1 == 0)
+				continue;  /* being claimed, or empty */
+			scratch[k].as_hash = h;
+			scratch[k++].as_cnt = c1;
+		}
+		/* Counts are taken against the d read after them: a larger d
+		 * gives a smaller lower bound, which holds whatever the owner
+		 * did meanwhile. */
+		d = __atomic_load_n(&s->am_d, __ATOMIC_ACQUIRE);
+		n = __atomic_load_n(&s->am_n, __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE) != v1)
+			continue;
+		for (uint32_t j = 0; j < k; j++)
+			if (scratch[j].as_cnt > d && (rc = cmap_add(m,
+			    scratch[j].as_hash, scratch[j].as_cnt - d)) != 0)
+				return rc;
+		*D += d;
+		*N += n;
 		return 0;
-	for (uint32_t j = 0; j < an->cap; j++) {
-		uint64_t r1 = __atomic_load_n(&sl[j].as_raw, __ATOMIC_ACQUIRE);
-		uint64_t hash = __atomic_load_n(&sl[j].as_hash, __ATOMIC_ACQUIRE);
-		uint64_t r2 = __atomic_load_n(&sl[j].as_raw, __ATOMIC_ACQUIRE);
-
-		if (r1 != r2 || W_ID(r1) != (id & ID_MASK))
-			continue;          /* being claimed, or another window */
-		scratch[k].as_hash = hash;
-		scratch[k++].as_raw = W_VAL(r1);
 	}
-	/* Counts are taken against the d read after them: a larger d gives a
-	 * smaller lower bound, so it holds whatever the owner did meanwhile. */
-	hd = __atomic_load_n(&s->am_hd, __ATOMIC_ACQUIRE);
-	n = __atomic_load_n(&s->am_n, __ATOMIC_ACQUIRE);
-	if (W_ID(hd) != (id & ID_MASK))
-		return 0;          /* moved on to a newer sub-window meanwhile */
-	d = W_VAL(hd);
-	for (uint32_t j = 0; j < k; j++)
-		if (scratch[j].as_raw > d &&
-		    (rc = cmap_add(m, scratch[j].as_hash, scratch[j].as_raw - d)) != 0)
-			return rc;
-	*D += d;
-	if (W_ID(n) == (id & ID_MASK))
-		*N += W_VAL(n);
 	return 0;
 }
 
@@ -495,11 +504,13 @@ fill_key(shmt_t *h, const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
 {
 	size_t len = 0;
 
+	k->kind = hash & SHMT_AN_CLIENT_BIT ? SHMT_HOT_CLIENT : SHMT_HOT_DICT;
 	if (name_get(an, hash, k) && k->kept == k->klen)
 		return;
 	/* Only a prefix was kept, or none: a dictionary key can be found by
 	 * its hash in the dictionary itself. */
-	if (shmt__dict_key_by_hash(h, hash, k->key, sizeof(k->key), &len) == 0) {
+	if (k->kind == SHMT_HOT_DICT &&
+	    shmt__dict_key_by_hash(h, hash, k->key, sizeof(k->key), &len) == 0) {
 		k->klen = (uint32_t)len;
 		k->kept = (uint32_t)len;
 		k->kind = SHMT_HOT_DICT;

@@ -12,13 +12,16 @@
  * summaries (sub-window r % rings, stripe p), then the name table.
  *
  *   owner    u64 (pid << 32 | handle uid), 0: free; u64 start time
- *   summary  [header line: am_hd (id:24 | d:40), am_n (id:24 | n:40)]
- *            [cap slots: {as_hash, as_raw (id:24 | count:40)}]
+ *   summary  [header line: am_ver, am_id, am_d, am_n]
+ *            [cap slots: {as_hash, as_cnt}]
  *   name     {an_hash, an_klen, an_kind, an_kept, an_check, an_bytes[40]}
  *
  * A summary is written by the one thread that owns its stripe, so its
- * words change by plain atomic stores; readers check a slot's raw word
- * before and after reading its hash.
+ * words change by plain atomic stores.  am_id is the full sub-window
+ * number; am_ver is odd while the owner clears the summary for a new
+ * sub-window.  Readers check a slot's count before and after reading its
+ * hash, and the version before and after reading the summary.  The top bit
+ * of a stored hash tells a client id (1) from a dictionary key (0).
  */
 
 #define SHMT_AN_STRIPES 16U      /* owned stripes; one more is shared */
@@ -30,15 +33,19 @@ struct shmt_an_owner {
 };
 
 struct shmt_an_sum {
-	uint64_t am_hd;
+	uint64_t am_ver;
+	uint64_t am_id;
+	uint64_t am_d;
 	uint64_t am_n;
-	uint64_t am_pad[14];     /* the header has a 128-byte line to itself */
+	uint64_t am_pad[12];     /* the header has a 128-byte line to itself */
 };
 
 struct shmt_an_slot {
 	uint64_t as_hash;
-	uint64_t as_raw;
+	uint64_t as_cnt;
 };
+
+#define SHMT_AN_CLIENT_BIT (1ULL << 63)
 
 struct shmt_an_name {
 	uint64_t an_hash;

@@ -999,7 +999,9 @@ shmt__dict_key_by_hash(shmt_t *h, uint64_t hash, void *buf, size_t cap,
 
 			if (it == NULL)
 				break;
-			if (it->it_hash == hash) {
+			/* The analyzer keeps the hash's top bit for itself. */
+			if ((it->it_hash & ~SHMT_AN_CLIENT_BIT) ==
+			    (hash & ~SHMT_AN_CLIENT_BIT)) {
 				len = it->it_klen;
 				if (len <= cap) {
 					memcpy(buf, item_key(it), len);

@@ -105,6 +105,11 @@ shmt__format_word(void)
 		sizeof(struct shmt_client), alignof(struct shmt_client),
 		sizeof(struct shmt_ring_slot), sizeof(struct shmt_log_slot),
 		sizeof(struct shmt_w), SHMT_LINE, SHMT_LIMITER_NAME_MAX,
+		sizeof(struct shmt_shard), offsetof(struct shmt_shard, ds_seq),
+		sizeof(struct shmt_item), sizeof(struct shmt_fblock),
+		sizeof(struct shmt_an_owner), sizeof(struct shmt_an_sum),
+		sizeof(struct shmt_an_slot), sizeof(struct shmt_an_name),
+		SHMT_AN_STRIPES, SHMT_ORDER_MAX,
 	};
 
 	for (size_t i = 0; i < sizeof(facts) / sizeof(facts[0]); i++)
