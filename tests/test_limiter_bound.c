@@ -50,11 +50,13 @@ static const struct tb_set tb_sets[] = {
 static struct {
 	char seg[96];
 	shmt_t *h;
+	struct tl_throttle m;
 } tb_g;
 
 static int
 tb_teardown(void **state)
 {
+	tl_throttle_free(&tb_g.m);
 	if (tb_g.h == NULL)
 		return 0;
 	shmt_close(tb_g.h);
@@ -98,7 +100,7 @@ tb_run(const struct tb_set *p, shmt_time_t t0)
 	uint64_t full = (p->limit - 1 - g) / p->slack_uses, k, most, grants = 0;
 	struct tu_clock clk = { t0 };
 	shmt_limiter_stat_t st;
-	struct tl_throttle m;
+	struct tl_throttle *m = &tb_g.m;
 	shmt_bucket_info_t info[64];
 	int n;
 
@@ -107,12 +109,12 @@ tb_run(const struct tb_set *p, shmt_time_t t0)
 	assert_int_equal(shmt_create(tb_g.seg, NULL, &tb_g.h), 0);
 	assert_int_equal(shmt_set_clock(tb_g.h, tu_clock_read, &clk), 0);
 	assert_int_equal(shmt_limiter_define(tb_g.h, "b", &lim), 0);
-	assert_int_equal(tl_throttle_init(&m, p->limit, p->window, p->slack,
+	assert_int_equal(tl_throttle_init(m, p->limit, p->window, p->slack,
 	    p->slack_uses), 0);
 	for (k = 0; k < full * p->slack_uses + 1; k++)
-		grants += tb_call(&m, &clk, t0) == 1;
+		grants += tb_call(m, &clk, t0) == 1;
 	for (k = 1; k <= g; k++)
-		grants += tb_call(&m, &clk, t0 + k * p->slack) == 1;
+		grants += tb_call(m, &clk, t0 + k * p->slack) == 1;
 	assert_int_equal(grants, full * p->slack_uses + 1 + g);
 	assert_int_equal(shmt_limiter_stat(tb_g.h, "b", &st), 0);
 	printf("# L=%" PRIu64 " C=%" PRIu64 " S=%" PRIu64 " B=%" PRIu64
@@ -136,10 +138,9 @@ tb_run(const struct tb_set *p, shmt_time_t t0)
 	}
 	/* The uses left are all granted at the last instant, never more. */
 	while (grants < p->limit)
-		grants += tb_call(&m, &clk, clk.now) == 1 ? 1 : p->limit;
+		grants += tb_call(m, &clk, clk.now) == 1 ? 1 : p->limit;
 	assert_int_equal(grants, p->limit);
-	assert_int_equal(tb_call(&m, &clk, clk.now), 0);
-	tl_throttle_free(&m);
+	assert_int_equal(tb_call(m, &clk, clk.now), 0);
 	assert_int_equal(tb_teardown(NULL), 0);
 }
 
@@ -154,13 +155,13 @@ tb_random(const struct tb_set *p, uint64_t *rs, uint64_t calls)
 	uint64_t g = a < p->limit - 1 ? a : p->limit - 1;
 	uint64_t most = (p->limit - 1 - g) / p->slack_uses + 1 + g, k, seen = 0;
 	struct tu_clock clk = { tu_rand(rs) % (1ULL << 40) };
-	struct tl_throttle m;
+	struct tl_throttle *m = &tb_g.m;
 
 	tu_segname(tb_g.seg, sizeof(tb_g.seg), "bound");
 	assert_int_equal(shmt_create(tb_g.seg, NULL, &tb_g.h), 0);
 	assert_int_equal(shmt_set_clock(tb_g.h, tu_clock_read, &clk), 0);
 	assert_int_equal(shmt_limiter_define(tb_g.h, "b", &lim), 0);
-	assert_int_equal(tl_throttle_init(&m, p->limit, p->window, p->slack,
+	assert_int_equal(tl_throttle_init(m, p->limit, p->window, p->slack,
 	    p->slack_uses), 0);
 	for (k = 0; k < calls; k++) {
 		uint64_t r = tu_rand(rs) % 10, step = 0;
@@ -171,12 +172,11 @@ tb_random(const struct tb_set *p, uint64_t *rs, uint64_t calls)
 			step = 1 + tu_rand(rs) % p->slack;
 		else if (r == 9)
 			step = tu_rand(rs) % (p->window + p->slack + 1);
-		tb_call(&m, &clk, clk.now + step);
-		if (m.len > seen)
-			seen = m.len;
+		tb_call(m, &clk, clk.now + step);
+		if (m->len > seen)
+			seen = m->len;
 	}
 	assert_true(seen <= most);
-	tl_throttle_free(&m);
 	assert_int_equal(tb_teardown(NULL), 0);
 }
 

@@ -13,11 +13,14 @@
 #include <string.h>
 
 #define TC_CLIENTS 6
+#define TC_CHURN 24
 
 static struct {
 	char seg[96];
 	shmt_t *h;
 	struct tu_clock clk;
+	struct tl_throttle m[TC_CLIENTS];
+	struct tl_exact ex[TC_CHURN];
 } tc_g;
 
 static int
@@ -33,6 +36,12 @@ tc_setup(void **state)
 static int
 tc_teardown(void **state)
 {
+	int c;
+
+	for (c = 0; c < TC_CLIENTS; c++)
+		tl_throttle_free(&tc_g.m[c]);
+	for (c = 0; c < TC_CHURN; c++)
+		tl_exact_free(&tc_g.ex[c]);
 	shmt_close(tc_g.h);
 	tc_g.h = NULL;
 	return shmt_unlink(tc_g.seg) == 0 ? 0 : -1;
@@ -52,7 +61,7 @@ test_client_models(void **state)
 {
 	shmt_limit_t lim = { .limit = 7, .window_ns = 1000, .slack_ns = 130,
 		.slack_uses = 3, .per_client = 1, .client_capacity = 8 };
-	struct tl_throttle m[TC_CLIENTS];
+	struct tl_throttle *m = tc_g.m;
 	uint64_t seed = tu_seed("test_client_models"), rs = seed;
 	uint64_t ops = (uint64_t)(200000 * tu_scale()), i, free_sum;
 	shmt_limiter_stat_t st;
@@ -83,10 +92,8 @@ test_client_models(void **state)
 	assert_true(st.clients_in_use <= 8);
 	assert_int_equal(st.denied_table_full, 0);
 	free_sum = 0;
-	for (c = 0; c < TC_CLIENTS; c++) {
+	for (c = 0; c < TC_CLIENTS; c++)
 		free_sum += m[c].free;
-		tl_throttle_free(&m[c]);
-	}
 	assert_true(st.in_flight <= 7 * TC_CLIENTS - free_sum);
 }
 
@@ -143,10 +150,10 @@ test_table_full_and_reclaim(void **state)
 static void
 test_churn_never_overgrants(void **state)
 {
-	enum { N = 24 };
+	enum { N = TC_CHURN };
 	shmt_limit_t lim = { .limit = 4, .window_ns = 500, .slack_ns = 50,
 		.slack_uses = 2, .per_client = 1, .client_capacity = 5 };
-	struct tl_exact ex[N];
+	struct tl_exact *ex = tc_g.ex;
 	uint64_t seed = tu_seed("test_churn_never_overgrants"), rs = seed;
 	uint64_t ops = (uint64_t)(100000 * tu_scale()), i, grants = 0;
 	uint64_t table_full = 0;
@@ -181,8 +188,6 @@ test_churn_never_overgrants(void **state)
 	assert_true(grants > 0);
 	assert_true(table_full > 0);
 	assert_true(st.clients_in_use <= 5);
-	for (c = 0; c < N; c++)
-		tl_exact_free(&ex[c]);
 }
 
 int

@@ -39,6 +39,7 @@ struct il_env {
 	struct tu_clock yclk;
 	int yrc[4];              /* results of y's calls inside the hook */
 	unsigned fired;
+	struct tl_throttle m;    /* the seed's answers, where a test needs them */
 };
 
 /* The environment of the running test, static so that the teardown can
@@ -68,6 +69,7 @@ il_teardown(void **state)
 	if (e == NULL)
 		return 0;
 	il_cur = NULL;
+	tl_throttle_free(&e->m);
 	shmt_close(e->y);
 	shmt_close(e->x);
 	return shmt_unlink(e->seg) == 0 ? 0 : -1;
@@ -155,22 +157,22 @@ test_stale_opener_skip(void **state)
 	shmt_limit_t lim = { .limit = 4, .window_ns = 100, .slack_ns = 10,
 		.slack_uses = 3 };
 	shmt_limiter_stat_t st;
-	struct tl_throttle m;
 	struct il_env *e = &il_env_g;
+	struct tl_throttle *m = &e->m;
 	int rc, i;
 
 	il_setup(e, &lim);
-	assert_int_equal(tl_throttle_init(&m, 4, 100, 10, 3), 0);
+	assert_int_equal(tl_throttle_init(m, 4, 100, 10, 3), 0);
 	assert_int_equal(il_y_use(e, 0), 1);
 	e->xclk.now = 10;
 	e->xclk.hook = il_skip_hook;
 	rc = shmt_try_use_key(e->x, "l");
 	e->xclk.hook = NULL;
 	assert_int_equal(e->fired, 2);
-	assert_int_equal(tl_throttle_try(&m, 0), 1);
-	assert_int_equal(tl_throttle_try(&m, 5), 1);
-	assert_int_equal(tl_throttle_try(&m, 20), 1);
-	assert_int_equal(tl_throttle_try(&m, 20), 1);
+	assert_int_equal(tl_throttle_try(m, 0), 1);
+	assert_int_equal(tl_throttle_try(m, 5), 1);
+	assert_int_equal(tl_throttle_try(m, 20), 1);
+	assert_int_equal(tl_throttle_try(m, 20), 1);
 	if (e->yrc[0] != 1 || e->yrc[1] != 1 || rc != 1)
 		fail_msg("y@5 %d, y@20 %d (%s), x@20 %d (%s): the seed "
 		    "grants all three", e->yrc[0], e->yrc[1],
@@ -182,7 +184,6 @@ test_stale_opener_skip(void **state)
 	for (i = 0; i < 4; i++)
 		assert_int_equal(shmt_try_use_key(e->y, "l"), 1);
 	assert_int_equal(shmt_try_use_key(e->y, "l"), 0);
-	tl_throttle_free(&m);
 }
 
 /*

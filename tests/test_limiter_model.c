@@ -37,6 +37,8 @@ struct tm_run {
 	uint64_t seed;
 	unsigned set;
 	const struct tm_params *p;
+	struct tl_throttle m;
+	struct tl_exact ex;
 	char keynames[TM_KEYS_MAX][16];
 	const char *keys[TM_KEYS_MAX];
 };
@@ -139,6 +141,8 @@ tm_teardown(void **state)
 	if (r == NULL)
 		return 0;
 	tm_cur = NULL;
+	tl_throttle_free(&r->m);
+	tl_exact_free(&r->ex);
 	shmt_close(r->h);
 	r->h = NULL;
 	return shmt_unlink(r->seg) == 0 ? 0 : -1;
@@ -214,18 +218,18 @@ tm_bucket_call(struct tm_run *r, struct tl_throttle *m, uint64_t call,
 static uint64_t
 tm_run_buckets(struct tm_run *r, const struct tm_params *p, uint64_t ops)
 {
-	struct tl_throttle m;
+	struct tl_throttle *m = &r->m;
 	uint64_t i, grants = 0, denials = 0;
 
 	tm_open(r, p, "model");
-	assert_int_equal(tl_throttle_init(&m, p->limit, p->window, p->slack,
+	assert_int_equal(tl_throttle_init(m, p->limit, p->window, p->slack,
 	    p->slack_uses), 0);
 	for (i = 0; i < ops; i++) {
 		r->clk.now += tm_step(r->rs, p);
-		tm_bucket_call(r, &m, i, &grants, &denials);
+		tm_bucket_call(r, m, i, &grants, &denials);
 	}
 	assert_true(grants > 0);
-	tl_throttle_free(&m);
+	tl_throttle_free(m);
 	tm_close(r);
 	return denials;
 }
@@ -233,29 +237,29 @@ tm_run_buckets(struct tm_run *r, const struct tm_params *p, uint64_t ops)
 static uint64_t
 tm_run_exact(struct tm_run *r, const struct tm_params *p, uint64_t ops)
 {
-	struct tl_exact m;
+	struct tl_exact *m = &r->ex;
 	shmt_limiter_stat_t st;
 	uint64_t i, grants = 0, denials = 0;
 	int want, got;
 
 	tm_open(r, p, "exact");
-	assert_int_equal(tl_exact_init(&m, p->limit, p->window), 0);
+	assert_int_equal(tl_exact_init(m, p->limit, p->window), 0);
 	for (i = 0; i < ops; i++) {
 		r->clk.now += tm_step(r->rs, p);
-		want = tl_exact_try(&m, r->clk.now);
+		want = tl_exact_try(m, r->clk.now);
 		got = shmt_try_use_key(r->h, "m");
 		TM_CHECK(r, i, "exact try_use_key", want, got);
 		grants += want;
 		denials += !want;
 		assert_int_equal(shmt_limiter_stat(r->h, "m", &st), 0);
 		TM_CHECK(r, i, "exact stat.in_flight",
-		    tl_exact_held(&m, r->clk.now), st.in_flight);
+		    tl_exact_held(m, r->clk.now), st.in_flight);
 		TM_CHECK(r, i, "exact stat.grants", grants, st.grants);
 		TM_CHECK(r, i, "exact stat.denials", denials,
 		    st.denied_exhausted + st.denied_slack);
 	}
 	assert_true(grants > 0);
-	tl_exact_free(&m);
+	tl_exact_free(m);
 	tm_close(r);
 	return denials;
 }
