@@ -28,4 +28,13 @@ run_preset asan SHMT_STRESS_SCALE=0.25 ASAN_OPTIONS=detect_leaks=1:abort_on_erro
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_preset tsan SHMT_STRESS_SCALE=0.2 \
   TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
+# libFuzzer targets (tests/fuzz/), built with clang, each run for a bounded
+# time from its seed corpus; a crash, a leak or a hang fails the stage.
+echo "=== fuzz: configure and build (clang, libFuzzer)"
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_BUILD_TYPE=Debug -DSHMT_FUZZ=ON -DSHMT_BUILD_BENCH=OFF -DSHMT_WERROR=OFF >/dev/null
+cmake --build build-fuzz -j "$jobs" --target shmt_fuzz
+echo "=== fuzz: ctest -L fuzz (${SHMT_FUZZ_SECONDS:-15} s per target)"
+( cd build-fuzz && env SHMT_FUZZ_SECONDS="${SHMT_FUZZ_SECONDS:-15}" \
+    ctest --output-on-failure -j "$jobs" -L fuzz --timeout 300 )
 echo "=== all configurations passed"

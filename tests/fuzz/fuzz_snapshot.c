@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fuzz_snapshot: the snapshot loader of shmthrottled
+ * (shmtd_snapshot_restore).  The first byte of an input picks the form:
+ * odd, the rest is the whole file as it is; even, the rest is patches
+ * (fuzz_util.h) to the image of a real snapshot made at start, after which
+ * the harness sets both checksums again, so that mutations reach the
+ * segment image behind them.  A restored segment is checked, used and
+ * removed.
+ */
+#include "fuzz_util.h"
+#include "snapshot.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The file header as daemon/snapshot.c writes it (104 bytes); only the
+ * checksum fields are rewritten here. */
+#define SNAP_HDR 104
+#define SNAP_SUM_OFF 88      /* FNV-1a 64 of the image */
+#define SNAP_HDR_SUM_OFF 96  /* FNV-1a 64 of the 96 bytes before it */
+
+static struct fz_image base;   /* the snapshot's segment image */
+static unsigned char hdr[SNAP_HDR];
+static unsigned char *work;
+static char path[64], name[64];
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static uint64_t
+fnv1a(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static void
+cleanup(void)
+{
+	unlink(path);
+}
+
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	shmt_config_t cfg;
+	char err[512];
+	shmt_t *h;
+	FILE *f;
+	long len;
+
+	(void)argc, (void)argv;
+	snprintf(path, sizeof(path), "/tmp/shmt-fuzz-%d.snap", (int)getpid());
+	fz_segname(name, sizeof(name), "snap");
+	atexit(cleanup);
+	shmt_unlink(name);
+	fz_base_config(&cfg);
+	if (shmt_create(name, &cfg, &h) != 0)
+		abort();
+	fz_populate(h);
+	shmt_segment_stat(h, &base.stat);
+	if (shmtd_snapshot_write(h, path, err, sizeof(err)) != 0) {
+		fprintf(stderr, "fuzz harness: %s\n", err);
+		abort();
+	}
+	shmt_close(h);
+	shmt_unlink(name);
+	f = fopen(path, "rb");
+	if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) <= SNAP_HDR)
+		abort();
+	rewind(f);
+	base.size = (size_t)len - SNAP_HDR;
+	base.bytes = malloc(base.size);
+	work = malloc(SNAP_HDR + base.size);
+	if (base.bytes == NULL || work == NULL ||
+	    fread(hdr, 1, SNAP_HDR, f) != SNAP_HDR ||
+	    fread(base.bytes, 1, base.size, f) != base.size)
+		abort();
+	fclose(f);
+	return 0;
+}
+
+static void
+put(const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+
+	if (f == NULL || fwrite(p, 1, n, f) != n || fclose(f) != 0)
+		abort();
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char err[512];
+	shmt_t *h = NULL;
+	uint64_t sum;
+
+	if (size == 0)
+		return 0;
+	if (data[0] & 1) {
+		put(data + 1, size - 1);
+	} else {
+		memcpy(work, hdr, SNAP_HDR);
+		fz_apply_patches(&base, work + SNAP_HDR, data + 1, size - 1);
+		sum = fnv1a(work + SNAP_HDR, base.size);
+		memcpy(work + SNAP_SUM_OFF, &sum, 8);
+		sum = fnv1a(work, SNAP_HDR_SUM_OFF);
+		memcpy(work + SNAP_HDR_SUM_OFF, &sum, 8);
+		put(work, SNAP_HDR + base.size);
+	}
+	shmt_unlink(name);
+	if (shmtd_snapshot_restore(path, name, &h, err, sizeof(err)) == 0) {
+		fz_exercise(h);
+		shmt_close(h);
+	}
+	shmt_unlink(name);
+	return 0;
+}

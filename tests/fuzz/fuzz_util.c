@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers of the fuzz targets: the base segment, patches, the exercise. */
+#include "fuzz_util.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static shmt_time_t fz_now = FZ_T0;
+
+static shmt_time_t
+fz_clock(void *ctx)
+{
+	(void)ctx;
+	return fz_now;
+}
+
+static void
+fz_die(const char *what, int rc)
+{
+	fprintf(stderr, "fuzz harness: %s: %s\n", what, shmt_strerror(rc));
+	abort();
+}
+
+void
+fz_segname(char *buf, size_t cap, const char *tag)
+{
+	snprintf(buf, cap, "/shmt-fuzz-%d-%s", (int)getpid(), tag);
+}
+
+void
+fz_base_config(shmt_config_t *cfg)
+{
+	shmt_config_init(cfg);
+	cfg->max_limiters = 8;
+	cfg->max_slots = 8;
+	cfg->arena_bytes = 64ULL << 10;
+	cfg->dict_bytes = 2ULL << 20;
+	cfg->dict_shards = 1;
+	cfg->counters_bytes = 64ULL << 10;
+	cfg->counters_shards = 1;
+	cfg->counters_subwindows = 4;
+	cfg->counters_window_ns = 4000000000ULL;
+	cfg->analyzer_bytes = 64ULL << 10;
+	cfg->analyzer_window_ns = 4000000000ULL;
+	cfg->analyzer_subwindows = 4;
+	cfg->analyzer_clients = 1;
+}
+
+static void
+define(shmt_t *h, const char *name, const shmt_limit_t *l)
+{
+	int rc = shmt_limiter_define(h, name, l);
+
+	if (rc != 0)
+		fz_die(name, rc);
+}
+
+void
+fz_populate(shmt_t *h)
+{
+	static const char *const keys[] = { "k-one", "k-two", "k-three" };
+	shmt_limit_t l;
+	char buf[64];
+
+	shmt_set_clock(h, fz_clock, NULL);
+	memset(&l, 0, sizeof(l));
+	l.limit = 10, l.window_ns = 1000000000ULL, l.slack_ns = 100000000ULL;
+	l.slack_uses = 2;
+	define(h, "api", &l);
+	memset(&l, 0, sizeof(l));
+	l.limit = 5, l.window_ns = 1000000000ULL, l.mode = SHMT_MODE_EXACT;
+	l.slack_uses = 1;
+	define(h, "exact", &l);
+	memset(&l, 0, sizeof(l));
+	l.window_ns = 1000000000ULL, l.slack_ns = 200000000ULL;
+	l.slack_uses = 1, l.keys = keys, l.nkeys = 3, l.uses_per_key = 2;
+	define(h, "pool", &l);
+	memset(&l, 0, sizeof(l));
+	l.limit = 4, l.window_ns = 1000000000ULL, l.slack_ns = 100000000ULL;
+	l.slack_uses = 1, l.per_client = 1, l.client_capacity = 8;
+	define(h, "per-client", &l);
+	for (int i = 0; i < 12; i++) {
+		fz_now = FZ_T0 + (uint64_t)i * 30000000ULL;
+		shmt_try_use_key(h, "api");
+		shmt_try_use_key(h, "exact");
+		shmt_next_key(h, "pool", buf, sizeof(buf));
+		snprintf(buf, sizeof(buf), "client-%d", i % 3);
+		shmt_try_use(h, "per-client", buf, strlen(buf));
+		snprintf(buf, sizeof(buf), "key-%d", i % 5);
+		shmt_set(h, buf, strlen(buf), "value", 5, i % 2 ? 0 : 500);
+		shmt_get(h, "key-0", 5, buf, sizeof(buf), &(size_t){ 0 });
+		shmt_hit(h, buf, strlen(buf), NULL);
+	}
+	shmt_incr(h, "counter", 7, 41, NULL);
+	fz_now = FZ_T0 + 400000000ULL;
+}
+
+void
+fz_base_image(struct fz_image *img)
+{
+	shmt_config_t cfg;
+	char name[64], path[128];
+	shmt_t *h;
+	struct stat st;
+	int rc, fd;
+
+	fz_segname(name, sizeof(name), "base");
+	shmt_unlink(name);
+	fz_base_config(&cfg);
+	if ((rc = shmt_create(name, &cfg, &h)) != 0)
+		fz_die("create the base segment", rc);
+	fz_populate(h);
+	if ((rc = shmt_segment_stat(h, &img->stat)) != 0)
+		fz_die("stat the base segment", rc);
+	shmt_close(h);
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || fstat(fd, &st) != 0)
+		abort();
+	img->size = (size_t)st.st_size;
+	img->bytes = malloc(img->size);
+	if (img->bytes == NULL ||
+	    pread(fd, img->bytes, img->size, 0) != (ssize_t)img->size)
+		abort();
+	close(fd);
+	shmt_unlink(name);
+}
+
+void
+fz_apply_patches(const struct fz_image *base, unsigned char *out,
+    const uint8_t *data, size_t size)
+{
+	uint32_t nreg = base->stat.nregions;
+
+	memcpy(out, base->bytes, base->size);
+	if (nreg == 0 || nreg > SHMT_REGIONS_MAX)
+		nreg = 1;
+	while (size >= 6) {
+		const shmt_region_stat_t *r = &base->stat.regions[data[0] % nreg];
+		uint64_t off = (uint64_t)data[1] | (uint64_t)data[2] << 8 |
+		    (uint64_t)data[3] << 16 | (uint64_t)data[4] << 24;
+		size_t len = data[5] % 65;
+
+		data += 6, size -= 6;
+		if (len > size)
+			len = size;
+		if (r->size == 0 || r->offset >= base->size)
+			continue;
+		off = r->offset + off % r->size;
+		if (off + len > base->size)
+			len = base->size - off;
+		memcpy(out + off, data, len);
+		data += len, size -= len;
+	}
+}
+
+void
+fz_write_object(const char *name, const void *bytes, size_t size)
+{
+	int fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0 || ftruncate(fd, (off_t)size) != 0 ||
+	    pwrite(fd, bytes, size, 0) != (ssize_t)size)
+		abort();
+	close(fd);
+}
+
+static void
+exercise_limiters(shmt_t *h)
+{
+	shmt_limiter_stat_t ls[16];
+	shmt_bucket_info_t bi[64];
+	char key[SHMT_KEYNAME_MAX + 1];
+	int n = shmt_limiter_list(h, ls, 16);
+
+	if (n > 16)
+		n = 16;
+	for (int i = 0; i < n; i++) {
+		const char *name = ls[i].name;
+
+		/* The row's name came from the segment: it must be a
+		 * terminated string whatever the bytes were. */
+		if (memchr(ls[i].name, '\0', sizeof(ls[i].name)) == NULL)
+			abort();
+		for (int k = 0; k < 3; k++) {
+			shmt_try_use_key(h, name);
+			shmt_next_key(h, name, key, sizeof(key));
+			shmt_try_use(h, name, "client-1", 8);
+			shmt_try_use(h, name, &k, sizeof(k));
+			fz_now += 50000000ULL;
+		}
+		shmt_limiter_stat(h, name, &ls[i]);
+		shmt_limiter_buckets(h, name, bi, 64);
+	}
+	shmt_try_use_key(h, "api");
+	shmt_next_key(h, "pool", key, sizeof(key));
+}
+
+static void
+exercise_dict(shmt_t *h)
+{
+	static unsigned char kbuf[SHMT_KEY_MAX];
+	static char vbuf[256];
+	uint64_t cursor = 0, count;
+	size_t klen, vlen;
+	long steps = 0;
+	int rc;
+
+	for (int i = 0; i < 6; i++) {
+		char k[16];
+
+		snprintf(k, sizeof(k), "key-%d", i);
+		shmt_get(h, k, strlen(k), vbuf, sizeof(vbuf), &vlen);
+		shmt_hit(h, k, strlen(k), &count);
+	}
+	/* A walk must end: a damaged chain may not loop it forever. */
+	while ((rc = shmt_dict_next(h, &cursor, kbuf, sizeof(kbuf), &klen)) == 1) {
+		if (klen > SHMT_KEY_MAX || ++steps > (1L << 20)) {
+			fprintf(stderr, "fuzz: the dictionary walk does not end\n");
+			abort();
+		}
+		shmt_get(h, kbuf, klen, vbuf, sizeof(vbuf), &vlen);
+	}
+	shmt_set(h, "key-9", 5, "new value", 9, 0);
+	shmt_add(h, "key-8", 5, "added", 5, 100);
+	shmt_replace(h, "key-1", 5, "replaced", 8, 0);
+	shmt_incr(h, "counter", 7, 1, NULL);
+	shmt_del(h, "key-2", 5);
+	shmt_get(h, "key-9", 5, vbuf, sizeof(vbuf), &vlen);
+}
+
+void
+fz_exercise(shmt_t *h)
+{
+	static shmt_hotkey_t hot[8];
+	shmt_segment_stat_t st;
+	shmt_dict_stat_t ds;
+	shmt_top_info_t ti;
+	shmt_time_t next;
+
+	shmt_set_clock(h, fz_clock, NULL);
+	fz_now = FZ_T0 + 400000000ULL;
+	shmt_check(h, NULL, NULL);
+	shmt_segment_stat(h, &st);
+	shmt_dict_stat(h, &ds);
+	exercise_limiters(h);
+	exercise_dict(h);
+	shmt_top_keys(h, hot, 8, &ti);
+	fz_now += 2000000000ULL;
+	shmt_housekeep(h, &next);
+	shmt_try_use_key(h, "exact");
+	shmt_top_keys(h, hot, 8, &ti);
+	shmt_check(h, NULL, NULL);
+}

@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: MIT
+# Hardening: a hostile segment scribbled while others work (stress), the
+# permissions of another user and group (unit), valgrind memcheck of the CLI
+# and a demo worker (unit, normal build only), the kill -9 soak (soak), and
+# with SHMT_FUZZ=ON the libFuzzer targets (fuzz, see tests/fuzz/fuzz.cmake).
+option(SHMT_FUZZ "Build the libFuzzer targets (needs clang)" OFF)
+if(SHMT_FUZZ)
+  include(${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz.cmake)
+endif()
+
+shmt_add_test(test_hostile SOURCES test_hostile.c LABELS stress TIMEOUT 120)
+shmt_add_test(test_hostile_perms SOURCES test_hostile_perms.c LABELS unit TIMEOUT 60)
+
+# valgrind runs the native binaries: only in the build without sanitizers.
+if(SHMT_SANITIZE STREQUAL "" AND NOT SHMT_FUZZ AND TARGET shmthrottle
+   AND TARGET shmthrottle-demo)
+  find_program(SHMT_VG_BASH bash REQUIRED)
+  add_test(NAME test_valgrind
+    COMMAND ${SHMT_VG_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_valgrind.sh
+            $<TARGET_FILE:shmthrottle> $<TARGET_FILE:shmthrottle-demo>
+            ${PROJECT_SOURCE_DIR}/daemon/shmthrottled.conf.example)
+  set_tests_properties(test_valgrind PROPERTIES LABELS unit TIMEOUT 300
+    SKIP_RETURN_CODE 77)
+endif()
