@@ -22,3 +22,12 @@ if(SHMT_SANITIZE STREQUAL "" AND NOT SHMT_FUZZ AND TARGET shmthrottle
   set_tests_properties(test_valgrind PROPERTIES LABELS unit TIMEOUT 300
     SKIP_RETURN_CODE 77)
 endif()
+
+# The soak: minutes by default (SHMT_SOAK_SECONDS), only by hand.
+if(TARGET shmthrottled)
+  shmt_add_test(soak SOURCES soak.c LABELS soak TIMEOUT 7200
+    ARGS $<TARGET_FILE:shmthrottled>)
+  add_dependencies(soak shmthrottled)
+else()
+  shmt_add_test(soak SOURCES soak.c LABELS soak TIMEOUT 7200)
+endif()

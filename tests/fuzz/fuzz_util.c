@@ -152,6 +152,8 @@ fz_apply_patches(const struct fz_image *base, unsigned char *out,
 		if (r->size == 0 || r->offset >= base->size)
 			continue;
 		off = r->offset + off % r->size;
+		if (off >= base->size)
+			continue;
 		if (off + len > base->size)
 			len = base->size - off;
 		memcpy(out + off, data, len);
