@@ -229,11 +229,11 @@ static const struct keydef dict_keys[] = {
 
 static const struct keydef analyzer_keys[] = {
 	{ "enabled", K_BOOL, CF(analyzer.enabled), 0 },
+	{ "size", K_SIZE, CF(analyzer.size), 0 },
 	{ "window", K_DUR, CF(analyzer.window_ns), 0 },
 	{ "subwindows", K_U32, CF(analyzer.subwindows), 0 },
-	{ "counters", K_U32, CF(analyzer.counters), 0 },
-	{ "summaries", K_U32, CF(analyzer.summaries), 0 },
 	{ "threshold", K_PCT, CF(analyzer.threshold_pct), 0 },
+	{ "clients", K_BOOL, CF(analyzer.clients), 0 },
 	{ NULL, 0, 0, 0 }
 };
 
@@ -736,11 +736,12 @@ defaults(struct shmtd_config *c)
 	c->dict.max_value = SHMT_VALUE_MAX;
 	snprintf(c->dict.eviction, sizeof(c->dict.eviction), "%s",
 	    c->seg.dict_eviction ? "lru" : "none");
-	c->analyzer.window_ns = 60 * NS_S;
-	c->analyzer.subwindows = 6;
-	c->analyzer.counters = 64;
-	c->analyzer.summaries = 64;
-	c->analyzer.threshold_pct = 10;
+	c->analyzer.enabled = c->seg.analyzer_bytes != 0;
+	c->analyzer.size = c->seg.analyzer_bytes;
+	c->analyzer.window_ns = c->seg.analyzer_window_ns;
+	c->analyzer.subwindows = c->seg.analyzer_subwindows;
+	c->analyzer.threshold_pct = c->seg.analyzer_threshold_ppm / 10000;
+	c->analyzer.clients = c->seg.analyzer_clients != 0;
 	c->counters.enabled = c->seg.counters_bytes != 0;
 	c->counters.size = c->seg.counters_bytes;
 	c->counters.shards = c->seg.counters_shards;
@@ -867,9 +868,10 @@ resolve(struct parse *p)
 		fail(p, key_line(s, segment_keys, "arena"), "arena",
 		    "must be at least 64KiB");
 	s = &p->fixed[S_ANALYZER];
-	if (p->err_line == 0 && c->analyzer.subwindows == 0)
+	if (p->err_line == 0 &&
+	    (c->analyzer.subwindows == 0 || c->analyzer.subwindows > 64))
 		fail(p, key_line(s, analyzer_keys, "subwindows"), "subwindows",
-		    "must be at least 1");
+		    "must be from 1 to 64");
 	s = &p->fixed[S_COUNTERS];
 	if (p->err_line == 0 &&
 	    (c->counters.subwindows == 0 || c->counters.subwindows > 256))
@@ -896,6 +898,11 @@ resolve(struct parse *p)
 	c->seg.counters_shards = c->counters.shards;
 	c->seg.counters_window_ns = c->counters.window_ns;
 	c->seg.counters_subwindows = c->counters.subwindows;
+	c->seg.analyzer_bytes = c->analyzer.enabled ? c->analyzer.size : 0;
+	c->seg.analyzer_window_ns = c->analyzer.window_ns;
+	c->seg.analyzer_subwindows = c->analyzer.subwindows;
+	c->seg.analyzer_threshold_ppm = c->analyzer.threshold_pct * 10000;
+	c->seg.analyzer_clients = (uint32_t)c->analyzer.clients;
 }
 
 /* ---- Load, apply, free ---------------------------------------------------- */
@@ -1094,11 +1101,13 @@ shmtd_config_print(FILE *f, const struct shmtd_config *c)
 	    c->dict.default_ttl_ns, b, sizeof(b)));
 	fprintf(f, "\n[analyzer]\nenabled = %s\n",
 	    c->analyzer.enabled ? "yes" : "no");
+	fprintf(f, "size = %s\n", shmtd_format_size(c->analyzer.size, b,
+	    sizeof(b)));
 	fprintf(f, "window = %s\n", shmtd_format_duration(c->analyzer.window_ns,
 	    b, sizeof(b)));
-	fprintf(f, "subwindows = %u\ncounters = %u\nsummaries = %u\n"
-	    "threshold = %u%%\n", c->analyzer.subwindows, c->analyzer.counters,
-	    c->analyzer.summaries, c->analyzer.threshold_pct);
+	fprintf(f, "subwindows = %u\nthreshold = %u%%\nclients = %s\n",
+	    c->analyzer.subwindows, c->analyzer.threshold_pct,
+	    c->analyzer.clients ? "yes" : "no");
 	fprintf(f, "\n[counters]\nenabled = %s\n",
 	    c->counters.enabled ? "yes" : "no");
 	fprintf(f, "size = %s\nshards = %u\n", shmtd_format_size(

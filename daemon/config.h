@@ -38,14 +38,15 @@ struct shmtd_dict {
 	uint64_t default_ttl_ns; /* 0: items never expire by default */
 };
 
-/* [analyzer]: windowed heavy hitters (kept for the library to come). */
+/* [analyzer]: windowed heavy hitters.  Resolved into seg.analyzer_bytes
+ * (0 when disabled), _window_ns, _subwindows, _threshold_ppm, _clients. */
 struct shmtd_analyzer {
 	int enabled;
+	uint64_t size;        /* bytes */
 	uint64_t window_ns;
-	uint32_t subwindows;
-	uint32_t counters;    /* entries per summary */
-	uint32_t summaries;   /* per-process summary slots */
+	uint32_t subwindows;  /* 1..64 */
 	uint32_t threshold_pct; /* report keys above this share, 1..99 */
+	int clients;          /* per-client limiter calls feed it too */
 };
 
 /* [counters]: windowed per-key hit counters.  Resolved into

@@ -526,6 +526,11 @@ build_and_publish(const char *tmp, const char *name, const unsigned char *img,
 	c.counters_shards = ih->sh_params.sp_counters_shards;
 	c.counters_subwindows = ih->sh_params.sp_counters_subwindows;
 	c.counters_window_ns = ih->sh_params.sp_counters_window_ns;
+	c.analyzer_bytes = ih->sh_params.sp_analyzer_bytes;
+	c.analyzer_window_ns = ih->sh_params.sp_analyzer_window_ns;
+	c.analyzer_subwindows = ih->sh_params.sp_analyzer_subwindows;
+	c.analyzer_threshold_ppm = ih->sh_params.sp_analyzer_threshold_ppm;
+	c.analyzer_clients = ih->sh_params.sp_analyzer_clients;
 	shmt_unlink(tmp); /* a leftover of a restore killed midway */
 	if ((rc = shmt_create(tmp, &c, &t)) != 0)
 		return bad(err, cap, rc, path, "cannot create segment %s: %s",

@@ -154,6 +154,9 @@ test_example_parses(void **state)
 	assert_true(c.seg.arena_bytes == 16ULL << 20);
 	assert_true(c.analyzer.window_ns == 60000000000ULL);
 	assert_int_equal(c.analyzer.threshold_pct, 10);
+	assert_true(c.seg.analyzer_bytes == 1ULL << 20 &&
+	    c.seg.analyzer_subwindows == 12 &&
+	    c.seg.analyzer_threshold_ppm == 100000);
 	shmtd_config_free(&c);
 }
 
@@ -259,7 +262,8 @@ test_print_roundtrip(void **state)
 		    i % 10 == 0 ? ",\n  k%d" : ", k%d", i);
 	snprintf(big + off, sizeof(big) - off, "\n[limiter ex]\nlimit = 7\n"
 	    "window = 1.5s\nmode = exact\n[daemon]\nsnapshot = /tmp/x.snap\n"
-	    "snapshot_interval = 90s\nlog = syslog\n");
+	    "snapshot_interval = 90s\nlog = syslog\n[dictionary]\nenabled = no\n"
+	    "[analyzer]\nthreshold = 25\n[counters]\nwindow = 1h\n");
 	write_file(path, sizeof(path), big);
 	assert_int_equal(shmtd_config_load(path, &a, err, sizeof(err)), 0);
 	assert_int_equal(a.limiters[0].limit.nkeys, 300);
@@ -284,6 +288,8 @@ test_print_roundtrip(void **state)
 			assert_string_equal(x->keys[k], y->keys[k]);
 	}
 	assert_true(b.seg.mode == 0640 && b.seg.arena_bytes == 1ULL << 30);
+	assert_true(b.seg.dict_bytes == 0 && b.seg.analyzer_threshold_ppm == 250000);
+	assert_true(b.seg.counters_window_ns == 3600000000000ULL);
 	assert_string_equal(b.snapshot, "/tmp/x.snap");
 	assert_string_equal(b.log_target, "syslog");
 	snprintf(b.source, sizeof(b.source), "%s", a.source);
