@@ -668,6 +668,43 @@ test_snapshot_damaged(void **state)
 	shmt_close(h);
 }
 
+/* Without -f the daemon forks; the command returns only once the daemon
+ * runs, with its status, so `shmthrottled && use-the-segment` works. */
+static void
+test_background(void **state)
+{
+	shmt_segment_stat_t st;
+	char cmd[1024];
+	struct env *e;
+	shmt_t *h;
+	pid_t pid;
+	int i;
+
+	e = env_init("bg");
+	write_text(e->conf, LONG_LIMITER("a", 5));
+	snprintf(cmd, sizeof(cmd), "%s -c %s -s %s 2>>%s", daemon_bin, e->conf,
+	    e->seg, e->log);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 0);
+	assert_int_equal(shmt_open(e->seg, &h), 0);
+	assert_int_equal(shmt_segment_stat(h, &st), 0);
+	assert_true(st.daemon_alive);
+	pid = (pid_t)st.daemon_pid;
+	track(pid);
+	assert_int_equal(drain(h, "a", 100), 5);
+	/* A second one fails the same way, through the parent. */
+	assert_int_equal(WEXITSTATUS(system(cmd)), 1);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	for (i = 0; i < WAIT_MS / 5; i++) {
+		assert_int_equal(shmt_segment_stat(h, &st), 0);
+		if (st.daemon_pid == 0)
+			break;
+		pause_ms(5);
+	}
+	assert_true(st.daemon_pid == 0);
+	untrack(pid);
+	shmt_close(h);
+}
+
 /* Receive notifications on FD until one holds WANT. */
 static void
 expect_notify(int fd, const char *want)
@@ -733,6 +770,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_snapshot_roundtrip, env_done),
 		cmocka_unit_test_teardown(test_snapshot_damaged, env_done),
 		cmocka_unit_test_teardown(test_systemd_notify, env_done),
+		cmocka_unit_test_teardown(test_background, env_done),
 	};
 	const struct CMUnitTest stress[] = {
 		cmocka_unit_test_teardown(test_kill9_restart, env_done),
