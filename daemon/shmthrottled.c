@@ -581,6 +581,10 @@ run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 			shmtd_log(LOG_ERR, "housekeeping: %s", shmt_strerror(rc));
 		__atomic_store_n(&hdr->sh_lag_ns, now - t->hk, __ATOMIC_RELAXED);
 		now = mono_ns();
+		/* Work that appears later (a bucket opened by a worker) is not
+		 * in NEXT: look again at least once per heartbeat. */
+		if (next > now + HEARTBEAT_NS)
+			next = now + HEARTBEAT_NS;
 		t->hk = next < now + MIN_SLEEP_NS ? now + MIN_SLEEP_NS : next;
 	}
 	if (now >= t->heartbeat) {
