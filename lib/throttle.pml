@@ -4,7 +4,7 @@
  * bk_release_step, bk_housekeep, slot_open, slot_raise) as a Promela model,
  * so that spin checks the safety promise over every interleaving of three
  * callers, a ticker and a daemon at small bounds.  Keep it in step with
- * limiter.c: every label below names the C code it stands for.
+ * limiter.c: the comments below name the C code each part stands for.
  *
  * What is modelled
  *  - W = {inflight, count, tail, nsealed, active} read and CASed as one
@@ -17,18 +17,19 @@
  *  - The monitor records every grant's decision time (the clock value the
  *    granting caller acted on) in the same atomic step as the grant's CAS,
  *    and asserts that no interval [a, a + C) holds more than L of them.
- *    Decision times never exceed the clock, so the windows that hold the new
- *    grant are all the windows whose count can have grown.
+ *    A grant at time d raises only the windows that contain d, so those are
+ *    the ones checked.
  *
  * Options (spin -D...): L, B, C, S (limit, slack_uses, window, slack in
- * ticks), NCALLERS (2 or 3), CALLS (calls per caller; CALLS0 for the
- * first), TMAX (last clock value), DAEMON (1: a
- * daemon process runs housekeeping passes), BROKEN (read the clock before W:
- * spin must find an over-grant), ACCOUNT (also assert the bookkeeping:
- * inflight equals the uses in the buckets W names, and no caller ever gets
- * SHMT_ECORRUPT from a merely stale W), KILL (0: no explicit kills),
- * FIX_STALE and FIX_SKIP (the changes to limiter.c that ACCOUNT asks for).
- * Run through tests/spin_throttle.sh.
+ * ticks); NCALLERS (2 or 3); CALLS (calls per caller; CALLS0 for the
+ * first); TMAX (last clock value); DAEMON (1: a daemon process runs DPASSES
+ * housekeeping passes); BROKEN (read the clock before W: spin must find an
+ * over-grant); ACCOUNT (also assert the bookkeeping: inflight equals the
+ * uses in the buckets W names, and no caller gets SHMT_ECORRUPT from a
+ * merely stale copy of W); KILL (0: no explicit kills); FIX_STALE and
+ * FIX_SKIP (the changes to limiter.c that ACCOUNT asks for).  The defaults
+ * suit simulation (spin -p); tests/spin_throttle.sh runs the verifications
+ * at bounds whose state spaces fit in seconds.
  */
 
 #ifndef L
