@@ -87,6 +87,10 @@ int shmtc_json_emit(json_t *root);
 /* json_integer for an unsigned value; values above INT64_MAX are written
  * as null, which no field here reaches in practice. */
 json_t *shmtc_json_u64(uint64_t v);
+/* Set FIELD of O to bytes P[0..N): a JSON string when they are valid
+ * UTF-8, else base64 with ENCFIELD = "base64".  Returns 0 or -ENOMEM. */
+int shmtc_json_bytes(json_t *o, const char *field, const char *encfield,
+    const void *p, size_t n);
 
 /* The commands. */
 int shmtc_cmd_stat(struct shmtc *c, int argc, char **argv);
@@ -104,6 +108,7 @@ int shmtc_cmd_del(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_incr(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_keys(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_hit(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_top(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_help(struct shmtc *c, int argc, char **argv);
 
 /* Names shared by the human and JSON views. */

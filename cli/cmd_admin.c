@@ -17,7 +17,7 @@
 #endif
 
 enum { OPT_MAXLIM = 0x200, OPT_MAXSLOTS, OPT_ARENA, OPT_MODE, OPT_DICT,
-	OPT_DICT_SHARDS, OPT_NO_EVICTION, OPT_COUNTERS };
+	OPT_DICT_SHARDS, OPT_NO_EVICTION, OPT_COUNTERS, OPT_ANALYZER };
 
 /* A number with an optional K, M, G or T (binary) suffix. */
 static int
@@ -96,6 +96,7 @@ create_parse(struct shmtc *c, int argc, char **argv, struct create_opts *o)
 		{ "dict-shards", required_argument, NULL, OPT_DICT_SHARDS },
 		{ "no-eviction", no_argument, NULL, OPT_NO_EVICTION },
 		{ "counters", required_argument, NULL, OPT_COUNTERS },
+		{ "analyzer", required_argument, NULL, OPT_ANALYZER },
 		{ NULL, 0, NULL, 0 }
 	};
 	char *arg;
@@ -121,6 +122,8 @@ create_parse(struct shmtc *c, int argc, char **argv, struct create_opts *o)
 			o->seg.dict_eviction = 0;
 		else if (opt == OPT_COUNTERS)
 			bad = parse_size(arg, &o->seg.counters_bytes);
+		else if (opt == OPT_ANALYZER)
+			bad = parse_size(arg, &o->seg.analyzer_bytes);
 		if (bad != 0)
 			return shmtc_usage_error(c, "bad value '%s'", arg);
 	}

@@ -107,34 +107,13 @@ dict_error(const struct shmtc *c, const struct key *k, int err)
 	    SHMTC_USAGE : shmtc_exit_for(err);
 }
 
-/* Set FIELD of O to bytes P[0..N): a JSON string when they are valid
- * UTF-8, else base64 with ENCFIELD = "base64".  Returns 0 or -ENOMEM. */
-static int
-json_bytes(json_t *o, const char *field, const char *encfield, const void *p,
-    size_t n)
-{
-	json_t *s = json_stringn(p, n);
-	char *b64;
-
-	if (s != NULL)
-		return json_object_set_new(o, field, s) == 0 ? 0 : -ENOMEM;
-	if ((b64 = shmtc_base64(p, n)) == NULL)
-		return -ENOMEM;
-	s = json_string(b64);
-	free(b64);
-	if (s == NULL || json_object_set_new(o, field, s) != 0 ||
-	    json_object_set_new(o, encfield, json_string("base64")) != 0)
-		return -ENOMEM;
-	return 0;
-}
-
 /* An object {"key": K} (with "key_encoding" when K is not UTF-8). */
 static json_t *
 key_json(const struct key *k)
 {
 	json_t *o = json_object();
 
-	if (o != NULL && json_bytes(o, "key", "key_encoding", k->p, k->len)) {
+	if (o != NULL && shmtc_json_bytes(o, "key", "key_encoding", k->p, k->len)) {
 		json_decref(o);
 		return NULL;
 	}
@@ -211,7 +190,7 @@ get_output(const struct shmtc *c, const struct key *k, const void *v,
 	    json_object_set_new(o, "found", json_boolean(found)) != 0 ||
 	    (found && (json_object_set_new(o, "length",
 	    shmtc_json_u64(vlen)) != 0 ||
-	    json_bytes(o, "value", "encoding", v, vlen) != 0))) {
+	    shmtc_json_bytes(o, "value", "encoding", v, vlen) != 0))) {
 		json_decref(o);
 		o = NULL;
 	}
@@ -561,7 +540,7 @@ keys_output(const struct shmtc *c, const char *pattern,
 	for (size_t i = 0; root != NULL && i < n; i++) {
 		json_t *o = json_object();
 
-		if (o == NULL || json_bytes(o, "key", "encoding", v[i].p,
+		if (o == NULL || shmtc_json_bytes(o, "key", "encoding", v[i].p,
 		    v[i].len) != 0 || json_array_append_new(list, o) != 0) {
 			json_decref(root);
 			root = NULL;

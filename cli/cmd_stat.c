@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * stat: the segment as a whole: identity, regions, the daemon, the slots,
- * the dictionary and the counters.  Every region is shown, also one of size
+ * the dictionary, the counters and the hot-key analyzer.  Every region is shown, also one of size
  * zero: that is a feature the segment was created without, worth seeing.
  */
 #include "cli.h"
 
 #include "fmt.h"
+#include "hot.h"
 #include "table.h"
 
 #include <errno.h>
@@ -81,9 +82,26 @@ counters_json(const shmt_segment_stat_t *st)
 	    "used", shmtc_json_u64(r->used));
 }
 
+/* The analyzer's geometry, or null when the segment has none. */
+static json_t *
+analyzer_json(const shmt_top_info_t *a, int have)
+{
+	if (!have)
+		return json_null();
+	return json_pack("{s:o, s:o, s:o, s:o, s:i, s:i, s:i, s:i}",
+	    "memory_bytes", shmtc_json_u64(a->memory_bytes),
+	    "window_ns", shmtc_json_u64(a->window_ns),
+	    "subwindow_ns", shmtc_json_u64(a->subwindow_ns),
+	    "subwindows", shmtc_json_u64(a->window_ns / a->subwindow_ns),
+	    "threshold_ppm", (int)a->threshold_ppm,
+	    "stripes", (int)a->stripes, "counters", (int)a->counters,
+	    "probe", (int)a->probe);
+}
+
 static json_t *
 stat_json(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
-    const shmt_dict_stat_t *d, int have_dict)
+    const shmt_dict_stat_t *d, int have_dict, const shmt_top_info_t *a,
+    int have_an)
 {
 	json_t *regions = json_array();
 	char fmtword[24];
@@ -97,7 +115,7 @@ stat_json(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
 	snprintf(mode, sizeof(mode), "%04o", (unsigned)st->mode);
 	return json_pack("{s:s, s:o, s:s, s:i, s:s, s:o, s:o, s:o,"
 	    " s:{s:I, s:s, s:b, s:o, s:o, s:o, s:o},"
-	    " s:{s:i, s:i, s:i, s:o}, s:{s:i, s:i}, s:o, s:o}",
+	    " s:{s:i, s:i, s:i, s:o}, s:{s:i, s:i}, s:o, s:o, s:o}",
 	    "segment", shmt_name(h),
 	    "size", shmtc_json_u64(st->size),
 	    "format", fmtword,
@@ -123,7 +141,8 @@ stat_json(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
 	    "max", (int)st->max_limiters,
 	    "in_use", (int)st->limiters,
 	    "dictionary", dict_json(d, have_dict),
-	    "counters", counters_json(st));
+	    "counters", counters_json(st),
+	    "analyzer", analyzer_json(a, have_an));
 }
 
 static void
@@ -191,9 +210,30 @@ print_dict(const shmt_segment_stat_t *st, const shmt_dict_stat_t *d,
 		    shmtc_fmt_bytes(bytes, sizeof(bytes), r->size));
 }
 
+static void
+print_analyzer(const shmt_top_info_t *a, int have)
+{
+	char bytes[SHMTC_FMT_MAX], win[SHMTC_FMT_MAX], sub[SHMTC_FMT_MAX];
+	char pct[16];
+
+	if (!have) {
+		printf("analyzer   none (created with its size 0)\n");
+		return;
+	}
+	printf("analyzer   %s, window %s in %" PRIu64 " sub-windows of %s, "
+	    "threshold %s, %u stripes x %u counters\n",
+	    shmtc_fmt_bytes(bytes, sizeof(bytes), a->memory_bytes),
+	    shmtc_fmt_dur(win, sizeof(win), a->window_ns),
+	    a->window_ns / a->subwindow_ns,
+	    shmtc_fmt_dur(sub, sizeof(sub), a->subwindow_ns),
+	    shmtc_hot_pct_ppm(pct, sizeof(pct), a->threshold_ppm),
+	    a->stripes, a->counters);
+}
+
 static int
 stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
-    const shmt_dict_stat_t *d, int have_dict)
+    const shmt_dict_stat_t *d, int have_dict, const shmt_top_info_t *a,
+    int have_an)
 {
 	static const char *const hdr[] = { "REGION", "OFFSET", "SIZE", "USED",
 		"USE" };
@@ -213,6 +253,7 @@ stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
 	    st->slots, st->max_slots, st->slots_stale, st->slots_reaped);
 	printf("limiters   %u of %u\n", st->limiters, st->max_limiters);
 	print_dict(st, d, have_dict);
+	print_analyzer(a, have_an);
 	putchar('\n');
 
 	shmtc_table_init(&t, 5, hdr, "lrrrr");
@@ -236,7 +277,8 @@ shmtc_cmd_stat(struct shmtc *c, int argc, char **argv)
 {
 	shmt_dict_stat_t d;
 	shmt_segment_stat_t st;
-	int have_dict;
+	shmt_top_info_t a;
+	int have_dict, have_an;
 	shmt_t *h = NULL;
 	shmt_time_t now;
 	char *arg;
@@ -260,11 +302,20 @@ shmtc_cmd_stat(struct shmtc *c, int argc, char **argv)
 		goto out;
 	}
 	have_dict = rc == 0;
+	/* With room for no key, the analyzer answers with its geometry only. */
+	rc = shmt_top_keys(h, NULL, 0, &a);
+	if (rc < 0 && rc != -ENODEV) {
+		shmtc_err("%s: analyzer: %s", c->segment, shmt_strerror(rc));
+		rc = rc == -ENOMEM ? SHMTC_MISSING : shmtc_exit_for(rc);
+		goto out;
+	}
+	have_an = rc >= 0;
 	now = shmt_now(h);
 	if (c->json)
-		rc = shmtc_json_emit(stat_json(h, &st, now, &d, have_dict));
+		rc = shmtc_json_emit(stat_json(h, &st, now, &d, have_dict, &a,
+		    have_an));
 	else
-		rc = stat_human(h, &st, now, &d, have_dict);
+		rc = stat_human(h, &st, now, &d, have_dict, &a, have_an);
 out:
 	shmt_close(h);
 	return rc;

@@ -2,7 +2,8 @@
 /*
  * watch: a live full-screen view like top(1).  Every frame reads the
  * segment's and each limiter's stats, derives operations per second from
- * the counters, and keeps that history in this process for the sparklines.
+ * the counters, and keeps that history in this process for the sparklines;
+ * below the limiters, the hottest keys of the analyzer's window.
  *
  * The terminal: raw input (no echo, no line buffering; signals stay on, so
  * Ctrl-C is SIGINT), the alternate screen and a hidden cursor.  All of it is
@@ -14,6 +15,7 @@
 #include "cli.h"
 
 #include "fmt.h"
+#include "hot.h"
 #include "limlist.h"
 
 #include <errno.h>
@@ -35,6 +37,10 @@
 #define HIST_MAX 4096
 #define BAR_WIDTH 20
 #define NAME_WIDTH 20
+/* The hot-keys panel: its rows (top(1)'s habit of a short list that fits
+ * beside the rest) and the width a key's name is cut to. */
+#define HOT_ROWS 5
+#define HOT_NAME_WIDTH 32
 
 struct sample {
 	shmt_time_t t;
@@ -311,6 +317,19 @@ frame_header(FILE *f, const struct watch *w, const shmt_segment_stat_t *st,
 	put_line(f, w, line);
 }
 
+/* A bar of BAR_WIDTH cells, FILL of them full. */
+static void
+bar_fill(char *bar, int fill)
+{
+	if (fill < 0)
+		fill = 0;
+	if (fill > BAR_WIDTH)
+		fill = BAR_WIDTH;
+	memset(bar, '#', (size_t)fill);
+	memset(bar + fill, '.', (size_t)(BAR_WIDTH - fill));
+	bar[BAR_WIDTH] = '\0';
+}
+
 static void
 frame_row(FILE *f, const struct watch *w, const shmt_limiter_stat_t *l,
     const struct hist *hs, shmt_time_t now)
@@ -318,14 +337,9 @@ frame_row(FILE *f, const struct watch *w, const shmt_limiter_stat_t *l,
 	uint64_t used = l->per_client ? l->clients_in_use : l->in_flight;
 	uint64_t whole = l->per_client ? l->client_capacity : l->limit;
 	char bar[BAR_WIDTH + 1], pct[8], amount[48], ops[24], line[512];
-	int fill = whole ? (int)((used * BAR_WIDTH + whole / 2) / whole) : 0;
 	int room;
 
-	if (fill > BAR_WIDTH)
-		fill = BAR_WIDTH;
-	memset(bar, '#', (size_t)fill);
-	memset(bar + fill, '.', (size_t)(BAR_WIDTH - fill));
-	bar[BAR_WIDTH] = '\0';
+	bar_fill(bar, whole ? (int)((used * BAR_WIDTH + whole / 2) / whole) : 0);
 	shmtc_fmt_pct(pct, sizeof(pct), used, whole);
 	snprintf(amount, sizeof(amount), "%llu/%llu%s",
 	    (unsigned long long)used, (unsigned long long)whole,
@@ -343,6 +357,60 @@ frame_row(FILE *f, const struct watch *w, const shmt_limiter_stat_t *l,
 	fputs(w->tty_out ? "\033[K\n" : "\n", f);
 }
 
+struct hot_panel {
+	int rc;                 /* keys hot, or a negative error */
+	shmt_hotkey_t *v;
+	size_t n;
+	shmt_top_info_t info;
+};
+
+/* The lines the panel takes: a blank one, its title, a row per key (or
+ * one saying there is none). */
+static size_t
+hot_lines(const struct hot_panel *p)
+{
+	return p->rc < 0 ? 2 : 2 + (p->n > 0 ? p->n : 1);
+}
+
+static void
+hot_panel(FILE *f, const struct watch *w, const struct hot_panel *p)
+{
+	char line[512], span[SHMTC_FMT_MAX], pct[16], bar[BAR_WIDTH + 1];
+
+	put_line(f, w, "");
+	if (p->rc == -ENODEV) {
+		put_line(f, w, "HOT KEYS  none (created without the analyzer)");
+		return;
+	}
+	if (p->rc < 0) {
+		snprintf(line, sizeof(line), "HOT KEYS  %s",
+		    shmt_strerror(p->rc));
+		put_line(f, w, line);
+		return;
+	}
+	snprintf(line, sizeof(line), "HOT KEYS  last %s, %llu requests, "
+	    "threshold %s%s", shmtc_fmt_dur(span, sizeof(span),
+	    p->info.span_end_ns - p->info.span_start_ns),
+	    (unsigned long long)p->info.total,
+	    shmtc_hot_pct_ppm(pct, sizeof(pct), p->info.threshold_ppm),
+	    (size_t)p->rc > p->n ? "  (top shows all)" : "");
+	put_line(f, w, line);
+	if (p->n == 0)
+		put_line(f, w, "(no key over the threshold)");
+	for (size_t i = 0; i < p->n; i++) {
+		const shmt_hotkey_t *k = &p->v[i];
+		char *name = shmtc_hot_name(k);
+
+		bar_fill(bar, (int)lround(k->share * BAR_WIDTH));
+		snprintf(line, sizeof(line), "%-6s %-*.*s [%s] %5.1f%%  "
+		    "%llu..%llu", shmtc_hot_kind(k->kind), HOT_NAME_WIDTH,
+		    HOT_NAME_WIDTH, name ? name : "?", bar, k->share * 100,
+		    (unsigned long long)k->lower, (unsigned long long)k->upper);
+		put_line(f, w, line);
+		free(name);
+	}
+}
+
 /* Compose one frame in memory and write it with one write(2), so the
  * terminal never shows half a frame. */
 static int
@@ -350,8 +418,9 @@ frame(struct watch *w)
 {
 	shmt_limiter_stat_t *v = NULL;
 	shmt_segment_stat_t st;
+	struct hot_panel hp;
 	char *buf = NULL;
-	size_t len = 0, n = 0, shown;
+	size_t len = 0, n = 0, shown, room;
 	double total = -1;
 	FILE *f;
 	shmt_time_t now;
@@ -370,16 +439,22 @@ frame(struct watch *w)
 		if (hs->ops >= 0)
 			total = (total < 0 ? 0 : total) + hs->ops;
 	}
+	/* A segment without the analyzer, or one that cannot answer now,
+	 * still shows its limiters: the panel says why it is empty. */
+	hp.rc = shmtc_hot_read(w->h, HOT_ROWS, &hp.v, &hp.n, &hp.info);
 	if ((f = open_memstream(&buf, &len)) == NULL) {
+		free(hp.v);
 		free(v);
 		return -ENOMEM;
 	}
 	if (w->tty_out)
 		fputs("\033[H", f);
 	frame_header(f, w, &st, now, total);
-	/* Four lines of header and one for "more" leave the rest to rows. */
-	shown = w->tty_out && w->rows > 5 && n > (size_t)(w->rows - 5) ?
-	    (size_t)(w->rows - 5) : n;
+	/* Four lines of header, one for "more" and the hot-keys panel leave
+	 * the rest to rows; one limiter is always shown. */
+	room = w->rows > 5 + (int)hot_lines(&hp) ?
+	    (size_t)w->rows - 5 - hot_lines(&hp) : 1;
+	shown = w->tty_out && n > room ? room : n;
 	for (size_t i = 0; i < shown; i++)
 		frame_row(f, w, &v[i], hist_find(w, v[i].name), now);
 	if (n == 0)
@@ -387,11 +462,13 @@ frame(struct watch *w)
 	else if (shown < n)
 		fprintf(f, "... %zu more (a taller terminal shows them)%s\n",
 		    n - shown, w->tty_out ? "\033[K" : "");
+	hot_panel(f, w, &hp);
 	fputs(w->tty_out ? "\033[J" : "\n", f);
 	fclose(f);
 	if (buf != NULL)
 		term_write(buf);
 	free(buf);
+	free(hp.v);
 	free(v);
 	return 0;
 }

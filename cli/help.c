@@ -123,14 +123,34 @@ KEY_RULES
 "Options:\n"
 "      --key-hex         KEY is hex\n";
 
+const char shmtc_help_top[] =
+"The hot keys of the analyzer's window (60 s by default): every key that\n"
+"may have more than the threshold (10% by default) of the requests, most\n"
+"requested first.  Dictionary gets count as requests of their key (kind\n"
+"dict), and per-client limiter calls as requests of their client (kind\n"
+"client) when the segment was created so.  Each row has LOWER and UPPER\n"
+"bounds of the key's requests in the covered span (the true count lies\n"
+"between them) and its SHARE (LOWER of all requests).  A key is shown\n"
+"escaped as 'keys' shows it; a truncated one as its first bytes, '...' and\n"
+"its length; one known by its hash alone as '(hash 0x...)'.  The first\n"
+"line gives the covered span (the window and at most one sub-window more),\n"
+"the requests in it, the error (a key not listed had at most that many),\n"
+"the threshold, and whether every key over the threshold of the exact\n"
+"window is listed (certified).  Exit 0, also with no hot key; exit 3 when\n"
+"the segment was created without the analyzer.\n"
+"\n"
+"Options:\n"
+"  -n, --count N         show at most N keys (default 20; 0: all)\n";
+
 const char shmtc_help_watch[] =
 "A live full-screen view, refreshed every SECS seconds (default 1): the\n"
 "daemon, the slots, and per limiter a bar of used and free uses, operations\n"
 "per second and a sparkline of operations per second over the last minutes\n"
-"(history is kept by this process from its start).  Keys: q quits, r\n"
-"redraws.  The terminal is restored on exit and on SIGINT, SIGTERM and\n"
-"SIGHUP.  -n FRAMES stops after that many frames.  On a non-terminal it\n"
-"prints the frames one after another without escapes.\n"
+"(history is kept by this process from its start); below, the five hottest\n"
+"keys of the analyzer's window with bars of their share (see top).  Keys:\n"
+"q quits, r redraws.  The terminal is restored on exit and on SIGINT,\n"
+"SIGTERM and SIGHUP.  -n FRAMES stops after that many frames.  On a\n"
+"non-terminal it prints the frames one after another without escapes.\n"
 "\n"
 "Options:\n"
 "  -d, --delay SECS      seconds between frames (0.05 to 3600)\n"
@@ -152,6 +172,7 @@ const char shmtc_help_create[] =
 "                        each needs at least 2M of the heap\n"
 "      --no-eviction     a full dictionary refuses writes (exit 1)\n"
 "      --counters BYTES  counters heap, 0 for none (default 8M)\n"
+"      --analyzer BYTES  hot-key analyzer, 0 for none (default 1M)\n"
 "      --mode OCTAL      permission bits (default 0600)\n";
 
 const char shmtc_help_destroy[] =

@@ -7,6 +7,8 @@
  */
 #include "cli.h"
 
+#include "bytes.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -14,15 +16,15 @@
 
 /*
  * The command table.  Commands appear here only once the library has their
- * capability: the analyzer (top) joins as the library grows, as one more
- * row and one cmd_*.c file, with its help text in help.c.
+ * capability; a new one is one more row and one cmd_*.c file, with its help
+ * text in help.c.
  */
 extern const char shmtc_help_stat[], shmtc_help_limiters[],
     shmtc_help_buckets[], shmtc_help_try[], shmtc_help_next_key[],
     shmtc_help_create[], shmtc_help_destroy[], shmtc_help_check[],
     shmtc_help_watch[], shmtc_help_help[], shmtc_help_get[],
     shmtc_help_set[], shmtc_help_del[], shmtc_help_incr[], shmtc_help_keys[],
-    shmtc_help_hit[];
+    shmtc_help_hit[], shmtc_help_top[];
 
 const struct shmtc_cmd shmtc_commands[] = {
 	{ "stat", "", "the segment, its regions, daemon and slots",
@@ -47,6 +49,8 @@ const struct shmtc_cmd shmtc_commands[] = {
 	  shmtc_help_keys, 1, shmtc_cmd_keys },
 	{ "hit", "KEY", "count one hit, print hits in the window",
 	  shmtc_help_hit, 1, shmtc_cmd_hit },
+	{ "top", "[-n N]", "the hot keys of the window, with their bounds",
+	  shmtc_help_top, 1, shmtc_cmd_top },
 	{ "check", "", "scan the segment and name every problem found",
 	  shmtc_help_check, 1, shmtc_cmd_check },
 	{ "watch", "[-d SECS] [-n FRAMES]", "a live full-screen view",
@@ -250,6 +254,25 @@ shmtc_json_u64(uint64_t v)
 {
 	return v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) :
 	    json_null();
+}
+
+int
+shmtc_json_bytes(json_t *o, const char *field, const char *encfield,
+    const void *p, size_t n)
+{
+	json_t *s = json_stringn(p, n);
+	char *b64;
+
+	if (s != NULL)
+		return json_object_set_new(o, field, s) == 0 ? 0 : -ENOMEM;
+	if ((b64 = shmtc_base64(p, n)) == NULL)
+		return -ENOMEM;
+	s = json_string(b64);
+	free(b64);
+	if (s == NULL || json_object_set_new(o, field, s) != 0 ||
+	    json_object_set_new(o, encfield, json_string("base64")) != 0)
+		return -ENOMEM;
+	return 0;
 }
 
 int

@@ -1094,6 +1094,317 @@ test_check_damaged_dict(void **state)
 	fx_free(&f);
 }
 
+/* ---- top: the hot keys ------------------------------------------------- */
+
+#define MIN_NS (60 * NS_S)
+#define TOP_BATCHES 4
+#define TOP_BATCH 500
+#define LONGKEY "long:0123456789abcdef0123456789abcdef0123456789abcdef0123456"
+#define WARMKEY "\x01warm\xff"
+
+/* The trace: TOP_BATCHES batches of TOP_BATCH requests, one batch per
+ * sub-window (5 min of a 1 h window), fed on the injected clock over the
+ * last 20 minutes.  Per batch: user:hot 150 (30%), the binary WARMKEY 75
+ * (15%), LONGKEY (60 bytes, more than the analyzer keeps) 60 (12%), the
+ * client "bob" of a per-client limiter 55 (11%), and 160 noise keys seen
+ * once each, in an order shuffled with a fixed seed so that the golden
+ * files hold.  The test knows every key's true count. */
+enum { T_HOT, T_WARM, T_LONG, T_CLIENT, T_NOISE };
+static const unsigned top_mix[] = { 150, 75, 60, 55, 160 };
+
+static void
+fx_top(struct fx *f, const char *tag)
+{
+	shmt_limit_t l = { 0 };
+	shmt_config_t cfg;
+	uint64_t rng = 0x5eed0f70b5ULL;
+	int noise = 0;
+
+	memset(f, 0, sizeof(*f));
+	tu_segname(f->seg, sizeof(f->seg), tag);
+	tc_track(f->seg);
+	shmt_config_init(&cfg);
+	cfg.max_limiters = 4;
+	cfg.max_slots = 16;
+	cfg.arena_bytes = 1 << 20;
+	cfg.dict_bytes = 4 << 20;
+	cfg.dict_shards = 2;
+	cfg.counters_bytes = 0;
+	/* An hour's window: what the test fed stays inside it however slow
+	 * the machine, and the covered span is 60 to 65 minutes. */
+	cfg.analyzer_window_ns = HOUR;
+	cfg.analyzer_subwindows = 12;
+	cfg.analyzer_clients = 1;
+	assert_int_equal(shmt_create(f->seg, &cfg, &f->h), 0);
+	l.limit = 1000;
+	l.window_ns = HOUR;
+	l.slack_ns = NS_S;
+	l.slack_uses = 1;
+	l.per_client = 1;
+	l.client_capacity = 8;
+	assert_int_equal(shmt_limiter_define(f->h, "per", &l), 0);
+	assert_int_equal(shmt_set(f->h, "user:hot", 8, "v", 1, 0), 0);
+	f->t0 = shmt_now(f->h);
+	assert_int_equal(shmt_set_clock(f->h, tu_clock_read, &f->clk), 0);
+	if (f->t0 < TOP_BATCHES * 5 * MIN_NS) {
+		/* The trace reaches 20 minutes back on the monotonic clock. */
+		printf("# monotonic clock under 20 minutes old: skipped\n");
+		fx_free(f);
+		skip();
+	}
+	for (int b = 0; b < TOP_BATCHES; b++) {
+		unsigned char order[TOP_BATCH];
+		size_t k = 0;
+
+		for (int t = T_HOT; t <= T_NOISE; t++)
+			for (unsigned i = 0; i < top_mix[t]; i++)
+				order[k++] = (unsigned char)t;
+		assert_int_equal(k, TOP_BATCH);
+		for (size_t i = TOP_BATCH - 1; i > 0; i--) {
+			size_t j = tu_rand(&rng) % (i + 1);
+			unsigned char x = order[i];
+
+			order[i] = order[j];
+			order[j] = x;
+		}
+		f->clk.now = f->t0 - (uint64_t)(TOP_BATCHES - 1 - b) * 5 * MIN_NS;
+		for (size_t i = 0; i < TOP_BATCH; i++) {
+			char key[32], buf[8];
+			size_t n;
+
+			switch (order[i]) {
+			case T_HOT:
+				assert_int_equal(shmt_get(f->h, "user:hot", 8,
+				    buf, sizeof(buf), &n), 0);
+				break;
+			case T_WARM:
+				assert_int_equal(shmt_get(f->h, WARMKEY, 6,
+				    buf, sizeof(buf), &n), -ENOENT);
+				break;
+			case T_LONG:
+				assert_int_equal(strlen(LONGKEY), 60);
+				assert_int_equal(shmt_get(f->h, LONGKEY, 60,
+				    buf, sizeof(buf), &n), -ENOENT);
+				break;
+			case T_CLIENT:
+				assert_int_equal(shmt_try_use(f->h, "per", "bob",
+				    3), 1);
+				break;
+			default:
+				snprintf(key, sizeof(key), "noise:%d", noise++);
+				assert_int_equal(shmt_get(f->h, key, strlen(key),
+				    buf, sizeof(buf), &n), -ENOENT);
+				break;
+			}
+		}
+	}
+}
+
+/* The true count of the key of JSON row E, as the trace made it. */
+static uint64_t
+top_truth(json_t *e)
+{
+	const char *kind = json_string_value(json_object_get(e, "kind"));
+	const char *key = json_string_value(json_object_get(e, "key"));
+	json_t *enc = json_object_get(e, "key_encoding");
+	uint64_t len = jint(e, "key_length");
+
+	assert_non_null(key);
+	if (strcmp(kind, "client") == 0) {
+		assert_string_equal(key, "bob");
+		return TOP_BATCHES * top_mix[T_CLIENT];
+	}
+	assert_string_equal(kind, "dict");
+	if (enc != NULL) {
+		/* WARMKEY is not UTF-8: base64 of its 6 bytes. */
+		assert_string_equal(json_string_value(enc), "base64");
+		assert_string_equal(key, "AXdhcm3/");
+		return TOP_BATCHES * top_mix[T_WARM];
+	}
+	if (strcmp(key, "user:hot") == 0)
+		return TOP_BATCHES * top_mix[T_HOT];
+	if (len == 60) {
+		/* More than the analyzer keeps: a prefix, marked. */
+		assert_true(json_is_true(json_object_get(e, "truncated")));
+		assert_true(strlen(key) < 60);
+		assert_memory_equal(key, LONGKEY, strlen(key));
+		return TOP_BATCHES * top_mix[T_LONG];
+	}
+	assert_memory_equal(key, "noise:", 6);
+	return 1;
+}
+
+/* Every key over 10% of the trace is listed, and each row's bounds hold
+ * its true count. */
+static void
+top_check_truth(json_t *j)
+{
+	uint64_t total = TOP_BATCHES * TOP_BATCH, seen = 0;
+	size_t i;
+	json_t *e;
+
+	assert_true(jint(j, "total") == total);
+	json_array_foreach(json_object_get(j, "keys"), i, e) {
+		uint64_t truth = top_truth(e);
+
+		if (jint(e, "lower") > truth || jint(e, "upper") < truth)
+			fail_msg("row %zu: %" PRIu64 " not in [%" PRIu64 ", %"
+			    PRIu64 "]", i, truth, jint(e, "lower"),
+			    jint(e, "upper"));
+		assert_true(json_real_value(json_object_get(e, "share")) ==
+		    (double)jint(e, "lower") / (double)total);
+		if (truth * 10 > total)
+			seen++;
+	}
+	assert_int_equal(seen, 4);
+}
+
+static void
+test_top(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	json_t *j;
+
+	fx_top(&f, "top");
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "top"));
+	j = parse(&r);
+	top_check_truth(j);
+	expect_now_inside(j, &r);
+	assert_true(jint(j, "span_end_ns") == jint(j, "now_ns"));
+	assert_true(jint(j, "span_ns") == jint(j, "now_ns") -
+	    jint(j, "span_start_ns"));
+	/* The span covers the window and at most one sub-window more (less
+	 * only when the monotonic clock has run for less than that), and so
+	 * the whole trace. */
+	assert_true(jint(j, "span_ns") >= HOUR || jint(j, "span_start_ns") == 0);
+	assert_true(jint(j, "span_ns") <= HOUR + 5 * MIN_NS);
+	assert_true(jint(j, "span_start_ns") <=
+	    f.t0 - (TOP_BATCHES - 1) * 5 * MIN_NS);
+	null_field(j, "segment");
+	null_field(j, "now_ns");
+	null_field(j, "span_start_ns");
+	null_field(j, "span_end_ns");
+	null_field(j, "span_ns");
+	golden_json("top.json", j);
+	json_decref(j);
+	tc_run_free(&r);
+
+	expect_run(&r, 0, ARGV("-s", f.seg, "top"));
+	{
+		char span[32], ago[48];
+
+		int64_t shown, lo = (int64_t)(r.t_start < HOUR ? r.t_start :
+		    HOUR) - (int64_t)NS_S;
+
+		/* "1h03m" (minutes truncated) or, on a clock younger than
+		 * the window, "42m05s" (seconds truncated). */
+		assert_int_equal(sscanf(r.out, "last %31[0-9hms]:", span), 1);
+		snprintf(ago, sizeof(ago), "%s ago", span);
+		shown = -parse_rel(ago);
+		if (shown < lo - (int64_t)MIN_NS ||
+		    shown > (int64_t)(HOUR + 5 * MIN_NS))
+			fail_msg("span '%s' is not the window", span);
+	}
+	tc_mask(&r.out, "^last [0-9hms]+:", "last {SPAN}:");
+	tc_golden("top.txt", r.out);
+	tc_run_free(&r);
+
+	/* -n cuts the list and says how many more there are. */
+	expect_run(&r, 0, ARGV("-s", f.seg, "top", "-n", "1"));
+	assert_non_null(strstr(r.out, "\ndict  user:hot "));
+	assert_non_null(strstr(r.out, "\n... 3 more (-n 0 shows all)\n"));
+	assert_null(strstr(r.out, "bob"));
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", f.seg, "top", "--json", "-n", "2"));
+	j = parse(&r);
+	assert_int_equal(jint(j, "hot"), 4);
+	assert_int_equal(json_array_size(json_object_get(j, "keys")), 2);
+	json_decref(j);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+/* A key seen once and absent from the dictionary is known by its hash
+ * alone; a window without requests has no hot key and still exits 0. */
+static void
+test_top_hash_only(void **state)
+{
+	struct tc_run r;
+	char want[64];
+	struct fx f;
+	json_t *j, *e;
+	size_t n;
+
+	fx_make(&f, "tophash", 0);
+	expect_run(&r, 0, ARGV("-s", f.seg, "top"));
+	assert_non_null(strstr(r.out, ": 0 requests, error <= 0 per key, "
+	    "threshold 10%, certified for the exact window\n"
+	    "(no key over the threshold)\n"));
+	tc_run_free(&r);
+	assert_int_equal(shmt_get(f.h, "solo", 4, NULL, 0, &n), -ENOENT);
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "top"));
+	j = parse(&r);
+	assert_int_equal(jint(j, "total"), 1);
+	e = json_array_get(json_object_get(j, "keys"), 0);
+	assert_true(json_is_null(json_object_get(e, "key")));
+	assert_true(json_is_null(json_object_get(e, "key_length")));
+	assert_int_equal(jint(e, "lower"), 1);
+	snprintf(want, sizeof(want), "dict  (hash %s)",
+	    json_string_value(json_object_get(e, "hash")));
+	json_decref(j);
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", f.seg, "top"));
+	if (strstr(r.out, want) == NULL)
+		fail_msg("top lacks \"%s\": %s", want, r.out);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+/* A segment made without the analyzer: top says so and exits 3; stat
+ * shows it as none. */
+static void
+test_no_analyzer(void **state)
+{
+	shmt_config_t cfg;
+	struct tc_run r;
+	char seg[128];
+	shmt_t *h;
+	json_t *j;
+
+	tu_segname(seg, sizeof(seg), "noan");
+	tc_track(seg);
+	shmt_config_init(&cfg);
+	cfg.max_slots = 16;
+	cfg.arena_bytes = 64 << 10;
+	cfg.dict_bytes = 4 << 20;
+	cfg.dict_shards = 1;
+	cfg.counters_bytes = 0;
+	cfg.analyzer_bytes = 0;
+	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
+	expect_run(&r, 3, ARGV("-s", seg, "top"));
+	expect_err(&r, "has no analyzer");
+	expect_err(&r, seg);
+	assert_string_equal(r.out, "");
+	tc_run_free(&r);
+	expect_run(&r, 3, ARGV("-s", seg, "--json", "top", "-n", "3"));
+	expect_err(&r, "has no analyzer");
+	assert_string_equal(r.out, "");
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", seg, "stat"));
+	if (strstr(r.out, "\nanalyzer   none (created with its size 0)\n") ==
+	    NULL)
+		fail_msg("stat: %s", r.out);
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", seg, "--json", "stat"));
+	j = parse(&r);
+	assert_true(json_is_null(json_object_get(j, "analyzer")));
+	json_decref(j);
+	tc_run_free(&r);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 /* ---- errors: missing, incompatible, damaged ---------------------------- */
 
 static void
@@ -1103,7 +1414,7 @@ test_missing(void **state)
 		{ "stat" }, { "limiters" }, { "buckets", "x" }, { "try", "x" },
 		{ "next-key", "x" }, { "check" }, { "watch", "-n", "1" },
 		{ "get", "k" }, { "set", "k", "v" }, { "del", "k" },
-		{ "incr", "k" }, { "keys" }, { "hit", "k" },
+		{ "incr", "k" }, { "keys" }, { "hit", "k" }, { "top" },
 	};
 	char seg[128];
 
@@ -1227,6 +1538,9 @@ test_usage_errors(void **state)
 	expect_usage(ARGV("--json", "watch"), "watch does not take --json");
 	expect_usage(ARGV("create", "--arena", "lots"), "bad value 'lots'");
 	expect_usage(ARGV("help", "nosuch"), "unknown command 'nosuch'");
+	expect_usage(ARGV("top", "-n", "x"), "bad count 'x'");
+	expect_usage(ARGV("top", "-n", "-1"), "bad count '-1'");
+	expect_usage(ARGV("top", "extra"), "unexpected argument 'extra'");
 	expect_usage((const char *const[]){ NULL }, "no command given");
 	{
 		struct tc_run r;
@@ -1243,7 +1557,7 @@ test_help(void **state)
 {
 	static const char *const cmds[] = { "stat", "limiters", "buckets",
 		"try", "next-key", "check", "watch", "create", "destroy",
-		"get", "set", "del", "incr", "keys", "hit" };
+		"get", "set", "del", "incr", "keys", "hit", "top" };
 	struct tc_run r, r2;
 
 	expect_run(&r, 0, ARGV("--help"));
@@ -1394,6 +1708,9 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_no_dict, tc_cleanup),
 		cmocka_unit_test_teardown(test_dict_usage, tc_cleanup),
 		cmocka_unit_test_teardown(test_check_damaged_dict, tc_cleanup),
+		cmocka_unit_test_teardown(test_top, tc_cleanup),
+		cmocka_unit_test_teardown(test_top_hash_only, tc_cleanup),
+		cmocka_unit_test_teardown(test_no_analyzer, tc_cleanup),
 		cmocka_unit_test_teardown(test_missing, tc_cleanup),
 		cmocka_unit_test_teardown(test_incompatible, tc_cleanup),
 		cmocka_unit_test_teardown(test_other_format, tc_cleanup),

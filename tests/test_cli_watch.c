@@ -3,9 +3,9 @@
  * `shmthrottle watch` under a pseudo-terminal: it draws frames, switches the
  * terminal to raw input while it runs, and gives the terminal back exactly
  * as it found it when 'q' is typed, on SIGTERM and on Ctrl-C (SIGINT from
- * the terminal); it also releases its process slot.  Without a terminal it
- * prints plain frames.  Frames come every 50 ms (-d 0.05), so no test waits
- * for a real second.
+ * the terminal); it also releases its process slot.  Frames show the hot
+ * keys the test requested.  Without a terminal it prints plain frames.
+ * Frames come every 50 ms (-d 0.05), so no test waits for a real second.
  *
  * Usage: test_cli_watch CLI-BINARY.
  */
@@ -201,6 +201,13 @@ test_quit(void **state)
 	expect_raw(&t);
 	for (int i = 0; i < 40; i++)
 		assert_int_equal(shmt_try_use_key(t.h, "web"), 1);
+	/* Every request of the window is for one key: a full share bar. */
+	for (int i = 0; i < 10; i++) {
+		size_t n;
+
+		assert_int_equal(shmt_get(t.h, "user:hot", 8, NULL, 0, &n),
+		    -ENOENT);
+	}
 	wait_frames(&t, 5);
 	assert_int_equal(write(t.master, "q", 1), 1);
 	st = term_wait(&t);
@@ -214,6 +221,13 @@ test_quit(void **state)
 	assert_true(shows_ops(t.out));
 	/* The sparkline, in block characters under a UTF-8 locale. */
 	assert_non_null(strstr(t.out, "\xe2\x96"));
+	/* The hot-keys panel, before and after the requests. */
+	assert_non_null(strstr(t.out, "(no key over the threshold)"));
+	assert_non_null(strstr(t.out, "HOT KEYS  last "));
+	assert_non_null(strstr(t.out, ", 10 requests, threshold 10%"));
+	assert_non_null(strstr(t.out, "dict   user:hot "));
+	assert_non_null(strstr(t.out, "[####################] 100.0%  "
+	    "10..10"));
 	term_free(&t);
 }
 
@@ -274,6 +288,8 @@ test_plain(void **state)
 		assert_int_equal(n, 3);
 	}
 	assert_non_null(strstr(r.out, "(no limiters defined)"));
+	assert_non_null(strstr(r.out, "\nHOT KEYS  last "));
+	assert_non_null(strstr(r.out, "\n(no key over the threshold)\n"));
 	tc_run_free(&r);
 	shmt_close(h);
 	assert_int_equal(shmt_unlink(seg), 0);
