@@ -102,7 +102,7 @@ ht_record(struct ht_key *k, uint64_t now)
 	k->t[k->n++] = now;
 }
 
-/* Hits of K at most AGE old... strictly less than AGE: now - t < AGE. */
+/* Hits of K younger than AGE: those with now - t < AGE. */
 static uint64_t
 ht_count(const struct ht_key *k, uint64_t now, uint64_t age)
 {
