@@ -223,26 +223,30 @@ tls_get(shmt_t *h)
 }
 
 /* The shared stripe's lock: the owner's pid, or 0.  A waiter that finds
- * the owner dead takes the lock over. */
-static void
+ * the owner dead takes the lock over.  Returns 0 when it holds the lock,
+ * -1 when it gave up: the lock word names a live process that never lets
+ * go (a damaged segment, or a stopped owner), and the request goes
+ * uncounted rather than the caller waiting for ever. */
+static int
 shared_lock(const struct shmt_an *an)
 {
 	uint32_t *lk = (uint32_t *)(an->base + an->lock_off);
 	uint32_t me = (uint32_t)getpid();
 
-	for (unsigned i = 0;; i++) {
+	for (unsigned i = 0; i < (1U << 22); i++) {
 		uint32_t cur = 0;
 
 		if (__atomic_compare_exchange_n(lk, &cur, me, 0,
 		    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			return;
+			return 0;
 		if (i % 4096 == 4095 && cur != 0 &&
 		    !shmt__pid_alive((pid_t)cur, 0) &&
 		    __atomic_compare_exchange_n(lk, &cur, me, 0,
 		    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			return;
+			return 0;
 		ck_pr_stall();
 	}
+	return -1;
 }
 
 static void
@@ -403,7 +407,8 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 	}
 	s = sum_at(an, (uint32_t)(t->id % an->rings), t->stripe);
 	if (t->stripe == SHMT_AN_STRIPES) {
-		shared_lock(an);
+		if (shared_lock(an) != 0)
+			return;
 		sum_update(an, s, t->id, hash, key, klen, kind);
 		shared_unlock(an);
 	} else {

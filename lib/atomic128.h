@@ -9,14 +9,51 @@
 /*
  * Every shared 16-byte word (a limiter's state W, a ring slot, a log slot, a
  * client's hash) is read with an atomic 16-byte load and changed only by a
- * 16-byte CAS.  GCC routes both through libatomic, which uses cmpxchg16b on
- * x86-64 (and vmovdqa for loads on CPUs that make it atomic), LSE casp on
- * AArch64, and which ThreadSanitizer understands.  A CAS is sequentially
- * consistent on success; on failure it acts as an acquire load of the
- * current value, which it stores in *expected.
+ * 16-byte CAS.  A CAS is sequentially consistent on success; on failure it
+ * acts as an acquire load of the current value, which it stores in
+ * *expected.  Elsewhere than x86-64, GCC's __atomic builtins (libatomic)
+ * do the work.
  */
 typedef unsigned __int128 shmt_u128;
 
+#if defined(__x86_64__)
+/*
+ * On x86-64, ck_pr's inline cmpxchg16b: no call through libatomic, and
+ * atomic across processes in every build.  (ThreadSanitizer runs
+ * __atomic 16-byte operations under a lock private to each process, which
+ * does not make them atomic between processes.)
+ */
+#include <ck_pr.h>
+
+static inline void
+shmt__load128(const void *p, uint64_t out[2])
+{
+	ck_pr_load_64_2((const uint64_t *)p, out);
+}
+
+static inline int
+shmt__cas128(void *p, uint64_t expected[2], const uint64_t desired[2])
+{
+	uint64_t cur[2];
+
+	if (ck_pr_cas_64_2_value((uint64_t *)p, expected,
+	    (uint64_t *)(uintptr_t)desired, cur))
+		return 1;
+	expected[0] = cur[0];
+	expected[1] = cur[1];
+	return 0;
+}
+
+static inline void
+shmt__store128(void *p, const uint64_t in[2])
+{
+	uint64_t cur[2];
+
+	shmt__load128(p, cur);
+	while (!shmt__cas128(p, cur, in))
+		;
+}
+#else
 static inline void
 shmt__load128(const void *p, uint64_t out[2])
 {
@@ -34,20 +71,6 @@ shmt__store128(void *p, const uint64_t in[2])
 	__atomic_store_n((shmt_u128 *)p, v, __ATOMIC_RELEASE);
 }
 
-/*
- * A cheaper read of a 16-byte word: the high half, then the low half, each
- * an atomic 8-byte load.  The pair may never have been in memory at once.
- * It is only used where a later CAS validates it and the word's fields only
- * move one way (see "Torn reads" in limiter.c): then a successful CAS proves
- * that the word held exactly this value from the second load on.
- */
-static inline void
-shmt__load128_hilo(const void *p, uint64_t out[2])
-{
-	out[1] = __atomic_load_n((const uint64_t *)p + 1, __ATOMIC_ACQUIRE);
-	out[0] = __atomic_load_n((const uint64_t *)p, __ATOMIC_ACQUIRE);
-}
-
 /* Returns 1 on success; on failure 0, with the current value in expected. */
 static inline int
 shmt__cas128(void *p, uint64_t expected[2], const uint64_t desired[2])
@@ -62,6 +85,21 @@ shmt__cas128(void *p, uint64_t expected[2], const uint64_t desired[2])
 	if (!ok)
 		memcpy(expected, &e, sizeof(e));
 	return ok;
+}
+#endif
+
+/*
+ * A cheaper read of a 16-byte word: the high half, then the low half, each
+ * an atomic 8-byte load.  The pair may never have been in memory at once.
+ * It is only used where a later CAS validates it and the word's fields only
+ * move one way (see "Torn reads" in limiter.c): then a successful CAS proves
+ * that the word held exactly this value from the second load on.
+ */
+static inline void
+shmt__load128_hilo(const void *p, uint64_t out[2])
+{
+	out[1] = __atomic_load_n((const uint64_t *)p + 1, __ATOMIC_ACQUIRE);
+	out[0] = __atomic_load_n((const uint64_t *)p, __ATOMIC_ACQUIRE);
 }
 
 #endif /* SHMT_ATOMIC128_H */

@@ -544,9 +544,10 @@ reap_expired(const struct shmt_store *st, struct shmt_shard *sh, uint64_t now,
 	char *heap = shard_heap(st, sh);
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
-		uint64_t *link = &index[b];
+		uint64_t *link = &index[b], steps = st->heap_bytes / 64;
 
-		while (*link != 0) {
+		/* The step bound stops a cycle in a damaged chain. */
+		while (*link != 0 && steps-- > 0) {
 			struct shmt_item *it = item_at(st, heap, *link - 1);
 
 			if (it == NULL)
@@ -584,10 +585,10 @@ evict_one(const struct shmt_store *st, struct shmt_shard *sh, uint64_t now,
 
 	for (uint64_t k = 0; k < st->nbuckets && seen < 16; k++) {
 		uint64_t b = (sh->ds_hand + k) & (st->nbuckets - 1);
-		uint64_t *link = &index[b];
+		uint64_t *link = &index[b], steps = st->heap_bytes / 64;
 		uint32_t age = coarse(now) - atime[b];
 
-		while (*link != 0) {
+		while (*link != 0 && steps-- > 0) {
 			struct shmt_item *it = item_at(st, heap, *link - 1);
 
 			if (it == NULL)

@@ -536,6 +536,21 @@ slot_open(struct shmt_ring_slot *slot, uint32_t serial, uint64_t close)
 
 /* ---- The ring of buckets ------------------------------------------------- */
 
+/* A slot read for serial SERIAL: SLOT_OK when it holds it, SLOT_STALE when
+ * it holds a newer one (the caller's W is stale: the ring has moved on, so
+ * reload W and retry), or SHMT_ECORRUPT when it holds an older one (a
+ * bucket's slot is written before any W names the bucket). */
+#define SLOT_OK 0
+#define SLOT_STALE 2
+
+static int
+slot_is(const uint64_t s[2], uint32_t serial)
+{
+	int32_t age = (int32_t)(SLOT_SERIAL(s) - serial);
+
+	return age == 0 ? SLOT_OK : age > 0 ? SLOT_STALE : SHMT_ECORRUPT;
+}
+
 struct bk_ctx {
 	uint64_t limit, window, slack;
 	uint32_t slack_uses, nb;
@@ -621,8 +636,10 @@ w_valid(const struct bk_ctx *c, struct shmt_w w)
 
 /*
  * If the oldest bucket in use has cooled at NOW, compute in *NW the word
- * that releases it and return 1; return 0 when nothing is due, or an error.
- * *DUE gets the time the oldest bucket will be due.
+ * that releases it and return 1; return 0 when nothing is due, SLOT_STALE
+ * when W is stale, or an error.  *DUE gets the time the oldest bucket will
+ * be due.  A sealed bucket may hold no use: a serial skipped because a
+ * stale opener gave it a close time in the past.
  */
 static int
 bk_release_step(const struct bk_ctx *c, struct shmt_w w, uint64_t now,
@@ -639,8 +656,9 @@ bk_release_step(const struct bk_ctx *c, struct shmt_w w, uint64_t now,
 		uint32_t serial = tail - nsealed;
 
 		bk_load(c, slot_of(c, serial), s);
-		if (SLOT_SERIAL(s) != serial || SLOT_COUNT(s) > inflight ||
-		    SLOT_COUNT(s) == 0)
+		if ((rc = slot_is(s, serial)) != SLOT_OK)
+			return rc;
+		if (SLOT_COUNT(s) > inflight)
 			return SHMT_ECORRUPT;
 		*due = sat_add(s[0], c->window);
 		if (*due > now)
@@ -652,8 +670,8 @@ bk_release_step(const struct bk_ctx *c, struct shmt_w w, uint64_t now,
 	if (!SHMT_W_ACTIVE(w))
 		return 0;
 	bk_load(c, slot_of(c, tail), s);
-	if (SLOT_SERIAL(s) != tail)
-		return SHMT_ECORRUPT;
+	if ((rc = slot_is(s, tail)) != SLOT_OK)
+		return rc;
 	*due = sat_add(s[0], c->window);
 	if (*due > now)
 		return 0;
@@ -709,6 +727,10 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 		rc = bk_release_step(c, w, now, &nw, &due);
 		if (rc < 0)
 			return rc;
+		if (rc == SLOT_STALE) {
+			shmt__load128(wp, w.w);
+			continue;
+		}
 		if (rc == 1) {
 			bk_commit_release(c, wp, &w, nw);
 			continue;
@@ -733,8 +755,12 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 			struct shmt_ring_slot *slot = slot_of(c, tail);
 
 			bk_load(c, slot, s);
-			if (SLOT_SERIAL(s) != tail)
-				return SHMT_ECORRUPT;
+			if ((rc = slot_is(s, tail)) == SLOT_STALE) {
+				shmt__load128(wp, w.w);
+				continue;
+			}
+			if (rc != SLOT_OK)
+				return rc;
 			if (count < c->slack_uses && now < s[0]) {
 				nw = shmt__w_make(inflight + 1, count + 1, tail,
 				    nsealed, 1, ntag);
@@ -756,10 +782,11 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 		close = slot_open(slot_of(c, tail2), tail2,
 		    sat_add(now, c->slack));
 		if (close <= now) {
-			/* A stale opener set this serial's close in the past:
-			 * skip the serial. */
-			nw = shmt__w_make(inflight, 0, tail2 + 1, nsealed2, 0,
-			    wtag);
+			/* A stale opener set this serial's close in the past
+			 * (or W is stale): skip the serial, which stays in the
+			 * ring as an empty sealed bucket until it is due. */
+			nw = shmt__w_make(inflight, 0, tail2 + 1, nsealed2 + 1,
+			    0, wtag);
 			shmt__cas128(wp, w.w, nw.w) ? (void)(w = nw) : (void)0;
 			continue;
 		}
@@ -792,12 +819,20 @@ bk_housekeep(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 		rc = bk_release_step(c, w, now, &nw, &due);
 		if (rc < 0)
 			return rc;
+		if (rc == SLOT_STALE) {
+			shmt__load128(wp, w.w);
+			continue;
+		}
 		if (rc == 0 && SHMT_W_ACTIVE(w)) {
 			uint32_t tail = SHMT_W_TAIL(w);
 
 			shmt__load128(slot_of(c, tail), s);
-			if (SLOT_SERIAL(s) != tail)
-				return SHMT_ECORRUPT;
+			if ((rc = slot_is(s, tail)) == SLOT_STALE) {
+				shmt__load128(wp, w.w);
+				continue;
+			}
+			if (rc != SLOT_OK)
+				return rc;
 			if (now < s[0] && SHMT_W_COUNT(w) < c->slack_uses) {
 				if (s[0] < due)
 					due = s[0];
@@ -1701,7 +1736,7 @@ chk_ring(struct shmt_chk *c, const char *who, const struct bk_ctx *bc,
 			uint32_t serial = tail - nsealed + i;
 
 			shmt__load128(slot_of(bc, serial), s);
-			if (SLOT_SERIAL(s) != serial || SLOT_COUNT(s) == 0 ||
+			if (SLOT_SERIAL(s) != serial ||
 			    SLOT_COUNT(s) > bc->slack_uses)
 				snprintf(bad, sizeof(bad), "sealed bucket %u: slot "
 				    "holds serial %u with %u uses", serial,

@@ -205,15 +205,33 @@ shmt__mutex_init(pthread_mutex_t *m)
 	return -rc;
 }
 
+/*
+ * Lock a robust mutex of the segment, waiting at most SHMT_LOCK_WAIT_NS.
+ * Every critical section is short (microseconds; a 1 MiB copy or an
+ * eviction pass at worst), so a wait that long means the lock word was
+ * damaged, or its owner is stopped: the caller gets SHMT_EBUSYLOOP instead
+ * of an endless wait.  A dead owner is reported at once (EOWNERDEAD).
+ */
+#define SHMT_LOCK_WAIT_NS 1000000000ULL
+
 int
 shmt__mutex_lock(pthread_mutex_t *m)
 {
-	int rc = pthread_mutex_lock(m);
+	struct timespec ts;
+	int rc;
 
+	/* pthread_mutex_timedlock counts on CLOCK_REALTIME; a step of the
+	 * wall clock only lengthens or shortens this one bound.  (The
+	 * monotonic pthread_mutex_clocklock is not known to ThreadSanitizer.) */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(SHMT_LOCK_WAIT_NS / 1000000000ULL);
+	rc = pthread_mutex_timedlock(m, &ts);
 	if (rc == 0)
 		return 0;
 	if (rc == EOWNERDEAD)
 		return 1;
+	if (rc == ETIMEDOUT)
+		return SHMT_EBUSYLOOP;
 	return -rc;
 }
 

@@ -26,8 +26,11 @@
  * housekeeping passes); BROKEN (read the clock before W: spin must find an
  * over-grant); ACCOUNT (also assert the bookkeeping: inflight equals the
  * uses in the buckets W names, and no caller gets SHMT_ECORRUPT from a
- * merely stale copy of W); KILL (0: no explicit kills); FIX_STALE and
- * FIX_SKIP (the changes to limiter.c that ACCOUNT asks for).  The defaults
+ * merely stale copy of W); KILL (0: no explicit kills); OLD_STALE and
+ * OLD_SKIP (two earlier versions of limiter.c, kept so that the ACCOUNT
+ * runs show the model finds their bugs: a stale copy of W taken for
+ * corruption, and a skipped serial that dropped the oldest sealed bucket).
+ * The defaults
  * suit simulation (spin -p); tests/spin_throttle.sh runs the verifications
  * at bounds whose state spaces fit in seconds.
  */
@@ -188,13 +191,13 @@ inline slot_raise(ser, c)
 /*
  * Where the library returns SHMT_ECORRUPT because a ring slot does not hold
  * the serial the caller's copy of W names.  A newer serial only means that
- * the copy is stale (the ring wrapped since it was read): with FIX_STALE the
- * caller reloads W instead.  With ACCOUNT, reaching the error from a state
+ * the copy is stale (the ring wrapped since it was read): the caller reloads
+ * W instead (OLD_STALE: it reported corruption).  With ACCOUNT, reaching the error from a state
  * that an interleaving produces is itself a failure.
  */
 inline corrupt(expect)
 {
-#ifdef FIX_STALE
+#ifndef OLD_STALE
 	if
 	:: ss > expect -> goto reload
 	:: else
@@ -206,8 +209,9 @@ inline corrupt(expect)
 	goto done
 }
 
-/* A sealed bucket with no use in it: only the skip of FIX_SKIP makes one. */
-#ifdef FIX_SKIP
+/* A sealed bucket with no use in it: only the skip of a serial makes one
+ * (OLD_SKIP: the skip did not count the serial, and lost the oldest). */
+#ifndef OLD_SKIP
 #define EMPTY_SEALED_BAD false
 #define SKIP_SEALED 1
 #else
@@ -336,7 +340,7 @@ retry_clk:
 	:: sc <= now ->
 		/* A stale opener set this serial's close in the past: skip it.
 		 * limiter.c keeps nsealed2 here, which drops the oldest sealed
-		 * bucket from W's range; FIX_SKIP counts the skipped serial as
+		 * bucket from W's range; the skip counts the skipped serial as
 		 * a sealed, empty bucket instead. */
 		cas_w(inf, 0, tl2 + 1, ns2 + SKIP_SEALED, 0);
 		STOP;

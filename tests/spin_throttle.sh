@@ -9,8 +9,9 @@
 #   broken   the clock read before W: every run must find an over-grant
 #            (shows that the monitor can fail);
 #   account  the bookkeeping of limiter.c (inflight equals the uses W names;
-#            no SHMT_ECORRUPT from a merely stale W): must find no error;
-#   fixed    the same with the FIX_STALE and FIX_SKIP changes to the model.
+#            no SHMT_ECORRUPT from a merely stale W): must find no error,
+#            and each of two earlier versions (OLD_STALE, OLD_SKIP) must
+#            fail it.
 # Fails when spin or cc is missing.  Prints the states explored per run.
 set -euo pipefail
 
@@ -85,22 +86,18 @@ broken)
     -DDAEMON=0 -DBROKEN
   ;;
 account)
+  # The bookkeeping as well as safety, as limiter.c does it now.
   run L1B1-3c-account pass -DL=1 -DB=1 -DC=1 -DS=1 -DTMAX=3 -DCALLS=1 -DDAEMON=0 \
     -DKILL=0 -DACCOUNT
   run L1B1-2c-daemon-account pass -DL=1 -DB=1 -DC=1 -DS=1 -DTMAX=3 -DNCALLERS=2 \
     -DCALLS0=2 -DCALLS=1 -DDPASSES=1 -DKILL=0 -DACCOUNT
-  # The skip of a stale opener's serial, with the stale-word error fixed so
-  # that it does not hide the skip.
   run L2B1-3c-account-skip pass -DL=2 -DB=1 -DC=1 -DS=1 -DTMAX=2 -DCALLS=1 \
-    -DDAEMON=0 -DKILL=0 -DACCOUNT -DFIX_STALE
-  ;;
-fixed)
-  run L1B1-3c-fixed pass -DL=1 -DB=1 -DC=1 -DS=1 -DTMAX=3 -DCALLS=1 -DDAEMON=0 \
-    -DKILL=0 -DACCOUNT -DFIX_STALE -DFIX_SKIP
-  run L1B1-2c-daemon-fixed pass -DL=1 -DB=1 -DC=1 -DS=1 -DTMAX=3 -DNCALLERS=2 \
-    -DCALLS0=2 -DCALLS=1 -DDPASSES=1 -DKILL=0 -DACCOUNT -DFIX_STALE -DFIX_SKIP
-  run L2B1-3c-fixed pass -DL=2 -DB=1 -DC=1 -DS=1 -DTMAX=2 -DCALLS=1 \
-    -DDAEMON=0 -DKILL=0 -DACCOUNT -DFIX_STALE -DFIX_SKIP
+    -DDAEMON=0 -DKILL=0 -DACCOUNT
+  # The two earlier versions: spin must find each one's fault.
+  run L1B1-3c-old-stale fail -DL=1 -DB=1 -DC=1 -DS=1 -DTMAX=3 -DCALLS=1 \
+    -DDAEMON=0 -DKILL=0 -DACCOUNT -DOLD_STALE
+  run L2B1-3c-old-skip fail -DL=2 -DB=1 -DC=1 -DS=1 -DTMAX=2 -DCALLS=1 \
+    -DDAEMON=0 -DKILL=0 -DACCOUNT -DOLD_SKIP
   ;;
 *)
   echo "spin_throttle: unknown set $set_name" >&2; exit 2 ;;
