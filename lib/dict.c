@@ -632,11 +632,12 @@ alloc_item(const struct shmt_store *st, struct shmt_shard *sh, uint64_t bytes,
 		return UINT64_MAX;
 	if ((off = blk_alloc(st, sh, order)) != UINT64_MAX)
 		return off;
-	if (!st->eviction)
-		return UINT64_MAX;
+	/* Expired items are garbage whatever the eviction setting. */
 	if (reap_expired(st, sh, now, &next) > 0 &&
 	    (off = blk_alloc(st, sh, order)) != UINT64_MAX)
 		return off;
+	if (!st->eviction)
+		return UINT64_MAX;
 	while (evict_one(st, sh, now, keep))
 		if ((off = blk_alloc(st, sh, order)) != UINT64_MAX)
 			return off;
@@ -798,6 +799,8 @@ shmt_del(shmt_t *h, const void *key, size_t klen)
 	rc = -ENOENT;
 	if (it != NULL) {
 		rc = expired(it, shmt__now(h)) ? -ENOENT : 0;
+		if (rc != 0)
+			sh->ds_expirations++;
 		unlink_free(st, sh, link, it);
 	}
 	shmt__mutex_unlock(&sh->ds_lock);
@@ -945,7 +948,9 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 				len = it->it_vlen;
 				expire = it->it_expire;
 				if (len <= cap) {
-					memcpy(buf, (char *)(it + 1) + klen, len);
+					if (len > 0)
+						memcpy(buf, (char *)(it + 1) + klen,
+						    len);
 					rc = 0;
 				} else {
 					rc = -ERANGE;
@@ -1187,6 +1192,8 @@ hit_update(const struct shmt_store *st, struct shmt_item *it, uint64_t now)
 	for (uint32_t i = 0; i < st->subw; i++)
 		sum += cnt_get(cnt, i);
 	it->it_expire = now + st->window;
+	/* Counters are evicted by their last hit, not by their creation. */
+	it->it_born = now;
 	return sum;
 }
 

@@ -132,8 +132,9 @@ typedef struct shmt_config {
 	 * means no dictionary. */
 	uint64_t dict_bytes;
 	uint32_t dict_shards;
-	/* When a shard is full: 1 (default) evicts expired items, then the
-	 * least recently used; 0 makes the write fail with -ENOSPC. */
+	/* When a shard is full, expired items are freed first; then 1
+	 * (default) evicts the least recently used, and 0 makes the write
+	 * fail with -ENOSPC. */
 	uint32_t dict_eviction;
 	/* Windowed counters (shmt_hit): heap bytes (default 8 MiB, 0: none),
 	 * shards (default 4), the window (default 24 h) and the number of
