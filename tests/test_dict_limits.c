@@ -425,37 +425,15 @@ test_value_room(void **state)
 	room_run(16ULL << 20, 4, seed + 2);
 }
 
-/* Teardown: remove what a failed test left under this process's segment
- * names (a passing test has unlinked its own). */
-static int
-sweep(void **state)
-{
-	char prefix[64], path[512];
-	struct dirent *e;
-	DIR *d = opendir("/dev/shm");
-
-	if (d == NULL)
-		return 0;
-	snprintf(prefix, sizeof(prefix), "shmt-test-%d-", (int)getpid());
-	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
-			continue;
-		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	return 0;
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_big_values, sweep),
-		cmocka_unit_test_teardown(test_key_limits, sweep),
-		cmocka_unit_test_teardown(test_value_limits, sweep),
-		cmocka_unit_test_teardown(test_short_buffer, sweep),
-		cmocka_unit_test_teardown(test_value_room, sweep),
+		cmocka_unit_test_teardown(test_big_values, tu_sweep),
+		cmocka_unit_test_teardown(test_key_limits, tu_sweep),
+		cmocka_unit_test_teardown(test_value_limits, tu_sweep),
+		cmocka_unit_test_teardown(test_short_buffer, tu_sweep),
+		cmocka_unit_test_teardown(test_value_room, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

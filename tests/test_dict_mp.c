@@ -549,34 +549,12 @@ test_threads(void **state)
 	free(buf);
 }
 
-/* Teardown: remove what a failed test left under this process's segment
- * names (a passing test has unlinked its own). */
-static int
-sweep(void **state)
-{
-	char prefix[64], path[512];
-	struct dirent *e;
-	DIR *d = opendir("/dev/shm");
-
-	if (d == NULL)
-		return 0;
-	snprintf(prefix, sizeof(prefix), "shmt-test-%d-", (int)getpid());
-	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
-			continue;
-		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	return 0;
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_processes, sweep),
-		cmocka_unit_test_teardown(test_threads, sweep),
+		cmocka_unit_test_teardown(test_processes, tu_sweep),
+		cmocka_unit_test_teardown(test_threads, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -386,37 +386,15 @@ test_hit_eviction(void **state)
 	ht_close(&r);
 }
 
-/* Teardown: remove what a failed test left under this process's segment
- * names (a passing test has unlinked its own). */
-static int
-sweep(void **state)
-{
-	char prefix[64], path[512];
-	struct dirent *e;
-	DIR *d = opendir("/dev/shm");
-
-	if (d == NULL)
-		return 0;
-	snprintf(prefix, sizeof(prefix), "shmt-test-%d-", (int)getpid());
-	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
-			continue;
-		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	return 0;
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_hit_model, sweep),
-		cmocka_unit_test_teardown(test_silent_key, sweep),
-		cmocka_unit_test_teardown(test_memory_per_key, sweep),
-		cmocka_unit_test_teardown(test_hit_errors, sweep),
-		cmocka_unit_test_teardown(test_hit_eviction, sweep),
+		cmocka_unit_test_teardown(test_hit_model, tu_sweep),
+		cmocka_unit_test_teardown(test_silent_key, tu_sweep),
+		cmocka_unit_test_teardown(test_memory_per_key, tu_sweep),
+		cmocka_unit_test_teardown(test_hit_errors, tu_sweep),
+		cmocka_unit_test_teardown(test_hit_eviction, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -632,34 +632,12 @@ test_damage_named(void **state)
 	damage_is_named("dictionary", 4000, seed + 1);
 }
 
-/* Teardown: remove what a failed test left under this process's names. */
-static int
-sweep(void **state)
-{
-	char prefix[64], path[512];
-	struct dirent *e;
-	DIR *d = opendir("/dev/shm");
-
-	(void)state;
-	if (d == NULL)
-		return 0;
-	snprintf(prefix, sizeof(prefix), "shmt-test-%d-", (int)getpid());
-	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
-			continue;
-		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	return 0;
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_damage_named, sweep),
-		cmocka_unit_test_teardown(test_chaos, sweep),
+		cmocka_unit_test_teardown(test_damage_named, tu_sweep),
+		cmocka_unit_test_teardown(test_chaos, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

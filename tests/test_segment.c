@@ -1129,57 +1129,35 @@ test_not_regular(void **state)
 	assert_int_equal(tu_fd_count(), fds);
 }
 
-/* Teardown: remove whatever a failed test left under this process's names
- * (a passing test has removed everything itself, and checked it). */
-static int
-sweep(void **state)
-{
-	char prefix[64], path[PATH_MAX + 16];
-	struct dirent *e;
-	DIR *d = opendir("/dev/shm");
-
-	if (d == NULL)
-		return 0;
-	snprintf(prefix, sizeof(prefix), "shmt-test-%d-", (int)getpid());
-	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
-			continue;
-		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	return 0;
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_lifecycle, sweep),
-		cmocka_unit_test_teardown(test_child_sees_parent, sweep),
-		cmocka_unit_test_teardown(test_default_config, sweep),
-		cmocka_unit_test_teardown(test_config_mode, sweep),
-		cmocka_unit_test_teardown(test_other_user, sweep),
-		cmocka_unit_test_teardown(test_slots_reaped, sweep),
-		cmocka_unit_test_teardown(test_slots_full, sweep),
-		cmocka_unit_test_teardown(test_inherited_close, sweep),
-		cmocka_unit_test_teardown(test_clock, sweep),
-		cmocka_unit_test_teardown(test_strerror, sweep),
-		cmocka_unit_test_teardown(test_invalid_names, sweep),
-		cmocka_unit_test_teardown(test_name_max, sweep),
-		cmocka_unit_test_teardown(test_null_arguments, sweep),
-		cmocka_unit_test_teardown(test_exists, sweep),
-		cmocka_unit_test_teardown(test_missing, sweep),
-		cmocka_unit_test_teardown(test_invalid_configs, sweep),
-		cmocka_unit_test_teardown(test_config_bounds, sweep),
-		cmocka_unit_test_teardown(test_no_space, sweep),
-		cmocka_unit_test_teardown(test_bad_magic, sweep),
-		cmocka_unit_test_teardown(test_other_format, sweep),
-		cmocka_unit_test_teardown(test_wrong_size, sweep),
-		cmocka_unit_test_teardown(test_tiny_objects, sweep),
-		cmocka_unit_test_teardown(test_corrupt_regions, sweep),
-		cmocka_unit_test_teardown(test_header_flips, sweep),
-		cmocka_unit_test_teardown(test_not_regular, sweep),
+		cmocka_unit_test_teardown(test_lifecycle, tu_sweep),
+		cmocka_unit_test_teardown(test_child_sees_parent, tu_sweep),
+		cmocka_unit_test_teardown(test_default_config, tu_sweep),
+		cmocka_unit_test_teardown(test_config_mode, tu_sweep),
+		cmocka_unit_test_teardown(test_other_user, tu_sweep),
+		cmocka_unit_test_teardown(test_slots_reaped, tu_sweep),
+		cmocka_unit_test_teardown(test_slots_full, tu_sweep),
+		cmocka_unit_test_teardown(test_inherited_close, tu_sweep),
+		cmocka_unit_test_teardown(test_clock, tu_sweep),
+		cmocka_unit_test_teardown(test_strerror, tu_sweep),
+		cmocka_unit_test_teardown(test_invalid_names, tu_sweep),
+		cmocka_unit_test_teardown(test_name_max, tu_sweep),
+		cmocka_unit_test_teardown(test_null_arguments, tu_sweep),
+		cmocka_unit_test_teardown(test_exists, tu_sweep),
+		cmocka_unit_test_teardown(test_missing, tu_sweep),
+		cmocka_unit_test_teardown(test_invalid_configs, tu_sweep),
+		cmocka_unit_test_teardown(test_config_bounds, tu_sweep),
+		cmocka_unit_test_teardown(test_no_space, tu_sweep),
+		cmocka_unit_test_teardown(test_bad_magic, tu_sweep),
+		cmocka_unit_test_teardown(test_other_format, tu_sweep),
+		cmocka_unit_test_teardown(test_wrong_size, tu_sweep),
+		cmocka_unit_test_teardown(test_tiny_objects, tu_sweep),
+		cmocka_unit_test_teardown(test_corrupt_regions, tu_sweep),
+		cmocka_unit_test_teardown(test_header_flips, tu_sweep),
+		cmocka_unit_test_teardown(test_not_regular, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -287,34 +287,12 @@ test_kill_during_create(void **state)
 	munmap(r, sizeof(*r));
 }
 
-/* Teardown: remove whatever a failed test left under this process's names
- * (a passing test has removed everything itself, and checked it). */
-static int
-sweep(void **state)
-{
-	char prefix[64], path[PATH_MAX + 16];
-	struct dirent *e;
-	DIR *d = opendir("/dev/shm");
-
-	if (d == NULL)
-		return 0;
-	snprintf(prefix, sizeof(prefix), "shmt-test-%d-", (int)getpid());
-	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
-			continue;
-		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	return 0;
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_create_race, sweep),
-		cmocka_unit_test_teardown(test_kill_during_create, sweep),
+		cmocka_unit_test_teardown(test_create_race, tu_sweep),
+		cmocka_unit_test_teardown(test_kill_during_create, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -83,4 +84,25 @@ tu_fd_count(void)
 			n++;
 	closedir(d);
 	return n - 1; /* the directory's own descriptor */
+}
+
+int
+tu_sweep(void **state)
+{
+	char prefix[64], path[512];
+	struct dirent *e;
+	DIR *d = opendir("/dev/shm");
+
+	(void)state;
+	if (d == NULL)
+		return 0;
+	snprintf(prefix, sizeof(prefix), "shmt-test-%d-", (int)getpid());
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	return 0;
 }

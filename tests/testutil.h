@@ -30,6 +30,11 @@ uint64_t tu_rand(uint64_t *state);
  * builds set it lower in CI). */
 double tu_scale(void);
 
+/* A cmocka teardown: remove every /dev/shm object named after this
+ * process (tu_segname's "shmt-test-PID-"), so that a test that failed
+ * before its own cleanup leaves nothing behind.  Always returns 0. */
+int tu_sweep(void **state);
+
 /* Count open file descriptors of this process (leak checks). */
 int tu_fd_count(void);
 
