@@ -37,7 +37,7 @@ run_one() {
   local out errors states trans depth t0 t1
   (cd "$work" && rm -f pan pan.* && spin -a "$@" throttle.pml >spin.log 2>&1) || {
     cat "$work/spin.log" >&2; echo "FAIL $name: spin -a failed" >&2; return 1; }
-  (cd "$work" && cc -O2 -w -DSAFETY -DCOLLAPSE -DVECTORSZ=1024 -DMEMLIM=1024 \
+  (cd "$work" && cc -O2 -w -DSAFETY -DCOLLAPSE -DVECTORSZ=1024 -DMEMLIM=2048 \
       -o pan pan.c) || { echo "FAIL $name: cc failed" >&2; return 1; }
   t0=$(date +%s.%N)
   out=$(cd "$work" && ./pan -m100000 2>&1) || true
