@@ -148,18 +148,6 @@ div_up(uint64_t a, uint64_t b)
 	return a / b + (a % b != 0);
 }
 
-static uint32_t
-name_hash(const char *s, size_t len)
-{
-	uint32_t h = 2166136261U;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (uint8_t)s[i];
-		h *= 16777619U;
-	}
-	return h;
-}
-
 /* 128-bit hash of a client id: two lanes of multiply-xorshift mixing over
  * 8-byte words, finalised with the length.  Not cryptographic: a collision
  * makes two clients share one limit, which is stricter, never looser. */
@@ -442,31 +430,64 @@ view_get(shmt_t *h, uint32_t r, struct shmt_lview *scratch,
 	return 0;
 }
 
+/* Length and hash of a limiter name in one pass: -ENAMETOOLONG past
+ * SHMT_LIMITER_NAME_MAX bytes, -EINVAL when empty. */
+static int
+name_scan(const char *name, size_t *lenp, uint32_t *hashp)
+{
+	uint32_t h = 2166136261U;
+	size_t len = 0;
+
+	if (name == NULL)
+		return -EINVAL;
+	for (; name[len] != '\0'; len++) {
+		if (len == SHMT_LIMITER_NAME_MAX)
+			return -ENAMETOOLONG;
+		h = (h ^ (uint8_t)name[len]) * 16777619U;
+	}
+	if (len == 0)
+		return -EINVAL;
+	*lenp = len;
+	*hashp = h;
+	return 0;
+}
+
 /* Find limiter NAME: the process-local cache first (a hint, confirmed by
  * the view's name), then a scan of the table. */
 static int
 lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
     const struct shmt_lview **out)
 {
+	struct shmt_lview *views;
 	struct shmt_lim *lim;
-	uint32_t n, hash, slot;
+	uint32_t n, hash, slot, r;
 	uint64_t ent;
 	size_t len;
 	int rc;
 
 	if (h == NULL)
 		return -EINVAL;
-	if ((rc = name_check(name, &len)) != 0)
+	if ((rc = name_scan(name, &len, &hash)) != 0)
 		return rc;
-	hash = name_hash(name, len);
 	slot = hash % SHMT_LCACHE_SIZE;
 	ent = __atomic_load_n(&h->lcache.lc_ent[slot], __ATOMIC_RELAXED);
+	r = (uint32_t)ent - 1;
+	views = __atomic_load_n(&h->lviews, __ATOMIC_ACQUIRE);
+	/* The hot path: a cached row whose view is ready and whose name is
+	 * this one. */
+	if (ent != 0 && (uint32_t)(ent >> 32) == hash && views != NULL &&
+	    r < h->nlviews &&
+	    __atomic_load_n(&views[r].lv_state, __ATOMIC_ACQUIRE) == 2 &&
+	    memcmp(views[r].name, name, len + 1) == 0) {
+		*out = &views[r];
+		return 0;
+	}
 	if (ent != 0 && (uint32_t)(ent >> 32) == hash &&
-	    view_get(h, (uint32_t)ent - 1, scratch, out) == 0 &&
+	    view_get(h, r, scratch, out) == 0 &&
 	    memcmp((*out)->name, name, len + 1) == 0)
 		return 0;
 	lim = rows(h, &n);
-	for (uint32_t r = 0; r < n; r++) {
+	for (r = 0; r < n; r++) {
 		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
 		    SHMT_LIM_READY ||
 		    strncmp(lim[r].lm_name, name, sizeof(lim[r].lm_name)) != 0)
