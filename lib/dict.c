@@ -159,11 +159,14 @@ bucket_of(const struct shmt_store *st, uint64_t hash)
 	return hash & (st->nbuckets - 1);
 }
 
-/* Coarse access time for eviction: about a millisecond per unit. */
+/* Coarse access time for eviction: about a second per unit (2^30 ns).  A
+ * get stores it only when it changed, so a finer unit would make nearly
+ * every get of a rarely read key write a cache line; a second is as fine as
+ * an approximation of LRU needs (Redis's LRU clock has the same unit). */
 static uint32_t
 coarse(uint64_t now)
 {
-	return (uint32_t)(now >> 20);
+	return (uint32_t)(now >> 30);
 }
 
 /* ---- Items ------------------------------------------------------------------ */
