@@ -1082,12 +1082,24 @@ ce_idle(struct shmt_w w)
  */
 #define CE_SLOWPATH (1 << 30)
 
+/* A client lives within CE_PROBE entries of its home, so a lookup or a
+ * claim never scans more than that, however full the table: past it the
+ * table counts as full for that client (throttled, "table full"), which
+ * costs a denial instead of a scan of the whole table on every call. */
+#define CE_PROBE 64U
+
+static uint32_t
+ce_probe(const struct shmt_lview *v)
+{
+	return v->capacity < CE_PROBE ? v->capacity : CE_PROBE;
+}
+
 static int
 ce_lookup(const struct shmt_lview *v, const uint64_t hash[2], uint32_t *tagp)
 {
 	uint32_t cap = v->capacity, home = (uint32_t)(hash[0] % cap);
 
-	for (uint32_t k = 0; k < cap; k++) {
+	for (uint32_t k = 0; k < ce_probe(v); k++) {
 		uint32_t i = (home + k) % cap;
 		struct shmt_client *e = ce_at(v, i);
 		uint64_t hw[2];
@@ -1199,7 +1211,7 @@ ce_claim(shmt_t *h, const struct shmt_lview *v, const uint64_t hash[2],
 	rc = ce_lookup(v, hash, tagp);
 	if (rc >= 0 && rc != CE_SLOWPATH)
 		return rc;
-	for (uint32_t k = 0; k < cap; k++) {
+	for (uint32_t k = 0; k < ce_probe(v); k++) {
 		i = (home + k) % cap;
 		if (ce_try_reclaim(h, v, ce_at(v, i), now)) {
 			e = ce_at(v, i);

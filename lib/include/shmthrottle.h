@@ -351,8 +351,11 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
  * independent limit with the limiter's parameters, created on first use.
  * Client ids are stored as 128-bit hashes: two ids that collide share one
  * limit (stricter, never looser).
- * Returns 1 granted, 0 throttled (also when the client table is full of live
- * entries: counted as "table full"), or an error: those of shmt_try_use_key,
+ * A client's entry lies within 64 entries of its hash's home in the table,
+ * so a call never scans more than that.
+ * Returns 1 granted, 0 throttled (also when the 64 entries of its part of
+ * the table are all live and busy: counted as "table full"), or an error:
+ * those of shmt_try_use_key,
  * -E2BIG (LEN over SHMT_CLIENT_MAX), -EPERM (the limiter is not per client).
  * An entry is reclaimed only when it holds no use in flight.
  */
