@@ -377,7 +377,6 @@ lviews_ensure(shmt_t *h)
 	if (!__atomic_compare_exchange_n(&h->lviews, &expect, v, 0,
 	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		free(v);
-	h->nlviews = n;
 	return 0;
 }
 
@@ -476,7 +475,7 @@ lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
 	/* The hot path: a cached row whose view is ready and whose name is
 	 * this one. */
 	if (ent != 0 && (uint32_t)(ent >> 32) == hash && views != NULL &&
-	    r < h->nlviews &&
+	    r < h->reg[SHMT_R_LIMITERS].rg_size / sizeof(struct shmt_lim) &&
 	    __atomic_load_n(&views[r].lv_state, __ATOMIC_ACQUIRE) == 2 &&
 	    memcmp(views[r].name, name, len + 1) == 0) {
 		*out = &views[r];

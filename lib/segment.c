@@ -206,33 +206,83 @@ shmt__mutex_init(pthread_mutex_t *m)
 }
 
 /*
- * Lock a robust mutex of the segment, waiting at most SHMT_LOCK_WAIT_NS.
- * Every critical section is short (microseconds; a 1 MiB copy or an
- * eviction pass at worst), so a wait that long means the lock word was
- * damaged, or its owner is stopped: the caller gets SHMT_EBUSYLOOP instead
- * of an endless wait.  A dead owner is reported at once (EOWNERDEAD).
+ * Lock a robust mutex of the segment.  Every critical section is short
+ * (microseconds; a 1 MiB copy or a repair at worst), so the wait is sliced:
+ * after each slice the owner's thread id is read from the lock word, and
+ * when no such thread exists the word was damaged (a dead owner would have
+ * been reported by the kernel as EOWNERDEAD), so the caller gets
+ * SHMT_EBUSYLOOP at once.  A live owner that keeps the lock (stopped, say)
+ * is waited for at most SHMT_LOCK_WAIT_NS.  A dead owner is reported at
+ * once: 1, and the caller repairs.
  */
-#define SHMT_LOCK_WAIT_NS 1000000000ULL
+#define SHMT_LOCK_WAIT_NS (10ULL * 1000000000ULL)
+#define SHMT_LOCK_SLICE_NS 10000000ULL
+#define SHMT_FUTEX_TID_MASK 0x3fffffffU
+
+/* 1 when the lock word of M names a thread that exists. */
+static int
+mutex_owner_exists(pthread_mutex_t *m)
+{
+#if defined(__GLIBC__)
+	int saved = errno;
+	unsigned tid = __atomic_load_n((unsigned *)&m->__data.__lock,
+	    __ATOMIC_RELAXED) & SHMT_FUTEX_TID_MASK;
+	int alive = tid != 0 && (kill((pid_t)tid, 0) == 0 || errno == EPERM);
+
+	errno = saved;
+	return alive;
+#else
+	(void)m;
+	return 1;
+#endif
+}
+
+/* One slice of waiting: 0 locked, EOWNERDEAD, EBUSY/ETIMEDOUT still held,
+ * or another error. */
+static int
+mutex_lock_slice(pthread_mutex_t *m)
+{
+#if defined(SHMT_SANITIZE_THREAD)
+	/* ThreadSanitizer intercepts neither pthread_mutex_timedlock nor
+	 * pthread_mutex_clocklock, so this build polls trylock instead. */
+	for (uint64_t waited = 0; waited < SHMT_LOCK_SLICE_NS; waited += 100000) {
+		int rc = pthread_mutex_trylock(m);
+
+		if (rc != EBUSY)
+			return rc;
+		nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+	}
+	return EBUSY;
+#else
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)SHMT_LOCK_SLICE_NS;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return pthread_mutex_timedlock(m, &ts);
+#endif
+}
 
 int
 shmt__mutex_lock(pthread_mutex_t *m)
 {
-	struct timespec ts;
-	int rc;
+	for (uint64_t waited = 0; waited < SHMT_LOCK_WAIT_NS;
+	    waited += SHMT_LOCK_SLICE_NS) {
+		int rc = mutex_lock_slice(m);
 
-	/* pthread_mutex_timedlock counts on CLOCK_REALTIME; a step of the
-	 * wall clock only lengthens or shortens this one bound.  (The
-	 * monotonic pthread_mutex_clocklock is not known to ThreadSanitizer.) */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(SHMT_LOCK_WAIT_NS / 1000000000ULL);
-	rc = pthread_mutex_timedlock(m, &ts);
-	if (rc == 0)
-		return 0;
-	if (rc == EOWNERDEAD)
-		return 1;
-	if (rc == ETIMEDOUT)
-		return SHMT_EBUSYLOOP;
-	return -rc;
+		if (rc == 0)
+			return 0;
+		if (rc == EOWNERDEAD)
+			return 1;
+		if (rc != ETIMEDOUT && rc != EBUSY)
+			return -rc;
+		if (!mutex_owner_exists(m))
+			return SHMT_EBUSYLOOP;
+	}
+	return SHMT_EBUSYLOOP;
 }
 
 void

@@ -134,8 +134,7 @@ struct shmt {
 	char name[SHMT_SEGNAME_MAX + 1];
 	struct shmt_lcache lcache;
 	/* Validated process-local copies of limiter rows (limiter.c). */
-	struct shmt_lview *lviews;
-	uint32_t nlviews;
+	struct shmt_lview *lviews;   /* one per limiter row */
 	/* Trusted geometry of the dictionary and the counters (dict.c);
 	 * shards == 0 when the segment has none. */
 	struct shmt_store *dict;
