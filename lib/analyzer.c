@@ -133,6 +133,7 @@ struct an_tls {
 	uint32_t uid;
 	uint32_t stripe;
 	uint64_t sub_start, sub_end, id;
+	struct shmt_an_sum *sum;        /* this sub-window's summary */
 };
 static __thread struct an_tls an_tls[4];
 
@@ -258,6 +259,8 @@ shared_unlock(const struct shmt_an *an)
 
 /* ---- Names ------------------------------------------------------------------ */
 
+#define NAME_AT 8
+
 static uint64_t
 name_check(uint64_t hash, uint32_t klen, uint32_t kind, uint32_t kept,
     const uint8_t *b)
@@ -286,8 +289,12 @@ name_put(const struct shmt_an *an, uint64_t hash, const void *key,
 	memcpy(buf, key, kept);
 	__atomic_store_n(&e->an_hash, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->an_check, 0, __ATOMIC_RELAXED);
-	for (uint32_t i = 0; i < SHMT_AN_NAME_BYTES; i++)
-		__atomic_store_n(&e->an_bytes[i], buf[i], __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < SHMT_AN_NAME_BYTES / 8; i++) {
+		uint64_t w;
+
+		memcpy(&w, buf + 8 * i, 8);
+		__atomic_store_n((uint64_t *)e->an_bytes + i, w, __ATOMIC_RELAXED);
+	}
 	__atomic_store_n(&e->an_klen, (uint32_t)klen, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->an_kind, (uint8_t)kind, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->an_kept, (uint8_t)kept, __ATOMIC_RELAXED);
@@ -311,8 +318,12 @@ name_get(const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
 	kept = __atomic_load_n(&e->an_kept, __ATOMIC_RELAXED);
 	if (kept > SHMT_AN_NAME_BYTES || klen > SHMT_KEY_MAX || kept > klen)
 		return 0;
-	for (uint32_t i = 0; i < SHMT_AN_NAME_BYTES; i++)
-		buf[i] = __atomic_load_n(&e->an_bytes[i], __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < SHMT_AN_NAME_BYTES / 8; i++) {
+		uint64_t w = __atomic_load_n((uint64_t *)e->an_bytes + i,
+		    __ATOMIC_RELAXED);
+
+		memcpy(buf + 8 * i, &w, 8);
+	}
 	if (__atomic_load_n(&e->an_check, __ATOMIC_ACQUIRE) !=
 	    name_check(hash, klen, kind, kept, buf) ||
 	    __atomic_load_n(&e->an_hash, __ATOMIC_ACQUIRE) != hash)
@@ -364,11 +375,22 @@ sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		struct shmt_an_slot *c = &sl[(home + j) & (an->cap - 1)];
 		uint64_t cnt = __atomic_load_n(&c->as_cnt, __ATOMIC_RELAXED);
 
+		/* A counter never used in this sub-window ends the search: a
+		 * key goes to the first free counter from its home, and a
+		 * used counter is never unused again until the summary is
+		 * cleared, so no key lies beyond one. */
+		if (cnt == 0) {
+			if (free_slot == NULL)
+				free_slot = c;
+			break;
+		}
 		if (cnt > d && __atomic_load_n(&c->as_hash, __ATOMIC_RELAXED) == hash) {
 			__atomic_store_n(&c->as_cnt, cnt + 1, __ATOMIC_RELEASE);
-			/* Name a key once it is seen twice: one-off keys,
-			 * the bulk of a noisy stream, never write a name. */
-			if (cnt == d + 1)
+			/* Name a key when its count here reaches NAME_AT:
+			 * at most once per summary, and never for the long
+			 * tail of a noisy stream, whose keys come and go
+			 * below it.  A hot key reaches it at once. */
+			if (cnt + 1 - d == NAME_AT)
 				name_put(an, hash, key, klen, kind);
 			goto counted;
 		}
@@ -400,12 +422,14 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 	hash = kind == SHMT_HOT_CLIENT ? hash | SHMT_AN_CLIENT_BIT :
 	    hash & ~SHMT_AN_CLIENT_BIT;
 	t = tls_get(h);
+	/* The divisions happen once per sub-window, not once per request. */
 	if (now < t->sub_start || now >= t->sub_end) {
 		t->id = now / an->w;
 		t->sub_start = t->id * an->w;
 		t->sub_end = t->sub_start + an->w;
+		t->sum = sum_at(an, (uint32_t)(t->id % an->rings), t->stripe);
 	}
-	s = sum_at(an, (uint32_t)(t->id % an->rings), t->stripe);
+	s = t->sum;
 	if (t->stripe == SHMT_AN_STRIPES) {
 		if (shared_lock(an) != 0)
 			return;

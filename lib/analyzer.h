@@ -5,6 +5,7 @@
 
 #include "segment.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -54,9 +55,11 @@ struct shmt_an_name {
 	uint8_t an_kept;
 	uint16_t an_pad;
 	uint64_t an_check;
-	uint8_t an_bytes[SHMT_AN_NAME_BYTES];
+	uint8_t an_bytes[SHMT_AN_NAME_BYTES];   /* 8-aligned: offset 24 */
 };
 _Static_assert(sizeof(struct shmt_an_name) == 64, "a name is one line");
+_Static_assert(offsetof(struct shmt_an_name, an_bytes) % 8 == 0 &&
+    SHMT_AN_NAME_BYTES % 8 == 0, "names move as 8-byte words");
 
 /* Trusted, process-local geometry. */
 struct shmt_an {

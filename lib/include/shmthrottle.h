@@ -560,11 +560,11 @@ SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
 
 typedef struct shmt_hotkey {
 	uint8_t key[SHMT_KEY_MAX];
-	/* The key's bytes are kept once it is seen twice by one writer in a
-	 * sub-window (its first 40 bytes), and a dictionary key is also found
-	 * in the dictionary by its hash.  A key known by its hash alone (seen
-	 * only once per sub-window and not in the dictionary) has klen and
-	 * kept 0. */
+	/* The key's bytes are kept once it is seen 8 times by one writer in
+	 * a sub-window (its first 40 bytes), and a dictionary key is also
+	 * found in the dictionary by its hash.  A key known by its hash alone
+	 * (seen fewer times per sub-window and not in the dictionary) has
+	 * klen and kept 0. */
 	uint32_t klen;           /* the key's full length, 0: unknown */
 	uint32_t kept;           /* bytes of it in key[] (< klen: truncated) */
 	int kind;                /* SHMT_HOT_DICT or SHMT_HOT_CLIENT, always */
