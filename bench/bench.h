@@ -50,6 +50,7 @@ struct bench_conf {
 	uint32_t dict_keys;    /* dict-*: keys drawn from */
 	uint32_t value_size;   /* dict-*: bytes per value */
 	int uniform;           /* dict-*: keys drawn uniformly, not Zipf */
+	int analyzer;          /* shmt: the hot-key analyzer on (default) */
 	uint32_t sample;       /* time one op in `sample` */
 	uint64_t seed;
 	const char *profile;   /* "grant" or "deny": what the limits aim at */

@@ -101,6 +101,7 @@ conf_fields(struct line *l, const struct bench_conf *c)
 	field_u(l, "dict_keys", c->dict_keys);
 	field_u(l, "value_size", c->value_size);
 	field_s(l, "keys_drawn", c->uniform ? "uniform" : "zipf");
+	field_s(l, "analyzer", c->analyzer ? "on" : "off");
 	field_u(l, "sample", c->sample);
 	field_u(l, "seed", c->seed);
 }

@@ -105,6 +105,8 @@ usage(FILE *f)
 "      --dict-keys N     dict-*: keys, all stored first (default 1000000)\n"
 "      --value-size N    dict-*: bytes per value (default 16)\n"
 "      --uniform         dict-*: keys drawn uniformly instead of Zipf\n"
+"      --no-analyzer     shmt: segment without the hot-key analyzer (its\n"
+"                        profile reads analyzer-off)\n"
 "      --sample N        time one op in N, a power of two (default 64;\n"
 "                        1 for redis, whose calls take microseconds)\n"
 "      --seed N          random seed (printed in SUMMARY)\n"
@@ -171,7 +173,7 @@ enum {
 	OPT_SLACK_USES, OPT_KEYS, OPT_CLIENTS, OPT_CAPACITY, OPT_ZIPF,
 	OPT_SAMPLE, OPT_SEED, OPT_NO_FLOOR, OPT_REDIS, OPT_PROGRESS,
 	OPT_NO_PROGRESS, OPT_JSON, OPT_LIST, OPT_DICT_KEYS, OPT_VALUE_SIZE,
-	OPT_UNIFORM
+	OPT_UNIFORM, OPT_NO_ANALYZER
 };
 
 static const struct option longopts[] = {
@@ -195,6 +197,7 @@ static const struct option longopts[] = {
 	{ "dict-keys", required_argument, NULL, OPT_DICT_KEYS },
 	{ "value-size", required_argument, NULL, OPT_VALUE_SIZE },
 	{ "uniform", no_argument, NULL, OPT_UNIFORM },
+	{ "no-analyzer", no_argument, NULL, OPT_NO_ANALYZER },
 	{ "sample", required_argument, NULL, OPT_SAMPLE },
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "no-floor", no_argument, NULL, OPT_NO_FLOOR },
@@ -264,6 +267,7 @@ parse_args(struct opts *o, int argc, char **argv)
 			break;
 		case OPT_PIN: o->c.pin = 1; break;
 		case OPT_UNIFORM: o->c.uniform = 1; break;
+		case OPT_NO_ANALYZER: o->c.analyzer = 0; break;
 		case OPT_DENY: o->deny = 1; break;
 		case OPT_NO_FLOOR: o->no_floor = 1; break;
 		case OPT_REDIS: o->c.redis_sock = optarg; break;
@@ -319,7 +323,7 @@ profile_defaults(const struct opts *o, struct bench_conf *c)
 	c->window_ns = o->set_window ? c->window_ns : window;
 	c->slack_ns = o->set_slack ? c->slack_ns : slack;
 	c->slack_uses = o->set_slack_uses ? c->slack_uses : uses;
-	c->profile = o->deny ? "deny" : "grant";
+	c->profile = o->deny ? "deny" : c->analyzer ? "grant" : "analyzer-off";
 }
 
 static int
@@ -517,6 +521,7 @@ main(int argc, char **argv)
 		.c = { .threads = 1, .duration_s = 2, .warmup_s = 0.5,
 			.nkeys = 1000, .clients = 1000000, .capacity = 262144,
 			.zipf_s = 0.99, .dict_keys = 1000000, .value_size = 16,
+			.analyzer = 1,
 			.progress = isatty(2) },
 		.workloads = "throttle-same",
 		.systems = "shmt,mutex,redis",

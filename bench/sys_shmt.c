@@ -141,6 +141,8 @@ shmt_config_fill(const struct bench_conf *c, shmt_config_t *cfg)
 	    shmt_arena_bytes(c) : 1ULL << 20;
 	cfg->dict_bytes = 0;
 	cfg->counters_bytes = 0;
+	if (!c->analyzer)
+		cfg->analyzer_bytes = 0;
 	if (bench_kind_dict(c->kind)) {
 		cfg->dict_shards = SHMT_BENCH_SHARDS;
 		cfg->dict_bytes = shmt_store_bytes(c->dict_keys,
