@@ -219,16 +219,21 @@ shmt__mutex_init(pthread_mutex_t *m)
 #define SHMT_LOCK_SLICE_NS 10000000ULL
 #define SHMT_FUTEX_TID_MASK 0x3fffffffU
 
-/* 1 when the lock word of M names a thread that exists. */
+/* 0 when the lock word of M names a thread that does not exist (damage);
+ * 1 otherwise, including a lock just let go (no owner: try again). */
 static int
 mutex_owner_exists(pthread_mutex_t *m)
 {
 #if defined(__GLIBC__)
 	int saved = errno;
-	unsigned tid = __atomic_load_n((unsigned *)&m->__data.__lock,
-	    __ATOMIC_RELAXED) & SHMT_FUTEX_TID_MASK;
-	int alive = tid != 0 && (kill((pid_t)tid, 0) == 0 || errno == EPERM);
+	unsigned word = __atomic_load_n((unsigned *)&m->__data.__lock,
+	    __ATOMIC_RELAXED);
+	unsigned tid = word & SHMT_FUTEX_TID_MASK;
+	int alive;
 
+	if (word == 0)
+		return 1;
+	alive = tid != 0 && (kill((pid_t)tid, 0) == 0 || errno == EPERM);
 	errno = saved;
 	return alive;
 #else
