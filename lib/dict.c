@@ -426,13 +426,12 @@ shard_repair(const struct shmt_store *st, struct shmt_shard *sh)
 static int
 shard_lock(const struct shmt_store *st, struct shmt_shard *sh)
 {
-	int rc = shmt__mutex_lock(&sh->ds_lock);
+	int rc = shmt__lock(&sh->ds_lock);
 
 	if (rc == 1) {
 		rc = shard_repair(st, sh);
-		shmt__mutex_consistent(&sh->ds_lock);
 		if (rc != 0) {
-			shmt__mutex_unlock(&sh->ds_lock);
+			shmt__unlock(&sh->ds_lock);
 			return rc;
 		}
 	}
@@ -444,19 +443,17 @@ shard_lock(const struct shmt_store *st, struct shmt_shard *sh)
 static void
 reader_check_owner(const struct shmt_store *st, struct shmt_shard *sh)
 {
-	int rc = pthread_mutex_trylock(&sh->ds_lock);
+	int rc = shmt__lock_try(&sh->ds_lock);
 
-	if (rc == EOWNERDEAD) {
+	if (rc == 1) {
 		shard_repair(st, sh);
-		shmt__mutex_consistent(&sh->ds_lock);
-		shmt__mutex_unlock(&sh->ds_lock);
+		shmt__unlock(&sh->ds_lock);
 	} else if (rc == 0) {
-		/* Nobody holds it, yet the version is odd: a writer died
-		 * between its version stores after unlocking cannot happen, so
-		 * this is damage; repair it as well. */
+		/* Nobody holds it, yet the version is odd: a writer makes it
+		 * even before it lets go, so this is damage; repair it too. */
 		if (__atomic_load_n(&sh->ds_seq, __ATOMIC_ACQUIRE) & 1)
 			shard_repair(st, sh);
-		shmt__mutex_unlock(&sh->ds_lock);
+		shmt__unlock(&sh->ds_lock);
 	}
 }
 
@@ -465,11 +462,9 @@ shmt__store_init(struct shmt_store *st)
 {
 	for (uint32_t i = 0; i < st->shards; i++) {
 		struct shmt_shard *sh = shard_at(st, i);
-		int rc;
 
 		memset(sh, 0, st->heap_off);
-		if ((rc = shmt__mutex_init(&sh->ds_lock)) != 0)
-			return rc;
+		shmt__lock_init(&sh->ds_lock);
 		fl_push(st, sh, 0, st->order_max);
 	}
 	return 0;
@@ -743,7 +738,7 @@ dict_put(shmt_t *h, const void *key, size_t klen, const void *val,
 	if ((rc = shard_lock(st, sh)) < 0)
 		return rc;
 	rc = put_locked(h, st, sh, &p);
-	shmt__mutex_unlock(&sh->ds_lock);
+	shmt__unlock(&sh->ds_lock);
 	return rc;
 }
 
@@ -806,7 +801,7 @@ shmt_del(shmt_t *h, const void *key, size_t klen)
 			sh->ds_expirations++;
 		unlink_free(st, sh, link, it);
 	}
-	shmt__mutex_unlock(&sh->ds_lock);
+	shmt__unlock(&sh->ds_lock);
 	return rc;
 }
 
@@ -867,7 +862,7 @@ shmt_incr(shmt_t *h, const void *key, size_t klen, int64_t delta,
 	if (rc == 0 && result != NULL)
 		*result = sum;
 out:
-	shmt__mutex_unlock(&sh->ds_lock);
+	shmt__unlock(&sh->ds_lock);
 	return rc;
 }
 
@@ -1240,7 +1235,7 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 	if (count != NULL)
 		*count = sum;
 out:
-	shmt__mutex_unlock(&sh->ds_lock);
+	shmt__unlock(&sh->ds_lock);
 	return rc;
 }
 
@@ -1269,7 +1264,7 @@ store_housekeep(shmt_t *h, const struct shmt_store *st, uint64_t now,
 		if (rc < 0)
 			return rc;
 		n += (int)reap_expired(st, sh, now, next);
-		shmt__mutex_unlock(&sh->ds_lock);
+		shmt__unlock(&sh->ds_lock);
 	}
 	return n;
 }
@@ -1446,7 +1441,7 @@ chk_store(const struct shmt_store *st, const char *kind, struct shmt_chk *c)
 				    who, (unsigned long long)unmarked * 64);
 			free(bm);
 		}
-		shmt__mutex_unlock(&sh->ds_lock);
+		shmt__unlock(&sh->ds_lock);
 	}
 }
 

@@ -25,7 +25,7 @@
 #define SHMT_IT_FREE 0x45455246U        /* "FREE" */
 
 struct shmt_shard {
-	pthread_mutex_t ds_lock;        /* writers; robust, pshared */
+	struct shmt_lock ds_lock;       /* writers */
 	uint64_t ds_items;
 	uint64_t ds_used;               /* bytes in allocated blocks */
 	uint64_t ds_evictions;

@@ -1248,16 +1248,14 @@ ce_find_or_claim(shmt_t *h, const struct shmt_lview *v, const uint64_t hash[2],
 	if (rc < 0 && rc != -ENOENT)
 		return rc;
 	for (int tries = 0; tries < 8; tries++) {
-		int lk = shmt__mutex_lock(&v->lim->lm_client_lock);
+		int lk = shmt__lock(&v->lim->lm_client_lock);
 
 		if (lk < 0)
 			return lk;
-		if (lk == 1) {
+		if (lk == 1)
 			ce_repair(v);
-			shmt__mutex_consistent(&v->lim->lm_client_lock);
-		}
 		rc = ce_claim(h, v, hash, id, idlen, tagp);
-		shmt__mutex_unlock(&v->lim->lm_client_lock);
+		shmt__unlock(&v->lim->lm_client_lock);
 		if (rc != -EAGAIN)
 			return rc;
 	}
@@ -1376,7 +1374,6 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 	uint64_t used = __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
 	uint64_t ring_off, keys_off, cl_off, end;
 	char *arena = shmt__region(h, SHMT_R_ARENA);
-	int rc;
 
 	if (used > size)
 		return SHMT_ECORRUPT;
@@ -1425,11 +1422,8 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 	for (uint32_t i = 0; i < l->nkeys; i++)
 		memcpy(arena + keys_off + (uint64_t)i * g->keystride, l->keys[i],
 		    strlen(l->keys[i]));
-	if (l->per_client &&
-	    (rc = shmt__mutex_init(&lim->lm_client_lock)) != 0) {
-		__atomic_store_n(&lim->lm_state, SHMT_LIM_FREE, __ATOMIC_RELEASE);
-		return rc;
-	}
+	if (l->per_client)
+		shmt__lock_init(&lim->lm_client_lock);
 	__atomic_store_n(&hdr->sh_arena_used, end, __ATOMIC_RELAXED);
 	/* Everything above is visible before READY is. */
 	__atomic_store_n(&lim->lm_state, SHMT_LIM_READY, __ATOMIC_RELEASE);
@@ -1471,15 +1465,13 @@ shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
 		return rc;
 	if ((rc = limit_check(l, &g)) != 0)
 		return rc;
-	lk = shmt__mutex_lock(&h->hdr->sh_table_lock);
+	lk = shmt__lock(&h->hdr->sh_table_lock);
 	if (lk < 0)
 		return lk;
-	if (lk == 1) {
+	if (lk == 1)
 		rows_repair(h);
-		shmt__mutex_consistent(&h->hdr->sh_table_lock);
-	}
 	rc = define_locked(h, name, len, l, &g);
-	shmt__mutex_unlock(&h->hdr->sh_table_lock);
+	shmt__unlock(&h->hdr->sh_table_lock);
 	return rc;
 }
 
@@ -1624,14 +1616,12 @@ shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 static int
 hk_clients(shmt_t *h, const struct shmt_lview *v, uint64_t now, uint64_t *next)
 {
-	int lk = shmt__mutex_lock(&v->lim->lm_client_lock), n = 0;
+	int lk = shmt__lock(&v->lim->lm_client_lock), n = 0;
 
 	if (lk < 0)
 		return lk;
-	if (lk == 1) {
+	if (lk == 1)
 		ce_repair(v);
-		shmt__mutex_consistent(&v->lim->lm_client_lock);
-	}
 	for (uint32_t i = 0; i < v->capacity; i++) {
 		struct shmt_client *e = ce_at(v, i);
 		struct shmt_w w;
@@ -1647,7 +1637,7 @@ hk_clients(shmt_t *h, const struct shmt_lview *v, uint64_t now, uint64_t *next)
 		if (ce_try_reclaim(h, v, e, now))
 			n++;
 	}
-	shmt__mutex_unlock(&v->lim->lm_client_lock);
+	shmt__unlock(&v->lim->lm_client_lock);
 	return n;
 }
 

@@ -109,8 +109,8 @@ struct shmt_lim {
 	uint64_t lm_storage;         /* arena bytes taken */
 	char lm_name[SHMT_LIMITER_NAME_MAX + 1];
 
-	/* Serialises claims of per-client entries (robust, pshared). */
-	alignas(SHMT_LINE) pthread_mutex_t lm_client_lock;
+	/* Serialises claims of per-client entries. */
+	alignas(SHMT_LINE) struct shmt_lock lm_client_lock;
 
 	/* The state word, alone on its line: every grant CASes it. */
 	alignas(SHMT_LINE) struct shmt_w lm_w;

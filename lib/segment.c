@@ -97,7 +97,7 @@ shmt__format_word(void)
 		sizeof(struct shmt_hdr), alignof(struct shmt_hdr),
 		offsetof(struct shmt_hdr, sh_daemon_pid),
 		offsetof(struct shmt_hdr, sh_table_lock),
-		sizeof(pthread_mutex_t),
+		sizeof(struct shmt_lock),
 		sizeof(struct shmt_slot), alignof(struct shmt_slot),
 		sizeof(struct shmt_lim), alignof(struct shmt_lim),
 		offsetof(struct shmt_lim, lm_w),
@@ -186,120 +186,6 @@ shmt__pid_alive(pid_t pid, uint64_t start)
 	}
 	errno = saved;
 	return alive;
-}
-
-int
-shmt__mutex_init(pthread_mutex_t *m)
-{
-	pthread_mutexattr_t a;
-	int rc;
-
-	if ((rc = pthread_mutexattr_init(&a)) != 0)
-		return -rc;
-	rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	if (rc == 0)
-		rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	if (rc == 0)
-		rc = pthread_mutex_init(m, &a);
-	pthread_mutexattr_destroy(&a);
-	return -rc;
-}
-
-/*
- * Lock a robust mutex of the segment.  Every critical section is short
- * (microseconds; a 1 MiB copy or a repair at worst), so the wait is sliced:
- * after each slice the owner's thread id is read from the lock word, and
- * when no such thread exists the word was damaged (a dead owner would have
- * been reported by the kernel as EOWNERDEAD), so the caller gets
- * SHMT_EBUSYLOOP at once.  A live owner that keeps the lock (stopped, say)
- * is waited for at most SHMT_LOCK_WAIT_NS.  A dead owner is reported at
- * once: 1, and the caller repairs.
- */
-#define SHMT_LOCK_WAIT_NS (10ULL * 1000000000ULL)
-#define SHMT_LOCK_SLICE_NS 10000000ULL
-#define SHMT_FUTEX_TID_MASK 0x3fffffffU
-
-/* 0 when the lock word of M names a thread that does not exist (damage);
- * 1 otherwise, including a lock just let go (no owner: try again). */
-static int
-mutex_owner_exists(pthread_mutex_t *m)
-{
-#if defined(__GLIBC__)
-	int saved = errno;
-	unsigned word = __atomic_load_n((unsigned *)&m->__data.__lock,
-	    __ATOMIC_RELAXED);
-	unsigned tid = word & SHMT_FUTEX_TID_MASK;
-	int alive;
-
-	if (word == 0)
-		return 1;
-	alive = tid != 0 && (kill((pid_t)tid, 0) == 0 || errno == EPERM);
-	errno = saved;
-	return alive;
-#else
-	(void)m;
-	return 1;
-#endif
-}
-
-/* One slice of waiting: 0 locked, EOWNERDEAD, EBUSY/ETIMEDOUT still held,
- * or another error. */
-static int
-mutex_lock_slice(pthread_mutex_t *m)
-{
-#if defined(SHMT_SANITIZE_THREAD)
-	/* ThreadSanitizer intercepts neither pthread_mutex_timedlock nor
-	 * pthread_mutex_clocklock, so this build polls trylock instead. */
-	for (uint64_t waited = 0; waited < SHMT_LOCK_SLICE_NS; waited += 100000) {
-		int rc = pthread_mutex_trylock(m);
-
-		if (rc != EBUSY)
-			return rc;
-		nanosleep(&(struct timespec){ 0, 100000 }, NULL);
-	}
-	return EBUSY;
-#else
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += (long)SHMT_LOCK_SLICE_NS;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return pthread_mutex_timedlock(m, &ts);
-#endif
-}
-
-int
-shmt__mutex_lock(pthread_mutex_t *m)
-{
-	for (uint64_t waited = 0; waited < SHMT_LOCK_WAIT_NS;
-	    waited += SHMT_LOCK_SLICE_NS) {
-		int rc = mutex_lock_slice(m);
-
-		if (rc == 0)
-			return 0;
-		if (rc == EOWNERDEAD)
-			return 1;
-		if (rc != ETIMEDOUT && rc != EBUSY)
-			return -rc;
-		if (!mutex_owner_exists(m))
-			return SHMT_EBUSYLOOP;
-	}
-	return SHMT_EBUSYLOOP;
-}
-
-void
-shmt__mutex_consistent(pthread_mutex_t *m)
-{
-	pthread_mutex_consistent(m);
-}
-
-void
-shmt__mutex_unlock(pthread_mutex_t *m)
-{
-	pthread_mutex_unlock(m);
 }
 
 static uint64_t
@@ -564,8 +450,7 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 	}
 	hdr = base;
 	hdr_init(hdr, &params, size, reg);
-	if ((rc = shmt__mutex_init(&hdr->sh_table_lock)) != 0)
-		goto out_unlink;
+	shmt__lock_init(&hdr->sh_table_lock);
 	if ((h = handle_new(name, base, size, reg, &params)) == NULL) {
 		rc = -ENOMEM;
 		goto out_unlink;

@@ -5,6 +5,8 @@
 
 #include "shmthrottle.h"
 
+#include "lock.h"
+
 #include <limits.h>
 #include <pthread.h>
 #include <stdalign.h>
@@ -87,7 +89,7 @@ struct shmt_hdr {
 	uint64_t sh_reaped;
 
 	/* The limiter table: rarely written. */
-	alignas(SHMT_LINE) pthread_mutex_t sh_table_lock; /* robust, pshared */
+	alignas(SHMT_LINE) struct shmt_lock sh_table_lock;
 	uint64_t sh_generation;       /* bumped on every define */
 	uint64_t sh_arena_used;       /* bump allocator over SHMT_R_ARENA */
 	uint32_t sh_nlimiters;        /* rows ever used (high-water mark) */
@@ -184,12 +186,6 @@ shmt__now(shmt_t *h)
 	return shmt__mono_ns();
 }
 
-/* Robust mutex helpers: lock returns 0, or 1 when the previous owner died
- * (the caller repairs, then calls shmt__mutex_consistent), or -errno. */
-int shmt__mutex_init(pthread_mutex_t *m);
-int shmt__mutex_lock(pthread_mutex_t *m);
-void shmt__mutex_consistent(pthread_mutex_t *m);
-void shmt__mutex_unlock(pthread_mutex_t *m);
 
 /* Checking (check.c): each module reports its problems through this. */
 struct shmt_chk {

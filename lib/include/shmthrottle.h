@@ -23,8 +23,9 @@
  * Caveats
  * -------
  * - Processes that share a segment must share CLOCK_MONOTONIC, i.e. the same
- *   time namespace (containers with their own time namespace must not share
- *   a segment).
+ *   time namespace, and the same PID namespace (process slots and writer
+ *   locks name their owners by pid and thread id): containers with their
+ *   own time or PID namespace must not share a segment.
  * - A process killed with kill -9 leaves its slot behind until it is reaped
  *   (by the daemon, by shmt_housekeep(), or by the next shmt_open() that runs
  *   out of slots).  A stale slot costs memory only, never correctness.
@@ -40,7 +41,7 @@
  *   grant       | any caller      | one CAS: decide + record | nothing
  *   seal        | any caller/dmn  | one CAS                  | nothing
  *   release     | any caller/dmn  | one CAS                  | nothing
- *   define      | any process     | under the table mutex    | definers
+ *   define      | any process     | under the table lock     | definers
  * Every operation on W is lock-free: a CAS fails only because another one
  * succeeded.  On success a CAS is a full barrier (sequentially consistent);
  * on failure it acts as an acquire load of the current word.
@@ -313,7 +314,7 @@ typedef struct shmt_limit {
  * -ENAMETOOLONG, -EEXIST (defined with other parameters), -ENOSPC (limiter
  * table or storage arena full).  On any error nothing is defined.
  * Concurrency: any number of processes may define at once; they serialise
- * on a robust process-shared mutex.  kill -9 inside the call leaves either
+ * on the table's lock (which recovers from a dead owner).  kill -9 inside the call leaves either
  * no limiter or a complete one (a row being built is reclaimed by the next
  * definer; its storage is not reused).
  */
@@ -436,8 +437,8 @@ SHMT_EXPORT int shmt_limiter_buckets(shmt_t *h, const char *name,
  * and check the shard's version, retrying a bounded number of times; they
  * never return a torn or mixed value, and never crash even when the item
  * they read is freed and reused under them.  Writers take the shard's
- * robust process-shared mutex; a writer killed at any instruction leaves the
- * shard usable and every other key intact (the next writer, or a reader
+ * lock, which recovers from a dead owner; a writer killed at any instruction
+ * leaves the shard usable and every other key intact (the next writer, or a reader
  * that finds the version stuck, repairs the shard: every key keeps its old
  * or its new value).  Values are never changed in place: a write builds a
  * new item and links it with one store.

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The segment's writer locks: a word with the owner's thread id, taken by
+ * CAS, waited for by spinning, then yielding, then sleeping briefly, with
+ * owner-death recovery by a liveness check of the owner's thread.  Critical
+ * sections are short (microseconds; a 1 MiB copy or a repair at worst), so
+ * the sleeps are short too and fairness is not needed.
+ */
+#include "lock.h"
+
+#include "shmthrottle.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ck_pr.h>
+
+#define SHMT_LOCK_WAIT_NS (10ULL * 1000000000ULL)
+/* Thread ids are below PID_MAX_LIMIT (2^22) on Linux. */
+#define SHMT_TID_MAX (1U << 22)
+
+static __thread uint32_t my_tid;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* A child of fork() is another thread: forget the parent's id. */
+static void
+tid_forget(void)
+{
+	my_tid = 0;
+}
+
+static void
+atfork_register(void)
+{
+	pthread_atfork(NULL, NULL, tid_forget);
+}
+
+static uint32_t
+tid_self(void)
+{
+	if (my_tid == 0) {
+		pthread_once(&atfork_once, atfork_register);
+		my_tid = (uint32_t)syscall(SYS_gettid);
+	}
+	return my_tid;
+}
+
+/* 1 when OWNER names a thread that exists now. */
+static int
+owner_alive(uint32_t owner)
+{
+	int saved = errno, alive;
+
+	if (owner == 0 || owner >= SHMT_TID_MAX)
+		return 0;
+	alive = kill((pid_t)owner, 0) == 0 || errno == EPERM;
+	errno = saved;
+	return alive;
+}
+
+void
+shmt__lock_init(struct shmt_lock *l)
+{
+	__atomic_store_n(&l->lk_owner, 0, __ATOMIC_RELEASE);
+	l->lk_pad = 0;
+}
+
+/* One attempt: 0 or 1 as shmt__lock, or -EBUSY with the owner in *SEEN. */
+static int
+lock_once(struct shmt_lock *l, uint32_t me, int check, uint32_t *seen)
+{
+	uint32_t cur = 0;
+
+	if (__atomic_compare_exchange_n(&l->lk_owner, &cur, me, 0,
+	    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return 0;
+	*seen = cur;
+	/* Our own id in the word: a thread that had this id died holding it
+	 * (ids are reused), since no thread takes a lock it holds. */
+	if (cur == me || (check && !owner_alive(cur))) {
+		if (__atomic_compare_exchange_n(&l->lk_owner, &cur, me, 0,
+		    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return 1;
+	}
+	return -EBUSY;
+}
+
+int
+shmt__lock_try(struct shmt_lock *l)
+{
+	uint32_t seen;
+
+	return lock_once(l, tid_self(), 1, &seen);
+}
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int
+shmt__lock(struct shmt_lock *l)
+{
+	uint32_t me = tid_self(), seen = 0;
+	uint64_t start = 0;
+
+	for (unsigned i = 0;; i++) {
+		/* The liveness check is a system call: only now and then. */
+		int rc = lock_once(l, me, i % 64 == 63, &seen);
+
+		if (rc >= 0)
+			return rc;
+		if (i < 128) {
+			ck_pr_stall();
+			continue;
+		}
+		if (start == 0)
+			start = mono_ns();
+		else if (mono_ns() - start > SHMT_LOCK_WAIT_NS)
+			return SHMT_EBUSYLOOP;
+		if (i < 256)
+			sched_yield();
+		else
+			nanosleep(&(struct timespec){ 0, 20000 }, NULL);
+	}
+}
+
+void
+shmt__unlock(struct shmt_lock *l)
+{
+	__atomic_store_n(&l->lk_owner, 0, __ATOMIC_RELEASE);
+}

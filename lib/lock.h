@@ -1,0 +1,32 @@
+/* This file is private to libshmthrottle: the segment's writer locks. */
+/* SPDX-License-Identifier: MIT */
+#ifndef SHMT_LOCK_H
+#define SHMT_LOCK_H
+
+#include <stdint.h>
+
+/*
+ * A lock in the segment: one word holding the owner's thread id, 0 when
+ * free.  It replaces a robust process-shared pthread mutex for two reasons:
+ * glibc trusts the mutex's own fields (its kind, its owner), so a damaged
+ * segment could steer glibc into an assertion or a crash; and it keeps no
+ * pointer or libc state in the segment.  Owner death is found by asking
+ * whether the owner's thread still exists; a word naming no live thread is
+ * taken over, and the taker repairs what the lock guards, as with
+ * EOWNERDEAD.  A reused thread id can only delay that (the lock then looks
+ * held until the bound), never hand the lock to two owners.
+ */
+struct shmt_lock {
+	uint32_t lk_owner;
+	uint32_t lk_pad;
+};
+
+void shmt__lock_init(struct shmt_lock *l);
+/* 0: locked; 1: locked, taken from a dead owner (repair first); or
+ * SHMT_EBUSYLOOP after waiting SHMT_LOCK_WAIT_NS for a live owner. */
+int shmt__lock(struct shmt_lock *l);
+/* As shmt__lock without waiting: -EBUSY when a live owner holds it. */
+int shmt__lock_try(struct shmt_lock *l);
+void shmt__unlock(struct shmt_lock *l);
+
+#endif /* SHMT_LOCK_H */
