@@ -4,8 +4,11 @@
  * and a free count), the sliding-window log for exact mode, and a
  * per-client table, and for the dictionary's workloads a hash table of
  * fixed-size slots, all in one shared-memory segment behind one robust,
- * process-shared pthread mutex.  Written plainly, as one would first write
- * it: read the clock, take the lock, run the seed's algorithm, unlock.
+ * process-shared pthread mutex.  Written plainly: take the lock, read the
+ * clock, run the seed's algorithm, unlock.  The clock is read under the
+ * lock so that this peer keeps the same safety promise as the library: a
+ * caller that read the clock before the lock and was preempted could spend
+ * capacity another caller released at a later time than its own.
  */
 #include "bench.h"
 #include "zipf.h"
@@ -217,11 +220,12 @@ mx_op_key(void *wctx, uint64_t arg)
 {
 	struct mx_worker *w = wctx;
 	struct mx_hdr *h = w->p->hdr;
-	uint64_t now = bench_now_ns();
+	uint64_t now;
 	int rc;
 
 	if ((rc = mx_lock(h)) < 0)
 		return rc;
+	now = bench_now_ns();
 	rc = mx_try_use(h, mx_thr_at(h, w->thr), now);
 	pthread_mutex_unlock(&h->lock);
 	return rc;
@@ -233,12 +237,13 @@ mx_op_next(void *wctx, uint64_t arg)
 	struct mx_worker *w = wctx;
 	struct mx_hdr *h = w->p->hdr;
 	struct mx_thr *t = mx_thr_at(h, w->thr);
-	uint64_t now = bench_now_ns();
+	uint64_t now;
 	uint32_t key = 0;
 	int rc;
 
 	if ((rc = mx_lock(h)) < 0)
 		return rc;
+	now = bench_now_ns();
 	if ((rc = mx_try_use(h, t, now)) > 0) {
 		key = t->cursor;
 		t->cursor = (t->cursor + 1) % h->nkeys;
@@ -258,12 +263,13 @@ mx_op_client(void *wctx, uint64_t arg)
 {
 	struct mx_worker *w = wctx;
 	struct mx_hdr *h = w->p->hdr;
-	uint64_t now = bench_now_ns();
+	uint64_t now;
 	struct mx_thr *t;
 	int rc;
 
 	if ((rc = mx_lock(h)) < 0)
 		return rc;
+	now = bench_now_ns();
 	if ((t = mx_client(h, arg, now)) != NULL) {
 		rc = mx_try_use(h, t, now);
 	} else {

@@ -89,7 +89,9 @@
  * after its bucket is released), so it too is read half by half.  A denial
  * has no CAS to validate it, so it is confirmed with a full atomic load.
  * Client entries can cycle LIVE -> FREE -> LIVE with an identical word, so
- * they always use full loads.
+ * they always use full loads.  This argument, and the one for the per-thread
+ * guess below, hold as long as tail does not wrap around 2^32 between an
+ * observation and the CAS that matches it (four billion buckets opened).
  *
  * Exact mode keeps the time of grant n in log slot n % L; grant n is one
  * CAS on that slot from the record of grant n - L to {n, now}, allowed when
@@ -718,35 +720,81 @@ bk_why(const struct bk_ctx *c, struct shmt_w w, uint64_t now)
 }
 
 /*
- * Take one use from the ring whose word is at WP.  Returns 1 granted (with
- * the key-pool cursor in *TAG), 0 denied (reason in *WHY), or an error.
- * The tag is advanced mod ntags on every grant, or kept when ntags is 0
- * (client entries keep their state and epoch there; the CAS then also checks
- * that the entry is still the caller's).
+ * The last word each thread saw of each shared limiter it used lately, to
+ * CAS against directly instead of reading the word first: under contention
+ * that read pulls the line across cores once more for nothing, since a
+ * failed CAS returns the current word anyway.  A value observed atomically
+ * (by a CAS) and later matched by a successful CAS was held by W all along
+ * in between (its fields only move one way, see "Torn reads"), so the
+ * observation counts as the read that precedes the clock.  Keyed by the
+ * word's address and the handle's uid, so a remapped segment never matches.
+ */
+#define WGUESS 8
+static __thread struct {
+	const void *wp;
+	uint32_t uid;
+	uint64_t w[2];
+} wguess[WGUESS];
+
+static inline unsigned
+wguess_slot(const void *wp)
+{
+	return (unsigned)((uintptr_t)wp >> 7) & (WGUESS - 1);
+}
+
+/*
+ * A denial decided on a word that may be stale (a guess, or read half by
+ * half) is confirmed with a full atomic load: 1 when W still holds *W, else
+ * 0 with the current word in *W.
  */
 static int
-bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
-    int *why)
+bk_confirm(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w)
 {
-	struct shmt_w w, nw;
-	uint64_t s[2], due;
+	struct shmt_w cur;
 
-	bk_load(c, wp, w.w);
+	if (!c->torn_ok)
+		return 1;
+	shmt__load128(wp, cur.w);
+	if (cur.w[0] == w->w[0] && cur.w[1] == w->w[1])
+		return 1;
+	*w = cur;
+	return 0;
+}
+
+/*
+ * The loop of bk_take from the word *W (read, or guessed); leaves in *W the
+ * last word known to be current.
+ */
+static int
+bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
+    struct shmt_w *wio, uint32_t *tag, int *why)
+{
+	struct shmt_w w = *wio, nw;
+	uint64_t s[2], due;
+	int rc = SHMT_EBUSYLOOP;
+
 	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
 		uint64_t now = shmt__now(h);
 		uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
 		uint32_t tail = SHMT_W_TAIL(w), nsealed = SHMT_W_NSEALED(w);
 		uint32_t wtag = SHMT_W_TAG(w), ntag, tail2, nsealed2;
 		uint64_t close;
-		int rc;
 
-		if (c->check_tag && wtag != c->tag_expect)
-			return -EAGAIN;
-		if (!w_valid(c, w))
-			return SHMT_ECORRUPT;
+		if (c->check_tag && wtag != c->tag_expect) {
+			rc = -EAGAIN;
+			break;
+		}
+		if (!w_valid(c, w)) {
+			/* A guess may be of another time: check before
+			 * calling the segment damaged. */
+			if (!bk_confirm(c, wp, &w))
+				continue;
+			rc = SHMT_ECORRUPT;
+			break;
+		}
 		rc = bk_release_step(c, w, now, &nw, &due);
 		if (rc < 0)
-			return rc;
+			break;
 		if (rc == SLOT_STALE) {
 			shmt__load128(wp, w.w);
 			continue;
@@ -756,17 +804,11 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 			continue;
 		}
 		if (inflight >= c->limit) {
-			if (c->torn_ok) {
-				struct shmt_w cur;
-
-				shmt__load128(wp, cur.w);
-				if (cur.w[0] != w.w[0] || cur.w[1] != w.w[1]) {
-					w = cur;
-					continue;
-				}
-			}
+			if (!bk_confirm(c, wp, &w))
+				continue;
 			*why = bk_why(c, w, now);
-			return 0;
+			rc = 0;
+			break;
 		}
 		ntag = c->ntags != 0 ? (wtag + 1) % c->ntags : wtag;
 		tail2 = tail;
@@ -780,24 +822,29 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 				continue;
 			}
 			if (rc != SLOT_OK)
-				return rc;
+				break;
 			if (count < c->slack_uses && now < s[0]) {
 				nw = shmt__w_make(inflight + 1, count + 1, tail,
 				    nsealed, 1, ntag);
 				if (shmt__cas128(wp, w.w, nw.w)) {
 					*tag = wtag;
-					return 1;
+					w = nw;
+					rc = 1;
+					break;
 				}
 				continue;
 			}
 			if ((rc = slot_raise(slot, tail, count)) != 0)
-				return rc;
+				break;
 			tail2 = tail + 1;
 			nsealed2 = nsealed + 1;
 		}
 		if (nsealed2 + 1 > c->nb) {
+			if (!bk_confirm(c, wp, &w))
+				continue;
 			*why = WHY_RING_FULL;
-			return 0;
+			rc = 0;
+			break;
 		}
 		close = slot_open(slot_of(c, tail2), tail2,
 		    sat_add(now, c->slack));
@@ -813,10 +860,49 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 		nw = shmt__w_make(inflight + 1, 1, tail2, nsealed2, 1, ntag);
 		if (shmt__cas128(wp, w.w, nw.w)) {
 			*tag = wtag;
-			return 1;
+			w = nw;
+			rc = 1;
+			break;
 		}
+		rc = SHMT_EBUSYLOOP;
 	}
-	return SHMT_EBUSYLOOP;
+	*wio = w;
+	return rc;
+}
+
+/*
+ * Take one use from the ring whose word is at WP.  Returns 1 granted (with
+ * the key-pool cursor in *TAG), 0 denied (reason in *WHY), or an error.
+ * The tag is advanced mod ntags on every grant, or kept when ntags is 0
+ * (client entries keep their state and epoch there; the CAS then also checks
+ * that the entry is still the caller's).
+ */
+static int
+bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
+    int *why)
+{
+	unsigned g = wguess_slot(wp);
+	int guessed = c->torn_ok && wguess[g].wp == wp &&
+	    wguess[g].uid == h->uid;
+	struct shmt_w w;
+	int rc;
+
+	if (guessed) {
+		w.w[0] = wguess[g].w[0];
+		w.w[1] = wguess[g].w[1];
+	} else {
+		bk_load(c, wp, w.w);
+	}
+	rc = bk_take_loop(h, c, wp, &w, tag, why);
+	if (c->torn_ok) {
+		/* Keep the last word seen for the next call, but only one
+		 * known to be current: from a CAS or a full load. */
+		wguess[g].wp = rc >= 0 ? wp : NULL;
+		wguess[g].uid = h->uid;
+		wguess[g].w[0] = w.w[0];
+		wguess[g].w[1] = w.w[1];
+	}
+	return rc;
 }
 
 /* Release every cooled bucket and seal an active bucket that closed (by
