@@ -426,7 +426,7 @@ shard_repair(const struct shmt_store *st, struct shmt_shard *sh)
 static int
 shard_lock(const struct shmt_store *st, struct shmt_shard *sh)
 {
-	int rc = shmt__lock(&sh->ds_lock);
+	int rc = shmt__lock(st->h, &sh->ds_lock);
 
 	if (rc == 1) {
 		rc = shard_repair(st, sh);
@@ -443,7 +443,7 @@ shard_lock(const struct shmt_store *st, struct shmt_shard *sh)
 static void
 reader_check_owner(const struct shmt_store *st, struct shmt_shard *sh)
 {
-	int rc = shmt__lock_try(&sh->ds_lock);
+	int rc = shmt__lock_try(st->h, &sh->ds_lock);
 
 	if (rc == 1) {
 		shard_repair(st, sh);

@@ -65,6 +65,7 @@ struct shmt_fblock {
 /* The process-local, trusted geometry of a store: computed from the
  * creation parameters, never read back from the segment. */
 struct shmt_store {
+	shmt_t *h;                      /* the handle this geometry belongs to */
 	char *base;
 	uint32_t shards;
 	uint32_t order_max;             /* heap = 64 << order_max */

@@ -1334,7 +1334,7 @@ ce_find_or_claim(shmt_t *h, const struct shmt_lview *v, const uint64_t hash[2],
 	if (rc < 0 && rc != -ENOENT)
 		return rc;
 	for (int tries = 0; tries < 8; tries++) {
-		int lk = shmt__lock(&v->lim->lm_client_lock);
+		int lk = shmt__lock(h, &v->lim->lm_client_lock);
 
 		if (lk < 0)
 			return lk;
@@ -1551,7 +1551,7 @@ shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
 		return rc;
 	if ((rc = limit_check(l, &g)) != 0)
 		return rc;
-	lk = shmt__lock(&h->hdr->sh_table_lock);
+	lk = shmt__lock(h, &h->hdr->sh_table_lock);
 	if (lk < 0)
 		return lk;
 	if (lk == 1)
@@ -1702,7 +1702,7 @@ shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 static int
 hk_clients(shmt_t *h, const struct shmt_lview *v, uint64_t now, uint64_t *next)
 {
-	int lk = shmt__lock(&v->lim->lm_client_lock), n = 0;
+	int lk = shmt__lock(h, &v->lim->lm_client_lock), n = 0;
 
 	if (lk < 0)
 		return lk;

@@ -8,9 +8,13 @@
  */
 #include "lock.h"
 
-#include "shmthrottle.h"
+#include "segment.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -50,15 +54,40 @@ tid_self(void)
 	return my_tid;
 }
 
-/* 1 when OWNER names a thread that exists now. */
+/* The process (thread group) of thread TID, or 0 when it does not exist. */
+static pid_t
+tgid_of(uint32_t tid)
+{
+	char path[64], buf[512];
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/status", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strstr(buf, "\nTgid:");
+	return p != NULL ? (pid_t)atoi(p + 6) : 0;
+}
+
+/* 1 when OWNER names a thread that exists now, of a process that holds a
+ * slot of the segment. */
 static int
-owner_alive(uint32_t owner)
+owner_alive(shmt_t *h, uint32_t owner)
 {
 	int saved = errno, alive;
 
 	if (owner == 0 || owner >= SHMT_TID_MAX)
 		return 0;
 	alive = kill((pid_t)owner, 0) == 0 || errno == EPERM;
+	if (alive && h != NULL)
+		alive = shmt__slot_held_by(h, tgid_of(owner));
 	errno = saved;
 	return alive;
 }
@@ -72,7 +101,8 @@ shmt__lock_init(struct shmt_lock *l)
 
 /* One attempt: 0 or 1 as shmt__lock, or -EBUSY with the owner in *SEEN. */
 static int
-lock_once(struct shmt_lock *l, uint32_t me, int check, uint32_t *seen)
+lock_once(shmt_t *h, struct shmt_lock *l, uint32_t me, int check,
+    uint32_t *seen)
 {
 	uint32_t cur = 0;
 
@@ -82,7 +112,7 @@ lock_once(struct shmt_lock *l, uint32_t me, int check, uint32_t *seen)
 	*seen = cur;
 	/* Our own id in the word: a thread that had this id died holding it
 	 * (ids are reused), since no thread takes a lock it holds. */
-	if (cur == me || (check && !owner_alive(cur))) {
+	if (cur == me || (check && !owner_alive(h, cur))) {
 		if (__atomic_compare_exchange_n(&l->lk_owner, &cur, me, 0,
 		    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			return 1;
@@ -91,11 +121,11 @@ lock_once(struct shmt_lock *l, uint32_t me, int check, uint32_t *seen)
 }
 
 int
-shmt__lock_try(struct shmt_lock *l)
+shmt__lock_try(shmt_t *h, struct shmt_lock *l)
 {
 	uint32_t seen;
 
-	return lock_once(l, tid_self(), 1, &seen);
+	return lock_once(h, l, tid_self(), 1, &seen);
 }
 
 static uint64_t
@@ -108,14 +138,14 @@ mono_ns(void)
 }
 
 int
-shmt__lock(struct shmt_lock *l)
+shmt__lock(shmt_t *h, struct shmt_lock *l)
 {
 	uint32_t me = tid_self(), seen = 0;
 	uint64_t start = 0;
 
 	for (unsigned i = 0;; i++) {
 		/* The liveness check is a system call: only now and then. */
-		int rc = lock_once(l, me, i % 64 == 63, &seen);
+		int rc = lock_once(h, l, me, i % 64 == 63, &seen);
 
 		if (rc >= 0)
 			return rc;

@@ -13,20 +13,27 @@
  * pointer or libc state in the segment.  Owner death is found by asking
  * whether the owner's thread still exists; a word naming no live thread is
  * taken over, and the taker repairs what the lock guards, as with
- * EOWNERDEAD.  A reused thread id can only delay that (the lock then looks
- * held until the bound), never hand the lock to two owners.
+ * EOWNERDEAD.  A live owner is a thread that exists and whose process holds
+ * a slot in the segment (every handle claims one), so a damaged word that
+ * happens to name some unrelated thread is taken over too.  A reused thread
+ * id can only delay recovery (the lock then looks held until the bound),
+ * never hand the lock to two owners.
  */
 struct shmt_lock {
 	uint32_t lk_owner;
 	uint32_t lk_pad;
 };
 
+struct shmt;
+
 void shmt__lock_init(struct shmt_lock *l);
 /* 0: locked; 1: locked, taken from a dead owner (repair first); or
- * SHMT_EBUSYLOOP after waiting SHMT_LOCK_WAIT_NS for a live owner. */
-int shmt__lock(struct shmt_lock *l);
+ * SHMT_EBUSYLOOP after waiting SHMT_LOCK_WAIT_NS for a live owner.  H is
+ * the handle of the segment the lock lives in: an owner counts as live only
+ * while its process holds a slot there. */
+int shmt__lock(struct shmt *h, struct shmt_lock *l);
 /* As shmt__lock without waiting: -EBUSY when a live owner holds it. */
-int shmt__lock_try(struct shmt_lock *l);
+int shmt__lock_try(struct shmt *h, struct shmt_lock *l);
 void shmt__unlock(struct shmt_lock *l);
 
 #endif /* SHMT_LOCK_H */

@@ -332,6 +332,8 @@ handle_new(const char *name, char *base, uint64_t size,
 	}
 	h->dict->base = base + reg[SHMT_R_DICT].rg_off;
 	h->counters->base = base + reg[SHMT_R_COUNTERS].rg_off;
+	h->dict->h = h;
+	h->counters->h = h;
 	if (p->sp_analyzer_bytes != 0) {
 		h->an = calloc(1, sizeof(*h->an));
 		if (h->an == NULL || an_geometry(p, h->an) != 0) {

@@ -203,5 +203,7 @@ int shmt__slot_claim(shmt_t *h);
 void shmt__slot_release(shmt_t *h);
 int shmt__slots_reap(shmt_t *h);
 void shmt__slots_count(shmt_t *h, uint32_t *in_use, uint32_t *stale);
+/* 1 when process PID holds a slot of H's segment. */
+int shmt__slot_held_by(shmt_t *h, pid_t pid);
 
 #endif /* SHMT_SEGMENT_H */

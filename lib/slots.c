@@ -112,3 +112,18 @@ shmt__slots_count(shmt_t *h, uint32_t *in_use, uint32_t *stale)
 	*in_use = used;
 	*stale = dead;
 }
+
+int
+shmt__slot_held_by(shmt_t *h, pid_t pid)
+{
+	uint32_t n;
+	struct shmt_slot *s = slots(h, &n);
+
+	if (pid <= 0)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (__atomic_load_n(&s[i].sl_pid, __ATOMIC_RELAXED) ==
+		    (uint32_t)pid)
+			return 1;
+	return 0;
+}
