@@ -131,6 +131,7 @@ struct shmt_lview {
 	uint64_t limit, window, slack, slack_uses;
 	uint32_t mode, flags, nb, nkeys, keystride, keymax, capacity, entsize;
 	uint32_t uses_per_key;
+	uint64_t nb_magic;            /* for slot_of, see there */
 	struct shmt_ring_slot *ring;  /* buckets mode */
 	struct shmt_log_slot *log;    /* exact mode */
 	const char *keys;
@@ -315,6 +316,7 @@ view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	v->nb = lim->lm_nbuckets;
 	v->nkeys = lim->lm_nkeys;
 	v->uses_per_key = lim->lm_uses_per_key;
+	v->nb_magic = v->nb != 0 ? UINT64_MAX / v->nb + 1 : 0;
 	v->keystride = lim->lm_keystride;
 	v->keymax = lim->lm_keymax;
 	v->capacity = lim->lm_capacity;
@@ -625,7 +627,7 @@ bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
 	c->ring = ring;
 	c->released = &v->lim->lm_released_uses;
 	c->torn_ok = 0;
-	c->nb_magic = UINT64_MAX / v->nb + 1;
+	c->nb_magic = v->nb_magic;
 }
 
 /* CAS *WP from *W to NW, a release; on success count the uses it returned
