@@ -34,6 +34,7 @@
 #include <ck_pr.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -868,21 +869,36 @@ out:
 
 /* ---- Reads (no lock) --------------------------------------------------------- */
 
-/* Spin while a writer holds the version odd; after a while, check whether
- * it died.  Returns the even version, or 1 (odd) when the bound ran out. */
+/* How long a reader waits for a version held odd: a writer holds it odd
+ * for one store, but may be descheduled right there (more processes than
+ * cores), so the wait is bounded by time, not by a spin count. */
+#define READ_WAIT_NS 200000000ULL
+
+/* Wait while a writer holds the version odd: spin, then yield; now and
+ * then check whether the writer died.  Returns the even version, or 1
+ * (odd) when READ_WAIT_NS ran out. */
 static uint64_t
 seq_begin(const struct shmt_store *st, struct shmt_shard *sh)
 {
-	for (unsigned i = 0; i < READ_RETRIES; i++) {
+	uint64_t start = 0;
+
+	for (unsigned i = 0;; i++) {
 		uint64_t s = __atomic_load_n(&sh->ds_seq, __ATOMIC_ACQUIRE);
 
 		if ((s & 1) == 0)
 			return s;
+		if (i < 128) {
+			ck_pr_stall();
+			continue;
+		}
+		if (start == 0)
+			start = shmt__mono_ns();
+		else if (shmt__mono_ns() - start > READ_WAIT_NS)
+			return 1;
 		if (i % 256 == 255)
 			reader_check_owner(st, sh);
-		ck_pr_stall();
+		sched_yield();
 	}
-	return 1;
 }
 
 /* After the copy: the version unchanged means the copy is whole.  The
