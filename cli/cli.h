@@ -81,6 +81,14 @@ int shmtc_open_error(const struct shmtc *c, int err);
 int shmtc_operands(const struct shmtc *c, int argc, char **argv, int npos,
     int nopt);
 
+/* The prologue of a command that takes only the common options: parse
+ * them, check NPOS (+ NOPT optional) operands, open the segment into *H.
+ * Returns SHMTC_GO to carry on, or the exit code to return at once (0
+ * after --help; after printing why otherwise). */
+#define SHMTC_GO (-1)
+int shmtc_prologue(struct shmtc *c, int argc, char **argv, int npos, int nopt,
+    shmt_t **h);
+
 /* Write ROOT as one JSON document on stdout and release it.  Returns 0,
  * or SHMTC_MISSING when out of memory. */
 int shmtc_json_emit(json_t *root);

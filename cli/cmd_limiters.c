@@ -167,14 +167,9 @@ shmtc_cmd_limiters(struct shmtc *c, int argc, char **argv)
 	shmt_limiter_stat_t *v = NULL;
 	shmt_t *h = NULL;
 	size_t n = 0;
-	char *arg;
 	int rc;
 
-	if ((rc = shmtc_getopt(c, argc, argv, NULL, NULL, &arg)) != -1)
-		return shmtc_getopt_exit(rc);
-	if ((rc = shmtc_operands(c, argc, argv, 0, 0)) != 0)
-		return rc;
-	if ((rc = shmtc_open(c, &h)) != 0)
+	if ((rc = shmtc_prologue(c, argc, argv, 0, 0, &h)) != SHMTC_GO)
 		return rc;
 	if ((rc = shmtc_limiter_list(h, &v, &n)) != 0) {
 		shmtc_err("%s: limiters: %s", c->segment, shmt_strerror(rc));
@@ -308,14 +303,9 @@ int
 shmtc_cmd_buckets(struct shmtc *c, int argc, char **argv)
 {
 	shmt_t *h = NULL;
-	char *arg;
 	int rc;
 
-	if ((rc = shmtc_getopt(c, argc, argv, NULL, NULL, &arg)) != -1)
-		return shmtc_getopt_exit(rc);
-	if ((rc = shmtc_operands(c, argc, argv, 1, 0)) != 0)
-		return rc;
-	if ((rc = shmtc_open(c, &h)) != 0)
+	if ((rc = shmtc_prologue(c, argc, argv, 1, 0, &h)) != SHMTC_GO)
 		return rc;
 	rc = buckets_show(c, h, argv[optind]);
 	shmt_close(h);

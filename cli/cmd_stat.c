@@ -281,14 +281,9 @@ shmtc_cmd_stat(struct shmtc *c, int argc, char **argv)
 	int have_dict, have_an;
 	shmt_t *h = NULL;
 	shmt_time_t now;
-	char *arg;
 	int rc;
 
-	if ((rc = shmtc_getopt(c, argc, argv, NULL, NULL, &arg)) != -1)
-		return shmtc_getopt_exit(rc);
-	if ((rc = shmtc_operands(c, argc, argv, 0, 0)) != 0)
-		return rc;
-	if ((rc = shmtc_open(c, &h)) != 0)
+	if ((rc = shmtc_prologue(c, argc, argv, 0, 0, &h)) != SHMTC_GO)
 		return rc;
 	if ((rc = shmt_segment_stat(h, &st)) != 0) {
 		shmtc_err("%s: %s", c->segment, shmt_strerror(rc));

@@ -78,14 +78,9 @@ shmtc_cmd_next_key(struct shmtc *c, int argc, char **argv)
 {
 	char key[SHMT_KEYNAME_MAX + 1];
 	shmt_t *h = NULL;
-	char *arg;
 	int rc;
 
-	if ((rc = shmtc_getopt(c, argc, argv, NULL, NULL, &arg)) != -1)
-		return shmtc_getopt_exit(rc);
-	if ((rc = shmtc_operands(c, argc, argv, 1, 0)) != 0)
-		return rc;
-	if ((rc = shmtc_open(c, &h)) != 0)
+	if ((rc = shmtc_prologue(c, argc, argv, 1, 0, &h)) != SHMTC_GO)
 		return rc;
 	rc = shmt_next_key(h, argv[optind], key, sizeof(key));
 	if (rc < 0)

@@ -187,6 +187,22 @@ shmtc_getopt_exit(int rc)
 }
 
 int
+shmtc_prologue(struct shmtc *c, int argc, char **argv, int npos, int nopt,
+    shmt_t **h)
+{
+	char *arg;
+	int rc;
+
+	if ((rc = shmtc_getopt(c, argc, argv, NULL, NULL, &arg)) != -1)
+		return shmtc_getopt_exit(rc);
+	if ((rc = shmtc_operands(c, argc, argv, npos, nopt)) != 0)
+		return rc;
+	if ((rc = shmtc_open(c, h)) != 0)
+		return rc;
+	return SHMTC_GO;
+}
+
+int
 shmtc_operands(const struct shmtc *c, int argc, char **argv, int npos,
     int nopt)
 {
