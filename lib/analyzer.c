@@ -74,20 +74,30 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	an->probe = (uint32_t)((1200000ULL + ppm - 1) / ppm);
 	if (an->probe < 8)
 		an->probe = 8;
+	/* A key's counters are one group of probe counters whose tags and
+	 * counts fill whole cache lines (hashes apart): a miss reads those
+	 * lines only.  More counters than 1.2 / threshold only lower the
+	 * error. */
+	an->probe = (an->probe + SHMT_AN_PROBE_STEP - 1) &
+	    ~(SHMT_AN_PROBE_STEP - 1);
+	an->tag_bytes = (2 * an->probe + 7) & ~7U;
+	an->meta_bytes = (an->tag_bytes + 8 * an->probe + 8 + 63) & ~63U;
 	/* A quarter for names, the rest for summaries. */
 	names = pow2_floor(bytes / 4 / sizeof(struct shmt_an_name));
-	an->lock_off = SHMT_LINE * 2;   /* after the owners (17 x 16 bytes) */
+	an->lock_off = SHMT_LINE * 2;   /* after the owners (16 x 16 bytes) */
 	an->sums_off = an->lock_off + SHMT_LINE;
 	rest = bytes - an->sums_off - names * sizeof(struct shmt_an_name);
 	per = rest / ((uint64_t)an->rings * an->stripes);
 	if (per <= sizeof(struct shmt_an_sum))
 		return -EINVAL;
-	an->cap = (uint32_t)pow2_floor((per - sizeof(struct shmt_an_sum)) /
-	    sizeof(struct shmt_an_slot));
-	if (an->cap < an->probe || an->cap > (1U << 20))
+	an->groups = (uint32_t)((per - sizeof(struct shmt_an_sum)) /
+	    (an->meta_bytes + 8ULL * an->probe));
+	if (an->groups == 0 || an->groups > (1U << 16))
 		return -EINVAL;
-	an->sum_size = sizeof(struct shmt_an_sum) +
-	    (uint64_t)an->cap * sizeof(struct shmt_an_slot);
+	an->cap = an->groups * an->probe;
+	an->hashes_off = sizeof(struct shmt_an_sum) +
+	    (uint64_t)an->groups * an->meta_bytes;
+	an->sum_size = (an->hashes_off + 8ULL * an->cap + 63) & ~63ULL;
 	an->names_off = an->sums_off +
 	    an->sum_size * an->rings * an->stripes;
 	an->names = (uint32_t)names;
@@ -109,10 +119,25 @@ sum_at(const struct shmt_an *an, uint32_t ring, uint32_t stripe)
 	    ((uint64_t)ring * an->stripes + stripe) * an->sum_size);
 }
 
-static struct shmt_an_slot *
-slots_of(struct shmt_an_sum *s)
+/* Group G of summary S: its tags, counts and hashes. */
+struct group {
+	uint16_t *tags;
+	uint64_t *cnt, *hash;
+	uint64_t *hint;         /* no free counter below it (see below) */
+};
+
+static inline struct group
+group_at(const struct shmt_an *an, struct shmt_an_sum *s, uint32_t g)
 {
-	return (struct shmt_an_slot *)(s + 1);
+	char *m = (char *)(s + 1) + (uint64_t)g * an->meta_bytes;
+
+	return (struct group){
+		.tags = (uint16_t *)m,
+		.cnt = (uint64_t *)(m + an->tag_bytes),
+		.hint = (uint64_t *)(m + an->tag_bytes) + an->probe,
+		.hash = (uint64_t *)((char *)s + an->hashes_off) +
+		    (uint64_t)g * an->probe,
+	};
 }
 
 static struct shmt_an_name *
@@ -344,26 +369,57 @@ name_get(const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
 static void
 sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 {
-	struct shmt_an_slot *sl = slots_of(s);
 	uint64_t ver = __atomic_load_n(&s->am_ver, __ATOMIC_RELAXED);
 
 	if ((ver & 1) == 0)
 		__atomic_store_n(&s->am_ver, ++ver, __ATOMIC_RELEASE);
-	for (uint32_t j = 0; j < an->cap; j++)
-		__atomic_store_n(&sl[j].as_cnt, 0, __ATOMIC_RELAXED);
+	for (uint32_t g = 0; g < an->groups; g++) {
+		uint64_t *cnt = group_at(an, s, g).cnt;
+
+		for (uint32_t j = 0; j < an->probe; j++)
+			__atomic_store_n(&cnt[j], 0, __ATOMIC_RELAXED);
+	}
 	__atomic_store_n(&s->am_d, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_n, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_id, id, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_ver, ver + 1, __ATOMIC_RELEASE);
 }
 
-static void
+/* Which of the four 16-bit lanes of X are zero: bit 15 of each such lane
+ * set, the others clear (exact: no carry crosses a lane). */
+static inline uint64_t
+zero_lanes16(uint64_t x)
+{
+	const uint64_t low = 0x7fff7fff7fff7fffULL;
+
+	return ~(((x & low) + low) | x | low);
+}
+
+/*
+ * Count one request of HASH in summary S.  A counter is live when its count
+ * is over d; the key's counter is the live one whose tag and hash match.
+ * The tags are compared four at a time, with no branch per counter; a miss
+ * then looks for the first counter that is not live.  The writer is the
+ * stripe's one owner, so its plain reads of its own tags see its own
+ * stores; other threads read counts and hashes only, atomically.
+ *
+ * Claiming a free counter takes three stores: the tag, the hash, then the
+ * count d + 1.  A free counter is not live (its count is at most d, and d
+ * never goes down), so readers ignore it whatever its hash; a counter's
+ * count never goes down until the summary is cleared, and a claim raises
+ * it, so a reader that reads the same count before and after the hash has
+ * a matching pair.  A crash between the stores leaves a counter that is
+ * not live, free to take again.
+ */
+static inline void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint64_t hash, const void *key, size_t klen, int kind)
 {
-	struct shmt_an_slot *sl = slots_of(s), *free_slot = NULL;
+	struct group g = group_at(an, s, shmt__an_group(an->groups, hash));
 	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d;
-	uint32_t home = (uint32_t)hash & (an->cap - 1);
+	uint16_t tag = (uint16_t)(hash >> SHMT_AN_TAG_SHIFT);
+	uint64_t spread = tag * 0x0001000100010001ULL, any = 0;
+	uint32_t j;
 
 	if (id < cur)
 		id = cur;       /* this thread's clock is behind: count it in the
@@ -371,38 +427,57 @@ sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 	if (id != cur || (__atomic_load_n(&s->am_ver, __ATOMIC_RELAXED) & 1))
 		sum_reset(an, s, id);
 	d = __atomic_load_n(&s->am_d, __ATOMIC_RELAXED);
-	for (uint32_t j = 0; j < an->probe; j++) {
-		struct shmt_an_slot *c = &sl[(home + j) & (an->cap - 1)];
-		uint64_t cnt = __atomic_load_n(&c->as_cnt, __ATOMIC_RELAXED);
+	/* Most requests of a noisy stream match no tag: one pass over the
+	 * tags tells, and only a match looks at counts and hashes. */
+	for (uint32_t base = 0; base < an->probe; base += 4) {
+		uint64_t four;
 
-		/* A counter never used in this sub-window ends the search: a
-		 * key goes to the first free counter from its home, and a
-		 * used counter is never unused again until the summary is
-		 * cleared, so no key lies beyond one. */
-		if (cnt == 0) {
-			if (free_slot == NULL)
-				free_slot = c;
-			break;
-		}
-		if (cnt > d && __atomic_load_n(&c->as_hash, __ATOMIC_RELAXED) == hash) {
-			__atomic_store_n(&c->as_cnt, cnt + 1, __ATOMIC_RELEASE);
+		memcpy(&four, g.tags + base, 8);
+		any |= zero_lanes16(four ^ spread);
+	}
+	for (uint32_t base = 0; any != 0 && base < an->probe; base += 4) {
+		uint64_t four, hit;
+
+		memcpy(&four, g.tags + base, 8);
+		for (hit = zero_lanes16(four ^ spread); hit != 0; hit &= hit - 1) {
+			uint64_t c;
+
+			j = base + (uint32_t)__builtin_ctzll(hit) / 16;
+			c = g.cnt[j];
+			if (c <= d || __atomic_load_n(&g.hash[j],
+			    __ATOMIC_RELAXED) != hash)
+				continue;
+			__atomic_store_n(&g.cnt[j], c + 1, __ATOMIC_RELEASE);
 			/* Name a key when its count here reaches NAME_AT:
 			 * at most once per summary, and never for the long
 			 * tail of a noisy stream, whose keys come and go
 			 * below it.  A hot key reaches it at once. */
-			if (cnt + 1 - d == NAME_AT)
+			if (c + 1 - d == NAME_AT)
 				name_put(an, hash, key, klen, kind);
 			goto counted;
 		}
-		if (cnt <= d && free_slot == NULL)
-			free_slot = c;
 	}
-	if (free_slot != NULL) {
-		__atomic_store_n(&free_slot->as_cnt, 0, __ATOMIC_RELEASE);
-		__atomic_store_n(&free_slot->as_hash, hash, __ATOMIC_RELEASE);
-		__atomic_store_n(&free_slot->as_cnt, d + 1, __ATOMIC_RELEASE);
+	/* The first free counter.  The hint says none lies below it: a claim
+	 * takes the first free one and moves the hint past it, and only a
+	 * step of d frees counters, which sets it back to 0.  It only saves
+	 * reads: d steps only after a search from 0 found every counter
+	 * live, whatever the hint said. */
+	j = (uint32_t)g.hint[0];
+	if (j >= an->probe)
+		j = 0;
+	for (; j < an->probe && g.cnt[j] > d; j++)
+		;
+	if (j == an->probe)
+		for (j = 0; j < an->probe && g.cnt[j] > d; j++)
+			;
+	if (j < an->probe) {
+		__atomic_store_n(&g.tags[j], tag, __ATOMIC_RELAXED);
+		__atomic_store_n(&g.hash[j], hash, __ATOMIC_RELEASE);
+		__atomic_store_n(&g.cnt[j], d + 1, __ATOMIC_RELEASE);
+		__atomic_store_n(g.hint, j + 1, __ATOMIC_RELAXED);
 	} else {
 		__atomic_store_n(&s->am_d, d + 1, __ATOMIC_RELEASE);
+		__atomic_store_n(g.hint, 0, __ATOMIC_RELAXED);
 	}
 counted:
 	__atomic_store_n(&s->am_n, __atomic_load_n(&s->am_n, __ATOMIC_RELAXED) + 1,
@@ -416,6 +491,7 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 	struct shmt_an *an = h->an;
 	struct an_tls *t;
 	struct shmt_an_sum *s;
+	int shared;
 
 	if (an == NULL || (kind == SHMT_HOT_CLIENT && !an->clients))
 		return;
@@ -430,14 +506,12 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		t->sum = sum_at(an, (uint32_t)(t->id % an->rings), t->stripe);
 	}
 	s = t->sum;
-	if (t->stripe == SHMT_AN_STRIPES) {
-		if (shared_lock(an) != 0)
-			return;
-		sum_update(an, s, t->id, hash, key, klen, kind);
+	shared = t->stripe == SHMT_AN_STRIPES;
+	if (shared && shared_lock(an) != 0)
+		return;
+	sum_update(an, s, t->id, hash, key, klen, kind);
+	if (shared)
 		shared_unlock(an);
-	} else {
-		sum_update(an, s, t->id, hash, key, klen, kind);
-	}
 }
 
 /* ---- Queries ----------------------------------------------------------------- */
@@ -480,10 +554,8 @@ cmap_add(struct cmap *m, uint64_t hash, uint64_t c)
  * span. */
 static int
 sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    struct shmt_an_slot *scratch, struct cmap *m, uint64_t *D, uint64_t *N)
+    struct cand *scratch, struct cmap *m, uint64_t *D, uint64_t *N)
 {
-	struct shmt_an_slot *sl = slots_of(s);
-
 	for (int tries = 0; tries < 4; tries++) {
 		uint64_t v1 = __atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE), d, n;
 		uint32_t k = 0;
@@ -491,15 +563,21 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 
 		if ((v1 & 1) || __atomic_load_n(&s->am_id, __ATOMIC_ACQUIRE) != id)
 			return 0;
-		for (uint32_t j = 0; j < an->cap; j++) {
-			uint64_t c1 = __atomic_load_n(&sl[j].as_cnt, __ATOMIC_ACQUIRE);
-			uint64_t h = __atomic_load_n(&sl[j].as_hash, __ATOMIC_ACQUIRE);
-			uint64_t c2 = __atomic_load_n(&sl[j].as_cnt, __ATOMIC_ACQUIRE);
+		for (uint32_t g = 0; g < an->groups; g++) {
+			struct group gr = group_at(an, s, g);
 
-			if (c1 != c2 || c1 == 0)
-				continue;  /* being claimed, or empty */
-			scratch[k].as_hash = h;
-			scratch[k++].as_cnt = c1;
+			for (uint32_t j = 0; j < an->probe; j++) {
+				uint64_t c1 = __atomic_load_n(&gr.cnt[j], __ATOMIC_ACQUIRE);
+				uint64_t h = __atomic_load_n(&gr.hash[j], __ATOMIC_ACQUIRE);
+				uint64_t c2 = __atomic_load_n(&gr.cnt[j], __ATOMIC_ACQUIRE);
+
+				if (c1 != c2 || c1 == 0 ||
+				    shmt__an_group(an->groups, h) != g)
+					continue;  /* being claimed, empty, or
+					            * not a key of this group */
+				scratch[k].hash = h;
+				scratch[k++].lower = c1;
+			}
 		}
 		/* Counts are taken against the d read after them: a larger d
 		 * gives a smaller lower bound, which holds whatever the owner
@@ -509,8 +587,8 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		if (__atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE) != v1)
 			continue;
 		for (uint32_t j = 0; j < k; j++)
-			if (scratch[j].as_cnt > d && (rc = cmap_add(m,
-			    scratch[j].as_hash, scratch[j].as_cnt - d)) != 0)
+			if (scratch[j].lower > d && (rc = cmap_add(m,
+			    scratch[j].hash, scratch[j].lower - d)) != 0)
 				return rc;
 		*D += d;
 		*N += n;
@@ -551,7 +629,7 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 {
 	const struct shmt_an *an = h != NULL ? h->an : NULL;
 	uint64_t now, i, D = 0, N = 0, Nold = 0, Nwin, hot = 0;
-	struct shmt_an_slot *scratch;
+	struct cand *scratch;
 	struct cmap m;
 	int rc = 0;
 

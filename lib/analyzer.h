@@ -14,15 +14,21 @@
  *
  *   owner    u64 (pid << 32 | handle uid), 0: free; u64 start time
  *   summary  [header line: am_ver, am_id, am_d, am_n]
- *            [cap slots: {as_hash, as_cnt}]
+ *            [groups x {probe u16 tags, probe u64 counts} on whole lines]
+ *            [groups x probe u64 hashes]
  *   name     {an_hash, an_klen, an_kind, an_kept, an_check, an_bytes[40]}
+ *
+ * A key's counters are one group: probe counters whose tags (the top 16
+ * bits of their keys' hashes) and counts lie on one or two cache lines
+ * (probe 12: exactly one aligned 128-byte pair), so a request that misses
+ * reads those and nothing else; a hash is read only when a tag matches.
  *
  * A summary is written by the one thread that owns its stripe, so its
  * words change by plain atomic stores.  am_id is the full sub-window
  * number; am_ver is odd while the owner clears the summary for a new
- * sub-window.  Readers check a slot's count before and after reading its
- * hash, and the version before and after reading the summary.  The top bit
- * of a stored hash tells a client id (1) from a dictionary key (0).
+ * sub-window.  Readers check a word before and after reading its hash,
+ * and the version before and after reading the summary.  The top bit of a
+ * hash tells a client id (1) from a dictionary key (0).
  */
 
 #define SHMT_AN_STRIPES 16U      /* owned stripes; one more is shared */
@@ -41,10 +47,8 @@ struct shmt_an_sum {
 	uint64_t am_pad[12];     /* the header has a 128-byte line to itself */
 };
 
-struct shmt_an_slot {
-	uint64_t as_hash;
-	uint64_t as_cnt;
-};
+#define SHMT_AN_TAG_SHIFT 48    /* a tag is hash >> 48 */
+#define SHMT_AN_PROBE_STEP 4U   /* probe is a multiple of this */
 
 #define SHMT_AN_CLIENT_BIT (1ULL << 63)
 
@@ -68,11 +72,22 @@ struct shmt_an {
 	uint64_t window, w;          /* window and sub-window (ns) */
 	uint32_t subw, rings;        /* rings = subw + 1 */
 	uint32_t stripes;            /* SHMT_AN_STRIPES + 1 (the shared one) */
-	uint32_t cap, probe, names;
+	uint32_t cap, probe, names;   /* cap = groups x probe */
+	uint32_t groups;
+	uint32_t tag_bytes, meta_bytes;  /* per group: tags, tags + counts */
+	uint64_t hashes_off;             /* in a summary */
 	uint32_t ppm;
 	int clients;
 	uint64_t lock_off, sums_off, sum_size, names_off;
 };
+
+/* The group of a key's counters: the low 32 bits of its hash scaled to
+ * GROUPS (tests that make keys collide use it too). */
+static inline uint32_t
+shmt__an_group(uint32_t groups, uint64_t hash)
+{
+	return (uint32_t)(((uint64_t)(uint32_t)hash * groups) >> 32);
+}
 
 int shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw,
     uint32_t ppm, struct shmt_an *an);

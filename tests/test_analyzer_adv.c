@@ -76,7 +76,7 @@ ad_exact(const struct ta_conf *c, uint64_t seed)
 		t = malloc(n * sizeof(*t));
 		assert_true(t != NULL && is_hot != NULL);
 		if (order == AD_COLLIDING) {
-			ncls = ta_collide(r.counters - 1, TA_COLD, TA_IDS, cls,
+			ncls = ta_collide(r.counters / r.probe, TA_COLD, TA_IDS, cls,
 			    r.probe + 8 < 64 ? r.probe + 8 : 64);
 			assert_true(ncls > r.probe);
 			hot_id = cls[--ncls];
@@ -182,8 +182,8 @@ ad_rotation(const struct ta_conf *c, uint64_t seed)
 	ta_close(&r);
 }
 
-/* probe + 1 keys with one home slot (hash & (counters - 1)) fill the probe
- * window of that slot, so every turn of the rotation is a step of d. */
+/* probe + 1 keys of one group (counters / probe groups, picked by the hash)
+ * fill that group, so every turn of the rotation is a step of d. */
 static void
 ad_collide(const struct ta_conf *c, uint64_t seed)
 {
@@ -194,7 +194,7 @@ ad_collide(const struct ta_conf *c, uint64_t seed)
 		ta_open(&r, c, with_hot ? "probe + 1 colliding keys and a hot one" :
 		    "probe + 1 colliding keys", TA_SEC, seed);
 		ad_start(&r);
-		n = ta_collide(r.counters - 1, TA_COLD, TA_IDS, cls, r.probe + 2);
+		n = ta_collide(r.counters / r.probe, TA_COLD, TA_IDS, cls, r.probe + 2);
 		if (n < r.probe + 2) {
 			printf("# only %u keys of the universe share a home slot "
 			    "of %u\n", n, r.counters);

@@ -6,6 +6,8 @@
  */
 #include "test_analyzer_util.h"
 
+#include "analyzer.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -160,19 +162,19 @@ ta_id_of(uint64_t hash)
 }
 
 uint32_t
-ta_collide(uint64_t mask, uint32_t from, uint32_t to, uint32_t *out,
+ta_collide(uint32_t groups, uint32_t from, uint32_t to, uint32_t *out,
     uint32_t want)
 {
-	uint32_t *count = calloc(mask + 1, sizeof(*count)), best = 0, n = 0;
+	uint32_t *count = calloc(groups, sizeof(*count)), best = 0, n = 0;
 
 	assert_non_null(count);
 	for (uint32_t id = from; id < to; id++)
-		count[ta_hash(id) & mask]++;
-	for (uint64_t v = 1; v <= mask; v++)
-		if (count[v] > count[best])
-			best = (uint32_t)v;
+		count[shmt__an_group(groups, ta_hash(id))]++;
+	for (uint32_t g = 1; g < groups; g++)
+		if (count[g] > count[best])
+			best = g;
 	for (uint32_t id = from; id < to && n < want; id++)
-		if ((ta_hash(id) & mask) == best)
+		if (shmt__an_group(groups, ta_hash(id)) == best)
 			out[n++] = id;
 	free(count);
 	return n;

@@ -32,9 +32,9 @@ size_t ta_key(uint32_t id, char *buf);
 uint64_t ta_hash(uint32_t id);
 /* The id whose key has HASH, or -1. */
 long ta_id_of(uint64_t hash);
-/* Up to WANT ids in [FROM, TO) whose hashes agree on MASK, the most
- * populous such class; returns how many were written to OUT. */
-uint32_t ta_collide(uint64_t mask, uint32_t from, uint32_t to, uint32_t *out,
+/* Up to WANT ids in [FROM, TO) whose counters fall in one group of the
+ * analyzer's GROUPS (the most populous one); returns how many were written to OUT. */
+uint32_t ta_collide(uint32_t groups, uint32_t from, uint32_t to, uint32_t *out,
     uint32_t want);
 
 struct ta_conf {

@@ -540,7 +540,8 @@ SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
  *
  * The window is counted in sub-windows of w = window / subwindows.  Each
  * sub-window has one Misra-Gries summary per writer stripe (k counters each,
- * see shmt_top_info_t.counters); a request updates one summary of one
+ * see shmt_top_info_t.counters, in groups of `probe`: a key's hash picks
+ * its group); a request updates one group of one summary of one
  * sub-window, written by its thread alone, so processes never write the
  * same cache line.  A query merges the summaries of the sub-windows that
  * cover the window.  For each key it gives bounds lower <= true count <=
@@ -585,7 +586,8 @@ typedef struct shmt_top_info {
 	uint32_t threshold_ppm;
 	int certified;           /* every key with more than the threshold of
 	                          * the exact window's requests is listed */
-	uint32_t stripes, counters, probe;
+	uint32_t stripes;         /* writer stripes (summaries per sub-window) */
+	uint32_t counters, probe; /* counters per summary, per group */
 	uint64_t memory_bytes;   /* fixed at creation */
 } shmt_top_info_t;
 
