@@ -764,6 +764,40 @@ bk_confirm(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w)
 }
 
 /*
+ * Contention.  A CAS that loses to another writer has just pulled the line
+ * away from the winner; trying again at once makes every call of both pay
+ * a transfer.  The loser waits a little (a random number of pauses, up to
+ * twice as many after each loss in a row, at most BACKOFF_MAX), then reads
+ * W afresh: meanwhile the winner's calls succeed on its own line, one after
+ * the other.  Only throughput depends on it, never safety, and the wait is
+ * bounded, so no caller waits on another's progress.
+ */
+#ifndef SHMT_BACKOFF_MAX
+#define SHMT_BACKOFF_MAX 64U
+#endif
+
+static __thread uint32_t backoff_rnd;
+
+static void
+cas_backoff(unsigned *lost)
+{
+	uint32_t x = backoff_rnd, cap, n;
+
+	if (x == 0)
+		x = (uint32_t)(uintptr_t)&backoff_rnd | 1;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	backoff_rnd = x;
+	cap = *lost < 8 ? 4U << *lost : SHMT_BACKOFF_MAX;
+	if (cap > SHMT_BACKOFF_MAX)
+		cap = SHMT_BACKOFF_MAX;
+	(*lost)++;
+	for (n = x % cap; n > 0; n--)
+		ck_pr_stall();
+}
+
+/*
  * The loop of bk_take from the word *W (read, or guessed); leaves in *W the
  * last word known to be current.
  */
@@ -774,6 +808,7 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 	struct shmt_w w = *wio, nw;
 	uint64_t s[2], due;
 	int rc = SHMT_EBUSYLOOP;
+	unsigned lost = 0;
 
 	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
 		uint64_t now = shmt__now(h);
@@ -834,6 +869,8 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 					rc = 1;
 					break;
 				}
+				cas_backoff(&lost);
+				bk_load(c, wp, w.w);
 				continue;
 			}
 			if ((rc = slot_raise(slot, tail, count)) != 0)
@@ -866,6 +903,8 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			rc = 1;
 			break;
 		}
+		cas_backoff(&lost);
+		bk_load(c, wp, w.w);
 		rc = SHMT_EBUSYLOOP;
 	}
 	*wio = w;
@@ -972,6 +1011,7 @@ ex_take(shmt_t *h, const struct shmt_lview *v, uint64_t *seq)
 {
 	int64_t *np = (int64_t *)&v->lim->lm_w.w[0];
 	int64_t L = (int64_t)v->limit;
+	unsigned lost = 0;
 
 	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
 		int64_t n = __atomic_load_n(np, __ATOMIC_ACQUIRE), m = n + 1;
@@ -998,8 +1038,10 @@ ex_take(shmt_t *h, const struct shmt_lview *v, uint64_t *seq)
 			return 0;
 		d[0] = (uint64_t)n;
 		d[1] = now;
-		if (!shmt__cas128(slot, s, d))
+		if (!shmt__cas128(slot, s, d)) {
+			cas_backoff(&lost);
 			continue;
+		}
 		__atomic_compare_exchange_n(np, &n, m, 0, __ATOMIC_ACQ_REL,
 		    __ATOMIC_RELAXED);
 		*seq = (uint64_t)n;
