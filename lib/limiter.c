@@ -455,8 +455,28 @@ name_scan(const char *name, size_t *lenp, uint32_t *hashp)
 	return 0;
 }
 
-/* Find limiter NAME: the process-local cache first (a hint, confirmed by
- * the view's name), then a scan of the table. */
+/* The limiter this thread used last, per handle: a ready view never
+ * changes and lives as long as its handle (whose uid is never reused), so
+ * a name equal to the view's is the whole check. */
+static __thread struct {
+	uint32_t uid;
+	const struct shmt_lview *v;
+} lim_last;
+
+/* NAME equals the view's name (NUL-terminated within its buffer). */
+static inline int
+name_is(const char *vname, const char *name)
+{
+	for (size_t i = 0;; i++) {
+		if (vname[i] != name[i])
+			return 0;
+		if (vname[i] == '\0')
+			return 1;
+	}
+}
+
+/* Find limiter NAME: the thread's last one, then the process-local cache
+ * (a hint, confirmed by the view's name), then a scan of the table. */
 static int
 lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
     const struct shmt_lview **out)
@@ -470,6 +490,11 @@ lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
 
 	if (h == NULL)
 		return -EINVAL;
+	if (lim_last.uid == h->uid && name != NULL &&
+	    name_is(lim_last.v->name, name)) {
+		*out = lim_last.v;
+		return 0;
+	}
 	if ((rc = name_scan(name, &len, &hash)) != 0)
 		return rc;
 	slot = hash % SHMT_LCACHE_SIZE;
@@ -483,6 +508,8 @@ lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
 	    __atomic_load_n(&views[r].lv_state, __ATOMIC_ACQUIRE) == 2 &&
 	    memcmp(views[r].name, name, len + 1) == 0) {
 		*out = &views[r];
+		lim_last.uid = h->uid;
+		lim_last.v = *out;
 		return 0;
 	}
 	if (ent != 0 && (uint32_t)(ent >> 32) == hash &&
@@ -567,7 +594,7 @@ slot_open(struct shmt_ring_slot *slot, uint32_t serial, uint64_t close)
 #define SLOT_OK 0
 #define SLOT_STALE 2
 
-static int
+static inline int
 slot_is(const uint64_t s[2], uint32_t serial)
 {
 	int32_t age = (int32_t)(SLOT_SERIAL(s) - serial);
@@ -646,7 +673,7 @@ bk_commit_release(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w,
 	return 1;
 }
 
-static int
+static inline int
 w_valid(const struct bk_ctx *c, struct shmt_w w)
 {
 	uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
@@ -665,7 +692,7 @@ w_valid(const struct bk_ctx *c, struct shmt_w w)
  * be due.  A sealed bucket may hold no use: a serial skipped because a
  * stale opener gave it a close time in the past.
  */
-static int
+static inline __attribute__((always_inline)) int
 bk_release_step(const struct bk_ctx *c, struct shmt_w w, uint64_t now,
     struct shmt_w *nw, uint64_t *due)
 {
