@@ -395,6 +395,25 @@ zero_lanes16(uint64_t x)
 	return ~(((x & low) + low) | x | low);
 }
 
+/* Whether any of the P tags at TAGS equals the tag spread over SPREAD's
+ * four lanes (exact: a lane borrows from the next only past a zero lane). */
+static inline __attribute__((always_inline)) uint64_t
+tags_match(const uint16_t *tags, uint32_t p, uint64_t spread)
+{
+	const uint64_t ones = 0x0001000100010001ULL;
+	uint64_t any = 0;
+
+#pragma GCC unroll 4
+	for (uint32_t base = 0; base < p; base += 4) {
+		uint64_t x;
+
+		memcpy(&x, tags + base, 8);
+		x ^= spread;
+		any |= (x - ones) & ~x;
+	}
+	return any & (ones << 15);
+}
+
 /*
  * Count one request of HASH in summary S.  A counter is live when its count
  * is over d; the key's counter is the live one whose tag and hash match.
@@ -428,13 +447,12 @@ sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		sum_reset(an, s, id);
 	d = __atomic_load_n(&s->am_d, __ATOMIC_RELAXED);
 	/* Most requests of a noisy stream match no tag: one pass over the
-	 * tags tells, and only a match looks at counts and hashes. */
-	for (uint32_t base = 0; base < an->probe; base += 4) {
-		uint64_t four;
-
-		memcpy(&four, g.tags + base, 8);
-		any |= zero_lanes16(four ^ spread);
-	}
+	 * tags tells, and only a match looks at counts and hashes.  The
+	 * default group (12 for 10%) has its own unrolled pass. */
+	if (an->probe == 12)
+		any = tags_match(g.tags, 12, spread);
+	else
+		any = tags_match(g.tags, an->probe, spread);
 	for (uint32_t base = 0; any != 0 && base < an->probe; base += 4) {
 		uint64_t four, hit;
 
