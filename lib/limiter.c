@@ -835,9 +835,9 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 	struct shmt_w w = *wio, nw;
 	uint64_t s[2], due;
 	int rc = SHMT_EBUSYLOOP;
-	unsigned lost = 0;
+	unsigned lost = 0, i;
 
-	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+	for (i = 0; i < SHMT_RETRY_MAX; i++) {
 		uint64_t now = shmt__now(h);
 		uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
 		uint32_t tail = SHMT_W_TAIL(w), nsealed = SHMT_W_NSEALED(w);
@@ -932,8 +932,12 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 		}
 		cas_backoff(&lost);
 		bk_load(c, wp, w.w);
-		rc = SHMT_EBUSYLOOP;
 	}
+	/* Every way out of the loop but this one sets rc; a loop that ran
+	 * out (a segment changed under us without end) is an error, whatever
+	 * the last step left in rc. */
+	if (i == SHMT_RETRY_MAX)
+		rc = SHMT_EBUSYLOOP;
 	*wio = w;
 	return rc;
 }
@@ -1186,10 +1190,13 @@ shmt_next_key(shmt_t *h, const char *name, char *buf, size_t cap)
 		return rc;
 	if (cursor >= v->nkeys)
 		return SHMT_ECORRUPT;
+	/* Copy first, then measure the copy: a name in a damaged segment
+	 * may change under the reader, and the length returned must be that
+	 * of the bytes returned. */
 	key = v->keys + cursor * v->keystride;
-	len = strnlen(key, v->keymax);
-	memcpy(buf, key, len);
-	buf[len] = '\0';
+	memcpy(buf, key, v->keymax);
+	buf[v->keymax] = '\0';
+	len = strlen(buf);
 	return len == 0 ? SHMT_ECORRUPT : (int)len;
 }
 

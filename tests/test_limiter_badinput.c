@@ -6,6 +6,9 @@
  */
 #include "testutil.h"
 
+#include "limiter.h"
+#include "segment.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +266,49 @@ test_wrong_kind_of_call(void **state)
 	assert_string_equal(buf, "k0");
 }
 
+/* A ring slot that names a newer bucket than W for ever (a damaged
+ * segment): every call reloads W, finds the same, and the bounded loop runs
+ * out.  The answer is SHMT_EBUSYLOOP, never a grant, a denial or a stray
+ * internal code, and once the slot is put back the limiter works again. */
+static void
+test_stale_slot_for_ever(void **state)
+{
+	struct tu_clock clk = { .now = 1000000 };
+	struct shmt_lim *lim = shmt__region(bi_g.h, SHMT_R_LIMITERS);
+	uint32_t n = (uint32_t)(bi_g.h->reg[SHMT_R_LIMITERS].rg_size /
+	    sizeof(*lim)), r, tail;
+	struct shmt_ring_slot *ring, *slot;
+	shmt_limit_t pool = bi_good;
+	char buf[8];
+	uint64_t keep;
+
+	pool.keys = bi_keys3;
+	pool.nkeys = 3;
+	pool.uses_per_key = 2;
+	pool.limit = 6;
+	shmt_set_clock(bi_g.h, tu_clock_read, &clk);
+	assert_int_equal(shmt_limiter_define(bi_g.h, "pool", &pool), 0);
+	assert_int_equal(shmt_next_key(bi_g.h, "pool", buf, sizeof(buf)), 2);
+	for (r = 0; r < n && strcmp(lim[r].lm_name, "pool") != 0; r++)
+		;
+	assert_true(r < n);
+	tail = SHMT_W_TAIL(lim[r].lm_w);
+	assert_int_equal(SHMT_W_ACTIVE(lim[r].lm_w), 1);
+	ring = (struct shmt_ring_slot *)((char *)shmt__region(bi_g.h,
+	    SHMT_R_ARENA) + lim[r].lm_ring_off);
+	slot = &ring[tail % lim[r].lm_nbuckets];
+	keep = slot->r[1];
+	slot->r[1] += (uint64_t)lim[r].lm_nbuckets << 32;
+
+	assert_int_equal(shmt_next_key(bi_g.h, "pool", buf, sizeof(buf)),
+	    SHMT_EBUSYLOOP);
+	assert_int_equal(shmt_try_use_key(bi_g.h, "pool"), SHMT_EBUSYLOOP);
+
+	slot->r[1] = keep;
+	assert_int_equal(shmt_next_key(bi_g.h, "pool", buf, sizeof(buf)), 2);
+	shmt_set_clock(bi_g.h, NULL, NULL);
+}
+
 int
 main(void)
 {
@@ -278,6 +324,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_idempotent_define,
 		    bi_setup, bi_teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_kind_of_call,
+		    bi_setup, bi_teardown),
+		cmocka_unit_test_setup_teardown(test_stale_slot_for_ever,
 		    bi_setup, bi_teardown),
 	};
 
