@@ -7,27 +7,30 @@
  * Each (sub-window, writer stripe) pair has a Misra-Gries summary of cap
  * counters with a lazy offset d: a counter's effective count is
  * count - d, and it is free when that is not positive (or when it belongs
- * to an older sub-window).  An update of key x probes `probe` counters from
- * x's home: x live there: count + 1; else a free counter: {x, d + 1}; else
- * d + 1 (every counter loses one, x's request is dropped).  With f the true
+ * to an older sub-window).  The counters come in groups of `probe`, and
+ * x's hash picks its group.  An update of key x: x live in its group:
+ * count + 1; else a free counter of the group: {x, d + 1}; else d + 1
+ * (every counter loses one, x's request is dropped).  With f the true
  * count and c the effective one, f - d <= c <= f holds after every step
  * (the usual Misra-Gries argument: each step that drops a request or lowers
- * x's counter is a step of d), and each step of d removes at least
- * probe + 1 units of count, so d <= n / (probe + 1).
+ * x's counter is a step of d), and a step of d happens only when all probe
+ * counters of x's group are live, so it removes at least probe + 1 units
+ * of count: d <= n / (probe + 1).
  *
  * A query adds the summaries of the sub-windows covering the window: each
  * key's count lies in [sum c, sum c + D] with D the sum of the d, and a key
  * absent everywhere had at most D <= N / (probe + 1) requests.  With probe
- * at least 2 / threshold, D stays under half the threshold, so no key over
- * the threshold can be absent: no false negatives, and no probability in
- * it.  The rule the seed used touched every sub-window on each request;
- * here a request touches one summary of one sub-window.
+ * at least 1.2 / threshold, D stays under the threshold of the requests
+ * certainly in the window (see shmt__an_geometry), so no key over the
+ * threshold can be absent: no false negatives, and no probability in it.
+ * The rule the seed used touched every sub-window on each request; here a
+ * request touches one group of one summary of one sub-window.
  *
- * Crash model: every change is one aligned 8-byte store, ordered so that a
- * reader or a later owner never sees a counter half-claimed (its raw word
- * is cleared before its hash changes and set after).  A writer killed
- * between two stores leaves a summary whose bounds hold; its stripe is
- * freed when its process is found dead, and the next owner carries on.
+ * Crash model: every change is one aligned store, ordered so that a
+ * reader or a later owner never takes a counter half-claimed (a claim
+ * writes the tag, the hash, then the count that makes it live).  A writer
+ * killed between two stores leaves a summary whose bounds hold; its stripe
+ * is freed when its process is found dead, and the next owner carries on.
  */
 #include "analyzer.h"
 
@@ -378,6 +381,7 @@ sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 
 		for (uint32_t j = 0; j < an->probe; j++)
 			__atomic_store_n(&cnt[j], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(group_at(an, s, g).hint, 0, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&s->am_d, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_n, 0, __ATOMIC_RELAXED);
@@ -426,9 +430,9 @@ tags_match(const uint16_t *tags, uint32_t p, uint64_t spread)
  * count d + 1.  A free counter is not live (its count is at most d, and d
  * never goes down), so readers ignore it whatever its hash; a counter's
  * count never goes down until the summary is cleared, and a claim raises
- * it, so a reader that reads the same count before and after the hash has
- * a matching pair.  A crash between the stores leaves a counter that is
- * not live, free to take again.
+ * it, so a reader that reads a count, then the hash, then a d under that
+ * count has a matching pair (see sum_read).  A crash between the stores
+ * leaves a counter that is not live, free to take again.
  */
 static inline void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
@@ -585,16 +589,22 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 			struct group gr = group_at(an, s, g);
 
 			for (uint32_t j = 0; j < an->probe; j++) {
-				uint64_t c1 = __atomic_load_n(&gr.cnt[j], __ATOMIC_ACQUIRE);
+				uint64_t c = __atomic_load_n(&gr.cnt[j], __ATOMIC_ACQUIRE);
 				uint64_t h = __atomic_load_n(&gr.hash[j], __ATOMIC_ACQUIRE);
-				uint64_t c2 = __atomic_load_n(&gr.cnt[j], __ATOMIC_ACQUIRE);
+				uint64_t dd = __atomic_load_n(&s->am_d, __ATOMIC_ACQUIRE);
 
-				if (c1 != c2 || c1 == 0 ||
-				    shmt__an_group(an->groups, h) != g)
-					continue;  /* being claimed, empty, or
-					            * not a key of this group */
+				/* A count over the d read after the hash was
+				 * live from before the hash was read until
+				 * then (counts only grow, d only grows, and a
+				 * counter is claimed only when its count is
+				 * at most d), so the hash is its key's, even
+				 * while the owner keeps counting it.  A count
+				 * at most dd would give a lower bound of 0 or
+				 * less below anyway. */
+				if (c <= dd || shmt__an_group(an->groups, h) != g)
+					continue;
 				scratch[k].hash = h;
-				scratch[k++].lower = c1;
+				scratch[k++].lower = c;
 			}
 		}
 		/* Counts are taken against the d read after them: a larger d

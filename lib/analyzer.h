@@ -26,8 +26,9 @@
  * A summary is written by the one thread that owns its stripe, so its
  * words change by plain atomic stores.  am_id is the full sub-window
  * number; am_ver is odd while the owner clears the summary for a new
- * sub-window.  Readers check a word before and after reading its hash,
- * and the version before and after reading the summary.  The top bit of a
+ * sub-window.  Readers take a count, its hash, then d, and keep the pair
+ * when the count is over that d; they check the version before and after
+ * reading the summary.  The top bit of a
  * hash tells a client id (1) from a dictionary key (0).
  */
 

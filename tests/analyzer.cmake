@@ -13,3 +13,5 @@ shmt_add_test(test_analyzer_mem SOURCES test_analyzer_mem.c
   LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
 shmt_add_test(test_analyzer_kill SOURCES test_analyzer_kill.c
   LIBS shmt_analyzer_util LABELS stress TIMEOUT 600)
+shmt_add_test(test_analyzer_live SOURCES test_analyzer_live.c
+  LIBS shmt_analyzer_util LABELS stress TIMEOUT 300)
