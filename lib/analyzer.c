@@ -129,6 +129,25 @@ struct group {
 	uint64_t *hint;         /* no free counter below it (see below) */
 };
 
+/* The same for groups of P counters (P a constant where the caller can
+ * make it one: the sizes below then fold away). */
+static inline __attribute__((always_inline)) struct group
+group_at_p(const struct shmt_an *an, struct shmt_an_sum *s, uint32_t g,
+    uint32_t p)
+{
+	uint32_t tag_bytes = (2 * p + 7) & ~7U;
+	uint32_t meta_bytes = (tag_bytes + 8 * p + 8 + 63) & ~63U;
+	char *m = (char *)(s + 1) + (uint64_t)g * meta_bytes;
+
+	return (struct group){
+		.tags = (uint16_t *)m,
+		.cnt = (uint64_t *)(m + tag_bytes),
+		.hint = (uint64_t *)(m + tag_bytes) + p,
+		.hash = (uint64_t *)((char *)s + an->hashes_off) +
+		    (uint64_t)g * p,
+	};
+}
+
 static inline struct group
 group_at(const struct shmt_an *an, struct shmt_an_sum *s, uint32_t g)
 {
@@ -434,11 +453,11 @@ tags_match(const uint16_t *tags, uint32_t p, uint64_t spread)
  * count has a matching pair (see sum_read).  A crash between the stores
  * leaves a counter that is not live, free to take again.
  */
-static inline void
-sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    uint64_t hash, const void *key, size_t klen, int kind)
+static inline __attribute__((always_inline)) void
+sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
+    uint64_t hash, const void *key, size_t klen, int kind, const uint32_t p)
 {
-	struct group g = group_at(an, s, shmt__an_group(an->groups, hash));
+	struct group g = group_at_p(an, s, shmt__an_group(an->groups, hash), p);
 	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d;
 	uint16_t tag = (uint16_t)(hash >> SHMT_AN_TAG_SHIFT);
 	uint64_t spread = tag * 0x0001000100010001ULL, any = 0;
@@ -451,13 +470,9 @@ sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		sum_reset(an, s, id);
 	d = __atomic_load_n(&s->am_d, __ATOMIC_RELAXED);
 	/* Most requests of a noisy stream match no tag: one pass over the
-	 * tags tells, and only a match looks at counts and hashes.  The
-	 * default group (12 for 10%) has its own unrolled pass. */
-	if (an->probe == 12)
-		any = tags_match(g.tags, 12, spread);
-	else
-		any = tags_match(g.tags, an->probe, spread);
-	for (uint32_t base = 0; any != 0 && base < an->probe; base += 4) {
+	 * tags tells, and only a match looks at counts and hashes. */
+	any = tags_match(g.tags, p, spread);
+	for (uint32_t base = 0; any != 0 && base < p; base += 4) {
 		uint64_t four, hit;
 
 		memcpy(&four, g.tags + base, 8);
@@ -485,14 +500,14 @@ sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 	 * reads: d steps only after a search from 0 found every counter
 	 * live, whatever the hint said. */
 	j = (uint32_t)g.hint[0];
-	if (j >= an->probe)
+	if (j >= p)
 		j = 0;
-	for (; j < an->probe && g.cnt[j] > d; j++)
+	for (; j < p && g.cnt[j] > d; j++)
 		;
-	if (j == an->probe)
-		for (j = 0; j < an->probe && g.cnt[j] > d; j++)
+	if (j == p)
+		for (j = 0; j < p && g.cnt[j] > d; j++)
 			;
-	if (j < an->probe) {
+	if (j < p) {
 		__atomic_store_n(&g.tags[j], tag, __ATOMIC_RELAXED);
 		__atomic_store_n(&g.hash[j], hash, __ATOMIC_RELEASE);
 		__atomic_store_n(&g.cnt[j], d + 1, __ATOMIC_RELEASE);
@@ -504,6 +519,18 @@ sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 counted:
 	__atomic_store_n(&s->am_n, __atomic_load_n(&s->am_n, __ATOMIC_RELAXED) + 1,
 	    __ATOMIC_RELEASE);
+}
+
+/* Count one request in summary S: the default group of 12 counters (for
+ * a 10% threshold) has its own copy, with every size a constant. */
+static void
+sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
+    uint64_t hash, const void *key, size_t klen, int kind)
+{
+	if (an->probe == 12)
+		sum_update_p(an, s, id, hash, key, klen, kind, 12);
+	else
+		sum_update_p(an, s, id, hash, key, klen, kind, an->probe);
 }
 
 void
