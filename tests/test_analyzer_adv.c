@@ -125,17 +125,21 @@ ad_noise(const struct ta_conf *c, uint64_t seed)
 {
 	struct ta_mix m = { 2, { 0, 1 }, { 0.105, 0.11 }, 1, 0, 0 };
 	struct ta_run r;
-	uint64_t t;
+	uint64_t t, rate;
 
 	if (c->ppm < 100000) {
 		m.share[0] = 0.052;
 		m.share[1] = 0.055;
 	}
+
 	ta_open(&r, c, "all-distinct noise", TA_SEC, seed);
+	/* Enough distinct keys per sub-window to overflow every summary (so
+	 * that d grows), whatever the build's scale. */
+	rate = ad_rate() > 3ULL * r.counters ? ad_rate() : 3ULL * r.counters;
 	t = ad_start(&r);
 	r.must_certify = 1;
 	for (uint32_t s = 0; s < 3 * c->subw; s++, t += r.w)
-		ta_traffic(&r, t, t + r.w, ad_rate(), &m);
+		ta_traffic(&r, t, t + r.w, rate, &m);
 	ta_advance(&r, t);
 	assert_true(r.must_report > 0 && r.max_error > 0);
 	ta_close(&r);
