@@ -226,6 +226,17 @@ fb_at(char *heap, uint64_t off)
 	return (struct shmt_fblock *)(heap + off);
 }
 
+/* A free-list link (offset + 1) read from the segment names a block of
+ * ORDER inside the heap, on its size's alignment. */
+static int
+fl_link_ok(const struct shmt_store *st, uint64_t link, uint32_t order)
+{
+	uint64_t size = 64ULL << order;
+
+	return link != 0 && link - 1 < st->heap_bytes &&
+	    ((link - 1) & (size - 1)) == 0 && st->heap_bytes - (link - 1) >= size;
+}
+
 static void
 fl_push(const struct shmt_store *st, struct shmt_shard *sh, uint64_t off,
     uint32_t order)
@@ -234,11 +245,15 @@ fl_push(const struct shmt_store *st, struct shmt_shard *sh, uint64_t off,
 	struct shmt_fblock *b = fb_at(heap, off);
 	uint64_t head = sh->ds_free[order];
 
+	/* A damaged head is dropped (the blocks behind it are lost until a
+	 * repair rebuilds the lists), never followed. */
+	if (!fl_link_ok(st, head, order))
+		head = 0;
 	b->fb_magic = SHMT_IT_FREE;
 	b->fb_order = (uint8_t)order;
 	b->fb_prev = 0;
 	b->fb_next = head;
-	if (head != 0 && head - 1 < st->heap_bytes)
+	if (head != 0)
 		fb_at(heap, head - 1)->fb_prev = off + 1;
 	sh->ds_free[order] = off + 1;
 }
@@ -252,8 +267,8 @@ fl_remove(const struct shmt_store *st, struct shmt_shard *sh, uint64_t off,
 	struct shmt_fblock *b = fb_at(heap, off);
 	uint64_t next = b->fb_next, prev = b->fb_prev;
 
-	if ((next != 0 && next - 1 >= st->heap_bytes) ||
-	    (prev != 0 && prev - 1 >= st->heap_bytes))
+	if ((next != 0 && !fl_link_ok(st, next, order)) ||
+	    (prev != 0 && !fl_link_ok(st, prev, order)))
 		return -1;
 	if (prev != 0)
 		fb_at(heap, prev - 1)->fb_next = next;
