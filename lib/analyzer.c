@@ -49,6 +49,20 @@ pow2_floor(uint64_t v)
 	return v == 0 ? 0 : 1ULL << (63 - __builtin_clzll(v));
 }
 
+/* A group of P counters: P 16-bit tags (rounded to 8 bytes), then P counts
+ * and the hint, on whole cache lines; its P hashes lie apart. */
+static inline uint32_t
+tag_bytes_of(uint32_t p)
+{
+	return (2 * p + 7) & ~7U;
+}
+
+static inline uint32_t
+meta_bytes_of(uint32_t p)
+{
+	return (tag_bytes_of(p) + 8 * p + 8 + 63) & ~63U;
+}
+
 int
 shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
     struct shmt_an *an)
@@ -83,8 +97,8 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	 * error. */
 	an->probe = (an->probe + SHMT_AN_PROBE_STEP - 1) &
 	    ~(SHMT_AN_PROBE_STEP - 1);
-	an->tag_bytes = (2 * an->probe + 7) & ~7U;
-	an->meta_bytes = (an->tag_bytes + 8 * an->probe + 8 + 63) & ~63U;
+	an->tag_bytes = tag_bytes_of(an->probe);
+	an->meta_bytes = meta_bytes_of(an->probe);
 	/* A quarter for names, the rest for summaries. */
 	names = pow2_floor(bytes / 4 / sizeof(struct shmt_an_name));
 	an->lock_off = SHMT_LINE * 2;   /* after the owners (16 x 16 bytes) */
@@ -135,8 +149,7 @@ static inline __attribute__((always_inline)) struct group
 group_at_p(const struct shmt_an *an, struct shmt_an_sum *s, uint32_t g,
     uint32_t p)
 {
-	uint32_t tag_bytes = (2 * p + 7) & ~7U;
-	uint32_t meta_bytes = (tag_bytes + 8 * p + 8 + 63) & ~63U;
+	uint32_t tag_bytes = tag_bytes_of(p), meta_bytes = meta_bytes_of(p);
 	char *m = (char *)(s + 1) + (uint64_t)g * meta_bytes;
 
 	return (struct group){
@@ -151,15 +164,7 @@ group_at_p(const struct shmt_an *an, struct shmt_an_sum *s, uint32_t g,
 static inline struct group
 group_at(const struct shmt_an *an, struct shmt_an_sum *s, uint32_t g)
 {
-	char *m = (char *)(s + 1) + (uint64_t)g * an->meta_bytes;
-
-	return (struct group){
-		.tags = (uint16_t *)m,
-		.cnt = (uint64_t *)(m + an->tag_bytes),
-		.hint = (uint64_t *)(m + an->tag_bytes) + an->probe,
-		.hash = (uint64_t *)((char *)s + an->hashes_off) +
-		    (uint64_t)g * an->probe,
-	};
+	return group_at_p(an, s, g, an->probe);
 }
 
 static struct shmt_an_name *
