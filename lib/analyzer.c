@@ -413,22 +413,22 @@ sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 	__atomic_store_n(&s->am_ver, ver + 1, __ATOMIC_RELEASE);
 }
 
-/* Which of the four 16-bit lanes of X are zero: bit 15 of each such lane
- * set, the others clear (exact: no carry crosses a lane). */
+/* The 16-bit lanes of X that may be zero: bit 15 of every zero lane is
+ * set; a lane above a zero one may be flagged too (the borrow), which only
+ * makes a candidate that its count and hash then turn down. */
 static inline uint64_t
 zero_lanes16(uint64_t x)
 {
-	const uint64_t low = 0x7fff7fff7fff7fffULL;
+	const uint64_t ones = 0x0001000100010001ULL;
 
-	return ~(((x & low) + low) | x | low);
+	return (x - ones) & ~x & (ones << 15);
 }
 
 /* Whether any of the P tags at TAGS equals the tag spread over SPREAD's
- * four lanes (exact: a lane borrows from the next only past a zero lane). */
+ * four lanes (exact: no lane is flagged unless one is zero). */
 static inline __attribute__((always_inline)) uint64_t
 tags_match(const uint16_t *tags, uint32_t p, uint64_t spread)
 {
-	const uint64_t ones = 0x0001000100010001ULL;
 	uint64_t any = 0;
 
 #pragma GCC unroll 4
@@ -436,10 +436,9 @@ tags_match(const uint16_t *tags, uint32_t p, uint64_t spread)
 		uint64_t x;
 
 		memcpy(&x, tags + base, 8);
-		x ^= spread;
-		any |= (x - ones) & ~x;
+		any |= zero_lanes16(x ^ spread);
 	}
-	return any & (ones << 15);
+	return any;
 }
 
 /*

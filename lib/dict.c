@@ -294,9 +294,10 @@ blk_alloc(const struct shmt_store *st, struct shmt_shard *sh, uint32_t order)
 		k++;
 	if (k > st->order_max)
 		return UINT64_MAX;
+	if (!fl_link_ok(st, sh->ds_free[k], k))
+		return UINT64_MAX;
 	off = sh->ds_free[k] - 1;
-	if (off >= st->heap_bytes || (off & ((64ULL << k) - 1)) != 0 ||
-	    fb_at(heap, off)->fb_magic != SHMT_IT_FREE ||
+	if (fb_at(heap, off)->fb_magic != SHMT_IT_FREE ||
 	    fl_remove(st, sh, off, k) != 0)
 		return UINT64_MAX;
 	while (k > order) {
@@ -1423,8 +1424,7 @@ chk_free_lists(const struct shmt_store *st, struct shmt_shard *sh,
 		while (off != 0) {
 			struct shmt_fblock *b;
 
-			if (off - 1 >= st->heap_bytes ||
-			    ((off - 1) & ((64ULL << k) - 1)) != 0) {
+			if (!fl_link_ok(st, off, k)) {
 				shmt__chk(c, "%s: free list %u links outside the "
 				    "heap", who, k);
 				break;
