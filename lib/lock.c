@@ -11,7 +11,6 @@
 #include "segment.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,18 +59,10 @@ tgid_of(uint32_t tid)
 {
 	char path[64], buf[512];
 	const char *p;
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%u/status", tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (shmt__proc_read(path, buf, sizeof(buf)) != 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	p = strstr(buf, "\nTgid:");
 	return p != NULL ? (pid_t)atoi(p + 6) : 0;
 }
@@ -128,15 +119,6 @@ shmt__lock_try(shmt_t *h, struct shmt_lock *l)
 	return lock_once(h, l, tid_self(), 1, &seen);
 }
 
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 int
 shmt__lock(shmt_t *h, struct shmt_lock *l)
 {
@@ -154,8 +136,8 @@ shmt__lock(shmt_t *h, struct shmt_lock *l)
 			continue;
 		}
 		if (start == 0)
-			start = mono_ns();
-		else if (mono_ns() - start > SHMT_LOCK_WAIT_NS)
+			start = shmt__mono_ns();
+		else if (shmt__mono_ns() - start > SHMT_LOCK_WAIT_NS)
 			return SHMT_EBUSYLOOP;
 		if (i < 256)
 			sched_yield();

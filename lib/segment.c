@@ -121,25 +121,35 @@ shmt__format_word(void)
  * and its state letter (field 3).  Returns 0 for start when unknown.
  * Together with the pid the start time names one process: a reused pid has
  * another start time. */
+int
+shmt__proc_read(const char *path, char *buf, size_t cap)
+{
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
 static uint64_t
 proc_stat(pid_t pid, char *state)
 {
 	char path[64], buf[1024];
 	const char *p;
 	unsigned long long start = 0;
-	ssize_t n;
-	int fd, field;
+	int field;
 
 	*state = '?';
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (shmt__proc_read(path, buf, sizeof(buf)) != 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	/* The command name may hold spaces and ')': skip to the last ')'. */
 	p = strrchr(buf, ')');
 	if (p == NULL || p[1] != ' ')

@@ -149,6 +149,9 @@ struct shmt {
 /* Private API of the segment module. */
 int shmt__name_check(const char *name);
 uint64_t shmt__format_word(void);
+/* Read the start of the small /proc file PATH into BUF (at most CAP - 1
+ * bytes, NUL-terminated): 0, or -1 when it cannot be read. */
+int shmt__proc_read(const char *path, char *buf, size_t cap);
 uint64_t shmt__proc_start(pid_t pid);
 int shmt__pid_alive(pid_t pid, uint64_t start);
 
