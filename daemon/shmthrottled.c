@@ -9,6 +9,7 @@
  */
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "snapshot.h"
 
 #include "segment.h"
@@ -50,6 +51,8 @@ struct daemon {
 	int claimed;
 	uint64_t watchdog_ns;         /* 0: no systemd watchdog */
 	int ready_fd;                 /* background: the waiting parent */
+	struct shmtd_metrics *metrics; /* NULL: no metrics endpoint */
+	struct shmtd_lag_hist lag;    /* housekeeping lag, for the metrics */
 	sigset_t sigs;
 };
 
@@ -242,6 +245,11 @@ reload(struct daemon *d)
 		    "%s", err);
 		sd_notify(0, "READY=1");
 		return;
+	}
+	if (strcmp(cfg.metrics, d->cfg.metrics) != 0) {
+		shmtd_log(LOG_WARNING, "[daemon] metrics changed to '%s': "
+		    "ignored until restart", cfg.metrics);
+		memcpy(cfg.metrics, d->cfg.metrics, sizeof(cfg.metrics));
 	}
 	if (strcmp(cfg.segment, d->cfg.segment) != 0) {
 		shmtd_log(LOG_WARNING, "[segment] name changed to %s: ignored "
@@ -528,6 +536,25 @@ report_ready(struct daemon *d, int status)
 		shmtd_log(LOG_WARNING, "chdir /: %s", strerror(errno));
 }
 
+/* The metrics endpoint, when the config asks for one.  A refused address
+ * stops the start: a monitored daemon that silently serves no metrics
+ * would look like a dead one. */
+static int
+start_metrics(struct daemon *d)
+{
+	char err[512], bound[80];
+
+	if (d->cfg.metrics[0] == '\0')
+		return 0;
+	if (shmtd_metrics_start(d->cfg.metrics, d->h, &d->lag, bound,
+	    sizeof(bound), &d->metrics, err, sizeof(err)) != 0) {
+		shmtd_log(LOG_ERR, "%s", err);
+		return EXIT_FAIL;
+	}
+	shmtd_log(LOG_NOTICE, "metrics on http://%s/metrics", bound);
+	return 0;
+}
+
 static int
 start(struct daemon *d)
 {
@@ -540,6 +567,8 @@ start(struct daemon *d)
 		return rc;
 	if (apply_limiters(d, &d->cfg, NULL) != 0)
 		return EXIT_FAIL;
+	if ((rc = start_metrics(d)) != 0)
+		return rc;
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
 		d->watchdog_ns = usec * 1000ULL / 2;
 	shmtd_log(LOG_NOTICE, "running on segment %s with %zu limiters%s",
@@ -580,6 +609,7 @@ run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 		if (rc < 0)
 			shmtd_log(LOG_ERR, "housekeeping: %s", shmt_strerror(rc));
 		__atomic_store_n(&hdr->sh_lag_ns, now - t->hk, __ATOMIC_RELAXED);
+		shmtd_lag_observe(&d->lag, now - t->hk);
 		now = mono_ns();
 		/* Work that appears later (a bucket opened by a worker) is not
 		 * in NEXT: look again at least once per heartbeat. */
@@ -653,6 +683,8 @@ static void
 stop(struct daemon *d)
 {
 	sd_notify(0, "STOPPING=1");
+	shmtd_metrics_stop(d->metrics);
+	d->metrics = NULL;
 	snapshot(d, "stop");
 	unclaim(d);
 	shmt_close(d->h);
@@ -733,6 +765,7 @@ main(int argc, char **argv)
 		stop(&d);
 	}
 out:
+	shmtd_metrics_stop(d.metrics);
 	if (d.h != NULL) {
 		unclaim(&d);
 		shmt_close(d.h);

@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: MIT
+# Operations: the daemon's metrics endpoint scraped over HTTP, its log's
+# priorities, the library's version.
+if(TARGET shmthrottled)
+  find_program(SHMT_CURL curl)
+  find_program(SHMT_PROMTOOL promtool)
+  if(SHMT_CURL)
+    set(_promtool "")
+    if(SHMT_PROMTOOL)
+      set(_promtool ${SHMT_PROMTOOL})
+    else()
+      message(STATUS "promtool not found: test_daemon_metrics checks the "
+                     "exposition format with its own parser only")
+    endif()
+    shmt_add_test(test_daemon_metrics
+      SOURCES test_daemon_metrics.c
+      ARGS $<TARGET_FILE:shmthrottled> ${SHMT_CURL} ${_promtool}
+      LIBS m
+      LABELS unit TIMEOUT 120)
+    add_dependencies(test_daemon_metrics shmthrottled)
+  else()
+    message(STATUS "curl not found: test_daemon_metrics is not built")
+  endif()
+endif()
+
+shmt_add_test(test_version
+  SOURCES test_version.c
+  ARGS ${PROJECT_VERSION}
+  LABELS unit TIMEOUT 30)
