@@ -705,8 +705,7 @@ resolve_config_path(struct daemon *d)
 	if (d->config_arg == NULL)
 		return 0;
 	if (realpath(d->config_arg, d->config_path) == NULL) {
-		fprintf(stderr, "shmthrottled: %s: %s\n", d->config_arg,
-		    strerror(errno));
+		shmtd_log(LOG_ERR, "%s: %s", d->config_arg, strerror(errno));
 		return EXIT_CONFIG;
 	}
 	return 0;
@@ -718,10 +717,13 @@ setup(struct daemon *d)
 	char err[1024];
 	int rc;
 
+	/* Until the config names its log, errors go to stderr, with their
+	 * priority when that is the journal. */
+	shmtd_log_open("stderr");
 	if ((rc = resolve_config_path(d)) != 0)
 		return rc;
 	if (load_config(d, &d->cfg, err, sizeof(err)) != 0) {
-		fprintf(stderr, "shmthrottled: %s\n", err);
+		shmtd_log(LOG_ERR, "%s", err);
 		return EXIT_CONFIG;
 	}
 	if (shmt__name_check(d->cfg.segment) != 0) {

@@ -2,6 +2,13 @@
 # Operations: the daemon's metrics endpoint scraped over HTTP, its log's
 # priorities, the library's version.
 if(TARGET shmthrottled)
+  shmt_add_test(test_daemon_log
+    SOURCES test_daemon_log.c
+    ARGS $<TARGET_FILE:shmthrottled>
+    LIBS shmtd_core
+    LABELS unit TIMEOUT 60)
+  add_dependencies(test_daemon_log shmthrottled)
+
   find_program(SHMT_CURL curl)
   find_program(SHMT_PROMTOOL promtool)
   if(SHMT_CURL)
