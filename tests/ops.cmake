@@ -34,3 +34,11 @@ shmt_add_test(test_version
   SOURCES test_version.c
   ARGS ${PROJECT_VERSION}
   LABELS unit TIMEOUT 30)
+
+# The systemd unit and the default config, installed into a scratch prefix.
+if(TARGET shmthrottled)
+  find_program(SHMT_BASH bash REQUIRED)
+  add_test(NAME test_unit
+    COMMAND ${SHMT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_unit.sh ${CMAKE_BINARY_DIR})
+  set_tests_properties(test_unit PROPERTIES LABELS unit TIMEOUT 120)
+endif()
