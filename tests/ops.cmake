@@ -42,3 +42,11 @@ if(TARGET shmthrottled)
     COMMAND ${SHMT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_unit.sh ${CMAKE_BINARY_DIR})
   set_tests_properties(test_unit PROPERTIES LABELS unit TIMEOUT 120)
 endif()
+
+if(TARGET shmthrottle)
+  find_program(SHMT_BASH bash REQUIRED)
+  add_test(NAME test_cli_version
+    COMMAND ${SHMT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_version.sh
+            $<TARGET_FILE:shmthrottle> ${PROJECT_VERSION})
+  set_tests_properties(test_cli_version PROPERTIES LABELS unit TIMEOUT 30)
+endif()
