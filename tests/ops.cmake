@@ -50,3 +50,21 @@ if(TARGET shmthrottle)
             $<TARGET_FILE:shmthrottle> ${PROJECT_VERSION})
   set_tests_properties(test_cli_version PROPERTIES LABELS unit TIMEOUT 30)
 endif()
+
+# The manual pages: `mandoc -T lint` clean (warnings fail; style notes,
+# such as references to pages not installed on this machine, do not), and
+# every exported function on a page.
+find_program(SHMT_MANDOC mandoc)
+if(SHMT_MANDOC)
+  foreach(page ${SHMT_MAN_PAGES})
+    add_test(NAME test_man_lint_${page}
+      COMMAND ${SHMT_MANDOC} -T lint -W warning ${PROJECT_SOURCE_DIR}/man/${page})
+    set_tests_properties(test_man_lint_${page} PROPERTIES LABELS unit TIMEOUT 30)
+  endforeach()
+  find_program(SHMT_BASH bash REQUIRED)
+  add_test(NAME test_man_coverage
+    COMMAND ${SHMT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_man_coverage.sh ${PROJECT_SOURCE_DIR})
+  set_tests_properties(test_man_coverage PROPERTIES LABELS unit TIMEOUT 30)
+else()
+  message(STATUS "mandoc not found: the manual pages are not linted")
+endif()

@@ -54,8 +54,8 @@ grep -q '^mode = 0660$' "$work/resolved" || fail "the segment's mode is not 0660
 
 # 2. systemd-analyze verify.
 if command -v systemd-analyze >/dev/null; then
-  # The man pages named by Documentation= are not written yet.
-  if systemd-analyze verify --man=no "$unit" \
+  # The man pages named by Documentation= are looked up in the prefix.
+  if MANPATH=$prefix/share/man: systemd-analyze verify "$unit" \
       >"$work/verify.log" 2>&1; then
     vrc=0
   else
