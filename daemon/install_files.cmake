@@ -47,10 +47,13 @@ endif()
 
 set(SHMT_UNIT_SBINDIR "${sbindir}")
 set(SHMT_UNIT_SYSCONFDIR "${sysconfdir}")
+# One file per destination: installs into other prefixes may run at once
+# (cpack beside `cmake --install`), each with its own unit.
+string(MD5 tag "$ENV{DESTDIR}|${prefix}")
 configure_file("${SHMT_SRC}/shmthrottled.service.in"
-  "${SHMT_BIN}/shmthrottled.service" @ONLY)
+  "${SHMT_BIN}/unit-${tag}/shmthrottled.service" @ONLY)
 file(INSTALL DESTINATION "${unitdir}" TYPE FILE
-  FILES "${SHMT_BIN}/shmthrottled.service")
+  FILES "${SHMT_BIN}/unit-${tag}/shmthrottled.service")
 file(INSTALL DESTINATION "${sysusersdir}" TYPE FILE
   RENAME shmthrottle.conf FILES "${SHMT_SRC}/shmthrottle.sysusers")
 file(INSTALL DESTINATION "${sysconfdir}/shmthrottle" TYPE FILE

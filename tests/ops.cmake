@@ -68,3 +68,13 @@ if(SHMT_MANDOC)
 else()
   message(STATUS "mandoc not found: the manual pages are not linted")
 endif()
+
+# The Debian packages, built by cpack and unpacked into a scratch root.
+# `stress`: it runs cpack over the whole build.
+if(TARGET shmthrottled AND TARGET shmthrottle)
+  find_program(SHMT_BASH bash REQUIRED)
+  add_test(NAME test_packages
+    COMMAND ${SHMT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_packages.sh
+            ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${PROJECT_VERSION})
+  set_tests_properties(test_packages PROPERTIES LABELS stress TIMEOUT 600)
+endif()
