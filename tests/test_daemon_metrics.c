@@ -541,6 +541,15 @@ test_scrape(void **state)
 	assert_int_equal(request(e, "GET", "/", NULL, 0), 404);
 	assert_int_equal(request(e, "POST", "/metrics", NULL, 0), 405);
 
+	/* A reload keeps the endpoint where it is, and says so. */
+	write_text(e->conf, CONF_LIMITERS "[daemon]\nmetrics = 127.0.0.1:1\n");
+	assert_int_equal(kill(e->pid, SIGHUP), 0);
+	for (int i = 0; i < WAIT_MS / 5 && !log_has(e, "reloaded:"); i++)
+		pause_ms(5);
+	assert_true(log_has(e, "[daemon] metrics changed to '127.0.0.1:1': "
+	    "ignored until restart"));
+	assert_int_equal(request(e, "GET", "/metrics", NULL, 0), 200);
+
 	/* Stopped, the daemon no longer listens. */
 	assert_int_equal(kill(e->pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(e), 0);
