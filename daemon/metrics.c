@@ -5,7 +5,13 @@
  * stream and hands it over.  The listening socket is bound here rather than
  * by libmicrohttpd, so a refused address gets its errno in the log and a
  * port of 0 can be read back.  The handle is shared with the daemon's loop,
- * which the API allows for threads of one process.
+ * which the API allows for threads of one process; the two take turns on
+ * the segment under the daemon's lock.  The library reads its statistics
+ * without the shard locks while writers update them under those locks, as
+ * it does for any other process; within the daemon the lock keeps the
+ * housekeeping's writes and a scrape's reads apart.  A scrape holds it only
+ * while the page is built in memory, never while it is sent, so a slow
+ * scraper does not delay housekeeping.
  */
 #include "metrics.h"
 #include "addr.h"
@@ -32,6 +38,7 @@ struct shmtd_metrics {
 	int fd;
 	shmt_t *h;
 	const struct shmtd_lag_hist *lag;
+	pthread_mutex_t *lock;
 };
 
 static enum MHD_Result
@@ -77,7 +84,9 @@ handle(void *cls, struct MHD_Connection *c, const char *url,
 		    strlen(not_found), 0);
 	if ((f = open_memstream(&body, &len)) == NULL)
 		return MHD_NO;
+	pthread_mutex_lock(m->lock);
 	rc = shmtd_prom_write(f, m->h, m->lag);
+	pthread_mutex_unlock(m->lock);
 	if (fclose(f) != 0 && rc == 0)
 		rc = -EIO;
 	if (rc != 0) {
@@ -136,7 +145,8 @@ listen_on(const struct sockaddr_storage *ss, socklen_t len, int *out)
 
 int
 shmtd_metrics_start(const char *addr, shmt_t *h,
-    const struct shmtd_lag_hist *lag, char *bound, size_t cap,
+    const struct shmtd_lag_hist *lag, pthread_mutex_t *lock, char *bound,
+    size_t cap,
     struct shmtd_metrics **out, char *err, size_t errcap)
 {
 	struct sockaddr_storage ss;
@@ -158,6 +168,7 @@ shmtd_metrics_start(const char *addr, shmt_t *h,
 	}
 	m->h = h;
 	m->lag = lag;
+	m->lock = lock;
 	if ((rc = listen_on(&ss, len, &m->fd)) != 0) {
 		snprintf(err, errcap, "metrics: cannot listen on %.200s: %s",
 		    addr, strerror(-rc));

@@ -19,6 +19,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,7 @@ struct daemon {
 	int ready_fd;                 /* background: the waiting parent */
 	struct shmtd_metrics *metrics; /* NULL: no metrics endpoint */
 	struct shmtd_lag_hist lag;    /* housekeeping lag, for the metrics */
+	pthread_mutex_t seg_lock;     /* the loop and a scrape take turns */
 	sigset_t sigs;
 };
 
@@ -546,8 +548,8 @@ start_metrics(struct daemon *d)
 
 	if (d->cfg.metrics[0] == '\0')
 		return 0;
-	if (shmtd_metrics_start(d->cfg.metrics, d->h, &d->lag, bound,
-	    sizeof(bound), &d->metrics, err, sizeof(err)) != 0) {
+	if (shmtd_metrics_start(d->cfg.metrics, d->h, &d->lag, &d->seg_lock,
+	    bound, sizeof(bound), &d->metrics, err, sizeof(err)) != 0) {
 		shmtd_log(LOG_ERR, "%s", err);
 		return EXIT_FAIL;
 	}
@@ -665,10 +667,14 @@ loop(struct daemon *d)
 	for (;;) {
 		int sig;
 
+		pthread_mutex_lock(&d->seg_lock);
 		run_due(d, &t, mono_ns());
+		pthread_mutex_unlock(&d->seg_lock);
 		sig = wait_until(d, earliest(&t));
 		if (sig == SIGHUP) {
+			pthread_mutex_lock(&d->seg_lock);
 			reload(d);
+			pthread_mutex_unlock(&d->seg_lock);
 			reset_snapshot_deadline(d, &t);
 			t.hk = mono_ns(); /* new limiters: ask for their deadlines */
 		} else if (sig == SIGTERM || sig == SIGINT) {
@@ -756,6 +762,7 @@ main(int argc, char **argv)
 
 	memset(&d, 0, sizeof(d));
 	d.ready_fd = -1;
+	pthread_mutex_init(&d.seg_lock, NULL);
 	if ((rc = parse_options(&d, argc, argv)) >= 0)
 		return rc;
 	if ((rc = setup(&d)) != 0)
