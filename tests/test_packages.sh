@@ -40,7 +40,10 @@ for deb in "$lib" "$dev" "$tools"; do
 done
 [ "$(dpkg-deb -f "$dev" Depends)" = "libshmthrottle0 (= $version)" ] ||
   fail "libshmthrottle-dev depends on '$(dpkg-deb -f "$dev" Depends)'"
-dpkg-deb -f "$tools" Depends | grep -q libmicrohttpd ||
+# (Listings go to files first: grep -q on a pipe could stop its writer
+# with SIGPIPE, which pipefail reports as a failure.)
+dpkg-deb -f "$tools" Depends >"$work/depends"
+grep -q libmicrohttpd "$work/depends" ||
   fail "shmthrottle does not depend on libmicrohttpd"
 
 root=$work/root
@@ -56,12 +59,16 @@ for f in usr/bin/shmthrottle usr/sbin/shmthrottled usr/include/shmthrottle.h \
     usr/share/man/man5/shmthrottled.conf.5 usr/share/man/man3/shmt_open.3; do
   [ -e "$root/$f" ] || fail "no /$f in the packages"
 done
-! dpkg-deb -c "$tools" | grep -q shmthrottle-demo || fail "the demo is packaged"
+for deb in "$lib" "$dev" "$tools"; do
+  dpkg-deb -c "$deb" >"$work/$(basename "$deb").list"
+done
+! grep -q shmthrottle-demo "$work/$(basename "$tools").list" || fail "the demo is packaged"
 pc=$(find "$root" -name shmthrottle.pc | head -n1)
 [ -n "$pc" ] || fail "no shmthrottle.pc"
 [ -n "$(find "$root" -name shmthrottleConfig.cmake)" ] || fail "no CMake package"
-dpkg-deb -c "$lib" | grep -q 'libshmthrottle\.so\.0\.' || fail "no library in libshmthrottle0"
-! dpkg-deb -c "$lib" | grep -qE 'include|\.a$|pkgconfig' ||
+grep -q 'libshmthrottle\.so\.0\.' "$work/$(basename "$lib").list" ||
+  fail "no library in libshmthrottle0"
+! grep -qE 'include|\.a$|pkgconfig' "$work/$(basename "$lib").list" ||
   fail "libshmthrottle0 holds development files"
 dpkg-deb -e "$tools" "$work/ctl"
 grep -qx /etc/shmthrottle/shmthrottled.conf "$work/ctl/conffiles" ||
@@ -109,6 +116,7 @@ cc -std=c11 -Wall -Wextra -Werror $sanflags -o "$work/consumer" "$src/tests/inst
   $flags -Wl,-rpath,"$libdir" || fail "building against libshmthrottle-dev"
 out=$("$work/consumer" "/$seg") || fail "the consumer exited $?"
 echo "$out" | grep -qE '^format 0x[0-9a-f]{16} abi [0-9]+ version ' || fail "consumer printed '$out'"
-ldd "$work/consumer" | grep -q "$libdir/libshmthrottle.so.0" ||
+ldd "$work/consumer" >"$work/ldd"
+grep -q "$libdir/libshmthrottle.so.0" "$work/ldd" ||
   fail "the consumer did not load the packaged library"
 echo "test_packages: built and ran against the packages: $out"
