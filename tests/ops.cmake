@@ -78,3 +78,14 @@ if(TARGET shmthrottled AND TARGET shmthrottle)
             ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${PROJECT_VERSION})
   set_tests_properties(test_packages PROPERTIES LABELS stress TIMEOUT 600)
 endif()
+
+# The unit's hardening tried on the daemon: read-only file systems but
+# /dev, /proc, /sys and the state directory, an unprivileged user, no
+# capabilities, in a private mount namespace.  Skipped (77) without root.
+if(TARGET shmthrottled AND TARGET shmthrottle)
+  find_program(SHMT_BASH bash REQUIRED)
+  add_test(NAME test_unit_sandbox
+    COMMAND ${SHMT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_unit_sandbox.sh ${CMAKE_BINARY_DIR})
+  set_tests_properties(test_unit_sandbox PROPERTIES LABELS unit TIMEOUT 120
+    SKIP_RETURN_CODE 77)
+endif()
