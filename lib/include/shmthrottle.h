@@ -179,7 +179,8 @@ SHMT_EXPORT const char *shmt_strerror(int err);
  * (a static string, never NULL).  shmt_version_number: the same as
  * SHMT_VERSION_NUMBER computes it.  A program compiled with this header
  * compares them with SHMT_VERSION_* to tell the library it runs with from
- * the one it was built against.  Thread-safe; no errors.
+ * the one it was built against.  Thread-safe; no errors; they touch no
+ * segment, so a kill -9 leaves nothing behind.
  * The segment's format has its own version: the format word and ABI
  * version of shmt_segment_stat().
  */
