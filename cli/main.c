@@ -8,8 +8,10 @@
 #include "cli.h"
 
 #include "bytes.h"
+#include "segment.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,11 +348,16 @@ shmtc_cmd_help(struct shmtc *c, int argc, char **argv)
 	return SHMTC_OK;
 }
 
+/* The tool's version, the library's (the same when linked statically),
+ * and the segment format this build creates and opens: a segment whose
+ * format word differs (`stat` shows a segment's own) is refused. */
 static int
 version(void)
 {
-	printf("shmthrottle %d.%d.%d\n", SHMT_VERSION_MAJOR,
-	    SHMT_VERSION_MINOR, SHMT_VERSION_PATCH);
+	printf("shmthrottle %d.%d.%d (library %s)\n", SHMT_VERSION_MAJOR,
+	    SHMT_VERSION_MINOR, SHMT_VERSION_PATCH, shmt_version());
+	printf("segment format 0x%016" PRIx64 " (ABI %u)\n",
+	    shmt__format_word(), SHMT_ABI_VERSION);
 	return SHMTC_OK;
 }
 

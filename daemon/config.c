@@ -7,6 +7,7 @@
  * by the same code, so it cannot drift from what a file may say.
  */
 #include "config.h"
+#include "addr.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -178,7 +179,7 @@ shmtd_format_size(uint64_t bytes, char *buf, size_t cap)
 /* ---- Key tables ---------------------------------------------------------- */
 
 enum ktype { K_U32, K_U64, K_DUR, K_SIZE, K_BOOL, K_STR, K_SEGNAME, K_MODE,
-	K_GROUP, K_LMODE, K_KEYS, K_EVICT, K_LOG, K_PCT };
+	K_GROUP, K_LMODE, K_KEYS, K_EVICT, K_LOG, K_PCT, K_ADDR };
 
 struct keydef {
 	const char *name;
@@ -250,6 +251,7 @@ static const struct keydef daemon_keys[] = {
 	{ "snapshot", K_STR, CF(snapshot), sizeof(((struct shmtd_config *)0)->snapshot) },
 	{ "snapshot_interval", K_DUR, CF(snapshot_interval_ns), 0 },
 	{ "log", K_LOG, CF(log_target), 0 },
+	{ "metrics", K_ADDR, CF(metrics), sizeof(((struct shmtd_config *)0)->metrics) },
 	{ NULL, 0, 0, 0 }
 };
 
@@ -489,6 +491,8 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 	void *dst = base + k->off;
 	uint64_t x;
 	char tmp[16];
+	struct sockaddr_storage ss;
+	socklen_t sslen;
 	int rc = 0, b;
 
 	switch (k->type) {
@@ -509,10 +513,14 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 		if ((rc = parse_bool(v, &b)) == 0)
 			*(int *)dst = b;
 		break;
+	case K_ADDR:
+		if (shmtd_addr_parse(v, &ss, &sslen) != 0)
+			rc = -EINVAL;
+		/* FALLTHROUGH */
 	case K_STR:
-		if (strlen(v) >= k->cap)
+		if (rc == 0 && strlen(v) >= k->cap)
 			rc = -ERANGE;
-		else
+		else if (rc == 0)
 			snprintf(dst, k->cap, "%s", v);
 		break;
 	case K_SEGNAME:
@@ -588,6 +596,7 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 		    k->type == K_EVICT ? "lru or none" :
 		    k->type == K_LOG ? "stderr or syslog" :
 		    k->type == K_PCT ? "a percentage from 1 to 99" :
+		    k->type == K_ADDR ? "IPV4:PORT or [IPV6]:PORT" :
 		    "a whole number");
 	return rc;
 }
@@ -1121,4 +1130,6 @@ shmtd_config_print(FILE *f, const struct shmtd_config *c)
 	fprintf(f, "snapshot_interval = %s\nlog = %s\n",
 	    shmtd_format_duration(c->snapshot_interval_ns, b, sizeof(b)),
 	    c->log_target);
+	if (c->metrics[0] != '\0')
+		fprintf(f, "metrics = %s\n", c->metrics);
 }

@@ -70,6 +70,7 @@ struct shmtd_config {
 	char snapshot[4096];                  /* "": no snapshots */
 	uint64_t snapshot_interval_ns;        /* 0: only at stop */
 	char log_target[16];                  /* "stderr" | "syslog" */
+	char metrics[64];                     /* "": no metrics endpoint */
 	char source[4096];                    /* the file it came from */
 };
 

@@ -9,6 +9,7 @@
  */
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "snapshot.h"
 
 #include "segment.h"
@@ -18,6 +19,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,9 @@ struct daemon {
 	int claimed;
 	uint64_t watchdog_ns;         /* 0: no systemd watchdog */
 	int ready_fd;                 /* background: the waiting parent */
+	struct shmtd_metrics *metrics; /* NULL: no metrics endpoint */
+	struct shmtd_lag_hist lag;    /* housekeeping lag, for the metrics */
+	pthread_mutex_t seg_lock;     /* the loop and a scrape take turns */
 	sigset_t sigs;
 };
 
@@ -242,6 +247,11 @@ reload(struct daemon *d)
 		    "%s", err);
 		sd_notify(0, "READY=1");
 		return;
+	}
+	if (strcmp(cfg.metrics, d->cfg.metrics) != 0) {
+		shmtd_log(LOG_WARNING, "[daemon] metrics changed to '%s': "
+		    "ignored until restart", cfg.metrics);
+		memcpy(cfg.metrics, d->cfg.metrics, sizeof(cfg.metrics));
 	}
 	if (strcmp(cfg.segment, d->cfg.segment) != 0) {
 		shmtd_log(LOG_WARNING, "[segment] name changed to %s: ignored "
@@ -528,6 +538,25 @@ report_ready(struct daemon *d, int status)
 		shmtd_log(LOG_WARNING, "chdir /: %s", strerror(errno));
 }
 
+/* The metrics endpoint, when the config asks for one.  A refused address
+ * stops the start: a monitored daemon that silently serves no metrics
+ * would look like a dead one. */
+static int
+start_metrics(struct daemon *d)
+{
+	char err[512], bound[80];
+
+	if (d->cfg.metrics[0] == '\0')
+		return 0;
+	if (shmtd_metrics_start(d->cfg.metrics, d->h, &d->lag, &d->seg_lock,
+	    bound, sizeof(bound), &d->metrics, err, sizeof(err)) != 0) {
+		shmtd_log(LOG_ERR, "%s", err);
+		return EXIT_FAIL;
+	}
+	shmtd_log(LOG_NOTICE, "metrics on http://%s/metrics", bound);
+	return 0;
+}
+
 static int
 start(struct daemon *d)
 {
@@ -540,6 +569,8 @@ start(struct daemon *d)
 		return rc;
 	if (apply_limiters(d, &d->cfg, NULL) != 0)
 		return EXIT_FAIL;
+	if ((rc = start_metrics(d)) != 0)
+		return rc;
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
 		d->watchdog_ns = usec * 1000ULL / 2;
 	shmtd_log(LOG_NOTICE, "running on segment %s with %zu limiters%s",
@@ -580,6 +611,7 @@ run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 		if (rc < 0)
 			shmtd_log(LOG_ERR, "housekeeping: %s", shmt_strerror(rc));
 		__atomic_store_n(&hdr->sh_lag_ns, now - t->hk, __ATOMIC_RELAXED);
+		shmtd_lag_observe(&d->lag, now - t->hk);
 		now = mono_ns();
 		/* Work that appears later (a bucket opened by a worker) is not
 		 * in NEXT: look again at least once per heartbeat. */
@@ -635,10 +667,14 @@ loop(struct daemon *d)
 	for (;;) {
 		int sig;
 
+		pthread_mutex_lock(&d->seg_lock);
 		run_due(d, &t, mono_ns());
+		pthread_mutex_unlock(&d->seg_lock);
 		sig = wait_until(d, earliest(&t));
 		if (sig == SIGHUP) {
+			pthread_mutex_lock(&d->seg_lock);
 			reload(d);
+			pthread_mutex_unlock(&d->seg_lock);
 			reset_snapshot_deadline(d, &t);
 			t.hk = mono_ns(); /* new limiters: ask for their deadlines */
 		} else if (sig == SIGTERM || sig == SIGINT) {
@@ -653,6 +689,8 @@ static void
 stop(struct daemon *d)
 {
 	sd_notify(0, "STOPPING=1");
+	shmtd_metrics_stop(d->metrics);
+	d->metrics = NULL;
 	snapshot(d, "stop");
 	unclaim(d);
 	shmt_close(d->h);
@@ -673,8 +711,7 @@ resolve_config_path(struct daemon *d)
 	if (d->config_arg == NULL)
 		return 0;
 	if (realpath(d->config_arg, d->config_path) == NULL) {
-		fprintf(stderr, "shmthrottled: %s: %s\n", d->config_arg,
-		    strerror(errno));
+		shmtd_log(LOG_ERR, "%s: %s", d->config_arg, strerror(errno));
 		return EXIT_CONFIG;
 	}
 	return 0;
@@ -686,10 +723,13 @@ setup(struct daemon *d)
 	char err[1024];
 	int rc;
 
+	/* Until the config names its log, errors go to stderr, with their
+	 * priority when that is the journal. */
+	shmtd_log_open("stderr");
 	if ((rc = resolve_config_path(d)) != 0)
 		return rc;
 	if (load_config(d, &d->cfg, err, sizeof(err)) != 0) {
-		fprintf(stderr, "shmthrottled: %s\n", err);
+		shmtd_log(LOG_ERR, "%s", err);
 		return EXIT_CONFIG;
 	}
 	if (shmt__name_check(d->cfg.segment) != 0) {
@@ -722,6 +762,7 @@ main(int argc, char **argv)
 
 	memset(&d, 0, sizeof(d));
 	d.ready_fd = -1;
+	pthread_mutex_init(&d.seg_lock, NULL);
 	if ((rc = parse_options(&d, argc, argv)) >= 0)
 		return rc;
 	if ((rc = setup(&d)) != 0)
@@ -733,6 +774,7 @@ main(int argc, char **argv)
 		stop(&d);
 	}
 out:
+	shmtd_metrics_stop(d.metrics);
 	if (d.h != NULL) {
 		unclaim(&d);
 		shmt_close(d.h);

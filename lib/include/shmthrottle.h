@@ -68,6 +68,11 @@ extern "C" {
 #define SHMT_VERSION_MAJOR 0
 #define SHMT_VERSION_MINOR 1
 #define SHMT_VERSION_PATCH 0
+/* The version as one number, MAJOR * 10000 + MINOR * 100 + PATCH, that
+ * compares in order (0.1.0 is 100). */
+#define SHMT_VERSION_NUMBER \
+	(SHMT_VERSION_MAJOR * 10000UL + SHMT_VERSION_MINOR * 100UL + \
+	 SHMT_VERSION_PATCH)
 
 /* Library-specific errors.  They lie beyond every errno value. */
 #define SHMT_ERRBASE   (-3100)
@@ -166,6 +171,21 @@ SHMT_EXPORT void shmt_config_init(shmt_config_t *cfg);
  * errno; thread-safe.
  */
 SHMT_EXPORT const char *shmt_strerror(int err);
+
+/* ---- Versions ------------------------------------------------------------ */
+
+/*
+ * shmt_version: the version of the library that runs, "MAJOR.MINOR.PATCH"
+ * (a static string, never NULL).  shmt_version_number: the same as
+ * SHMT_VERSION_NUMBER computes it.  A program compiled with this header
+ * compares them with SHMT_VERSION_* to tell the library it runs with from
+ * the one it was built against.  Thread-safe; no errors; they touch no
+ * segment, so a kill -9 leaves nothing behind.
+ * The segment's format has its own version: the format word and ABI
+ * version of shmt_segment_stat().
+ */
+SHMT_EXPORT const char *shmt_version(void);
+SHMT_EXPORT unsigned long shmt_version_number(void);
 
 /* ---- The segment ------------------------------------------------------- */
 

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * addr.h: private to shmthrottled.  Reads a listen address such as
+ * "127.0.0.1:9464" or "[::1]:9464" (numeric only: the daemon never asks a
+ * resolver) into a socket address.
+ */
+#ifndef SHMTD_ADDR_H
+#define SHMTD_ADDR_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+/*
+ * shmtd_addr_parse: parse S, "IPV4:PORT" or "[IPV6]:PORT" with PORT
+ * 0..65535 (0: any free port, chosen when the socket is bound), into *SS
+ * and *LEN.  Returns 0 or -EINVAL.
+ */
+int shmtd_addr_parse(const char *s, struct sockaddr_storage *ss,
+    socklen_t *len);
+
+#endif /* SHMTD_ADDR_H */
