@@ -195,6 +195,7 @@ struct shmt_chk {
 	shmt_check_fn fn;
 	void *ctx;
 	int problems;
+	int repair;                   /* SHMT_CHECK_REPAIR was asked for */
 };
 void shmt__chk(struct shmt_chk *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
