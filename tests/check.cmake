@@ -3,3 +3,12 @@
 # is named, and a check without SHMT_CHECK_REPAIR changes no byte
 # (test_check).
 shmt_add_test(test_check SOURCES test_check.c LABELS unit TIMEOUT 60)
+
+# The CLI's check prints the library's findings, kind by kind, with the
+# documented exit codes, and repairs only with --repair (test_cli_check).
+if(TARGET shmthrottle)
+  pkg_check_modules(CHECK_JANSSON REQUIRED IMPORTED_TARGET jansson)
+  shmt_add_test(test_cli_check SOURCES test_cli_check.c test_cli_util.c
+    LIBS PkgConfig::CHECK_JANSSON ARGS $<TARGET_FILE:shmthrottle>)
+  add_dependencies(test_cli_check shmthrottle)
+endif()
