@@ -1521,20 +1521,25 @@ chk_scan(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
 
 /*
  * How long the check tries to see one shard at rest.  Writers hold a
- * shard for microseconds, so a scan finds it at rest within a few tries;
- * a lock held by the same live thread for this long is damage of its own
- * (a live process whose word was scribbled, or a writer stopped inside),
+ * shard for microseconds, so a scan finds it at rest within a few tries
+ * unless writers keep it busy without a pause; a lock held by the same live
+ * thread for this long while nothing moves is damage of its own (a word
+ * naming a live process that does not hold it, or a writer stopped inside),
  * and is named as such.
  */
 #define CHK_SETTLE_NS 100000000ULL
 
 /*
- * Check one shard without its lock and without writing to it.  A scan
- * counts when it saw the shard at rest: the lock word the same before and
- * after and naming no live thread, and the version the same.  Problems are
- * named only when a second scan at rest finds them too, so a write that
- * slipped between two reads of the lock word cannot be taken for damage.
- * With REPAIR, a shard found damaged is then rebuilt under its lock.
+ * Check one shard without its lock and without writing to it.  A scan is
+ * "at rest" when the lock word was the same before and after it, naming no
+ * live thread, and so was the version.  A scan that finds nothing ends the
+ * check of the shard, at rest or not (damage stays put, so a write going
+ * on cannot make damage look sound, short of repairing it).  A scan that
+ * finds problems counts only at rest, and they are named only when a second
+ * scan at rest finds them too, so a write that slipped between two reads
+ * of the lock word cannot be taken for damage.  A shard never at rest for
+ * CHK_SETTLE_NS while scans find problems is left unchecked.  With REPAIR,
+ * a shard found damaged is then rebuilt under its lock.
  */
 static void
 chk_shard(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
@@ -1545,8 +1550,9 @@ chk_shard(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
 	uint32_t o1 = 0, o2 = 0, live_owner = 0;
 	int lk1 = SHMT_LOCK_FREE, lk2, seen_damage = 0, done = 0, live_all = 1;
 
-	for (unsigned tries = 0; !done; tries++) {
+	for (unsigned tries = 0;; tries++) {
 		uint64_t s1, s2;
+		int rest, clean, stuck;
 
 		lk1 = shmt__lock_peek(st->h, &sh->ds_lock, &o1);
 		s1 = __atomic_load_n(&sh->ds_seq, __ATOMIC_ACQUIRE);
@@ -1554,26 +1560,35 @@ chk_shard(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&sh->ds_seq, __ATOMIC_RELAXED);
 		lk2 = shmt__lock_peek(st->h, &sh->ds_lock, &o2);
-		if (s1 == s2 && o1 == o2 && lk1 != SHMT_LOCK_LIVE &&
-		    lk2 != SHMT_LOCK_LIVE) {
+		rest = s1 == s2 && o1 == o2 && lk1 != SHMT_LOCK_LIVE &&
+		    lk2 != SHMT_LOCK_LIVE;
+		clean = b.n == 0 && b.lost == 0;
+		/* The same live thread holds the lock and nothing moved: a
+		 * writer inside, or a word naming a live thread that does not
+		 * hold it (which stalls every writer): watch it a while. */
+		stuck = lk1 == SHMT_LOCK_LIVE && lk2 == SHMT_LOCK_LIVE &&
+		    o1 == o2 && s1 == s2;
+		if (!stuck || (live_owner != 0 && o1 != live_owner))
 			live_all = 0;
-			if (b.n + (size_t)b.lost == 0 && lk1 == SHMT_LOCK_FREE)
-				break;          /* at rest and sound */
-			if (seen_damage)
+		live_owner = o1;
+		if (rest) {
+			if (clean && lk1 == SHMT_LOCK_FREE)
+				break;
+			if (seen_damage) {
 				done = 1;       /* confirmed */
+				break;
+			}
 			seen_damage = 1;
 			continue;
 		}
-		if (lk1 != SHMT_LOCK_LIVE || lk2 != SHMT_LOCK_LIVE || o1 != o2 ||
-		    s1 != s2 || (live_owner != 0 && o1 != live_owner))
-			live_all = 0;
-		live_owner = o1;
+		if (clean && !stuck)
+			break;
 		if (shmt__mono_ns() - start > CHK_SETTLE_NS) {
 			if (live_all)
 				shmt__chk(c, "%s: lock held by live thread %u for "
-				    "over %llu ms: not checked", who, o1,
+				    "over %llu ms", who, o1,
 				    CHK_SETTLE_NS / 1000000ULL);
-			break;          /* busy: writers at work all along */
+			break;
 		}
 		if (tries >= 2)
 			sched_yield();

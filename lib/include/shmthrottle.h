@@ -633,20 +633,24 @@ typedef void (*shmt_check_fn)(void *ctx, const char *problem);
  * shared by every process that uses the segment (see Caveats).
  *
  * Calls REPORT (may be NULL) once per problem and returns how many it
- * found, or -EINVAL.  Each kind of damage is named once per limiter or
- * shard (the first place and how many), so the count is bounded.
+ * found, or -EINVAL.  An exact log names each kind of damage once (its
+ * first slot and how many slots show it); a ring names its first bad
+ * bucket; a shard names each bad chain, free list and count.
  *
  * Read-only: it takes no lock and stores nothing in the segment, so it may
  * run beside any other call and never waits for a lock holder.  A limiter
  * word or grant hint that changes while it is read is read again (a few
- * times at most, then left unchecked); a shard counts only when a scan saw
- * it at rest (its lock word and version the same before and after, naming
- * no live writer), and its problems only when a second such scan finds
- * them too.  A shard busy with writers for 100 ms is left unchecked; one
- * whose lock the same live thread holds for 100 ms is named ("lock held by
- * live thread").  Safe on a damaged segment: every offset is checked and
- * every walk is bounded (a chain by the shard's heap blocks, each visited
- * once).  kill -9 during the call leaves nothing (it changes nothing).
+ * times at most, then left unchecked).  A shard is sound when a scan of it
+ * finds nothing; its problems count only when a scan saw it at rest (its
+ * lock word and version the same before and after, naming no live writer)
+ * and a second such scan finds them too.  A shard that writers never leave
+ * at rest for 100 ms while scans find problems is left unchecked; one whose
+ * lock the same live thread holds for 100 ms while nothing moves is named
+ * ("lock held by live thread").  So the call takes at most about 100 ms
+ * per shard, whatever holds the locks.  Safe on a damaged segment: every
+ * offset is checked and every walk is bounded (a chain by the shard's heap
+ * blocks, each visited once).  kill -9 during the call leaves nothing (it
+ * changes nothing).
  */
 SHMT_EXPORT int shmt_check(shmt_t *h, shmt_check_fn report, void *ctx);
 
