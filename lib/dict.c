@@ -1411,8 +1411,14 @@ chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
 				    "%llu", who, (unsigned long long)(off - 1),
 				    it->it_vlen, st->subw,
 				    (unsigned long long)cvlen);
-			if (!chk_mark(c, who, bm, off - 1, 64ULL << it->it_order))
-				break;  /* also stops a cycle */
+			if (!mark_span(bm, off - 1, 64ULL << it->it_order)) {
+				shmt__chk(c, "%s: bucket %llu's chain reaches the "
+				    "block at %llu again (a loop, or a block "
+				    "another chain or list holds)", who,
+				    (unsigned long long)b,
+				    (unsigned long long)(off - 1));
+				break;
+			}
 			items++;
 			used += 64ULL << it->it_order;
 			off = __atomic_load_n(&it->it_next, __ATOMIC_RELAXED);

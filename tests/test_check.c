@@ -400,6 +400,41 @@ test_counter_short_value(void **state)
 	fx_free(&f);
 }
 
+/* An item that links to itself: the walk ends at once and names the
+ * loop. */
+static void
+test_chain_loop(void **state)
+{
+	struct fx f;
+	const struct shmt_store *st;
+	char *sh;
+	uint64_t *index, off = 0;
+
+	(void)state;
+	fx_make(&f, "loop");
+	st = f.h->dict;
+	sh = (char *)shard(st, 0);
+	index = (uint64_t *)(sh + st->index_off);
+	/* The last item of the first chain. */
+	for (uint64_t b = 0; b < st->nbuckets && off == 0; b++)
+		for (uint64_t l = index[b]; l != 0;) {
+			struct shmt_item *it = (struct shmt_item *)(sh +
+			    st->heap_off + l - 1);
+
+			if (it->it_next == 0) {
+				off = l;
+				break;
+			}
+			l = it->it_next;
+		}
+	assert_int_not_equal(off, 0);
+	((struct shmt_item *)(sh + st->heap_off + off - 1))->it_next = off;
+	expect_named(&f, 1, "chain reaches the block at");
+	((struct shmt_item *)(sh + st->heap_off + off - 1))->it_next = 0;
+	expect_clean(&f);
+	fx_free(&f);
+}
+
 /* The id of a thread that existed and is gone. */
 static uint32_t
 dead_tid(void)
@@ -568,6 +603,7 @@ main(void)
 		cmocka_unit_test_teardown(test_exact_time_future, tu_sweep),
 		cmocka_unit_test_teardown(test_exact_negative_hint, tu_sweep),
 		cmocka_unit_test_teardown(test_counter_short_value, tu_sweep),
+		cmocka_unit_test_teardown(test_chain_loop, tu_sweep),
 		cmocka_unit_test_teardown(test_dead_writer_readonly, tu_sweep),
 		cmocka_unit_test_teardown(test_repair_on_request, tu_sweep),
 		cmocka_unit_test_teardown(test_live_owner_not_stalled, tu_sweep),
