@@ -64,7 +64,8 @@ header_check(shmt_t *h, struct shmt_chk *c)
 SHMT_EXPORT int
 shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report, void *ctx)
 {
-	struct shmt_chk c = { report, ctx, 0, (flags & SHMT_CHECK_REPAIR) != 0 };
+	struct shmt_chk c = { report, ctx, 0, (flags & SHMT_CHECK_REPAIR) != 0,
+	    SHMT_CHK_WAIT_TOTAL_NS };
 
 	if (h == NULL || (flags & ~(unsigned)SHMT_CHECK_REPAIR) != 0)
 		return -EINVAL;

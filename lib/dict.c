@@ -1509,7 +1509,7 @@ static void
 chk_scan(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
     uint64_t seq, uint64_t *bm, struct chk_buf *b)
 {
-	struct shmt_chk sub = { chk_buf_add, b, 0, 0 };
+	struct shmt_chk sub = { chk_buf_add, b, 0, 0, 0 };
 	uint64_t units = st->heap_bytes / 64, unmarked = 0;
 
 	chk_buf_clear(b);
@@ -1526,14 +1526,15 @@ chk_scan(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
 }
 
 /*
- * How long the check tries to see one shard at rest.  Writers hold a
- * shard for microseconds, so a scan finds it at rest within a few tries
- * unless writers keep it busy without a pause; a lock held by the same live
- * thread for this long while nothing moves is damage of its own (a word
- * naming a live process that does not hold it, or a writer stopped inside),
- * and is named as such.
+ * How long the check watches a shard that is not at rest: SHMT_CHK_WAIT_NS
+ * (segment.h).  Writers hold a shard for microseconds, so a scan finds it
+ * at rest within a few tries unless writers keep it busy without a pause; a
+ * lock held by the same live thread for that long while nothing moves is
+ * damage of its own (a word naming a live process that does not hold it,
+ * or a writer stopped inside), and is named as such.  The watching of all
+ * shards shares SHMT_CHK_WAIT_TOTAL_NS, so that a segment whose every lock
+ * word names a live process still gets its check in half a second.
  */
-#define CHK_SETTLE_NS 100000000ULL
 
 /*
  * Check one shard without its lock and without writing to it.  A scan is
@@ -1544,22 +1545,27 @@ chk_scan(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
  * finds problems counts only at rest, and they are named only when a second
  * scan at rest finds them too, so a write that slipped between two reads
  * of the lock word cannot be taken for damage.  A shard never at rest for
- * CHK_SETTLE_NS while scans find problems is left unchecked.  With REPAIR,
- * a shard found damaged is then rebuilt under its lock.
+ * SHMT_CHK_WAIT_NS (or what is left of the call's budget) while scans find
+ * problems is left unchecked.  With REPAIR, a shard found damaged is then
+ * rebuilt under its lock.
  */
 static void
 chk_shard(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
     struct shmt_chk *c, uint64_t *bm)
 {
 	struct chk_buf b = { NULL, 0, 0, 0 };
-	uint64_t start = shmt__mono_ns();
+	uint64_t start = shmt__mono_ns(), spent;
+	uint64_t limit = c->wait_left < SHMT_CHK_WAIT_NS ? c->wait_left :
+	    SHMT_CHK_WAIT_NS;
 	uint32_t o1 = 0, o2 = 0, live_owner = 0;
 	int lk1 = SHMT_LOCK_FREE, lk2, seen_damage = 0, done = 0, live_all = 1;
+	unsigned tries_made = 0;
 
 	for (unsigned tries = 0;; tries++) {
 		uint64_t s1, s2;
 		int rest, clean, stuck;
 
+		tries_made = tries + 1;
 		lk1 = shmt__lock_peek(st->h, &sh->ds_lock, &o1);
 		s1 = __atomic_load_n(&sh->ds_seq, __ATOMIC_ACQUIRE);
 		chk_scan(st, sh, who, s1, bm, &b);
@@ -1589,16 +1595,20 @@ chk_shard(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
 		}
 		if (clean && !stuck)
 			break;
-		if (shmt__mono_ns() - start > CHK_SETTLE_NS) {
-			if (live_all)
+		if (shmt__mono_ns() - start >= limit) {
+			/* Named only after the full watch. */
+			if (live_all && limit == SHMT_CHK_WAIT_NS)
 				shmt__chk(c, "%s: lock held by live thread %u for "
 				    "over %llu ms", who, o1,
-				    CHK_SETTLE_NS / 1000000ULL);
+				    SHMT_CHK_WAIT_NS / 1000000ULL);
 			break;
 		}
 		if (tries >= 2)
 			sched_yield();
 	}
+	/* Only watching spends the shared budget, not a first scan. */
+	spent = tries_made > 1 ? shmt__mono_ns() - start : 0;
+	c->wait_left = spent >= c->wait_left ? 0 : c->wait_left - spent;
 	if (done) {
 		if (lk1 == SHMT_LOCK_DEAD)
 			shmt__chk(c, "%s: lock names thread %u, which is gone (a "

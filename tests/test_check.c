@@ -510,6 +510,64 @@ test_repair_on_request(void **state)
 	fx_free(&f);
 }
 
+/* A child attached to segment SEG (it holds a slot) until *FD is closed;
+ * returns its pid once its slot shows in H. */
+static pid_t
+attached_child(shmt_t *h, const char *seg, int *fd)
+{
+	int p[2];
+	char c = 0;
+	pid_t pid;
+
+	assert_int_equal(pipe(p), 0);
+	fflush(stdout);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		shmt_t *ch = NULL;
+
+		close(p[1]);
+		alarm(60);
+		if (shmt_open(seg, &ch) != 0)
+			_exit(1);
+		if (read(p[0], &c, 1) < 0)
+			_exit(2);
+		shmt_close(ch);
+		_exit(0);
+	}
+	close(p[0]);
+	*fd = p[1];
+	for (int i = 0; i < 5000; i++) {
+		shmt_segment_stat_t ss;
+
+		assert_int_equal(shmt_segment_stat(h, &ss), 0);
+		if (ss.slots >= 2)
+			return pid;
+		usleep(1000);
+	}
+	fail_msg("the child never attached");
+	return -1;
+}
+
+static void
+child_done(pid_t pid, int fd)
+{
+	int st;
+
+	close(fd);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static double
+mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 /* A lock word that names a live process attached to the segment which
  * does not hold it: the read-only check neither waits long nor takes the
  * lock from it, and names it. */
@@ -518,59 +576,74 @@ test_live_owner_not_stalled(void **state)
 {
 	struct fx f;
 	struct shmt_shard *sh;
-	struct timespec a, b;
 	struct seen s;
-	int p[2], st;
-	char c = 0;
+	double t;
 	pid_t pid;
-	double secs;
+	int fd;
 
 	(void)state;
 	fx_make(&f, "liveown");
-	assert_int_equal(pipe(p), 0);
-	fflush(stdout);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		shmt_t *h = NULL;
-
-		close(p[1]);
-		alarm(60);
-		if (shmt_open(f.seg, &h) != 0)
-			_exit(1);
-		/* Attached (holds a slot) until the parent closes the pipe. */
-		if (read(p[0], &c, 1) < 0)
-			_exit(2);
-		shmt_close(h);
-		_exit(0);
-	}
-	close(p[0]);
+	pid = attached_child(f.h, f.seg, &fd);
 	sh = shard(f.h->dict, 0);
-	/* Wait until the child holds its slot. */
-	for (int i = 0; i < 5000; i++) {
-		shmt_segment_stat_t ss;
-
-		assert_int_equal(shmt_segment_stat(f.h, &ss), 0);
-		if (ss.slots >= 2)
-			break;
-		usleep(1000);
-	}
 	sh->ds_lock.lk_owner = (uint32_t)pid;
-	clock_gettime(CLOCK_MONOTONIC, &a);
+	t = mono_s();
 	assert_int_equal(check_ro(f.h, &s), 1);
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	secs = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
-	printf("# check with a live owner took %.3f s\n", secs);
+	t = mono_s() - t;
+	printf("# check with a live owner took %.3f s\n", t);
 	assert_non_null(strstr(s.text, "dictionary shard 0: lock held by live "
 	    "thread"));
-	assert_true(secs < 2.0);
+	assert_true(t < 2.0);
 	assert_int_equal(sh->ds_lock.lk_owner, (uint32_t)pid);
-	close(p[1]);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	child_done(pid, fd);
 	sh->ds_lock.lk_owner = 0;
 	expect_clean(&f);
 	fx_free(&f);
+}
+
+/* Every lock word of 34 shards names a live process: the watching of all
+ * shards shares one budget, so the check ends in about half a second,
+ * not 34 x 100 ms, and names only shards it watched in full. */
+static void
+test_live_owners_everywhere(void **state)
+{
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	char seg[128];
+	struct seen s;
+	double t;
+	pid_t pid;
+	int fd, n, named = 0;
+	const char *p;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "liveall");
+	shmt_config_init(&cfg);
+	cfg.max_slots = 16;
+	cfg.arena_bytes = 64 << 10;
+	cfg.dict_bytes = 64ULL << 20;
+	cfg.dict_shards = 32;
+	cfg.counters_bytes = 128 << 10;
+	cfg.counters_shards = 2;
+	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
+	pid = attached_child(h, seg, &fd);
+	for (uint32_t i = 0; i < h->dict->shards; i++)
+		shard(h->dict, i)->ds_lock.lk_owner = (uint32_t)pid;
+	for (uint32_t i = 0; i < h->counters->shards; i++)
+		shard(h->counters, i)->ds_lock.lk_owner = (uint32_t)pid;
+	t = mono_s();
+	n = check_ro(h, &s);
+	t = mono_s() - t;
+	for (p = s.text; (p = strstr(p, "lock held by live thread")) != NULL;
+	    p++)
+		named++;
+	printf("# 34 shards held by a live process: check took %.3f s and "
+	    "named %d\n", t, n);
+	assert_int_equal(n, named);
+	assert_true(n >= 1 && n <= 5);
+	assert_true(t < 2.0);
+	child_done(pid, fd);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
 }
 
 /* The daemon's heartbeat ahead of CLOCK_MONOTONIC (the CLI named it; the
@@ -607,6 +680,7 @@ main(void)
 		cmocka_unit_test_teardown(test_dead_writer_readonly, tu_sweep),
 		cmocka_unit_test_teardown(test_repair_on_request, tu_sweep),
 		cmocka_unit_test_teardown(test_live_owner_not_stalled, tu_sweep),
+		cmocka_unit_test_teardown(test_live_owners_everywhere, tu_sweep),
 		cmocka_unit_test_teardown(test_heartbeat_future, tu_sweep),
 	};
 

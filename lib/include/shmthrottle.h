@@ -646,8 +646,10 @@ typedef void (*shmt_check_fn)(void *ctx, const char *problem);
  * and a second such scan finds them too.  A shard that writers never leave
  * at rest for 100 ms while scans find problems is left unchecked; one whose
  * lock the same live thread holds for 100 ms while nothing moves is named
- * ("lock held by live thread").  So the call takes at most about 100 ms
- * per shard, whatever holds the locks.  Safe on a damaged segment: every
+ * ("lock held by live thread").  Watching shards that are not at rest
+ * takes at most 100 ms per shard and 500 ms per call (once that is spent,
+ * such shards are left unchecked, and named only when the full 100 ms was
+ * watched), whatever the lock words say.  Safe on a damaged segment: every
  * offset is checked and every walk is bounded (a chain by the shard's heap
  * blocks, each visited once).  kill -9 during the call leaves nothing (it
  * changes nothing).
