@@ -56,12 +56,15 @@ const char shmtc_help_check[] =
 "3'), and exits 4 when there is one; warnings (daemon down, stale slots)\n"
 "do not change the exit code.\n"
 "\n"
-"    --repair   after naming the problems, rebuild each damaged dictionary\n"
-"               or counter shard under its lock (items past a damaged\n"
-"               link are lost), then check again: prints 'repaired: N\n"
-"               problems left' and each one left, and exits 0 when none\n"
-"               is left, 4 otherwise.  Limiter damage is named, not\n"
-"               repaired.\n";
+"    --repair   after naming the problems, repair what can be repaired\n"
+"               without ever allowing more than a limit: rebuild each\n"
+"               damaged dictionary or counter shard under its lock (items\n"
+"               past a damaged link are lost), pull close and grant times\n"
+"               back from the future, make an exact log agree with its\n"
+"               hint; then check again: prints 'repaired: N problems left'\n"
+"               and each one left, and exits 0 when none is left, 4\n"
+"               otherwise.  A limiter state word out of range or a ring\n"
+"               that does not add up is named, not repaired.\n";
 
 /* The key rules, shared by every dictionary page. */
 #define KEY_RULES \

@@ -1910,6 +1910,35 @@ shmt__rebase_times(shmt_t *h, int64_t d)
  * shows the bucket before it opened).
  */
 
+/*
+ * Repair the close times of the N buckets in use from serial FIRST: none
+ * later than NOW + slack, none earlier than the bucket before it.  Both
+ * only delay a release (a bucket's uses were all decided before the latest
+ * legitimate close time), so the limit still holds.  Each slot changes by
+ * a CAS on its whole record, which fails harmlessly when the slot was
+ * reused meanwhile.
+ */
+static void
+fix_ring_times(const struct bk_ctx *bc, uint32_t first, uint32_t n,
+    uint64_t now)
+{
+	uint64_t cap = sat_add(now, bc->slack), prev = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct shmt_ring_slot *slot = slot_of(bc, first + i);
+		uint64_t s[2], d[2];
+
+		shmt__load128(slot, s);
+		d[0] = s[0] > cap ? cap : s[0];
+		if (d[0] < prev)
+			d[0] = prev;
+		d[1] = s[1];
+		if (d[0] != s[0])
+			shmt__cas128(slot, s, d);
+		prev = d[0];
+	}
+}
+
 /* Check a ring and its word: the word's fields, each sealed bucket's slot,
  * that the uses in flight are the sealed counts plus the active count, and
  * the close times (see above).  The word is read before and after; a change
@@ -1983,8 +2012,49 @@ chk_ring(shmt_t *h, struct shmt_chk *c, const char *who,
 			shmt__chk(c, "%s: bucket %u closes %llu ns after now + "
 			    "slack (close time in the future)", who, late_serial,
 			    (unsigned long long)(late - sat_add(now, bc->slack)));
+		if (c->repair && (order[0] != '\0' ||
+		    late > sat_add(now, bc->slack)))
+			fix_ring_times(bc, tail - nsealed, n, now);
 		return;
 	}
+}
+
+/*
+ * Repair an exact log: move the hint past every grant the log records
+ * (a negative hint, or records ahead of it), then make each slot hold the
+ * grant that hint implies, stamped no later than NOW: a slot rewritten (it
+ * held another slot's grant, or one behind) is stamped NOW, so it takes a
+ * use for a whole window, as if just granted; a time in the future becomes
+ * NOW.  So the log never allows more than it did.  Slots and hint change
+ * by CAS; a grant that races with the repair can only make a CAS fail.
+ */
+static void
+fix_exact(const struct shmt_lview *v, int64_t n, uint64_t now)
+{
+	int64_t *np = (int64_t *)&v->lim->lm_w.w[0];
+	int64_t L = (int64_t)v->limit, m = n < 0 ? 0 : n;
+
+	for (uint64_t i = 0; i < v->limit; i++) {
+		int64_t seq = __atomic_load_n(&v->log[i].ls_seq,
+		    __ATOMIC_RELAXED);
+
+		if (seq >= -L && (seq - (int64_t)i) % L == 0 && seq >= m &&
+		    seq < INT64_MAX - 1)
+			m = seq + 1;
+	}
+	for (uint64_t i = 0; i < v->limit; i++) {
+		int64_t want = m - 1 - (((m - 1 - (int64_t)i) % L) + L) % L;
+		uint64_t s[2], d[2];
+
+		shmt__load128(&v->log[i], s);
+		d[0] = (uint64_t)want;
+		d[1] = (int64_t)s[0] != want ? (want >= 0 ? now : 0) :
+		    s[1] > now ? now : s[1];
+		if (d[0] != s[0] || d[1] != s[1])
+			shmt__cas128(&v->log[i], s, d);
+	}
+	__atomic_compare_exchange_n(np, &n, m, 0, __ATOMIC_ACQ_REL,
+	    __ATOMIC_RELAXED);
 }
 
 /*
@@ -2012,6 +2082,8 @@ chk_exact(shmt_t *h, struct shmt_chk *c, const struct shmt_lview *v)
 		if (n < 0) {
 			shmt__chk(c, "limiter %s: exact log's grant hint %lld is "
 			    "negative", v->name, (long long)n);
+			if (c->repair)
+				fix_exact(v, n, shmt__now(h));
 			return;
 		}
 		for (uint64_t i = 0; i < v->limit; i++) {
@@ -2067,6 +2139,9 @@ chk_exact(shmt_t *h, struct shmt_chk *c, const struct shmt_lview *v)
 			    v->name, (unsigned long long)first[K_FUTURE],
 			    (long long)seen[K_FUTURE],
 			    (unsigned long long)(late - now));
+		if (c->repair && (cnt[K_MOD] + cnt[K_AHEAD] + cnt[K_BEHIND] != 0 ||
+		    late > now))
+			fix_exact(v, n, now);
 		return;
 	}
 }

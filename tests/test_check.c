@@ -355,6 +355,80 @@ test_exact_negative_hint(void **state)
 	fx_free(&f);
 }
 
+/* Repair one damage with SHMT_CHECK_REPAIR: named once, then gone. */
+static void
+repair_one(struct fx *f, const char *phrase)
+{
+	struct seen s;
+
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(shmt_check_ex(f->h, SHMT_CHECK_REPAIR, seen_add, &s),
+	    1);
+	if (strstr(s.text, phrase) == NULL)
+		fail_msg("repair does not name \"%s\":\n%s", phrase, s.text);
+	expect_clean(f);
+}
+
+/* The limiter damage a repair mends: times clamped to the latest
+ * legitimate one (which only delays a release), exact logs made to agree
+ * with a hint moved past their grants; the limiter then works again. */
+static void
+test_repair_limiters(void **state)
+{
+	struct fx f;
+	struct shmt_lim *row;
+	struct shmt_ring_slot *ring, *s;
+	struct shmt_log_slot *log;
+	struct shmt_client *e;
+
+	(void)state;
+	fx_make(&f, "replim");
+	row = row_of(f.h, "api");
+	ring = (struct shmt_ring_slot *)(arena(f.h) + row->lm_ring_off);
+	s = active_slot(ring, row->lm_nbuckets, row->lm_w);
+	s->r[0] = f.clk.now + 10 * HOUR;
+	repair_one(&f, "close time in the future");
+	assert_int_equal(s->r[0], f.clk.now + NS_S);
+	ring[(SHMT_W_TAIL(row->lm_w) - 1) % row->lm_nbuckets].r[0] =
+	    f.clk.now + NS_S / 2 + 1;
+	s->r[0] = f.clk.now + NS_S / 2;
+	repair_one(&f, "closes before bucket");
+	assert_int_equal(s->r[0], f.clk.now + NS_S / 2 + 1);
+	assert_true(shmt_try_use_key(f.h, "api") >= 0);
+
+	e = live_client(f.h, row_of(f.h, "pc"));
+	s = active_slot((struct shmt_ring_slot *)(e + 1),
+	    row_of(f.h, "pc")->lm_nbuckets, e->ce_w);
+	s->r[0] = f.clk.now + 10 * HOUR;
+	repair_one(&f, "limiter pc client entry");
+	assert_true(shmt_try_use(f.h, "pc", "alice", 5) >= 0);
+
+	row = row_of(f.h, "exact");
+	log = log_of(f.h, row);
+	for (uint64_t i = 0; i < row->lm_limit; i++)
+		log[i].ls_seq += 3000;
+	repair_one(&f, "ahead of the grant hint");
+	assert_int_equal((int64_t)row->lm_w.w[0], 3002);
+	/* A try decides again (it spun to SHMT_EBUSYLOOP): the log holds
+	 * three grants of the last hour. */
+	assert_int_equal(shmt_try_use_key(f.h, "exact"), 0);
+	row->lm_w.w[0] = (uint64_t)-7;
+	repair_one(&f, "is negative");
+	assert_int_equal((int64_t)row->lm_w.w[0], 3002);
+	assert_int_equal(shmt_try_use_key(f.h, "exact"), 0);
+	log[0].ls_time = f.clk.now + 10 * HOUR;
+	repair_one(&f, "grant time in the future");
+	assert_int_equal(log[0].ls_time, f.clk.now);
+	/* A slot behind: rewritten as a grant made now (it takes a use for a
+	 * window, never gives one). */
+	log[1].ls_seq -= 3;
+	repair_one(&f, "behind the grant hint");
+	assert_int_equal(log[1].ls_time, f.clk.now);
+	f.clk.now += HOUR;
+	assert_int_equal(shmt_try_use_key(f.h, "exact"), 1);
+	fx_free(&f);
+}
+
 /* ---- Stores ------------------------------------------------------------ */
 
 static struct shmt_shard *
@@ -675,6 +749,7 @@ main(void)
 		cmocka_unit_test_teardown(test_exact_ahead, tu_sweep),
 		cmocka_unit_test_teardown(test_exact_time_future, tu_sweep),
 		cmocka_unit_test_teardown(test_exact_negative_hint, tu_sweep),
+		cmocka_unit_test_teardown(test_repair_limiters, tu_sweep),
 		cmocka_unit_test_teardown(test_counter_short_value, tu_sweep),
 		cmocka_unit_test_teardown(test_chain_loop, tu_sweep),
 		cmocka_unit_test_teardown(test_dead_writer_readonly, tu_sweep),

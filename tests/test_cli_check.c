@@ -4,7 +4,7 @@
  * library's check names comes out as one "problem: WHERE: WHAT" line (and
  * one JSON problem) with exit 4, the tool adds no rule of its own, a check
  * without --repair leaves the damaged shard's bytes as they were, and
- * --repair repairs a shard, says what is left and exits by it.  Grants use
+ * --repair repairs what it can, says what is left and exits by it.  Grants use
  * the real clock, as the tool does.
  *
  * Usage: test_cli_check CLI-BINARY.
@@ -267,21 +267,29 @@ test_store_kinds_and_repair(void **state)
 	assert_int_equal(sh->ds_lock.lk_owner, 0);
 	expect_clean(&f);
 
-	/* Limiter damage is named, not repaired: exit 4, and it is left. */
+	/* A negative exact hint is repaired; a state word out of range is
+	 * only named: exit 4, and it is left. */
 	row_of(f.h, "exact")->lm_w.w[0] = (uint64_t)-1;
+	row_of(f.h, "api")->lm_w.w[0] += (uint64_t)50 << 32;
 	expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check", "--repair"));
 	{
 		json_error_t e;
-		json_t *j = json_loads(r.out, 0, &e);
+		json_t *j = json_loads(r.out, 0, &e), *left;
 
 		assert_non_null(j);
 		assert_true(json_is_false(json_object_get(j, "ok")));
 		assert_true(json_is_true(json_object_get(j, "repaired")));
-		assert_int_equal(json_array_size(json_object_get(j, "left")), 1);
+		assert_int_equal(json_array_size(json_object_get(j, "problems")),
+		    2);
+		left = json_object_get(j, "left");
+		assert_int_equal(json_array_size(left), 1);
+		assert_string_equal(json_string_value(json_object_get(
+		    json_array_get(left, 0), "where")), "limiter api");
 		json_decref(j);
 	}
 	tc_run_free(&r);
-	row_of(f.h, "exact")->lm_w.w[0] = 1;
+	assert_int_equal(row_of(f.h, "exact")->lm_w.w[0], 1);
+	row_of(f.h, "api")->lm_w.w[0] -= (uint64_t)50 << 32;
 	expect_clean(&f);
 	fx_free(&f);
 }

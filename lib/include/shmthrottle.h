@@ -661,17 +661,30 @@ SHMT_EXPORT int shmt_check(shmt_t *h, shmt_check_fn report, void *ctx);
 
 /*
  * shmt_check_ex: shmt_check with FLAGS: 0 is shmt_check; SHMT_CHECK_REPAIR
- * reports first, exactly as shmt_check, then repairs each dictionary or
- * counter shard it found damaged: it takes the shard's lock (waiting for a
- * live holder only as long as a writer would) and rebuilds the shard as a
- * writer does after a dead one (chains cut at the first bad item, counts
- * recounted, free lists rebuilt from the gaps; items past a cut are lost).
- * Limiter damage is named, not repaired (define the limiter in a new
- * segment).  Returns the problems found before the repair (a shard it could
- * not lock counts one more), or -EINVAL (H NULL, unknown flag).  Run it
- * again without the flag to see what is left.  A repair may run beside
- * other calls: it holds each shard's lock while it rebuilds it.  kill -9
- * during a repair leaves the lock to the next writer, which repairs again.
+ * reports first, exactly as shmt_check, then repairs what it named, where
+ * a repair can never allow more than the limit:
+ * - a dictionary or counter shard: it takes the shard's lock (waiting for
+ *   a live holder only as long as a writer would) and rebuilds the shard
+ *   as a writer does after a dead one (chains cut at the first bad item,
+ *   counts recounted, free lists rebuilt from the gaps; items past a cut
+ *   are lost);
+ * - a ring of buckets: close times past now + slack_ns become now +
+ *   slack_ns, and one earlier than the bucket before it is raised to that
+ *   one's (both only delay releases);
+ * - an exact log: the hint moves past every grant the log records, each
+ *   slot is made to hold the grant that hint implies (a slot rewritten so
+ *   is stamped now: it takes a use for a window), grant times past now
+ *   become now.
+ * Other limiter damage (a state word out of range, a slot with another
+ * serial, counts that do not add up, a bad row) is named, not repaired:
+ * define the limiter in a new segment.  Returns the problems found before
+ * the repair (a shard it could not lock counts one more), or -EINVAL (H
+ * NULL, unknown flag).  Run it again without the flag to see what is left.
+ * A repair may run beside other calls: a shard is rebuilt under its lock,
+ * and limiter slots, hints and times change by CAS, so a racing call sees
+ * the old value or the new one.  kill -9 during a repair leaves a shard's
+ * lock to the next writer, which repairs again, and a limiter partly
+ * repaired (the next check names the rest).
  */
 SHMT_EXPORT int shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report,
     void *ctx);
