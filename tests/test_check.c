@@ -562,6 +562,24 @@ test_dead_writer_readonly(void **state)
 	fx_free(&f);
 }
 
+/* A lock word naming the checking thread itself: no writer holds it (the
+ * thread is busy checking), so it is a dead writer's, not a live one. */
+static void
+test_own_id_in_lock(void **state)
+{
+	struct fx f;
+	struct shmt_shard *sh;
+
+	(void)state;
+	fx_make(&f, "ownid");
+	sh = shard(f.h->dict, 0);
+	sh->ds_lock.lk_owner = (uint32_t)getpid();
+	expect_named(&f, 1, "dictionary shard 0: lock names thread");
+	sh->ds_lock.lk_owner = 0;
+	expect_clean(&f);
+	fx_free(&f);
+}
+
 /* A wrong count with the lock free: named; repaired only on request. */
 static void
 test_repair_on_request(void **state)
@@ -753,6 +771,7 @@ main(void)
 		cmocka_unit_test_teardown(test_counter_short_value, tu_sweep),
 		cmocka_unit_test_teardown(test_chain_loop, tu_sweep),
 		cmocka_unit_test_teardown(test_dead_writer_readonly, tu_sweep),
+		cmocka_unit_test_teardown(test_own_id_in_lock, tu_sweep),
 		cmocka_unit_test_teardown(test_repair_on_request, tu_sweep),
 		cmocka_unit_test_teardown(test_live_owner_not_stalled, tu_sweep),
 		cmocka_unit_test_teardown(test_live_owners_everywhere, tu_sweep),
