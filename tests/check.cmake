@@ -12,6 +12,6 @@ shmt_add_test(test_check_mp SOURCES test_check_mp.c LABELS stress TIMEOUT 120)
 if(TARGET shmthrottle)
   pkg_check_modules(CHECK_JANSSON REQUIRED IMPORTED_TARGET jansson)
   shmt_add_test(test_cli_check SOURCES test_cli_check.c test_cli_util.c
-    LIBS PkgConfig::CHECK_JANSSON ARGS $<TARGET_FILE:shmthrottle>)
+    LABELS unit LIBS PkgConfig::CHECK_JANSSON ARGS $<TARGET_FILE:shmthrottle>)
   add_dependencies(test_cli_check shmthrottle)
 endif()
