@@ -4,9 +4,11 @@
  * builds a sound segment (checked clean first), writes one kind of damage
  * into the real segment, and requires the check to name it, with the number
  * of problems, and to leave every byte of the segment as it was.  Then the
- * damage is undone and the check must be clean again.  SHMT_CHECK_REPAIR
- * repairs a shard only when asked, after naming its damage.  The clock is
- * injected: nothing here waits for a window.
+ * damage is undone and the check must be clean again.  Only
+ * shmt_check_ex with SHMT_CHECK_REPAIR repairs, after naming the damage,
+ * and the repaired segment checks clean and works.  A lock word naming a
+ * live process never stalls the check.  The clock is injected: nothing
+ * here waits for a window.
  */
 #include "testutil.h"
 
