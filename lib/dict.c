@@ -1562,24 +1562,25 @@ chk_shard(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
 	unsigned tries_made = 0;
 
 	for (unsigned tries = 0;; tries++) {
-		uint64_t s1, s2;
-		int rest, clean, stuck;
+		uint64_t s1;
+		int rest, clean, stuck, same;
 
 		tries_made = tries + 1;
 		lk1 = shmt__lock_peek(st->h, &sh->ds_lock, &o1);
 		s1 = __atomic_load_n(&sh->ds_seq, __ATOMIC_ACQUIRE);
 		chk_scan(st, sh, who, s1, bm, &b);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		s2 = __atomic_load_n(&sh->ds_seq, __ATOMIC_RELAXED);
+		/* As a reader validates its copy (the scan's loads come
+		 * before the version's). */
+		same = seq_valid(sh, s1);
 		lk2 = shmt__lock_peek(st->h, &sh->ds_lock, &o2);
-		rest = s1 == s2 && o1 == o2 && lk1 != SHMT_LOCK_LIVE &&
+		rest = same && o1 == o2 && lk1 != SHMT_LOCK_LIVE &&
 		    lk2 != SHMT_LOCK_LIVE;
 		clean = b.n == 0 && b.lost == 0;
 		/* The same live thread holds the lock and nothing moved: a
 		 * writer inside, or a word naming a live thread that does not
 		 * hold it (which stalls every writer): watch it a while. */
 		stuck = lk1 == SHMT_LOCK_LIVE && lk2 == SHMT_LOCK_LIVE &&
-		    o1 == o2 && s1 == s2;
+		    o1 == o2 && same;
 		if (!stuck || (live_owner != 0 && o1 != live_owner))
 			live_all = 0;
 		live_owner = o1;
