@@ -1,14 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check: name every inconsistency of a segment.  The library's shmt_check()
- * scans the structures (header, limiters, client tables, dictionary and
- * counter shards); this file adds what only a reader of the public API
- * with a clock sees (bucket times, the daemon's heartbeat) and the
- * warnings a person wants (daemon down, stale slots).
- *
- * Other processes may work while it reads.  A limiter's ring is compared
- * with its counts only when two stat reads around the ring read agree, so a
- * busy limiter is read again rather than reported falsely.
+ * check: name every inconsistency of a segment.  The rules are the
+ * library's alone: shmt_check_ex() names every problem, and this file only
+ * prints them, with the warnings a person wants besides (daemon down, stale
+ * slots), which are states, not damage.  With --repair it asks the library
+ * to repair what it can, then checks again to say what is left.
  */
 #include "cli.h"
 
@@ -20,12 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads of a busy limiter before giving up on checking its ring. */
-#define CHECK_TRIES 16
-
 struct report {
 	json_t *problems;
 	json_t *warnings;
+	json_t *left;           /* after --repair: what the second check found */
+	json_t *into;           /* where library_problem adds */
 	size_t nlimiters, nbuckets;
 };
 
@@ -59,11 +54,11 @@ warning(struct report *r, const char *where, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* What the library's check leaves to the tool: the daemon's state and
- * heartbeat, and stale slots, as the tool reads them now. */
+/* The warnings: the daemon's state and stale slots, as the tool reads them
+ * now.  Neither is damage (the library's check names the heartbeat when it
+ * lies in the future). */
 static void
-check_segment(struct report *r, const shmt_segment_stat_t *st,
-    shmt_time_t now)
+check_segment(struct report *r, const shmt_segment_stat_t *st)
 {
 	if (st->slots_stale > 0)
 		warning(r, "slots", "%u stale (their processes died; the "
@@ -74,91 +69,12 @@ check_segment(struct report *r, const shmt_segment_stat_t *st,
 	else if (!st->daemon_alive)
 		warning(r, "daemon", "down (pid %" PRId64 " is gone)",
 		    st->daemon_pid);
-	if (st->daemon_heartbeat_ns > now)
-		problem(r, "daemon", "heartbeat %" PRIu64 "ns in the future",
-		    st->daemon_heartbeat_ns - now);
 }
 
+/* How much the library's check looked at, for the summary line: the
+ * limiters, and the buckets in use of those with a shared ring. */
 static void
-check_bucket(struct report *r, const char *w, const shmt_limiter_stat_t *l,
-    const shmt_bucket_info_t *b, int last, shmt_time_t now)
-{
-	if (b->uses > l->slack_uses)
-		problem(r, w, "bucket %u holds %u uses, more than %" PRIu64,
-		    b->serial, b->uses, l->slack_uses);
-	if (b->release_ns != b->close_ns + l->window_ns)
-		problem(r, w, "bucket %u releases %" PRId64 "ns off close + "
-		    "window", b->serial,
-		    (int64_t)(b->release_ns - b->close_ns - l->window_ns));
-	if (b->active && !last)
-		problem(r, w, "bucket %u is active but not the newest",
-		    b->serial);
-	/* A bucket opened no later than now closes by time no later than
-	 * now + slack; one sealed early because it filled up keeps that
-	 * planned close time, so the bound is the same for both. */
-	if (b->close_ns > now + l->slack_ns)
-		problem(r, w, "bucket %u closes %" PRIu64 "ns after now + slack",
-		    b->serial, b->close_ns - now - l->slack_ns);
-}
-
-/* The library checks each slot's serial and count against the state
- * word; the times it stores are left to this check. */
-static void
-check_ring(struct report *r, const char *w, const shmt_limiter_stat_t *l,
-    const shmt_bucket_info_t *b, size_t n, shmt_time_t now)
-{
-	r->nbuckets += n;
-	for (size_t i = 0; i < n; i++) {
-		check_bucket(r, w, l, &b[i], i + 1 == n, now);
-		if (i > 0 && b[i].close_ns < b[i - 1].close_ns)
-			problem(r, w, "bucket %u closes before bucket %u",
-			    b[i].serial, b[i - 1].serial);
-	}
-}
-
-static int
-same_state(const shmt_limiter_stat_t *a, const shmt_limiter_stat_t *b)
-{
-	return a->in_flight == b->in_flight && a->grants == b->grants &&
-	    a->buckets_in_use == b->buckets_in_use && a->free == b->free;
-}
-
-/* Read stat, ring, stat until both stats agree; then check the ring. */
-static void
-check_limiter_ring(struct report *r, shmt_t *h, const char *w,
-    const shmt_limiter_stat_t *l0)
-{
-	shmt_limiter_stat_t a = *l0, b;
-	shmt_bucket_info_t *ring = calloc(l0->nbuckets + 1, sizeof(*ring));
-	int n, tries;
-
-	if (ring == NULL) {
-		warning(r, w, "out of memory: ring not checked");
-		return;
-	}
-	for (tries = 0; tries < CHECK_TRIES; tries++) {
-		n = shmt_limiter_buckets(h, l0->name, ring, l0->nbuckets + 1);
-		if (n < 0) {
-			problem(r, w, "reading its ring: %s", shmt_strerror(n));
-			break;
-		}
-		if (shmt_limiter_stat(h, l0->name, &b) != 0 ||
-		    !same_state(&a, &b)) {
-			a = b;
-			continue;
-		}
-		check_ring(r, w, &b, ring, (size_t)n, shmt_now(h));
-		break;
-	}
-	if (tries == CHECK_TRIES)
-		warning(r, w, "changed on every read: ring not checked");
-	free(ring);
-}
-
-/* Each limiter's ring of buckets, for the times only: the library's check
- * has seen its parameters, word and slots already. */
-static void
-check_limiters(struct report *r, shmt_t *h)
+count_limiters(struct report *r, shmt_t *h)
 {
 	shmt_limiter_stat_t *v = NULL;
 	size_t n = 0;
@@ -169,17 +85,9 @@ check_limiters(struct report *r, shmt_t *h)
 		return;
 	}
 	r->nlimiters = n;
-	for (size_t i = 0; i < n; i++) {
-		const shmt_limiter_stat_t *l = &v[i];
-		char w[SHMT_LIMITER_NAME_MAX + 16];
-
-		/* Named as the library's check names it. */
-		snprintf(w, sizeof(w), "limiter %.*s", SHMT_LIMITER_NAME_MAX,
-		    l->name);
-		if (l->mode == SHMT_MODE_BUCKETS && !l->per_client &&
-		    l->nbuckets > 0 && l->nbuckets <= SHMT_BUCKETS_MAX)
-			check_limiter_ring(r, h, w, l);
-	}
+	for (size_t i = 0; i < n; i++)
+		if (v[i].mode == SHMT_MODE_BUCKETS && !v[i].per_client)
+			r->nbuckets += v[i].buckets_in_use;
 	free(v);
 }
 
@@ -196,10 +104,11 @@ library_problem(void *ctx, const char *text)
 	const char *sep = strstr(text, ": ");
 
 	if (sep == NULL) {
-		problem(r, "segment", "%s", text);
+		json_array_append_new(r->into, json_pack("{s:s, s:s}", "where",
+		    "segment", "what", text));
 		return;
 	}
-	json_array_append_new(r->problems, json_pack("{s:s%, s:s}", "where",
+	json_array_append_new(r->into, json_pack("{s:s%, s:s}", "where",
 	    text, (size_t)(sep - text), "what", sep + 2));
 }
 
@@ -220,15 +129,20 @@ check_output(const struct shmtc *c, struct report *r)
 {
 	size_t np = json_array_size(r->problems);
 	size_t nw = json_array_size(r->warnings);
-	int rc;
+	size_t nl = json_array_size(r->left);
+	int ok = r->left != NULL ? nl == 0 : np == 0, rc;
+	json_t *j;
 
 	if (c->json) {
-		rc = shmtc_json_emit(json_pack("{s:s, s:b, s:O, s:O, s:i, s:i}",
-		    "segment", c->segment, "ok", np == 0,
-		    "problems", r->problems, "warnings", r->warnings,
-		    "limiters_checked", (int)r->nlimiters,
-		    "buckets_checked", (int)r->nbuckets));
-		if (rc != 0)
+		j = json_pack("{s:s, s:b, s:O, s:O, s:i, s:i}", "segment",
+		    c->segment, "ok", ok, "problems", r->problems, "warnings",
+		    r->warnings, "limiters_checked", (int)r->nlimiters,
+		    "buckets_checked", (int)r->nbuckets);
+		if (j != NULL && r->left != NULL) {
+			json_object_set_new(j, "repaired", json_true());
+			json_object_set(j, "left", r->left);
+		}
+		if ((rc = shmtc_json_emit(j)) != 0)
 			return rc;
 	} else {
 		printf("check %s: %zu problem%s, %zu warning%s (%zu limiters, "
@@ -236,26 +150,40 @@ check_output(const struct shmtc *c, struct report *r)
 		    nw, nw == 1 ? "" : "s", r->nlimiters, r->nbuckets);
 		print_list("problem", r->problems);
 		print_list("warning", r->warnings);
+		if (r->left != NULL) {
+			printf("repaired: %zu problem%s left\n", nl,
+			    nl == 1 ? "" : "s");
+			print_list("left", r->left);
+		}
 	}
-	return np > 0 ? SHMTC_DAMAGED : SHMTC_OK;
+	return ok ? SHMTC_OK : SHMTC_DAMAGED;
 }
 
 int
 shmtc_cmd_check(struct shmtc *c, int argc, char **argv)
 {
-	struct report r = { json_array(), json_array(), 0, 0 };
+	static const struct option longopts[] = {
+		{ "repair", no_argument, NULL, 'R' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct report r = { json_array(), json_array(), NULL, NULL, 0, 0 };
 	shmt_segment_stat_t st;
 	shmt_t *h = NULL;
+	int repair = 0;
 	char *arg;
 	int rc;
 
-	if ((rc = shmtc_getopt(c, argc, argv, NULL, NULL, &arg)) != -1)
+	r.into = r.problems;
+	while ((rc = shmtc_getopt(c, argc, argv, NULL, longopts, &arg)) == 'R')
+		repair = 1;
+	if (rc != -1)
 		goto out;
 	if ((rc = shmtc_operands(c, argc, argv, 0, 0)) != 0)
 		goto out;
 	rc = shmt_open(c->segment, &h);
 	if (rc != 0 && shmtc_exit_for(rc) == SHMTC_DAMAGED) {
-		/* Damage found while attaching is the first problem. */
+		/* Damage found while attaching is the first problem; there
+		 * is nothing to repair it with. */
 		problem(&r, "segment", "%s", shmt_strerror(rc));
 		rc = check_output(c, &r);
 		goto out;
@@ -266,18 +194,25 @@ shmtc_cmd_check(struct shmtc *c, int argc, char **argv)
 	}
 	if ((rc = shmt_segment_stat(h, &st)) != 0)
 		problem(&r, "header", "%s", shmt_strerror(rc));
-	else {
-		check_segment(&r, &st, shmt_now(h));
-		rc = shmt_check(h, library_problem, &r);
-		if (rc < 0)
+	else
+		check_segment(&r, &st);
+	rc = shmt_check_ex(h, repair ? SHMT_CHECK_REPAIR : 0, library_problem,
+	    &r);
+	if (rc < 0)
+		problem(&r, "segment", "the library's check: %s",
+		    shmt_strerror(rc));
+	if (repair && rc >= 0) {
+		r.left = r.into = json_array();
+		if ((rc = shmt_check(h, library_problem, &r)) < 0)
 			problem(&r, "segment", "the library's check: %s",
 			    shmt_strerror(rc));
-		check_limiters(&r, h);
 	}
+	count_limiters(&r, h);
 	rc = check_output(c, &r);
 out:
 	shmt_close(h);
 	json_decref(r.problems);
 	json_decref(r.warnings);
+	json_decref(r.left);
 	return rc < 0 ? shmtc_getopt_exit(rc) : rc;
 }

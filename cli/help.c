@@ -43,17 +43,28 @@ const char shmtc_help_next_key[] =
 "such limiter, 2 when LIMITER has no key pool.\n";
 
 const char shmtc_help_check[] =
-"Scans the whole segment through the library's own check: the header\n"
-"against what was validated when attaching, every limiter's row, state\n"
-"word, ring or log and client table, and every dictionary and counter\n"
+"Scans the whole segment with the library's check (shmt_check), the one\n"
+"set of rules: the header against what was validated when attaching and\n"
+"the daemon's heartbeat; every limiter's row, state word, ring of buckets\n"
+"(its own and each client's: counts, serial order, close times no later\n"
+"than now + slack) and exact log (each slot holding the grant its hint\n"
+"implies, grant times no later than now); every dictionary and counter\n"
 "shard (chains, free lists, item and byte counts, every heap byte in\n"
-"exactly one block; each shard is checked under its lock).  On top, it\n"
-"checks what the library shows with times: each bucket's close time and\n"
-"release = close + window, and the daemon's heartbeat.  Prints each problem\n"
-"on its own line, named by where it is (e.g. 'dictionary shard 3'), and\n"
-"exits 4 when there is one; warnings (daemon down, stale slots) do not\n"
-"change the exit code.  Values that change while it reads are read again\n"
-"until two reads agree.\n";
+"exactly one block, a lock left by a dead writer, counter values as long\n"
+"as their rings).  It takes no lock and changes nothing.  Prints each\n"
+"problem on its own line, named by where it is (e.g. 'dictionary shard\n"
+"3'), and exits 4 when there is one; warnings (daemon down, stale slots)\n"
+"do not change the exit code.\n"
+"\n"
+"    --repair   after naming the problems, repair what can be repaired\n"
+"               without ever allowing more than a limit: rebuild each\n"
+"               damaged dictionary or counter shard under its lock (items\n"
+"               past a damaged link are lost), pull close and grant times\n"
+"               back from the future, make an exact log agree with its\n"
+"               hint; then check again: prints 'repaired: N problems left'\n"
+"               and each one left, and exits 0 when none is left, 4\n"
+"               otherwise.  A limiter state word out of range or a ring\n"
+"               that does not add up is named, not repaired.\n";
 
 /* The key rules, shared by every dictionary page. */
 #define KEY_RULES \

@@ -53,7 +53,7 @@ const struct shmtc_cmd shmtc_commands[] = {
 	  shmtc_help_hit, 1, shmtc_cmd_hit },
 	{ "top", "[-n N]", "the hot keys of the window, with their bounds",
 	  shmtc_help_top, 1, shmtc_cmd_top },
-	{ "check", "", "scan the segment and name every problem found",
+	{ "check", "[--repair]", "scan the segment and name every problem found",
 	  shmtc_help_check, 1, shmtc_cmd_check },
 	{ "watch", "[-d SECS] [-n FRAMES]", "a live full-screen view",
 	  shmtc_help_watch, 0, shmtc_cmd_watch },

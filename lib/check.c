@@ -3,7 +3,10 @@
  * shmt_check: a read-only scan of the whole segment that names every
  * inconsistency it finds.  The header is compared with what was validated at
  * open; each module checks its own structures (limiters in limiter.c, the
- * dictionary and counters in dict.c) and reports through shmt__chk().
+ * dictionary and counters in dict.c) and reports through shmt__chk().  It is
+ * the only set of rules: the CLI's check calls it and adds none of its own.
+ * Read-only unless asked to repair: it takes no lock and stores nothing in
+ * the segment.
  */
 #include "segment.h"
 
@@ -29,7 +32,8 @@ shmt__chk(struct shmt_chk *c, const char *fmt, ...)
 static void
 header_check(shmt_t *h, struct shmt_chk *c)
 {
-	const struct shmt_hdr *hdr = h->hdr;
+	struct shmt_hdr *hdr = h->hdr;
+	uint64_t hb, now;
 
 	if (hdr->sh_magic != SHMT_MAGIC)
 		shmt__chk(c, "header: magic changed since open");
@@ -47,17 +51,32 @@ header_check(shmt_t *h, struct shmt_chk *c)
 		shmt__chk(c, "arena: %llu bytes marked used, more than its %llu",
 		    (unsigned long long)hdr->sh_arena_used,
 		    (unsigned long long)h->reg[SHMT_R_ARENA].rg_size);
+	/* The daemon stamps its heartbeat from CLOCK_MONOTONIC (never from
+	 * a handle's injected clock), so it is compared with that clock, read
+	 * after the stamp. */
+	hb = __atomic_load_n(&hdr->sh_heartbeat_ns, __ATOMIC_RELAXED);
+	now = shmt__mono_ns();
+	if (hb > now)
+		shmt__chk(c, "daemon: heartbeat %llu ns in the future",
+		    (unsigned long long)(hb - now));
 }
 
 SHMT_EXPORT int
-shmt_check(shmt_t *h, shmt_check_fn report, void *ctx)
+shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report, void *ctx)
 {
-	struct shmt_chk c = { report, ctx, 0 };
+	struct shmt_chk c = { report, ctx, 0, (flags & SHMT_CHECK_REPAIR) != 0,
+	    SHMT_CHK_WAIT_TOTAL_NS };
 
-	if (h == NULL)
+	if (h == NULL || (flags & ~(unsigned)SHMT_CHECK_REPAIR) != 0)
 		return -EINVAL;
 	header_check(h, &c);
 	shmt__limiters_check(h, &c);
 	shmt__stores_check(h, &c);
 	return c.problems;
+}
+
+SHMT_EXPORT int
+shmt_check(shmt_t *h, shmt_check_fn report, void *ctx)
+{
+	return shmt_check_ex(h, 0, report, ctx);
 }

@@ -1895,19 +1895,63 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 
 /* ---- Checking ------------------------------------------------------------------ */
 
-/* Check a ring and its word: the word's fields, each sealed bucket's slot,
- * and that the uses in flight are the sealed counts plus the active count.
- * The word is read before and after; a change means a concurrent call, so
- * the check runs again (a few times at most). */
+/*
+ * Times.  Every time a limiter stores is a clock value some caller read
+ * before storing it, and the check reads its own clock after reading the
+ * stored value, so on the one clock all processes share (see the header's
+ * caveats) a legitimate time is never later than:
+ *   - a bucket's close time: now + slack (a bucket opens at its opener's
+ *     now and closes slack later; one sealed early because it filled up
+ *     keeps that planned close time);
+ *   - an exact log's grant time: now.
+ * Anything later is damage: such a bucket holds its uses until its close
+ * time + window, such a log record blocks its slot as long.  Close times
+ * also follow serial order (each opener reads its clock after the word that
+ * shows the bucket before it opened).
+ */
+
+/*
+ * Repair the close times of the N buckets in use from serial FIRST: none
+ * later than NOW + slack, none earlier than the bucket before it.  Both
+ * only delay a release (a bucket's uses were all decided before the latest
+ * legitimate close time), so the limit still holds.  Each slot changes by
+ * a CAS on its whole record, which fails harmlessly when the slot was
+ * reused meanwhile.
+ */
 static void
-chk_ring(struct shmt_chk *c, const char *who, const struct bk_ctx *bc,
-    struct shmt_w *wp)
+fix_ring_times(const struct bk_ctx *bc, uint32_t first, uint32_t n,
+    uint64_t now)
+{
+	uint64_t cap = sat_add(now, bc->slack), prev = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct shmt_ring_slot *slot = slot_of(bc, first + i);
+		uint64_t s[2], d[2];
+
+		shmt__load128(slot, s);
+		d[0] = s[0] > cap ? cap : s[0];
+		if (d[0] < prev)
+			d[0] = prev;
+		d[1] = s[1];
+		if (d[0] != s[0])
+			shmt__cas128(slot, s, d);
+		prev = d[0];
+	}
+}
+
+/* Check a ring and its word: the word's fields, each sealed bucket's slot,
+ * that the uses in flight are the sealed counts plus the active count, and
+ * the close times (see above).  The word is read before and after; a change
+ * means a concurrent call, so the check runs again (a few times at most). */
+static void
+chk_ring(shmt_t *h, struct shmt_chk *c, const char *who,
+    const struct bk_ctx *bc, struct shmt_w *wp)
 {
 	for (int tries = 0; tries < 8; tries++) {
 		struct shmt_w w, w2;
-		uint64_t s[2], sum = 0;
-		uint32_t tail, nsealed;
-		char bad[160] = "";
+		uint64_t s[2], sum = 0, prev_close = 0, late = 0, now;
+		uint32_t tail, nsealed, late_serial = 0, n;
+		char bad[160] = "", order[160] = "";
 
 		shmt__load128(wp, w.w);
 		if (!w_valid(bc, w)) {
@@ -1918,22 +1962,36 @@ chk_ring(struct shmt_chk *c, const char *who, const struct bk_ctx *bc,
 		}
 		tail = SHMT_W_TAIL(w);
 		nsealed = SHMT_W_NSEALED(w);
-		for (uint32_t i = 0; i < nsealed && bad[0] == '\0'; i++) {
+		n = nsealed + SHMT_W_ACTIVE(w);
+		for (uint32_t i = 0; i < n && bad[0] == '\0'; i++) {
 			uint32_t serial = tail - nsealed + i;
 
 			shmt__load128(slot_of(bc, serial), s);
-			if (SLOT_SERIAL(s) != serial ||
-			    SLOT_COUNT(s) > bc->slack_uses)
-				snprintf(bad, sizeof(bad), "sealed bucket %u: slot "
-				    "holds serial %u with %u uses", serial,
-				    SLOT_SERIAL(s), SLOT_COUNT(s));
-			sum += SLOT_COUNT(s);
-		}
-		if (bad[0] == '\0' && SHMT_W_ACTIVE(w)) {
-			shmt__load128(slot_of(bc, tail), s);
-			if (SLOT_SERIAL(s) != tail)
-				snprintf(bad, sizeof(bad), "active bucket %u: slot "
-				    "holds serial %u", tail, SLOT_SERIAL(s));
+			if (serial == tail) {
+				/* The active bucket. */
+				if (SLOT_SERIAL(s) != tail)
+					snprintf(bad, sizeof(bad), "active bucket "
+					    "%u: slot holds serial %u", tail,
+					    SLOT_SERIAL(s));
+			} else {
+				if (SLOT_SERIAL(s) != serial ||
+				    SLOT_COUNT(s) > bc->slack_uses)
+					snprintf(bad, sizeof(bad), "sealed bucket "
+					    "%u: slot holds serial %u with %u "
+					    "uses", serial, SLOT_SERIAL(s),
+					    SLOT_COUNT(s));
+				sum += SLOT_COUNT(s);
+			}
+			if (bad[0] != '\0')
+				break;
+			if (s[0] < prev_close && order[0] == '\0')
+				snprintf(order, sizeof(order), "bucket %u closes "
+				    "before bucket %u", serial, serial - 1);
+			prev_close = s[0];
+			if (s[0] > late) {
+				late = s[0];
+				late_serial = serial;
+			}
 		}
 		if (bad[0] == '\0' && sum + SHMT_W_COUNT(w) != SHMT_W_INFLIGHT(w))
 			snprintf(bad, sizeof(bad), "%u uses in flight but the "
@@ -1942,30 +2000,154 @@ chk_ring(struct shmt_chk *c, const char *who, const struct bk_ctx *bc,
 		shmt__load128(wp, w2.w);
 		if (w2.w[0] != w.w[0] || w2.w[1] != w.w[1])
 			continue;
-		if (bad[0] != '\0')
+		/* After every stored time was read: see "Times" above. */
+		now = shmt__now(h);
+		if (bad[0] != '\0') {
 			shmt__chk(c, "%s: %s", who, bad);
+			return;
+		}
+		if (order[0] != '\0')
+			shmt__chk(c, "%s: %s", who, order);
+		if (late > sat_add(now, bc->slack))
+			shmt__chk(c, "%s: bucket %u closes %llu ns after now + "
+			    "slack (close time in the future)", who, late_serial,
+			    (unsigned long long)(late - sat_add(now, bc->slack)));
+		if (c->repair && (order[0] != '\0' ||
+		    late > sat_add(now, bc->slack)))
+			fix_ring_times(bc, tail - nsealed, n, now);
+		return;
+	}
+}
+
+/*
+ * Repair an exact log: move the hint past every grant the log records
+ * (a negative hint, or records ahead of it), then make each slot hold the
+ * grant that hint implies, stamped no later than NOW: a slot rewritten (it
+ * held another slot's grant, or one behind) is stamped NOW, so it takes a
+ * use for a whole window, as if just granted; a time in the future becomes
+ * NOW.  So the log never allows more than it did.  Slots and hint change
+ * by CAS; a grant that races with the repair can only make a CAS fail.
+ */
+static void
+fix_exact(const struct shmt_lview *v, int64_t n, uint64_t now)
+{
+	int64_t *np = (int64_t *)&v->lim->lm_w.w[0];
+	int64_t L = (int64_t)v->limit, m = n < 0 ? 0 : n;
+
+	for (uint64_t i = 0; i < v->limit; i++) {
+		int64_t seq = __atomic_load_n(&v->log[i].ls_seq,
+		    __ATOMIC_RELAXED);
+
+		if (seq >= -L && (seq - (int64_t)i) % L == 0 && seq >= m &&
+		    seq < INT64_MAX - 1)
+			m = seq + 1;
+	}
+	for (uint64_t i = 0; i < v->limit; i++) {
+		int64_t want = m - 1 - (((m - 1 - (int64_t)i) % L) + L) % L;
+		uint64_t s[2], d[2];
+
+		shmt__load128(&v->log[i], s);
+		d[0] = (uint64_t)want;
+		d[1] = (int64_t)s[0] != want ? (want >= 0 ? now : 0) :
+		    s[1] > now ? now : s[1];
+		if (d[0] != s[0] || d[1] != s[1])
+			shmt__cas128(&v->log[i], s, d);
+	}
+	__atomic_compare_exchange_n(np, &n, m, 0, __ATOMIC_ACQ_REL,
+	    __ATOMIC_RELAXED);
+}
+
+/*
+ * An exact log (see ex_take).  With the grant hint n read unchanged before
+ * and after the scan, slot i holds the record of the latest grant m < n
+ * with m = i mod L (m < 0: none yet), or, for slot n mod L only, grant n
+ * itself (recorded, the hint not moved on yet).  A record ahead of that
+ * makes every try spin until SHMT_EBUSYLOOP, one behind makes it return
+ * SHMT_ECORRUPT, and so does a negative hint.  Each kind of damage is
+ * named once, with the first slot and how many slots show it.
+ */
+static void
+chk_exact(shmt_t *h, struct shmt_chk *c, const struct shmt_lview *v)
+{
+	int64_t *np = (int64_t *)&v->lim->lm_w.w[0];
+	int64_t L = (int64_t)v->limit;
+
+	for (int tries = 0; tries < 8; tries++) {
+		int64_t n = __atomic_load_n(np, __ATOMIC_ACQUIRE), n2;
+		uint64_t cnt[4] = { 0, 0, 0, 0 }, first[4] = { 0, 0, 0, 0 };
+		int64_t seen[4] = { 0, 0, 0, 0 };
+		uint64_t late = 0, now;
+		enum { K_MOD, K_AHEAD, K_BEHIND, K_FUTURE };
+
+		if (n < 0) {
+			shmt__chk(c, "limiter %s: exact log's grant hint %lld is "
+			    "negative", v->name, (long long)n);
+			if (c->repair)
+				fix_exact(v, n, shmt__now(h));
+			return;
+		}
+		for (uint64_t i = 0; i < v->limit; i++) {
+			uint64_t s[2];
+			int64_t seq, want;
+			int k = -1;
+
+			shmt__load128(&v->log[i], s);
+			seq = (int64_t)s[0];
+			/* The latest grant before n that used slot i. */
+			want = n - 1 - (((n - 1 - (int64_t)i) % L) + L) % L;
+			if (seq < -L || (seq - (int64_t)i) % L != 0)
+				k = K_MOD;
+			else if (seq > want && !(seq == n && want == n - L))
+				k = K_AHEAD;
+			else if (seq < want)
+				k = K_BEHIND;
+			else if (seq >= 0 && s[1] > late) {
+				late = s[1];
+				first[K_FUTURE] = i;
+				seen[K_FUTURE] = seq;
+			}
+			if (k >= 0 && cnt[k]++ == 0) {
+				first[k] = i;
+				seen[k] = seq;
+			}
+		}
+		n2 = __atomic_load_n(np, __ATOMIC_ACQUIRE);
+		if (n2 != n)
+			continue;       /* grants during the scan: again */
+		now = shmt__now(h);
+		if (cnt[K_MOD] != 0)
+			shmt__chk(c, "limiter %s: log slot %llu holds grant %lld "
+			    "of another slot (%llu such slots)", v->name,
+			    (unsigned long long)first[K_MOD],
+			    (long long)seen[K_MOD], (unsigned long long)cnt[K_MOD]);
+		if (cnt[K_AHEAD] != 0)
+			shmt__chk(c, "limiter %s: log slot %llu holds grant %lld, "
+			    "ahead of the grant hint %lld (%llu such slots)",
+			    v->name, (unsigned long long)first[K_AHEAD],
+			    (long long)seen[K_AHEAD], (long long)n,
+			    (unsigned long long)cnt[K_AHEAD]);
+		if (cnt[K_BEHIND] != 0)
+			shmt__chk(c, "limiter %s: log slot %llu holds grant %lld, "
+			    "behind the grant hint %lld (%llu such slots)",
+			    v->name, (unsigned long long)first[K_BEHIND],
+			    (long long)seen[K_BEHIND], (long long)n,
+			    (unsigned long long)cnt[K_BEHIND]);
+		if (late > now)
+			shmt__chk(c, "limiter %s: log slot %llu: grant %lld "
+			    "stamped %llu ns after now (grant time in the "
+			    "future)",
+			    v->name, (unsigned long long)first[K_FUTURE],
+			    (long long)seen[K_FUTURE],
+			    (unsigned long long)(late - now));
+		if (c->repair && (cnt[K_MOD] + cnt[K_AHEAD] + cnt[K_BEHIND] != 0 ||
+		    late > now))
+			fix_exact(v, n, now);
 		return;
 	}
 }
 
 static void
-chk_exact(struct shmt_chk *c, const struct shmt_lview *v)
-{
-	int64_t L = (int64_t)v->limit;
-
-	for (uint64_t i = 0; i < v->limit; i++) {
-		int64_t seq = __atomic_load_n(&v->log[i].ls_seq, __ATOMIC_RELAXED);
-
-		if (seq < -L || (seq - (int64_t)i) % L != 0) {
-			shmt__chk(c, "limiter %s: log slot %llu holds grant %lld",
-			    v->name, (unsigned long long)i, (long long)seq);
-			return;
-		}
-	}
-}
-
-static void
-chk_clients(struct shmt_chk *c, const struct shmt_lview *v)
+chk_clients(shmt_t *h, struct shmt_chk *c, const struct shmt_lview *v)
 {
 	char who[SHMT_LIMITER_NAME_MAX + 40];
 
@@ -1999,7 +2181,7 @@ chk_clients(struct shmt_chk *c, const struct shmt_lview *v)
 		}
 		bk_ctx_init(&bc, v, ce_ring(e));
 		bc.ntags = 0;
-		chk_ring(c, who, &bc, &e->ce_w);
+		chk_ring(h, c, who, &bc, &e->ce_w);
 	}
 }
 
@@ -2035,13 +2217,13 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 			shmt__chk(c, "limiter %s: storage beyond the arena's mark",
 			    v.name);
 		if (v.mode == SHMT_MODE_EXACT) {
-			chk_exact(c, &v);
+			chk_exact(h, c, &v);
 		} else if (v.flags & SHMT_LIMF_PER_CLIENT) {
-			chk_clients(c, &v);
+			chk_clients(h, c, &v);
 		} else {
 			snprintf(who, sizeof(who), "limiter %s", v.name);
 			bk_ctx_init(&bc, &v, v.ring);
-			chk_ring(c, who, &bc, &v.lim->lm_w);
+			chk_ring(h, c, who, &bc, &v.lim->lm_w);
 		}
 	}
 }

@@ -151,3 +151,18 @@ shmt__unlock(struct shmt_lock *l)
 {
 	__atomic_store_n(&l->lk_owner, 0, __ATOMIC_RELEASE);
 }
+
+int
+shmt__lock_peek(shmt_t *h, struct shmt_lock *l, uint32_t *owner)
+{
+	uint32_t cur = __atomic_load_n(&l->lk_owner, __ATOMIC_ACQUIRE);
+
+	*owner = cur;
+	if (cur == 0)
+		return SHMT_LOCK_FREE;
+	/* Our own id: the caller holds no lock while it looks, so a thread
+	 * that had this id died holding it (as in lock_once). */
+	if (cur == tid_self())
+		return SHMT_LOCK_DEAD;
+	return owner_alive(h, cur) ? SHMT_LOCK_LIVE : SHMT_LOCK_DEAD;
+}

@@ -35,5 +35,12 @@ int shmt__lock(struct shmt *h, struct shmt_lock *l);
 /* As shmt__lock without waiting: -EBUSY when a live owner holds it. */
 int shmt__lock_try(struct shmt *h, struct shmt_lock *l);
 void shmt__unlock(struct shmt_lock *l);
+/* Who holds L, without taking it or writing anything (for the read-only
+ * check): SHMT_LOCK_FREE, SHMT_LOCK_LIVE (a live owner, see above) or
+ * SHMT_LOCK_DEAD (the word names no live owner, or the calling thread,
+ * which holds no lock while it looks: the next locker takes it over and
+ * repairs).  *OWNER gets the word. */
+enum { SHMT_LOCK_FREE = 0, SHMT_LOCK_LIVE = 1, SHMT_LOCK_DEAD = 2 };
+int shmt__lock_peek(struct shmt *h, struct shmt_lock *l, uint32_t *owner);
 
 #endif /* SHMT_LOCK_H */

@@ -191,10 +191,17 @@ shmt__now(shmt_t *h)
 
 
 /* Checking (check.c): each module reports its problems through this. */
+/* How long the check watches one shard that is never at rest (see
+ * chk_shard in dict.c), and all shards together in one call: a check never
+ * stalls for long, whatever the lock words say. */
+#define SHMT_CHK_WAIT_NS 100000000ULL
+#define SHMT_CHK_WAIT_TOTAL_NS (5 * SHMT_CHK_WAIT_NS)
 struct shmt_chk {
 	shmt_check_fn fn;
 	void *ctx;
 	int problems;
+	int repair;                   /* SHMT_CHECK_REPAIR was asked for */
+	uint64_t wait_left;           /* of SHMT_CHK_WAIT_TOTAL_NS */
 };
 void shmt__chk(struct shmt_chk *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

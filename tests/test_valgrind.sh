@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # valgrind memcheck of the shmthrottle tool (create, stat, limiters,
-# buckets, try, next-key, set, get, incr, keys, hit, del, check, destroy,
-# each also with --json where it reads) and of one demo worker, against a
+# buckets, try, next-key, set, get, incr, keys, hit, del, check and
+# check --repair, destroy, each also with --json where it reads) and of one demo worker, against a
 # segment made from the example config.  Every run must be clean: no
 # invalid access, no uninitialised value used, no leak.
 # usage: test_valgrind.sh CLI DEMO CONFIG
@@ -65,5 +65,6 @@ run 0 "${c[@]}" check
 run 0 "${c[@]}" check --json
 run 0 "$demo" -s "$seg" -p 1 -d 0.5
 run 0 "${c[@]}" check
+run 0 "${c[@]}" check --repair --json
 run 0 "${c[@]}" destroy --force
 exit $failed

@@ -627,17 +627,87 @@ SHMT_EXPORT int shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap,
 typedef void (*shmt_check_fn)(void *ctx, const char *problem);
 
 /*
- * shmt_check: scan the whole segment for inconsistency: the header and
- * region table against what was validated at open, every limiter row, its
- * state word, its ring or log and its client table, the arena's allocation
- * mark, and every dictionary and counter shard (chains, free lists, item
- * and byte counts, every heap byte in exactly one block).  Calls REPORT
- * (may be NULL) for each problem and returns how many it found, or -EINVAL.
- * Read-only; it holds each shard's lock while it checks that shard, so it
- * sees shards between writes; a limiter word that changes during its check
- * is checked again.  Safe on a damaged segment: every offset is checked.
+ * shmt_check: scan the whole segment for inconsistency and name each
+ * problem.  It is the one set of rules (the CLI's check calls it and adds
+ * none).  It covers:
+ * - the header and region table against what was validated at open, the
+ *   arena's allocation mark, and the daemon's heartbeat (never later than
+ *   CLOCK_MONOTONIC now);
+ * - every limiter row's parameters and storage; the state word of every
+ *   ring of buckets (the limiter's own and each client entry's), each
+ *   sealed and active bucket's slot, the sealed counts adding up to the
+ *   uses in flight, close times in serial order;
+ * - every exact log: each slot holding the grant the grant hint implies
+ *   (a slot ahead of it makes every try return SHMT_EBUSYLOOP, one behind
+ *   or a negative hint SHMT_ECORRUPT);
+ * - every dictionary and counter shard: chains, free lists, item and byte
+ *   counts, every heap byte in exactly one block, a version left odd, a
+ *   lock that names a dead writer (damage pending repair), each counter's
+ *   value as long as its ring of sub-windows.
+ * Times in the future.  Every stored time is a clock value read by the call
+ * that stored it, and the check reads its clock (the handle's, see
+ * shmt_set_clock) after reading the time, so a time is damage when it lies
+ * beyond the latest a legitimate call could store: a bucket's close time
+ * after now + slack_ns (a bucket closes slack_ns after it opens, at the
+ * latest), an exact log's grant time after now.  This needs the clock
+ * shared by every process that uses the segment (see Caveats).
+ *
+ * Calls REPORT (may be NULL) once per problem and returns how many it
+ * found, or -EINVAL.  An exact log names each kind of damage once (its
+ * first slot and how many slots show it); a ring names its first bad
+ * bucket; a shard names each bad chain, free list and count.
+ *
+ * Read-only: it takes no lock and stores nothing in the segment, so it may
+ * run beside any other call and never waits for a lock holder.  A limiter
+ * word or grant hint that changes while it is read is read again (a few
+ * times at most, then left unchecked).  A shard is sound when a scan of it
+ * finds nothing; its problems count only when a scan saw it at rest (its
+ * lock word and version the same before and after, naming no live writer)
+ * and a second such scan finds them too.  A shard that writers never leave
+ * at rest for 100 ms while scans find problems is left unchecked; one whose
+ * lock the same live thread holds for 100 ms while nothing moves is named
+ * ("lock held by live thread").  Watching shards that are not at rest
+ * takes at most 100 ms per shard and 500 ms per call (once that is spent,
+ * such shards are left unchecked, and named only when the full 100 ms was
+ * watched), whatever the lock words say.  Safe on a damaged segment: every
+ * offset is checked and every walk is bounded (a chain by the shard's heap
+ * blocks, each visited once).  kill -9 during the call leaves nothing (it
+ * changes nothing).
  */
 SHMT_EXPORT int shmt_check(shmt_t *h, shmt_check_fn report, void *ctx);
+
+/* Flags of shmt_check_ex. */
+#define SHMT_CHECK_REPAIR 0x1U
+
+/*
+ * shmt_check_ex: shmt_check with FLAGS: 0 is shmt_check; SHMT_CHECK_REPAIR
+ * reports first, exactly as shmt_check, then repairs what it named, where
+ * a repair can never allow more than the limit:
+ * - a dictionary or counter shard: it takes the shard's lock (waiting for
+ *   a live holder only as long as a writer would) and rebuilds the shard
+ *   as a writer does after a dead one (chains cut at the first bad item,
+ *   counts recounted, free lists rebuilt from the gaps; items past a cut
+ *   are lost);
+ * - a ring of buckets: close times past now + slack_ns become now +
+ *   slack_ns, and one earlier than the bucket before it is raised to that
+ *   one's (both only delay releases);
+ * - an exact log: the hint moves past every grant the log records, each
+ *   slot is made to hold the grant that hint implies (a slot rewritten so
+ *   is stamped now: it takes a use for a window), grant times past now
+ *   become now.
+ * Other limiter damage (a state word out of range, a slot with another
+ * serial, counts that do not add up, a bad row) is named, not repaired:
+ * define the limiter in a new segment.  Returns the problems found before
+ * the repair (a shard it could not lock counts one more), or -EINVAL (H
+ * NULL, unknown flag).  Run it again without the flag to see what is left.
+ * A repair may run beside other calls: a shard is rebuilt under its lock,
+ * and limiter slots, hints and times change by CAS, so a racing call sees
+ * the old value or the new one.  kill -9 during a repair leaves a shard's
+ * lock to the next writer, which repairs again, and a limiter partly
+ * repaired (the next check names the rest).
+ */
+SHMT_EXPORT int shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report,
+    void *ctx);
 
 /* ---- Housekeeping -------------------------------------------------------- */
 
