@@ -30,6 +30,7 @@
 #include "dict.h"
 
 #include "analyzer.h"
+#include "tiles.h"
 
 #include <ck_pr.h>
 
@@ -1203,7 +1204,7 @@ cnt_put(char *c, uint64_t i, uint32_t v)
 static uint64_t
 hit_update(const struct shmt_store *st, struct shmt_item *it, uint64_t now)
 {
-	uint64_t w = st->window / st->subw, idx = now / w, cur, sum = 0;
+	uint64_t idx = shmt__tile_of(now, st->window, st->subw), cur, sum = 0;
 	char *v = item_val(it), *cnt = v + sizeof(cur);
 	uint32_t c;
 
@@ -1247,7 +1248,7 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 	}
 	if (it == NULL) {
 		uint64_t vlen = sizeof(uint64_t) + 4ULL * st->subw;
-		uint64_t idx = now / (st->window / st->subw);
+		uint64_t idx = shmt__tile_of(now, st->window, st->subw);
 		struct put p = { .hash = hash, .key = key, .klen = klen,
 		    .vlen = vlen, .expire = now + st->window, .mode = PUT_ADD };
 		char zero[8 + 4 * 256];
@@ -1313,16 +1314,24 @@ shmt__stores_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 }
 
 /* Move a counter's newest sub-window index with the clock, rounding toward
- * the past so no count is kept longer than its window. */
+ * the past so no count is kept longer than its window.  Moving every index
+ * by k moves each sub-window's start by floor(k W / n) or ceil(k W / n)
+ * (tiles.h); k = floor(d n / W) keeps that at most d, and for d < 0,
+ * k = -ceil(-d n / W) makes it at least -d in size. */
 static void
 counter_rebase(const struct shmt_store *st, struct shmt_item *it, int64_t d)
 {
-	int64_t w = (int64_t)(st->window / st->subw), idx;
-	uint64_t cur;
+	unsigned __int128 a = (unsigned __int128)(d >= 0 ? (uint64_t)d :
+	    -(uint64_t)d) * st->subw;
+	uint64_t k, cur;
 
+	a = d >= 0 ? a / st->window : (a + st->window - 1) / st->window;
+	k = a > UINT64_MAX ? UINT64_MAX : (uint64_t)a;
 	memcpy(&cur, item_val(it), sizeof(cur));
-	idx = (int64_t)cur + (d >= 0 ? d / w : -((-d + w - 1) / w));
-	cur = idx > 0 ? (uint64_t)idx : 0;
+	if (d >= 0)
+		cur = cur > UINT64_MAX - k ? UINT64_MAX : cur + k;
+	else
+		cur = cur > k ? cur - k : 0;
 	memcpy(item_val(it), &cur, sizeof(cur));
 }
 

@@ -518,12 +518,15 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
 
 /*
  * shmt_hit: count one occurrence of KEY now and set *COUNT (may be NULL) to
- * the number of its occurrences in the trailing window (counters_window_ns,
- * counted in counters_subwindows sub-windows of length w).  The answer is
- * the sum of the current sub-window and the ones before it that end inside
- * the window, so it covers between window - w and window of the past: it
- * never counts a hit older than the window, and it misses at most the hits
- * of one sub-window (those older than window - w).  Memory per key is fixed;
+ * the number of its occurrences in the trailing window W (counters_window_ns,
+ * counted in n = counters_subwindows sub-windows).  The sub-windows tile the
+ * clock exactly, whether or not n divides W: sub-window i spans
+ * [floor(i W / n), floor((i + 1) W / n)), so each is w = floor(W / n) or
+ * w + 1 ns long and any n in a row span exactly W.  The answer is the sum of
+ * the current sub-window and the n - 1 before it, so it covers between
+ * W - w and W of the past: it never counts a hit older than the window
+ * (now - t >= W), and it misses at most the hits of one sub-window, the
+ * oldest (every hit with now - t < W - w is counted).  Memory per key is fixed;
  * a key silent for a whole window disappears.  Errors: -EINVAL, -E2BIG,
  * -ENOSPC (counter shard full: the least recently hit key is evicted
  * first, so only when one key cannot fit), -ENODEV.
