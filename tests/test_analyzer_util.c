@@ -444,7 +444,8 @@ ta_query(struct ta_run *r)
 		TA_FAIL(r, "shmt_top_keys: %d", rc);
 	wstart = now >= c->window_ns ? now - c->window_ns : 0;
 	if (info.span_end_ns != now || info.span_start_ns > wstart ||
-	    info.span_start_ns + c->window_ns + r->w < now + 1 ||
+	    info.span_start_ns + c->window_ns + (c->window_ns + c->subw - 1) /
+	    c->subw <= now ||
 	    info.window_ns != c->window_ns || info.subwindow_ns != r->w ||
 	    info.threshold_ppm != c->ppm || info.memory_bytes != c->bytes ||
 	    info.counters != r->counters || info.probe != r->probe)

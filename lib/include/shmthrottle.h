@@ -541,19 +541,27 @@ SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
  * analyzer, which answers: which keys had more than the threshold (10%) of
  * the requests of the last window (60 s)?
  *
- * The window is counted in sub-windows of w = window / subwindows.  Each
+ * The window W is counted in n = subwindows sub-windows that tile the clock
+ * exactly: sub-window i spans [floor(i W / n), floor((i + 1) W / n)), so
+ * each is w = floor(W / n) (subwindow_ns) or w + 1 ns long and any n in a
+ * row span exactly W, whether or not n divides W.  Each
  * sub-window has one Misra-Gries summary per writer stripe (k counters each,
  * see shmt_top_info_t.counters, in groups of `probe`: a key's hash picks
  * its group); a request updates one group of one summary of one
  * sub-window, written by its thread alone, so processes never write the
- * same cache line.  A query merges the summaries of the sub-windows that
- * cover the window.  For each key it gives bounds lower <= true count <=
+ * same cache line.  A query merges the summaries of the sub-window holding
+ * now and the n before it.  The covered span [span_start_ns, now] always
+ * holds the exact window [now - W, now]: its slop is extra time, never
+ * missing time, less than W / n rounded up (span_end_ns - span_start_ns <
+ * W + ceil(W / n)).  For each key it gives bounds lower <= true count <=
  * upper over the covered span; a key missing from every summary had at most
  * `error` requests, and error <= N / (probe + 1) with probe >= 1.2 /
  * threshold, so below the threshold: every key over the threshold in the
- * covered span is reported, always.  The covered span is at most one sub-window longer than
- * the window (the time slop); the answer also lists every key that may be
- * over the threshold of the exact window, and says so in `certified`.
+ * covered span is reported, always.  The newest n sub-windows lie inside
+ * the exact window (total_window counts their requests); the answer lists
+ * every key whose upper bound is over the threshold of total_window, so it
+ * holds every key over the threshold of the exact window whenever error
+ * itself is under that threshold, and says so in `certified`.
  * Keys are told apart by a 64-bit hash: the bounds could only be wrong for
  * two distinct keys with the same 64-bit hash (about n^2 / 2^65 for n keys).
  * A process killed in the middle of an update leaves bounds that hold.
