@@ -273,10 +273,11 @@ ta_summary(const struct ta_run *r)
 	    " certified), %" PRIu64 " keys over the threshold of the span and %"
 	    PRIu64 " of the exact window checked, %" PRIu64 " reported; "
 	    " (%" PRIu64 " without kind or name); counters %u, probe %u, "
-	    "largest error %" PRIu64 " of total %" PRIu64 "\n", r->scen,
+	    "largest error %" PRIu64 " of total %" PRIu64 "; %" PRIu64 " keys "
+	    "left out with more than error\n", r->scen,
 	    r->c->name, r->n, r->queries, r->certified, r->must_report,
 	    r->must_report_win, r->reported, r->unnamed, r->counters, r->probe,
-	    r->max_error, r->max_total);
+	    r->max_error, r->max_total, r->left_over_error);
 }
 
 void
@@ -500,6 +501,16 @@ ta_query(struct ta_run *r)
 				    " requests in the span (error %" PRIu64 ")",
 				    id, r->cnt_span[id], nspan, info.error);
 		}
+		/* A key left out had at most max(error, the threshold of
+		 * total_window) requests in the span (the header's bound). */
+		if (!r->seen[id] && r->cnt_span[id] > info.error &&
+		    ta_over(r->cnt_span[id], info.total_window, c->ppm))
+			TA_FAIL(r, "key %u left out with %u requests in the span, "
+			    "over error %" PRIu64 " and over the threshold of "
+			    "total_window %" PRIu64, id, r->cnt_span[id],
+			    info.error, info.total_window);
+		if (!r->seen[id] && r->cnt_span[id] > info.error)
+			r->left_over_error++;
 		if (info.certified && ta_over(r->cnt_win[id], nwin, c->ppm)) {
 			r->must_report_win++;
 			if (!r->seen[id])

@@ -592,8 +592,18 @@ typedef struct shmt_top_info {
 	shmt_time_t window_ns, subwindow_ns;
 	uint64_t total;          /* requests counted in the span */
 	uint64_t total_window;   /* of them, certainly in the exact window */
-	uint64_t error;          /* a key absent from the answer had at most
-	                          * this many requests in the span */
+	uint64_t error;          /* D, the sum of the summaries' offsets: a
+	                          * key in no summary had at most this many
+	                          * requests in the span.  A key absent from
+	                          * the answer had at most max(error,
+	                          * threshold_ppm x total_window / 10^6) of
+	                          * them: either it is in no summary, or its
+	                          * upper bound (lower + error, at least its
+	                          * true count) was not over that threshold;
+	                          * candidates under the threshold are left
+	                          * out even when their count exceeds error.
+	                          * With certified = 1, error is under the
+	                          * threshold, so the bound is the threshold. */
 	uint32_t threshold_ppm;
 	int certified;           /* every key with more than the threshold of
 	                          * the exact window's requests is listed */
