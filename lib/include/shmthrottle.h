@@ -285,6 +285,16 @@ enum shmt_mode {
  * The parameters of a limiter.  In the seed's terms: limit = uses allowed,
  * window_ns = cooldown, slack_ns = maximum_cooldown - cooldown, slack_uses
  * = key_threshold.  Zero-initialise, then set what you need.
+ *
+ * The promise: at most `limit` grants whose decision times fall in any
+ * half-open interval [t, t + window_ns), in both modes, under any
+ * interleaving and any kill -9.  A closed interval [t, t + window_ns] can
+ * hold up to 2 x limit at its two ends: a use taken at t comes back at
+ * exactly t + window_ns (exact mode; in buckets mode at the bucket's close
+ * + window_ns, later still).  The seed's sliding-window log keeps a
+ * timestamp equal to now - window, so it refuses at t + window and grants
+ * one clock tick later: it keeps at most `limit` in any closed interval of
+ * length window, one tick stricter than this library.
  */
 typedef struct shmt_limit {
 	uint64_t limit;        /* uses per window, 1..SHMT_LIMIT_MAX; 0 with a
@@ -294,7 +304,7 @@ typedef struct shmt_limit {
 	uint64_t slack_uses;   /* buckets mode: uses a bucket holds, 1..limit */
 	int mode;              /* enum shmt_mode */
 	/* Key pool (optional): next_key hands out these names in rotation,
-	 * each at most uses_per_key times per window. */
+	 * each at most uses_per_key times in any [t, t + window_ns). */
 	const char *const *keys;
 	uint32_t nkeys;        /* 0: no key pool */
 	uint32_t uses_per_key; /* with a key pool: >= 1 */
@@ -337,8 +347,10 @@ SHMT_EXPORT int shmt_try_use_key(shmt_t *h, const char *name);
 /*
  * shmt_next_key: like shmt_try_use_key on a limiter with a key pool, and
  * on a grant copies the key name to use, NUL-terminated, into BUF (CAP
- * bytes).  Names follow grant order, so each name is handed out at most
- * uses_per_key times in any window.  Returns the name's length (> 0),
+ * bytes).  Names follow grant order (grant n gets name n mod nkeys, n taken
+ * from the atomic step that decides the grant), so each name is handed out
+ * at most uses_per_key times in any half-open [t, t + window_ns).  Returns
+ * the name's length (> 0),
  * 0 when throttled, or an error: those of shmt_try_use_key, -ENOKEY (the
  * limiter has no key pool), -ERANGE (CAP too small for the longest key name
  * of the pool: checked before anything is granted).
