@@ -539,9 +539,15 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
  * W - w and W of the past: it never counts a hit older than the window
  * (now - t >= W), and it misses at most the hits of one sub-window, the
  * oldest (every hit with now - t < W - w is counted).  Memory per key is fixed;
- * a key silent for a whole window disappears.  Errors: -EINVAL, -E2BIG,
- * -ENOSPC (counter shard full: the least recently hit key is evicted
- * first, so only when one key cannot fit), -ENODEV.
+ * a key silent for a whole window disappears.  When a counter shard is
+ * full, the keys last hit longest ago are evicted in a batch: those of the
+ * oldest of 64 equal slices of the shard's last-hit times that together
+ * hold at most N / 8 of its N keys, or else the one key hit least recently.
+ * So a key hit again before 7N/8 other keys of its shard were hit keeps its
+ * count, and every key evicted was hit no later than every key kept.
+ * A full shard walk pays for N / 8 evictions, in the
+ * call that triggers it, under the shard's lock.  Errors: -EINVAL, -E2BIG,
+ * -ENOSPC (only when one key cannot fit), -ENODEV.
  */
 SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
     uint64_t *count);
