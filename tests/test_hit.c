@@ -424,10 +424,10 @@ test_hit_errors(void **state)
 
 /* A full counter store evicts the least recently hit keys first: a hot set
  * hit every round keeps its counts while a stream of keys hit once each
- * overflows the store many times over.  Eviction samples, so the test does
- * not ask for exact LRU; it asks that the hot keys lose their count at
- * most a quarter as often as eviction at random would make them (which
- * picks a hot key with the hot keys' share of the store). */
+ * overflows the store many times over.  The test asks that the hot keys
+ * lose their count at most a quarter as often as eviction at random would
+ * make them (which picks a hot key with the hot keys' share of the store);
+ * test_hit_rehit_kept checks the bound eviction by last hit gives. */
 static void
 test_hit_eviction(void **state)
 {
