@@ -635,9 +635,11 @@ evict_one(const struct shmt_store *st, struct shmt_shard *sh, uint64_t now,
 }
 
 /*
- * Counters evict by last hit, in batches, with a bound (the dictionary's
- * sampling above has none: with keys re-hit well within the capacity it lost
- * about 4% of their first hits).  One pass over the shard finds its N items'
+ * Counters evict by last hit, in batches, with a bound.  (The dictionary's
+ * sampling above has none: with keys re-hit well within the capacity it
+ * lost a few in a thousand to a few in a hundred of their first hits.  A
+ * second-chance bit has none either: when every item's bit is set, the
+ * hand clears them all and takes the item just ahead of it, however fresh.)  One pass over the shard finds its N items'
  * oldest and newest last hit (it_born); a second counts them in 64 bins of
  * equal width over that range; the third evicts the items of the oldest
  * bins that together hold at most N / 8 items, or, when the oldest bin alone
