@@ -35,6 +35,7 @@
 #include "analyzer.h"
 
 #include "dict.h"
+#include "tiles.h"
 
 #include <ck_pr.h>
 #include <errno.h>
@@ -553,9 +554,9 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 	t = tls_get(h);
 	/* The divisions happen once per sub-window, not once per request. */
 	if (now < t->sub_start || now >= t->sub_end) {
-		t->id = now / an->w;
-		t->sub_start = t->id * an->w;
-		t->sub_end = t->sub_start + an->w;
+		t->id = shmt__tile_of(now, an->window, an->subw);
+		t->sub_start = shmt__tile_start(t->id, an->window, an->subw);
+		t->sub_end = shmt__tile_start(t->id + 1, an->window, an->subw);
 		t->sum = sum_at(an, (uint32_t)(t->id % an->rings), t->stripe);
 	}
 	s = t->sum;
@@ -705,8 +706,12 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 		free(scratch);
 		return -ENOMEM;
 	}
+	/* Sub-window i holds now; i - subw .. i cover [start(i) - W, now],
+	 * which holds the exact window [now - W, now] since start(i) <= now
+	 * (tiles.h: any subw sub-windows span exactly W).  The newest subw of
+	 * them start at start(i + 1) - W > now - W: all inside the window. */
 	now = shmt__now(h);
-	i = now / an->w;
+	i = shmt__tile_of(now, an->window, an->subw);
 	for (uint64_t k = 0; k <= an->subw && rc == 0; k++) {
 		uint64_t id = i - k, before = N;
 
@@ -749,7 +754,8 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 	}
 	if (info != NULL) {
 		memset(info, 0, sizeof(*info));
-		info->span_start_ns = i >= an->subw ? (i - an->subw) * an->w : 0;
+		info->span_start_ns = i >= an->subw ?
+		    shmt__tile_start(i - an->subw, an->window, an->subw) : 0;
 		info->span_end_ns = now;
 		info->window_ns = an->window;
 		info->subwindow_ns = an->w;

@@ -30,6 +30,7 @@
 #include "dict.h"
 
 #include "analyzer.h"
+#include "tiles.h"
 
 #include <ck_pr.h>
 
@@ -633,6 +634,99 @@ evict_one(const struct shmt_store *st, struct shmt_shard *sh, uint64_t now,
 	return 1;
 }
 
+/*
+ * Counters evict by last hit, in batches, with a bound.  (The dictionary's
+ * sampling above has none: with keys re-hit well within the capacity it
+ * lost a few in a thousand to a few in a hundred of their first hits.  A
+ * second-chance bit has none either: when every item's bit is set, the
+ * hand clears them all and takes the item just ahead of it, however fresh.)  One pass over the shard finds its N items'
+ * oldest and newest last hit (it_born); a second counts them in 64 bins of
+ * equal width over that range; the third evicts the items of the oldest
+ * bins that together hold at most N / 8 items, or, when the oldest bin alone
+ * holds more, the one item hit least recently.  So an evicted item is among
+ * the max(1, N / 8) least recently hit: at least N - N / 8 items (or, for the
+ * single one, all others) were hit later, and a key hit again before 7N/8
+ * other keys of its shard were hit keeps its count.  The cost is three walks
+ * of the shard once per N / 8 evictions (a few visits per eviction, but one
+ * call pays for the walk under the shard lock); exact LRU would need a list
+ * in every item, relinked on every hit.  EXCEPT is never chosen.  Returns
+ * how many items were evicted.
+ */
+#define CNT_BINS 64
+
+static uint64_t
+cnt_evict_pass(const struct shmt_store *st, struct shmt_shard *sh,
+    const struct shmt_item *except, int mode, uint64_t lo, uint64_t width,
+    uint64_t *acc)
+{
+	uint64_t *index = shard_index(st, sh), n = 0;
+	char *heap = shard_heap(st, sh);
+
+	for (uint64_t b = 0; b < st->nbuckets; b++) {
+		uint64_t *link = &index[b], steps = st->heap_bytes / 64;
+
+		while (*link != 0 && steps-- > 0) {
+			struct shmt_item *it = item_at(st, heap, *link - 1);
+			uint64_t t;
+
+			if (it == NULL)
+				break;
+			t = it->it_born < lo ? lo : it->it_born;
+			if (it == except) {
+				link = &it->it_next;
+				continue;
+			}
+			if (mode == 0) {                /* range */
+				acc[0] = n == 0 || t < acc[0] ? t : acc[0];
+				acc[1] = n == 0 || t > acc[1] ? t : acc[1];
+			} else if (mode == 1) {         /* histogram */
+				uint64_t j = (t - lo) / width;
+
+				acc[j < CNT_BINS ? j : CNT_BINS - 1]++;
+			} else if ((t - lo) / width <= acc[0] &&
+			    (mode == 2 || t == lo)) {    /* evict */
+				unlink_free(st, sh, link, it);
+				sh->ds_evictions++;
+				n++;
+				if (mode == 3)
+					return n;
+				continue;
+			}
+			if (mode < 2)
+				n++;
+			link = &it->it_next;
+		}
+	}
+	return n;
+}
+
+static int
+cnt_evict(const struct shmt_store *st, struct shmt_shard *sh,
+    const struct shmt_item *except)
+{
+	uint64_t range[2] = { 0, 0 }, bins[CNT_BINS] = { 0 }, n, width, sum = 0;
+	uint64_t last = 0;
+	int found = 0;
+
+	n = cnt_evict_pass(st, sh, except, 0, 0, 1, range);
+	if (n == 0)
+		return 0;
+	width = (range[1] - range[0]) / CNT_BINS + 1;
+	cnt_evict_pass(st, sh, except, 1, range[0], width, bins);
+	for (uint64_t j = 0; j < CNT_BINS && sum + bins[j] <= n / 8; j++) {
+		sum += bins[j];
+		last = j;
+		found = 1;
+	}
+	if (found && sum > 0)
+		return (int)cnt_evict_pass(st, sh, except, 2, range[0], width,
+		    &last);
+	/* The oldest bin alone holds more than N / 8: the least recently hit
+	 * item only (range[0] is its last hit). */
+	last = 0;
+	return (int)cnt_evict_pass(st, sh, except, 3, range[0], width, &last);
+}
+
 /* Allocate a block for an item of BYTES, evicting when allowed.  KEEP (the
  * item being replaced, may be NULL) is never evicted.  Returns the offset or
  * UINT64_MAX. */
@@ -653,7 +747,8 @@ alloc_item(const struct shmt_store *st, struct shmt_shard *sh, uint64_t bytes,
 		return off;
 	if (!st->eviction)
 		return UINT64_MAX;
-	while (evict_one(st, sh, now, keep))
+	while (st->counters ? cnt_evict(st, sh, keep) :
+	    evict_one(st, sh, now, keep))
 		if ((off = blk_alloc(st, sh, order)) != UINT64_MAX)
 			return off;
 	return UINT64_MAX;
@@ -1203,7 +1298,7 @@ cnt_put(char *c, uint64_t i, uint32_t v)
 static uint64_t
 hit_update(const struct shmt_store *st, struct shmt_item *it, uint64_t now)
 {
-	uint64_t w = st->window / st->subw, idx = now / w, cur, sum = 0;
+	uint64_t idx = shmt__tile_of(now, st->window, st->subw), cur, sum = 0;
 	char *v = item_val(it), *cnt = v + sizeof(cur);
 	uint32_t c;
 
@@ -1247,7 +1342,7 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 	}
 	if (it == NULL) {
 		uint64_t vlen = sizeof(uint64_t) + 4ULL * st->subw;
-		uint64_t idx = now / (st->window / st->subw);
+		uint64_t idx = shmt__tile_of(now, st->window, st->subw);
 		struct put p = { .hash = hash, .key = key, .klen = klen,
 		    .vlen = vlen, .expire = now + st->window, .mode = PUT_ADD };
 		char zero[8 + 4 * 256];
@@ -1313,16 +1408,24 @@ shmt__stores_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 }
 
 /* Move a counter's newest sub-window index with the clock, rounding toward
- * the past so no count is kept longer than its window. */
+ * the past so no count is kept longer than its window.  Moving every index
+ * by k moves each sub-window's start by floor(k W / n) or ceil(k W / n)
+ * (tiles.h); k = floor(d n / W) keeps that at most d, and for d < 0,
+ * k = -ceil(-d n / W) makes it at least -d in size. */
 static void
 counter_rebase(const struct shmt_store *st, struct shmt_item *it, int64_t d)
 {
-	int64_t w = (int64_t)(st->window / st->subw), idx;
-	uint64_t cur;
+	unsigned __int128 a = (unsigned __int128)(d >= 0 ? (uint64_t)d :
+	    -(uint64_t)d) * st->subw;
+	uint64_t k, cur;
 
+	a = d >= 0 ? a / st->window : (a + st->window - 1) / st->window;
+	k = a > UINT64_MAX ? UINT64_MAX : (uint64_t)a;
 	memcpy(&cur, item_val(it), sizeof(cur));
-	idx = (int64_t)cur + (d >= 0 ? d / w : -((-d + w - 1) / w));
-	cur = idx > 0 ? (uint64_t)idx : 0;
+	if (d >= 0)
+		cur = cur > UINT64_MAX - k ? UINT64_MAX : cur + k;
+	else
+		cur = cur > k ? cur - k : 0;
 	memcpy(item_val(it), &cur, sizeof(cur));
 }
 

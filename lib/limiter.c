@@ -96,6 +96,30 @@
  * Exact mode keeps the time of grant n in log slot n % L; grant n is one
  * CAS on that slot from the record of grant n - L to {n, now}, allowed when
  * that record is C old; W holds only a hint of n that anyone advances.
+ *
+ *   loop:
+ *     n = load(hint); s = load(slot n % L)
+ *     if s.n == n: CAS hint n -> n + 1 (help), loop
+ *     if s.n != n - L: loop (stale hint) or corrupt
+ *     now = clock()                   -- after reading the slot
+ *     if s.n >= 0 and s.time + C > now: deny
+ *     CAS slot {n - L, s.time} -> {n, now}; on failure loop
+ *     report n; CAS hint n -> n + 1 (may fail: a helper was first)
+ *
+ * Order.  The hint reaches n + 1 only after slot n % L holds n, so grant
+ * n + 1 reads its clock after grant n's slot CAS, hence after grant n's
+ * clock read: decision times grow with n.  Grant n + L needs grant n's
+ * record C old, so t(n + L) >= t(n) + C, and with the order any half-open
+ * [t, t + C) holds at most L grants.  Key names: grant n gets name
+ * n mod nkeys, with L = nkeys * X.  The number reported is the n written by
+ * the grant's own slot CAS (the atomic step that decides and records it),
+ * never the hint read back afterwards: a failed compare-and-exchange
+ * overwrites its expected value with the hint's current one, which is
+ * another grant's number.  Grants with one name that fall in [t, t + C)
+ * have numbers n_1 < ... < n_j, all equal mod nkeys; if j > X then
+ * n_j >= n_1 + L, so t(n_j) >= t(n_j - L) + C >= t(n_1) + C: impossible.
+ * So every name is handed out at most X times in any [t, t + C)
+ * (tests/test_limiter_keys_mp.c checks this with six processes).
  */
 #include "limiter.h"
 
@@ -1073,9 +1097,13 @@ ex_take(shmt_t *h, const struct shmt_lview *v, uint64_t *seq)
 			cas_backoff(&lost);
 			continue;
 		}
-		__atomic_compare_exchange_n(np, &n, m, 0, __ATOMIC_ACQ_REL,
-		    __ATOMIC_RELAXED);
+		/* Our grant is number n: the one the slot CAS recorded.  The
+		 * hint CAS below may fail (a helper moved it on first) and
+		 * then overwrites its expected value with the hint's current
+		 * value, so it gets a copy and n stays ours. */
 		*seq = (uint64_t)n;
+		__atomic_compare_exchange_n(np, &(int64_t){ n }, m, 0,
+		    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		return 1;
 	}
 	return SHMT_EBUSYLOOP;

@@ -15,3 +15,7 @@ shmt_add_test(test_analyzer_kill SOURCES test_analyzer_kill.c
   LIBS shmt_analyzer_util LABELS stress TIMEOUT 600)
 shmt_add_test(test_analyzer_live SOURCES test_analyzer_live.c
   LIBS shmt_analyzer_util LABELS stress TIMEOUT 300)
+# Every sub-window edge and one nanosecond either side, with windows the
+# sub-window count does not divide.
+shmt_add_test(test_analyzer_edges SOURCES test_analyzer_edges.c
+  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)

@@ -18,6 +18,9 @@ shmt_add_test(test_limiter_interleave SOURCES test_limiter_interleave.c ${SHMT_T
 # Many processes and kill -9 with the real clock (a 20 ms window).
 shmt_add_test(test_limiter_mp SOURCES test_limiter_mp.c ${SHMT_TL_UTIL}
   LABELS stress TIMEOUT 120 LIBS Threads::Threads)
+# Key names of an exact limiter under six granting processes (2 ms window).
+shmt_add_test(test_limiter_keys_mp SOURCES test_limiter_keys_mp.c ${SHMT_TL_UTIL}
+  LABELS stress TIMEOUT 120)
 shmt_add_test(test_limiter_kill SOURCES test_limiter_kill.c ${SHMT_TL_UTIL}
   LABELS stress TIMEOUT 120)
 

@@ -273,10 +273,11 @@ ta_summary(const struct ta_run *r)
 	    " certified), %" PRIu64 " keys over the threshold of the span and %"
 	    PRIu64 " of the exact window checked, %" PRIu64 " reported; "
 	    " (%" PRIu64 " without kind or name); counters %u, probe %u, "
-	    "largest error %" PRIu64 " of total %" PRIu64 "\n", r->scen,
+	    "largest error %" PRIu64 " of total %" PRIu64 "; %" PRIu64 " keys "
+	    "left out with more than error\n", r->scen,
 	    r->c->name, r->n, r->queries, r->certified, r->must_report,
 	    r->must_report_win, r->reported, r->unnamed, r->counters, r->probe,
-	    r->max_error, r->max_total);
+	    r->max_error, r->max_total, r->left_over_error);
 }
 
 void
@@ -444,7 +445,8 @@ ta_query(struct ta_run *r)
 		TA_FAIL(r, "shmt_top_keys: %d", rc);
 	wstart = now >= c->window_ns ? now - c->window_ns : 0;
 	if (info.span_end_ns != now || info.span_start_ns > wstart ||
-	    info.span_start_ns + c->window_ns + r->w < now + 1 ||
+	    info.span_start_ns + c->window_ns + (c->window_ns + c->subw - 1) /
+	    c->subw <= now ||
 	    info.window_ns != c->window_ns || info.subwindow_ns != r->w ||
 	    info.threshold_ppm != c->ppm || info.memory_bytes != c->bytes ||
 	    info.counters != r->counters || info.probe != r->probe)
@@ -499,6 +501,16 @@ ta_query(struct ta_run *r)
 				    " requests in the span (error %" PRIu64 ")",
 				    id, r->cnt_span[id], nspan, info.error);
 		}
+		/* A key left out had at most max(error, the threshold of
+		 * total_window) requests in the span (the header's bound). */
+		if (!r->seen[id] && r->cnt_span[id] > info.error &&
+		    ta_over(r->cnt_span[id], info.total_window, c->ppm))
+			TA_FAIL(r, "key %u left out with %u requests in the span, "
+			    "over error %" PRIu64 " and over the threshold of "
+			    "total_window %" PRIu64, id, r->cnt_span[id],
+			    info.error, info.total_window);
+		if (!r->seen[id] && r->cnt_span[id] > info.error)
+			r->left_over_error++;
 		if (info.certified && ta_over(r->cnt_win[id], nwin, c->ppm)) {
 			r->must_report_win++;
 			if (!r->seen[id])

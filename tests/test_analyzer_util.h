@@ -73,6 +73,7 @@ struct ta_run {
 	uint64_t queries, certified, must_report, must_report_win, reported;
 	uint64_t max_error, max_total;
 	uint64_t unnamed;      /* listed with kind 0 and no key bytes */
+	uint64_t left_over_error; /* left out with more than `error` */
 	/* The last query's answer about WATCH (ta_watch), or 0. */
 	uint32_t watch;
 	int watch_reported;

@@ -201,12 +201,75 @@ test_bound_reached(void **state)
 	}
 }
 
+/*
+ * The window is half-open.  L grants at t fill [t, t + C); a grant at
+ * exactly t + C is allowed, and one at t + C - 1 is not, in the library and
+ * in the tests' sliding-window log (tl_exact: a grant at s still counts
+ * while s + C > now).  So a closed interval [t, t + C] can hold 2L grants
+ * at its two ends, and the promise is "at most L in any [t, t + C)".  (The
+ * seed's log keeps a timestamp equal to now - C, so it would refuse at
+ * t + C and grant at t + C + 1: one clock tick stricter.)  Exact mode, with
+ * a key pool too: the name handed out at t + C is the first name again.
+ */
+static void
+test_half_open(void **state)
+{
+	static const char *const keys[] = { "k0", "k1", "k2" };
+	const uint64_t L = 6, C = 1000, t0 = 5000000;
+	struct tl_exact m;
+	struct tu_clock clk = { t0 };
+	shmt_limit_t l;
+	char buf[8];
+
+	(void)state;
+	tu_segname(tb_g.seg, sizeof(tb_g.seg), "halfopen");
+	assert_int_equal(shmt_create(tb_g.seg, NULL, &tb_g.h), 0);
+	assert_int_equal(shmt_set_clock(tb_g.h, tu_clock_read, &clk), 0);
+	memset(&l, 0, sizeof(l));
+	l.limit = L;
+	l.window_ns = C;
+	l.mode = SHMT_MODE_EXACT;
+	assert_int_equal(shmt_limiter_define(tb_g.h, "ex", &l), 0);
+	l.limit = 0;
+	l.keys = keys;
+	l.nkeys = 3;
+	l.uses_per_key = 2;
+	assert_int_equal(shmt_limiter_define(tb_g.h, "exk", &l), 0);
+	assert_int_equal(tl_exact_init(&m, L, C), 0);
+	for (uint64_t i = 0; i < L; i++) {
+		assert_int_equal(tl_exact_try(&m, t0), 1);
+		assert_int_equal(shmt_try_use_key(tb_g.h, "ex"), 1);
+		assert_int_equal(shmt_next_key(tb_g.h, "exk", buf, sizeof(buf)),
+		    2);
+		assert_string_equal(buf, keys[i % 3]);
+	}
+	/* Full at t0 and one nanosecond before t0 + C. */
+	assert_int_equal(shmt_try_use_key(tb_g.h, "ex"), 0);
+	clk.now = t0 + C - 1;
+	assert_int_equal(tl_exact_try(&m, clk.now), 0);
+	assert_int_equal(shmt_try_use_key(tb_g.h, "ex"), 0);
+	assert_int_equal(shmt_next_key(tb_g.h, "exk", buf, sizeof(buf)), 0);
+	/* At exactly t0 + C all L come back: [t0, t0 + C] holds 2L. */
+	clk.now = t0 + C;
+	for (uint64_t i = 0; i < L; i++) {
+		assert_int_equal(tl_exact_try(&m, clk.now), 1);
+		assert_int_equal(shmt_try_use_key(tb_g.h, "ex"), 1);
+		assert_int_equal(shmt_next_key(tb_g.h, "exk", buf, sizeof(buf)),
+		    2);
+		assert_string_equal(buf, keys[i % 3]);
+	}
+	assert_int_equal(tl_exact_try(&m, clk.now), 0);
+	assert_int_equal(shmt_try_use_key(tb_g.h, "ex"), 0);
+	tl_exact_free(&m);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_bound_reached, tb_teardown),
 		cmocka_unit_test_teardown(test_bound_random, tb_teardown),
+		cmocka_unit_test_teardown(test_half_open, tb_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -305,6 +305,16 @@ enum shmt_mode {
  * The parameters of a limiter.  In the seed's terms: limit = uses allowed,
  * window_ns = cooldown, slack_ns = maximum_cooldown - cooldown, slack_uses
  * = key_threshold.  Zero-initialise, then set what you need.
+ *
+ * The promise: at most `limit` grants whose decision times fall in any
+ * half-open interval [t, t + window_ns), in both modes, under any
+ * interleaving and any kill -9.  A closed interval [t, t + window_ns] can
+ * hold up to 2 x limit at its two ends: a use taken at t comes back at
+ * exactly t + window_ns (exact mode; in buckets mode at the bucket's close
+ * + window_ns, later still).  The seed's sliding-window log keeps a
+ * timestamp equal to now - window, so it refuses at t + window and grants
+ * one clock tick later: it keeps at most `limit` in any closed interval of
+ * length window, one tick stricter than this library.
  */
 typedef struct shmt_limit {
 	uint64_t limit;        /* uses per window, 1..SHMT_LIMIT_MAX; 0 with a
@@ -314,7 +324,7 @@ typedef struct shmt_limit {
 	uint64_t slack_uses;   /* buckets mode: uses a bucket holds, 1..limit */
 	int mode;              /* enum shmt_mode */
 	/* Key pool (optional): next_key hands out these names in rotation,
-	 * each at most uses_per_key times per window. */
+	 * each at most uses_per_key times in any [t, t + window_ns). */
 	const char *const *keys;
 	uint32_t nkeys;        /* 0: no key pool */
 	uint32_t uses_per_key; /* with a key pool: >= 1 */
@@ -357,8 +367,10 @@ SHMT_EXPORT int shmt_try_use_key(shmt_t *h, const char *name);
 /*
  * shmt_next_key: like shmt_try_use_key on a limiter with a key pool, and
  * on a grant copies the key name to use, NUL-terminated, into BUF (CAP
- * bytes).  Names follow grant order, so each name is handed out at most
- * uses_per_key times in any window.  Returns the name's length (> 0),
+ * bytes).  Names follow grant order (grant n gets name n mod nkeys, n taken
+ * from the atomic step that decides the grant), so each name is handed out
+ * at most uses_per_key times in any half-open [t, t + window_ns).  Returns
+ * the name's length (> 0),
  * 0 when throttled, or an error: those of shmt_try_use_key, -ENOKEY (the
  * limiter has no key pool), -ERANGE (CAP too small for the longest key name
  * of the pool: checked before anything is granted).
@@ -538,15 +550,24 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
 
 /*
  * shmt_hit: count one occurrence of KEY now and set *COUNT (may be NULL) to
- * the number of its occurrences in the trailing window (counters_window_ns,
- * counted in counters_subwindows sub-windows of length w).  The answer is
- * the sum of the current sub-window and the ones before it that end inside
- * the window, so it covers between window - w and window of the past: it
- * never counts a hit older than the window, and it misses at most the hits
- * of one sub-window (those older than window - w).  Memory per key is fixed;
- * a key silent for a whole window disappears.  Errors: -EINVAL, -E2BIG,
- * -ENOSPC (counter shard full: the least recently hit key is evicted
- * first, so only when one key cannot fit), -ENODEV.
+ * the number of its occurrences in the trailing window W (counters_window_ns,
+ * counted in n = counters_subwindows sub-windows).  The sub-windows tile the
+ * clock exactly, whether or not n divides W: sub-window i spans
+ * [floor(i W / n), floor((i + 1) W / n)), so each is w = floor(W / n) or
+ * w + 1 ns long and any n in a row span exactly W.  The answer is the sum of
+ * the current sub-window and the n - 1 before it, so it covers between
+ * W - w and W of the past: it never counts a hit older than the window
+ * (now - t >= W), and it misses at most the hits of one sub-window, the
+ * oldest (every hit with now - t < W - w is counted).  Memory per key is fixed;
+ * a key silent for a whole window disappears.  When a counter shard is
+ * full, the keys last hit longest ago are evicted in a batch: those of the
+ * oldest of 64 equal slices of the shard's last-hit times that together
+ * hold at most N / 8 of its N keys, or else the one key hit least recently.
+ * So a key hit again before 7N/8 other keys of its shard were hit keeps its
+ * count, and every key evicted was hit no later than every key kept.
+ * A full shard walk pays for N / 8 evictions, in the
+ * call that triggers it, under the shard's lock.  Errors: -EINVAL, -E2BIG,
+ * -ENOSPC (only when one key cannot fit), -ENODEV.
  */
 SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
     uint64_t *count);
@@ -558,19 +579,27 @@ SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
  * analyzer, which answers: which keys had more than the threshold (10%) of
  * the requests of the last window (60 s)?
  *
- * The window is counted in sub-windows of w = window / subwindows.  Each
+ * The window W is counted in n = subwindows sub-windows that tile the clock
+ * exactly: sub-window i spans [floor(i W / n), floor((i + 1) W / n)), so
+ * each is w = floor(W / n) (subwindow_ns) or w + 1 ns long and any n in a
+ * row span exactly W, whether or not n divides W.  Each
  * sub-window has one Misra-Gries summary per writer stripe (k counters each,
  * see shmt_top_info_t.counters, in groups of `probe`: a key's hash picks
  * its group); a request updates one group of one summary of one
  * sub-window, written by its thread alone, so processes never write the
- * same cache line.  A query merges the summaries of the sub-windows that
- * cover the window.  For each key it gives bounds lower <= true count <=
+ * same cache line.  A query merges the summaries of the sub-window holding
+ * now and the n before it.  The covered span [span_start_ns, now] always
+ * holds the exact window [now - W, now]: its slop is extra time, never
+ * missing time, less than W / n rounded up (span_end_ns - span_start_ns <
+ * W + ceil(W / n)).  For each key it gives bounds lower <= true count <=
  * upper over the covered span; a key missing from every summary had at most
  * `error` requests, and error <= N / (probe + 1) with probe >= 1.2 /
  * threshold, so below the threshold: every key over the threshold in the
- * covered span is reported, always.  The covered span is at most one sub-window longer than
- * the window (the time slop); the answer also lists every key that may be
- * over the threshold of the exact window, and says so in `certified`.
+ * covered span is reported, always.  The newest n sub-windows lie inside
+ * the exact window (total_window counts their requests); the answer lists
+ * every key whose upper bound is over the threshold of total_window, so it
+ * holds every key over the threshold of the exact window whenever error
+ * itself is under that threshold, and says so in `certified`.
  * Keys are told apart by a 64-bit hash: the bounds could only be wrong for
  * two distinct keys with the same 64-bit hash (about n^2 / 2^65 for n keys).
  * A process killed in the middle of an update leaves bounds that hold.
@@ -601,8 +630,18 @@ typedef struct shmt_top_info {
 	shmt_time_t window_ns, subwindow_ns;
 	uint64_t total;          /* requests counted in the span */
 	uint64_t total_window;   /* of them, certainly in the exact window */
-	uint64_t error;          /* a key absent from the answer had at most
-	                          * this many requests in the span */
+	uint64_t error;          /* D, the sum of the summaries' offsets: a
+	                          * key in no summary had at most this many
+	                          * requests in the span.  A key absent from
+	                          * the answer had at most max(error,
+	                          * threshold_ppm x total_window / 10^6) of
+	                          * them: either it is in no summary, or its
+	                          * upper bound (lower + error, at least its
+	                          * true count) was not over that threshold;
+	                          * candidates under the threshold are left
+	                          * out even when their count exceeds error.
+	                          * With certified = 1, error is under the
+	                          * threshold, so the bound is the threshold. */
 	uint32_t threshold_ppm;
 	int certified;           /* every key with more than the threshold of
 	                          * the exact window's requests is listed */
