@@ -1098,12 +1098,14 @@ ex_take(shmt_t *h, const struct shmt_lview *v, uint64_t *seq)
 	unsigned lost = 0;
 
 	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
-		int64_t n = __atomic_load_n(np, __ATOMIC_ACQUIRE), m = n + 1;
+		int64_t n = __atomic_load_n(np, __ATOMIC_ACQUIRE), m;
 		struct shmt_log_slot *slot;
 		uint64_t s[2], d[2], now;
 
-		if (n < 0)
+		/* 2^63 grants take centuries: a count that high is damage. */
+		if (n < 0 || n == INT64_MAX)
 			return SHMT_ECORRUPT;
+		m = n + 1;
 		slot = &v->log[(uint64_t)n % (uint64_t)L];
 		shmt__load128(slot, s);
 		if ((int64_t)s[0] == n) {
