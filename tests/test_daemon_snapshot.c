@@ -350,6 +350,45 @@ test_not_a_regular_file(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+
+/* The dictionary's creation limits come back with the segment: a restored
+ * segment refuses what the original refused. */
+static void
+test_restore_keeps_dict_limits(void **state)
+{
+	struct tu_clock clk = { 5 * S };
+	char seg[128], path[64], err[512], val[8];
+	shmt_config_t cfg;
+	shmt_t *h;
+	size_t vlen;
+	int fd;
+
+	tu_segname(seg, sizeof(seg), "snaplim");
+	snprintf(path, sizeof(path), "/tmp/shmt-test-snap-XXXXXX");
+	assert_true((fd = mkstemp(path)) >= 0);
+	close(fd);
+	shmt_config_init(&cfg);
+	cfg.dict_max_key = 4;
+	cfg.dict_max_value = 16;
+	cfg.dict_default_ttl_ms = 2000;
+	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
+	assert_int_equal(shmtd_snapshot_write(h, path, err, sizeof(err)), 0);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+	if (shmtd_snapshot_restore(path, seg, &h, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_set(h, "k", 1, "0123456789abcdefg", 17, 0),
+	    -EMSGSIZE);
+	assert_int_equal(shmt_set(h, "kkkkk", 5, "v", 1, 0), -E2BIG);
+	assert_int_equal(shmt_set(h, "k", 1, "v", 1, 0), 0);
+	clk.now += 2 * S;
+	assert_int_equal(shmt_get(h, "k", 1, val, sizeof(val), &vlen), -ENOENT);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+	unlink(path);
+}
+
 static void
 test_random_files(void **state)
 {
@@ -398,6 +437,7 @@ main(void)
 		cmocka_unit_test(test_random_files),
 		cmocka_unit_test(test_damaged_state_refused),
 		cmocka_unit_test(test_not_a_regular_file),
+		cmocka_unit_test(test_restore_keeps_dict_limits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
