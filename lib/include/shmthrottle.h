@@ -205,7 +205,8 @@ SHMT_EXPORT const char *shmt_strerror(int err);
  * processes creating the same name at once exactly one gets 0 and the other
  * -EEXIST (the segment it then finds is complete; shmt_open() attaches).
  *
- * Errors: -EINVAL (bad name or parameters), -ENAMETOOLONG, -EEXIST, -ENOMEM,
+ * Errors: -EINVAL (bad name, or parameters that shmt_config_check refuses:
+ * it names the rule), -ENAMETOOLONG, -EEXIST, -ENOMEM,
  * -ENOSPC (no room in /dev/shm), -EACCES/-EPERM (mode or gid refused),
  * SHMT_ENOSLOT.  On error nothing is left behind and *OUT is untouched.
  * kill -9 during the call leaves at most a temporary object named
@@ -336,7 +337,8 @@ typedef struct shmt_limit {
  *
  * Errors: -EINVAL (invalid combination: zero limit or window, slack_uses 0 or
  * above limit, zero slack in bucket mode, too many buckets, exact limit too
- * large, key pool size mismatch, bad key name, zero client capacity ...),
+ * large, key pool size mismatch, bad key name, zero client capacity ...:
+ * exactly what shmt_limit_check refuses, and it names the rule),
  * -ENAMETOOLONG, -EEXIST (defined with other parameters), -ENOSPC (limiter
  * table or storage arena full).  On any error nothing is defined.
  * Concurrency: any number of processes may define at once; they serialise
