@@ -16,6 +16,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <ini.h>
 
@@ -282,6 +285,11 @@ struct parse {
 	FILE *f;
 	const char *str;
 	int line;
+	/* The section of the lines read so far, tracked here by inih's own
+	 * rules: inih cuts a section name to 49 bytes, and calls the handler
+	 * for keys only, so an empty section would pass unseen. */
+	char section[256];
+	int after_key;        /* a key line seen since the last header */
 	struct seen fixed[S_LIMITER];
 	struct seen *lseen;   /* one per limiter */
 	size_t lcap;
@@ -329,21 +337,80 @@ at_end(struct parse *p)
 	return 0;
 }
 
+static int section_open(struct parse *p, const char *name);
+
+/*
+ * Follow inih's reading of one line (lskip, comment, continuation, section
+ * header, key) to know the section: a header line opens a section here, so
+ * that an unknown or empty one is refused at its own line, and the full
+ * name is kept.
+ */
+static void
+track_line(struct parse *p, const char *line)
+{
+	const char *s = line, *e;
+	int was_space = 0;
+	char name[sizeof(p->section)];
+	size_t n;
+
+	if (p->line == 1 && (unsigned char)s[0] == 0xEF &&
+	    (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF)
+		s += 3;
+	while (*s != '\0' && isspace((unsigned char)*s))
+		s++;
+	if (*s == '\0' || *s == ';' || *s == '#')
+		return;
+	if (p->after_key && s > line)
+		return; /* a continuation line */
+	if (*s != '[') {
+		p->after_key = 1;
+		return;
+	}
+	/* inih: up to ']' or an inline comment (';' after a space). */
+	for (e = s + 1; *e != '\0' && *e != ']' && !(was_space && *e == ';');
+	    e++)
+		was_space = isspace((unsigned char)*e);
+	if (*e != ']')
+		return; /* inih reports the syntax error */
+	n = (size_t)(e - (s + 1));
+	if (n >= sizeof(name)) {
+		fail(p, p->line, NULL, "section name longer than %zu bytes",
+		    sizeof(name) - 1);
+		return;
+	}
+	memcpy(name, s + 1, n);
+	name[n] = '\0';
+	memcpy(p->section, name, n + 1);
+	p->after_key = 0;
+	section_open(p, name);
+}
+
 /*
  * The line reader for inih: counts lines so the handler knows where it is,
- * and refuses a line longer than inih's buffer, which inih would otherwise
- * split silently into two lines.
+ * refuses a NUL byte (which would cut the line short unseen) and a line
+ * longer than inih's buffer, which inih would otherwise split silently into
+ * two lines, and tracks sections (track_line).
  */
 static char *
 read_line(char *buf, int cap, void *stream)
 {
 	struct parse *p = stream;
-	size_t n;
+	size_t n = 0;
+	int nul = 0;
 
 	if (p->f != NULL) {
-		if (fgets(buf, cap, p->f) == NULL)
+		int ch = EOF;
+
+		while (n < (size_t)cap - 1 && (ch = getc(p->f)) != EOF) {
+			if (ch == '\0')
+				nul = 1;
+			buf[n++] = (char)ch;
+			if (ch == '\n')
+				break;
+		}
+		if (n == 0)
 			return NULL;
-		n = strlen(buf);
+		buf[n] = '\0';
 	} else {
 		const char *nl;
 
@@ -358,12 +425,19 @@ read_line(char *buf, int cap, void *stream)
 		p->str += n;
 	}
 	p->line++;
+	if (nul) {
+		fail(p, p->line, NULL, "NUL byte in the line (a config is "
+		    "text)");
+		return NULL;
+	}
 	if (n == (size_t)cap - 1 && buf[n - 1] != '\n' && !at_end(p)) {
 		fail(p, p->line, NULL, "line longer than %d characters "
 		    "(continue a long value on indented lines)", cap - 2);
 		p->rc = -E2BIG;
 		return NULL;
 	}
+	if (p->err_line == 0)
+		track_line(p, buf);
 	return buf;
 }
 
@@ -453,6 +527,13 @@ add_keys(struct parse *p, struct shmtd_limiter *lim, const char *v)
 			if (e == NULL && b != v)
 				break; /* a trailing comma ends the line */
 			fail(p, p->line, "keys", "empty key name in '%s'", v);
+			return -EINVAL;
+		}
+		if (*b == ';' || *b == '#') {
+			/* Printed back after ", " or at the start of an
+			 * indented line, it would read as a comment. */
+			fail(p, p->line, "keys", "key name '%.*s' starts with "
+			    "'%c', which starts a comment", (int)(t - b), b, *b);
 			return -EINVAL;
 		}
 		if ((size_t)(t - b) > SHMT_KEYNAME_MAX) {
@@ -688,6 +769,24 @@ section_lookup(struct parse *p, const char *section, const char *key,
 	return 0;
 }
 
+/* A section header on the current line: refuse an unknown section there,
+ * even one without keys, and create a limiter (an empty [limiter NAME] then
+ * fails its checks instead of vanishing). */
+static int
+section_open(struct parse *p, const char *name)
+{
+	const struct keydef *keys;
+	struct seen *seen;
+	char *base;
+	int rc = section_lookup(p, name, NULL, &base, &keys, &seen);
+
+	if (rc == -ENOMEM)
+		p->rc = rc;
+	if (rc == 0 && seen->first_line == 0)
+		seen->first_line = p->line;
+	return rc;
+}
+
 static int
 on_key(void *user, const char *section, const char *name, const char *value)
 {
@@ -699,6 +798,9 @@ on_key(void *user, const char *section, const char *name, const char *value)
 
 	if (p->err_line != 0)
 		return 1; /* report the first error only */
+	/* inih's copy of the section name is cut at 49 bytes. */
+	(void)section;
+	section = p->section;
 	rc = section_lookup(p, section, name, &base, &keys, &seen);
 	if (rc == -ENOMEM)
 		p->rc = rc;
@@ -718,7 +820,7 @@ on_key(void *user, const char *section, const char *name, const char *value)
 		    section, seen->line[i]);
 		return 0;
 	}
-	if (seen->bits == 0)
+	if (seen->bits == 0 && seen->first_line == 0)
 		seen->first_line = p->line;
 	seen->bits |= 1U << i;
 	seen->line[i] = p->line;
@@ -741,8 +843,9 @@ defaults(struct shmtd_config *c)
 	c->dict.enabled = c->seg.dict_bytes != 0;
 	c->dict.size = c->seg.dict_bytes;
 	c->dict.shards = c->seg.dict_shards;
-	c->dict.max_key = SHMT_KEY_MAX;
-	c->dict.max_value = SHMT_VALUE_MAX;
+	c->dict.max_key = c->seg.dict_max_key;
+	c->dict.max_value = c->seg.dict_max_value;
+	c->dict.default_ttl_ns = c->seg.dict_default_ttl_ms * 1000000;
 	snprintf(c->dict.eviction, sizeof(c->dict.eviction), "%s",
 	    c->seg.dict_eviction ? "lru" : "none");
 	c->analyzer.enabled = c->seg.analyzer_bytes != 0;
@@ -758,12 +861,6 @@ defaults(struct shmtd_config *c)
 	c->counters.subwindows = c->seg.counters_subwindows;
 	c->snapshot_interval_ns = 60 * NS_S;
 	snprintf(c->log_target, sizeof(c->log_target), "stderr");
-}
-
-static uint64_t
-div_up(uint64_t a, uint64_t b)
-{
-	return a / b + (a % b != 0);
 }
 
 /* True when S has seen key K. */
@@ -789,51 +886,94 @@ key_line(const struct seen *s, const struct keydef *keys, const char *k)
 #define LFAIL(key, ...) \
 	fail(p, key_line(s, limiter_keys, key), key, __VA_ARGS__)
 
-/* Fill in what LIM left out and check what the library would refuse, so
- * that --check-config catches it without a segment. */
+/* The config key that holds field FIELD of a library rule ("FIELD: rule",
+ * as shmt_limit_check and shmt_config_check write it). */
+struct field_key {
+	const char *field;
+	enum section sec;
+	const char *key;
+};
+
+static const struct field_key limit_fields[] = {
+	{ "limit", S_LIMITER, "limit" }, { "window_ns", S_LIMITER, "window" },
+	{ "slack_ns", S_LIMITER, "slack_time" },
+	{ "slack_uses", S_LIMITER, "slack_uses" },
+	{ "mode", S_LIMITER, "mode" }, { "keys", S_LIMITER, "keys" },
+	{ "nkeys", S_LIMITER, "keys" },
+	{ "uses_per_key", S_LIMITER, "uses_per_key" },
+	{ "per_client", S_LIMITER, "per_client" },
+	{ "client_capacity", S_LIMITER, "capacity" },
+	{ NULL, 0, NULL }
+};
+
+static const struct field_key config_fields[] = {
+	{ "mode", S_SEGMENT, "mode" },
+	{ "max_limiters", S_SEGMENT, "max_limiters" },
+	{ "max_slots", S_SEGMENT, "max_slots" },
+	{ "arena_bytes", S_SEGMENT, "arena" },
+	{ "dict_bytes", S_DICT, "size" }, { "dict_shards", S_DICT, "shards" },
+	{ "dict_eviction", S_DICT, "eviction" },
+	{ "dict_max_key", S_DICT, "max_key" },
+	{ "dict_max_value", S_DICT, "max_value" },
+	{ "dict_default_ttl_ms", S_DICT, "default_ttl" },
+	{ "counters_bytes", S_COUNTERS, "size" },
+	{ "counters_shards", S_COUNTERS, "shards" },
+	{ "counters_subwindows", S_COUNTERS, "subwindows" },
+	{ "counters_window_ns", S_COUNTERS, "window" },
+	{ "analyzer_bytes", S_ANALYZER, "size" },
+	{ "analyzer_window_ns", S_ANALYZER, "window" },
+	{ "analyzer_subwindows", S_ANALYZER, "subwindows" },
+	{ "analyzer_threshold_ppm", S_ANALYZER, "threshold" },
+	{ "analyzer_clients", S_ANALYZER, "clients" },
+	{ NULL, 0, NULL }
+};
+
+/* The entry of TABLE for the field WHY starts with (NULL: none). */
+static const struct field_key *
+field_of(const struct field_key *table, const char *why)
+{
+	size_t n = strcspn(why, ":");
+
+	for (; table->field != NULL; table++)
+		if (strlen(table->field) == n &&
+		    strncmp(table->field, why, n) == 0)
+			return table;
+	return NULL;
+}
+
+/* Fill in what LIM left out (only keys that are absent: a key given as 0
+ * is checked as 0), then apply the library's own rules
+ * (shmt_limit_check) and the rules of the file itself. */
 static void
 limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 {
 	shmt_limit_t *l = &lim->limit;
+	const struct field_key *fk;
+	char why[256];
 
-	if (l->nkeys > 0 && l->uses_per_key == 0)
+	if (l->nkeys > 0 && !has_key(s, limiter_keys, "uses_per_key"))
 		l->uses_per_key = 1;
-	if (l->nkeys > 0 && l->limit == 0)
+	if (l->nkeys > 0 && l->limit == 0 && l->uses_per_key != 0)
 		l->limit = (uint64_t)l->nkeys * l->uses_per_key;
-	if (l->per_client && l->client_capacity == 0)
+	if (l->per_client && !has_key(s, limiter_keys, "capacity"))
 		l->client_capacity = 1024;
-	if (l->mode == SHMT_MODE_BUCKETS && l->slack_ns == 0)
+	if (l->mode == SHMT_MODE_BUCKETS &&
+	    !has_key(s, limiter_keys, "slack_time"))
 		l->slack_ns = l->window_ns / 10 > 0 ? l->window_ns / 10 : 1;
-	if (l->mode == SHMT_MODE_BUCKETS && l->slack_uses == 0)
+	if (l->mode == SHMT_MODE_BUCKETS &&
+	    !has_key(s, limiter_keys, "slack_uses"))
 		l->slack_uses = l->limit / 10 > 0 ? l->limit / 10 : 1;
 
-	if (l->limit == 0 || l->limit > SHMT_LIMIT_MAX)
-		LFAIL("limit", "[limiter %s] needs a limit from 1 to %llu",
-		    lim->name, (unsigned long long)SHMT_LIMIT_MAX);
-	else if (l->window_ns == 0)
-		LFAIL("window", "[limiter %s] needs a window above 0", lim->name);
-	else if (l->nkeys > 0 && l->limit != (uint64_t)l->nkeys * l->uses_per_key)
-		LFAIL("limit", "[limiter %s]: limit must be keys x uses_per_key "
-		    "(%" PRIu64 ")", lim->name,
-		    (uint64_t)l->nkeys * l->uses_per_key);
-	else if (l->nkeys == 0 && has_key(s, limiter_keys, "uses_per_key"))
+	/* Rules about what the file says, not about the parameters. */
+	if (l->nkeys == 0 && has_key(s, limiter_keys, "uses_per_key"))
 		LFAIL("uses_per_key", "[limiter %s] has no keys", lim->name);
-	else if (l->nkeys > 0 && l->per_client)
-		LFAIL("keys", "[limiter %s]: a key pool cannot be per client",
-		    lim->name);
 	else if (!l->per_client && has_key(s, limiter_keys, "capacity"))
 		LFAIL("capacity", "[limiter %s] is not per client", lim->name);
-	else if (l->mode == SHMT_MODE_EXACT && l->limit > SHMT_EXACT_LIMIT_MAX)
-		LFAIL("limit", "exact mode keeps one record per use: at most %llu",
-		    (unsigned long long)SHMT_EXACT_LIMIT_MAX);
-	else if (l->mode == SHMT_MODE_BUCKETS && l->slack_uses > l->limit)
-		LFAIL("slack_uses", "above the limit (%" PRIu64 ")", l->limit);
-	else if (l->mode == SHMT_MODE_BUCKETS &&
-	    div_up(l->window_ns, l->slack_ns) + div_up(l->limit, l->slack_uses) >
-	    SHMT_BUCKETS_MAX)
-		LFAIL("slack_time", "window/slack_time + limit/slack_uses "
-		    "needs more than %u buckets: raise slack_time or slack_uses",
-		    SHMT_BUCKETS_MAX);
+	else if (shmt_limit_check(l, why, sizeof(why)) != 0) {
+		fk = field_of(limit_fields, why);
+		LFAIL(fk != NULL ? fk->key : "limit", "[limiter %s]: %s",
+		    lim->name, why);
+	}
 	if (l->nkeys > 1 && p->err_line == 0) {
 		char **sorted = malloc(l->nkeys * sizeof(*sorted));
 
@@ -853,56 +993,28 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 	}
 }
 
+#define SFAIL(sec, keys, key, ...) \
+	fail(p, key_line(&p->fixed[sec], keys, key), key, __VA_ARGS__)
+
 static void
 resolve(struct parse *p)
 {
 	struct shmtd_config *c = p->cfg;
-	const struct seen *s;
+	const struct field_key *fk;
+	char why[256];
 
 	for (size_t i = 0; i < c->nlimiters && p->err_line == 0; i++)
 		limiter_resolve(p, &c->limiters[i], &p->lseen[i]);
-	s = &p->fixed[S_SEGMENT];
-	if (p->err_line == 0 && c->nlimiters > c->seg.max_limiters)
-		fail(p, key_line(s, segment_keys, "max_limiters"), "max_limiters",
-		    "%zu limiters are configured but max_limiters is %u",
-		    c->nlimiters, c->seg.max_limiters);
-	if (p->err_line == 0 &&
-	    (c->seg.max_limiters == 0 || c->seg.max_limiters > 4096))
-		fail(p, key_line(s, segment_keys, "max_limiters"), "max_limiters",
-		    "must be from 1 to 4096");
-	if (p->err_line == 0 && (c->seg.max_slots == 0 || c->seg.max_slots > 65536))
-		fail(p, key_line(s, segment_keys, "max_slots"), "max_slots",
-		    "must be from 1 to 65536");
-	if (p->err_line == 0 && c->seg.arena_bytes < (64ULL << 10))
-		fail(p, key_line(s, segment_keys, "arena"), "arena",
-		    "must be at least 64KiB");
-	s = &p->fixed[S_ANALYZER];
-	if (p->err_line == 0 &&
-	    (c->analyzer.subwindows == 0 || c->analyzer.subwindows > 64))
-		fail(p, key_line(s, analyzer_keys, "subwindows"), "subwindows",
-		    "must be from 1 to 64");
-	s = &p->fixed[S_COUNTERS];
-	if (p->err_line == 0 &&
-	    (c->counters.subwindows == 0 || c->counters.subwindows > 256))
-		fail(p, key_line(s, counters_keys, "subwindows"), "subwindows",
-		    "must be from 1 to 256");
-	if (p->err_line == 0 && c->counters.shards == 0)
-		fail(p, key_line(s, counters_keys, "shards"), "shards",
-		    "must be at least 1");
-	s = &p->fixed[S_DICT];
-	if (p->err_line == 0 && (c->dict.shards == 0 || c->dict.shards > 1024 ||
-	    (c->dict.shards & (c->dict.shards - 1)) != 0))
-		fail(p, key_line(s, dict_keys, "shards"), "shards",
-		    "must be a power of two from 1 to 1024");
-	if (p->err_line == 0 && c->dict.max_key > SHMT_KEY_MAX)
-		fail(p, key_line(s, dict_keys, "max_key"), "max_key",
-		    "at most %d bytes", SHMT_KEY_MAX);
-	if (p->err_line == 0 && c->dict.max_value > SHMT_VALUE_MAX)
-		fail(p, key_line(s, dict_keys, "max_value"), "max_value",
-		    "at most %d bytes", SHMT_VALUE_MAX);
+	if (p->err_line != 0)
+		return;
 	c->seg.dict_bytes = c->dict.enabled ? c->dict.size : 0;
 	c->seg.dict_shards = c->dict.shards;
 	c->seg.dict_eviction = strcmp(c->dict.eviction, "lru") == 0;
+	c->seg.dict_max_key = (uint32_t)(c->dict.max_key <= UINT32_MAX ?
+	    c->dict.max_key : UINT32_MAX);
+	c->seg.dict_max_value = (uint32_t)(c->dict.max_value <= UINT32_MAX ?
+	    c->dict.max_value : UINT32_MAX);
+	c->seg.dict_default_ttl_ms = c->dict.default_ttl_ns / 1000000;
 	c->seg.counters_bytes = c->counters.enabled ? c->counters.size : 0;
 	c->seg.counters_shards = c->counters.shards;
 	c->seg.counters_window_ns = c->counters.window_ns;
@@ -912,6 +1024,29 @@ resolve(struct parse *p)
 	c->seg.analyzer_subwindows = c->analyzer.subwindows;
 	c->seg.analyzer_threshold_ppm = c->analyzer.threshold_pct * 10000;
 	c->seg.analyzer_clients = (uint32_t)c->analyzer.clients;
+
+	/* Rules of the file.  max_key or max_value 0 would mean "the hard
+	 * limit" to the library, which a file says by leaving the key out. */
+	if (c->nlimiters > c->seg.max_limiters)
+		SFAIL(S_SEGMENT, segment_keys, "max_limiters",
+		    "%zu limiters are configured but max_limiters is %u",
+		    c->nlimiters, c->seg.max_limiters);
+	else if (c->dict.max_key == 0)
+		SFAIL(S_DICT, dict_keys, "max_key", "must be at least 1 byte");
+	else if (c->dict.max_value == 0)
+		SFAIL(S_DICT, dict_keys, "max_value", "must be at least 1 byte");
+	else if (c->dict.default_ttl_ns % 1000000 != 0)
+		SFAIL(S_DICT, dict_keys, "default_ttl", "must be a whole "
+		    "number of milliseconds (items keep TTLs in ms)");
+	else if (shmt_config_check(&c->seg, why, sizeof(why)) != 0) {
+		/* The library's own rules for creating the segment. */
+		fk = field_of(config_fields, why);
+		if (fk == NULL)
+			fail(p, 1, NULL, "%s", why);
+		else
+			SFAIL(fk->sec, sections[fk->sec].keys, fk->key, "%s",
+			    why);
+	}
 }
 
 /* ---- Load, apply, free ---------------------------------------------------- */
@@ -935,6 +1070,47 @@ parse_source(struct parse *p)
 	return p->rc;
 }
 
+/* Open PATH for reading, refusing anything but a regular file (a
+ * directory would read as an empty config, a FIFO would block): 0, or a
+ * negative errno with ERR saying why. */
+static int
+open_regular(const char *path, FILE **out, char *err, size_t errcap)
+{
+	struct stat st;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+		close(fd);
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		if (err != NULL && errcap > 0)
+			snprintf(err, errcap, "%s: not a regular file (%s)", path,
+			    S_ISDIR(st.st_mode) ? "a directory" :
+			    S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	}
+	/* Reads of a regular file never block; clear the flag anyway. */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	if ((*out = fdopen(fd, "r")) == NULL) {
+		rc = -errno;
+		close(fd);
+		goto fail;
+	}
+	return 0;
+fail:
+	if (err != NULL && errcap > 0)
+		snprintf(err, errcap, "%s: cannot read: %s", path, strerror(-rc));
+	return rc;
+}
+
 int
 shmtd_config_load(const char *path, struct shmtd_config *out, char *err,
     size_t errcap)
@@ -955,11 +1131,7 @@ shmtd_config_load(const char *path, struct shmtd_config *out, char *err,
 	snprintf(out->source, sizeof(out->source), "%s", p.file);
 	if (path == NULL) {
 		p.str = builtin_config;
-	} else if ((p.f = fopen(path, "re")) == NULL) {
-		rc = -errno;
-		if (err != NULL && errcap > 0)
-			snprintf(err, errcap, "%s: cannot read: %s", path,
-			    strerror(-rc));
+	} else if ((rc = open_regular(path, &p.f, err, errcap)) != 0) {
 		return rc;
 	}
 	rc = parse_source(&p);

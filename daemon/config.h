@@ -23,7 +23,7 @@ struct shmtd_limiter {
 	char name[SHMT_LIMITER_NAME_MAX + 1];
 	shmt_limit_t limit;   /* limit.keys points into KEYS */
 	char **keys;          /* owned: limit.nkeys names */
-	int line;             /* line of the section header's first key */
+	int line;             /* line of its section header */
 };
 
 /* [dictionary]: the sharded string -> string store.  Resolved into

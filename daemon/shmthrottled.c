@@ -333,7 +333,7 @@ static int
 segment_new(struct daemon *d)
 {
 	const char *name = d->cfg.segment;
-	char err[1024];
+	char err[1024], why[256];
 	int rc;
 
 	if (d->cfg.snapshot[0] != '\0') {
@@ -356,11 +356,18 @@ segment_new(struct daemon *d)
 			    err);
 	}
 	rc = shmt_create(name, &d->cfg.seg, &d->h);
-	if (rc == 0)
+	if (rc == 0) {
 		shmtd_log(LOG_NOTICE, "segment %s created", name);
-	else if (rc != -EEXIST)
+	} else if (rc == -EINVAL &&
+	    shmt_config_check(&d->cfg.seg, why, sizeof(why)) != 0) {
+		/* The config was checked by these same rules when it
+		 * loaded; name the rule anyway rather than a bare errno. */
+		shmtd_log(LOG_ERR, "cannot create segment %s (config %s): %s",
+		    name, d->cfg.source, why);
+	} else if (rc != -EEXIST) {
 		shmtd_log(LOG_ERR, "cannot create segment %s: %s", name,
 		    shmt_strerror(rc));
+	}
 	return rc == 0 || rc == -EEXIST ? rc : EXIT_FAIL;
 }
 

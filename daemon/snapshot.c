@@ -220,6 +220,17 @@ sync_dir(const char *path)
 	return rc;
 }
 
+/* What kind of file MODE is, for messages. */
+static const char *
+file_kind(mode_t mode)
+{
+	return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" :
+	    S_ISCHR(mode) ? "a character device" :
+	    S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" :
+	    S_ISLNK(mode) ? "a symbolic link" : S_ISREG(mode) ?
+	    "a regular file" : "not a file";
+}
+
 int
 shmtd_snapshot_write(shmt_t *h, const char *path, char *err, size_t cap)
 {
@@ -228,12 +239,21 @@ shmtd_snapshot_write(shmt_t *h, const char *path, char *err, size_t cap)
 	struct piece p[P_COUNT];
 	unsigned char *img = NULL;
 	const char *what = "write";
+	struct stat st;
 	int fd = -1, rc = 0;
 
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path,
 	    (int)getpid()) >= sizeof(tmp)) {
 		snprintf(err, cap, "snapshot %s: path too long", path);
 		return -ENAMETOOLONG;
+	}
+	/* Only a regular file (or a symbolic link, which rename replaces) is
+	 * ever replaced: anything else at PATH is the operator's mistake. */
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) &&
+	    !S_ISLNK(st.st_mode)) {
+		snprintf(err, cap, "snapshot %s: not a regular file (%s)", path,
+		    file_kind(st.st_mode));
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 	}
 	/* calloc: the pages left out are never touched. */
 	if ((img = calloc(1, h->size)) == NULL) {
@@ -254,10 +274,18 @@ shmtd_snapshot_write(shmt_t *h, const char *path, char *err, size_t cap)
 	sh.sn_sum = pieces_sum(img, p);
 	sh.sn_hdr_sum = fnv1a(FNV_INIT, &sh, offsetof(struct snap_hdr, sn_hdr_sum));
 
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* The temporary name is ours: whatever else sits there (a FIFO, a
+	 * link) is refused instead of blocking or being followed. */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW |
+	    O_NONBLOCK | O_NOCTTY, 0600);
 	if (fd < 0) {
 		rc = -errno;
 		what = "create";
+		goto out;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		rc = -EINVAL;
+		what = "create a regular file at";
 		goto out;
 	}
 	rc = write_all(fd, &sh, sizeof(sh));
@@ -372,29 +400,22 @@ check_image(const struct shmt_hdr *hdr, const struct snap_hdr *sh,
 	return 0;
 }
 
-/* Lay the pieces of BUF out at their places in a zeroed image. */
+/* Check the pieces of BUF.  The file keeps them packed (header region,
+ * limiter table, used arena) and they are copied from there into the new
+ * segment: no image of the whole segment is ever allocated, so a header
+ * that claims a huge segment costs nothing before shmt_create judges its
+ * parameters. */
 static int
-unpack(const unsigned char *buf, const struct snap_hdr *sh,
-    unsigned char **img, const char *path, char *err, size_t cap)
+unpack(const unsigned char *buf, const struct snap_hdr *sh, const char *path,
+    char *err, size_t cap)
 {
 	const struct shmt_hdr *hdr = (const struct shmt_hdr *)(const void *)buf;
 	struct piece p[P_COUNT];
-	uint64_t at = 0;
-	int rc;
 
 	if (sh->sn_size < sizeof(*hdr))
 		return bad(err, cap, SHMT_ECORRUPT, path, "image shorter than "
 		    "a segment header");
-	if ((rc = check_image(hdr, sh, p, path, err, cap)) != 0)
-		return rc;
-	if ((*img = calloc(1, hdr->sh_size)) == NULL)
-		return bad(err, cap, -ENOMEM, path, "no memory for a %" PRIu64
-		    "-byte image", hdr->sh_size);
-	for (int i = 0; i < P_COUNT; i++) {
-		memcpy(*img + p[i].off, buf + at, p[i].len);
-		at += p[i].len;
-	}
-	return 0;
+	return check_image(hdr, sh, p, path, err, cap);
 }
 
 /* Read and check PATH; on success *SH and *IMG (malloc'd) hold it. */
@@ -406,14 +427,22 @@ read_snapshot(const char *path, struct snap_hdr *sh, unsigned char **img,
 	unsigned char *buf = NULL;
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO (or a device) at PATH must not block the open
+	 * for ever; whatever it is, it is refused right after. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
 		rc = -errno;
 		return rc == -ENOENT ? rc : bad(err, cap, rc, path, "%s",
 		    strerror(-rc));
 	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		rc = bad(err, cap, -EINVAL, path, "not a regular file");
+	if (fstat(fd, &st) != 0) {
+		rc = bad(err, cap, -errno, path, "cannot stat: %s",
+		    strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = bad(err, cap, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL,
+		    path, "not a regular file (%s)", file_kind(st.st_mode));
 		goto out;
 	}
 	if ((uint64_t)st.st_size < sizeof(*sh) ||
@@ -438,9 +467,12 @@ read_snapshot(const char *path, struct snap_hdr *sh, unsigned char **img,
 		    "(the file is damaged)");
 		goto out;
 	}
-	rc = unpack(buf, sh, img, path, err, cap);
+	rc = unpack(buf, sh, path, err, cap);
 out:
-	free(buf);
+	if (rc == 0)
+		*img = buf;
+	else
+		free(buf);
 	close(fd);
 	return rc;
 }
@@ -468,7 +500,8 @@ rebase_delta(const struct snap_hdr *sh)
 	    now_boot[0] != '\0' && strcmp(now_boot, sh->sn_boot_id) == 0);
 }
 
-/* Copy the state of IMG into the fresh segment T, then rebase its times. */
+/* Copy the state of IMG (the file's packed pieces) into the fresh segment
+ * T, then rebase its times. */
 static int
 fill(shmt_t *t, const unsigned char *img, const struct snap_hdr *sh,
     const char *path, char *err, size_t cap)
@@ -487,10 +520,14 @@ fill(shmt_t *t, const unsigned char *img, const struct snap_hdr *sh,
 	 * region that holds a mutex is copied: a robust mutex records its
 	 * owner's thread id, which after a reboot may name a live, unrelated
 	 * thread, so the lock would look held for ever. */
+	/* The file's pieces, packed: the header region, the limiter table,
+	 * the used arena (checked by check_image to add up to the image). */
 	memcpy(t->base + t->reg[SHMT_R_LIMITERS].rg_off,
-	    img + t->reg[SHMT_R_LIMITERS].rg_off, t->reg[SHMT_R_LIMITERS].rg_size);
+	    img + t->reg[SHMT_R_HEADER].rg_size,
+	    t->reg[SHMT_R_LIMITERS].rg_size);
 	memcpy(t->base + t->reg[SHMT_R_ARENA].rg_off,
-	    img + t->reg[SHMT_R_ARENA].rg_off, sh->sn_arena_bytes);
+	    img + t->reg[SHMT_R_HEADER].rg_size +
+	    t->reg[SHMT_R_LIMITERS].rg_size, sh->sn_arena_bytes);
 	th->sh_generation = ih->sh_generation + 1;
 	th->sh_arena_used = sh->sn_arena_bytes;
 	th->sh_nlimiters = ih->sh_nlimiters;
@@ -500,6 +537,49 @@ fill(shmt_t *t, const unsigned char *img, const struct snap_hdr *sh,
 		return bad(err, cap, rc, path, "cannot rebase its times: %s",
 		    shmt_strerror(rc));
 	return 0;
+}
+
+/* The problems shmt_check reports on a restored image, joined. */
+struct problems {
+	char text[768];
+	size_t len;
+	int count;
+};
+
+static void
+collect(void *ctx, const char *problem)
+{
+	struct problems *pr = ctx;
+
+	pr->count++;
+	if (pr->len + 1 >= sizeof(pr->text))
+		return;
+	pr->len += (size_t)snprintf(pr->text + pr->len,
+	    sizeof(pr->text) - pr->len, "%s%s", pr->len > 0 ? "; " : "",
+	    problem);
+	if (pr->len >= sizeof(pr->text))
+		pr->len = sizeof(pr->text) - 1;
+}
+
+/* Check the restored segment T while it is still private, with the
+ * library's own checker: a snapshot whose checksums are right but whose
+ * state is not (written by a damaged segment, or crafted) is refused,
+ * never published. */
+static int
+check_restored(shmt_t *t, const char *path, char *err, size_t cap)
+{
+	struct problems pr;
+	int n;
+
+	memset(&pr, 0, sizeof(pr));
+	n = shmt_check(t, collect, &pr);
+	if (n < 0)
+		return bad(err, cap, n, path, "cannot check the restored "
+		    "image: %s", shmt_strerror(n));
+	if (n == 0)
+		return 0;
+	return bad(err, cap, SHMT_ECORRUPT, path, "the restored image fails "
+	    "its check (%d problem%s): %s", n, n == 1 ? "" : "s", pr.text);
 }
 
 /* Build segment TMP from the image, then publish it as NAME. */
@@ -531,11 +611,16 @@ build_and_publish(const char *tmp, const char *name, const unsigned char *img,
 	c.analyzer_subwindows = ih->sh_params.sp_analyzer_subwindows;
 	c.analyzer_threshold_ppm = ih->sh_params.sp_analyzer_threshold_ppm;
 	c.analyzer_clients = ih->sh_params.sp_analyzer_clients;
+	c.dict_max_key = ih->sh_params.sp_dict_max_key;
+	c.dict_max_value = ih->sh_params.sp_dict_max_value;
+	c.dict_default_ttl_ms = ih->sh_params.sp_dict_default_ttl_ms;
 	shmt_unlink(tmp); /* a leftover of a restore killed midway */
 	if ((rc = shmt_create(tmp, &c, &t)) != 0)
 		return bad(err, cap, rc, path, "cannot create segment %s: %s",
 		    tmp, shmt_strerror(rc));
 	rc = fill(t, img, sh, path, err, cap);
+	if (rc == 0)
+		rc = check_restored(t, path, err, cap);
 	snprintf(from, sizeof(from), "/dev/shm%s", tmp);
 	snprintf(to, sizeof(to), "/dev/shm%s", name);
 	if (rc == 0 && link(from, to) != 0) {

@@ -14,7 +14,10 @@
 /*
  * shmtd_snapshot_write: save the segment of H to PATH atomically (a
  * temporary file in the same directory, fsync, rename, fsync of the
- * directory).  Returns 0 or -errno, with ERR saying what failed.
+ * directory).  Something at PATH that is neither a regular file nor a
+ * symbolic link (a FIFO, a directory) is refused (-EINVAL, -EISDIR), and
+ * the temporary file is created without following links or blocking.
+ * Returns 0 or -errno, with ERR saying what failed.
  */
 int shmtd_snapshot_write(shmt_t *h, const char *path, char *err, size_t cap);
 
@@ -22,10 +25,14 @@ int shmtd_snapshot_write(shmt_t *h, const char *path, char *err, size_t cap);
  * shmtd_snapshot_restore: create segment NAME from the snapshot PATH and
  * attach to it (*OUT).  The segment is built and rebased under a private
  * name and published with one link(2), so no worker ever sees it half
- * restored.  Returns 0; -ENOENT when PATH does not exist; -EEXIST when NAME
- * appeared meanwhile; SHMT_ECORRUPT (bad checksum, truncated, inconsistent),
- * SHMT_EFORMAT (made by another build) or another negative errno, with ERR
- * saying what is wrong.
+ * restored.  PATH is opened without blocking and must be a regular file
+ * (a FIFO, a device or a directory is refused: -EINVAL, -EISDIR).  The
+ * restored segment is checked with shmt_check while still private; any
+ * problem refuses it (SHMT_ECORRUPT, ERR listing the problems) and nothing
+ * is published.  Returns 0; -ENOENT when PATH does not exist; -EEXIST when
+ * NAME appeared meanwhile; SHMT_ECORRUPT (bad checksum, truncated,
+ * inconsistent, fails the check), SHMT_EFORMAT (made by another build) or
+ * another negative errno, with ERR saying what is wrong.
  */
 int shmtd_snapshot_restore(const char *path, const char *name, shmt_t **out,
     char *err, size_t cap);

@@ -66,16 +66,35 @@ meta_bytes_of(uint32_t p)
 
 int
 shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
-    struct shmt_an *an)
+    struct shmt_an *an, const char **why)
 {
 	uint64_t rest, per, names;
+	const char *dummy;
 
+	if (why == NULL)
+		why = &dummy;
 	memset(an, 0, sizeof(*an));
 	if (bytes == 0)
 		return 0;
-	if (bytes < (64ULL << 10) || bytes > (1ULL << 32) || subw == 0 ||
-	    subw > 64 || window / subw == 0 || ppm < 10000 || ppm > 1000000)
+	*why = "analyzer_bytes: too small for its summaries";
+	if (bytes < (64ULL << 10) || bytes > (1ULL << 32)) {
+		*why = "analyzer_bytes: must be from 64 KiB to 4 GiB (or 0: none)";
 		return -EINVAL;
+	}
+	if (subw == 0 || subw > 64) {
+		*why = "analyzer_subwindows: must be from 1 to 64";
+		return -EINVAL;
+	}
+	if (window / subw == 0) {
+		*why = "analyzer_window_ns: must be at least analyzer_subwindows "
+		    "nanoseconds";
+		return -EINVAL;
+	}
+	if (ppm < 10000 || ppm > 1000000) {
+		*why = "analyzer_threshold_ppm: must be from 10000 (1%) to "
+		    "1000000";
+		return -EINVAL;
+	}
 	an->bytes = bytes;
 	an->window = window;
 	an->subw = subw;
@@ -110,8 +129,12 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 		return -EINVAL;
 	an->groups = (uint32_t)((per - sizeof(struct shmt_an_sum)) /
 	    (an->meta_bytes + 8ULL * an->probe));
-	if (an->groups == 0 || an->groups > (1U << 16))
+	if (an->groups == 0 || an->groups > (1U << 16)) {
+		if (an->groups != 0)
+			*why = "analyzer_bytes: too large for this threshold "
+			    "(at most 65536 groups of counters)";
 		return -EINVAL;
+	}
 	an->cap = an->groups * an->probe;
 	an->hashes_off = sizeof(struct shmt_an_sum) +
 	    (uint64_t)an->groups * an->meta_bytes;

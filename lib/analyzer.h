@@ -90,8 +90,11 @@ shmt__an_group(uint32_t groups, uint64_t hash)
 	return (uint32_t)(((uint64_t)(uint32_t)hash * groups) >> 32);
 }
 
+/* The geometry of an analyzer of BYTES bytes (0: none): 0, or -EINVAL with
+ * *WHY (WHY may be NULL) a constant sentence naming the parameter and the
+ * rule. */
 int shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw,
-    uint32_t ppm, struct shmt_an *an);
+    uint32_t ppm, struct shmt_an *an, const char **why);
 /* Count one request for KEY (hash HASH) of KIND at NOW. */
 void shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
     int kind, uint64_t now);

@@ -63,19 +63,32 @@ ilog2(uint64_t v)
 
 int
 shmt__store_geometry(uint64_t bytes, uint32_t shards, int counters,
-    struct shmt_store *st, uint64_t *size)
+    struct shmt_store *st, uint64_t *size, const char **why)
 {
 	uint64_t per, heap, min = counters ? (64ULL << 10) : (2ULL << 20);
+	const char *dummy;
 
+	if (why == NULL)
+		why = &dummy;
 	memset(st, 0, sizeof(*st));
 	*size = 0;
 	if (bytes == 0)
 		return 0;
-	if (shards == 0 || shards > 1024 || (shards & (shards - 1)) != 0)
+	if (shards == 0 || shards > 1024 || (shards & (shards - 1)) != 0) {
+		*why = "shards: must be a power of two from 1 to 1024";
 		return -EINVAL;
+	}
 	per = bytes / shards;
-	if (per < min || per > (1ULL << 36))
+	if (per < min) {
+		*why = counters ? "bytes: each shard needs at least 64 KiB "
+		    "(bytes / shards)" : "bytes: each shard needs at least 2 MiB "
+		    "(bytes / shards), room for the largest item";
 		return -EINVAL;
+	}
+	if (per > (1ULL << 36)) {
+		*why = "bytes: each shard holds at most 64 GiB (bytes / shards)";
+		return -EINVAL;
+	}
 	heap = 1ULL << ilog2(per);
 	st->shards = shards;
 	st->heap_bytes = heap;
@@ -836,8 +849,15 @@ dict_put(shmt_t *h, const void *key, size_t klen, const void *val,
 		return -EINVAL;
 	if (st == NULL || st->shards == 0)
 		return -ENODEV;
+	/* The segment's own limits, fixed at its creation. */
+	if (klen > st->max_key)
+		return -E2BIG;
+	if (vlen > st->max_value)
+		return -EMSGSIZE;
 	if (ttl_ms > UINT64_MAX / 2000000)
 		return -EINVAL;
+	if (ttl_ms == 0)
+		ttl_ms = st->default_ttl_ms;
 	p.hash = key_hash(key, klen);
 	p.key = key;
 	p.klen = klen;
@@ -952,6 +972,9 @@ shmt_incr(shmt_t *h, const void *key, size_t klen, int64_t delta,
 	struct put p;
 	int rc;
 
+	if (st != NULL && st->shards != 0 && key != NULL && klen != 0 &&
+	    klen <= SHMT_KEY_MAX && klen > st->max_key)
+		return -E2BIG;
 	if ((rc = lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
 	it = find_locked(st, sh, hash, key, klen, &link);
@@ -967,7 +990,14 @@ shmt_incr(shmt_t *h, const void *key, size_t klen, int64_t delta,
 	p.klen = klen;
 	p.vlen = (size_t)snprintf(num, sizeof(num), "%lld", (long long)sum);
 	p.val = num;
-	p.expire = 0;
+	if (p.vlen > st->max_value) {
+		rc = -EMSGSIZE;
+		goto out;
+	}
+	/* A key created here gets the default TTL; one that exists keeps
+	 * its own (keep_ttl). */
+	p.expire = st->default_ttl_ms == 0 ? 0 :
+	    shmt__now(h) + st->default_ttl_ms * 1000000ULL;
 	p.keep_ttl = 1;
 	p.mode = PUT_SET;
 	rc = put_locked(h, st, sh, &p);

@@ -76,13 +76,18 @@ struct shmt_store {
 	int counters;                   /* 1: counters store */
 	uint32_t subw;                  /* counters: sub-windows */
 	uint64_t window;                /* counters: window (ns) */
+	/* dictionary: the creation limits every writer enforces */
+	uint32_t max_key;               /* 1..SHMT_KEY_MAX */
+	uint32_t max_value;             /* 0..SHMT_VALUE_MAX */
+	uint64_t default_ttl_ms;        /* TTL of a write without one; 0: none */
 };
 
 /* Geometry of a store of BYTES heap bytes over SHARDS shards; *SIZE gets
  * the region size (0 when BYTES is 0).  -EINVAL when the parameters cannot
- * make a store. */
+ * make a store; then *WHY (WHY may be NULL) names the rule, as a constant
+ * sentence about the byte count or the shard count. */
 int shmt__store_geometry(uint64_t bytes, uint32_t shards, int counters,
-    struct shmt_store *st, uint64_t *size);
+    struct shmt_store *st, uint64_t *size, const char **why);
 /* Initialise every shard of a new store (creation only). */
 int shmt__store_init(struct shmt_store *st);
 /* Reclaim expired items of both stores; sets *NEXT to the next expiry. */

@@ -128,6 +128,7 @@
 #include "dict.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,71 +213,123 @@ struct lim_geom {
 	uint64_t ring_bytes, keys_bytes, clients_bytes;
 };
 
+#define REFUSE(...) do { \
+		if (why != NULL && why_len > 0) \
+			snprintf(why, why_len, __VA_ARGS__); \
+		return -EINVAL; \
+	} while (0)
+
+/* The one set of rules for limiter parameters (shmt_limit_check): fills G
+ * with the geometry, or returns -EINVAL with WHY (may be NULL) naming the
+ * field and the rule. */
 static int
-limit_check(const shmt_limit_t *l, struct lim_geom *g)
+limit_check(const shmt_limit_t *l, struct lim_geom *g, char *why,
+    size_t why_len)
 {
 	uint64_t limit = l->limit;
 
 	memset(g, 0, sizeof(*g));
+	if (why != NULL && why_len > 0)
+		why[0] = '\0';
 	if (l->mode != SHMT_MODE_BUCKETS && l->mode != SHMT_MODE_EXACT)
-		return -EINVAL;
+		REFUSE("mode: must be SHMT_MODE_BUCKETS or SHMT_MODE_EXACT, "
+		    "not %d", l->mode);
 	if (l->window_ns == 0)
-		return -EINVAL;
+		REFUSE("window_ns: must be above 0");
 	if (l->nkeys > 0) {
-		if (l->keys == NULL || l->uses_per_key == 0 ||
-		    l->nkeys > SHMT_KEYS_MAX || l->per_client)
-			return -EINVAL;
+		if (l->nkeys > SHMT_KEYS_MAX)
+			REFUSE("nkeys: at most SHMT_KEYS_MAX (%d) key names",
+			    SHMT_KEYS_MAX);
+		if (l->keys == NULL)
+			REFUSE("keys: NULL, but nkeys is %u", l->nkeys);
+		if (l->uses_per_key == 0)
+			REFUSE("uses_per_key: must be at least 1 with a key "
+			    "pool");
+		if (l->per_client)
+			REFUSE("per_client: a key pool cannot be per client");
 		if (limit == 0)
 			limit = (uint64_t)l->nkeys * l->uses_per_key;
 		if (limit != (uint64_t)l->nkeys * l->uses_per_key)
-			return -EINVAL;
+			REFUSE("limit: with a key pool it must be nkeys x "
+			    "uses_per_key (%" PRIu64 ") or 0",
+			    (uint64_t)l->nkeys * l->uses_per_key);
 		for (uint32_t i = 0; i < l->nkeys; i++) {
 			size_t n;
 
 			if (l->keys[i] == NULL)
-				return -EINVAL;
+				REFUSE("keys: name %u is NULL", i);
 			n = strnlen(l->keys[i], SHMT_KEYNAME_MAX + 1);
 			if (n == 0 || n > SHMT_KEYNAME_MAX)
-				return -EINVAL;
+				REFUSE("keys: name %u must be 1 to "
+				    "SHMT_KEYNAME_MAX (%d) bytes", i,
+				    SHMT_KEYNAME_MAX);
 			if (n > g->keymax)
 				g->keymax = (uint32_t)n;
 		}
 		g->keystride = (g->keymax + 1 + 7) & ~7U;
 		g->keys_bytes = (uint64_t)g->keystride * l->nkeys;
-	} else if (l->keys != NULL || l->uses_per_key != 0) {
-		return -EINVAL;
+	} else if (l->keys != NULL) {
+		REFUSE("keys: set, but nkeys is 0");
+	} else if (l->uses_per_key != 0) {
+		REFUSE("uses_per_key: needs a key pool (nkeys is 0)");
 	}
 	if (limit == 0 || limit > SHMT_LIMIT_MAX)
-		return -EINVAL;
+		REFUSE("limit: must be from 1 to %llu",
+		    (unsigned long long)SHMT_LIMIT_MAX);
 	g->limit = limit;
 	if (l->mode == SHMT_MODE_EXACT) {
-		if (limit > SHMT_EXACT_LIMIT_MAX || l->per_client)
-			return -EINVAL;
+		if (limit > SHMT_EXACT_LIMIT_MAX)
+			REFUSE("limit: exact mode keeps one record per use: "
+			    "at most %llu",
+			    (unsigned long long)SHMT_EXACT_LIMIT_MAX);
+		if (l->per_client)
+			REFUSE("per_client: exact mode cannot be per client");
 		g->ring_bytes = limit * sizeof(struct shmt_log_slot);
 	} else {
 		uint64_t nb;
 
-		if (l->slack_ns == 0 || l->slack_uses == 0 ||
-		    l->slack_uses > limit)
-			return -EINVAL;
+		if (l->slack_ns == 0)
+			REFUSE("slack_ns: must be above 0 in buckets mode");
+		if (l->slack_uses == 0 || l->slack_uses > limit)
+			REFUSE("slack_uses: must be from 1 to limit (%" PRIu64
+			    ") in buckets mode", limit);
 		nb = div_up(l->window_ns, l->slack_ns) +
 		    div_up(limit, l->slack_uses);
 		if (nb > SHMT_BUCKETS_MAX)
-			return -EINVAL;
+			REFUSE("slack_ns: window_ns / slack_ns + limit / "
+			    "slack_uses needs %" PRIu64 " buckets, more than "
+			    "%u: raise slack_ns or slack_uses", nb,
+			    SHMT_BUCKETS_MAX);
 		g->nb = (uint32_t)nb;
 		g->ring_bytes = nb * sizeof(struct shmt_ring_slot);
 	}
 	if (l->per_client) {
 		if (l->client_capacity == 0 || l->client_capacity > (1U << 24))
-			return -EINVAL;
+			REFUSE("client_capacity: must be from 1 to %u for a "
+			    "per-client limiter", 1U << 24);
 		g->entsize = (uint32_t)(sizeof(struct shmt_client) +
 		    g->ring_bytes);
 		g->clients_bytes = (uint64_t)g->entsize * l->client_capacity;
 		g->ring_bytes = 0;
 	} else if (l->client_capacity != 0) {
-		return -EINVAL;
+		REFUSE("client_capacity: set, but per_client is 0");
 	}
 	return 0;
+}
+
+#undef REFUSE
+
+SHMT_EXPORT int
+shmt_limit_check(const shmt_limit_t *lim, char *why, size_t why_len)
+{
+	struct lim_geom g;
+
+	if (lim == NULL) {
+		if (why != NULL && why_len > 0)
+			snprintf(why, why_len, "lim: NULL");
+		return -EINVAL;
+	}
+	return limit_check(lim, &g, why, why_len);
 }
 
 static int
@@ -355,7 +408,7 @@ view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	l.mode = (int)v->mode;
 	l.per_client = (v->flags & SHMT_LIMF_PER_CLIENT) != 0;
 	l.client_capacity = l.per_client ? v->capacity : 0;
-	if ((rc = limit_check(&l, &g)) != 0 || g.nb != v->nb ||
+	if ((rc = limit_check(&l, &g, NULL, 0)) != 0 || g.nb != v->nb ||
 	    v->name[0] == '\0')
 		return SHMT_ECORRUPT;
 	if (v->mode == SHMT_MODE_EXACT) {
@@ -1069,12 +1122,14 @@ ex_take(shmt_t *h, const struct shmt_lview *v, uint64_t *seq)
 	unsigned lost = 0;
 
 	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
-		int64_t n = __atomic_load_n(np, __ATOMIC_ACQUIRE), m = n + 1;
+		int64_t n = __atomic_load_n(np, __ATOMIC_ACQUIRE), m;
 		struct shmt_log_slot *slot;
 		uint64_t s[2], d[2], now;
 
-		if (n < 0)
+		/* 2^63 grants take centuries: a count that high is damage. */
+		if (n < 0 || n == INT64_MAX)
 			return SHMT_ECORRUPT;
+		m = n + 1;
 		slot = &v->log[(uint64_t)n % (uint64_t)L];
 		shmt__load128(slot, s);
 		if ((int64_t)s[0] == n) {
@@ -1655,7 +1710,7 @@ shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
 		return -EINVAL;
 	if ((rc = name_check(name, &len)) != 0)
 		return rc;
-	if ((rc = limit_check(l, &g)) != 0)
+	if ((rc = limit_check(l, &g, NULL, 0)) != 0)
 		return rc;
 	lk = shmt__lock(h, &h->hdr->sh_table_lock);
 	if (lk < 0)

@@ -54,6 +54,9 @@ shmt_config_init(shmt_config_t *cfg)
 	cfg->analyzer_subwindows = 12;
 	cfg->analyzer_threshold_ppm = 100000;
 	cfg->analyzer_clients = 0;
+	cfg->dict_max_key = SHMT_KEY_MAX;
+	cfg->dict_max_value = SHMT_VALUE_MAX;
+	cfg->dict_default_ttl_ms = 0;
 }
 
 int
@@ -95,6 +98,7 @@ shmt__format_word(void)
 	uint64_t h = 0xcbf29ce484222325ULL;
 	const uint64_t facts[] = {
 		sizeof(struct shmt_hdr), alignof(struct shmt_hdr),
+		sizeof(struct shmt_params),
 		offsetof(struct shmt_hdr, sh_daemon_pid),
 		offsetof(struct shmt_hdr, sh_table_lock),
 		sizeof(struct shmt_lock),
@@ -204,46 +208,56 @@ round_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
-static int
-config_check(const shmt_config_t *cfg)
-{
-	if ((cfg->mode & ~(mode_t)0777) != 0)
-		return -EINVAL;
-	if (cfg->max_limiters == 0 || cfg->max_limiters > 4096)
-		return -EINVAL;
-	if (cfg->max_slots == 0 || cfg->max_slots > 65536)
-		return -EINVAL;
-	if (cfg->arena_bytes < (64ULL << 10) || cfg->arena_bytes > (1ULL << 40))
-		return -EINVAL;
-	if (cfg->dict_eviction > 1 || cfg->analyzer_clients > 1)
-		return -EINVAL;
-	if (cfg->counters_bytes != 0 &&
-	    (cfg->counters_subwindows == 0 || cfg->counters_subwindows > 256 ||
-	    cfg->counters_window_ns / cfg->counters_subwindows == 0))
-		return -EINVAL;
-	return 0;
-}
+/* The largest TTL any write accepts, in milliseconds (dict.c's bound). */
+#define TTL_MS_MAX (UINT64_MAX / 2000000)
 
-/* The trusted geometry of both stores, from the creation parameters. */
+#define REFUSE(...) do { \
+		if (why != NULL && why_len > 0) \
+			snprintf(why, why_len, __VA_ARGS__); \
+		return -EINVAL; \
+	} while (0)
+
+/* The trusted geometry of both stores, from the creation parameters:
+ * 0, or -EINVAL with WHY (may be NULL) naming the parameter and the rule. */
 static int
 stores_geometry(const struct shmt_params *p, struct shmt_store *dict,
-    struct shmt_store *ctr, uint64_t *dsize, uint64_t *csize)
+    struct shmt_store *ctr, uint64_t *dsize, uint64_t *csize, char *why,
+    size_t why_len)
 {
+	const char *rule = NULL;
 	int rc = shmt__store_geometry(p->sp_dict_bytes, p->sp_dict_shards, 0,
-	    dict, dsize);
+	    dict, dsize, &rule);
 
-	if (rc == 0)
-		rc = shmt__store_geometry(p->sp_counters_bytes,
-		    p->sp_counters_shards, 1, ctr, csize);
 	if (rc != 0)
-		return rc;
+		REFUSE("dict_%s", rule);
+	rc = shmt__store_geometry(p->sp_counters_bytes, p->sp_counters_shards,
+	    1, ctr, csize, &rule);
+	if (rc != 0)
+		REFUSE("counters_%s", rule);
+	if (p->sp_dict_max_key == 0 || p->sp_dict_max_key > SHMT_KEY_MAX)
+		REFUSE("dict_max_key: must be from 1 to SHMT_KEY_MAX (%d) bytes",
+		    SHMT_KEY_MAX);
+	if (p->sp_dict_max_value > SHMT_VALUE_MAX)
+		REFUSE("dict_max_value: at most SHMT_VALUE_MAX (%d) bytes",
+		    SHMT_VALUE_MAX);
+	if (p->sp_dict_default_ttl_ms > TTL_MS_MAX)
+		REFUSE("dict_default_ttl_ms: at most %llu milliseconds",
+		    (unsigned long long)TTL_MS_MAX);
 	dict->eviction = p->sp_dict_eviction != 0;
+	dict->max_key = p->sp_dict_max_key;
+	dict->max_value = p->sp_dict_max_value;
+	dict->default_ttl_ms = p->sp_dict_default_ttl_ms;
 	ctr->eviction = 1;
 	ctr->subw = p->sp_counters_subwindows;
 	ctr->window = p->sp_counters_window_ns;
+	ctr->max_key = SHMT_KEY_MAX;
+	ctr->max_value = SHMT_VALUE_MAX;
 	if (p->sp_counters_bytes != 0 &&
-	    (ctr->subw == 0 || ctr->subw > 256 || ctr->window / ctr->subw == 0))
-		return -EINVAL;
+	    (ctr->subw == 0 || ctr->subw > 256))
+		REFUSE("counters_subwindows: must be from 1 to 256");
+	if (p->sp_counters_bytes != 0 && ctr->window / ctr->subw == 0)
+		REFUSE("counters_window_ns: must be at least "
+		    "counters_subwindows nanoseconds");
 	return 0;
 }
 
@@ -268,18 +282,68 @@ params_from(const shmt_config_t *cfg, struct shmt_params *p)
 	p->sp_analyzer_subwindows = cfg->analyzer_subwindows;
 	p->sp_analyzer_threshold_ppm = cfg->analyzer_threshold_ppm;
 	p->sp_analyzer_clients = cfg->analyzer_clients;
+	/* 0 stands for the hard limit, so a config filled in by hand
+	 * without shmt_config_init keeps the limits it always had. */
+	p->sp_dict_max_key = cfg->dict_max_key != 0 ? cfg->dict_max_key :
+	    SHMT_KEY_MAX;
+	p->sp_dict_max_value = cfg->dict_max_value != 0 ?
+	    cfg->dict_max_value : SHMT_VALUE_MAX;
+	p->sp_dict_default_ttl_ms = cfg->dict_default_ttl_ms;
 }
 
 static int
-an_geometry(const struct shmt_params *p, struct shmt_an *an)
+an_geometry(const struct shmt_params *p, struct shmt_an *an, char *why,
+    size_t why_len)
 {
+	const char *rule = NULL;
 	int rc = shmt__an_geometry(p->sp_analyzer_bytes,
 	    p->sp_analyzer_window_ns, p->sp_analyzer_subwindows,
-	    p->sp_analyzer_threshold_ppm, an);
+	    p->sp_analyzer_threshold_ppm, an, &rule);
 
 	an->clients = p->sp_analyzer_clients != 0;
-	return rc;
+	if (rc != 0)
+		REFUSE("%s", rule);
+	return 0;
 }
+
+/* The one set of rules for creation parameters: shmt_create applies it,
+ * and so may anyone who wants to know before creating. */
+SHMT_EXPORT int
+shmt_config_check(const shmt_config_t *cfg, char *why, size_t why_len)
+{
+	struct shmt_params p;
+	struct shmt_store d, c;
+	struct shmt_an an;
+	uint64_t dsize, csize;
+	int rc;
+
+	if (why != NULL && why_len > 0)
+		why[0] = '\0';
+	if (cfg == NULL)
+		REFUSE("cfg: NULL");
+	if ((cfg->mode & ~(mode_t)0777) != 0)
+		REFUSE("mode: only the permission bits 0777 may be set");
+	if (cfg->max_limiters == 0 || cfg->max_limiters > 4096)
+		REFUSE("max_limiters: must be from 1 to 4096");
+	if (cfg->max_slots == 0 || cfg->max_slots > 65536)
+		REFUSE("max_slots: must be from 1 to 65536");
+	if (cfg->arena_bytes < (64ULL << 10) || cfg->arena_bytes > (1ULL << 40))
+		REFUSE("arena_bytes: must be from 64 KiB to 1 TiB");
+	if (cfg->dict_eviction > 1)
+		REFUSE("dict_eviction: must be 0 or 1");
+	if (cfg->analyzer_clients > 1)
+		REFUSE("analyzer_clients: must be 0 or 1");
+	if (cfg->dict_max_key > SHMT_KEY_MAX)
+		REFUSE("dict_max_key: at most SHMT_KEY_MAX (%d) bytes",
+		    SHMT_KEY_MAX);
+	params_from(cfg, &p);
+	if ((rc = stores_geometry(&p, &d, &c, &dsize, &csize, why,
+	    why_len)) != 0)
+		return rc;
+	return an_geometry(&p, &an, why, why_len);
+}
+
+#undef REFUSE
 
 /* Lay the regions out page by page; returns the total size, or 0 when the
  * parameters make no valid segment. */
@@ -290,8 +354,8 @@ layout(const struct shmt_params *p, struct shmt_region reg[SHMT_R_COUNT])
 	struct shmt_an an;
 	uint64_t off = 0, dsize, csize;
 
-	if (stores_geometry(p, &d, &c, &dsize, &csize) != 0 ||
-	    an_geometry(p, &an) != 0)
+	if (stores_geometry(p, &d, &c, &dsize, &csize, NULL, 0) != 0 ||
+	    an_geometry(p, &an, NULL, 0) != 0)
 		return 0;
 	const uint64_t sizes[SHMT_R_COUNT] = {
 		[SHMT_R_HEADER] = sizeof(struct shmt_hdr),
@@ -334,7 +398,8 @@ handle_new(const char *name, char *base, uint64_t size,
 	h->dict = calloc(1, sizeof(*h->dict));
 	h->counters = calloc(1, sizeof(*h->counters));
 	if (h->dict == NULL || h->counters == NULL ||
-	    stores_geometry(p, h->dict, h->counters, &dsize, &csize) != 0) {
+	    stores_geometry(p, h->dict, h->counters, &dsize, &csize, NULL,
+	    0) != 0) {
 		free(h->dict);
 		free(h->counters);
 		free(h);
@@ -346,7 +411,7 @@ handle_new(const char *name, char *base, uint64_t size,
 	h->counters->h = h;
 	if (p->sp_analyzer_bytes != 0) {
 		h->an = calloc(1, sizeof(*h->an));
-		if (h->an == NULL || an_geometry(p, h->an) != 0) {
+		if (h->an == NULL || an_geometry(p, h->an, NULL, 0) != 0) {
 			free(h->an);
 			free(h->dict);
 			free(h->counters);
@@ -427,7 +492,7 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 		shmt_config_init(&defaults);
 		cfg = &defaults;
 	}
-	if ((rc = config_check(cfg)) != 0)
+	if ((rc = shmt_config_check(cfg, NULL, 0)) != 0)
 		return rc;
 	params_from(cfg, &params);
 	if ((size = layout(&params, reg)) == 0)

@@ -65,7 +65,10 @@ struct shmt_params {
 	uint32_t sp_analyzer_subwindows;
 	uint32_t sp_analyzer_threshold_ppm;
 	uint32_t sp_analyzer_clients;
+	uint32_t sp_dict_max_key;       /* 1..SHMT_KEY_MAX */
+	uint32_t sp_dict_max_value;     /* 0..SHMT_VALUE_MAX */
 	uint32_t sp_pad1;
+	uint64_t sp_dict_default_ttl_ms; /* 0: items without a TTL never expire */
 };
 
 struct shmt_hdr {

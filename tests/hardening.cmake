@@ -2,7 +2,8 @@
 # Hardening: a hostile segment scribbled while others work (stress), the
 # permissions of another user and group (unit), valgrind memcheck of the CLI
 # and a demo worker (unit, normal build only), the kill -9 soak (soak), and
-# with SHMT_FUZZ=ON the libFuzzer targets (fuzz, see tests/fuzz/fuzz.cmake).
+# with SHMT_FUZZ=ON the libFuzzer targets (fuzz and fuzz-explore, see
+# tests/fuzz/fuzz.cmake).
 option(SHMT_FUZZ "Build the libFuzzer targets (needs clang)" OFF)
 if(SHMT_FUZZ)
   include(${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz.cmake)

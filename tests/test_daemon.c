@@ -288,6 +288,37 @@ test_check_config(void **state)
 	assert_true(log_has(e->log, "[limiter a]\nlimit = 3\nwindow = 1h\n"));
 }
 
+
+/* What the library would refuse is refused by --check-config, at the
+ * key's line, and the daemon given that config exits with the config's
+ * status (2) before creating anything; a directory is not a config. */
+static void
+test_check_config_library_rules(void **state)
+{
+	struct env *e;
+	char cmd[1024];
+	shmt_t *h;
+	pid_t pid;
+
+	e = env_init("chklib");
+	write_text(e->conf, "[segment]\nname = /x\n[dictionary]\nsize = 1MiB\n"
+	    "shards = 8\n");
+	snprintf(cmd, sizeof(cmd), "%s --check-config %s 2>%s", daemon_bin,
+	    e->conf, e->log);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+	snprintf(cmd, sizeof(cmd), "%s:4: key 'size': dict_bytes: each shard "
+	    "needs at least 2 MiB", e->conf);
+	assert_true(log_has(e->log, cmd));
+	pid = spawn(e, NULL, NULL);
+	assert_int_equal(wait_exit(pid), 2);
+	assert_int_equal(shmt_open(e->seg, &h), -ENOENT);
+
+	snprintf(cmd, sizeof(cmd), "%s --check-config %s 2>%s", daemon_bin,
+	    e->dir, e->log);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+	assert_true(log_has(e->log, "not a regular file (a directory)"));
+}
+
 /* Start, use, stop: the segment and its state outlive the daemon, the
  * daemon word is released; --unlink-on-exit removes the segment. */
 static void
@@ -763,6 +794,8 @@ main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_check_config, env_done),
+		cmocka_unit_test_teardown(test_check_config_library_rules,
+		    env_done),
 		cmocka_unit_test_teardown(test_start_stop, env_done),
 		cmocka_unit_test_teardown(test_second_refused, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *example_path;
@@ -180,26 +181,27 @@ test_bad_files(void **state)
 		{ "[segment]\nname = /x\nsize = 3\n",
 		  ":3: key 'size': unknown key in [segment]" },
 		{ "[segmnt]\nname = /x\n",
-		  ":2: key 'name': unknown section [segmnt]" },
+		  ":1: unknown section [segmnt]" },
 		{ "\n[limiter a]\nlimit = 10\nwindow = 10 parsecs\n",
 		  ":4: key 'window': cannot read '10 parsecs' as a duration" },
 		{ "[limiter a]\nlimit = 10\nwindow = 1s\nlimit = 11\n",
 		  ":4: key 'limit': given twice in [limiter a] (first on line 2)" },
-		{ "[limiter a]\nwindow = 1s\n", ":2: key 'limit': [limiter a] needs a limit" },
+		{ "[limiter a]\nwindow = 1s\n",
+		  ":1: key 'limit': [limiter a]: limit: must be from 1 to 2147483647" },
 		{ "[segment]\nname = /x\nthis is not ini\n", ":3: syntax error" },
-		{ "[limiter a/b]\nlimit = 1\n", ":2: key 'limit': [limiter a/b]: a limiter name" },
+		{ "[limiter a/b]\nlimit = 1\n", ":1: [limiter a/b]: a limiter name" },
 		{ "[limiter a]\nlimit = 5\nwindow = 1s\nslack_uses = 6\n",
-		  ":4: key 'slack_uses': above the limit (5)" },
+		  ":4: key 'slack_uses': [limiter a]: slack_uses: must be from 1 to limit (5)" },
 		{ "[limiter a]\nwindow = 1s\nkeys = x, y,\n  x\n",
 		  ":4: key 'keys': key name 'x' given twice" },
 		{ "[limiter a]\nwindow = 1s\nkeys = x, y\nlimit = 3\n",
-		  ":4: key 'limit': [limiter a]: limit must be keys x uses_per_key (2)" },
+		  ":4: key 'limit': [limiter a]: limit: with a key pool it must be nkeys x uses_per_key (2)" },
 		{ "[segment]\nmode = 0999\n", ":2: key 'mode': cannot read '0999' as an octal mode" },
 		{ "[segment]\nname = shm\n", ":2: key 'name': 'shm' is not a segment name" },
 		{ "[segment]\nmax_limiters = 99999999999\n",
 		  ":2: key 'max_limiters': value '99999999999' is out of range" },
 		{ "[limiter a]\nlimit = 1000\nwindow = 1h\nslack_time = 1ms\n",
-		  ":4: key 'slack_time': window/slack_time + limit/slack_uses needs more" },
+		  ":4: key 'slack_time': [limiter a]: slack_ns: window_ns / slack_ns + limit / slack_uses needs" },
 		{ "[daemon]\nlog = journal\n", ":2: key 'log': cannot read 'journal' as stderr or syslog" },
 		{ "[analyzer]\nthreshold = 100%\n", ":2: key 'threshold': value '100%' is out of range" },
 		{ "[limiter a]\nlimit = 1\nwindow = 1s\nper_client = maybe\n",
@@ -207,6 +209,31 @@ test_bad_files(void **state)
 		{ "[segment]\nmax_limiters = 1\n[limiter a]\nlimit = 1\nwindow = 1s\n"
 		  "[limiter b]\nlimit = 1\nwindow = 1s\n",
 		  ":2: key 'max_limiters': 2 limiters are configured but max_limiters is 1" },
+		/* An unknown section is refused even without keys. */
+		{ "[segment]\nname = /x\n[bogus]\n[daemon]\nlog = stderr\n",
+		  ":3: unknown section [bogus]" },
+		{ "[limiter a]\nwindow = 1s\nkeys = x, y\nuses_per_key = 0\n",
+		  ":4: key 'uses_per_key': [limiter a]: uses_per_key: must be at least 1" },
+		{ "[limiter a]\nwindow = 1s\nlimit = 5\nper_client = yes\ncapacity = 0\n",
+		  ":5: key 'capacity': [limiter a]: client_capacity: must be from 1" },
+		{ "[limiter a]\nwindow = 1s\nlimit = 5\nslack_time = 0s\n",
+		  ":4: key 'slack_time': [limiter a]: slack_ns: must be above 0" },
+		/* The library's rules for the segment, with the key's line. */
+		{ "[dictionary]\nsize = 1MiB\nshards = 8\n",
+		  ":2: key 'size': dict_bytes: each shard needs at least 2 MiB" },
+		{ "[counters]\nshards = 3\n",
+		  ":2: key 'shards': counters_shards: must be a power of two" },
+		{ "[dictionary]\nmax_key = 2KiB\n",
+		  ":2: key 'max_key': dict_max_key: at most SHMT_KEY_MAX (1024)" },
+		{ "[dictionary]\nmax_value = 0\n",
+		  ":2: key 'max_value': must be at least 1 byte" },
+		{ "[dictionary]\ndefault_ttl = 1500us\n",
+		  ":2: key 'default_ttl': must be a whole number of milliseconds" },
+		/* Key names a printed config would read as comments. */
+		{ "[limiter a]\nwindow = 1s\nkeys = x,;y\n",
+		  ":3: key 'keys': key name ';y' starts with ';'" },
+		{ "[limiter a]\nwindow = 1s\nkeys = #y, x\n",
+		  ":3: key 'keys': key name '#y' starts with '#'" },
 	};
 	char path[64], err[512], want[600];
 	struct shmtd_config c;
@@ -305,6 +332,192 @@ test_print_roundtrip(void **state)
 	unlink(path2);
 }
 
+
+/* Load TEXT (N bytes, written as is), print it, load the print and print
+ * that: both must load and the two prints must match after their first
+ * line (which names the file).  Returns the first print (malloc'd). */
+static char *
+roundtrip(const char *text, size_t n, struct shmtd_config *out)
+{
+	struct shmtd_config a, b;
+	char path[64], path2[64], err[512];
+	char *t1 = NULL, *t2 = NULL;
+	size_t n1 = 0, n2 = 0;
+	FILE *f;
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/shmt-test-conf-XXXXXX");
+	assert_true((fd = mkstemp(path)) >= 0);
+	assert_true(write(fd, text, n) == (ssize_t)n);
+	close(fd);
+	if (shmtd_config_load(path, &a, err, sizeof(err)) != 0)
+		fail_msg("does not load: %s", err);
+	f = open_memstream(&t1, &n1);
+	shmtd_config_print(f, &a);
+	fclose(f);
+	write_file(path2, sizeof(path2), t1);
+	if (shmtd_config_load(path2, &b, err, sizeof(err)) != 0)
+		fail_msg("its print does not load: %s\n%s", err, t1);
+	f = open_memstream(&t2, &n2);
+	shmtd_config_print(f, &b);
+	fclose(f);
+	assert_non_null(strchr(t1, '\n'));
+	assert_non_null(strchr(t2, '\n'));
+	assert_string_equal(strchr(t1, '\n'), strchr(t2, '\n'));
+	free(t2);
+	shmtd_config_free(&b);
+	*out = a;
+	unlink(path);
+	unlink(path2);
+	return t1;
+}
+
+/*
+ * A key pool whose names hold ';' and '#' prints to a config that loads
+ * and prints the same; a name that starts with one of them (printed after
+ * ", " or at the start of a continuation line it would read as a comment,
+ * and the printed pool lost keys) is refused where it is written.
+ */
+static void
+test_pool_names_roundtrip(void **state)
+{
+	static const char found[] = "[limiter b]\nkeys=;x,a,b,c\n"
+	    "uses_per_key=1\nwindow=1s\n";
+	char text[4096], path[64], err[512], want[128];
+	struct shmtd_config c;
+	size_t off;
+	char *t;
+
+	write_file(path, sizeof(path), found);
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)),
+	    -EINVAL);
+	snprintf(want, sizeof(want), "%s:2: key 'keys': key name ';x'", path);
+	if (strncmp(err, want, strlen(want)) != 0)
+		fail_msg("got \"%s\", want \"%s...\"", err, want);
+	unlink(path);
+
+	/* 60 names: the printer wraps them, so some start a line. */
+	off = (size_t)snprintf(text, sizeof(text), "[limiter b]\nwindow = 1s\n"
+	    "keys = a;0");
+	for (int i = 1; i < 60; i++)
+		off += (size_t)snprintf(text + off, sizeof(text) - off,
+		    "%s%s%d", i % 10 == 0 ? ",\n  " : ", ",
+		    i % 2 ? "x#" : "k;", i);
+	snprintf(text + off, sizeof(text) - off, "\n");
+	t = roundtrip(text, strlen(text), &c);
+	assert_int_equal(c.nlimiters, 1);
+	assert_int_equal(c.limiters[0].limit.nkeys, 60);
+	assert_true(c.limiters[0].limit.limit == 60);
+	assert_string_equal(c.limiters[0].keys[0], "a;0");
+	assert_string_equal(c.limiters[0].keys[1], "x#1");
+	assert_string_equal(c.limiters[0].keys[2], "k;2");
+	assert_string_equal(c.limiters[0].keys[59], "x#59");
+	free(t);
+	shmtd_config_free(&c);
+}
+
+/* A NUL byte inside a line is refused at its line, never read as the end
+ * of the value. */
+static void
+test_nul_byte(void **state)
+{
+	static const char text[] = "[daemon]\nlog = stderr\n"
+	    "snapshot = /tmp/a\0/etc/passwd\n";
+	char path[64], err[512], want[128];
+	struct shmtd_config c;
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/shmt-test-conf-XXXXXX");
+	assert_true((fd = mkstemp(path)) >= 0);
+	assert_true(write(fd, text, sizeof(text) - 1) ==
+	    (ssize_t)sizeof(text) - 1);
+	close(fd);
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)),
+	    -EINVAL);
+	snprintf(want, sizeof(want), "%s:3: NUL byte", path);
+	if (strncmp(err, want, strlen(want)) != 0)
+		fail_msg("got \"%s\", want \"%s...\"", err, want);
+	unlink(path);
+}
+
+/* A directory or a FIFO given as the config file is refused at once (a
+ * directory used to read as an empty file, a FIFO would block). */
+static void
+test_not_a_file(void **state)
+{
+	char dir[64], fifo[80], err[512];
+	struct shmtd_config c;
+
+	snprintf(dir, sizeof(dir), "/tmp/shmt-test-confdir-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(shmtd_config_load(dir, &c, err, sizeof(err)),
+	    -EISDIR);
+	assert_non_null(strstr(err, "not a regular file"));
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	/* No writer: a blocking open would wait for ever. */
+	alarm(10);
+	assert_int_equal(shmtd_config_load(fifo, &c, err, sizeof(err)),
+	    -EINVAL);
+	alarm(0);
+	assert_non_null(strstr(err, "a FIFO"));
+	unlink(fifo);
+	rmdir(dir);
+}
+
+/* A limiter name longer than inih's 49-byte section buffer keeps every
+ * byte; an empty [limiter NAME] is refused instead of vanishing. */
+static void
+test_sections(void **state)
+{
+	char text[256], path[64], err[512], name[64], want[128];
+	struct shmtd_config c;
+
+	memset(name, 'n', 63);
+	name[63] = '\0';
+	snprintf(text, sizeof(text), "[limiter %s]\nlimit = 1\nwindow = 1s\n",
+	    name);
+	write_file(path, sizeof(path), text);
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.nlimiters, 1);
+	assert_string_equal(c.limiters[0].name, name);
+	shmtd_config_free(&c);
+	unlink(path);
+
+	write_file(path, sizeof(path), "[limiter a]\n[daemon]\nlog = stderr\n");
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)),
+	    -EINVAL);
+	snprintf(want, sizeof(want), "%s:1: key 'window': [limiter a]", path);
+	if (strncmp(err, want, strlen(want)) != 0)
+		fail_msg("got \"%s\", want \"%s...\"", err, want);
+	unlink(path);
+}
+
+/* The [dictionary] limits reach the segment's parameters, and print back. */
+static void
+test_dict_limits(void **state)
+{
+	static const char text[] = "[dictionary]\nmax_key = 16\n"
+	    "max_value = 16B\ndefault_ttl = 1500ms\n";
+	struct shmtd_config c;
+	char *t;
+
+	t = roundtrip(text, strlen(text), &c);
+	assert_int_equal(c.seg.dict_max_key, 16);
+	assert_int_equal(c.seg.dict_max_value, 16);
+	assert_true(c.seg.dict_default_ttl_ms == 1500);
+	assert_non_null(strstr(t, "default_ttl = 1500ms\n"));
+	free(t);
+	shmtd_config_free(&c);
+	/* Left out: today's limits, no default TTL. */
+	t = roundtrip("[dictionary]\nenabled = yes\n", 27, &c);
+	assert_int_equal(c.seg.dict_max_key, SHMT_KEY_MAX);
+	assert_int_equal(c.seg.dict_max_value, SHMT_VALUE_MAX);
+	assert_true(c.seg.dict_default_ttl_ms == 0);
+	free(t);
+	shmtd_config_free(&c);
+}
+
 /* Every limiter of the built-in config lands in a segment as configured;
  * applying it again changes nothing (defining is idempotent). */
 static void
@@ -349,6 +562,11 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_long_line_and_missing_file),
 		cmocka_unit_test(test_print_roundtrip),
 		cmocka_unit_test(test_apply),
+		cmocka_unit_test(test_pool_names_roundtrip),
+		cmocka_unit_test(test_nul_byte),
+		cmocka_unit_test(test_not_a_file),
+		cmocka_unit_test(test_sections),
+		cmocka_unit_test(test_dict_limits),
 	};
 
 	if (argc < 2) {

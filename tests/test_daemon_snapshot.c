@@ -10,12 +10,18 @@
 
 #include "testutil.h"
 
+#include "limiter.h"
+#include "segment.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define S 1000000000ULL
@@ -182,6 +188,207 @@ test_other_build(void **state)
 	fixture_done(&f);
 }
 
+
+/* FNV-1a over 8-byte words, then the tail's bytes: the image's checksum. */
+static uint64_t
+fnv1a_words(const unsigned char *b, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t i;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		uint64_t w;
+
+		memcpy(&w, b + i, sizeof(w));
+		h ^= w;
+		h *= 0x100000001b3ULL;
+	}
+	for (; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+/* True when /dev/shm holds a name that starts with PREFIX (without its
+ * leading '/'). */
+static int
+shm_has_prefix(const char *prefix)
+{
+	char cmd[256];
+	FILE *p;
+	int found;
+
+	snprintf(cmd, sizeof(cmd), "ls /dev/shm | grep -q '^%s'", prefix + 1);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	found = pclose(p) == 0;
+	return found;
+}
+
+/*
+ * A snapshot whose limiter state word is out of range, with both checksums
+ * made right again: the file is whole, the state it holds is not.  The
+ * restore checks the image with shmt_check while it is private and refuses
+ * it, naming the problem; nothing is published and no temporary segment is
+ * left.
+ */
+static void
+test_damaged_state_refused(void **state)
+{
+	struct fixture f;
+	unsigned char *file;
+	char err[512], tmpname[160];
+	uint64_t hdr_region, sum, w0;
+	off_t size;
+	size_t at;
+	int fd;
+
+	fixture_init(&f, "snapbad");
+	assert_int_equal(shmt_try_use_key(f.h, "a"), 1);
+	assert_int_equal(shmtd_snapshot_write(f.h, f.path, err, sizeof(err)), 0);
+	shmt_close(f.h);
+	f.h = NULL;
+	assert_int_equal(shmt_unlink(f.seg), 0);
+
+	/* The file: a 112-byte header, then the header region, the limiter
+	 * table (row 0 is "a") and the used arena. */
+	fd = open(f.path, O_RDWR);
+	assert_true(fd >= 0);
+	size = lseek(fd, 0, SEEK_END);
+	assert_true(size > 112);
+	file = malloc((size_t)size);
+	assert_non_null(file);
+	assert_true(pread(fd, file, (size_t)size, 0) == (ssize_t)size);
+	memcpy(&hdr_region, file + 112 +
+	    offsetof(struct shmt_hdr, sh_regions[SHMT_R_HEADER].rg_size),
+	    sizeof(hdr_region));
+	at = 112 + (size_t)hdr_region + offsetof(struct shmt_lim, lm_w);
+	assert_true(at + 16 <= (size_t)size);
+	memcpy(&w0, file + at, sizeof(w0));
+	assert_true((w0 >> 32) == 1);         /* one use in flight */
+	w0 |= 0xffffffffULL << 32;            /* far more than the limit */
+	memcpy(file + at, &w0, sizeof(w0));
+	sum = fnv1a_words(file + 112, (size_t)size - 112);
+	memcpy(file + 96, &sum, sizeof(sum));
+	sum = fnv1a(file, 104);
+	memcpy(file + 104, &sum, sizeof(sum));
+	assert_true(pwrite(fd, file, (size_t)size, 0) == (ssize_t)size);
+	close(fd);
+	free(file);
+
+	expect_refused(&f, SHMT_ECORRUPT, "state word out of range");
+	expect_refused(&f, SHMT_ECORRUPT, "fails its check (1 problem)");
+	snprintf(tmpname, sizeof(tmpname), "%s.restore.", f.seg);
+	assert_false(shm_has_prefix(tmpname));
+	fixture_done(&f);
+}
+
+/* Run shmtd_snapshot_restore (WRITE 0) or shmtd_snapshot_write (WRITE 1)
+ * on PATH in a child with a 10 s alarm, so that a blocking open fails the
+ * test instead of hanging it; the child exits 0 when the call returned RC
+ * with WHY in its message. */
+static void
+expect_in_child(const char *path, const char *seg, int write, int rc,
+    const char *why)
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char err[512] = "";
+		shmt_t *h = NULL;
+		int got;
+
+		alarm(10);
+		if (write) {
+			if (shmt_create(seg, NULL, &h) != 0)
+				_exit(3);
+			got = shmtd_snapshot_write(h, path, err, sizeof(err));
+			shmt_close(h);
+			shmt_unlink(seg);
+		} else {
+			got = shmtd_snapshot_restore(path, seg, &h, err,
+			    sizeof(err));
+		}
+		if (got != rc || strstr(err, why) == NULL) {
+			fprintf(stderr, "got %d \"%s\", want %d \"%s\"\n", got,
+			    err, rc, why);
+			_exit(1);
+		}
+		_exit(shmt_open(seg, &h) == -ENOENT ? 0 : 2);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("the call did not return (signal %d: blocked in "
+		    "open?)", WTERMSIG(status));
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* A FIFO (no writer, no reader) or a directory at the snapshot path is
+ * refused at once, for restore and for write; a FIFO used to block the
+ * daemon in open() for ever. */
+static void
+test_not_a_regular_file(void **state)
+{
+	char dir[64], fifo[96], seg[128];
+
+	tu_segname(seg, sizeof(seg), "snapfifo");
+	snprintf(dir, sizeof(dir), "/tmp/shmt-test-snapdir-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/state.snap", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	expect_in_child(fifo, seg, 0, -EINVAL, "not a regular file (a FIFO)");
+	expect_in_child(fifo, seg, 1, -EINVAL, "not a regular file (a FIFO)");
+	expect_in_child(dir, seg, 0, -EISDIR, "not a regular file "
+	    "(a directory)");
+	expect_in_child(dir, seg, 1, -EISDIR, "not a regular file "
+	    "(a directory)");
+	assert_int_equal(unlink(fifo), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
+
+/* The dictionary's creation limits come back with the segment: a restored
+ * segment refuses what the original refused. */
+static void
+test_restore_keeps_dict_limits(void **state)
+{
+	struct tu_clock clk = { 5 * S };
+	char seg[128], path[64], err[512], val[8];
+	shmt_config_t cfg;
+	shmt_t *h;
+	size_t vlen;
+	int fd;
+
+	tu_segname(seg, sizeof(seg), "snaplim");
+	snprintf(path, sizeof(path), "/tmp/shmt-test-snap-XXXXXX");
+	assert_true((fd = mkstemp(path)) >= 0);
+	close(fd);
+	shmt_config_init(&cfg);
+	cfg.dict_max_key = 4;
+	cfg.dict_max_value = 16;
+	cfg.dict_default_ttl_ms = 2000;
+	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
+	assert_int_equal(shmtd_snapshot_write(h, path, err, sizeof(err)), 0);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+	if (shmtd_snapshot_restore(path, seg, &h, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_set(h, "k", 1, "0123456789abcdefg", 17, 0),
+	    -EMSGSIZE);
+	assert_int_equal(shmt_set(h, "kkkkk", 5, "v", 1, 0), -E2BIG);
+	assert_int_equal(shmt_set(h, "k", 1, "v", 1, 0), 0);
+	clk.now += 2 * S;
+	assert_int_equal(shmt_get(h, "k", 1, val, sizeof(val), &vlen), -ENOENT);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+	unlink(path);
+}
+
 static void
 test_random_files(void **state)
 {
@@ -228,6 +435,9 @@ main(void)
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_other_build),
 		cmocka_unit_test(test_random_files),
+		cmocka_unit_test(test_damaged_state_refused),
+		cmocka_unit_test(test_not_a_regular_file),
+		cmocka_unit_test(test_restore_keeps_dict_limits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -425,6 +425,126 @@ test_value_room(void **state)
 	room_run(16ULL << 20, 4, seed + 2);
 }
 
+
+/* The segment's own limits (dict_max_key, dict_max_value), set at creation:
+ * every process's set, add, replace and incr refuse a key or value over
+ * them with the errors of the hard limits, and change nothing; a write with
+ * TTL 0 gets dict_default_ttl_ms (seen on an injected clock). */
+static void
+test_creation_limits(void **state)
+{
+	struct tu_clock clk = { 1000000000ULL };
+	char seg[96], why[256], val[64];
+	shmt_config_t cfg;
+	shmt_t *h, *h2;
+	size_t vlen;
+	int64_t r;
+
+	(void)state;
+	shmt_config_init(&cfg);
+	assert_int_equal(cfg.dict_max_key, SHMT_KEY_MAX);
+	assert_int_equal(cfg.dict_max_value, SHMT_VALUE_MAX);
+	assert_true(cfg.dict_default_ttl_ms == 0);
+	cfg.max_limiters = 4;
+	cfg.arena_bytes = 64ULL << 10;
+	cfg.dict_bytes = 2ULL << 20;
+	cfg.dict_shards = 1;
+	cfg.counters_bytes = 0;
+	cfg.analyzer_bytes = 0;
+	cfg.dict_max_key = 8;
+	cfg.dict_max_value = 16;
+	cfg.dict_default_ttl_ms = 1000;
+	assert_int_equal(shmt_config_check(&cfg, why, sizeof(why)), 0);
+	tu_segname(seg, sizeof(seg), "dlcreate");
+	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	/* A second process's handle sees the same limits. */
+	assert_int_equal(shmt_open(seg, &h2), 0);
+	assert_int_equal(shmt_set_clock(h2, tu_clock_read, &clk), 0);
+
+	assert_int_equal(shmt_set(h2, "k", 1, "0123456789abcdef", 16, 0), 0);
+	assert_int_equal(shmt_set(h2, "k", 1, "0123456789abcdefg", 17, 0),
+	    -EMSGSIZE);
+	assert_int_equal(shmt_add(h2, "k2", 2, "0123456789abcdefg", 17, 0),
+	    -EMSGSIZE);
+	assert_int_equal(shmt_replace(h, "k", 1, "0123456789abcdefg", 17, 0),
+	    -EMSGSIZE);
+	assert_int_equal(shmt_set(h, "123456789", 9, "v", 1, 0), -E2BIG);
+	assert_int_equal(shmt_add(h, "123456789", 9, "v", 1, 0), -E2BIG);
+	assert_int_equal(shmt_replace(h, "123456789", 9, "v", 1, 0), -E2BIG);
+	assert_int_equal(shmt_incr(h, "123456789", 9, 1, &r), -E2BIG);
+	assert_int_equal(shmt_get(h, "123456789", 9, val, sizeof(val), &vlen),
+	    -ENOENT);
+	assert_int_equal(shmt_get(h, "k2", 2, val, sizeof(val), &vlen),
+	    -ENOENT);
+	assert_int_equal(shmt_get(h, "k", 1, val, sizeof(val), &vlen), 0);
+	assert_true(vlen == 16 && memcmp(val, "0123456789abcdef", 16) == 0);
+	assert_int_equal(shmt_set(h, "12345678", 8, "v", 1, 0), 0);
+	/* A sum whose text is longer than 16 bytes is refused, the old
+	 * value kept. */
+	assert_int_equal(shmt_set(h, "n", 1, "999999999999999", 15, 60000), 0);
+	assert_int_equal(shmt_incr(h, "n", 1, 1, &r), 0);
+	assert_true(r == 1000000000000000LL);
+	assert_int_equal(shmt_incr(h, "n", 1, 9000000000000000LL, &r),
+	    -EMSGSIZE);
+	assert_int_equal(shmt_get(h, "n", 1, val, sizeof(val), &vlen), 0);
+	assert_true(vlen == 16 && memcmp(val, "1000000000000000", 16) == 0);
+
+	/* TTL 0 means the default TTL: gone after 1 s, an explicit TTL is
+	 * kept, and incr's new key gets the default too. */
+	assert_int_equal(shmt_set(h, "d", 1, "x", 1, 0), 0);
+	assert_int_equal(shmt_add(h, "a", 1, "x", 1, 0), 0);
+	assert_int_equal(shmt_set(h, "e", 1, "x", 1, 5000), 0);
+	assert_int_equal(shmt_incr(h, "c", 1, 3, &r), 0);
+	clk.now += 999000000ULL;
+	assert_int_equal(shmt_get(h2, "d", 1, val, sizeof(val), &vlen), 0);
+	assert_int_equal(shmt_get(h2, "c", 1, val, sizeof(val), &vlen), 0);
+	clk.now += 501000000ULL;
+	assert_int_equal(shmt_get(h2, "d", 1, val, sizeof(val), &vlen),
+	    -ENOENT);
+	assert_int_equal(shmt_get(h2, "a", 1, val, sizeof(val), &vlen),
+	    -ENOENT);
+	assert_int_equal(shmt_get(h2, "c", 1, val, sizeof(val), &vlen),
+	    -ENOENT);
+	assert_int_equal(shmt_get(h2, "e", 1, val, sizeof(val), &vlen), 0);
+	assert_int_equal(shmt_get(h2, "n", 1, val, sizeof(val), &vlen), 0);
+
+	shmt_close(h2);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+/* shmt_config_check names the field and the rule; shmt_create refuses
+ * exactly what it refuses. */
+static void
+test_config_check(void **state)
+{
+	char seg[96], why[256];
+	shmt_config_t cfg;
+	shmt_t *h;
+
+	(void)state;
+	shmt_config_init(&cfg);
+	assert_int_equal(shmt_config_check(&cfg, why, sizeof(why)), 0);
+	assert_string_equal(why, "");
+	cfg.dict_bytes = 1ULL << 20;
+	cfg.dict_shards = 8;
+	assert_int_equal(shmt_config_check(&cfg, why, sizeof(why)), -EINVAL);
+	assert_true(strncmp(why, "dict_bytes: ", 12) == 0);
+	tu_segname(seg, sizeof(seg), "dlcheck");
+	assert_int_equal(shmt_create(seg, &cfg, &h), -EINVAL);
+	shmt_config_init(&cfg);
+	cfg.dict_max_value = SHMT_VALUE_MAX + 1;
+	assert_int_equal(shmt_config_check(&cfg, why, sizeof(why)), -EINVAL);
+	assert_true(strncmp(why, "dict_max_value: ", 16) == 0);
+	assert_int_equal(shmt_create(seg, &cfg, &h), -EINVAL);
+	shmt_config_init(&cfg);
+	cfg.counters_subwindows = 0;
+	assert_int_equal(shmt_config_check(&cfg, NULL, 0), -EINVAL);
+	assert_int_equal(shmt_config_check(NULL, why, sizeof(why)), -EINVAL);
+	assert_int_equal(shmt_create(seg, &cfg, &h), -EINVAL);
+}
+
 int
 main(void)
 {
@@ -434,6 +554,8 @@ main(void)
 		cmocka_unit_test_teardown(test_value_limits, tu_sweep),
 		cmocka_unit_test_teardown(test_short_buffer, tu_sweep),
 		cmocka_unit_test_teardown(test_value_room, tu_sweep),
+		cmocka_unit_test_teardown(test_creation_limits, tu_sweep),
+		cmocka_unit_test_teardown(test_config_check, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -139,13 +139,33 @@ test_invalid_parameters(void **state)
 	shmt_limit_t l;
 	int i;
 
+	/* The field each case breaks, as shmt_limit_check names it. */
+	static const char *const field[BI_NINVALID] = {
+		"limit", "window_ns", "slack_ns", "slack_uses", "slack_uses",
+		"limit", "limit", "mode", "limit", "uses_per_key", "keys",
+		"keys", "keys", "keys", "slack_ns", "client_capacity",
+	};
+	char why[256];
+
+	assert_int_equal(shmt_limit_check(&bi_good, why, sizeof(why)), 0);
+	assert_string_equal(why, "");
 	assert_int_equal(shmt_limiter_define(bi_g.h, "good", &bi_good), 0);
 	for (i = 0; i < BI_NINVALID; i++) {
 		bi_invalid(i, &l);
 		if (shmt_limiter_define(bi_g.h, "bad", &l) != -EINVAL)
 			fail_msg("invalid case %d not refused with -EINVAL", i);
 		bi_table_is(bi_g.h, 1, "bad");
+		/* The same verdict without a segment, with a sentence that
+		 * starts with the field. */
+		assert_int_equal(shmt_limit_check(&l, why, sizeof(why)),
+		    -EINVAL);
+		if (strncmp(why, field[i], strlen(field[i])) != 0 ||
+		    why[strlen(field[i])] != ':')
+			fail_msg("case %d: \"%s\" does not name %s", i, why,
+			    field[i]);
+		assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
 	}
+	assert_int_equal(shmt_limit_check(NULL, why, sizeof(why)), -EINVAL);
 	assert_int_equal(shmt_limiter_define(NULL, "bad", &bi_good), -EINVAL);
 	assert_int_equal(shmt_limiter_define(bi_g.h, NULL, &bi_good), -EINVAL);
 	assert_int_equal(shmt_limiter_define(bi_g.h, "", &bi_good), -EINVAL);

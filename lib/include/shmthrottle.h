@@ -159,9 +159,35 @@ typedef struct shmt_config {
 	uint32_t analyzer_subwindows;
 	uint32_t analyzer_threshold_ppm;
 	uint32_t analyzer_clients;
+	/* Dictionary limits, stored in the segment and enforced by the library
+	 * for every process that writes: the longest key (bytes, 1..
+	 * SHMT_KEY_MAX; default and 0: SHMT_KEY_MAX) and the longest value
+	 * (bytes, up to SHMT_VALUE_MAX; default and 0: SHMT_VALUE_MAX) that
+	 * shmt_set, shmt_add, shmt_replace and shmt_incr accept, and the TTL in
+	 * milliseconds that a write given TTL 0 gets (default 0: such items
+	 * never expire; at most UINT64_MAX / 2000000). */
+	uint32_t dict_max_key;
+	uint32_t dict_max_value;
+	uint64_t dict_default_ttl_ms;
 } shmt_config_t;
 
+/* shmt_config_init: fill *CFG with the defaults stated above (NULL: no-op). */
 SHMT_EXPORT void shmt_config_init(shmt_config_t *cfg);
+
+/*
+ * shmt_config_check: apply to CFG exactly the rules shmt_create applies to
+ * its parameters (shmt_create calls it), without creating anything.
+ * Returns 0, or -EINVAL when CFG is NULL or shmt_create would refuse it;
+ * then WHY (WHY_LEN bytes, may be NULL) holds one NUL-terminated sentence
+ * that starts with the field's name, a colon and the rule, e.g.
+ * "dict_bytes: each shard needs at least 2 MiB (bytes / shards), room for
+ * the largest item".  Only the first broken rule is named.  Pure: reads
+ * CFG only, touches no segment, thread-safe; nothing to leave behind.
+ * Passing it does not promise that shmt_create succeeds: the name, the
+ * memory in /dev/shm and permissions are checked only there.
+ */
+SHMT_EXPORT int shmt_config_check(const shmt_config_t *cfg, char *why,
+    size_t why_len);
 
 /* ---- Errors ------------------------------------------------------------ */
 
@@ -199,7 +225,8 @@ SHMT_EXPORT unsigned long shmt_version_number(void);
  * processes creating the same name at once exactly one gets 0 and the other
  * -EEXIST (the segment it then finds is complete; shmt_open() attaches).
  *
- * Errors: -EINVAL (bad name or parameters), -ENAMETOOLONG, -EEXIST, -ENOMEM,
+ * Errors: -EINVAL (bad name, or parameters that shmt_config_check refuses:
+ * it names the rule), -ENAMETOOLONG, -EEXIST, -ENOMEM,
  * -ENOSPC (no room in /dev/shm), -EACCES/-EPERM (mode or gid refused),
  * SHMT_ENOSLOT.  On error nothing is left behind and *OUT is untouched.
  * kill -9 during the call leaves at most a temporary object named
@@ -340,7 +367,8 @@ typedef struct shmt_limit {
  *
  * Errors: -EINVAL (invalid combination: zero limit or window, slack_uses 0 or
  * above limit, zero slack in bucket mode, too many buckets, exact limit too
- * large, key pool size mismatch, bad key name, zero client capacity ...),
+ * large, key pool size mismatch, bad key name, zero client capacity ...:
+ * exactly what shmt_limit_check refuses, and it names the rule),
  * -ENAMETOOLONG, -EEXIST (defined with other parameters), -ENOSPC (limiter
  * table or storage arena full).  On any error nothing is defined.
  * Concurrency: any number of processes may define at once; they serialise
@@ -350,6 +378,21 @@ typedef struct shmt_limit {
  */
 SHMT_EXPORT int shmt_limiter_define(shmt_t *h, const char *name,
     const shmt_limit_t *limit);
+
+/*
+ * shmt_limit_check: apply to LIM exactly the rules shmt_limiter_define
+ * applies to its parameters (it calls this), without a segment.  Returns 0,
+ * or -EINVAL when LIM is NULL or shmt_limiter_define would refuse it with
+ * -EINVAL; then WHY (WHY_LEN bytes, may be NULL) holds one NUL-terminated
+ * sentence that starts with the field's name, a colon and the rule, e.g.
+ * "slack_uses: must be from 1 to limit (10) in buckets mode".  Only the
+ * first broken rule is named.  Pure: reads LIM (and its key names) only,
+ * thread-safe; nothing to leave behind.  Passing it does not promise that
+ * a define succeeds: the name, room in the table and the arena, and an
+ * existing limiter of that name are checked only there.
+ */
+SHMT_EXPORT int shmt_limit_check(const shmt_limit_t *lim, char *why,
+    size_t why_len);
 
 /*
  * shmt_try_use_key: try to take one use of limiter NAME now.
@@ -492,19 +535,23 @@ SHMT_EXPORT int shmt_get(shmt_t *h, const void *key, size_t klen, void *buf,
 
 /*
  * shmt_set: store VAL (VLEN bytes) under KEY with a TTL of TTL_MS
- * milliseconds (0: none).  Returns 0, or -EINVAL, -E2BIG (key too long),
- * -EMSGSIZE (value over SHMT_VALUE_MAX), -ENOSPC (no room and eviction off,
+ * milliseconds; TTL 0 means the segment's default TTL (dict_default_ttl_ms
+ * at creation), and no expiry when that is 0.  Returns 0, or -EINVAL,
+ * -E2BIG (key over SHMT_KEY_MAX or over the segment's dict_max_key),
+ * -EMSGSIZE (value over SHMT_VALUE_MAX or over the segment's
+ * dict_max_value), -ENOSPC (no room and eviction off,
  * or the item can never fit), -ENODEV; on any error nothing changes.
  * Replacing a value needs room for the new item while the old one is still
  * there.  kill -9 during the call leaves the old value or the new one.
  */
 SHMT_EXPORT int shmt_set(shmt_t *h, const void *key, size_t klen,
     const void *val, size_t vlen, uint64_t ttl_ms);
-/* shmt_add: shmt_set only if KEY is absent (else -EEXIST). */
+/* shmt_add: shmt_set only if KEY is absent (else -EEXIST); the same
+ * limits and the same default TTL. */
 SHMT_EXPORT int shmt_add(shmt_t *h, const void *key, size_t klen,
     const void *val, size_t vlen, uint64_t ttl_ms);
 /* shmt_replace: shmt_set only if KEY is present (else -ENOENT); the TTL is
- * replaced too. */
+ * replaced too (TTL 0: the segment's default TTL); the same limits. */
 SHMT_EXPORT int shmt_replace(shmt_t *h, const void *key, size_t klen,
     const void *val, size_t vlen, uint64_t ttl_ms);
 /* shmt_del: remove KEY.  Returns 0 or -ENOENT (and the errors of set). */
@@ -513,10 +560,13 @@ SHMT_EXPORT int shmt_del(shmt_t *h, const void *key, size_t klen);
 /*
  * shmt_incr: add DELTA to the value of KEY, a decimal integer (as text, so
  * shmt_get reads it), and store the sum in *RESULT (may be NULL).  An
- * absent key counts as 0 and is created without a TTL; an existing key
+ * absent key counts as 0 and is created with the segment's default TTL
+ * (none unless dict_default_ttl_ms was set at creation); an existing key
  * keeps its TTL.  Returns 0, -EINVAL (the value is not a decimal integer
  * that fits in int64_t), -ERANGE (the sum overflows), and the errors of
- * shmt_set.  Atomic with respect to every other writer of the key.
+ * shmt_set: -E2BIG for a key over the segment's dict_max_key, -EMSGSIZE
+ * when the sum's text is longer than its dict_max_value; nothing changes
+ * on any error.  Atomic with respect to every other writer of the key.
  */
 SHMT_EXPORT int shmt_incr(shmt_t *h, const void *key, size_t klen,
     int64_t delta, int64_t *result);

@@ -3,11 +3,14 @@
 # and size parsers, the segment validator, the snapshot loader and the CLI's
 # argument handling.  The library, the daemon's config and snapshot code and
 # the CLI are compiled into each target with coverage instrumentation and
-# ASan+UBSan.  Each target is a ctest labelled `fuzz` that runs for
-# $SHMT_FUZZ_SECONDS (default 15) from its seed corpus in tests/fuzz/<target>/
-# and replays every input kept under tests/fuzz/<target>/crashes-fixed/.
-# By hand, longer: SHMT_FUZZ_SECONDS=600 ctest -L fuzz, or run a target on
-# its own (see tests/fuzz/run.sh).
+# ASan+UBSan.  Each target's corpus is tests/fuzz/corpus/<target>/ (seeds)
+# and tests/fuzz/corpus/<target>/crashes-fixed/ (inputs that once failed).
+# Two ctests per target (see tests/fuzz/run.sh):
+#   <target>          label `fuzz`, run by scripts/test.sh: replays the
+#                     whole corpus, then a fixed number of mutations (RUNS)
+#                     from a fixed seed; the same code, the same verdict.
+#   <target>_explore  label `fuzz-explore`, by hand only: a random seed for
+#                     $SHMT_FUZZ_SECONDS (default 300) per target.
 if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "SHMT_FUZZ needs clang: -DCMAKE_C_COMPILER=clang")
 endif()
@@ -42,27 +45,38 @@ set_source_files_properties(${PROJECT_SOURCE_DIR}/cli/main.c PROPERTIES
 add_custom_target(shmt_fuzz)
 find_program(SHMT_FUZZ_BASH bash REQUIRED)
 
-# shmt_add_fuzz(NAME SOURCES src... [OPTIONS libfuzzer-option...])
+# shmt_add_fuzz(NAME SOURCES src... RUNS n [OPTIONS libfuzzer-option...]):
+# RUNS is what the gate runs, chosen for a few seconds to about 30 s per
+# target on 2 cores.
 function(shmt_add_fuzz name)
-  cmake_parse_arguments(F "" "" "SOURCES;OPTIONS" ${ARGN})
+  cmake_parse_arguments(F "" "RUNS" "SOURCES;OPTIONS" ${ARGN})
   add_executable(${name} ${F_SOURCES})
   target_link_libraries(${name} PRIVATE shmt_fuzz_core)
   target_link_options(${name} PRIVATE ${SHMT_FUZZ_LDFLAGS})
   add_dependencies(shmt_fuzz ${name})
+  set(corpus ${SHMT_FUZZ_DIR}/corpus/${name})
+  set(work ${CMAKE_CURRENT_BINARY_DIR}/fuzz-work)
   add_test(NAME ${name}
-    COMMAND ${SHMT_FUZZ_BASH} ${SHMT_FUZZ_DIR}/run.sh $<TARGET_FILE:${name}>
-            ${CMAKE_CURRENT_BINARY_DIR}/fuzz-work/${name} ${SHMT_FUZZ_DIR}/${name} ${F_OPTIONS})
-  set_tests_properties(${name} PROPERTIES LABELS fuzz TIMEOUT 900)
+    COMMAND ${SHMT_FUZZ_BASH} ${SHMT_FUZZ_DIR}/run.sh gate
+            $<TARGET_FILE:${name}> ${work}/${name} ${corpus} ${F_OPTIONS})
+  set_tests_properties(${name} PROPERTIES LABELS fuzz TIMEOUT 900
+    ENVIRONMENT SHMT_FUZZ_RUNS=${F_RUNS})
+  add_test(NAME ${name}_explore
+    COMMAND ${SHMT_FUZZ_BASH} ${SHMT_FUZZ_DIR}/run.sh explore
+            $<TARGET_FILE:${name}> ${work}/${name}_explore ${corpus}
+            ${F_OPTIONS})
+  set_tests_properties(${name}_explore PROPERTIES LABELS fuzz-explore
+    TIMEOUT 86400)
 endfunction()
 
-shmt_add_fuzz(fuzz_config SOURCES ${SHMT_FUZZ_DIR}/fuzz_config.c)
-shmt_add_fuzz(fuzz_units SOURCES ${SHMT_FUZZ_DIR}/fuzz_units.c)
-shmt_add_fuzz(fuzz_segment SOURCES ${SHMT_FUZZ_DIR}/fuzz_segment.c)
-shmt_add_fuzz(fuzz_snapshot SOURCES ${SHMT_FUZZ_DIR}/fuzz_snapshot.c)
+shmt_add_fuzz(fuzz_config SOURCES ${SHMT_FUZZ_DIR}/fuzz_config.c RUNS 6000)
+shmt_add_fuzz(fuzz_units SOURCES ${SHMT_FUZZ_DIR}/fuzz_units.c RUNS 200000)
+shmt_add_fuzz(fuzz_segment SOURCES ${SHMT_FUZZ_DIR}/fuzz_segment.c RUNS 2000)
+shmt_add_fuzz(fuzz_snapshot SOURCES ${SHMT_FUZZ_DIR}/fuzz_snapshot.c RUNS 1500)
 # The tool's usage errors would drown the fuzzer's own output: its stderr
 # is closed (sanitizer reports still come through).
 shmt_add_fuzz(fuzz_cli SOURCES ${SHMT_FUZZ_DIR}/fuzz_cli.c ${SHMT_FUZZ_CLI_SOURCES}
-  OPTIONS -close_fd_mask=2)
+  RUNS 60000 OPTIONS -close_fd_mask=2)
 target_include_directories(fuzz_cli PRIVATE ${PROJECT_SOURCE_DIR}/cli)
 target_compile_definitions(fuzz_cli PRIVATE SHMT_CLI_HAVE_CONFIG=1)
 target_link_libraries(fuzz_cli PRIVATE PkgConfig::FZ_JANSSON m)
