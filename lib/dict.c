@@ -1456,7 +1456,11 @@ chk_store(const struct shmt_store *st, const char *kind, struct shmt_chk *c)
 
 		snprintf(who, sizeof(who), "%s shard %u", kind, i);
 		if (shard_lock(st, sh) < 0) {
-			shmt__chk(c, "%s: cannot take its lock", who);
+			uint32_t tid = shmt__lock_owner(&sh->ds_lock);
+
+			shmt__chk(c, "%s: cannot take its lock (held by thread %u"
+			    " of live process %d)", who, tid,
+			    (int)shmt__tid_process(tid));
 			continue;
 		}
 		if (sh->ds_seq & 1)

@@ -78,7 +78,9 @@ extern "C" {
 #define SHMT_ENOTREG   (SHMT_ERRBASE - 5) /* object is not a regular shm object */
 #define SHMT_EBUSYLOOP (SHMT_ERRBASE - 6) /* retry bound exhausted (damaged?) */
 #define SHMT_ENOSLOT   (SHMT_ERRBASE - 7) /* process slot table is full */
-#define SHMT_ERRLAST   SHMT_ENOSLOT
+#define SHMT_ELOCKED   (SHMT_ERRBASE - 8) /* lock held by a live process */
+#define SHMT_EUNTRUSTED (SHMT_ERRBASE - 9) /* segment owner or mode untrusted */
+#define SHMT_ERRLAST   SHMT_EUNTRUSTED
 
 /* Longest segment name, including the leading '/', excluding the NUL. */
 #define SHMT_SEGNAME_MAX 200

