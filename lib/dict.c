@@ -206,6 +206,10 @@ item_at(const struct shmt_store *st, char *heap, uint64_t off)
 	return it;
 }
 
+/* The value length of every counter item of ST: the index of the newest
+ * sub-window, then one count per sub-window. */
+#define CNT_VLEN(st) (sizeof(uint64_t) + 4ULL * (st)->subw)
+
 static const char *
 item_key(const struct shmt_item *it)
 {
@@ -381,7 +385,7 @@ repair_chains(const struct shmt_store *st, struct shmt_shard *sh, uint64_t *bm)
 			uint64_t size;
 
 			if (it == NULL || bucket_of(st, it->it_hash) != b ||
-			    (st->counters && it->it_vlen != 8 + 4 * st->subw)) {
+			    (st->counters && it->it_vlen != CNT_VLEN(st))) {
 				*link = 0;
 				break;
 			}
@@ -499,21 +503,36 @@ key_check(const void *key, size_t klen)
 	return 0;
 }
 
+/* The most items a chain of ST can hold: every item takes a 64-byte block
+ * at least, so a walk that passes more links than this has come round to
+ * an item it saw before (a cycle: damage).  Every chain walk stops there. */
+static uint64_t
+chain_bound(const struct shmt_store *st)
+{
+	return st->heap_bytes / 64;
+}
+
 /* Under the lock: find KEY in its chain.  *LINKP gets the link that points
- * to it (or to the end of the chain).  Returns the item or NULL. */
+ * to it (or to the end of the chain), or NULL when the chain is longer than
+ * chain_bound() (a cycle: the caller reports SHMT_ECORRUPT).  Returns the
+ * item or NULL. */
 static struct shmt_item *
 find_locked(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
     const void *key, size_t klen, uint64_t **linkp)
 {
 	char *heap = shard_heap(st, sh);
 	uint64_t *link = &shard_index(st, sh)[bucket_of(st, hash)];
-	uint64_t steps = st->heap_bytes / 64;
+	uint64_t steps = chain_bound(st);
 
-	while (*link != 0 && steps-- > 0) {
+	while (*link != 0) {
 		struct shmt_item *it = item_at(st, heap, *link - 1);
 
 		if (it == NULL)
 			break;
+		if (steps-- == 0) {
+			*linkp = NULL;
+			return NULL;
+		}
 		if (it->it_hash == hash && it->it_klen == klen &&
 		    memcmp(item_key(it), key, klen) == 0) {
 			*linkp = link;
@@ -682,6 +701,8 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 	char *heap = shard_heap(st, sh);
 
 	old = find_locked(st, sh, p->hash, p->key, p->klen, &link);
+	if (link == NULL)
+		return SHMT_ECORRUPT;
 	if (old != NULL && expired(old, now)) {
 		unlink_free(st, sh, link, old);
 		sh->ds_expirations++;
@@ -708,6 +729,10 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 		memcpy((char *)(it + 1) + p->klen, p->val, p->vlen);
 	/* Evictions may have moved the chain: find the link again. */
 	old = find_locked(st, sh, p->hash, p->key, p->klen, &link);
+	if (link == NULL) {
+		blk_free(st, sh, off, it->it_order);
+		return SHMT_ECORRUPT;
+	}
 	it->it_next = old != NULL ? old->it_next : 0;
 	it->it_magic = SHMT_IT_ALLOC;
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
@@ -811,7 +836,7 @@ shmt_del(shmt_t *h, const void *key, size_t klen)
 	if ((rc = lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
 	it = find_locked(st, sh, hash, key, klen, &link);
-	rc = -ENOENT;
+	rc = link == NULL ? SHMT_ECORRUPT : -ENOENT;
 	if (it != NULL) {
 		rc = expired(it, shmt__now(h)) ? -ENOENT : 0;
 		if (rc != 0)
@@ -860,6 +885,10 @@ shmt_incr(shmt_t *h, const void *key, size_t klen, int64_t delta,
 	if ((rc = lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
 	it = find_locked(st, sh, hash, key, klen, &link);
+	if (link == NULL) {
+		rc = SHMT_ECORRUPT;
+		goto out;
+	}
 	if (it != NULL && !expired(it, shmt__now(h)) &&
 	    (rc = parse_i64(item_val(it), it->it_vlen, &cur)) != 0)
 		goto out;
@@ -1093,7 +1122,10 @@ shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf, size_t kcap,
 			found = 0;
 			off = __atomic_load_n(&shard_index(st, sh)[b],
 			    __ATOMIC_RELAXED);
-			while (off != 0 && k <= pos) {
+			/* The whole chain, not just up to POS: a chain that
+			 * comes round to itself must be found at its first
+			 * visit, before it hands out one key twice. */
+			while (off != 0 && k <= chain_bound(st)) {
 				struct shmt_item *it = item_at(st, heap, off - 1);
 
 				if (it == NULL)
@@ -1111,6 +1143,8 @@ shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf, size_t kcap,
 			}
 			if (!seq_valid(sh, s))
 				continue;
+			if (k > chain_bound(st))
+				return SHMT_ECORRUPT;
 			if (found == 1 && len > kcap) {
 				*klen = len;
 				return -ERANGE;
@@ -1240,13 +1274,19 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 		return rc;
 	now = shmt__now(h);
 	it = find_locked(st, sh, hash, key, klen, &link);
+	/* A counter item's value is exactly its index and ring: a shorter
+	 * one (damage) would make the update write past the item. */
+	if (link == NULL || (it != NULL && it->it_vlen != CNT_VLEN(st))) {
+		rc = SHMT_ECORRUPT;
+		goto out;
+	}
 	if (it != NULL && expired(it, now)) {
 		unlink_free(st, sh, link, it);
 		sh->ds_expirations++;
 		it = NULL;
 	}
 	if (it == NULL) {
-		uint64_t vlen = sizeof(uint64_t) + 4ULL * st->subw;
+		uint64_t vlen = CNT_VLEN(st);
 		uint64_t idx = now / (st->window / st->subw);
 		struct put p = { .hash = hash, .key = key, .klen = klen,
 		    .vlen = vlen, .expire = now + st->window, .mode = PUT_ADD };
@@ -1258,7 +1298,7 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 		if ((rc = put_locked(h, st, sh, &p)) != 0)
 			goto out;
 		it = find_locked(st, sh, hash, key, klen, &link);
-		if (it == NULL) {
+		if (it == NULL || it->it_vlen != CNT_VLEN(st)) {
 			rc = SHMT_ECORRUPT;
 			goto out;
 		}
@@ -1347,7 +1387,7 @@ store_rebase(const struct shmt_store *st, int64_t d)
 
 					it->it_expire = e > 0 ? (uint64_t)e : 1;
 				}
-				if (st->counters)
+				if (st->counters && it->it_vlen == CNT_VLEN(st))
 					counter_rebase(st, it, d);
 				off = it->it_next;
 			}

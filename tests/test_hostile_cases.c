@@ -233,12 +233,141 @@ test_lock_stopped_holder(void **state)
 	assert_int_equal(shmt_unlink(name), 0);
 }
 
+/* ---- Items that lie ---------------------------------------------------------- */
+
+static uint64_t *
+index_of(const struct shmt_store *st)
+{
+	return (uint64_t *)(st->base + st->index_off);
+}
+
+static char *
+heap_of(const struct shmt_store *st)
+{
+	return st->base + st->heap_off;
+}
+
+/* The chain link (heap offset + 1) of the only item in ST's shard 0. */
+static uint64_t
+only_item(const struct shmt_store *st, uint64_t *bucket)
+{
+	const uint64_t *index = index_of(st);
+	uint64_t link = 0;
+
+	for (uint64_t b = 0; b < st->nbuckets; b++) {
+		if (index[b] != 0) {
+			assert_int_equal(link, 0);
+			link = index[b];
+			*bucket = b;
+		}
+	}
+	assert_true(link != 0);
+	return link;
+}
+
+/* A counter item whose value is shorter than its ring: the hit is refused
+ * and not one byte of the segment changes. */
+static void
+test_counter_short_value(void **state)
+{
+	struct tu_clock clk = { .now = 1000000000ULL };
+	const struct shmt_store *st;
+	struct shmt_item *it;
+	shmt_config_t cfg;
+	char name[128], *copy;
+	uint64_t b, count = 0, size;
+	shmt_t *h = NULL;
+
+	(void)state;
+	alarm(HC_ALARM);
+	tu_segname(name, sizeof(name), "cnt");
+	small_config(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	shmt_set_clock(h, tu_clock_read, &clk);
+	assert_int_equal(shmt_hit(h, "c", 1, &count), 0);
+	assert_int_equal(count, 1);
+	st = h->counters;
+	it = (struct shmt_item *)(heap_of(st) + only_item(st, &b) - 1);
+	assert_int_equal(it->it_vlen, 8 + 4 * cfg.counters_subwindows);
+	/* Shorter than the ring: only the sub-window index fits. */
+	it->it_vlen = 8;
+	size = h->size;
+	copy = malloc(size);
+	assert_non_null(copy);
+	clk.now += cfg.counters_window_ns / 2;  /* a write of new sub-windows */
+	memcpy(copy, h->base, size);
+	assert_int_equal(shmt_hit(h, "c", 1, &count), SHMT_ECORRUPT);
+	assert_memory_equal(copy, h->base, size);
+	free(copy);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(name), 0);
+}
+
+/* Every chain of a shard leads into one item that links to itself. */
+static void
+make_cycle(const struct shmt_store *st)
+{
+	uint64_t b, link = only_item(st, &b), *index = index_of(st);
+	struct shmt_item *it = (struct shmt_item *)(heap_of(st) + link - 1);
+
+	it->it_next = link;
+	for (b = 0; b < st->nbuckets; b++)
+		index[b] = link;
+}
+
+static void
+test_chain_cycle(void **state)
+{
+	char name[128], kbuf[SHMT_KEY_MAX];
+	uint64_t cursor = 0, count;
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	size_t klen;
+	int64_t sum;
+	int rc = 0, keys = 0;
+
+	(void)state;
+	alarm(HC_ALARM);
+	tu_segname(name, sizeof(name), "cyc");
+	small_config(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	assert_int_equal(shmt_set(h, "a", 1, "1", 1, 0), 0);
+	assert_int_equal(shmt_hit(h, "a", 1, NULL), 0);
+	make_cycle(h->dict);
+	make_cycle(h->counters);
+
+	/* The walk reports the damage before it returns a key twice. */
+	for (int i = 0; i < 4; i++) {
+		rc = shmt_dict_next(h, &cursor, kbuf, sizeof(kbuf), &klen);
+		if (rc != 1)
+			break;
+		keys++;
+	}
+	printf("# walk over a cycle: %d keys, then %s\n", keys,
+	    shmt_strerror(rc));
+	assert_int_equal(rc, SHMT_ECORRUPT);
+	assert_true(keys <= 1);
+
+	/* Writers that walk a chain to its end report it too. */
+	assert_int_equal(shmt_set(h, "b", 1, "2", 1, 0), SHMT_ECORRUPT);
+	assert_int_equal(shmt_add(h, "b", 1, "2", 1, 0), SHMT_ECORRUPT);
+	assert_int_equal(shmt_del(h, "b", 1), SHMT_ECORRUPT);
+	assert_int_equal(shmt_incr(h, "b", 1, 1, &sum), SHMT_ECORRUPT);
+	assert_int_equal(shmt_hit(h, "b", 1, &count), SHMT_ECORRUPT);
+	/* The damage is left for shmt_check to name: nothing was linked. */
+	assert_int_equal(shard0(h->dict)->ds_items, 1);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(name), 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_lock_live_owner, tu_sweep),
 		cmocka_unit_test_teardown(test_lock_stopped_holder, tu_sweep),
+		cmocka_unit_test_teardown(test_counter_short_value, tu_sweep),
+		cmocka_unit_test_teardown(test_chain_cycle, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
