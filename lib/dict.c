@@ -662,7 +662,14 @@ alloc_item(const struct shmt_store *st, struct shmt_shard *sh, uint64_t bytes,
 	uint32_t order = order_for(bytes);
 	uint64_t off, next = UINT64_MAX;
 
-	if (order > st->order_max)
+	/* Decide before anything is freed whether the item can fit at all:
+	 * the heap is one block of order_max, so with every other item gone
+	 * a block of ORDER is free unless KEEP overlaps every such block,
+	 * which happens when either of them is the whole heap.  A write that
+	 * can never fit changes nothing, instead of evicting the whole shard
+	 * first and failing after. */
+	if (order > st->order_max || (keep != NULL &&
+	    (order == st->order_max || keep->it_order >= st->order_max)))
 		return UINT64_MAX;
 	if ((off = blk_alloc(st, sh, order)) != UINT64_MAX)
 		return off;

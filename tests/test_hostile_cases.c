@@ -360,6 +360,99 @@ test_chain_cycle(void **state)
 	assert_int_equal(shmt_unlink(name), 0);
 }
 
+/* ---- Nothing changes on error ------------------------------------------------ */
+
+/* The keys of H's dictionary, sorted, one per line, into a malloc'd text. */
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *
+key_list(shmt_t *h, int *n)
+{
+	char *keys[256], kbuf[SHMT_KEY_MAX + 1], *out;
+	uint64_t cursor = 0;
+	size_t klen, len = 1;
+	int rc;
+
+	*n = 0;
+	while ((rc = shmt_dict_next(h, &cursor, kbuf, SHMT_KEY_MAX, &klen)) == 1) {
+		assert_true(*n < 256);
+		kbuf[klen] = '\0';
+		keys[(*n)++] = strdup(kbuf);
+		len += klen + 1;
+	}
+	assert_int_equal(rc, 0);
+	qsort(keys, (size_t)*n, sizeof(keys[0]), cmp_str);
+	out = calloc(1, len);
+	assert_non_null(out);
+	for (int i = 0; i < *n; i++) {
+		strcat(out, keys[i]);
+		strcat(out, "\n");
+		free(keys[i]);
+	}
+	return out;
+}
+
+/* Replacing a small value with one that needs the whole shard can never
+ * fit while the old value stays: refused before anything is evicted. */
+static void
+test_set_never_fits(void **state)
+{
+	shmt_dict_stat_t before, after;
+	char name[128], k[32], v[16], *big, *keys0, *keys1;
+	size_t vlen;
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	int n0, n1;
+
+	(void)state;
+	alarm(HC_ALARM);
+	tu_segname(name, sizeof(name), "fit");
+	small_config(&cfg);
+	cfg.dict_eviction = 1;
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	big = calloc(1, SHMT_VALUE_MAX);
+	assert_non_null(big);
+	assert_int_equal(shmt_set(h, "small", 5, "tiny value", 10, 0), 0);
+	/* 50 items of 32 KiB blocks next to it. */
+	for (int i = 0; i < 50; i++) {
+		snprintf(k, sizeof(k), "key-%02d", i);
+		assert_int_equal(shmt_set(h, k, strlen(k), big, 30000, 0), 0);
+	}
+	assert_int_equal(shmt_dict_stat(h, &before), 0);
+	assert_int_equal(before.items, 51);
+	keys0 = key_list(h, &n0);
+	assert_int_equal(n0, 51);
+
+	assert_int_equal(shmt_set(h, "small", 5, big, SHMT_VALUE_MAX, 0),
+	    -ENOSPC);
+	assert_int_equal(shmt_replace(h, "small", 5, big, SHMT_VALUE_MAX, 0),
+	    -ENOSPC);
+
+	assert_int_equal(shmt_dict_stat(h, &after), 0);
+	keys1 = key_list(h, &n1);
+	printf("# keys before %d, after %d; evictions %llu -> %llu\n", n0, n1,
+	    (unsigned long long)before.evictions,
+	    (unsigned long long)after.evictions);
+	assert_int_equal(n1, n0);
+	assert_string_equal(keys1, keys0);
+	assert_int_equal(after.evictions, before.evictions);
+	assert_int_equal(after.used, before.used);
+	assert_int_equal(shmt_get(h, "small", 5, v, sizeof(v), &vlen), 0);
+	assert_int_equal(vlen, 10);
+	assert_memory_equal(v, "tiny value", 10);
+	/* A new key of that size may evict everything: it fits then. */
+	assert_int_equal(shmt_set(h, "huge", 4, big, SHMT_VALUE_MAX, 0), 0);
+	free(keys0);
+	free(keys1);
+	free(big);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(name), 0);
+}
+
 int
 main(void)
 {
@@ -368,6 +461,7 @@ main(void)
 		cmocka_unit_test_teardown(test_lock_stopped_holder, tu_sweep),
 		cmocka_unit_test_teardown(test_counter_short_value, tu_sweep),
 		cmocka_unit_test_teardown(test_chain_cycle, tu_sweep),
+		cmocka_unit_test_teardown(test_set_never_fits, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
