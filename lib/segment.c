@@ -501,17 +501,18 @@ out:
 }
 
 /*
- * Validate a mapped image of SIZE bytes: magic, format, size, then every
- * region inside the object, in order, without overlap.  Fills REG.
+ * Validate HDR, a private copy of the header of an object of SIZE bytes:
+ * magic, format, size, then every region inside the object, in order,
+ * without overlap, and the creation parameters against the regions.  Fills
+ * REG.  It works on a copy because another process may change the header
+ * while we read it: what is validated must be what is used.
  */
 static int
-validate(const char *base, uint64_t size, struct shmt_region reg[SHMT_R_COUNT])
+validate(const struct shmt_hdr *hdr, uint64_t size,
+    struct shmt_region reg[SHMT_R_COUNT])
 {
-	const struct shmt_hdr *hdr = (const struct shmt_hdr *)base;
 	uint64_t end = 0;
 
-	if (size < sizeof(hdr->sh_magic))
-		return SHMT_ESIZE;
 	if (hdr->sh_magic != SHMT_MAGIC)
 		return SHMT_EMAGIC;
 	if (size < sizeof(struct shmt_hdr))
@@ -555,6 +556,7 @@ SHMT_EXPORT int
 shmt_open(const char *name, shmt_t **out)
 {
 	struct shmt_region reg[SHMT_R_COUNT];
+	struct shmt_hdr hc;
 	struct stat st;
 	shmt_t *h;
 	void *base;
@@ -605,10 +607,13 @@ shmt_open(const char *name, shmt_t **out)
 		errno = saved;
 		return rc;
 	}
-	if ((rc = validate(base, size, reg)) != 0)
+	/* One read of the header into private memory: everything the handle
+	 * trusts (regions, store and analyzer geometry, limiter table size)
+	 * comes from this copy, never from a second read of the segment. */
+	memcpy(&hc, base, sizeof(hc));
+	if ((rc = validate(&hc, size, reg)) != 0)
 		goto fail;
-	h = handle_new(name, base, size, reg,
-	    &((const struct shmt_hdr *)base)->sh_params);
+	h = handle_new(name, base, size, reg, &hc.sh_params);
 	if (h == NULL) {
 		rc = -ENOMEM;
 		goto fail;

@@ -15,11 +15,13 @@
 #include "segment.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -453,6 +455,125 @@ test_set_never_fits(void **state)
 	assert_int_equal(shmt_unlink(name), 0);
 }
 
+/* ---- The header changed under an open ------------------------------------------ */
+
+#define HC_OPENS 2000
+
+/* A child that maps NAME and flips the dictionary's size in the header's
+ * creation parameters between its true value and a far larger one, until
+ * it is killed. */
+static pid_t
+flipper(const char *name, uint64_t true_bytes)
+{
+	int p[2];
+	pid_t pid;
+	char c;
+
+	assert_int_equal(pipe(p), 0);
+	fflush(stdout);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = shm_open(name, O_RDWR, 0);
+		struct stat st;
+		struct shmt_hdr *hdr;
+
+		alarm(HC_ALARM);
+		if (fd < 0 || fstat(fd, &st) != 0)
+			_exit(2);
+		hdr = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, 0);
+		if (hdr == MAP_FAILED)
+			_exit(3);
+		if (write(p[1], "g", 1) != 1)
+			_exit(4);
+		for (;;) {
+			__atomic_store_n(&hdr->sh_params.sp_dict_bytes,
+			    true_bytes << 6, __ATOMIC_RELAXED);
+			__atomic_store_n(&hdr->sh_params.sp_dict_bytes,
+			    true_bytes, __ATOMIC_RELAXED);
+		}
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	return pid;
+}
+
+static void
+test_open_header_changing(void **state)
+{
+	shmt_config_t cfg;
+	char name[128];
+	shmt_t *h = NULL;
+	pid_t flip, opener;
+	int st;
+
+	(void)state;
+	alarm(HC_ALARM);
+	tu_segname(name, sizeof(name), "flip");
+	small_config(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	flip = flipper(name, cfg.dict_bytes);
+	/* The opens run in a child of their own, so that a crash is told
+	 * from a failed check. */
+	fflush(stdout);
+	opener = fork();
+	assert_true(opener >= 0);
+	if (opener == 0) {
+		int ok = 0, refused = 0;
+
+		alarm(HC_ALARM);
+		for (int i = 0; i < HC_OPENS; i++) {
+			shmt_t *o = NULL;
+			shmt_dict_stat_t ds;
+			uint64_t cursor = 0;
+			char kbuf[SHMT_KEY_MAX];
+			size_t klen;
+			int rc = shmt_open(name, &o);
+
+			if (rc != 0) {
+				if (rc != SHMT_ECORRUPT)
+					_exit(10);
+				refused++;
+				continue;
+			}
+			/* Consistent geometry: the one the segment was made
+			 * with, used over the whole dictionary. */
+			if (shmt_dict_stat(o, &ds) != 0 ||
+			    ds.bytes != cfg.dict_bytes || ds.shards != 1)
+				_exit(11);
+			if (shmt_set(o, "k", 1, "v", 1, 0) != 0)
+				_exit(12);
+			while (shmt_dict_next(o, &cursor, kbuf, sizeof(kbuf),
+			    &klen) == 1)
+				;
+			shmt_close(o);
+			ok++;
+		}
+		printf("# %d opens while the header changed: %d attached, "
+		    "%d refused (SHMT_ECORRUPT)\n", HC_OPENS, ok, refused);
+		fflush(stdout);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(opener, &st, 0), opener);
+	reap(flip);
+	if (WIFSIGNALED(st))
+		printf("# the opener died of signal %d\n", WTERMSIG(st));
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	/* With the header left alone, an open attaches. */
+	h->hdr->sh_params.sp_dict_bytes = cfg.dict_bytes;
+	{
+		shmt_t *o = NULL;
+
+		assert_int_equal(shmt_open(name, &o), 0);
+		shmt_close(o);
+	}
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(name), 0);
+}
+
 int
 main(void)
 {
@@ -462,6 +583,7 @@ main(void)
 		cmocka_unit_test_teardown(test_counter_short_value, tu_sweep),
 		cmocka_unit_test_teardown(test_chain_cycle, tu_sweep),
 		cmocka_unit_test_teardown(test_set_never_fits, tu_sweep),
+		cmocka_unit_test_teardown(test_open_header_changing, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
