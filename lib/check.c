@@ -53,9 +53,18 @@ SHMT_EXPORT int
 shmt_check(shmt_t *h, shmt_check_fn report, void *ctx)
 {
 	struct shmt_chk c = { report, ctx, 0 };
+	uint64_t now_size;
 
 	if (h == NULL)
 		return -EINVAL;
+	/* A truncated object cannot be scanned: its missing pages raise
+	 * SIGBUS.  Name the damage and stop. */
+	if (shmt__size_check(h, &now_size) != 0) {
+		shmt__chk(&c, "segment: the object is %llu bytes, its header "
+		    "says %llu (truncated); not scanned", (unsigned long long)now_size,
+		    (unsigned long long)h->size);
+		return SHMT_ESIZE;
+	}
 	header_check(h, &c);
 	shmt__limiters_check(h, &c);
 	shmt__stores_check(h, &c);

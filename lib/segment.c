@@ -207,7 +207,8 @@ round_up(uint64_t v, uint64_t a)
 static int
 config_check(const shmt_config_t *cfg)
 {
-	if ((cfg->mode & ~(mode_t)0777) != 0)
+	/* A segment that every user may write is trusted by nobody. */
+	if ((cfg->mode & ~(mode_t)0777) != 0 || (cfg->mode & S_IWOTH) != 0)
 		return -EINVAL;
 	if (cfg->max_limiters == 0 || cfg->max_limiters > 4096)
 		return -EINVAL;
@@ -365,6 +366,7 @@ handle_new(const char *name, char *base, uint64_t size,
 	h->hdr = (struct shmt_hdr *)base;
 	memcpy(h->reg, reg, sizeof(h->reg));
 	h->slot = UINT32_MAX;
+	h->fd = -1;
 	h->pid = getpid();
 	snprintf(h->name, sizeof(h->name), "%s", name);
 	return h;
@@ -375,6 +377,8 @@ handle_free(shmt_t *h)
 {
 	if (h == NULL)
 		return;
+	if (h->fd >= 0)
+		close(h->fd);
 	shmt__lviews_free(h);
 	free(h->dict);
 	free(h->counters);
@@ -478,7 +482,7 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 		goto out_unlink;
 	}
 	shm_unlink(tmp);
-	close(fd);
+	h->fd = fd;
 	fd = -1;
 	if ((rc = shmt__slot_claim(h)) != 0) {
 		shm_unlink(name);
@@ -552,8 +556,75 @@ validate(const struct shmt_hdr *hdr, uint64_t size,
 	return 0;
 }
 
+SHMT_EXPORT void
+shmt_open_opts_init(shmt_open_opts_t *o)
+{
+	if (o == NULL)
+		return;
+	memset(o, 0, sizeof(*o));
+	o->owner = (uid_t)-1;
+}
+
+/* 1 when GID is the caller's effective group or one of its supplementary
+ * groups. */
+static int
+in_group(gid_t gid)
+{
+	gid_t *list;
+	int n, yes = 0;
+
+	if (gid == getegid())
+		return 1;
+	n = getgroups(0, NULL);
+	if (n <= 0)
+		return 0;
+	list = calloc((size_t)n, sizeof(*list));
+	if (list == NULL)
+		return 0;
+	n = getgroups(n, list);
+	for (int i = 0; i < n && !yes; i++)
+		yes = list[i] == gid;
+	free(list);
+	return yes;
+}
+
+/*
+ * Whether the caller may trust what the object ST holds.  Whoever can write
+ * the object can also truncate it (which kills its users with SIGBUS) and
+ * forge its contents, so the writers must be people the caller trusts:
+ * - never an object that every user may write (mode o+w);
+ * - an object owned by the caller's effective user, by root, or by the
+ *   user the caller names (OWNER);
+ * - for a caller other than root, also an object whose group is one of the
+ *   caller's groups and which that group may write: the caller already
+ *   shares the object with every member of that group, and this is how
+ *   workers in the daemon's group attach to a 0660 segment owned by the
+ *   daemon's user.  Root never trusts a group this way: a privileged
+ *   process names the owner it trusts.
+ */
+static int
+owner_trusted(const struct stat *st, uid_t owner)
+{
+	uid_t me = geteuid();
+
+	if (st->st_mode & S_IWOTH)
+		return SHMT_EUNTRUSTED;
+	if (st->st_uid == me || st->st_uid == 0 ||
+	    (owner != (uid_t)-1 && st->st_uid == owner))
+		return 0;
+	if (me != 0 && (st->st_mode & S_IWGRP) && in_group(st->st_gid))
+		return 0;
+	return SHMT_EUNTRUSTED;
+}
+
 SHMT_EXPORT int
 shmt_open(const char *name, shmt_t **out)
+{
+	return shmt_open_opts(name, NULL, out);
+}
+
+SHMT_EXPORT int
+shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 {
 	struct shmt_region reg[SHMT_R_COUNT];
 	struct shmt_hdr hc;
@@ -561,6 +632,7 @@ shmt_open(const char *name, shmt_t **out)
 	shmt_t *h;
 	void *base;
 	uint64_t size;
+	uid_t owner = opts != NULL ? opts->owner : (uid_t)-1;
 	int saved = errno;
 	int fd, rc;
 
@@ -585,6 +657,11 @@ shmt_open(const char *name, shmt_t **out)
 		errno = saved;
 		return SHMT_ENOTREG;
 	}
+	if ((rc = owner_trusted(&st, owner)) != 0) {
+		close(fd);
+		errno = saved;
+		return rc;
+	}
 	size = (uint64_t)st.st_size;
 	if (size < sizeof(struct shmt_hdr)) {
 		/* Too small to hold a header: tell a foreign object (bad
@@ -600,26 +677,37 @@ shmt_open(const char *name, shmt_t **out)
 		errno = saved;
 		return rc;
 	}
-	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	rc = base == MAP_FAILED ? -errno : 0;
-	close(fd);
-	if (rc != 0) {
+	/* One read of the header into private memory, by pread and not
+	 * through the mapping (an object truncated meanwhile gives a short
+	 * read, not SIGBUS): everything the handle trusts (regions, store and
+	 * analyzer geometry, limiter table size) comes from this copy, never
+	 * from a second read of the segment. */
+	if (pread(fd, &hc, sizeof(hc), 0) != (ssize_t)sizeof(hc)) {
+		close(fd);
+		errno = saved;
+		return SHMT_ESIZE;
+	}
+	if ((rc = validate(&hc, size, reg)) != 0) {
+		close(fd);
 		errno = saved;
 		return rc;
 	}
-	/* One read of the header into private memory: everything the handle
-	 * trusts (regions, store and analyzer geometry, limiter table size)
-	 * comes from this copy, never from a second read of the segment. */
-	memcpy(&hc, base, sizeof(hc));
-	if ((rc = validate(&hc, size, reg)) != 0)
-		goto fail;
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		close(fd);
+		errno = saved;
+		return rc;
+	}
 	h = handle_new(name, base, size, reg, &hc.sh_params);
 	if (h == NULL) {
 		rc = -ENOMEM;
 		goto fail;
 	}
+	h->fd = fd;
 	if ((rc = shmt__slot_claim(h)) != 0) {
 		handle_free(h);
+		fd = -1;
 		goto fail;
 	}
 	*out = h;
@@ -627,6 +715,25 @@ shmt_open(const char *name, shmt_t **out)
 	return 0;
 fail:
 	munmap(base, size);
+	if (fd >= 0)
+		close(fd);
+	errno = saved;
+	return rc;
+}
+
+int
+shmt__size_check(shmt_t *h, uint64_t *now_size)
+{
+	int saved = errno;
+	struct stat st;
+	int rc = 0;
+
+	*now_size = h->size;
+	if (h->fd >= 0 && fstat(h->fd, &st) == 0 &&
+	    (uint64_t)st.st_size < h->size) {
+		*now_size = (uint64_t)st.st_size;
+		rc = SHMT_ESIZE;
+	}
 	errno = saved;
 	return rc;
 }
@@ -635,11 +742,13 @@ SHMT_EXPORT void
 shmt_close(shmt_t *h)
 {
 	int saved = errno;
+	uint64_t now_size;
 
 	if (h == NULL)
 		return;
-	/* A handle inherited across fork() belongs to the parent's slot. */
-	if (h->pid == getpid()) {
+	/* A handle inherited across fork() belongs to the parent's slot.  A
+	 * truncated object has no slot page to release any more. */
+	if (h->pid == getpid() && shmt__size_check(h, &now_size) == 0) {
 		shmt__an_release(h);
 		shmt__slot_release(h);
 	}
@@ -690,8 +799,12 @@ shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out)
 	const struct shmt_lim *lim;
 	uint32_t nlim, n = 0;
 
+	uint64_t now_size;
+
 	if (h == NULL || out == NULL)
 		return -EINVAL;
+	if (shmt__size_check(h, &now_size) != 0)
+		return SHMT_ESIZE;
 	hdr = h->hdr;
 	memset(out, 0, sizeof(*out));
 	out->size = h->size;

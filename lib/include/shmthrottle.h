@@ -117,7 +117,8 @@ typedef shmt_time_t (*shmt_clock_fn)(void *ctx);
  * memory a segment takes is known up front and the hot path never allocates.
  */
 typedef struct shmt_config {
-	/* Permission bits of the object (default 0600).  Only the 0777 bits. */
+	/* Permission bits of the object (default 0600).  Only the 0777 bits,
+	 * never writable by others (0002): nobody would trust it. */
 	mode_t mode;
 	/* Group owner of the object, or (gid_t)-1 to keep the creator's. */
 	gid_t gid;
@@ -191,20 +192,58 @@ SHMT_EXPORT int shmt_create(const char *name, const shmt_config_t *cfg,
     shmt_t **out);
 
 /*
- * shmt_open: attach to the existing segment NAME.  Validates the object
- * (regular file, size, magic, format word, every region inside the object)
- * before returning, and claims a process slot.
+ * shmt_open: attach to the existing segment NAME.  Checks that the object
+ * can be trusted (see shmt_open_opts), reads its header once into private
+ * memory and validates that copy (regular file, size, magic, format word,
+ * every region inside the object, the creation parameters against the
+ * regions) before mapping it; everything the handle uses comes from that
+ * copy, so a header changed meanwhile gives an error or the geometry that
+ * was validated, never a mix.  Claims a process slot.  The handle keeps
+ * the object open (one file descriptor, close-on-exec) to notice a
+ * truncation (shmt_check, shmt_segment_stat).
  *
  * Errors: -EINVAL, -ENAMETOOLONG, -ENOENT (no such segment), -EACCES,
  * -ELOOP (the name is a symbolic link: never followed), -ENOMEM,
- * SHMT_ENOTREG, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE, SHMT_ECORRUPT,
+ * SHMT_ENOTREG, SHMT_EUNTRUSTED, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE
+ * (also: shorter than its header says, i.e. truncated), SHMT_ECORRUPT,
  * SHMT_ENOSLOT.  On error *OUT is untouched.
  */
 SHMT_EXPORT int shmt_open(const char *name, shmt_t **out);
 
+/* Options of shmt_open_opts.  Fill with shmt_open_opts_init(). */
+typedef struct shmt_open_options {
+	/* Trust a segment owned by this user too ((uid_t)-1, the default:
+	 * nobody beyond the rules below). */
+	uid_t owner;
+	uint32_t reserved[7];    /* zero */
+} shmt_open_opts_t;
+
+SHMT_EXPORT void shmt_open_opts_init(shmt_open_opts_t *opts);
+
 /*
- * shmt_close: release the process slot, unmap, free the handle.  NULL is a
- * no-op.  No other thread may use H during or after the call.  It never
+ * shmt_open_opts: shmt_open with options (OPTS NULL: the defaults).
+ *
+ * Whoever can write the object can forge its contents and truncate it
+ * (which kills every attached process with SIGBUS), so an object is only
+ * attached when its writers are trusted:
+ * - an object that every user may write (mode o+w) is refused;
+ * - an object owned by the effective user, by root, or by OPTS->owner is
+ *   trusted;
+ * - a caller other than root also trusts an object whose group is one of
+ *   its groups (effective or supplementary) and which that group may write:
+ *   it shares the object with that group already (workers in the daemon's
+ *   group attach a 0660 segment owned by the daemon's user this way).
+ *   Root trusts no group: a privileged process names the owner it trusts.
+ * Anything else gives SHMT_EUNTRUSTED before a byte of the object is read.
+ * Errors: those of shmt_open.
+ */
+SHMT_EXPORT int shmt_open_opts(const char *name, const shmt_open_opts_t *opts,
+    shmt_t **out);
+
+/*
+ * shmt_close: release the process slot, unmap, free the handle (and close
+ * its file descriptor).  On an object truncated meanwhile the slot is left
+ * alone (its page is gone).  NULL is a no-op.  No other thread may use H during or after the call.  It never
  * removes the segment.  kill -9 instead of close leaves a stale slot (see
  * Caveats).
  */
@@ -267,7 +306,8 @@ typedef struct shmt_segment_stat {
 /*
  * shmt_segment_stat: fill *OUT from the segment.  A consistent picture is
  * not promised while other processes work: each field is read atomically.
- * Errors: -EINVAL.
+ * Errors: -EINVAL, SHMT_ESIZE (the object was truncated after the open:
+ * nothing is read from it).
  */
 SHMT_EXPORT int shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out);
 
@@ -614,7 +654,11 @@ typedef void (*shmt_check_fn)(void *ctx, const char *problem);
  * state word, its ring or log and its client table, the arena's allocation
  * mark, and every dictionary and counter shard (chains, free lists, item
  * and byte counts, every heap byte in exactly one block).  Calls REPORT
- * (may be NULL) for each problem and returns how many it found, or -EINVAL.
+ * (may be NULL) for each problem and returns how many it found, or -EINVAL,
+ * or SHMT_ESIZE after reporting that the object was truncated after the
+ * open (then nothing else is scanned: the missing pages would raise
+ * SIGBUS).  A shard whose lock a live process keeps past the lock's bound
+ * (100 ms) is reported with that process's id and not scanned.
  * Read-only; it holds each shard's lock while it checks that shard, so it
  * sees shards between writes; a limiter word that changes during its check
  * is checked again.  Safe on a damaged segment: every offset is checked.
