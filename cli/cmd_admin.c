@@ -233,7 +233,7 @@ static int
 destroy_guard(const struct shmtc *c)
 {
 	shmt_t *h = NULL;
-	int rc = shmt_open(c->segment, &h);
+	int rc = shmtc_attach(c, &h);
 
 	shmt_close(h);
 	if (rc == SHMT_EMAGIC || rc == SHMT_ENOTREG) {

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NS_S 1000000000ULL
@@ -1686,12 +1687,52 @@ test_create_config(void **state)
 	unlink(path);
 }
 
+/* A segment owned by another user is not trusted unless
+ * $SHMTHROTTLE_OWNER names that user; one that every user may write is
+ * never trusted.  The message says whose it is. */
+static void
+test_untrusted(void **state)
+{
+	char path[192], owner[64];
+	struct tc_run r;
+	struct fx f;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	fx_make(&f, "untrusted", 0);
+	snprintf(path, sizeof(path), "/dev/shm%s", f.seg);
+	assert_int_equal(chown(path, 65532, (gid_t)-1), 0);
+	tc_run(&r, NULL, ARGV("-s", f.seg, "stat"));
+	assert_int_equal(r.status, 3);
+	assert_non_null(strstr(r.err, "not trusted"));
+	assert_non_null(strstr(r.err, "uid 65532"));
+	tc_run_free(&r);
+	snprintf(owner, sizeof(owner), "SHMTHROTTLE_OWNER=%d", 65532);
+	tc_run(&r, (const char *const[]){ owner, NULL },
+	    ARGV("-s", f.seg, "stat"));
+	assert_int_equal(r.status, 0);
+	tc_run_free(&r);
+	assert_int_equal(chmod(path, 0666), 0);
+	tc_run(&r, (const char *const[]){ owner, NULL },
+	    ARGV("-s", f.seg, "check"));
+	assert_int_equal(r.status, 3);
+	assert_non_null(strstr(r.err, "mode 0666"));
+	tc_run_free(&r);
+	tc_run(&r, (const char *const[]){ "SHMTHROTTLE_OWNER=no such user",
+	    NULL }, ARGV("-s", f.seg, "stat"));
+	assert_int_equal(r.status, 2);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_stat, tc_cleanup),
 		cmocka_unit_test_teardown(test_env_segment, tc_cleanup),
+		cmocka_unit_test_teardown(test_untrusted, tc_cleanup),
 		cmocka_unit_test_teardown(test_daemon_states, tc_cleanup),
 		cmocka_unit_test_teardown(test_limiters, tc_cleanup),
 		cmocka_unit_test_teardown(test_buckets, tc_cleanup),
