@@ -354,9 +354,12 @@ typedef struct shmt_limit {
  * above limit, zero slack in bucket mode, too many buckets, exact limit too
  * large, key pool size mismatch, bad key name, zero client capacity ...),
  * -ENAMETOOLONG, -EEXIST (defined with other parameters), -ENOSPC (limiter
- * table or storage arena full).  On any error nothing is defined.
+ * table or storage arena full), SHMT_ELOCKED (a live process kept the
+ * table's lock for 100 ms: a stopped or descheduled definer, or a damaged
+ * lock word; try again).  On any error nothing is defined.
  * Concurrency: any number of processes may define at once; they serialise
- * on the table's lock (which recovers from a dead owner).  kill -9 inside the call leaves either
+ * on the table's lock (which recovers from a dead owner and is never taken
+ * from a live one).  kill -9 inside the call leaves either
  * no limiter or a complete one (a row being built is reclaimed by the next
  * definer; its storage is not reused).
  */
@@ -398,7 +401,8 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
  * so a call never scans more than that.
  * Returns 1 granted, 0 throttled (also when the 64 entries of its part of
  * the table are all live and busy: counted as "table full"), or an error:
- * those of shmt_try_use_key,
+ * those of shmt_try_use_key, SHMT_ELOCKED (a new client's entry is claimed
+ * under the table's lock, which a live process kept for 100 ms),
  * -E2BIG (LEN over SHMT_CLIENT_MAX), -EPERM (the limiter is not per client).
  * An entry is reclaimed only when it holds no use in flight.
  */
@@ -479,7 +483,12 @@ SHMT_EXPORT int shmt_limiter_buckets(shmt_t *h, const char *name,
  * and check the shard's version, retrying a bounded number of times; they
  * never return a torn or mixed value, and never crash even when the item
  * they read is freed and reused under them.  Writers take the shard's
- * lock, which recovers from a dead owner; a writer killed at any instruction
+ * lock, which recovers from a dead owner; a live owner is never robbed: a
+ * writer that finds one process keeping the lock for 100 ms (a stopped or
+ * long-descheduled writer, or a damaged lock word naming a live process)
+ * gives up with SHMT_ELOCKED, changing nothing.  A writer that finds a
+ * chain longer than a shard can hold (a cycle: damage) gives up with
+ * SHMT_ECORRUPT, changing nothing.  A writer killed at any instruction
  * leaves the shard usable and every other key intact (the next writer, or a reader
  * that finds the version stuck, repairs the shard: every key keeps its old
  * or its new value).  Values are never changed in place: a write builds a
@@ -504,9 +513,11 @@ SHMT_EXPORT int shmt_get(shmt_t *h, const void *key, size_t klen, void *buf,
  * shmt_set: store VAL (VLEN bytes) under KEY with a TTL of TTL_MS
  * milliseconds (0: none).  Returns 0, or -EINVAL, -E2BIG (key too long),
  * -EMSGSIZE (value over SHMT_VALUE_MAX), -ENOSPC (no room and eviction off,
- * or the item can never fit), -ENODEV; on any error nothing changes.
- * Replacing a value needs room for the new item while the old one is still
- * there.  kill -9 during the call leaves the old value or the new one.
+ * or the item can never fit), -ENODEV, SHMT_ELOCKED, SHMT_ECORRUPT; on any
+ * error nothing changes (only expired items, which read as absent, may be
+ * reclaimed).  Replacing a value needs room for the new item while the old
+ * one is still there: a new item that needs the whole shard can never fit
+ * beside the old one, and is refused before anything is evicted.  kill -9 during the call leaves the old value or the new one.
  */
 SHMT_EXPORT int shmt_set(shmt_t *h, const void *key, size_t klen,
     const void *val, size_t vlen, uint64_t ttl_ms);
@@ -537,7 +548,9 @@ SHMT_EXPORT int shmt_incr(shmt_t *h, const void *key, size_t klen,
  * its length in *KLEN and returns 1, or returns 0 when the walk is over.
  * Keys present for the whole walk are returned once; keys added or removed
  * during it may or may not be.  Errors: -EINVAL, -ERANGE (KCAP too small:
- * *KLEN has the length; the cursor does not move), -ENODEV, -EAGAIN.
+ * *KLEN has the length; the cursor does not move), -ENODEV, -EAGAIN,
+ * SHMT_ECORRUPT (a chain longer than its shard can hold: a cycle; found
+ * before any key of that chain is returned twice).
  */
 SHMT_EXPORT int shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf,
     size_t kcap, size_t *klen);
@@ -568,7 +581,9 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
  * of one sub-window (those older than window - w).  Memory per key is fixed;
  * a key silent for a whole window disappears.  Errors: -EINVAL, -E2BIG,
  * -ENOSPC (counter shard full: the least recently hit key is evicted
- * first, so only when one key cannot fit), -ENODEV.
+ * first, so only when one key cannot fit), -ENODEV, SHMT_ELOCKED (as
+ * shmt_set), SHMT_ECORRUPT (the key's item is not the size of its ring,
+ * or its chain loops: nothing is written).
  */
 SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
     uint64_t *count);
