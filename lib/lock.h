@@ -29,8 +29,9 @@ struct shmt;
 
 void shmt__lock_init(struct shmt_lock *l);
 /* 0: locked; 1: locked, taken from a dead owner (repair first); or
- * SHMT_ELOCKED when one live owner kept it for SHMT_LOCK_LIVE_WAIT_NS
- * (100 ms), or the wait passed SHMT_LOCK_WAIT_MAX_NS (1 s) in all.  A live
+ * SHMT_ELOCKED when one live owner, sleeping or stopped, kept it for
+ * SHMT_LOCK_LIVE_WAIT_NS (100 ms), or the wait passed SHMT_LOCK_WAIT_MAX_NS
+ * (1 s) in all.  A live
  * owner is never robbed.  H is the handle of the segment the lock lives
  * in: an owner counts as live only while its process holds a slot there. */
 int shmt__lock(struct shmt *h, struct shmt_lock *l);

@@ -26,9 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A call on damage answers in at most milliseconds; this leaves room for
- * a loaded machine while staying far below the old ten-second stalls. */
+/* A lock whose live owner sleeps is given up on after 100 ms; this
+ * leaves room for a loaded machine while staying far below the old
+ * ten-second stalls. */
 #define HC_PROMPT_NS 1500000000ULL
+/* An owner that runs gets 1 s (it may be a preempted writer); the same
+ * room on top. */
+#define HC_PROMPT_BUSY_NS 2500000000ULL
 #define HC_ALARM 30
 
 static uint64_t
@@ -64,10 +68,11 @@ shard0(const struct shmt_store *st)
 
 /* ---- A lock word naming a live process ------------------------------------ */
 
-/* A child that attaches to NAME, optionally takes shard 0's lock for real,
- * reports its pid on a pipe and waits to be killed. */
+/* A child that attaches to NAME, takes shard 0's lock for real (HOW 1),
+ * or keeps running without it (HOW 2), or neither (HOW 0), reports its pid
+ * on a pipe and waits to be killed (sleeping, unless it runs). */
 static pid_t
-attached_child(const char *name, int take_lock)
+attached_child(const char *name, int how)
 {
 	int p[2];
 	pid_t pid, got = 0;
@@ -84,13 +89,14 @@ attached_child(const char *name, int take_lock)
 		close(p[0]);
 		if (shmt_open(name, &c) != 0)
 			_exit(2);
-		if (take_lock &&
+		if (how == 1 &&
 		    shmt__lock(c, &shard0(c->dict)->ds_lock) != 0)
 			_exit(3);
 		if (write(p[1], &me, sizeof(me)) != sizeof(me))
 			_exit(4);
 		for (;;)
-			pause();
+			if (how != 2)
+				pause();
 	}
 	close(p[1]);
 	assert_int_equal(read(p[0], &got, sizeof(got)), sizeof(got));
@@ -184,6 +190,22 @@ test_lock_live_owner(void **state)
 	    -ENOENT);
 
 	/* Once that process is gone, its word is recovered as a dead owner's. */
+	reap(child);
+	assert_int_equal(shmt_set(h, "k", 1, "v", 1, 0), 0);
+
+	/* A word naming a live process that runs (busy with its own work)
+	 * gets the longer bound, and is not taken either. */
+	child = attached_child(name, 2);
+	__atomic_store_n(&sh->ds_lock.lk_owner, (uint32_t)child, __ATOMIC_RELEASE);
+	t0 = mono_ns();
+	rc = shmt_set(h, "k", 1, "v", 1, 0);
+	dt = mono_ns() - t0;
+	printf("# set on a lock naming busy pid %d: %s after %.3f s\n",
+	    (int)child, shmt_strerror(rc), dt / 1e9);
+	assert_int_equal(rc, SHMT_ELOCKED);
+	assert_true(dt < HC_PROMPT_BUSY_NS);
+	assert_int_equal(__atomic_load_n(&sh->ds_lock.lk_owner, __ATOMIC_ACQUIRE),
+	    (uint32_t)child);
 	reap(child);
 	assert_int_equal(shmt_set(h, "k", 1, "v", 1, 0), 0);
 	assert_int_equal(shmt_limiter_define(h, "x", &l), 0);

@@ -355,8 +355,8 @@ typedef struct shmt_limit {
  * large, key pool size mismatch, bad key name, zero client capacity ...),
  * -ENAMETOOLONG, -EEXIST (defined with other parameters), -ENOSPC (limiter
  * table or storage arena full), SHMT_ELOCKED (a live process kept the
- * table's lock for 100 ms: a stopped or descheduled definer, or a damaged
- * lock word; try again).  On any error nothing is defined.
+ * table's lock: 100 ms while it sleeps or is stopped, 1 s in all; a
+ * stopped or preempted definer, or a damaged lock word; try again).  On any error nothing is defined.
  * Concurrency: any number of processes may define at once; they serialise
  * on the table's lock (which recovers from a dead owner and is never taken
  * from a live one).  kill -9 inside the call leaves either
@@ -402,7 +402,8 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
  * Returns 1 granted, 0 throttled (also when the 64 entries of its part of
  * the table are all live and busy: counted as "table full"), or an error:
  * those of shmt_try_use_key, SHMT_ELOCKED (a new client's entry is claimed
- * under the table's lock, which a live process kept for 100 ms),
+ * under the table's lock, which a live process kept past its bound, as
+ * in shmt_limiter_define),
  * -E2BIG (LEN over SHMT_CLIENT_MAX), -EPERM (the limiter is not per client).
  * An entry is reclaimed only when it holds no use in flight.
  */
@@ -484,9 +485,10 @@ SHMT_EXPORT int shmt_limiter_buckets(shmt_t *h, const char *name,
  * never return a torn or mixed value, and never crash even when the item
  * they read is freed and reused under them.  Writers take the shard's
  * lock, which recovers from a dead owner; a live owner is never robbed: a
- * writer that finds one process keeping the lock for 100 ms (a stopped or
- * long-descheduled writer, or a damaged lock word naming a live process)
- * gives up with SHMT_ELOCKED, changing nothing.  A writer that finds a
+ * writer that finds one process keeping the lock for 100 ms while it sleeps
+ * or is stopped, or for 1 s in all (a stopped or long-preempted writer, or
+ * a damaged lock word naming a live process) gives up with SHMT_ELOCKED,
+ * changing nothing.  A writer that finds a
  * chain longer than a shard can hold (a cycle: damage) gives up with
  * SHMT_ECORRUPT, changing nothing.  A writer killed at any instruction
  * leaves the shard usable and every other key intact (the next writer, or a reader
@@ -673,7 +675,8 @@ typedef void (*shmt_check_fn)(void *ctx, const char *problem);
  * or SHMT_ESIZE after reporting that the object was truncated after the
  * open (then nothing else is scanned: the missing pages would raise
  * SIGBUS).  A shard whose lock a live process keeps past the lock's bound
- * (100 ms) is reported with that process's id and not scanned.
+ * (100 ms while it sleeps or is stopped, 1 s in all) is reported with that
+ * process's id and not scanned.
  * Read-only; it holds each shard's lock while it checks that shard, so it
  * sees shards between writes; a limiter word that changes during its check
  * is checked again.  Safe on a damaged segment: every offset is checked.
