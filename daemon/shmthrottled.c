@@ -602,6 +602,14 @@ run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 		shmt_time_t next = UINT64_MAX;
 		int rc = shmt_housekeep(d->h, &next);
 
+		if (rc == SHMT_ESIZE) {
+			/* Every page past the new end raises SIGBUS: touch
+			 * nothing more (no snapshot, no unclaim) and go. */
+			shmtd_log(LOG_ERR, "segment %s was truncated (by a user "
+			    "who may write it): exiting without touching it",
+			    d->cfg.segment);
+			exit(EXIT_FAIL);
+		}
 		if (rc < 0)
 			shmtd_log(LOG_ERR, "housekeeping: %s", shmt_strerror(rc));
 		__atomic_store_n(&hdr->sh_lag_ns, now - t->hk, __ATOMIC_RELAXED);

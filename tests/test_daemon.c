@@ -331,6 +331,32 @@ test_start_stop(void **state)
 	assert_true(log_has(e->log, "attached to segment"));
 }
 
+/* The object truncated under the daemon: it notices at its next
+ * housekeeping and exits with an error, without touching the missing pages
+ * (which would kill it with SIGBUS). */
+static void
+test_truncated(void **state)
+{
+	struct env *e;
+	shmt_t *h;
+	pid_t pid;
+	int fd;
+
+	(void)state;
+	e = env_init("trunc");
+	write_text(e->conf, LONG_LIMITER("a", 5));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	fd = shm_open(e->seg, O_RDWR, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 8192), 0);
+	close(fd);
+	assert_int_equal(wait_exit(pid), 1);  /* the daemon's failure code */
+	assert_true(log_has(e->log, "truncated"));
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(e->seg), 0);
+}
+
 static void
 test_second_refused(void **state)
 {
@@ -765,6 +791,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_check_config, env_done),
 		cmocka_unit_test_teardown(test_start_stop, env_done),
 		cmocka_unit_test_teardown(test_second_refused, env_done),
+		cmocka_unit_test_teardown(test_truncated, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),
 		cmocka_unit_test_teardown(test_incompatible, env_done),
 		cmocka_unit_test_teardown(test_snapshot_roundtrip, env_done),

@@ -691,7 +691,9 @@ SHMT_EXPORT int shmt_check(shmt_t *h, shmt_check_fn report, void *ctx);
  * free expired dictionary items and counters, reap the slots of dead
  * processes.  Sets *NEXT_NS (may be NULL) to the
  * earliest time at which there will be work again (UINT64_MAX: none
- * known).  Returns the number of actions taken, or an error.
+ * known).  Returns the number of actions taken, or an error (among them
+ * SHMT_ESIZE when the object was truncated after the open: then nothing is
+ * touched, and the caller should let go of the segment).
  * Any number of processes may call it at once; the daemon calls it on time.
  */
 SHMT_EXPORT int shmt_housekeep(shmt_t *h, shmt_time_t *next_ns);
