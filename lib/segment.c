@@ -623,98 +623,98 @@ shmt_open(const char *name, shmt_t **out)
 	return shmt_open_opts(name, NULL, out);
 }
 
+/* Open NAME and check the object before anything is read from it: a
+ * regular object whose writers are trusted.  Returns the descriptor in *FD
+ * and its status in *ST, or an error. */
+static int
+object_open(const char *name, uid_t owner, int *fd, struct stat *st)
+{
+	int rc;
+
+	*fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	if (*fd < 0)
+		return -errno;
+	if (fstat(*fd, st) != 0)
+		rc = -errno;
+	else if (!S_ISREG(st->st_mode))
+		rc = SHMT_ENOTREG;
+	else
+		rc = owner_trusted(st, owner);
+	if (rc != 0)
+		close(*fd);
+	return rc;
+}
+
+/* Read the header of the object FD of SIZE bytes once into *HC (private
+ * memory) and validate that copy, filling REG.  By pread, not through a
+ * mapping: an object truncated meanwhile gives a short read, not SIGBUS. */
+static int
+header_read(int fd, uint64_t size, struct shmt_hdr *hc,
+    struct shmt_region reg[SHMT_R_COUNT])
+{
+	if (size < sizeof(*hc)) {
+		/* Too small to hold a header: tell a foreign object (bad
+		 * magic) from a truncated segment when the magic fits. */
+		uint64_t magic = 0;
+
+		if (size >= sizeof(magic) &&
+		    pread(fd, &magic, sizeof(magic), 0) == sizeof(magic) &&
+		    magic != SHMT_MAGIC)
+			return SHMT_EMAGIC;
+		return SHMT_ESIZE;
+	}
+	if (pread(fd, hc, sizeof(*hc), 0) != (ssize_t)sizeof(*hc))
+		return SHMT_ESIZE;
+	return validate(hc, size, reg);
+}
+
 SHMT_EXPORT int
 shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 {
 	struct shmt_region reg[SHMT_R_COUNT];
 	struct shmt_hdr hc;
 	struct stat st;
-	shmt_t *h;
-	void *base;
-	uint64_t size;
-	uid_t owner = opts != NULL ? opts->owner : (uid_t)-1;
+	shmt_t *h = NULL;
+	void *base = MAP_FAILED;
+	uint64_t size = 0;
 	int saved = errno;
-	int fd, rc;
+	int fd = -1, rc;
 
 	if ((rc = shmt__name_check(name)) != 0)
 		return rc;
 	if (out == NULL)
 		return -EINVAL;
-	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-	if (fd < 0) {
-		rc = -errno;
-		errno = saved;
-		return rc;
-	}
-	if (fstat(fd, &st) != 0) {
-		rc = -errno;
-		close(fd);
-		errno = saved;
-		return rc;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		errno = saved;
-		return SHMT_ENOTREG;
-	}
-	if ((rc = owner_trusted(&st, owner)) != 0) {
-		close(fd);
+	rc = object_open(name, opts != NULL ? opts->owner : (uid_t)-1, &fd, &st);
+	if (rc != 0) {
 		errno = saved;
 		return rc;
 	}
 	size = (uint64_t)st.st_size;
-	if (size < sizeof(struct shmt_hdr)) {
-		/* Too small to hold a header: tell a foreign object (bad
-		 * magic) from a truncated segment when the magic fits. */
-		uint64_t magic = 0;
-
-		rc = SHMT_ESIZE;
-		if (size >= sizeof(magic) &&
-		    pread(fd, &magic, sizeof(magic), 0) == sizeof(magic) &&
-		    magic != SHMT_MAGIC)
-			rc = SHMT_EMAGIC;
-		close(fd);
-		errno = saved;
-		return rc;
-	}
-	/* One read of the header into private memory, by pread and not
-	 * through the mapping (an object truncated meanwhile gives a short
-	 * read, not SIGBUS): everything the handle trusts (regions, store and
-	 * analyzer geometry, limiter table size) comes from this copy, never
-	 * from a second read of the segment. */
-	if (pread(fd, &hc, sizeof(hc), 0) != (ssize_t)sizeof(hc)) {
-		close(fd);
-		errno = saved;
-		return SHMT_ESIZE;
-	}
-	if ((rc = validate(&hc, size, reg)) != 0) {
-		close(fd);
-		errno = saved;
-		return rc;
-	}
+	/* Everything the handle trusts (regions, store and analyzer geometry,
+	 * limiter table size) comes from this one private copy, never from a
+	 * second read of the segment. */
+	if ((rc = header_read(fd, size, &hc, reg)) != 0)
+		goto fail;
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		rc = -errno;
-		close(fd);
-		errno = saved;
-		return rc;
+		goto fail;
 	}
-	h = handle_new(name, base, size, reg, &hc.sh_params);
-	if (h == NULL) {
+	if ((h = handle_new(name, base, size, reg, &hc.sh_params)) == NULL) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	h->fd = fd;
-	if ((rc = shmt__slot_claim(h)) != 0) {
-		handle_free(h);
-		fd = -1;
+	fd = -1;
+	if ((rc = shmt__slot_claim(h)) != 0)
 		goto fail;
-	}
 	*out = h;
 	errno = saved;
 	return 0;
 fail:
-	munmap(base, size);
+	handle_free(h);
+	if (base != MAP_FAILED)
+		munmap(base, size);
 	if (fd >= 0)
 		close(fd);
 	errno = saved;
