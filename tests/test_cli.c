@@ -954,6 +954,43 @@ test_keys(void **state)
 	fx_free(&f);
 }
 
+/* A chain that links to itself: keys reports the damage and ends, instead
+ * of listing one key for ever. */
+static void
+test_keys_cycle(void **state)
+{
+	const struct shmt_store *st;
+	struct tc_run r;
+	struct fx f;
+	int made = 0;
+
+	(void)state;
+	fx_make(&f, "keycyc", 0);
+	assert_int_equal(shmt_set(f.h, "loop", 4, "v", 1, 0), 0);
+	st = f.h->dict;
+	for (uint32_t i = 0; i < st->shards; i++) {
+		char *sh = st->base + (uint64_t)i * st->stride;
+		uint64_t *index = (uint64_t *)(sh + st->index_off), link = 0;
+		struct shmt_item *it;
+
+		for (uint64_t b = 0; b < st->nbuckets && link == 0; b++)
+			link = index[b];
+		if (link == 0)
+			continue;
+		it = (struct shmt_item *)(sh + st->heap_off + link - 1);
+		it->it_next = link;
+		made++;
+	}
+	assert_int_equal(made, 1);
+	tc_run(&r, NULL, ARGV("-s", f.seg, "keys"));
+	assert_int_equal(r.status, 4);
+	assert_non_null(strstr(r.err, "corrupted"));
+	/* Not one key listed twice. */
+	assert_true(strstr(r.out, "loop\nloop") == NULL);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
 static void
 test_hit(void **state)
 {
@@ -1745,6 +1782,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_set_stdin, tc_cleanup),
 		cmocka_unit_test_teardown(test_del_incr, tc_cleanup),
 		cmocka_unit_test_teardown(test_keys, tc_cleanup),
+		cmocka_unit_test_teardown(test_keys_cycle, tc_cleanup),
 		cmocka_unit_test_teardown(test_hit, tc_cleanup),
 		cmocka_unit_test_teardown(test_no_dict, tc_cleanup),
 		cmocka_unit_test_teardown(test_dict_usage, tc_cleanup),
