@@ -399,6 +399,37 @@ test_truncated(void **state)
 	assert_int_equal(shmt_unlink(e->seg), 0);
 }
 
+/* A segment another user made first is not attached: the daemon says
+ * whose it is and exits with an error, leaving it as it was. */
+static void
+test_untrusted(void **state)
+{
+	char path[192];
+	shmt_config_t cfg;
+	struct env *e;
+	shmt_t *h = NULL;
+	pid_t pid;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	e = env_init("untrusted");
+	write_text(e->conf, LONG_LIMITER("a", 5));
+	shmt_config_init(&cfg);
+	cfg.dict_bytes = 0;
+	cfg.counters_bytes = 0;
+	cfg.analyzer_bytes = 0;
+	assert_int_equal(shmt_create(e->seg, &cfg, &h), 0);
+	shmt_close(h);
+	snprintf(path, sizeof(path), "/dev/shm%s", e->seg);
+	assert_int_equal(chown(path, 65532, (gid_t)-1), 0);
+	pid = spawn(e, NULL, NULL);
+	assert_int_equal(wait_exit(pid), 1);
+	assert_true(log_has(e->log, "owned by uid 65532"));
+	assert_true(log_has(e->log, "not trusted"));
+	assert_int_equal(shmt_unlink(e->seg), 0);
+}
+
 static void
 test_second_refused(void **state)
 {
@@ -834,6 +865,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_start_stop, env_done),
 		cmocka_unit_test_teardown(test_second_refused, env_done),
 		cmocka_unit_test_teardown(test_truncated, env_done),
+		cmocka_unit_test_teardown(test_untrusted, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),
 		cmocka_unit_test_teardown(test_incompatible, env_done),
 		cmocka_unit_test_teardown(test_snapshot_roundtrip, env_done),
