@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -991,6 +992,57 @@ test_keys_cycle(void **state)
 	fx_free(&f);
 }
 
+/* A shard whose lock word names a live process that holds nothing: set
+ * says so promptly, and check names the process. */
+static void
+test_set_locked(void **state)
+{
+	char pid_text[32], *sh;
+	struct tc_run r;
+	struct fx f;
+	int p[2];
+	pid_t child;
+
+	(void)state;
+	fx_make(&f, "locked", 0);
+	assert_int_equal(pipe(p), 0);
+	fflush(stdout);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		shmt_t *c = NULL;
+
+		alarm(60);
+		close(p[0]);
+		if (shmt_open(f.seg, &c) != 0 || write(p[1], "r", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], pid_text, 1), 1);
+	close(p[0]);
+	/* Every shard of the dictionary names the child. */
+	for (uint32_t i = 0; i < f.h->dict->shards; i++) {
+		sh = f.h->dict->base + (uint64_t)i * f.h->dict->stride;
+		__atomic_store_n(&((struct shmt_shard *)(void *)sh)->ds_lock.lk_owner,
+		    (uint32_t)child, __ATOMIC_RELEASE);
+	}
+	tc_run(&r, NULL, ARGV("-s", f.seg, "set", "k", "v"));
+	assert_int_equal(r.status, 3);
+	assert_non_null(strstr(r.err, "held by a live process"));
+	assert_true(r.t_end - r.t_start < 5000000000ULL);
+	tc_run_free(&r);
+	snprintf(pid_text, sizeof(pid_text), "process %d", (int)child);
+	tc_run(&r, NULL, ARGV("-s", f.seg, "check"));
+	assert_int_equal(r.status, 4);
+	assert_non_null(strstr(r.out, pid_text));
+	tc_run_free(&r);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	fx_free(&f);
+}
+
 static void
 test_hit(void **state)
 {
@@ -1783,6 +1835,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_del_incr, tc_cleanup),
 		cmocka_unit_test_teardown(test_keys, tc_cleanup),
 		cmocka_unit_test_teardown(test_keys_cycle, tc_cleanup),
+		cmocka_unit_test_teardown(test_set_locked, tc_cleanup),
 		cmocka_unit_test_teardown(test_hit, tc_cleanup),
 		cmocka_unit_test_teardown(test_no_dict, tc_cleanup),
 		cmocka_unit_test_teardown(test_dict_usage, tc_cleanup),
