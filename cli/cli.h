@@ -28,6 +28,7 @@ enum {
 struct shmtc {
 	const char *segment;
 	int segment_given;      /* -s was on the command line */
+	uid_t owner;            /* $SHMTHROTTLE_OWNER: trusted too; -1: none */
 	int json;
 	const struct shmtc_cmd *cmd;
 };
@@ -40,6 +41,10 @@ struct shmtc_cmd {
 	int reads;              /* 1: a reading command (takes --json) */
 	int (*run)(struct shmtc *c, int argc, char **argv);
 };
+
+/* Attach to the segment, trusting $SHMTHROTTLE_OWNER too: shmt_open_opts's
+ * result. */
+int shmtc_attach(const struct shmtc *c, shmt_t **h);
 
 /* The command table (main.c), ending with a zeroed entry. */
 extern const struct shmtc_cmd shmtc_commands[];

@@ -71,7 +71,8 @@ parse_mode(const char *s, mode_t *out)
 
 	errno = 0;
 	v = strtoul(s, &end, 8);
-	if (errno != 0 || *s == '\0' || *end != '\0' || v > 0777)
+	/* Writable by every user: the library refuses such a segment. */
+	if (errno != 0 || *s == '\0' || *end != '\0' || v > 0777 || (v & 02))
 		return -EINVAL;
 	*out = (mode_t)v;
 	return 0;
@@ -233,7 +234,7 @@ static int
 destroy_guard(const struct shmtc *c)
 {
 	shmt_t *h = NULL;
-	int rc = shmt_open(c->segment, &h);
+	int rc = shmtc_attach(c, &h);
 
 	shmt_close(h);
 	if (rc == SHMT_EMAGIC || rc == SHMT_ENOTREG) {

@@ -180,7 +180,7 @@ shmtc_cmd_check(struct shmtc *c, int argc, char **argv)
 		goto out;
 	if ((rc = shmtc_operands(c, argc, argv, 0, 0)) != 0)
 		goto out;
-	rc = shmt_open(c->segment, &h);
+	rc = shmtc_attach(c, &h);
 	if (rc != 0 && shmtc_exit_for(rc) == SHMTC_DAMAGED) {
 		/* Damage found while attaching is the first problem; there
 		 * is nothing to repair it with. */

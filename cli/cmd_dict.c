@@ -99,6 +99,11 @@ dict_error(const struct shmtc *c, const struct key *k, int err)
 		shmtc_err("'%s': its shard stayed busy through every retry",
 		    k->shown);
 		return SHMTC_MISSING;
+	case SHMT_ELOCKED:
+		shmtc_err("'%s': its shard's lock is held by a live process that "
+		    "does not let go (a stopped writer, or damage: 'check' names "
+		    "the process); nothing changed", k->shown);
+		return SHMTC_MISSING;
 	default:
 		break;
 	}

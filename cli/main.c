@@ -10,11 +10,14 @@
 #include "bytes.h"
 #include "segment.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pwd.h>
+#include <sys/stat.h>
 
 /*
  * The command table.  Commands appear here only once the library has their
@@ -252,6 +255,21 @@ shmtc_open_error(const struct shmtc *c, int err)
 		shmtc_err("segment %s is incompatible: %s", c->segment,
 		    shmt_strerror(err));
 		break;
+	case SHMT_EUNTRUSTED: {
+		char path[SHMT_SEGNAME_MAX + 16];
+		struct stat st;
+
+		snprintf(path, sizeof(path), "/dev/shm%s", c->segment);
+		if (lstat(path, &st) != 0)
+			memset(&st, 0, sizeof(st));
+		shmtc_err("segment %s is owned by uid %u with mode %04o: not "
+		    "trusted (attached only when its owner is you, root or "
+		    "$SHMTHROTTLE_OWNER, or, except for root, when its group is "
+		    "yours and may write it; never when every user may write "
+		    "it)", c->segment, (unsigned)st.st_uid,
+		    (unsigned)(st.st_mode & 07777));
+		break;
+	}
 	default:
 		shmtc_err("segment %s: %s", c->segment, shmt_strerror(err));
 		break;
@@ -260,9 +278,19 @@ shmtc_open_error(const struct shmtc *c, int err)
 }
 
 int
+shmtc_attach(const struct shmtc *c, shmt_t **h)
+{
+	shmt_open_opts_t o;
+
+	shmt_open_opts_init(&o);
+	o.owner = c->owner;
+	return shmt_open_opts(c->segment, &o, h);
+}
+
+int
 shmtc_open(const struct shmtc *c, shmt_t **h)
 {
-	int rc = shmt_open(c->segment, h);
+	int rc = shmtc_attach(c, h);
 
 	return rc == 0 ? SHMTC_OK : shmtc_open_error(c, rc);
 }
@@ -361,6 +389,35 @@ version(void)
 	return SHMTC_OK;
 }
 
+/* $SHMTHROTTLE_OWNER: a user name or a numeric uid whose segments are
+ * trusted too (e.g. the daemon's user, for root's tool). */
+static int
+owner_from_env(struct shmtc *c)
+{
+	const char *v = getenv("SHMTHROTTLE_OWNER");
+	const struct passwd *pw;
+	unsigned long n;
+	char *end;
+
+	c->owner = (uid_t)-1;
+	if (v == NULL || *v == '\0')
+		return 0;
+	if ((pw = getpwnam(v)) != NULL) {
+		c->owner = pw->pw_uid;
+		return 0;
+	}
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno != 0 || *end != '\0' || !isdigit((unsigned char)*v) ||
+	    n >= (unsigned long)(uid_t)-1) {
+		fprintf(stderr, "shmthrottle: SHMTHROTTLE_OWNER: no such user "
+		    "'%s'\n", v);
+		return -1;
+	}
+	c->owner = (uid_t)n;
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -376,6 +433,8 @@ main(int argc, char **argv)
 	c.segment = getenv("SHMTHROTTLE_SEGMENT");
 	if (c.segment == NULL || *c.segment == '\0')
 		c.segment = SHMT_DEFAULT_SEGMENT;
+	if (owner_from_env(&c) != 0)
+		return SHMTC_USAGE;
 	rc = shmtc_getopt(&c, argc, argv, "V", longopts, &arg);
 	if (rc == 'V')
 		return version();

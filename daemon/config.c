@@ -619,7 +619,14 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 
 		if (!isdigit((unsigned char)*v) || *end != '\0' || m > 0777)
 			rc = -EINVAL;
-		else
+		else if (m & 02) {
+			/* The library refuses it: nobody trusts a segment
+			 * that every user may write. */
+			fail(p, p->line, k->name, "mode %04lo lets every user "
+			    "write the segment, which nobody would then trust "
+			    "(use 0600, or 0660 with a group)", m);
+			return -EINVAL;
+		} else
 			*(mode_t *)dst = (mode_t)m;
 		break;
 	}

@@ -321,6 +321,27 @@ explain_incompatible(const char *name, int err)
 	    "with --recreate to replace it (its state is lost)", name);
 }
 
+/* The segment's owner or mode is not trusted: say whose it is and what to
+ * do, and never attach (its owner could forge or truncate it). */
+static void
+explain_untrusted(const char *name)
+{
+	char path[SHMT_SEGNAME_MAX + 16];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	if (lstat(path, &st) != 0) {
+		shmtd_log(LOG_ERR, "cannot open segment %s: %s", name,
+		    shmt_strerror(SHMT_EUNTRUSTED));
+		return;
+	}
+	shmtd_log(LOG_ERR, "segment %s is owned by uid %u with mode %04o: not "
+	    "trusted (a segment must belong to this daemon's user or root, and "
+	    "never be writable by every user); not attached.  Remove it if it "
+	    "is not yours (rm %s) and start again", name, (unsigned)st.st_uid,
+	    (unsigned)(st.st_mode & 07777), path);
+}
+
 static int
 incompatible(int rc)
 {
@@ -392,6 +413,10 @@ segment_attach(struct daemon *d)
 			if (rc == -EEXIST)
 				continue;
 			return rc;
+		}
+		if (rc == SHMT_EUNTRUSTED) {
+			explain_untrusted(name);
+			return EXIT_FAIL;
 		}
 		if (!incompatible(rc)) {
 			shmtd_log(LOG_ERR, "cannot open segment %s: %s", name,
@@ -615,6 +640,14 @@ run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 		shmt_time_t next = UINT64_MAX;
 		int rc = shmt_housekeep(d->h, &next);
 
+		if (rc == SHMT_ESIZE) {
+			/* Every page past the new end raises SIGBUS: touch
+			 * nothing more (no snapshot, no unclaim) and go. */
+			shmtd_log(LOG_ERR, "segment %s was truncated (by a user "
+			    "who may write it): exiting without touching it",
+			    d->cfg.segment);
+			exit(EXIT_FAIL);
+		}
 		if (rc < 0)
 			shmtd_log(LOG_ERR, "housekeeping: %s", shmt_strerror(rc));
 		__atomic_store_n(&hdr->sh_lag_ns, now - t->hk, __ATOMIC_RELAXED);

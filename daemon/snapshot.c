@@ -561,6 +561,16 @@ collect(void *ctx, const char *problem)
 		pr->len = sizeof(pr->text) - 1;
 }
 
+static shmt_clock_fn check_clock_fn;
+static void *check_clock_ctx;
+
+void
+shmtd_snapshot_check_clock(shmt_clock_fn fn, void *ctx)
+{
+	check_clock_fn = fn;
+	check_clock_ctx = ctx;
+}
+
 /* Check the restored segment T while it is still private, with the
  * library's own checker: a snapshot whose checksums are right but whose
  * state is not (written by a damaged segment, or crafted) is refused,
@@ -572,6 +582,10 @@ check_restored(shmt_t *t, const char *path, char *err, size_t cap)
 	int n;
 
 	memset(&pr, 0, sizeof(pr));
+	if (check_clock_fn != NULL &&
+	    (n = shmt_set_clock(t, check_clock_fn, check_clock_ctx)) != 0)
+		return bad(err, cap, n, path, "cannot set the check's clock: %s",
+		    shmt_strerror(n));
 	n = shmt_check(t, collect, &pr);
 	if (n < 0)
 		return bad(err, cap, n, path, "cannot check the restored "

@@ -38,6 +38,15 @@ int shmtd_snapshot_restore(const char *path, const char *name, shmt_t **out,
     char *err, size_t cap);
 
 /*
+ * shmtd_snapshot_check_clock: the clock the check of a restored image
+ * reads (NULL: CLOCK_MONOTONIC, as the daemon always uses).  A test knob:
+ * a test whose segment lives on an injected clock restores it with that
+ * clock, so its times are judged against the clock that wrote them.  Not
+ * thread-safe; set it before restoring.
+ */
+void shmtd_snapshot_check_clock(shmt_clock_fn fn, void *ctx);
+
+/*
  * shmtd_snapshot_delta: how far a monotonic time of the snapshot's boot
  * must move to mean the same instant on this boot: 0 on the same boot,
  * else now_mono - (then_mono + elapsed), elapsed = now_wall - then_wall

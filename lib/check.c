@@ -66,9 +66,18 @@ shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report, void *ctx)
 {
 	struct shmt_chk c = { report, ctx, 0, (flags & SHMT_CHECK_REPAIR) != 0,
 	    SHMT_CHK_WAIT_TOTAL_NS };
+	uint64_t now_size;
 
 	if (h == NULL || (flags & ~(unsigned)SHMT_CHECK_REPAIR) != 0)
 		return -EINVAL;
+	/* A truncated object cannot be scanned: its missing pages raise
+	 * SIGBUS.  Name the damage and stop. */
+	if (shmt__size_check(h, &now_size) != 0) {
+		shmt__chk(&c, "segment: the object is %llu bytes, its header "
+		    "says %llu (truncated); not scanned", (unsigned long long)now_size,
+		    (unsigned long long)h->size);
+		return SHMT_ESIZE;
+	}
 	header_check(h, &c);
 	shmt__limiters_check(h, &c);
 	shmt__stores_check(h, &c);

@@ -220,6 +220,10 @@ item_at(const struct shmt_store *st, char *heap, uint64_t off)
 	return it;
 }
 
+/* The value length of every counter item of ST: the index of the newest
+ * sub-window, then one count per sub-window. */
+#define CNT_VLEN(st) (sizeof(uint64_t) + 4ULL * (st)->subw)
+
 static const char *
 item_key(const struct shmt_item *it)
 {
@@ -395,7 +399,7 @@ repair_chains(const struct shmt_store *st, struct shmt_shard *sh, uint64_t *bm)
 			uint64_t size;
 
 			if (it == NULL || bucket_of(st, it->it_hash) != b ||
-			    (st->counters && it->it_vlen != 8 + 4 * st->subw)) {
+			    (st->counters && it->it_vlen != CNT_VLEN(st))) {
 				*link = 0;
 				break;
 			}
@@ -513,21 +517,36 @@ key_check(const void *key, size_t klen)
 	return 0;
 }
 
+/* The most items a chain of ST can hold: every item takes a 64-byte block
+ * at least, so a walk that passes more links than this has come round to
+ * an item it saw before (a cycle: damage).  Every chain walk stops there. */
+static uint64_t
+chain_bound(const struct shmt_store *st)
+{
+	return st->heap_bytes / 64;
+}
+
 /* Under the lock: find KEY in its chain.  *LINKP gets the link that points
- * to it (or to the end of the chain).  Returns the item or NULL. */
+ * to it (or to the end of the chain), or NULL when the chain is longer than
+ * chain_bound() (a cycle: the caller reports SHMT_ECORRUPT).  Returns the
+ * item or NULL. */
 static struct shmt_item *
 find_locked(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
     const void *key, size_t klen, uint64_t **linkp)
 {
 	char *heap = shard_heap(st, sh);
 	uint64_t *link = &shard_index(st, sh)[bucket_of(st, hash)];
-	uint64_t steps = st->heap_bytes / 64;
+	uint64_t steps = chain_bound(st);
 
-	while (*link != 0 && steps-- > 0) {
+	while (*link != 0) {
 		struct shmt_item *it = item_at(st, heap, *link - 1);
 
 		if (it == NULL)
 			break;
+		if (steps-- == 0) {
+			*linkp = NULL;
+			return NULL;
+		}
 		if (it->it_hash == hash && it->it_klen == klen &&
 		    memcmp(item_key(it), key, klen) == 0) {
 			*linkp = link;
@@ -750,7 +769,14 @@ alloc_item(const struct shmt_store *st, struct shmt_shard *sh, uint64_t bytes,
 	uint32_t order = order_for(bytes);
 	uint64_t off, next = UINT64_MAX;
 
-	if (order > st->order_max)
+	/* Decide before anything is freed whether the item can fit at all:
+	 * the heap is one block of order_max, so with every other item gone
+	 * a block of ORDER is free unless KEEP overlaps every such block,
+	 * which happens when either of them is the whole heap.  A write that
+	 * can never fit changes nothing, instead of evicting the whole shard
+	 * first and failing after. */
+	if (order > st->order_max || (keep != NULL &&
+	    (order == st->order_max || keep->it_order >= st->order_max)))
 		return UINT64_MAX;
 	if ((off = blk_alloc(st, sh, order)) != UINT64_MAX)
 		return off;
@@ -790,6 +816,8 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 	char *heap = shard_heap(st, sh);
 
 	old = find_locked(st, sh, p->hash, p->key, p->klen, &link);
+	if (link == NULL)
+		return SHMT_ECORRUPT;
 	if (old != NULL && expired(old, now)) {
 		unlink_free(st, sh, link, old);
 		sh->ds_expirations++;
@@ -816,6 +844,10 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 		memcpy((char *)(it + 1) + p->klen, p->val, p->vlen);
 	/* Evictions may have moved the chain: find the link again. */
 	old = find_locked(st, sh, p->hash, p->key, p->klen, &link);
+	if (link == NULL) {
+		blk_free(st, sh, off, it->it_order);
+		return SHMT_ECORRUPT;
+	}
 	it->it_next = old != NULL ? old->it_next : 0;
 	it->it_magic = SHMT_IT_ALLOC;
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
@@ -926,7 +958,7 @@ shmt_del(shmt_t *h, const void *key, size_t klen)
 	if ((rc = lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
 	it = find_locked(st, sh, hash, key, klen, &link);
-	rc = -ENOENT;
+	rc = link == NULL ? SHMT_ECORRUPT : -ENOENT;
 	if (it != NULL) {
 		rc = expired(it, shmt__now(h)) ? -ENOENT : 0;
 		if (rc != 0)
@@ -978,6 +1010,10 @@ shmt_incr(shmt_t *h, const void *key, size_t klen, int64_t delta,
 	if ((rc = lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
 	it = find_locked(st, sh, hash, key, klen, &link);
+	if (link == NULL) {
+		rc = SHMT_ECORRUPT;
+		goto out;
+	}
 	if (it != NULL && !expired(it, shmt__now(h)) &&
 	    (rc = parse_i64(item_val(it), it->it_vlen, &cur)) != 0)
 		goto out;
@@ -1218,7 +1254,10 @@ shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf, size_t kcap,
 			found = 0;
 			off = __atomic_load_n(&shard_index(st, sh)[b],
 			    __ATOMIC_RELAXED);
-			while (off != 0 && k <= pos) {
+			/* The whole chain, not just up to POS: a chain that
+			 * comes round to itself must be found at its first
+			 * visit, before it hands out one key twice. */
+			while (off != 0 && k <= chain_bound(st)) {
 				struct shmt_item *it = item_at(st, heap, off - 1);
 
 				if (it == NULL)
@@ -1236,6 +1275,8 @@ shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf, size_t kcap,
 			}
 			if (!seq_valid(sh, s))
 				continue;
+			if (k > chain_bound(st))
+				return SHMT_ECORRUPT;
 			if (found == 1 && len > kcap) {
 				*klen = len;
 				return -ERANGE;
@@ -1365,13 +1406,19 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 		return rc;
 	now = shmt__now(h);
 	it = find_locked(st, sh, hash, key, klen, &link);
+	/* A counter item's value is exactly its index and ring: a shorter
+	 * one (damage) would make the update write past the item. */
+	if (link == NULL || (it != NULL && it->it_vlen != CNT_VLEN(st))) {
+		rc = SHMT_ECORRUPT;
+		goto out;
+	}
 	if (it != NULL && expired(it, now)) {
 		unlink_free(st, sh, link, it);
 		sh->ds_expirations++;
 		it = NULL;
 	}
 	if (it == NULL) {
-		uint64_t vlen = sizeof(uint64_t) + 4ULL * st->subw;
+		uint64_t vlen = CNT_VLEN(st);
 		uint64_t idx = shmt__tile_of(now, st->window, st->subw);
 		struct put p = { .hash = hash, .key = key, .klen = klen,
 		    .vlen = vlen, .expire = now + st->window, .mode = PUT_ADD };
@@ -1383,7 +1430,7 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 		if ((rc = put_locked(h, st, sh, &p)) != 0)
 			goto out;
 		it = find_locked(st, sh, hash, key, klen, &link);
-		if (it == NULL) {
+		if (it == NULL || it->it_vlen != CNT_VLEN(st)) {
 			rc = SHMT_ECORRUPT;
 			goto out;
 		}
@@ -1480,7 +1527,7 @@ store_rebase(const struct shmt_store *st, int64_t d)
 
 					it->it_expire = e > 0 ? (uint64_t)e : 1;
 				}
-				if (st->counters)
+				if (st->counters && it->it_vlen == CNT_VLEN(st))
 					counter_rebase(st, it, d);
 				off = it->it_next;
 			}
@@ -1732,8 +1779,9 @@ chk_shard(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
 		if (shmt__mono_ns() - start >= limit) {
 			/* Named only after the full watch. */
 			if (live_all && limit == SHMT_CHK_WAIT_NS)
-				shmt__chk(c, "%s: lock held by live thread %u for "
-				    "over %llu ms", who, o1,
+				shmt__chk(c, "%s: lock held by live thread %u "
+				    "(process %d) for over %llu ms", who, o1,
+				    (int)shmt__tid_process(o1),
 				    SHMT_CHK_WAIT_NS / 1000000ULL);
 			break;
 		}

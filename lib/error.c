@@ -28,6 +28,10 @@ shmt_strerror(int err)
 		return "retry bound exhausted (segment damaged?)";
 	case SHMT_ENOSLOT:
 		return "process slot table is full";
+	case SHMT_ELOCKED:
+		return "lock held by a live process (busy too long, or damaged)";
+	case SHMT_EUNTRUSTED:
+		return "segment not trusted (owned by another user, or world-writable)";
 	case -EINVAL:
 		return "invalid argument";
 	case -ENOENT:

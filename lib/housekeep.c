@@ -19,8 +19,13 @@ shmt_housekeep(shmt_t *h, shmt_time_t *next_ns)
 	shmt_time_t next = UINT64_MAX;
 	int n, actions = 0;
 
+	uint64_t now_size;
+
 	if (h == NULL)
 		return -EINVAL;
+	/* A truncated object: every page past its end raises SIGBUS. */
+	if (shmt__size_check(h, &now_size) != 0)
+		return SHMT_ESIZE;
 	n = shmt__limiters_housekeep(h, shmt__now(h), &next);
 	if (n < 0)
 		return n;

@@ -23,7 +23,32 @@
 
 #include <ck_pr.h>
 
-#define SHMT_LOCK_WAIT_NS (10ULL * 1000000000ULL)
+/*
+ * How long a writer waits for a lock whose owner is alive.  Critical
+ * sections take microseconds (a 1 MiB copy or a shard repair: a few
+ * milliseconds), and a writer inside one runs, waits for a CPU, or waits in
+ * the kernel uninterruptibly (a page fault): it never sleeps.  So an owner
+ * found sleeping or stopped, and still holding the lock
+ * SHMT_LOCK_LIVE_WAIT_NS after it was first seen, is a stopped writer or no
+ * writer at all (a damaged or hostile lock word that names a live, attached
+ * process).  The waiter cannot tell these apart and must never take a lock
+ * from a live owner (a stopped writer that resumes would share the shard
+ * with it), so it gives up with SHMT_ELOCKED rather than stall its caller.
+ * An owner that runs gets up to SHMT_LOCK_WAIT_MAX_NS: on a loaded machine
+ * a preempted writer may wait tens of milliseconds for a CPU, and giving
+ * up on it would turn load into errors.  Longer bounds make damage cost
+ * more per call; shorter ones make errors of a busy machine.  The time
+ * counts from when the current owner was first seen: a lock that changes
+ * hands restarts it.
+ */
+#define SHMT_LOCK_LIVE_WAIT_NS (100ULL * 1000000ULL)
+/* The bound on the whole wait, whoever holds the lock and whatever it does:
+ * writers that keep taking it in turn could otherwise starve one waiter
+ * without end, and a damaged word may name a busy process.  Ten idle-owner
+ * bounds: far beyond any hold seen in the stress tests, far below the
+ * seconds that would stall a caller. */
+#define SHMT_LOCK_WAIT_MAX_NS (10 * SHMT_LOCK_LIVE_WAIT_NS)
+
 /* Thread ids are below PID_MAX_LIMIT (2^22) on Linux. */
 #define SHMT_TID_MAX (1U << 22)
 
@@ -53,32 +78,56 @@ tid_self(void)
 	return my_tid;
 }
 
-/* The process (thread group) of thread TID, or 0 when it does not exist. */
+/* The process (thread group) of thread TID, or 0 when it does not exist
+ * or is a zombie: a thread killed and not yet waited for holds nothing, and
+ * its parent may take its time to reap it.  *RUNNING gets 1 when the thread
+ * runs or waits for a CPU (R), or waits in the kernel without being
+ * interruptible (D: a page fault, a memory allocation), which is how a
+ * writer inside a critical section looks; 0 when it sleeps or is stopped. */
 static pid_t
-tgid_of(uint32_t tid)
+tid_status(uint32_t tid, int *running)
 {
 	char path[64], buf[512];
 	const char *p;
 
+	*running = 0;
 	snprintf(path, sizeof(path), "/proc/%u/status", tid);
 	if (shmt__proc_read(path, buf, sizeof(buf)) != 0)
 		return 0;
+	p = strstr(buf, "\nState:");
+	if (p != NULL) {
+		p += 7;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == 'Z' || *p == 'X')
+			return 0;
+		*running = *p == 'R' || *p == 'D';
+	}
 	p = strstr(buf, "\nTgid:");
 	return p != NULL ? (pid_t)atoi(p + 6) : 0;
 }
 
+pid_t
+shmt__tid_process(uint32_t tid)
+{
+	int running;
+
+	return tid_status(tid, &running);
+}
+
 /* 1 when OWNER names a thread that exists now, of a process that holds a
- * slot of the segment. */
+ * slot of the segment; *RUNNING as tid_status. */
 static int
-owner_alive(shmt_t *h, uint32_t owner)
+owner_alive(shmt_t *h, uint32_t owner, int *running)
 {
 	int saved = errno, alive;
 
+	*running = 0;
 	if (owner == 0 || owner >= SHMT_TID_MAX)
 		return 0;
 	alive = kill((pid_t)owner, 0) == 0 || errno == EPERM;
 	if (alive && h != NULL)
-		alive = shmt__slot_held_by(h, tgid_of(owner));
+		alive = shmt__slot_held_by(h, tid_status(owner, running));
 	errno = saved;
 	return alive;
 }
@@ -90,10 +139,12 @@ shmt__lock_init(struct shmt_lock *l)
 	l->lk_pad = 0;
 }
 
-/* One attempt: 0 or 1 as shmt__lock, or -EBUSY with the owner in *SEEN. */
+/* One attempt: 0 or 1 as shmt__lock, or -EBUSY with the owner in *SEEN
+ * (and, when CHECK asked for the owner's liveness, whether it runs in
+ * *RUNNING). */
 static int
 lock_once(shmt_t *h, struct shmt_lock *l, uint32_t me, int check,
-    uint32_t *seen)
+    uint32_t *seen, int *running)
 {
 	uint32_t cur = 0;
 
@@ -103,7 +154,7 @@ lock_once(shmt_t *h, struct shmt_lock *l, uint32_t me, int check,
 	*seen = cur;
 	/* Our own id in the word: a thread that had this id died holding it
 	 * (ids are reused), since no thread takes a lock it holds. */
-	if (cur == me || (check && !owner_alive(h, cur))) {
+	if (cur == me || (check && !owner_alive(h, cur, running))) {
 		if (__atomic_compare_exchange_n(&l->lk_owner, &cur, me, 0,
 		    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			return 1;
@@ -115,19 +166,21 @@ int
 shmt__lock_try(shmt_t *h, struct shmt_lock *l)
 {
 	uint32_t seen;
+	int running;
 
-	return lock_once(h, l, tid_self(), 1, &seen);
+	return lock_once(h, l, tid_self(), 1, &seen, &running);
 }
 
 int
 shmt__lock(shmt_t *h, struct shmt_lock *l)
 {
-	uint32_t me = tid_self(), seen = 0;
-	uint64_t start = 0;
+	uint32_t me = tid_self(), seen = 0, owner = 0;
+	uint64_t start = 0, since = 0, now;
+	int running = 1;
 
 	for (unsigned i = 0;; i++) {
 		/* The liveness check is a system call: only now and then. */
-		int rc = lock_once(h, l, me, i % 64 == 63, &seen);
+		int rc = lock_once(h, l, me, i % 64 == 63, &seen, &running);
 
 		if (rc >= 0)
 			return rc;
@@ -135,15 +188,28 @@ shmt__lock(shmt_t *h, struct shmt_lock *l)
 			ck_pr_stall();
 			continue;
 		}
+		now = shmt__mono_ns();
 		if (start == 0)
-			start = shmt__mono_ns();
-		else if (shmt__mono_ns() - start > SHMT_LOCK_WAIT_NS)
-			return SHMT_EBUSYLOOP;
+			start = now;
+		if (seen != owner) {
+			owner = seen;
+			since = now;
+			running = 1;
+		}
+		if ((!running && now - since > SHMT_LOCK_LIVE_WAIT_NS) ||
+		    now - start > SHMT_LOCK_WAIT_MAX_NS)
+			return SHMT_ELOCKED;
 		if (i < 256)
 			sched_yield();
 		else
 			nanosleep(&(struct timespec){ 0, 20000 }, NULL);
 	}
+}
+
+uint32_t
+shmt__lock_owner(const struct shmt_lock *l)
+{
+	return __atomic_load_n(&l->lk_owner, __ATOMIC_RELAXED);
 }
 
 void
@@ -156,6 +222,7 @@ int
 shmt__lock_peek(shmt_t *h, struct shmt_lock *l, uint32_t *owner)
 {
 	uint32_t cur = __atomic_load_n(&l->lk_owner, __ATOMIC_ACQUIRE);
+	int running;
 
 	*owner = cur;
 	if (cur == 0)
@@ -164,5 +231,5 @@ shmt__lock_peek(shmt_t *h, struct shmt_lock *l, uint32_t *owner)
 	 * that had this id died holding it (as in lock_once). */
 	if (cur == tid_self())
 		return SHMT_LOCK_DEAD;
-	return owner_alive(h, cur) ? SHMT_LOCK_LIVE : SHMT_LOCK_DEAD;
+	return owner_alive(h, cur, &running) ? SHMT_LOCK_LIVE : SHMT_LOCK_DEAD;
 }

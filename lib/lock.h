@@ -4,6 +4,7 @@
 #define SHMT_LOCK_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 /*
  * A lock in the segment: one word holding the owner's thread id, 0 when
@@ -16,8 +17,8 @@
  * EOWNERDEAD.  A live owner is a thread that exists and whose process holds
  * a slot in the segment (every handle claims one), so a damaged word that
  * happens to name some unrelated thread is taken over too.  A reused thread
- * id can only delay recovery (the lock then looks held until the bound),
- * never hand the lock to two owners.
+ * id can only delay recovery (the lock then looks held: the waiter gives up
+ * with SHMT_ELOCKED), never hand the lock to two owners.
  */
 struct shmt_lock {
 	uint32_t lk_owner;
@@ -28,9 +29,11 @@ struct shmt;
 
 void shmt__lock_init(struct shmt_lock *l);
 /* 0: locked; 1: locked, taken from a dead owner (repair first); or
- * SHMT_EBUSYLOOP after waiting SHMT_LOCK_WAIT_NS for a live owner.  H is
- * the handle of the segment the lock lives in: an owner counts as live only
- * while its process holds a slot there. */
+ * SHMT_ELOCKED when one live owner, sleeping or stopped, kept it for
+ * SHMT_LOCK_LIVE_WAIT_NS (100 ms), or the wait passed SHMT_LOCK_WAIT_MAX_NS
+ * (1 s) in all.  A live
+ * owner is never robbed.  H is the handle of the segment the lock lives
+ * in: an owner counts as live only while its process holds a slot there. */
 int shmt__lock(struct shmt *h, struct shmt_lock *l);
 /* As shmt__lock without waiting: -EBUSY when a live owner holds it. */
 int shmt__lock_try(struct shmt *h, struct shmt_lock *l);
@@ -42,5 +45,9 @@ void shmt__unlock(struct shmt_lock *l);
  * repairs).  *OWNER gets the word. */
 enum { SHMT_LOCK_FREE = 0, SHMT_LOCK_LIVE = 1, SHMT_LOCK_DEAD = 2 };
 int shmt__lock_peek(struct shmt *h, struct shmt_lock *l, uint32_t *owner);
+/* The thread id in the lock word now (0: free), for reports. */
+uint32_t shmt__lock_owner(const struct shmt_lock *l);
+/* The process of thread TID, or 0 when no such thread exists. */
+pid_t shmt__tid_process(uint32_t tid);
 
 #endif /* SHMT_LOCK_H */

@@ -323,6 +323,10 @@ shmt_config_check(const shmt_config_t *cfg, char *why, size_t why_len)
 		REFUSE("cfg: NULL");
 	if ((cfg->mode & ~(mode_t)0777) != 0)
 		REFUSE("mode: only the permission bits 0777 may be set");
+	/* A segment that every user may write is trusted by nobody. */
+	if ((cfg->mode & S_IWOTH) != 0)
+		REFUSE("mode: a segment every user may write (o+w) is trusted by "
+		    "nobody");
 	if (cfg->max_limiters == 0 || cfg->max_limiters > 4096)
 		REFUSE("max_limiters: must be from 1 to 4096");
 	if (cfg->max_slots == 0 || cfg->max_slots > 65536)
@@ -430,6 +434,7 @@ handle_new(const char *name, char *base, uint64_t size,
 	h->hdr = (struct shmt_hdr *)base;
 	memcpy(h->reg, reg, sizeof(h->reg));
 	h->slot = UINT32_MAX;
+	h->fd = -1;
 	h->pid = getpid();
 	snprintf(h->name, sizeof(h->name), "%s", name);
 	return h;
@@ -440,6 +445,8 @@ handle_free(shmt_t *h)
 {
 	if (h == NULL)
 		return;
+	if (h->fd >= 0)
+		close(h->fd);
 	shmt__lviews_free(h);
 	free(h->dict);
 	free(h->counters);
@@ -543,7 +550,7 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 		goto out_unlink;
 	}
 	shm_unlink(tmp);
-	close(fd);
+	h->fd = fd;
 	fd = -1;
 	if ((rc = shmt__slot_claim(h)) != 0) {
 		shm_unlink(name);
@@ -566,17 +573,18 @@ out:
 }
 
 /*
- * Validate a mapped image of SIZE bytes: magic, format, size, then every
- * region inside the object, in order, without overlap.  Fills REG.
+ * Validate HDR, a private copy of the header of an object of SIZE bytes:
+ * magic, format, size, then every region inside the object, in order,
+ * without overlap, and the creation parameters against the regions.  Fills
+ * REG.  It works on a copy because another process may change the header
+ * while we read it: what is validated must be what is used.
  */
 static int
-validate(const char *base, uint64_t size, struct shmt_region reg[SHMT_R_COUNT])
+validate(const struct shmt_hdr *hdr, uint64_t size,
+    struct shmt_region reg[SHMT_R_COUNT])
 {
-	const struct shmt_hdr *hdr = (const struct shmt_hdr *)base;
 	uint64_t end = 0;
 
-	if (size < sizeof(hdr->sh_magic))
-		return SHMT_ESIZE;
 	if (hdr->sh_magic != SHMT_MAGIC)
 		return SHMT_EMAGIC;
 	if (size < sizeof(struct shmt_hdr))
@@ -616,77 +624,184 @@ validate(const char *base, uint64_t size, struct shmt_region reg[SHMT_R_COUNT])
 	return 0;
 }
 
+SHMT_EXPORT void
+shmt_open_opts_init(shmt_open_opts_t *o)
+{
+	if (o == NULL)
+		return;
+	memset(o, 0, sizeof(*o));
+	o->owner = (uid_t)-1;
+}
+
+/* 1 when GID is the caller's effective group or one of its supplementary
+ * groups. */
+static int
+in_group(gid_t gid)
+{
+	gid_t *list;
+	int n, yes = 0;
+
+	if (gid == getegid())
+		return 1;
+	n = getgroups(0, NULL);
+	if (n <= 0)
+		return 0;
+	list = calloc((size_t)n, sizeof(*list));
+	if (list == NULL)
+		return 0;
+	n = getgroups(n, list);
+	for (int i = 0; i < n && !yes; i++)
+		yes = list[i] == gid;
+	free(list);
+	return yes;
+}
+
+/*
+ * Whether the caller may trust what the object ST holds.  Whoever can write
+ * the object can also truncate it (which kills its users with SIGBUS) and
+ * forge its contents, so the writers must be people the caller trusts:
+ * - never an object that every user may write (mode o+w);
+ * - an object owned by the caller's effective user, by root, or by the
+ *   user the caller names (OWNER);
+ * - for a caller other than root, also an object whose group is one of the
+ *   caller's groups and which that group may write: the caller already
+ *   shares the object with every member of that group, and this is how
+ *   workers in the daemon's group attach to a 0660 segment owned by the
+ *   daemon's user.  Root never trusts a group this way: a privileged
+ *   process names the owner it trusts.
+ */
+static int
+owner_trusted(const struct stat *st, uid_t owner)
+{
+	uid_t me = geteuid();
+
+	if (st->st_mode & S_IWOTH)
+		return SHMT_EUNTRUSTED;
+	if (st->st_uid == me || st->st_uid == 0 ||
+	    (owner != (uid_t)-1 && st->st_uid == owner))
+		return 0;
+	if (me != 0 && (st->st_mode & S_IWGRP) && in_group(st->st_gid))
+		return 0;
+	return SHMT_EUNTRUSTED;
+}
+
 SHMT_EXPORT int
 shmt_open(const char *name, shmt_t **out)
 {
+	return shmt_open_opts(name, NULL, out);
+}
+
+/* Open NAME and check the object before anything is read from it: a
+ * regular object whose writers are trusted.  Returns the descriptor in *FD
+ * and its status in *ST, or an error. */
+static int
+object_open(const char *name, uid_t owner, int *fd, struct stat *st)
+{
+	int rc;
+
+	*fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	if (*fd < 0)
+		return -errno;
+	if (fstat(*fd, st) != 0)
+		rc = -errno;
+	else if (!S_ISREG(st->st_mode))
+		rc = SHMT_ENOTREG;
+	else
+		rc = owner_trusted(st, owner);
+	if (rc != 0)
+		close(*fd);
+	return rc;
+}
+
+/* Read the header of the object FD of SIZE bytes once into *HC (private
+ * memory) and validate that copy, filling REG.  By pread, not through a
+ * mapping: an object truncated meanwhile gives a short read, not SIGBUS. */
+static int
+header_read(int fd, uint64_t size, struct shmt_hdr *hc,
+    struct shmt_region reg[SHMT_R_COUNT])
+{
+	if (size < sizeof(*hc)) {
+		/* Too small to hold a header: tell a foreign object (bad
+		 * magic) from a truncated segment when the magic fits. */
+		uint64_t magic = 0;
+
+		if (size >= sizeof(magic) &&
+		    pread(fd, &magic, sizeof(magic), 0) == sizeof(magic) &&
+		    magic != SHMT_MAGIC)
+			return SHMT_EMAGIC;
+		return SHMT_ESIZE;
+	}
+	if (pread(fd, hc, sizeof(*hc), 0) != (ssize_t)sizeof(*hc))
+		return SHMT_ESIZE;
+	return validate(hc, size, reg);
+}
+
+SHMT_EXPORT int
+shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
+{
 	struct shmt_region reg[SHMT_R_COUNT];
+	struct shmt_hdr hc;
 	struct stat st;
-	shmt_t *h;
-	void *base;
-	uint64_t size;
+	shmt_t *h = NULL;
+	void *base = MAP_FAILED;
+	uint64_t size = 0;
 	int saved = errno;
-	int fd, rc;
+	int fd = -1, rc;
 
 	if ((rc = shmt__name_check(name)) != 0)
 		return rc;
 	if (out == NULL)
 		return -EINVAL;
-	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-	if (fd < 0) {
-		rc = -errno;
-		errno = saved;
-		return rc;
-	}
-	if (fstat(fd, &st) != 0) {
-		rc = -errno;
-		close(fd);
-		errno = saved;
-		return rc;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		errno = saved;
-		return SHMT_ENOTREG;
-	}
-	size = (uint64_t)st.st_size;
-	if (size < sizeof(struct shmt_hdr)) {
-		/* Too small to hold a header: tell a foreign object (bad
-		 * magic) from a truncated segment when the magic fits. */
-		uint64_t magic = 0;
-
-		rc = SHMT_ESIZE;
-		if (size >= sizeof(magic) &&
-		    pread(fd, &magic, sizeof(magic), 0) == sizeof(magic) &&
-		    magic != SHMT_MAGIC)
-			rc = SHMT_EMAGIC;
-		close(fd);
-		errno = saved;
-		return rc;
-	}
-	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	rc = base == MAP_FAILED ? -errno : 0;
-	close(fd);
+	rc = object_open(name, opts != NULL ? opts->owner : (uid_t)-1, &fd, &st);
 	if (rc != 0) {
 		errno = saved;
 		return rc;
 	}
-	if ((rc = validate(base, size, reg)) != 0)
+	size = (uint64_t)st.st_size;
+	/* Everything the handle trusts (regions, store and analyzer geometry,
+	 * limiter table size) comes from this one private copy, never from a
+	 * second read of the segment. */
+	if ((rc = header_read(fd, size, &hc, reg)) != 0)
 		goto fail;
-	h = handle_new(name, base, size, reg,
-	    &((const struct shmt_hdr *)base)->sh_params);
-	if (h == NULL) {
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		goto fail;
+	}
+	if ((h = handle_new(name, base, size, reg, &hc.sh_params)) == NULL) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	if ((rc = shmt__slot_claim(h)) != 0) {
-		handle_free(h);
+	h->fd = fd;
+	fd = -1;
+	if ((rc = shmt__slot_claim(h)) != 0)
 		goto fail;
-	}
 	*out = h;
 	errno = saved;
 	return 0;
 fail:
-	munmap(base, size);
+	handle_free(h);
+	if (base != MAP_FAILED)
+		munmap(base, size);
+	if (fd >= 0)
+		close(fd);
+	errno = saved;
+	return rc;
+}
+
+int
+shmt__size_check(shmt_t *h, uint64_t *now_size)
+{
+	int saved = errno;
+	struct stat st;
+	int rc = 0;
+
+	*now_size = h->size;
+	if (h->fd >= 0 && fstat(h->fd, &st) == 0 &&
+	    (uint64_t)st.st_size < h->size) {
+		*now_size = (uint64_t)st.st_size;
+		rc = SHMT_ESIZE;
+	}
 	errno = saved;
 	return rc;
 }
@@ -695,11 +810,13 @@ SHMT_EXPORT void
 shmt_close(shmt_t *h)
 {
 	int saved = errno;
+	uint64_t now_size;
 
 	if (h == NULL)
 		return;
-	/* A handle inherited across fork() belongs to the parent's slot. */
-	if (h->pid == getpid()) {
+	/* A handle inherited across fork() belongs to the parent's slot.  A
+	 * truncated object has no slot page to release any more. */
+	if (h->pid == getpid() && shmt__size_check(h, &now_size) == 0) {
 		shmt__an_release(h);
 		shmt__slot_release(h);
 	}
@@ -750,8 +867,12 @@ shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out)
 	const struct shmt_lim *lim;
 	uint32_t nlim, n = 0;
 
+	uint64_t now_size;
+
 	if (h == NULL || out == NULL)
 		return -EINVAL;
+	if (shmt__size_check(h, &now_size) != 0)
+		return SHMT_ESIZE;
 	hdr = h->hdr;
 	memset(out, 0, sizeof(*out));
 	out->size = h->size;

@@ -135,6 +135,7 @@ struct shmt {
 	shmt_clock_fn clock;
 	void *clock_ctx;
 	uint32_t slot;                /* UINT32_MAX: none */
+	int fd;                       /* the object, kept to notice truncation */
 	pid_t pid;
 	char name[SHMT_SEGNAME_MAX + 1];
 	struct shmt_lcache lcache;
@@ -157,6 +158,10 @@ uint64_t shmt__format_word(void);
 int shmt__proc_read(const char *path, char *buf, size_t cap);
 uint64_t shmt__proc_start(pid_t pid);
 int shmt__pid_alive(pid_t pid, uint64_t start);
+/* SHMT_ESIZE when the object is now shorter than the mapping (truncated:
+ * touching the missing pages would raise SIGBUS), else 0; *NOW_SIZE gets
+ * its size. */
+int shmt__size_check(shmt_t *h, uint64_t *now_size);
 
 /* Pointer to a region, already validated at open. */
 static inline void *

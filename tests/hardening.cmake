@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-# Hardening: a hostile segment scribbled while others work (stress), the
+# Hardening: a hostile segment scribbled while others work (stress), one
+# precise lie at a time (unit), the
 # permissions of another user and group (unit), valgrind memcheck of the CLI
 # and a demo worker (unit, normal build only), the kill -9 soak (soak), and
 # with SHMT_FUZZ=ON the libFuzzer targets (fuzz and fuzz-explore, see
@@ -11,6 +12,7 @@ endif()
 
 shmt_add_test(test_hostile SOURCES test_hostile.c LABELS stress TIMEOUT 120)
 shmt_add_test(test_hostile_perms SOURCES test_hostile_perms.c LABELS unit TIMEOUT 60)
+shmt_add_test(test_hostile_cases SOURCES test_hostile_cases.c LABELS unit TIMEOUT 120)
 
 # valgrind runs the native binaries: only in the build without sanitizers.
 if(SHMT_SANITIZE STREQUAL "" AND NOT SHMT_FUZZ AND TARGET shmthrottle

@@ -20,11 +20,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NS_S 1000000000ULL
@@ -953,6 +955,94 @@ test_keys(void **state)
 	fx_free(&f);
 }
 
+/* A chain that links to itself: keys reports the damage and ends, instead
+ * of listing one key for ever. */
+static void
+test_keys_cycle(void **state)
+{
+	const struct shmt_store *st;
+	struct tc_run r;
+	struct fx f;
+	int made = 0;
+
+	(void)state;
+	fx_make(&f, "keycyc", 0);
+	assert_int_equal(shmt_set(f.h, "loop", 4, "v", 1, 0), 0);
+	st = f.h->dict;
+	for (uint32_t i = 0; i < st->shards; i++) {
+		char *sh = st->base + (uint64_t)i * st->stride;
+		uint64_t *index = (uint64_t *)(sh + st->index_off), link = 0;
+		struct shmt_item *it;
+
+		for (uint64_t b = 0; b < st->nbuckets && link == 0; b++)
+			link = index[b];
+		if (link == 0)
+			continue;
+		it = (struct shmt_item *)(sh + st->heap_off + link - 1);
+		it->it_next = link;
+		made++;
+	}
+	assert_int_equal(made, 1);
+	tc_run(&r, NULL, ARGV("-s", f.seg, "keys"));
+	assert_int_equal(r.status, 4);
+	assert_non_null(strstr(r.err, "corrupted"));
+	/* Not one key listed twice. */
+	assert_true(strstr(r.out, "loop\nloop") == NULL);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
+/* A shard whose lock word names a live process that holds nothing: set
+ * says so promptly, and check names the process. */
+static void
+test_set_locked(void **state)
+{
+	char pid_text[32], *sh;
+	struct tc_run r;
+	struct fx f;
+	int p[2];
+	pid_t child;
+
+	(void)state;
+	fx_make(&f, "locked", 0);
+	assert_int_equal(pipe(p), 0);
+	fflush(stdout);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		shmt_t *c = NULL;
+
+		alarm(60);
+		close(p[0]);
+		if (shmt_open(f.seg, &c) != 0 || write(p[1], "r", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], pid_text, 1), 1);
+	close(p[0]);
+	/* Every shard of the dictionary names the child. */
+	for (uint32_t i = 0; i < f.h->dict->shards; i++) {
+		sh = f.h->dict->base + (uint64_t)i * f.h->dict->stride;
+		__atomic_store_n(&((struct shmt_shard *)(void *)sh)->ds_lock.lk_owner,
+		    (uint32_t)child, __ATOMIC_RELEASE);
+	}
+	tc_run(&r, NULL, ARGV("-s", f.seg, "set", "k", "v"));
+	assert_int_equal(r.status, 3);
+	assert_non_null(strstr(r.err, "held by a live process"));
+	assert_true(r.t_end - r.t_start < 5000000000ULL);
+	tc_run_free(&r);
+	snprintf(pid_text, sizeof(pid_text), "process %d", (int)child);
+	tc_run(&r, NULL, ARGV("-s", f.seg, "check"));
+	assert_int_equal(r.status, 4);
+	assert_non_null(strstr(r.out, pid_text));
+	tc_run_free(&r);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	fx_free(&f);
+}
+
 static void
 test_hit(void **state)
 {
@@ -1686,12 +1776,52 @@ test_create_config(void **state)
 	unlink(path);
 }
 
+/* A segment owned by another user is not trusted unless
+ * $SHMTHROTTLE_OWNER names that user; one that every user may write is
+ * never trusted.  The message says whose it is. */
+static void
+test_untrusted(void **state)
+{
+	char path[192], owner[64];
+	struct tc_run r;
+	struct fx f;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	fx_make(&f, "untrusted", 0);
+	snprintf(path, sizeof(path), "/dev/shm%s", f.seg);
+	assert_int_equal(chown(path, 65532, (gid_t)-1), 0);
+	tc_run(&r, NULL, ARGV("-s", f.seg, "stat"));
+	assert_int_equal(r.status, 3);
+	assert_non_null(strstr(r.err, "not trusted"));
+	assert_non_null(strstr(r.err, "uid 65532"));
+	tc_run_free(&r);
+	snprintf(owner, sizeof(owner), "SHMTHROTTLE_OWNER=%d", 65532);
+	tc_run(&r, (const char *const[]){ owner, NULL },
+	    ARGV("-s", f.seg, "stat"));
+	assert_int_equal(r.status, 0);
+	tc_run_free(&r);
+	assert_int_equal(chmod(path, 0666), 0);
+	tc_run(&r, (const char *const[]){ owner, NULL },
+	    ARGV("-s", f.seg, "check"));
+	assert_int_equal(r.status, 3);
+	assert_non_null(strstr(r.err, "mode 0666"));
+	tc_run_free(&r);
+	tc_run(&r, (const char *const[]){ "SHMTHROTTLE_OWNER=no such user",
+	    NULL }, ARGV("-s", f.seg, "stat"));
+	assert_int_equal(r.status, 2);
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_stat, tc_cleanup),
 		cmocka_unit_test_teardown(test_env_segment, tc_cleanup),
+		cmocka_unit_test_teardown(test_untrusted, tc_cleanup),
 		cmocka_unit_test_teardown(test_daemon_states, tc_cleanup),
 		cmocka_unit_test_teardown(test_limiters, tc_cleanup),
 		cmocka_unit_test_teardown(test_buckets, tc_cleanup),
@@ -1704,6 +1834,8 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_set_stdin, tc_cleanup),
 		cmocka_unit_test_teardown(test_del_incr, tc_cleanup),
 		cmocka_unit_test_teardown(test_keys, tc_cleanup),
+		cmocka_unit_test_teardown(test_keys_cycle, tc_cleanup),
+		cmocka_unit_test_teardown(test_set_locked, tc_cleanup),
 		cmocka_unit_test_teardown(test_hit, tc_cleanup),
 		cmocka_unit_test_teardown(test_no_dict, tc_cleanup),
 		cmocka_unit_test_teardown(test_dict_usage, tc_cleanup),

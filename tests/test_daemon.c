@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -360,6 +361,104 @@ test_start_stop(void **state)
 	assert_int_equal(shmt_open(e->seg, &h2), -ENOENT);
 	shmt_close(h);
 	assert_true(log_has(e->log, "attached to segment"));
+}
+
+/* The system call that stopped process PID is blocked in, or -1 when it is
+ * not in one (from /proc/PID/syscall). */
+static long
+blocked_in(pid_t pid)
+{
+	char path[64], buf[128];
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	if (fgets(buf, sizeof(buf), f) == NULL || sscanf(buf, "%ld", &n) != 1)
+		n = -1;
+	fclose(f);
+	return n;
+}
+
+/* Stop daemon PID where it waits for its next deadline, between two rounds
+ * of work, so that nothing it does is cut in the middle. */
+static void
+stop_idle(pid_t pid)
+{
+	for (int i = 0; i < WAIT_MS; i++) {
+		int st;
+
+		assert_int_equal(kill(pid, SIGSTOP), 0);
+		assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+		assert_true(WIFSTOPPED(st));
+		if (blocked_in(pid) == SYS_rt_sigtimedwait)
+			return;
+		assert_int_equal(kill(pid, SIGCONT), 0);
+		pause_ms(1);
+	}
+	fail_msg("daemon %d never found waiting", (int)pid);
+}
+
+/* The object truncated under the daemon: it notices at its next
+ * housekeeping and exits with an error, without touching the missing pages
+ * (which would kill it with SIGBUS).  It is truncated while the daemon is
+ * stopped between two rounds: one cut in the middle of a round would die,
+ * as the README says. */
+static void
+test_truncated(void **state)
+{
+	struct env *e;
+	shmt_t *h;
+	pid_t pid;
+	int fd;
+
+	(void)state;
+	e = env_init("trunc");
+	write_text(e->conf, LONG_LIMITER("a", 5));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	stop_idle(pid);
+	fd = shm_open(e->seg, O_RDWR, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 8192), 0);
+	close(fd);
+	assert_int_equal(kill(pid, SIGCONT), 0);
+	assert_int_equal(wait_exit(pid), 1);  /* the daemon's failure code */
+	assert_true(log_has(e->log, "truncated"));
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(e->seg), 0);
+}
+
+/* A segment another user made first is not attached: the daemon says
+ * whose it is and exits with an error, leaving it as it was. */
+static void
+test_untrusted(void **state)
+{
+	char path[192];
+	shmt_config_t cfg;
+	struct env *e;
+	shmt_t *h = NULL;
+	pid_t pid;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	e = env_init("untrusted");
+	write_text(e->conf, LONG_LIMITER("a", 5));
+	shmt_config_init(&cfg);
+	cfg.dict_bytes = 0;
+	cfg.counters_bytes = 0;
+	cfg.analyzer_bytes = 0;
+	assert_int_equal(shmt_create(e->seg, &cfg, &h), 0);
+	shmt_close(h);
+	snprintf(path, sizeof(path), "/dev/shm%s", e->seg);
+	assert_int_equal(chown(path, 65532, (gid_t)-1), 0);
+	pid = spawn(e, NULL, NULL);
+	assert_int_equal(wait_exit(pid), 1);
+	assert_true(log_has(e->log, "owned by uid 65532"));
+	assert_true(log_has(e->log, "not trusted"));
+	assert_int_equal(shmt_unlink(e->seg), 0);
 }
 
 static void
@@ -798,6 +897,8 @@ main(int argc, char **argv)
 		    env_done),
 		cmocka_unit_test_teardown(test_start_stop, env_done),
 		cmocka_unit_test_teardown(test_second_refused, env_done),
+		cmocka_unit_test_teardown(test_truncated, env_done),
+		cmocka_unit_test_teardown(test_untrusted, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),
 		cmocka_unit_test_teardown(test_incompatible, env_done),
 		cmocka_unit_test_teardown(test_snapshot_roundtrip, env_done),

@@ -197,6 +197,7 @@ test_bad_files(void **state)
 		{ "[limiter a]\nwindow = 1s\nkeys = x, y\nlimit = 3\n",
 		  ":4: key 'limit': [limiter a]: limit: with a key pool it must be nkeys x uses_per_key (2)" },
 		{ "[segment]\nmode = 0999\n", ":2: key 'mode': cannot read '0999' as an octal mode" },
+		{ "[segment]\nmode = 0666\n", ":2: key 'mode': mode 0666 lets every user write the segment" },
 		{ "[segment]\nname = shm\n", ":2: key 'name': 'shm' is not a segment name" },
 		{ "[segment]\nmax_limiters = 99999999999\n",
 		  ":2: key 'max_limiters': value '99999999999' is out of range" },

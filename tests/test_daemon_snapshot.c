@@ -83,6 +83,8 @@ fixture_init(struct fixture *f, const char *tag)
 	assert_int_equal(shmt_create(f->seg, NULL, &f->h), 0);
 	assert_int_equal(shmt_set_clock(f->h, tu_clock_read, &f->clk), 0);
 	assert_int_equal(shmt_limiter_define(f->h, "a", &l), 0);
+	/* The restored image is checked on the clock that wrote it. */
+	shmtd_snapshot_check_clock(tu_clock_read, &f->clk);
 }
 
 static void

@@ -5,7 +5,10 @@
  * nobody's group; this one separates the user from the group: a member of
  * the segment's group (as primary or as supplementary group) gets in with
  * group mode 0660 and not with 0600 or 0640 (attaching needs write), and a
- * user outside the group stays out.  It needs root to switch users and is
+ * user outside the group stays out.  Then who is trusted: a segment
+ * another user made first is refused by root unless root names its owner,
+ * attached by members of its group with mode 0660, and refused by
+ * everyone when every user may write it.  It needs root to switch users and is
  * skipped otherwise (and where root cannot switch, as in some containers).
  */
 #include "testutil.h"
@@ -15,6 +18,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,12 +26,16 @@
 #define OTHER_UID 65533
 #define SEG_GID 65534
 #define OTHER_GID 65533
+/* A user who creates a segment before anyone else, in group SEG_GID. */
+#define CREATOR_UID 65532
 
 /* Open NAME in a child running as OTHER_UID with primary group GID and
- * supplementary groups SUPP (NSUPP of them).  Returns shmt_open's result,
- * or INT_MIN when the child could not switch. */
+ * supplementary groups SUPP (NSUPP of them), trusting OWNER too ((uid_t)-1:
+ * nobody more).  Returns shmt_open_opts's result, or INT_MIN when the child
+ * could not switch. */
 static int
-open_as(const char *name, gid_t gid, const gid_t *supp, size_t nsupp)
+open_as_owner(const char *name, gid_t gid, const gid_t *supp, size_t nsupp,
+    uid_t owner)
 {
 	int p[2], rc = INT_MIN, st;
 	pid_t pid;
@@ -41,9 +49,13 @@ open_as(const char *name, gid_t gid, const gid_t *supp, size_t nsupp)
 
 		alarm(10);
 		close(p[0]);
+		shmt_open_opts_t o;
+
+		shmt_open_opts_init(&o);
+		o.owner = owner;
 		if (setgroups(nsupp, supp) == 0 && setgid(gid) == 0 &&
 		    setuid(OTHER_UID) == 0)
-			rc = shmt_open(name, &h);
+			rc = shmt_open_opts(name, &o, &h);
 		shmt_close(h);
 		_exit(write(p[1], &rc, sizeof(rc)) == sizeof(rc) ? 0 : 1);
 	}
@@ -53,6 +65,140 @@ open_as(const char *name, gid_t gid, const gid_t *supp, size_t nsupp)
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	return rc;
+}
+
+static int
+open_as(const char *name, gid_t gid, const gid_t *supp, size_t nsupp)
+{
+	return open_as_owner(name, gid, supp, nsupp, (uid_t)-1);
+}
+
+static void
+perm_config(shmt_config_t *cfg)
+{
+	shmt_config_init(cfg);
+	cfg->max_limiters = 4;
+	cfg->max_slots = 8;
+	cfg->arena_bytes = 64ULL << 10;
+	cfg->dict_bytes = 0;
+	cfg->counters_bytes = 0;
+	cfg->analyzer_bytes = 0;
+}
+
+/* Create NAME in a child running as CREATOR_UID (group SEG_GID) with
+ * MODE, then set the object's mode to CHMOD (when not 0), as that user
+ * may.  Returns shmt_create's result, or INT_MIN when it could not
+ * switch. */
+static int
+create_as_creator(const char *name, mode_t mode, mode_t chmod_to)
+{
+	int p[2], rc = INT_MIN, st;
+	pid_t pid;
+
+	assert_int_equal(pipe(p), 0);
+	fflush(stdout);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		shmt_config_t cfg;
+		shmt_t *h = NULL;
+		char path[192];
+
+		alarm(10);
+		close(p[0]);
+		perm_config(&cfg);
+		cfg.mode = mode;
+		if (setgroups(0, NULL) == 0 && setgid(SEG_GID) == 0 &&
+		    setuid(CREATOR_UID) == 0) {
+			rc = shmt_create(name, &cfg, &h);
+			snprintf(path, sizeof(path), "/dev/shm%s", name);
+			if (rc == 0 && chmod_to != 0 && chmod(path, chmod_to) != 0)
+				rc = -errno;
+		}
+		shmt_close(h);
+		_exit(write(p[1], &rc, sizeof(rc)) == sizeof(rc) ? 0 : 1);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &rc, sizeof(rc)), sizeof(rc));
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return rc;
+}
+
+/* Root's open in this process, trusting OWNER too. */
+static int
+open_here(const char *name, uid_t owner)
+{
+	shmt_open_opts_t o;
+	shmt_t *h = NULL;
+	int rc;
+
+	shmt_open_opts_init(&o);
+	o.owner = owner;
+	rc = shmt_open_opts(name, &o, &h);
+	shmt_close(h);
+	return rc;
+}
+
+/*
+ * Who is trusted: a segment that another user (CREATOR_UID, group SEG_GID)
+ * made first is refused by root unless root names that user; a worker in
+ * the creator's group attaches a 0660 segment (as workers in the daemon's
+ * group do); a segment every user may write is refused by everyone, named
+ * owner or not.
+ */
+static void
+test_owner(void **state)
+{
+	const gid_t seg_gid = SEG_GID;
+	struct {
+		mode_t mode, chmod_to;
+		int root, root_named, member, member_named;
+		const char *what;
+	} cases[] = {
+		{ 0660, 0, SHMT_EUNTRUSTED, 0, 0, 0, "another user's 0660" },
+		{ 0600, 0660, SHMT_EUNTRUSTED, 0, 0, 0,
+		    "another user's, made 0660" },
+		{ 0660, 0666, SHMT_EUNTRUSTED, SHMT_EUNTRUSTED, SHMT_EUNTRUSTED,
+		    SHMT_EUNTRUSTED, "another user's, made 0666" },
+		/* A member of the group gets the group's bits (none). */
+		{ 0600, 0606, SHMT_EUNTRUSTED, SHMT_EUNTRUSTED, -EACCES,
+		    -EACCES, "another user's, made 0606" },
+	};
+	int fds = tu_fd_count();
+
+	(void)state;
+	if (geteuid() != 0) {
+		printf("# test_owner: needs root to switch users: skipped\n");
+		skip();
+	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char name[128];
+		int root, root_named, member, member_named, rc;
+
+		tu_segname(name, sizeof(name), "owner");
+		rc = create_as_creator(name, cases[i].mode, cases[i].chmod_to);
+		if (rc == INT_MIN) {
+			printf("# test_owner: cannot switch users: skipped\n");
+			skip();
+		}
+		assert_int_equal(rc, 0);
+		root = open_here(name, (uid_t)-1);
+		root_named = open_here(name, CREATOR_UID);
+		member = open_as(name, OTHER_GID, &seg_gid, 1);
+		member_named = open_as_owner(name, OTHER_GID, &seg_gid, 1,
+		    CREATOR_UID);
+		assert_int_equal(shmt_unlink(name), 0);
+		printf("# %s: root %s; root naming it %s; group member %s\n",
+		    cases[i].what, shmt_strerror(root), shmt_strerror(root_named),
+		    shmt_strerror(member));
+		assert_int_equal(root, cases[i].root);
+		assert_int_equal(root_named, cases[i].root_named);
+		assert_int_equal(member, cases[i].member);
+		assert_int_equal(member_named, cases[i].member_named);
+	}
+	assert_int_equal(tu_fd_count(), fds);
 }
 
 static void
@@ -116,6 +262,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_group),
+		cmocka_unit_test_teardown(test_owner, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -83,7 +83,9 @@ extern "C" {
 #define SHMT_ENOTREG   (SHMT_ERRBASE - 5) /* object is not a regular shm object */
 #define SHMT_EBUSYLOOP (SHMT_ERRBASE - 6) /* retry bound exhausted (damaged?) */
 #define SHMT_ENOSLOT   (SHMT_ERRBASE - 7) /* process slot table is full */
-#define SHMT_ERRLAST   SHMT_ENOSLOT
+#define SHMT_ELOCKED   (SHMT_ERRBASE - 8) /* lock held by a live process */
+#define SHMT_EUNTRUSTED (SHMT_ERRBASE - 9) /* segment owner or mode untrusted */
+#define SHMT_ERRLAST   SHMT_EUNTRUSTED
 
 /* Longest segment name, including the leading '/', excluding the NUL. */
 #define SHMT_SEGNAME_MAX 200
@@ -120,7 +122,8 @@ typedef shmt_time_t (*shmt_clock_fn)(void *ctx);
  * memory a segment takes is known up front and the hot path never allocates.
  */
 typedef struct shmt_config {
-	/* Permission bits of the object (default 0600).  Only the 0777 bits. */
+	/* Permission bits of the object (default 0600).  Only the 0777 bits,
+	 * never writable by others (0002): nobody would trust it. */
 	mode_t mode;
 	/* Group owner of the object, or (gid_t)-1 to keep the creator's. */
 	gid_t gid;
@@ -236,20 +239,58 @@ SHMT_EXPORT int shmt_create(const char *name, const shmt_config_t *cfg,
     shmt_t **out);
 
 /*
- * shmt_open: attach to the existing segment NAME.  Validates the object
- * (regular file, size, magic, format word, every region inside the object)
- * before returning, and claims a process slot.
+ * shmt_open: attach to the existing segment NAME.  Checks that the object
+ * can be trusted (see shmt_open_opts), reads its header once into private
+ * memory and validates that copy (regular file, size, magic, format word,
+ * every region inside the object, the creation parameters against the
+ * regions) before mapping it; everything the handle uses comes from that
+ * copy, so a header changed meanwhile gives an error or the geometry that
+ * was validated, never a mix.  Claims a process slot.  The handle keeps
+ * the object open (one file descriptor, close-on-exec) to notice a
+ * truncation (shmt_check, shmt_segment_stat).
  *
  * Errors: -EINVAL, -ENAMETOOLONG, -ENOENT (no such segment), -EACCES,
  * -ELOOP (the name is a symbolic link: never followed), -ENOMEM,
- * SHMT_ENOTREG, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE, SHMT_ECORRUPT,
+ * SHMT_ENOTREG, SHMT_EUNTRUSTED, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE
+ * (also: shorter than its header says, i.e. truncated), SHMT_ECORRUPT,
  * SHMT_ENOSLOT.  On error *OUT is untouched.
  */
 SHMT_EXPORT int shmt_open(const char *name, shmt_t **out);
 
+/* Options of shmt_open_opts.  Fill with shmt_open_opts_init(). */
+typedef struct shmt_open_options {
+	/* Trust a segment owned by this user too ((uid_t)-1, the default:
+	 * nobody beyond the rules below). */
+	uid_t owner;
+	uint32_t reserved[7];    /* zero */
+} shmt_open_opts_t;
+
+SHMT_EXPORT void shmt_open_opts_init(shmt_open_opts_t *opts);
+
 /*
- * shmt_close: release the process slot, unmap, free the handle.  NULL is a
- * no-op.  No other thread may use H during or after the call.  It never
+ * shmt_open_opts: shmt_open with options (OPTS NULL: the defaults).
+ *
+ * Whoever can write the object can forge its contents and truncate it
+ * (which kills every attached process with SIGBUS), so an object is only
+ * attached when its writers are trusted:
+ * - an object that every user may write (mode o+w) is refused;
+ * - an object owned by the effective user, by root, or by OPTS->owner is
+ *   trusted;
+ * - a caller other than root also trusts an object whose group is one of
+ *   its groups (effective or supplementary) and which that group may write:
+ *   it shares the object with that group already (workers in the daemon's
+ *   group attach a 0660 segment owned by the daemon's user this way).
+ *   Root trusts no group: a privileged process names the owner it trusts.
+ * Anything else gives SHMT_EUNTRUSTED before a byte of the object is read.
+ * Errors: those of shmt_open.
+ */
+SHMT_EXPORT int shmt_open_opts(const char *name, const shmt_open_opts_t *opts,
+    shmt_t **out);
+
+/*
+ * shmt_close: release the process slot, unmap, free the handle (and close
+ * its file descriptor).  On an object truncated meanwhile the slot is left
+ * alone (its page is gone).  NULL is a no-op.  No other thread may use H during or after the call.  It never
  * removes the segment.  kill -9 instead of close leaves a stale slot (see
  * Caveats).
  */
@@ -312,7 +353,8 @@ typedef struct shmt_segment_stat {
 /*
  * shmt_segment_stat: fill *OUT from the segment.  A consistent picture is
  * not promised while other processes work: each field is read atomically.
- * Errors: -EINVAL.
+ * Errors: -EINVAL, SHMT_ESIZE (the object was truncated after the open:
+ * nothing is read from it).
  */
 SHMT_EXPORT int shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out);
 
@@ -370,9 +412,12 @@ typedef struct shmt_limit {
  * large, key pool size mismatch, bad key name, zero client capacity ...:
  * exactly what shmt_limit_check refuses, and it names the rule),
  * -ENAMETOOLONG, -EEXIST (defined with other parameters), -ENOSPC (limiter
- * table or storage arena full).  On any error nothing is defined.
+ * table or storage arena full), SHMT_ELOCKED (a live process kept the
+ * table's lock: 100 ms while it sleeps or is stopped, 1 s in all; a
+ * stopped or preempted definer, or a damaged lock word; try again).  On any error nothing is defined.
  * Concurrency: any number of processes may define at once; they serialise
- * on the table's lock (which recovers from a dead owner).  kill -9 inside the call leaves either
+ * on the table's lock (which recovers from a dead owner and is never taken
+ * from a live one).  kill -9 inside the call leaves either
  * no limiter or a complete one (a row being built is reclaimed by the next
  * definer; its storage is not reused).
  */
@@ -431,7 +476,9 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
  * so a call never scans more than that.
  * Returns 1 granted, 0 throttled (also when the 64 entries of its part of
  * the table are all live and busy: counted as "table full"), or an error:
- * those of shmt_try_use_key,
+ * those of shmt_try_use_key, SHMT_ELOCKED (a new client's entry is claimed
+ * under the table's lock, which a live process kept past its bound, as
+ * in shmt_limiter_define),
  * -E2BIG (LEN over SHMT_CLIENT_MAX), -EPERM (the limiter is not per client).
  * An entry is reclaimed only when it holds no use in flight.
  */
@@ -512,7 +559,13 @@ SHMT_EXPORT int shmt_limiter_buckets(shmt_t *h, const char *name,
  * and check the shard's version, retrying a bounded number of times; they
  * never return a torn or mixed value, and never crash even when the item
  * they read is freed and reused under them.  Writers take the shard's
- * lock, which recovers from a dead owner; a writer killed at any instruction
+ * lock, which recovers from a dead owner; a live owner is never robbed: a
+ * writer that finds one process keeping the lock for 100 ms while it sleeps
+ * or is stopped, or for 1 s in all (a stopped or long-preempted writer, or
+ * a damaged lock word naming a live process) gives up with SHMT_ELOCKED,
+ * changing nothing.  A writer that finds a
+ * chain longer than a shard can hold (a cycle: damage) gives up with
+ * SHMT_ECORRUPT, changing nothing.  A writer killed at any instruction
  * leaves the shard usable and every other key intact (the next writer, or a reader
  * that finds the version stuck, repairs the shard: every key keeps its old
  * or its new value).  Values are never changed in place: a write builds a
@@ -539,10 +592,14 @@ SHMT_EXPORT int shmt_get(shmt_t *h, const void *key, size_t klen, void *buf,
  * at creation), and no expiry when that is 0.  Returns 0, or -EINVAL,
  * -E2BIG (key over SHMT_KEY_MAX or over the segment's dict_max_key),
  * -EMSGSIZE (value over SHMT_VALUE_MAX or over the segment's
- * dict_max_value), -ENOSPC (no room and eviction off,
- * or the item can never fit), -ENODEV; on any error nothing changes.
- * Replacing a value needs room for the new item while the old one is still
- * there.  kill -9 during the call leaves the old value or the new one.
+ * dict_max_value), -ENOSPC (no room and eviction off, or the item can never
+ * fit), -ENODEV, SHMT_ELOCKED (a live process kept the shard's lock: 100 ms
+ * while it sleeps or is stopped, 1 s in all), SHMT_ECORRUPT (the key's chain
+ * loops); on any error nothing changes (only expired items, which read as
+ * absent, may be reclaimed).  Replacing a value needs room for the new item
+ * while the old one is still there: a new item that needs the whole shard
+ * can never fit beside the old one, and is refused before anything is
+ * evicted.  kill -9 during the call leaves the old value or the new one.
  */
 SHMT_EXPORT int shmt_set(shmt_t *h, const void *key, size_t klen,
     const void *val, size_t vlen, uint64_t ttl_ms);
@@ -577,7 +634,9 @@ SHMT_EXPORT int shmt_incr(shmt_t *h, const void *key, size_t klen,
  * its length in *KLEN and returns 1, or returns 0 when the walk is over.
  * Keys present for the whole walk are returned once; keys added or removed
  * during it may or may not be.  Errors: -EINVAL, -ERANGE (KCAP too small:
- * *KLEN has the length; the cursor does not move), -ENODEV, -EAGAIN.
+ * *KLEN has the length; the cursor does not move), -ENODEV, -EAGAIN,
+ * SHMT_ECORRUPT (a chain longer than its shard can hold: a cycle; found
+ * before any key of that chain is returned twice).
  */
 SHMT_EXPORT int shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf,
     size_t kcap, size_t *klen);
@@ -617,7 +676,9 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
  * count, and every key evicted was hit no later than every key kept.
  * A full shard walk pays for N / 8 evictions, in the
  * call that triggers it, under the shard's lock.  Errors: -EINVAL, -E2BIG,
- * -ENOSPC (only when one key cannot fit), -ENODEV.
+ * -ENOSPC (only when one key cannot fit), -ENODEV, SHMT_ELOCKED (as
+ * shmt_set), SHMT_ECORRUPT (the key's item is not the size of its ring, or
+ * its chain loops: nothing is written).
  */
 SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
     uint64_t *count);
@@ -742,7 +803,9 @@ typedef void (*shmt_check_fn)(void *ctx, const char *problem);
  * shared by every process that uses the segment (see Caveats).
  *
  * Calls REPORT (may be NULL) once per problem and returns how many it
- * found, or -EINVAL.  An exact log names each kind of damage once (its
+ * found, or -EINVAL, or SHMT_ESIZE after reporting that the object was
+ * truncated after the open (then nothing else is scanned: the missing pages
+ * would raise SIGBUS).  An exact log names each kind of damage once (its
  * first slot and how many slots show it); a ring names its first bad
  * bucket; a shard names each bad chain, free list and count.
  *
@@ -806,7 +869,9 @@ SHMT_EXPORT int shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report,
  * free expired dictionary items and counters, reap the slots of dead
  * processes.  Sets *NEXT_NS (may be NULL) to the
  * earliest time at which there will be work again (UINT64_MAX: none
- * known).  Returns the number of actions taken, or an error.
+ * known).  Returns the number of actions taken, or an error (among them
+ * SHMT_ESIZE when the object was truncated after the open: then nothing is
+ * touched, and the caller should let go of the segment).
  * Any number of processes may call it at once; the daemon calls it on time.
  */
 SHMT_EXPORT int shmt_housekeep(shmt_t *h, shmt_time_t *next_ns);
