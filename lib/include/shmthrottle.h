@@ -179,9 +179,17 @@ SHMT_EXPORT const char *shmt_strerror(int err);
  * processes creating the same name at once exactly one gets 0 and the other
  * -EEXIST (the segment it then finds is complete; shmt_open() attaches).
  *
+ * Every segment gets a secret: 16 random bytes from getrandom(2), the key
+ * of every hash an outsider can feed (client ids, dictionary and counter
+ * keys, the analyzer's keys), so that no one without access to the segment
+ * can choose inputs that collide in it.  It is kept in the header and in
+ * the daemon's snapshots, and is shown by no function of this header.  The
+ * call may block until the kernel's random pool is first initialised.
+ *
  * Errors: -EINVAL (bad name or parameters), -ENAMETOOLONG, -EEXIST, -ENOMEM,
  * -ENOSPC (no room in /dev/shm), -EACCES/-EPERM (mode or gid refused),
- * SHMT_ENOSLOT.  On error nothing is left behind and *OUT is untouched.
+ * -ENOSYS (the kernel has no getrandom(2)), SHMT_ENOSLOT.  On error nothing
+ * is left behind and *OUT is untouched.
  * kill -9 during the call leaves at most a temporary object named
  * "NAME.tmp.PID.N" in /dev/shm, never a half-built NAME.
  */
