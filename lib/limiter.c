@@ -155,8 +155,8 @@ div_up(uint64_t a, uint64_t b)
  * ids come from outside, and a public hash would let anyone fill a
  * victim's neighbourhood of the table with ids found offline.  A collision
  * makes two clients share one limit, which is stricter, never looser. */
-static void
-client_hash(const shmt_t *h, const void *id, size_t len, uint64_t out[2])
+void
+shmt__client_hash(const shmt_t *h, const void *id, size_t len, uint64_t out[2])
 {
 	shmt__hash128(&h->key, id, len, out);
 	out[0] |= 1;                /* never 0: 0 marks a never-used entry */
@@ -1245,7 +1245,7 @@ ce_probe(const struct shmt_lview *v)
 static int
 ce_lookup(const struct shmt_lview *v, const uint64_t hash[2], uint32_t *tagp)
 {
-	uint32_t cap = v->capacity, home = (uint32_t)(hash[0] % cap);
+	uint32_t cap = v->capacity, home = shmt__client_home(hash, cap);
 
 	for (uint32_t k = 0; k < ce_probe(v); k++) {
 		uint32_t i = (home + k) % cap;
@@ -1348,7 +1348,7 @@ static int
 ce_claim(shmt_t *h, const struct shmt_lview *v, const uint64_t hash[2],
     const void *id, size_t idlen, uint32_t *tagp)
 {
-	uint32_t cap = v->capacity, home = (uint32_t)(hash[0] % cap);
+	uint32_t cap = v->capacity, home = shmt__client_home(hash, cap);
 	uint64_t now = shmt__now(h), hw[2];
 	struct shmt_client *e = NULL;
 	struct shmt_w w, nw;
@@ -1430,7 +1430,7 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
 		return rc;
 	if (!(v->flags & SHMT_LIMF_PER_CLIENT))
 		return -EPERM;
-	client_hash(h, client, len, hash);
+	shmt__client_hash(h, client, len, hash);
 	if (h->an != NULL)
 		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
 		    SHMT_HOT_CLIENT, shmt__now(h));
