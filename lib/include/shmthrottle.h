@@ -199,7 +199,9 @@ SHMT_EXPORT int shmt_create(const char *name, const shmt_config_t *cfg,
 /*
  * shmt_open: attach to the existing segment NAME.  Validates the object
  * (regular file, size, magic, format word, every region inside the object)
- * before returning, and claims a process slot.
+ * before returning, and claims a process slot.  The segment's secret (see
+ * shmt_create) is copied into the handle here, once: the handle hashes
+ * with that copy until it is closed.
  *
  * Errors: -EINVAL, -ENAMETOOLONG, -ENOENT (no such segment), -EACCES,
  * -ELOOP (the name is a symbolic link: never followed), -ENOMEM,
@@ -358,8 +360,10 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
  * shmt_try_use: one use of the per-client limiter NAME for client id
  * CLIENT (LEN bytes, 1..SHMT_CLIENT_MAX, any bytes).  Every client gets an
  * independent limit with the limiter's parameters, created on first use.
- * Client ids are stored as 128-bit hashes: two ids that collide share one
- * limit (stricter, never looser).
+ * Client ids are stored as 128-bit hashes keyed with the segment's secret
+ * (see shmt_create), so no one who cannot read the segment can pick ids
+ * that share a part of the table; two ids that collide share one limit
+ * (stricter, never looser).
  * A client's entry lies within 64 entries of its hash's home in the table,
  * so a call never scans more than that.
  * Returns 1 granted, 0 throttled (also when the 64 entries of its part of
@@ -578,7 +582,8 @@ typedef struct shmt_hotkey {
 	uint32_t klen;           /* the key's full length, 0: unknown */
 	uint32_t kept;           /* bytes of it in key[] (< klen: truncated) */
 	int kind;                /* SHMT_HOT_DICT or SHMT_HOT_CLIENT, always */
-	uint64_t hash;
+	uint64_t hash;           /* keyed with the segment's secret: the same
+	                          * key has another hash in another segment */
 	uint64_t lower, upper;   /* bounds of its requests in the span */
 	double share;            /* lower / total */
 } shmt_hotkey_t;
