@@ -17,10 +17,11 @@
  * The function is SipHash-2-4 from libsodium (crypto_shorthash; 128 bits
  * for the per-client table, which stores a 128-bit hash of each id).  The
  * alternative measured was XXH3 with a seed or a secret (libxxhash): about
- * 2-5 ns against SipHash's 11-33 ns on keys of 8-64 bytes, but XXH3 is not
- * a PRF and makes no claim against an attacker who aims inputs, which is
- * the whole point here; a dictionary get costs a few hundred ns, so the
- * difference is a few per cent of it.
+ * 2-6 ns against SipHash's 14-35 ns (64 bits) and 21-43 ns (128 bits) on
+ * keys of 8-64 bytes (bench/hashcost.c), but XXH3 is not a PRF and makes
+ * no claim against an attacker who aims inputs, which is the whole point
+ * here; a dictionary get costs a few hundred ns, so the difference is a
+ * few per cent of it.
  *
  * The siphash functions have one portable implementation and keep no
  * global state, so sodium_init() (which picks implementations of other
