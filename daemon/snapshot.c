@@ -57,7 +57,9 @@ _Static_assert(sizeof(struct snap_hdr) == 112, "no hidden padding");
  * header region, the limiter table, and the used part of the arena (a bump
  * allocator: the rest is zeros).  Slots, the dictionary and the counters
  * are left out: they are not restored (see fill()), and leaving them out
- * keeps a snapshot as small as the limiters' state.
+ * keeps a snapshot as small as the limiters' state.  The header piece
+ * holds the segment's secret (the key of its hashes), which is one more
+ * reason the file is created 0600.
  */
 enum { P_HEADER, P_LIMITERS, P_ARENA, P_COUNT };
 
@@ -528,6 +530,10 @@ fill(shmt_t *t, const unsigned char *img, const struct snap_hdr *sh,
 	memcpy(t->base + t->reg[SHMT_R_ARENA].rg_off,
 	    img + t->reg[SHMT_R_HEADER].rg_size +
 	    t->reg[SHMT_R_LIMITERS].rg_size, sh->sn_arena_bytes);
+	/* The snapshot's secret, not the fresh one shmt_create made: the
+	 * per-client tables in the arena hold hashes keyed with it, and T is
+	 * not yet published under its name (build_and_publish). */
+	shmt__secret_set(t, ih->sh_secret);
 	th->sh_generation = ih->sh_generation + 1;
 	th->sh_arena_used = sh->sn_arena_bytes;
 	th->sh_nlimiters = ih->sh_nlimiters;

@@ -132,34 +132,12 @@ shard_heap(const struct shmt_store *st, struct shmt_shard *sh)
 
 /* ---- Hashing ---------------------------------------------------------------- */
 
+/* Keys come from outside: their hash is keyed with the segment's secret
+ * (hash.h), so no one can aim keys at one shard or one chain. */
 static uint64_t
-key_hash(const void *key, size_t len)
+key_hash(const shmt_t *h, const void *key, size_t len)
 {
-	const uint8_t *p = key;
-	uint64_t h = 0x243f6a8885a308d3ULL ^ (len * 0x9e3779b97f4a7c15ULL);
-
-	while (len >= 8) {
-		uint64_t w;
-
-		memcpy(&w, p, 8);
-		h = (h ^ w) * 0xff51afd7ed558ccdULL;
-		h ^= h >> 29;
-		p += 8;
-		len -= 8;
-	}
-	if (len > 0) {
-		uint64_t w = 0;
-
-		/* A variable-length memcpy is a library call; the tail is at
-		 * most 7 bytes, assembled in place. */
-		for (size_t i = 0; i < len; i++)
-			w |= (uint64_t)p[i] << (8 * i);
-		h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
-	}
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return h;
+	return shmt__hash64(&h->key, key, len);
 }
 
 static uint32_t
@@ -890,7 +868,7 @@ dict_put(shmt_t *h, const void *key, size_t klen, const void *val,
 		return -EINVAL;
 	if (ttl_ms == 0)
 		ttl_ms = st->default_ttl_ms;
-	p.hash = key_hash(key, klen);
+	p.hash = key_hash(h, key, klen);
 	p.key = key;
 	p.klen = klen;
 	p.val = val;
@@ -940,7 +918,7 @@ lock_key(shmt_t *h, const struct shmt_store *st, const void *key, size_t klen,
 		return rc;
 	if (st == NULL || st->shards == 0)
 		return -ENODEV;
-	*hash = key_hash(key, klen);
+	*hash = key_hash(h, key, klen);
 	*shp = shard_at(st, shard_of(st, *hash));
 	rc = shard_lock(st, *shp);
 	return rc < 0 ? rc : 0;
@@ -1111,7 +1089,7 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 		return rc;
 	if (st == NULL || st->shards == 0)
 		return -ENODEV;
-	hash = key_hash(key, klen);
+	hash = key_hash(h, key, klen);
 	now = shmt__now(h);
 	/* Every get is a request the analyzer counts, found or not. */
 	if (h->an != NULL)

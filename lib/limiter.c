@@ -176,33 +176,16 @@ div_up(uint64_t a, uint64_t b)
 	return a / b + (a % b != 0);
 }
 
-/* 128-bit hash of a client id: two lanes of multiply-xorshift mixing over
- * 8-byte words, finalised with the length.  Not cryptographic: a collision
+/* 128-bit hash of a client id, keyed with the segment's secret (hash.h):
+ * ids come from outside, and a public hash would let anyone fill a
+ * victim's neighbourhood of the table with ids found offline.  A collision
  * makes two clients share one limit, which is stricter, never looser. */
-static void
-client_hash(const void *id, size_t len, uint64_t out[2])
+void
+shmt__client_hash(const shmt_t *h, const void *id, size_t len, uint64_t out[2])
 {
-	const uint8_t *p = id;
-	uint64_t a = 0x9e3779b97f4a7c15ULL ^ len, b = 0xc2b2ae3d27d4eb4fULL + len;
-
-	while (len > 0) {
-		uint64_t w = 0;
-		size_t n = len < 8 ? len : 8;
-
-		memcpy(&w, p, n);
-		p += n;
-		len -= n;
-		a = (a ^ w) * 0xff51afd7ed558ccdULL;
-		a ^= a >> 32;
-		b = (b + w) * 0xc4ceb9fe1a85ec53ULL;
-		b ^= b >> 29;
-	}
-	a ^= b >> 17;
-	b ^= a >> 31;
-	a *= 0x94d049bb133111ebULL;
-	b *= 0xbf58476d1ce4e5b9ULL;
-	out[0] = (a ^ (a >> 31)) | 1; /* never 0: 0 marks a never-used entry */
-	out[1] = (b ^ (b >> 30)) & ~0xffffULL;
+	shmt__hash128(&h->key, id, len, out);
+	out[0] |= 1;                /* never 0: 0 marks a never-used entry */
+	out[1] &= ~0xffffULL;       /* the low 16 bits hold the epoch */
 }
 
 /* ---- Parameters -------------------------------------------------------- */
@@ -511,7 +494,9 @@ view_get(shmt_t *h, uint32_t r, struct shmt_lview *scratch,
 }
 
 /* Length and hash of a limiter name in one pass: -ENAMETOOLONG past
- * SHMT_LIMITER_NAME_MAX bytes, -EINVAL when empty. */
+ * SHMT_LIMITER_NAME_MAX bytes, -EINVAL when empty.  FNV-1a, unkeyed: it
+ * only picks an entry of this process's cache, names are chosen by the
+ * operator, and a collision costs a miss, never a wrong answer. */
 static int
 name_scan(const char *name, size_t *lenp, uint32_t *hashp)
 {
@@ -1343,7 +1328,7 @@ ce_probe(const struct shmt_lview *v)
 static int
 ce_lookup(const struct shmt_lview *v, const uint64_t hash[2], uint32_t *tagp)
 {
-	uint32_t cap = v->capacity, home = (uint32_t)(hash[0] % cap);
+	uint32_t cap = v->capacity, home = shmt__client_home(hash, cap);
 
 	for (uint32_t k = 0; k < ce_probe(v); k++) {
 		uint32_t i = (home + k) % cap;
@@ -1446,7 +1431,7 @@ static int
 ce_claim(shmt_t *h, const struct shmt_lview *v, const uint64_t hash[2],
     const void *id, size_t idlen, uint32_t *tagp)
 {
-	uint32_t cap = v->capacity, home = (uint32_t)(hash[0] % cap);
+	uint32_t cap = v->capacity, home = shmt__client_home(hash, cap);
 	uint64_t now = shmt__now(h), hw[2];
 	struct shmt_client *e = NULL;
 	struct shmt_w w, nw;
@@ -1528,7 +1513,7 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
 		return rc;
 	if (!(v->flags & SHMT_LIMF_PER_CLIENT))
 		return -EPERM;
-	client_hash(client, len, hash);
+	shmt__client_hash(h, client, len, hash);
 	if (h->an != NULL)
 		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
 		    SHMT_HOT_CLIENT, shmt__now(h));

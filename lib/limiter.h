@@ -134,5 +134,17 @@ int shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next);
  * snapshot, before it is published. */
 int shmt__rebase_times(shmt_t *h, int64_t delta_ns);
 void shmt__lviews_free(shmt_t *h);
+/* The 128-bit keyed hash of client id [ID, ID + LEN) in H's segment, as
+ * the per-client table stores it (out[0] never 0, out[1]'s low 16 bits 0). */
+void shmt__client_hash(const shmt_t *h, const void *id, size_t len,
+    uint64_t out[2]);
+
+/* The home entry of HASH in a per-client table of CAP entries: a client
+ * lives within 64 entries after it (tests that aim ids use it too). */
+static inline uint32_t
+shmt__client_home(const uint64_t hash[2], uint32_t cap)
+{
+	return (uint32_t)(hash[0] % cap);
+}
 
 #endif /* SHMT_LIMITER_H */

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,6 +102,7 @@ shmt__format_word(void)
 		sizeof(struct shmt_params),
 		offsetof(struct shmt_hdr, sh_daemon_pid),
 		offsetof(struct shmt_hdr, sh_table_lock),
+		offsetof(struct shmt_hdr, sh_secret), SHMT_SECRET_BYTES,
 		sizeof(struct shmt_lock),
 		sizeof(struct shmt_slot), alignof(struct shmt_slot),
 		sizeof(struct shmt_lim), alignof(struct shmt_lim),
@@ -433,6 +435,10 @@ handle_new(const char *name, char *base, uint64_t size,
 	h->size = size;
 	h->hdr = (struct shmt_hdr *)base;
 	memcpy(h->reg, reg, sizeof(h->reg));
+	/* The one read of the secret: a later writer of the segment cannot
+	 * change how this handle hashes. */
+	memcpy(h->key.hk_key, ((const struct shmt_hdr *)base)->sh_secret,
+	    sizeof(h->key.hk_key));
 	h->slot = UINT32_MAX;
 	h->fd = -1;
 	h->pid = getpid();
@@ -452,6 +458,33 @@ handle_free(shmt_t *h)
 	free(h->counters);
 	free(h->an);
 	free(h);
+}
+
+/* Fill BUF with N bytes from the kernel's random source: 0 or -errno.  It
+ * blocks only until the kernel's pool is first initialised (early boot). */
+static int
+secret_make(uint8_t *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = getrandom(buf + got, n - got, 0);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+void
+shmt__secret_set(shmt_t *h, const uint8_t key[SHMT_SECRET_BYTES])
+{
+	memcpy(h->hdr->sh_secret, key, SHMT_SECRET_BYTES);
+	memcpy(h->key.hk_key, key, SHMT_SECRET_BYTES);
 }
 
 static void
@@ -534,6 +567,8 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 	}
 	hdr = base;
 	hdr_init(hdr, &params, size, reg);
+	if ((rc = secret_make(hdr->sh_secret, sizeof(hdr->sh_secret))) != 0)
+		goto out_unlink;
 	shmt__lock_init(&hdr->sh_table_lock);
 	if ((h = handle_new(name, base, size, reg, &params)) == NULL) {
 		rc = -ENOMEM;

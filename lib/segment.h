@@ -5,6 +5,7 @@
 
 #include "shmthrottle.h"
 
+#include "hash.h"
 #include "lock.h"
 
 #include <limits.h>
@@ -23,7 +24,7 @@
  */
 
 #define SHMT_MAGIC 0x31544d4854524853ULL /* "SHRTHMT1" little-endian */
-#define SHMT_ABI_VERSION 2U
+#define SHMT_ABI_VERSION 3U
 
 /* Hot shared words are padded to 128 bytes: x86 prefetches adjacent lines
  * in pairs, so 64-byte padding still lets two writers fight. */
@@ -82,6 +83,10 @@ struct shmt_hdr {
 	struct shmt_params sh_params;
 	uint64_t sh_created_wall_ns;
 	uint64_t sh_created_mono_ns;
+	/* The key of every hash an outsider can feed (hash.h): random bytes
+	 * from getrandom() at creation, or the snapshot's own on a restore
+	 * (its stored hashes stay valid).  Read once per handle, at open. */
+	uint8_t sh_secret[SHMT_SECRET_BYTES];
 
 	/* The daemon: its own line, written on every heartbeat. */
 	alignas(SHMT_LINE) int64_t sh_daemon_pid;
@@ -138,6 +143,8 @@ struct shmt {
 	int fd;                       /* the object, kept to notice truncation */
 	pid_t pid;
 	char name[SHMT_SEGNAME_MAX + 1];
+	/* The segment's secret, copied from the validated header at open. */
+	struct shmt_hkey key;
 	struct shmt_lcache lcache;
 	/* Validated process-local copies of limiter rows (limiter.c). */
 	struct shmt_lview *lviews;   /* one per limiter row */
@@ -153,6 +160,10 @@ struct shmt {
 /* Private API of the segment module. */
 int shmt__name_check(const char *name);
 uint64_t shmt__format_word(void);
+/* Give the segment of H (not yet published under its final name) the
+ * secret KEY and load it into H: a snapshot restore keeps the snapshot's
+ * secret so that the hashes it stores stay valid. */
+void shmt__secret_set(shmt_t *h, const uint8_t key[SHMT_SECRET_BYTES]);
 /* Read the start of the small /proc file PATH into BUF (at most CAP - 1
  * bytes, NUL-terminated): 0, or -1 when it cannot be read. */
 int shmt__proc_read(const char *path, char *buf, size_t cap);

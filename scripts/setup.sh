@@ -4,8 +4,8 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git
-      libck-dev liburcu-dev libcmocka-dev libinih-dev libsystemd-dev libjansson-dev
-      spin redis-server libhiredis-dev gnuplot-nox clang libclang-rt-14-dev valgrind tmux
+      libck-dev liburcu-dev libsodium-dev libcmocka-dev libinih-dev libsystemd-dev libjansson-dev
+      spin redis-server libhiredis-dev libxxhash-dev gnuplot-nox clang libclang-rt-14-dev valgrind tmux
       libmicrohttpd-dev curl prometheus mandoc)
 
 missing=()

@@ -210,7 +210,6 @@ test_kill(void **state)
 
 	(void)state;
 	rs = ak_seed = tu_seed("test_analyzer_kill");
-	ta_hash(0);                /* learn the hashes before forking */
 	if (quota < 200)
 		quota = 200;
 	ak = mmap(NULL, sizeof(*ak), PROT_READ | PROT_WRITE,
@@ -223,6 +222,7 @@ test_kill(void **state)
 	tu_segname(ak_seg, sizeof(ak_seg), "ankill");
 	assert_int_equal(shmt_create(ak_seg, &cfg, &h), 0);
 	assert_int_equal(shmt_set_clock(h, ak_clock, NULL), 0);
+	ta_learn(h);               /* the hashes, before forking */
 	assert_true(shmt_top_keys(h, NULL, 0, &info) == 0);
 	w = info.subwindow_ns;
 	phases = AK_WINDOWS * cfg.analyzer_subwindows * 2;

@@ -18,11 +18,11 @@
 
 #define TA_LONG 60              /* longer than the analyzer's name entry */
 #define TA_MAP (TA_IDS * 2)     /* hash -> id, open addressing */
-#define TA_BATCH 99             /* singletons per learning query (1%) */
 
 static uint64_t ta_hashes[TA_IDS];
 static uint32_t ta_map[TA_MAP];        /* id + 1, 0: empty */
 static int ta_learned;
+static struct shmt_hkey ta_key_of;     /* the secret they were learned with */
 
 size_t
 ta_key(uint32_t id, char *buf)
@@ -37,93 +37,28 @@ ta_key(uint32_t id, char *buf)
 	return (size_t)n;
 }
 
-static long
-ta_parse(const uint8_t *k, uint32_t klen)
-{
-	char tmp[96];
-	char *end;
-	unsigned long v;
-
-	if (klen < 6 || klen >= sizeof(tmp) || memcmp(k, "key-", 4) != 0)
-		return -1;
-	memcpy(tmp, k, klen);
-	tmp[klen] = '\0';
-	v = strtoul(tmp + 4, &end, 10);
-	return *end == '-' && v < TA_IDS ? (long)v : -1;
-}
-
 /*
- * Learn every id's hash from the library: in a segment of its own with a
- * 1% threshold, 99 keys requested once each are each over the threshold,
- * so shmt_top_keys must report all 99, each with its hash; the keys are in
- * the dictionary, so each answer also names its key.
+ * Learn every id's hash as H's segment computes it: the dictionary's keyed
+ * hash with the segment's secret, the top bit cleared as the analyzer
+ * clears it for a dictionary key.  Every answer of shmt_top_keys is then
+ * checked to carry one of these hashes (ta_check_key), so a test whose
+ * hashes differ from the library's fails there.
  */
-static void
-ta_learn(void)
+void
+ta_learn(shmt_t *h)
 {
-	struct tu_clock clk = { 1000 * TA_SEC };
-	shmt_config_t cfg;
-	shmt_hotkey_t *out;
-	shmt_t *h;
-	char seg[96], key[96];
+	char key[96];
 
-	if (ta_learned)
+	if (ta_learned && memcmp(&ta_key_of, &h->key, sizeof(ta_key_of)) == 0)
 		return;
-	shmt_config_init(&cfg);
-	cfg.dict_bytes = 4ULL << 20;
-	cfg.dict_shards = 2;
-	cfg.counters_bytes = 0;
-	cfg.analyzer_bytes = 1ULL << 20;
-	cfg.analyzer_window_ns = TA_SEC;
-	cfg.analyzer_subwindows = 1;
-	cfg.analyzer_threshold_ppm = 10000;
-	tu_segname(seg, sizeof(seg), "anlearn");
-	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
-	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
-	out = calloc(2 * TA_BATCH, sizeof(*out));
-	assert_non_null(out);
-	for (uint32_t base = 0; base < TA_IDS; base += TA_BATCH) {
-		uint32_t n = TA_IDS - base < TA_BATCH ? TA_IDS - base : TA_BATCH;
-		uint8_t got[TA_BATCH] = { 0 };
-		char v[8];
-		size_t vlen;
-		int rc;
+	memset(ta_map, 0, sizeof(ta_map));
+	ta_key_of = h->key;
+	for (uint32_t id = 0; id < TA_IDS; id++) {
+		size_t kl = ta_key(id, key);
 
-		clk.now += 3 * TA_SEC;      /* past everything before */
-		for (uint32_t j = 0; j < n; j++) {
-			size_t kl = ta_key(base + j, key);
-
-			assert_int_equal(shmt_set(h, key, kl, "v", 1, 0), 0);
-			assert_int_equal(shmt_get(h, key, kl, v, sizeof(v), &vlen), 0);
-		}
-		rc = shmt_top_keys(h, out, 2 * TA_BATCH, NULL);
-		if (rc != (int)n) {
-			printf("# learning hashes: %u keys requested once each "
-			    "at a 1%% threshold, %d reported\n", n, rc);
-			fail();
-		}
-		for (int k = 0; k < rc; k++) {
-			long id = out[k].kept == out[k].klen ?
-			    ta_parse(out[k].key, out[k].klen) : -1;
-
-			if (id < (long)base || id >= (long)(base + n) ||
-			    got[id - base]) {
-				printf("# learning hashes: answer %d of batch %u "
-				    "names no key of the batch\n", k, base);
-				fail();
-			}
-			got[id - base] = 1;
-			ta_hashes[id] = out[k].hash;
-		}
-		for (uint32_t j = 0; j < n; j++) {
-			size_t kl = ta_key(base + j, key);
-
-			assert_int_equal(shmt_del(h, key, kl), 0);
-		}
+		ta_hashes[id] = shmt__hash64(&h->key, key, kl) &
+		    ~SHMT_AN_CLIENT_BIT;
 	}
-	free(out);
-	shmt_close(h);
-	assert_int_equal(shmt_unlink(seg), 0);
 	for (uint32_t id = 0; id < TA_IDS; id++) {
 		uint32_t i = (uint32_t)ta_hashes[id] & (TA_MAP - 1);
 
@@ -142,7 +77,7 @@ ta_learn(void)
 uint64_t
 ta_hash(uint32_t id)
 {
-	ta_learn();
+	assert_true(ta_learned);
 	assert_true(id < TA_IDS);
 	return ta_hashes[id];
 }
@@ -152,7 +87,7 @@ ta_id_of(uint64_t hash)
 {
 	uint32_t i = (uint32_t)hash & (TA_MAP - 1);
 
-	ta_learn();
+	assert_true(ta_learned);
 	while (ta_map[i] != 0) {
 		if (ta_hashes[ta_map[i] - 1] == hash)
 			return (long)ta_map[i] - 1;
@@ -215,7 +150,6 @@ ta_open(struct ta_run *r, const struct ta_conf *c, const char *scen,
 	shmt_top_info_t info;
 	shmt_config_t cfg;
 
-	ta_learn();
 	memset(r, 0, sizeof(*r));
 	r->c = c;
 	r->scen = scen;
@@ -233,6 +167,7 @@ ta_open(struct ta_run *r, const struct ta_conf *c, const char *scen,
 	tu_segname(r->seg, sizeof(r->seg), "an");
 	assert_int_equal(shmt_create(r->seg, &cfg, &r->h), 0);
 	assert_int_equal(shmt_set_clock(r->h, tu_clock_read, &r->clk), 0);
+	ta_learn(r->h);
 	assert_int_equal(shmt_top_keys(r->h, NULL, 0, &info), 0);
 	r->counters = info.counters;
 	r->probe = info.probe;

@@ -4,8 +4,9 @@
  * The analyzer's tests share an exact oracle: every request fed with
  * shmt_get is kept as (time, key), and each query of shmt_top_keys is
  * checked against the counts of the covered span and of the exact window.
- * Keys are numbered; their 64-bit hashes are learned from the library
- * itself (ta_learn), so the test can name any key the analyzer reports.
+ * Keys are numbered; their 64-bit hashes are computed with the library's
+ * keyed hash and the segment's secret (ta_learn), so the test can name any
+ * key the analyzer reports.
  */
 #ifndef TEST_ANALYZER_UTIL_H
 #define TEST_ANALYZER_UTIL_H
@@ -28,12 +29,16 @@
 /* Write key ID into BUF (at least 96 bytes); returns its length.  One id in
  * seven gets a key longer than the analyzer keeps in its name table. */
 size_t ta_key(uint32_t id, char *buf);
-/* The library's hash of key ID (learned on first use). */
+/* Learn the hash of every id as H's segment computes it (keyed with its
+ * secret); a later call for a segment with the same secret does nothing. */
+void ta_learn(shmt_t *h);
+/* The hash of key ID in the segment learned last. */
 uint64_t ta_hash(uint32_t id);
 /* The id whose key has HASH, or -1. */
 long ta_id_of(uint64_t hash);
 /* Up to WANT ids in [FROM, TO) whose counters fall in one group of the
- * analyzer's GROUPS (the most populous one); returns how many were written to OUT. */
+ * analyzer's GROUPS (the most populous one) in the segment learned last;
+ * returns how many were written to OUT. */
 uint32_t ta_collide(uint32_t groups, uint32_t from, uint32_t to, uint32_t *out,
     uint32_t want);
 

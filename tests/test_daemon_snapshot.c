@@ -2,12 +2,14 @@
 /*
  * Snapshots at the library level, with an injected clock: the time-base
  * arithmetic across a reboot, a round trip that keeps the uses in flight
- * and their release times, and files that are damaged, foreign, made by
- * another build, or random bytes: refused with a reason, nothing left
- * behind.
+ * and their release times, a restore that keeps the segment's secret (so
+ * per-client entries are found again), and files that are damaged,
+ * foreign, made by another build, or random bytes: refused with a reason,
+ * nothing left behind.
  */
 #include "snapshot.h"
 
+#include "segment.h"
 #include "testutil.h"
 
 #include "limiter.h"
@@ -130,6 +132,67 @@ test_roundtrip(void **state)
 	/* Restoring over an existing segment is refused. */
 	assert_int_equal(shmtd_snapshot_restore(f.path, f.seg, &f.h, err,
 	    sizeof(err)), -EEXIST);
+	fixture_done(&f);
+}
+
+/*
+ * The per-client table stores keyed hashes of client ids, so a restore
+ * must keep the snapshot's secret: with a fresh one, every client would
+ * miss its entry and start again with a full allowance.  Clients that used
+ * up their limit before the snapshot are still refused after the restore,
+ * clients that used part of it get exactly the rest, and the restored
+ * header holds the old secret.
+ */
+#define SR_CLIENTS 40
+
+static void
+test_restore_keeps_secret(void **state)
+{
+	shmt_limit_t l = { .limit = 3, .window_ns = 3600 * S,
+		.slack_ns = 60 * S, .slack_uses = 3, .per_client = 1,
+		.client_capacity = 256 };
+	uint8_t secret[SHMT_SECRET_BYTES];
+	shmt_limiter_stat_t st;
+	struct fixture f;
+	char err[512], id[32];
+	int used[SR_CLIENTS];
+
+	fixture_init(&f, "snapkey");
+	assert_int_equal(shmt_limiter_define(f.h, "pc", &l), 0);
+	memcpy(secret, f.h->hdr->sh_secret, sizeof(secret));
+	for (int c = 0; c < SR_CLIENTS; c++) {
+		int n = snprintf(id, sizeof(id), "client-%d", c);
+
+		used[c] = c % 4;            /* 0, 1, 2 or all 3 uses */
+		for (int i = 0; i < used[c]; i++)
+			assert_int_equal(shmt_try_use(f.h, "pc", id, (size_t)n), 1);
+	}
+	assert_int_equal(shmtd_snapshot_write(f.h, f.path, err, sizeof(err)), 0);
+	shmt_close(f.h);
+	assert_int_equal(shmt_unlink(f.seg), 0);
+
+	if (shmtd_snapshot_restore(f.path, f.seg, &f.h, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(shmt_set_clock(f.h, tu_clock_read, &f.clk), 0);
+	assert_int_equal(shmt_limiter_stat(f.h, "pc", &st), 0);
+	assert_int_equal(st.clients_in_use, SR_CLIENTS - SR_CLIENTS / 4);
+	for (int c = 0; c < SR_CLIENTS; c++) {
+		int n = snprintf(id, sizeof(id), "client-%d", c);
+
+		for (int i = used[c]; i < 3; i++)
+			if (shmt_try_use(f.h, "pc", id, (size_t)n) != 1)
+				fail_msg("client %d: use %d of 3 refused after "
+				    "the restore", c, i + 1);
+		if (shmt_try_use(f.h, "pc", id, (size_t)n) != 0)
+			fail_msg("client %d used %d of 3 before the snapshot "
+			    "and was granted a 4th after the restore", c,
+			    used[c]);
+	}
+	assert_int_equal(shmt_limiter_stat(f.h, "pc", &st), 0);
+	assert_int_equal(st.clients_in_use, SR_CLIENTS);
+	assert_int_equal(st.denied_table_full, 0);
+	assert_memory_equal(f.h->hdr->sh_secret, secret, sizeof(secret));
+	assert_memory_equal(f.h->key.hk_key, secret, sizeof(secret));
 	fixture_done(&f);
 }
 
@@ -435,6 +498,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_delta),
 		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_restore_keeps_secret),
 		cmocka_unit_test(test_other_build),
 		cmocka_unit_test(test_random_files),
 		cmocka_unit_test(test_damaged_state_refused),

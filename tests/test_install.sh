@@ -4,7 +4,7 @@
 # user of the installed library gets: one public header, a shared library
 # with SONAME libshmthrottle.so.0 exporting exactly the API, and a program
 # outside the tree that builds with pkg-config and with find_package (shared
-# and static) and runs.  Usage: test_install.sh BUILD_DIR SOURCE_DIR
+# and static each) and runs.  Usage: test_install.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -102,6 +102,20 @@ echo "test_install: pkg-config gives: $pcflags"
   fail "building with pkg-config --cflags --libs shmthrottle"
 f_pc=$(run_consumer "$work/consumer_pc" pc)
 
+# The static library with pkg-config --static: its private dependencies
+# (libsodium's SipHash keys the segment's hashes) come from Requires.private.
+pcstatic=$(pkg-config --static --libs shmthrottle) || fail "pkg-config --static"
+case " $pcstatic " in
+  *" -lsodium "*) ;;
+  *) fail "pkg-config --static --libs gives '$pcstatic', without -lsodium" ;;
+esac
+# shellcheck disable=SC2086
+"$cc" -std=c11 -Wall -Wextra -Werror $sanflags -o "$work/consumer_pcst" \
+  "$src/tests/install/consumer.c" $(pkg-config --cflags shmthrottle) \
+  "$libdir/libshmthrottle.a" ${pcstatic//-lshmthrottle/} ||
+  fail "building with libshmthrottle.a and pkg-config --static --libs"
+f_ps=$(run_consumer "$work/consumer_pcst" static)
+
 # 2. find_package, shared and static.
 cmake -S "$src/tests/install" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$sanflags" \
@@ -113,6 +127,6 @@ f_cm=$(run_consumer "$work/cm/consumer" cmake)
 f_st=$(run_consumer "$work/cm/consumer_static" static)
 
 # The same library, however it was found, builds the same segment.
-[ "$f_pc" = "$f_cm" ] && [ "$f_cm" = "$f_st" ] ||
-  fail "the three programs disagree: '$f_pc' '$f_cm' '$f_st'"
-echo "test_install: pkg-config, find_package and static builds all print: $f_pc"
+[ "$f_pc" = "$f_cm" ] && [ "$f_cm" = "$f_st" ] && [ "$f_st" = "$f_ps" ] ||
+  fail "the four programs disagree: '$f_pc' '$f_cm' '$f_st' '$f_ps'"
+echo "test_install: pkg-config (shared and static), find_package and static builds all print: $f_pc"

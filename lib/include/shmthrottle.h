@@ -228,10 +228,18 @@ SHMT_EXPORT unsigned long shmt_version_number(void);
  * processes creating the same name at once exactly one gets 0 and the other
  * -EEXIST (the segment it then finds is complete; shmt_open() attaches).
  *
+ * Every segment gets a secret: 16 random bytes from getrandom(2), the key
+ * of every hash an outsider can feed (client ids, dictionary and counter
+ * keys, the analyzer's keys), so that no one without access to the segment
+ * can choose inputs that collide in it.  It is kept in the header and in
+ * the daemon's snapshots, and is shown by no function of this header.  The
+ * call may block until the kernel's random pool is first initialised.
+ *
  * Errors: -EINVAL (bad name, or parameters that shmt_config_check refuses:
  * it names the rule), -ENAMETOOLONG, -EEXIST, -ENOMEM,
  * -ENOSPC (no room in /dev/shm), -EACCES/-EPERM (mode or gid refused),
- * SHMT_ENOSLOT.  On error nothing is left behind and *OUT is untouched.
+ * -ENOSYS (the kernel has no getrandom(2)), SHMT_ENOSLOT.  On error nothing
+ * is left behind and *OUT is untouched.
  * kill -9 during the call leaves at most a temporary object named
  * "NAME.tmp.PID.N" in /dev/shm, never a half-built NAME.
  */
@@ -247,7 +255,9 @@ SHMT_EXPORT int shmt_create(const char *name, const shmt_config_t *cfg,
  * copy, so a header changed meanwhile gives an error or the geometry that
  * was validated, never a mix.  Claims a process slot.  The handle keeps
  * the object open (one file descriptor, close-on-exec) to notice a
- * truncation (shmt_check, shmt_segment_stat).
+ * truncation (shmt_check, shmt_segment_stat).  The segment's secret (see
+ * shmt_create) is copied into the handle here, once: the handle hashes
+ * with that copy until it is closed.
  *
  * Errors: -EINVAL, -ENAMETOOLONG, -ENOENT (no such segment), -EACCES,
  * -ELOOP (the name is a symbolic link: never followed), -ENOMEM,
@@ -470,8 +480,10 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
  * shmt_try_use: one use of the per-client limiter NAME for client id
  * CLIENT (LEN bytes, 1..SHMT_CLIENT_MAX, any bytes).  Every client gets an
  * independent limit with the limiter's parameters, created on first use.
- * Client ids are stored as 128-bit hashes: two ids that collide share one
- * limit (stricter, never looser).
+ * Client ids are stored as 128-bit hashes keyed with the segment's secret
+ * (see shmt_create), so no one who cannot read the segment can pick ids
+ * that share a part of the table; two ids that collide share one limit
+ * (stricter, never looser).
  * A client's entry lies within 64 entries of its hash's home in the table,
  * so a call never scans more than that.
  * Returns 1 granted, 0 throttled (also when the 64 entries of its part of
@@ -730,7 +742,8 @@ typedef struct shmt_hotkey {
 	uint32_t klen;           /* the key's full length, 0: unknown */
 	uint32_t kept;           /* bytes of it in key[] (< klen: truncated) */
 	int kind;                /* SHMT_HOT_DICT or SHMT_HOT_CLIENT, always */
-	uint64_t hash;
+	uint64_t hash;           /* keyed with the segment's secret: the same
+	                          * key has another hash in another segment */
 	uint64_t lower, upper;   /* bounds of its requests in the span */
 	double share;            /* lower / total */
 } shmt_hotkey_t;

@@ -33,7 +33,7 @@ target_include_directories(shmt_fuzz_core PUBLIC
   ${PROJECT_SOURCE_DIR}/daemon ${SHMT_FUZZ_DIR})
 target_compile_options(shmt_fuzz_core PUBLIC ${SHMT_FUZZ_CFLAGS})
 target_compile_definitions(shmt_fuzz_core PUBLIC SHMT_STATIC=1)
-target_link_libraries(shmt_fuzz_core PUBLIC PkgConfig::CK PkgConfig::FZ_INIH
+target_link_libraries(shmt_fuzz_core PUBLIC PkgConfig::CK PkgConfig::SODIUM PkgConfig::FZ_INIH
   Threads::Threads atomic rt)
 
 file(GLOB SHMT_FUZZ_CLI_SOURCES ${PROJECT_SOURCE_DIR}/cli/*.c)

@@ -1,0 +1,5 @@
+# SPDX-License-Identifier: MIT
+# The segment's secret (lib/hash.h): one per segment, taken once per handle,
+# and ids or keys aimed at one place of one segment scatter in another.
+shmt_add_test(test_hash SOURCES test_hash.c
+  LIBS shmt_analyzer_util LABELS unit TIMEOUT 120)
