@@ -96,6 +96,10 @@
  * Exact mode keeps the time of grant n in log slot n % L; grant n is one
  * CAS on that slot from the record of grant n - L to {n, now}, allowed when
  * that record is C old; W holds only a hint of n that anyone advances.
+ *
+ * Cost.  A grant of k <= B uses is the same one CAS with inflight and count
+ * raised by k (decide.inc): every argument above counts uses, not calls,
+ * and holds unchanged; only the ring's bound assumes grants of one.
  */
 #include "limiter.h"
 
@@ -612,6 +616,8 @@ struct bk_ctx {
 	uint64_t *released;           /* statistics: uses released */
 	int torn_ok;                  /* reads may be half by half */
 	uint64_t nb_magic;            /* for slot_of: 2^64 / nb, rounded up */
+	uint32_t cost;                /* uses one grant takes, 1..slack_uses */
+	uint64_t *at;                 /* gets the decision's clock value */
 };
 
 /*
@@ -655,6 +661,8 @@ bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
 	c->released = &v->lim->lm_released_uses;
 	c->torn_ok = 0;
 	c->nb_magic = v->nb_magic;
+	c->cost = 1;
+	c->at = NULL;
 }
 
 /* CAS *WP from *W to NW, a release; on success count the uses it returned
@@ -833,12 +841,12 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
     struct shmt_w *wio, uint32_t *tag, int *why)
 {
 	struct shmt_w w = *wio, nw;
-	uint64_t s[2], due;
+	uint64_t s[2], due, now = 0;
 	int rc = SHMT_EBUSYLOOP;
 	unsigned lost = 0, i;
 
 	for (i = 0; i < SHMT_RETRY_MAX; i++) {
-		uint64_t now = shmt__now(h);
+		now = shmt__now(h);
 		uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
 		uint32_t tail = SHMT_W_TAIL(w), nsealed = SHMT_W_NSEALED(w);
 		uint32_t wtag = SHMT_W_TAG(w), ntag, tail2, nsealed2;
@@ -867,7 +875,7 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			bk_commit_release(c, wp, &w, nw);
 			continue;
 		}
-		if (inflight >= c->limit) {
+		if (inflight + c->cost > c->limit) {
 			if (!bk_confirm(c, wp, &w))
 				continue;
 			*why = bk_why(c, w, now);
@@ -887,8 +895,9 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			}
 			if (rc != SLOT_OK)
 				break;
-			if (count < c->slack_uses && now < s[0]) {
-				nw = shmt__w_make(inflight + 1, count + 1, tail,
+			if (count + c->cost <= c->slack_uses && now < s[0]) {
+				nw = shmt__w_make(inflight + c->cost,
+				    count + c->cost, tail,
 				    nsealed, 1, ntag);
 				if (shmt__cas128(wp, w.w, nw.w)) {
 					*tag = wtag;
@@ -923,7 +932,8 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			shmt__cas128(wp, w.w, nw.w) ? (void)(w = nw) : (void)0;
 			continue;
 		}
-		nw = shmt__w_make(inflight + 1, 1, tail2, nsealed2, 1, ntag);
+		nw = shmt__w_make(inflight + c->cost, c->cost, tail2, nsealed2,
+		    1, ntag);
 		if (shmt__cas128(wp, w.w, nw.w)) {
 			*tag = wtag;
 			w = nw;
@@ -938,6 +948,8 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 	 * the last step left in rc. */
 	if (i == SHMT_RETRY_MAX)
 		rc = SHMT_EBUSYLOOP;
+	if (c->at != NULL)
+		*c->at = now;
 	*wio = w;
 	return rc;
 }
@@ -2045,3 +2057,6 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 		}
 	}
 }
+
+/* Decisions, cost and peeking (same translation unit: see there). */
+#include "decide.inc"

@@ -363,6 +363,81 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
 SHMT_EXPORT int shmt_try_use(shmt_t *h, const char *name, const void *client,
     size_t len);
 
+/* ---- Decisions --------------------------------------------------------- */
+
+/*
+ * What a call decided and what the caller can do next.  Every field is
+ * counted at the decision's own clock value (the grant's, or the refusal's).
+ */
+typedef struct shmt_decision {
+	int      granted;          /* 1 granted, 0 throttled */
+	uint64_t limit;            /* uses per window */
+	uint64_t remaining;        /* uses that would be granted now, one after
+	                            * another, with no time passing */
+	uint64_t retry_after_ns;   /* 0 when granted; else the wait after which
+	                            * this request would be granted if nobody
+	                            * else took anything */
+	uint64_t reset_after_ns;   /* the wait until every use in flight now is
+	                            * back (0: none is in flight) */
+} shmt_decision_t;
+
+/*
+ * shmt_acquire: take COST uses of limiter NAME now, all or nothing, and say
+ * what that leaves in *OUT (may be NULL: then nothing but the grant is
+ * computed, and the call costs what shmt_try_use_key costs).  CLIENT is
+ * NULL (CLIENT_LEN 0) for a shared limiter or a key pool, and the client id
+ * (1..SHMT_CLIENT_MAX bytes) for a per-client one.
+ *
+ * COST: 1..slack_uses in bucket mode (a grant of COST is recorded in one
+ * bucket); exactly 1 in exact mode and on a key pool.  The limit holds as
+ * uses: at most `limit` uses whose decision times fall in any window.
+ *
+ * Returns 1 granted, 0 throttled, or an error: -EINVAL (NULL handle or
+ * name, COST 0 or above the largest cost of the mode, CLIENT NULL with a
+ * length or non-NULL without one), -E2BIG (CLIENT_LEN over SHMT_CLIENT_MAX),
+ * -ENOENT (no such limiter), -EPERM (a client for a shared limiter, or none
+ * for a per-client one), SHMT_ECORRUPT, SHMT_EBUSYLOOP.
+ *
+ * The grant is the same single CAS as shmt_try_use_key's: lock-free, never
+ * waits for the daemon; kill -9 at any instruction loses at most the COST
+ * uses being granted.  The decision is computed after that CAS, from the
+ * word the CAS installed: single-threaded (nobody else calling) every field
+ * is exact: a request of the same cost at now + retry_after_ns - 1 ns is
+ * throttled and at now + retry_after_ns granted; `remaining` requests of
+ * cost 1 at the same instant are granted and the next one is not; after
+ * reset_after_ns every use in flight is back.  With other callers at work
+ * the fields describe the state as this call left it.
+ *
+ * In bucket mode a grant of COST > 1 that does not fit in the open bucket
+ * seals it and opens another, so more buckets may be needed than the ring
+ * holds: such a request may be refused (counted as "ring full") while
+ * uses are free; retry_after_ns then names the release that makes room.
+ * A per-client request refused because the client table is full has no
+ * exact answer: remaining is 0 and retry_after_ns is window + slack.
+ */
+SHMT_EXPORT int shmt_acquire(shmt_t *h, const char *name, const void *client,
+    size_t client_len, uint64_t cost, shmt_decision_t *out);
+
+/*
+ * shmt_peek: what shmt_acquire with the same arguments would answer now,
+ * without taking anything: it changes no byte of the segment (it does not
+ * even make the releases that are due, nor claim a client entry).  Returns
+ * 1 (would be granted), 0 (would be throttled) and the errors of
+ * shmt_acquire; *OUT (may be NULL) gets the decision shmt_acquire would
+ * give.  Wait-free apart from bounded retries when the ring moves under
+ * it; kill -9 leaves nothing.
+ */
+SHMT_EXPORT int shmt_peek(shmt_t *h, const char *name, const void *client,
+    size_t client_len, uint64_t cost, shmt_decision_t *out);
+
+/*
+ * shmt_next_key_decide: shmt_next_key with the decision in *OUT (may be
+ * NULL).  Returns the name's length (> 0), 0 when throttled, or the errors
+ * of shmt_next_key.
+ */
+SHMT_EXPORT int shmt_next_key_decide(shmt_t *h, const char *name, char *buf,
+    size_t cap, shmt_decision_t *out);
+
 typedef struct shmt_limiter_stat {
 	char name[SHMT_LIMITER_NAME_MAX + 1];
 	uint64_t limit, window_ns, slack_ns, slack_uses;

@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Decisions and cost: shmt_acquire and shmt_peek against reference models
+ * written here (the seed's ring of buckets with a cost per grant, and the
+ * exact sliding-window log), call for call with an injected clock.  Every
+ * decision field is compared with the model's answer, found by replaying
+ * the model (remaining: grant one use after another; retry: the first
+ * release after which the request passes), and the promises are checked on
+ * the library itself: a request at now + retry_after - 1 ns is throttled and
+ * one at now + retry_after granted; at now + reset_after the limiter is full
+ * and one nanosecond before it is not.
+ * Peeking changes no byte of the segment.
+ */
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- The model: the seed's ring with a cost per grant ------------------- */
+
+#define MB_MAX 256
+
+struct mb {
+	uint64_t L, C, S, B, nb, used;
+	struct { uint64_t count, close; } q[MB_MAX];
+	uint32_t len;
+};
+
+static void
+mb_release(struct mb *m, uint64_t now)
+{
+	while (m->len > 0 && m->q[0].close + m->C <= now) {
+		m->used -= m->q[0].count;
+		memmove(&m->q[0], &m->q[1], (m->len - 1) * sizeof(m->q[0]));
+		m->len--;
+	}
+}
+
+/* One request of K uses at NOW: 1 granted, 0 throttled. */
+static int
+mb_try(struct mb *m, uint64_t now, uint64_t k)
+{
+	mb_release(m, now);
+	if (m->used + k > m->L)
+		return 0;
+	if (m->len > 0 && m->q[m->len - 1].count + k <= m->B &&
+	    now < m->q[m->len - 1].close) {
+		m->q[m->len - 1].count += k;
+	} else {
+		if (m->len + 1 > m->nb)
+			return 0;
+		m->q[m->len].count = k;
+		m->q[m->len].close = now + m->S;
+		m->len++;
+	}
+	m->used += k;
+	return 1;
+}
+
+/* The decision the model gives for a request of K at NOW that it answered
+ * GRANTED (M is the state after the request). */
+static void
+mb_decide(const struct mb *m, uint64_t now, uint64_t k, int granted,
+    shmt_decision_t *d)
+{
+	struct mb x;
+	uint64_t back = now;
+
+	d->granted = granted;
+	d->limit = m->L;
+	x = *m;
+	for (d->remaining = 0; mb_try(&x, now, 1); d->remaining++)
+		assert_true(d->remaining <= m->L);
+	d->retry_after_ns = 0;
+	if (!granted) {
+		/* Only releases make room: try at each release time. */
+		uint64_t t = now;
+
+		for (uint32_t i = 0;; i++) {
+			x = *m;
+			if (mb_try(&x, t, k))
+				break;
+			assert_true(i < m->len);
+			if (m->q[i].close + m->C > t)
+				t = m->q[i].close + m->C;
+		}
+		d->retry_after_ns = t - now;
+	}
+	for (uint32_t i = 0; i < m->len; i++)
+		if (m->q[i].count > 0 && m->q[i].close + m->C > back)
+			back = m->q[i].close + m->C;
+	x = *m;
+	mb_release(&x, now);
+	d->reset_after_ns = x.used == 0 ? 0 : back - now;
+}
+
+/* ---- The exact log --------------------------------------------------------- */
+
+struct mx {
+	uint64_t L, C;
+	uint64_t *q;
+	uint64_t len;
+};
+
+static void
+mx_release(struct mx *m, uint64_t now)
+{
+	uint64_t i = 0;
+
+	while (i < m->len && m->q[i] + m->C <= now)
+		i++;
+	memmove(m->q, m->q + i, (m->len - i) * sizeof(*m->q));
+	m->len -= i;
+}
+
+static int
+mx_try(struct mx *m, uint64_t now)
+{
+	mx_release(m, now);
+	if (m->len >= m->L)
+		return 0;
+	m->q[m->len++] = now;
+	return 1;
+}
+
+static void
+mx_decide(struct mx *m, uint64_t now, int granted, shmt_decision_t *d)
+{
+	mx_release(m, now);
+	d->granted = granted;
+	d->limit = m->L;
+	d->remaining = m->L - m->len;
+	d->retry_after_ns = granted ? 0 : m->q[0] + m->C - now;
+	d->reset_after_ns = m->len == 0 ? 0 : m->q[m->len - 1] + m->C - now;
+}
+
+/* ---- Fixture ------------------------------------------------------------------- */
+
+static struct {
+	char seg[96];
+	shmt_t *h, *probe;     /* PROBE: a second handle that only peeks */
+	struct tu_clock clk, pclk;
+	unsigned nlim;
+} g;
+
+static int
+setup(void **state)
+{
+	shmt_config_t cfg;
+
+	(void)state;
+	shmt_config_init(&cfg);
+	cfg.max_limiters = 1024;
+	cfg.arena_bytes = 8u << 20;
+	cfg.dict_bytes = 0;
+	cfg.counters_bytes = 0;
+	cfg.analyzer_bytes = 0;
+	tu_segname(g.seg, sizeof(g.seg), "decide");
+	if (shmt_create(g.seg, &cfg, &g.h) != 0 ||
+	    shmt_open(g.seg, &g.probe) != 0)
+		return -1;
+	g.clk.now = 0;
+	g.pclk.now = 0;
+	if (shmt_set_clock(g.h, tu_clock_read, &g.clk) != 0)
+		return -1;
+	return shmt_set_clock(g.probe, tu_clock_read, &g.pclk);
+}
+
+static int
+teardown(void **state)
+{
+	shmt_close(g.probe);
+	shmt_close(g.h);
+	shmt_unlink(g.seg);
+	return tu_sweep(state);
+}
+
+static void
+same_decision(const shmt_decision_t *want, const shmt_decision_t *got,
+    uint64_t op)
+{
+	if (want->granted != got->granted || want->limit != got->limit ||
+	    want->remaining != got->remaining ||
+	    want->retry_after_ns != got->retry_after_ns ||
+	    want->reset_after_ns != got->reset_after_ns)
+		fail_msg("op %" PRIu64 ": want granted %d limit %" PRIu64
+		    " remaining %" PRIu64 " retry %" PRIu64 " reset %" PRIu64
+		    ", got %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64, op,
+		    want->granted, want->limit, want->remaining,
+		    want->retry_after_ns, want->reset_after_ns, got->granted,
+		    got->limit, got->remaining, got->retry_after_ns,
+		    got->reset_after_ns);
+}
+
+/* A probe from the second handle at time T: what a request would get. */
+static int
+probe(const char *name, const void *client, size_t len, uint64_t cost,
+    uint64_t t, shmt_decision_t *d)
+{
+	g.pclk.now = t;
+	return shmt_peek(g.probe, name, client, len, cost, d);
+}
+
+/*
+ * The promises, checked on the library from the probe handle: with D the
+ * decision of a request of COST at NOW, the same request at now + retry - 1
+ * is throttled and at now + retry granted; the limiter is full (remaining
+ * == limit) at now + reset and not one nanosecond before.
+ */
+static void
+check_promises(const char *name, const void *client, size_t len,
+    uint64_t cost, uint64_t now, const shmt_decision_t *d)
+{
+	shmt_decision_t p;
+
+	if (!d->granted) {
+		assert_true(d->retry_after_ns > 0);
+		assert_int_equal(probe(name, client, len, cost,
+		    now + d->retry_after_ns - 1, &p), 0);
+		assert_int_equal(probe(name, client, len, cost,
+		    now + d->retry_after_ns, &p), 1);
+	}
+	if (d->reset_after_ns > 0) {
+		/* A peek's remaining counts its own grant: full is a grant
+		 * that leaves limit - 1. */
+		probe(name, client, len, 1, now + d->reset_after_ns - 1, &p);
+		assert_false(p.granted && p.remaining == d->limit - 1);
+		probe(name, client, len, 1, now + d->reset_after_ns, &p);
+		assert_true(p.granted && p.remaining == d->limit - 1);
+	}
+}
+
+static void
+define_bucket(char *name, size_t cap, struct mb *m, uint64_t *rs, int per_client)
+{
+	shmt_limit_t l;
+
+	memset(m, 0, sizeof(*m));
+	m->L = 1 + tu_rand(rs) % 40;
+	m->C = 50 + tu_rand(rs) % 1000;
+	m->S = m->C / 16 + 1 + tu_rand(rs) % m->C;
+	m->B = 1 + tu_rand(rs) % m->L;
+	m->nb = (m->C + m->S - 1) / m->S + (m->L + m->B - 1) / m->B;
+	memset(&l, 0, sizeof(l));
+	l.limit = m->L;
+	l.window_ns = m->C;
+	l.slack_ns = m->S;
+	l.slack_uses = m->B;
+	l.mode = SHMT_MODE_BUCKETS;
+	l.per_client = per_client;
+	l.client_capacity = per_client ? 64 : 0;
+	snprintf(name, cap, "b%u", g.nlim++);
+	assert_int_equal(shmt_limiter_define(g.h, name, &l), 0);
+}
+
+/* ---- Tests ----------------------------------------------------------------------- */
+
+static void
+run_bucket(int per_client)
+{
+	uint64_t seed = tu_seed(per_client ? "test_decide_client" :
+	    "test_decide_buckets"), rs = seed;
+	uint64_t rounds = (uint64_t)(150 * tu_scale()) + 2, op = 0;
+
+	for (uint64_t r = 0; r < rounds; r++) {
+		static struct mb m[3];
+		char name[32];
+		const char *ids[3] = { "alice", "bob", "carol" };
+		uint64_t ops = 1500;
+
+		define_bucket(name, sizeof(name), &m[0], &rs, per_client);
+		m[1] = m[0];
+		m[2] = m[0];
+		for (uint64_t i = 0; i < ops; i++, op++) {
+			uint64_t x = tu_rand(&rs), k = 1 + (x >> 8) % m[0].B;
+			int c = per_client ? (int)((x >> 20) % 3) : 0;
+			const void *id = per_client ? ids[c] : NULL;
+			size_t len = per_client ? strlen(ids[c]) : 0;
+			shmt_decision_t want, got, pk;
+			int rc, prc;
+
+			if (x % 3 == 0)
+				g.clk.now += (x >> 24) % (m[0].C / 4 + 2);
+			if (x % 7 == 0)
+				k = 1;
+			/* A peek answers what the acquire will. */
+			g.pclk.now = g.clk.now;
+			prc = shmt_peek(g.probe, name, id, len, k, &pk);
+			rc = shmt_acquire(g.h, name, id, len, k, &got);
+			assert_int_equal(rc, mb_try(&m[c], g.clk.now, k));
+			assert_int_equal(prc, rc);
+			mb_decide(&m[c], g.clk.now, k, rc, &want);
+			same_decision(&want, &got, op);
+			same_decision(&want, &pk, op);
+			if (x % 5 == 0)
+				check_promises(name, id, len, k, g.clk.now, &got);
+			if (!rc && (x >> 40) % 4 == 0) {
+				/* Take the retry at its word: just before it
+				 * the request is refused, at it granted. */
+				uint64_t t = g.clk.now + got.retry_after_ns;
+
+				g.clk.now = t - 1;
+				rc = shmt_acquire(g.h, name, id, len, k, NULL);
+				assert_int_equal(rc, 0);
+				assert_int_equal(mb_try(&m[c], t - 1, k), 0);
+				g.clk.now = t;
+				rc = shmt_acquire(g.h, name, id, len, k, NULL);
+				assert_int_equal(rc, 1);
+				assert_int_equal(mb_try(&m[c], t, k), 1);
+			}
+		}
+	}
+}
+
+static void
+test_decide_buckets(void **state)
+{
+	(void)state;
+	run_bucket(0);
+}
+
+static void
+test_decide_client(void **state)
+{
+	(void)state;
+	run_bucket(1);
+}
+
+static void
+test_decide_exact(void **state)
+{
+	uint64_t seed = tu_seed("test_decide_exact"), rs = seed, op = 0;
+	uint64_t rounds = (uint64_t)(150 * tu_scale()) + 2;
+
+	for (uint64_t r = 0; r < rounds; r++) {
+		struct mx m;
+		shmt_limit_t l;
+		char name[32];
+
+		memset(&l, 0, sizeof(l));
+		m.L = 1 + tu_rand(&rs) % 40;
+		m.C = 50 + tu_rand(&rs) % 1000;
+		m.q = calloc(m.L + 1, sizeof(*m.q));
+		m.len = 0;
+		assert_non_null(m.q);
+		l.limit = m.L;
+		l.window_ns = m.C;
+		l.mode = SHMT_MODE_EXACT;
+		snprintf(name, sizeof(name), "x%u", g.nlim++);
+		assert_int_equal(shmt_limiter_define(g.h, name, &l), 0);
+		assert_int_equal(shmt_acquire(g.h, name, NULL, 0, 2, NULL),
+		    -EINVAL);
+		for (uint64_t i = 0; i < 1500; i++, op++) {
+			uint64_t x = tu_rand(&rs);
+			shmt_decision_t want, got, pk;
+			int rc, prc;
+
+			if (x % 3 == 0)
+				g.clk.now += (x >> 24) % (m.C / 4 + 2);
+			g.pclk.now = g.clk.now;
+			prc = shmt_peek(g.probe, name, NULL, 0, 1, &pk);
+			rc = shmt_acquire(g.h, name, NULL, 0, 1, &got);
+			assert_int_equal(rc, mx_try(&m, g.clk.now));
+			assert_int_equal(prc, rc);
+			mx_decide(&m, g.clk.now, rc, &want);
+			same_decision(&want, &got, op);
+			same_decision(&want, &pk, op);
+			if (x % 5 == 0)
+				check_promises(name, NULL, 0, 1, g.clk.now, &got);
+		}
+		free(m.q);
+	}
+}
+
+/* A key pool reports the decision of its grant and hands out names in
+ * grant order. */
+static void
+test_decide_keys(void **state)
+{
+	static const char *const keys[] = { "k0", "key-1", "k2" };
+	uint64_t seed = tu_seed("test_decide_keys"), rs = seed;
+	shmt_limit_t l;
+	struct mb m;
+	char buf[16];
+	uint64_t grants = 0;
+
+	(void)state;
+	memset(&l, 0, sizeof(l));
+	l.window_ns = 1000;
+	l.slack_ns = 100;
+	l.slack_uses = 2;
+	l.keys = keys;
+	l.nkeys = 3;
+	l.uses_per_key = 2;
+	assert_int_equal(shmt_limiter_define(g.h, "pool", &l), 0);
+	memset(&m, 0, sizeof(m));
+	m.L = 6;
+	m.C = 1000;
+	m.S = 100;
+	m.B = 2;
+	m.nb = 10 + 3;
+	assert_int_equal(shmt_acquire(g.h, "pool", NULL, 0, 2, NULL), -EINVAL);
+	assert_int_equal(shmt_next_key_decide(g.h, "pool", buf, 2, NULL),
+	    -ERANGE);
+	for (uint64_t i = 0; i < 20000; i++) {
+		uint64_t x = tu_rand(&rs);
+		shmt_decision_t want, got;
+		int rc, model;
+
+		if (x % 3 == 0)
+			g.clk.now += (x >> 24) % 300;
+		rc = shmt_next_key_decide(g.h, "pool", buf, sizeof(buf), &got);
+		model = mb_try(&m, g.clk.now, 1);
+		assert_int_equal(rc > 0, model);
+		if (rc > 0) {
+			assert_string_equal(buf, keys[grants % 3]);
+			assert_int_equal(rc, (int)strlen(keys[grants % 3]));
+			grants++;
+		}
+		mb_decide(&m, g.clk.now, 1, model, &want);
+		same_decision(&want, &got, i);
+	}
+}
+
+/* The whole segment, byte for byte. */
+static void *
+seg_bytes(size_t *len)
+{
+	char path[128];
+	struct stat st;
+	void *buf;
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm%s", g.seg);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	buf = malloc((size_t)st.st_size);
+	assert_non_null(buf);
+	assert_int_equal(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+	close(fd);
+	*len = (size_t)st.st_size;
+	return buf;
+}
+
+/* Peeks change nothing: not the releases that are due, not a client entry
+ * (new, free or live), not a counter. */
+static void
+test_peek_changes_nothing(void **state)
+{
+	shmt_limit_t b = { .limit = 5, .window_ns = 100, .slack_ns = 10,
+		.slack_uses = 2 };
+	shmt_limit_t c = b, x = { .limit = 3, .window_ns = 100,
+		.mode = SHMT_MODE_EXACT };
+	shmt_decision_t d;
+	size_t n0, n1;
+	void *before, *after;
+	int found = 0;
+
+	(void)state;
+	c.per_client = 1;
+	c.client_capacity = 4;
+	assert_int_equal(shmt_limiter_define(g.h, "pb", &b), 0);
+	assert_int_equal(shmt_limiter_define(g.h, "pc", &c), 0);
+	assert_int_equal(shmt_limiter_define(g.h, "px", &x), 0);
+	g.clk.now = 1000;
+	for (int i = 0; i < 5; i++) {
+		shmt_acquire(g.h, "pb", NULL, 0, 1, NULL);
+		shmt_acquire(g.h, "pc", "u1", 2, 1, NULL);
+		shmt_acquire(g.h, "px", NULL, 0, 1, NULL);
+		g.clk.now += 7;
+	}
+	/* Later, when buckets and log records are due: a grant would
+	 * release them first. */
+	for (uint64_t t = 1000; t < 1400; t += 37) {
+		before = seg_bytes(&n0);
+		g.pclk.now = t;
+		found += shmt_peek(g.probe, "pb", NULL, 0, 2, &d);
+		found += shmt_peek(g.probe, "pc", "u1", 2, 1, &d);
+		found += shmt_peek(g.probe, "pc", "new", 3, 1, &d);
+		found += shmt_peek(g.probe, "px", NULL, 0, 1, &d);
+		found += shmt_peek(g.probe, "pb", NULL, 0, 1, NULL);
+		after = seg_bytes(&n1);
+		assert_int_equal(n0, n1);
+		assert_memory_equal(before, after, n0);
+		free(before);
+		free(after);
+	}
+	/* ... and those peeks did see grants to give. */
+	assert_true(found > 0);
+}
+
+static void
+test_decide_bad_input(void **state)
+{
+	shmt_limit_t b = { .limit = 5, .window_ns = 100, .slack_ns = 10,
+		.slack_uses = 2 };
+	shmt_limit_t c = b;
+	shmt_decision_t d;
+	char kb[8];
+
+	(void)state;
+	c.per_client = 1;
+	c.client_capacity = 4;
+	assert_int_equal(shmt_limiter_define(g.h, "bb", &b), 0);
+	assert_int_equal(shmt_limiter_define(g.h, "bc", &c), 0);
+	assert_int_equal(shmt_acquire(NULL, "bb", NULL, 0, 1, &d), -EINVAL);
+	assert_int_equal(shmt_acquire(g.h, NULL, NULL, 0, 1, &d), -EINVAL);
+	assert_int_equal(shmt_acquire(g.h, "none", NULL, 0, 1, &d), -ENOENT);
+	assert_int_equal(shmt_peek(g.h, "none", NULL, 0, 1, &d), -ENOENT);
+	assert_int_equal(shmt_acquire(g.h, "bb", NULL, 0, 0, &d), -EINVAL);
+	assert_int_equal(shmt_acquire(g.h, "bb", NULL, 0, 3, &d), -EINVAL);
+	assert_int_equal(shmt_peek(g.h, "bb", NULL, 0, 3, &d), -EINVAL);
+	assert_int_equal(shmt_acquire(g.h, "bb", NULL, 0, 2, &d), 1);
+	assert_int_equal(shmt_acquire(g.h, "bb", "x", 1, 1, &d), -EPERM);
+	assert_int_equal(shmt_acquire(g.h, "bc", NULL, 0, 1, &d), -EPERM);
+	assert_int_equal(shmt_acquire(g.h, "bc", NULL, 3, 1, &d), -EINVAL);
+	assert_int_equal(shmt_acquire(g.h, "bc", "x", 0, 1, &d), -EINVAL);
+	assert_int_equal(shmt_acquire(g.h, "bc", "x", SHMT_CLIENT_MAX + 1, 1,
+	    &d), -E2BIG);
+	assert_int_equal(shmt_acquire(g.h, "bc", "x", 1, 2, &d), 1);
+	assert_int_equal(shmt_next_key_decide(g.h, "bb", kb, sizeof(kb), &d),
+	    -ENOKEY);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_decide_buckets),
+		cmocka_unit_test(test_decide_client),
+		cmocka_unit_test(test_decide_exact),
+		cmocka_unit_test(test_decide_keys),
+		cmocka_unit_test(test_peek_changes_nothing),
+		cmocka_unit_test(test_decide_bad_input),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
