@@ -318,6 +318,8 @@ shmtc_mode_name(int mode)
 		return "buckets";
 	case SHMT_MODE_EXACT:
 		return "exact";
+	case SHMT_MODE_GCRA:
+		return "gcra";
 	default:
 		return "unknown";
 	}

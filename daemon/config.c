@@ -213,6 +213,7 @@ static const struct keydef limiter_keys[] = {
 	{ "uses_per_key", K_U32, LF(limit.uses_per_key), 0 },
 	{ "per_client", K_BOOL, LF(limit.per_client), 0 },
 	{ "capacity", K_U32, LF(limit.client_capacity), 0 },
+	{ "burst", K_U64, LF(limit.burst), 0 },
 	{ NULL, 0, 0, 0 }
 };
 
@@ -483,7 +484,7 @@ add_keys(struct parse *p, struct shmtd_limiter *lim, const char *v)
 static int
 set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 {
-	static const char *const lmodes[] = { "buckets", "exact", NULL };
+	static const char *const lmodes[] = { "buckets", "exact", "gcra", NULL };
 	static const char *const evictions[] = { "lru", "none", NULL };
 	static const char *const logs[] = { "stderr", "syslog", NULL };
 	void *dst = base + k->off;
@@ -552,7 +553,8 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 	case K_LMODE:
 		if ((rc = choose(v, lmodes, tmp, sizeof(tmp))) == 0)
 			*(int *)dst = strcmp(tmp, "exact") == 0 ?
-			    SHMT_MODE_EXACT : SHMT_MODE_BUCKETS;
+			    SHMT_MODE_EXACT : strcmp(tmp, "gcra") == 0 ?
+			    SHMT_MODE_GCRA : SHMT_MODE_BUCKETS;
 		break;
 	case K_KEYS:
 		return add_keys(p, (struct shmtd_limiter *)base, v);
@@ -584,7 +586,7 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 		    k->type == K_SIZE ? "a size (e.g. 4096, 64KiB, 16MiB, 1GB)" :
 		    k->type == K_BOOL ? "yes or no" :
 		    k->type == K_MODE ? "an octal mode (e.g. 0660)" :
-		    k->type == K_LMODE ? "buckets or exact" :
+		    k->type == K_LMODE ? "buckets, exact or gcra" :
 		    k->type == K_EVICT ? "lru or none" :
 		    k->type == K_LOG ? "stderr or syslog" :
 		    k->type == K_PCT ? "a percentage from 1 to 99" :
@@ -797,6 +799,9 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 		l->slack_ns = l->window_ns / 10 > 0 ? l->window_ns / 10 : 1;
 	if (l->mode == SHMT_MODE_BUCKETS && l->slack_uses == 0)
 		l->slack_uses = l->limit / 10 > 0 ? l->limit / 10 : 1;
+	if (l->mode == SHMT_MODE_GCRA && l->burst == 0 &&
+	    !has_key(s, limiter_keys, "burst"))
+		l->burst = 1;
 
 	if (l->limit == 0 || l->limit > SHMT_LIMIT_MAX)
 		LFAIL("limit", "[limiter %s] needs a limit from 1 to %llu",
@@ -817,6 +822,26 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 	else if (l->mode == SHMT_MODE_EXACT && l->limit > SHMT_EXACT_LIMIT_MAX)
 		LFAIL("limit", "exact mode keeps one record per use: at most %llu",
 		    (unsigned long long)SHMT_EXACT_LIMIT_MAX);
+	else if (l->mode != SHMT_MODE_GCRA && has_key(s, limiter_keys, "burst"))
+		LFAIL("burst", "[limiter %s]: burst is for mode = gcra", lim->name);
+	else if (l->mode == SHMT_MODE_GCRA &&
+	    has_key(s, limiter_keys, "slack_time"))
+		LFAIL("slack_time", "[limiter %s]: mode = gcra has no slack "
+		    "(it has burst)", lim->name);
+	else if (l->mode == SHMT_MODE_GCRA &&
+	    has_key(s, limiter_keys, "slack_uses"))
+		LFAIL("slack_uses", "[limiter %s]: mode = gcra has no slack "
+		    "(it has burst)", lim->name);
+	else if (l->mode == SHMT_MODE_GCRA && (l->nkeys > 0 || l->per_client))
+		LFAIL("mode", "[limiter %s]: mode = gcra is for shared limiters "
+		    "without keys", lim->name);
+	else if (l->mode == SHMT_MODE_GCRA &&
+	    (l->burst == 0 || l->burst > SHMT_LIMIT_MAX))
+		LFAIL("burst", "[limiter %s] needs a burst from 1 to %llu",
+		    lim->name, (unsigned long long)SHMT_LIMIT_MAX);
+	else if (l->mode == SHMT_MODE_GCRA && l->window_ns < l->limit)
+		LFAIL("window", "[limiter %s]: mode = gcra needs at least 1 ns "
+		    "per use (window >= limit ns)", lim->name);
 	else if (l->mode == SHMT_MODE_BUCKETS && l->slack_uses > l->limit)
 		LFAIL("slack_uses", "above the limit (%" PRIu64 ")", l->limit);
 	else if (l->mode == SHMT_MODE_BUCKETS &&
@@ -1059,7 +1084,9 @@ print_limiter(FILE *f, const struct shmtd_limiter *lim)
 	fprintf(f, "window = %s\n", shmtd_format_duration(l->window_ns, b,
 	    sizeof(b)));
 	fprintf(f, "mode = %s\n", l->mode == SHMT_MODE_EXACT ? "exact" :
-	    "buckets");
+	    l->mode == SHMT_MODE_GCRA ? "gcra" : "buckets");
+	if (l->mode == SHMT_MODE_GCRA)
+		fprintf(f, "burst = %" PRIu64 "\n", l->burst);
 	if (l->mode == SHMT_MODE_BUCKETS) {
 		fprintf(f, "slack_time = %s\n",
 		    shmtd_format_duration(l->slack_ns, b, sizeof(b)));

@@ -135,6 +135,7 @@ struct shmt_lview {
 	uint64_t limit, window, slack, slack_uses;
 	uint32_t mode, flags, nb, nkeys, keystride, keymax, capacity, entsize;
 	uint32_t uses_per_key;
+	uint64_t burst;               /* rate mode */
 	uint64_t nb_magic;            /* for slot_of, see there */
 	struct shmt_ring_slot *ring;  /* buckets mode */
 	struct shmt_log_slot *log;    /* exact mode */
@@ -186,6 +187,10 @@ client_hash(const void *id, size_t len, uint64_t out[2])
 
 /* ---- Parameters -------------------------------------------------------- */
 
+static int gcra_check(const shmt_limit_t *l);
+static void gcra_stat(shmt_t *h, const struct shmt_lview *v,
+    shmt_limiter_stat_t *o);
+
 struct lim_geom {
 	uint64_t limit;
 	uint32_t nb, keystride, keymax, entsize;
@@ -198,7 +203,10 @@ limit_check(const shmt_limit_t *l, struct lim_geom *g)
 	uint64_t limit = l->limit;
 
 	memset(g, 0, sizeof(*g));
-	if (l->mode != SHMT_MODE_BUCKETS && l->mode != SHMT_MODE_EXACT)
+	if (l->mode != SHMT_MODE_BUCKETS && l->mode != SHMT_MODE_EXACT &&
+	    l->mode != SHMT_MODE_GCRA)
+		return -EINVAL;
+	if ((l->burst != 0) != (l->mode == SHMT_MODE_GCRA))
 		return -EINVAL;
 	if (l->window_ns == 0)
 		return -EINVAL;
@@ -229,7 +237,10 @@ limit_check(const shmt_limit_t *l, struct lim_geom *g)
 	if (limit == 0 || limit > SHMT_LIMIT_MAX)
 		return -EINVAL;
 	g->limit = limit;
-	if (l->mode == SHMT_MODE_EXACT) {
+	if (l->mode == SHMT_MODE_GCRA) {
+		if (gcra_check(l) != 0)
+			return -EINVAL;
+	} else if (l->mode == SHMT_MODE_EXACT) {
 		if (limit > SHMT_EXACT_LIMIT_MAX || l->per_client)
 			return -EINVAL;
 		g->ring_bytes = limit * sizeof(struct shmt_log_slot);
@@ -335,10 +346,13 @@ view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	l.mode = (int)v->mode;
 	l.per_client = (v->flags & SHMT_LIMF_PER_CLIENT) != 0;
 	l.client_capacity = l.per_client ? v->capacity : 0;
+	l.burst = v->burst = lim->lm_burst;
 	if ((rc = limit_check(&l, &g)) != 0 || g.nb != v->nb ||
 	    v->name[0] == '\0')
 		return SHMT_ECORRUPT;
-	if (v->mode == SHMT_MODE_EXACT) {
+	if (v->mode == SHMT_MODE_GCRA) {
+		/* One word: the theoretical arrival time, in lm_w. */
+	} else if (v->mode == SHMT_MODE_EXACT) {
 		if ((rc = arena_span(h, lim->lm_ring_off, g.ring_bytes, &p)) != 0)
 			return rc;
 		v->log = p;
@@ -1133,6 +1147,9 @@ count_denial(struct shmt_lim *lim, int why)
 
 /* ---- Public: using limiters ---------------------------------------------- */
 
+static int gcra_acquire(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+    shmt_decision_t *out);
+
 static int
 take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
@@ -1140,6 +1157,8 @@ take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	uint32_t tag = 0;
 	int why = WHY_NONE, rc;
 
+	if (v->mode == SHMT_MODE_GCRA)
+		return gcra_acquire(h, v, 1, NULL);
 	if (v->mode == SHMT_MODE_EXACT) {
 		uint64_t seq = 0;
 
@@ -1525,6 +1544,7 @@ same_params(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	    (v.slack != l->slack_ns || v.slack_uses != l->slack_uses)) ||
 	    v.nkeys != l->nkeys || v.uses_per_key != l->uses_per_key ||
 	    ((v.flags & SHMT_LIMF_PER_CLIENT) != 0) != (l->per_client != 0) ||
+	    v.burst != l->burst ||
 	    (l->per_client && v.capacity != l->client_capacity))
 		return 0;
 	for (uint32_t i = 0; i < l->nkeys; i++)
@@ -1571,6 +1591,7 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 		lim->lm_slack_uses = l->slack_uses;
 	}
 	lim->lm_nbuckets = g->nb;
+	lim->lm_burst = l->burst;
 	lim->lm_flags = (l->per_client ? SHMT_LIMF_PER_CLIENT : 0) |
 	    (l->nkeys ? SHMT_LIMF_KEYS : 0);
 	lim->lm_nkeys = l->nkeys;
@@ -1592,6 +1613,8 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 		for (uint64_t i = 0; i < g->limit; i++)
 			log[i].ls_seq = (int64_t)i - (int64_t)g->limit;
 		lim->lm_w.w[0] = 0;
+	} else if (l->mode == SHMT_MODE_GCRA) {
+		lim->lm_w.w[0] = 0;     /* no arrival yet */
 	} else {
 		lim->lm_w = shmt__w_make(0, 0, 1, 0, 0, 0);
 	}
@@ -1704,6 +1727,9 @@ stat_fill(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 	    __ATOMIC_RELAXED);
 	o->housekeeping_lag_ns = __atomic_load_n(&h->hdr->sh_lag_ns,
 	    __ATOMIC_RELAXED);
+	o->burst = v->burst;
+	if (v->mode == SHMT_MODE_GCRA)
+		gcra_stat(h, v, o);
 }
 
 SHMT_EXPORT int
@@ -1833,8 +1859,8 @@ shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
 		    SHMT_LIM_READY || view_get(h, r, &scratch, &v) != 0)
 			continue;
-		if (v->mode == SHMT_MODE_EXACT)
-			continue;  /* its log expires by time alone */
+		if (v->mode == SHMT_MODE_EXACT || v->mode == SHMT_MODE_GCRA)
+			continue;  /* its log or arrival time ages alone */
 		if (v->flags & SHMT_LIMF_PER_CLIENT) {
 			rc = hk_clients(h, v, now, next);
 		} else {
@@ -1884,7 +1910,10 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 			continue;
 		if ((rc = view_get(h, r, &scratch, &v)) != 0)
 			return rc;
-		if (v->mode == SHMT_MODE_EXACT) {
+		if (v->mode == SHMT_MODE_GCRA) {
+			if (v->lim->lm_w.w[0] != 0)
+				v->lim->lm_w.w[0] = shift(v->lim->lm_w.w[0], d);
+		} else if (v->mode == SHMT_MODE_EXACT) {
 			for (uint64_t i = 0; i < v->limit; i++)
 				if (v->log[i].ls_seq >= 0)
 					v->log[i].ls_time =
@@ -2046,7 +2075,9 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 		    __atomic_load_n(&h->hdr->sh_arena_used, __ATOMIC_RELAXED))
 			shmt__chk(c, "limiter %s: storage beyond the arena's mark",
 			    v.name);
-		if (v.mode == SHMT_MODE_EXACT) {
+		if (v.mode == SHMT_MODE_GCRA) {
+			/* Any arrival time is a valid state. */
+		} else if (v.mode == SHMT_MODE_EXACT) {
 			chk_exact(c, &v);
 		} else if (v.flags & SHMT_LIMF_PER_CLIENT) {
 			chk_clients(c, &v);
@@ -2058,5 +2089,7 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 	}
 }
 
-/* Decisions, cost and peeking (same translation unit: see there). */
+/* Decisions, cost and peeking, and rate mode (same translation unit: see
+ * there). */
+#include "gcra.inc"
 #include "decide.inc"

@@ -102,6 +102,8 @@ shmt__format_word(void)
 		sizeof(struct shmt_lim), alignof(struct shmt_lim),
 		offsetof(struct shmt_lim, lm_w),
 		offsetof(struct shmt_lim, lm_released_uses),
+		offsetof(struct shmt_lim, lm_burst),
+		offsetof(struct shmt_lim, lm_would_deny),
 		sizeof(struct shmt_client), alignof(struct shmt_client),
 		sizeof(struct shmt_ring_slot), sizeof(struct shmt_log_slot),
 		sizeof(struct shmt_w), SHMT_LINE, SHMT_LIMITER_NAME_MAX,

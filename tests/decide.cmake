@@ -2,3 +2,5 @@
 # Decisions, cost and peeking (lib/decide.inc): every field against reference
 # models with an injected clock, and peeks that change no byte.
 shmt_add_test(test_decide SOURCES test_decide.c LABELS unit TIMEOUT 300)
+# Many processes with the real clock, costs above one, rate mode, kill -9.
+shmt_add_test(test_decide_mp SOURCES test_decide_mp.c LABELS stress TIMEOUT 120)

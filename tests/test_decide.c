@@ -141,6 +141,57 @@ mx_decide(struct mx *m, uint64_t now, int granted, shmt_decision_t *d)
 	d->reset_after_ns = m->len == 0 ? 0 : m->q[m->len - 1] + m->C - now;
 }
 
+/* ---- Rate mode: redis-cell's CL.THROTTLE, in nanoseconds --------------- */
+
+/*
+ * Written from redis-cell's rate_limit(): Rate::per_period gives the
+ * emission interval (period / count through floating point, truncated),
+ * max_burst = burst - 1, limit = max_burst + 1, tolerance = interval *
+ * (max_burst + 1); a missing key (-1) is an arrival time of now.
+ */
+struct mg {
+	int64_t T, dvt, limit, tat;
+};
+
+static void
+mg_init(struct mg *m, uint64_t count, uint64_t period, uint64_t burst)
+{
+	int64_t max_burst = (int64_t)burst - 1;
+
+	m->T = (int64_t)((double)period / (double)count);
+	m->dvt = m->T * (max_burst + 1);
+	m->limit = max_burst + 1;
+	m->tat = -1;
+}
+
+static int
+mg_throttle(struct mg *m, int64_t now, int64_t quantity, shmt_decision_t *d)
+{
+	int64_t increment = m->T * quantity;
+	int64_t tat = m->tat == -1 ? now : m->tat;
+	int64_t new_tat = now > tat ? now + increment : tat + increment;
+	int64_t allow_at = new_tat - m->dvt, diff = now - allow_at, ttl, next;
+	int limited;
+
+	d->retry_after_ns = 0;
+	if (diff < 0) {
+		if (increment <= m->dvt)
+			d->retry_after_ns = (uint64_t)-diff;
+		limited = 1;
+		ttl = tat - now;
+	} else {
+		ttl = new_tat - now;
+		m->tat = new_tat;
+		limited = 0;
+	}
+	next = m->dvt - ttl;
+	d->remaining = next > -m->T ? (uint64_t)(next / m->T) : 0;
+	d->reset_after_ns = (uint64_t)ttl;
+	d->granted = !limited;
+	d->limit = (uint64_t)m->limit;
+	return !limited;
+}
+
 /* ---- Fixture ------------------------------------------------------------------- */
 
 static struct {
@@ -379,6 +430,113 @@ test_decide_exact(void **state)
 	}
 }
 
+/* Rate mode answers as redis-cell does, call for call and field for
+ * field, shared and (through the same word per entry) per client. */
+static void
+test_decide_gcra(void **state)
+{
+	uint64_t seed = tu_seed("test_decide_gcra"), rs = seed, op = 0;
+	uint64_t rounds = (uint64_t)(150 * tu_scale()) + 2;
+
+	(void)state;
+	for (uint64_t r = 0; r < rounds; r++) {
+		shmt_limit_t l;
+		struct mg m;
+		char name[32];
+
+		memset(&l, 0, sizeof(l));
+		l.mode = SHMT_MODE_GCRA;
+		l.limit = 1 + tu_rand(&rs) % 50;
+		l.window_ns = l.limit * (1 + tu_rand(&rs) % 100) +
+		    tu_rand(&rs) % l.limit;
+		l.burst = 1 + tu_rand(&rs) % 12;
+		mg_init(&m, l.limit, l.window_ns, l.burst);
+		snprintf(name, sizeof(name), "g%u", g.nlim++);
+		assert_int_equal(shmt_limiter_define(g.h, name, &l), 0);
+		assert_int_equal(shmt_acquire(g.h, name, NULL, 0, l.burst + 1,
+		    NULL), -EINVAL);
+		for (uint64_t i = 0; i < 1500; i++, op++) {
+			uint64_t x = tu_rand(&rs), k = 1 + (x >> 8) % l.burst;
+			shmt_decision_t want, got, pk;
+			int rc, prc;
+
+			if (x % 3 == 0)
+				g.clk.now += (x >> 24) %
+				    (l.window_ns / l.limit * 3 + 2);
+			if (x % 4 == 0)
+				k = 1;
+			g.pclk.now = g.clk.now;
+			prc = shmt_peek(g.probe, name, NULL, 0, k, &pk);
+			rc = shmt_acquire(g.h, name, NULL, 0, k, &got);
+			assert_int_equal(rc, mg_throttle(&m,
+			    (int64_t)g.clk.now, (int64_t)k, &want));
+			assert_int_equal(prc, rc);
+			same_decision(&want, &got, op);
+			same_decision(&want, &pk, op);
+			if (x % 5 == 0)
+				check_promises(name, NULL, 0, k, g.clk.now, &got);
+		}
+	}
+}
+
+/*
+ * The safety promise of rate mode, checked on every grant: uses granted in
+ * any [a, a + d) are at most burst + floor(d / T), single-threaded with
+ * the injected clock and greedy callers (every window start a is a grant
+ * time, every window end is just past one).
+ */
+static void
+test_gcra_bound(void **state)
+{
+	uint64_t seed = tu_seed("test_gcra_bound"), rs = seed;
+	enum { N = 4000 };
+	static uint64_t t[N], u[N];
+
+	(void)state;
+	for (int r = 0; r < 20; r++) {
+		shmt_limit_t l;
+		char name[32];
+		uint64_t T, n = 0, worst = 0;
+
+		memset(&l, 0, sizeof(l));
+		l.mode = SHMT_MODE_GCRA;
+		l.limit = 1 + tu_rand(&rs) % 20;
+		l.window_ns = l.limit * (5 + tu_rand(&rs) % 50);
+		l.burst = 1 + tu_rand(&rs) % 8;
+		T = l.window_ns / l.limit;
+		snprintf(name, sizeof(name), "gb%u", g.nlim++);
+		assert_int_equal(shmt_limiter_define(g.h, name, &l), 0);
+		while (n < N) {
+			uint64_t x = tu_rand(&rs), k = 1 + x % l.burst;
+
+			g.clk.now += (x >> 16) % 3 == 0 ? (x >> 20) % (2 * T) : 0;
+			if (shmt_acquire(g.h, name, NULL, 0, k, NULL) == 1) {
+				t[n] = g.clk.now;
+				u[n++] = k;
+			}
+		}
+		for (uint64_t i = 0; i < N; i++) {
+			uint64_t sum = 0;
+
+			for (uint64_t j = i; j < N; j++) {
+				uint64_t d = t[j] - t[i] + 1;
+
+				sum += u[j];
+				if (sum > l.burst + d / T)
+					fail_msg("%" PRIu64 " uses in %" PRIu64
+					    " ns (T %" PRIu64 ", burst %" PRIu64
+					    ")", sum, d, T, l.burst);
+				if (sum > worst + d / T)
+					worst = sum - d / T;
+				if (d > 40 * T)
+					break;
+			}
+		}
+		/* The bound is reached, not just respected. */
+		assert_int_equal(worst, l.burst);
+	}
+}
+
 /* A key pool reports the decision of its grant and hands out names in
  * grant order. */
 static void
@@ -538,6 +696,8 @@ main(void)
 		cmocka_unit_test(test_decide_client),
 		cmocka_unit_test(test_decide_exact),
 		cmocka_unit_test(test_decide_keys),
+		cmocka_unit_test(test_decide_gcra),
+		cmocka_unit_test(test_gcra_bound),
 		cmocka_unit_test(test_peek_changes_nothing),
 		cmocka_unit_test(test_decide_bad_input),
 	};

@@ -278,7 +278,11 @@ enum shmt_mode {
 	SHMT_MODE_BUCKETS = 0,
 	/* A ring of the last `limit` grant times (a sliding-window log): no
 	 * false negatives, no false positives; limit <= SHMT_EXACT_LIMIT_MAX. */
-	SHMT_MODE_EXACT = 1
+	SHMT_MODE_EXACT = 1,
+	/* Rate and burst (the generic cell rate algorithm): one use every
+	 * T = window_ns / limit on average, up to `burst` at once; one
+	 * 8-byte word per limiter.  See "Rate mode" below. */
+	SHMT_MODE_GCRA = 2
 };
 
 /*
@@ -301,6 +305,9 @@ typedef struct shmt_limit {
 	/* Per-client (optional): one independent limit per client id. */
 	int per_client;
 	uint32_t client_capacity; /* entries in the client table (>= 1) */
+	/* Rate mode (SHMT_MODE_GCRA) only: how many uses may come at once,
+	 * 1..SHMT_LIMIT_MAX; 0 in the other modes. */
+	uint64_t burst;
 } shmt_limit_t;
 
 /*
@@ -462,6 +469,9 @@ typedef struct shmt_limiter_stat {
 	                             * to happen single-threaded; possible
 	                             * when a caller's clock read is stale */
 	shmt_time_t housekeeping_lag_ns;
+	uint64_t burst;             /* rate mode: uses that may come at once */
+	uint64_t would_deny;        /* shadow mode: requests enforcement would
+	                             * have refused (granted unrecorded) */
 } shmt_limiter_stat_t;
 
 /*
