@@ -214,6 +214,7 @@ static const struct keydef limiter_keys[] = {
 	{ "per_client", K_BOOL, LF(limit.per_client), 0 },
 	{ "capacity", K_U32, LF(limit.client_capacity), 0 },
 	{ "burst", K_U64, LF(limit.burst), 0 },
+	{ "shadow", K_BOOL, LF(limit.shadow), 0 },
 	{ NULL, 0, 0, 0 }
 };
 
@@ -814,6 +815,9 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 		    (uint64_t)l->nkeys * l->uses_per_key);
 	else if (l->nkeys == 0 && has_key(s, limiter_keys, "uses_per_key"))
 		LFAIL("uses_per_key", "[limiter %s] has no keys", lim->name);
+	else if (l->nkeys > 0 && l->shadow)
+		LFAIL("shadow", "[limiter %s]: a key pool cannot be in shadow "
+		    "mode (a name handed out must be real)", lim->name);
 	else if (l->nkeys > 0 && l->per_client)
 		LFAIL("keys", "[limiter %s]: a key pool cannot be per client",
 		    lim->name);
@@ -1099,6 +1103,8 @@ print_limiter(FILE *f, const struct shmtd_limiter *lim)
 	if (l->per_client)
 		fprintf(f, "per_client = yes\ncapacity = %u\n",
 		    l->client_capacity);
+	if (l->shadow)
+		fprintf(f, "shadow = yes\n");
 }
 
 void

@@ -116,7 +116,8 @@
  * means the segment is damaged or a peer is pathological. */
 #define SHMT_RETRY_MAX (1U << 20)
 
-enum { WHY_NONE, WHY_EXHAUSTED, WHY_SLACK, WHY_RING_FULL, WHY_TABLE_FULL };
+enum { WHY_NONE, WHY_EXHAUSTED, WHY_SLACK, WHY_RING_FULL, WHY_TABLE_FULL,
+	WHY_SHADOW };
 
 /* Client entry states (W tag bits 15..14) and epoch (bits 13..0). */
 enum { CE_NEVER = 0, CE_LIVE = 1, CE_FREE = 2, CE_CLAIMING = 3 };
@@ -207,6 +208,8 @@ limit_check(const shmt_limit_t *l, struct lim_geom *g)
 	    l->mode != SHMT_MODE_GCRA)
 		return -EINVAL;
 	if ((l->burst != 0) != (l->mode == SHMT_MODE_GCRA))
+		return -EINVAL;
+	if ((l->shadow != 0 && l->shadow != 1) || (l->shadow && l->nkeys > 0))
 		return -EINVAL;
 	if (l->window_ns == 0)
 		return -EINVAL;
@@ -347,6 +350,8 @@ view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	l.per_client = (v->flags & SHMT_LIMF_PER_CLIENT) != 0;
 	l.client_capacity = l.per_client ? v->capacity : 0;
 	l.burst = v->burst = lim->lm_burst;
+	if ((v->flags & SHMT_LIMF_SHADOW) && (v->flags & SHMT_LIMF_KEYS))
+		return SHMT_ECORRUPT;
 	if ((rc = limit_check(&l, &g)) != 0 || g.nb != v->nb ||
 	    v->name[0] == '\0')
 		return SHMT_ECORRUPT;
@@ -1128,6 +1133,8 @@ count_denial(struct shmt_lim *lim, int why)
 {
 	uint64_t *ctr;
 
+	if (lim->lm_flags & SHMT_LIMF_SHADOW)
+		why = WHY_SHADOW;
 	switch (why) {
 	case WHY_SLACK:
 		ctr = &lim->lm_denied_slack;
@@ -1138,6 +1145,9 @@ count_denial(struct shmt_lim *lim, int why)
 	case WHY_TABLE_FULL:
 		ctr = &lim->lm_denied_table_full;
 		break;
+	case WHY_SHADOW:
+		ctr = &lim->lm_would_deny;
+		break;
 	default:
 		ctr = &lim->lm_denied_exhausted;
 		break;
@@ -1146,6 +1156,14 @@ count_denial(struct shmt_lim *lim, int why)
 }
 
 /* ---- Public: using limiters ---------------------------------------------- */
+
+/* What a call returns for decision RC: in shadow mode a refusal is granted
+ * all the same (nothing was recorded; count_denial counted it as such). */
+static inline int
+enforce(const struct shmt_lview *v, int rc)
+{
+	return rc == 0 && (v->flags & SHMT_LIMF_SHADOW) ? 1 : rc;
+}
 
 static int gcra_acquire(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out);
@@ -1194,7 +1212,7 @@ shmt_try_use_key(shmt_t *h, const char *name)
 		return rc;
 	if (v->flags & SHMT_LIMF_PER_CLIENT)
 		return -EPERM;
-	return take_shared(h, v, &cursor);
+	return enforce(v, take_shared(h, v, &cursor));
 }
 
 SHMT_EXPORT int
@@ -1484,7 +1502,7 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
 		rc = ce_find_or_claim(h, v, hash, client, len, &expect);
 		if (rc == -ENOSPC) {
 			count_denial(v->lim, WHY_TABLE_FULL);
-			return 0;
+			return enforce(v, 0);
 		}
 		if (rc < 0)
 			return rc;
@@ -1501,7 +1519,7 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
 		}
 		if (rc == 0) {
 			count_denial(v->lim, why);
-			return 0;
+			return enforce(v, 0);
 		}
 		/* -EAGAIN: the entry was reclaimed or changed hands between
 		 * the lookup and the CAS; look it up again. */
@@ -1545,6 +1563,7 @@ same_params(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	    v.nkeys != l->nkeys || v.uses_per_key != l->uses_per_key ||
 	    ((v.flags & SHMT_LIMF_PER_CLIENT) != 0) != (l->per_client != 0) ||
 	    v.burst != l->burst ||
+	    ((v.flags & SHMT_LIMF_SHADOW) != 0) != (l->shadow != 0) ||
 	    (l->per_client && v.capacity != l->client_capacity))
 		return 0;
 	for (uint32_t i = 0; i < l->nkeys; i++)
@@ -1592,7 +1611,8 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 	}
 	lim->lm_nbuckets = g->nb;
 	lim->lm_burst = l->burst;
-	lim->lm_flags = (l->per_client ? SHMT_LIMF_PER_CLIENT : 0) |
+	lim->lm_flags = (l->shadow ? SHMT_LIMF_SHADOW : 0) |
+	    (l->per_client ? SHMT_LIMF_PER_CLIENT : 0) |
 	    (l->nkeys ? SHMT_LIMF_KEYS : 0);
 	lim->lm_nkeys = l->nkeys;
 	lim->lm_uses_per_key = l->uses_per_key;
@@ -1728,6 +1748,8 @@ stat_fill(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 	o->housekeeping_lag_ns = __atomic_load_n(&h->hdr->sh_lag_ns,
 	    __ATOMIC_RELAXED);
 	o->burst = v->burst;
+	o->shadow = (v->flags & SHMT_LIMF_SHADOW) != 0;
+	o->would_deny = __atomic_load_n(&lim->lm_would_deny, __ATOMIC_RELAXED);
 	if (v->mode == SHMT_MODE_GCRA)
 		gcra_stat(h, v, o);
 }

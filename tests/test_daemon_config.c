@@ -204,6 +204,8 @@ test_bad_files(void **state)
 		{ "[analyzer]\nthreshold = 100%\n", ":2: key 'threshold': value '100%' is out of range" },
 		{ "[limiter a]\nlimit = 1\nwindow = 1s\nper_client = maybe\n",
 		  ":4: key 'per_client': cannot read 'maybe' as yes or no" },
+		{ "[limiter a]\nwindow = 1s\nkeys = x, y\nshadow = yes\n",
+		  ":4: key 'shadow': [limiter a]: a key pool cannot be in shadow" },
 		{ "[limiter a]\nlimit = 5\nwindow = 1s\nburst = 2\n",
 		  ":4: key 'burst': [limiter a]: burst is for mode = gcra" },
 		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = gcra\nslack_uses = 2\n",
@@ -236,7 +238,8 @@ test_bad_files(void **state)
 	}
 }
 
-/* Rate mode reads its burst (1 when not given) and prints it back. */
+/* Rate mode reads its burst (1 when not given) and shadow mode its flag,
+ * and both print back. */
 static void
 test_gcra(void **state)
 {
@@ -248,7 +251,7 @@ test_gcra(void **state)
 	(void)state;
 	write_file(path, sizeof(path), "[limiter a]\nlimit = 100\nwindow = 1s\n"
 	    "mode = gcra\nburst = 7\n[limiter b]\nlimit = 10\nwindow = 1s\n"
-	    "mode = gcra\n");
+	    "mode = gcra\nshadow = yes\n");
 	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
 	unlink(path);
 	assert_int_equal(c.nlimiters, 2);
@@ -256,12 +259,15 @@ test_gcra(void **state)
 	assert_int_equal(c.limiters[0].limit.burst, 7);
 	assert_int_equal(c.limiters[0].limit.slack_ns, 0);
 	assert_int_equal(c.limiters[1].limit.burst, 1);
+	assert_int_equal(c.limiters[0].limit.shadow, 0);
+	assert_int_equal(c.limiters[1].limit.shadow, 1);
 	f = open_memstream(&text, &n);
 	assert_non_null(f);
 	shmtd_config_print(f, &c);
 	fclose(f);
 	assert_non_null(strstr(text, "[limiter a]\nlimit = 100\nwindow = 1s\n"
 	    "mode = gcra\nburst = 7\n"));
+	assert_non_null(strstr(text, "burst = 1\nshadow = yes\n"));
 	free(text);
 	shmtd_config_free(&c);
 }

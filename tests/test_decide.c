@@ -341,6 +341,13 @@ run_bucket(int per_client)
 				g.clk.now += (x >> 24) % (m[0].C / 4 + 2);
 			if (x % 7 == 0)
 				k = 1;
+			if (!per_client && k == 1 && (x >> 50) % 4 == 0) {
+				/* The plain call, between calls with
+				 * decisions, answers as the model does. */
+				assert_int_equal(shmt_try_use_key(g.h, name),
+				    mb_try(&m[0], g.clk.now, 1));
+				continue;
+			}
 			/* A peek answers what the acquire will. */
 			g.pclk.now = g.clk.now;
 			prc = shmt_peek(g.probe, name, id, len, k, &pk);
@@ -537,6 +544,91 @@ test_gcra_bound(void **state)
 	}
 }
 
+/*
+ * Shadow mode: a shadow limiter and an enforced one with the same
+ * parameters get the same requests.  The shadow one grants every request,
+ * yet its state and its decisions are the enforced one's (it records only
+ * what enforcement granted), and it counts in would_deny what the enforced
+ * one refused.  Every mode, shared and per client; key pools refuse it.
+ */
+static void
+test_shadow(void **state)
+{
+	static const char *const keys[] = { "a", "b" };
+	uint64_t seed = tu_seed("test_shadow"), rs = seed;
+	shmt_limit_t ls[4] = {
+		{ .limit = 9, .window_ns = 500, .slack_ns = 60, .slack_uses = 3 },
+		{ .limit = 9, .window_ns = 500, .slack_ns = 60, .slack_uses = 3,
+		  .per_client = 1, .client_capacity = 8 },
+		{ .limit = 6, .window_ns = 500, .mode = SHMT_MODE_EXACT },
+		{ .limit = 10, .window_ns = 500, .mode = SHMT_MODE_GCRA,
+		  .burst = 4 },
+	};
+	shmt_limit_t kp = { .window_ns = 100, .slack_ns = 10, .slack_uses = 1,
+		.keys = keys, .nkeys = 2, .uses_per_key = 1, .shadow = 1 };
+	uint64_t refused = 0;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "shkeys", &kp), -EINVAL);
+	kp.shadow = 2;
+	kp.nkeys = 0;
+	kp.keys = NULL;
+	kp.uses_per_key = 0;
+	kp.limit = 1;
+	assert_int_equal(shmt_limiter_define(g.h, "shtwo", &kp), -EINVAL);
+	for (int m = 0; m < 4; m++) {
+		char en[16], sh[16];
+		shmt_limiter_stat_t se, ss;
+		uint64_t maxk = ls[m].mode == SHMT_MODE_GCRA ? ls[m].burst :
+		    ls[m].mode == SHMT_MODE_EXACT ? 1 : ls[m].slack_uses;
+
+		snprintf(en, sizeof(en), "en%d", m);
+		snprintf(sh, sizeof(sh), "sh%d", m);
+		assert_int_equal(shmt_limiter_define(g.h, en, &ls[m]), 0);
+		ls[m].shadow = 1;
+		assert_int_equal(shmt_limiter_define(g.h, sh, &ls[m]), 0);
+		for (int i = 0; i < 3000; i++) {
+			uint64_t x = tu_rand(&rs), k = 1 + (x >> 8) % maxk;
+			const char *id = ls[m].per_client ?
+			    ((x >> 16) & 1 ? "p" : "q") : NULL;
+			size_t len = id != NULL ? 1 : 0;
+			shmt_decision_t de, ds, dp;
+			int re, rs2, rp;
+
+			if (x % 3 == 0)
+				g.clk.now += (x >> 24) % 120;
+			g.pclk.now = g.clk.now;
+			rp = shmt_peek(g.probe, sh, id, len, k, &dp);
+			re = shmt_acquire(g.h, en, id, len, k, &de);
+			if ((x >> 20) % 3 == 0 && k == 1)
+				rs2 = id != NULL ? shmt_try_use(g.h, sh, id, len) :
+				    shmt_try_use_key(g.h, sh);
+			else
+				rs2 = shmt_acquire(g.h, sh, id, len, k, &ds);
+			assert_true(re == 0 || re == 1);
+			assert_int_equal(rs2, 1);
+			assert_int_equal(rp, 1);
+			same_decision(&de, &dp, (uint64_t)m * 100000 + (uint64_t)i);
+			if (!((x >> 20) % 3 == 0 && k == 1))
+				same_decision(&de, &ds, (uint64_t)i);
+			refused += re == 0;
+		}
+		assert_int_equal(shmt_limiter_stat(g.h, en, &se), 0);
+		assert_int_equal(shmt_limiter_stat(g.h, sh, &ss), 0);
+		assert_int_equal(ss.shadow, 1);
+		assert_int_equal(se.shadow, 0);
+		assert_int_equal(se.would_deny, 0);
+		assert_int_equal(ss.would_deny, se.denied_exhausted +
+		    se.denied_slack + se.denied_ring_full + se.denied_table_full);
+		assert_int_equal(ss.denied_exhausted + ss.denied_slack +
+		    ss.denied_ring_full + ss.denied_table_full, 0);
+		assert_int_equal(ss.grants, se.grants);
+		assert_int_equal(ss.in_flight, se.in_flight);
+	}
+	/* The requests did run into the limits. */
+	assert_true(refused > 100);
+}
+
 /* A key pool reports the decision of its grant and hands out names in
  * grant order. */
 static void
@@ -698,6 +790,7 @@ main(void)
 		cmocka_unit_test(test_decide_keys),
 		cmocka_unit_test(test_decide_gcra),
 		cmocka_unit_test(test_gcra_bound),
+		cmocka_unit_test(test_shadow),
 		cmocka_unit_test(test_peek_changes_nothing),
 		cmocka_unit_test(test_decide_bad_input),
 	};

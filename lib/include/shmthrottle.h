@@ -306,8 +306,16 @@ typedef struct shmt_limit {
 	int per_client;
 	uint32_t client_capacity; /* entries in the client table (>= 1) */
 	/* Rate mode (SHMT_MODE_GCRA) only: how many uses may come at once,
-	 * 1..SHMT_LIMIT_MAX; 0 in the other modes. */
+	 * 1..SHMT_LIMIT_MAX, with T * burst below 2^62; 0 in the other
+	 * modes. */
 	uint64_t burst;
+	/* Shadow mode (1): the limiter is tried, not enforced.  Its state
+	 * records only the uses enforcement would have granted; a request
+	 * that enforcement would refuse is granted all the same (1, nothing
+	 * recorded) and counted in would_deny, and a decision shows the
+	 * enforcement view (granted 0 with its retry_after_ns).  Not with a
+	 * key pool (a name handed out must be real). */
+	int shadow;
 } shmt_limit_t;
 
 /*
@@ -370,6 +378,24 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
 SHMT_EXPORT int shmt_try_use(shmt_t *h, const char *name, const void *client,
     size_t len);
 
+/* ---- Rate mode ---------------------------------------------------------- */
+
+/*
+ * SHMT_MODE_GCRA: `limit` uses per `window_ns` as a rate (one use every
+ * T = window_ns / limit ns, rounded down; window_ns >= limit), and up to
+ * `burst` uses at once.  The limiter keeps one theoretical arrival time
+ * (TAT) in one 8-byte word: a request of k uses at now passes when
+ * max(TAT, now) + k * T <= now + T * burst, and its grant is one CAS that
+ * moves TAT there.  Its safety promise is its own: at most
+ * burst + floor(d / T) uses are granted in any half-open interval of length
+ * d (not the ring's `limit` per window: a full burst, then the rate).
+ * Decisions answer as redis-cell's CL.THROTTLE key max_burst count period
+ * with max_burst = burst - 1, count = limit and period = window, in
+ * nanoseconds: limit = burst, remaining = (T * burst - reset) / T.  The
+ * largest cost is burst.  Shared limiters only (no key pool, not per
+ * client); no slack_ns or slack_uses.  Housekeeping has nothing to do.
+ */
+
 /* ---- Decisions --------------------------------------------------------- */
 
 /*
@@ -396,7 +422,8 @@ typedef struct shmt_decision {
  * (1..SHMT_CLIENT_MAX bytes) for a per-client one.
  *
  * COST: 1..slack_uses in bucket mode (a grant of COST is recorded in one
- * bucket); exactly 1 in exact mode and on a key pool.  The limit holds as
+ * bucket); 1..burst in rate mode; exactly 1 in exact mode and on a key
+ * pool.  The limit holds as
  * uses: at most `limit` uses whose decision times fall in any window.
  *
  * Returns 1 granted, 0 throttled, or an error: -EINVAL (NULL handle or
@@ -471,7 +498,9 @@ typedef struct shmt_limiter_stat {
 	shmt_time_t housekeeping_lag_ns;
 	uint64_t burst;             /* rate mode: uses that may come at once */
 	uint64_t would_deny;        /* shadow mode: requests enforcement would
-	                             * have refused (granted unrecorded) */
+	                             * have refused (granted unrecorded); the
+	                             * denied_* counters count none of them */
+	int shadow;                 /* 1: shadow mode */
 } shmt_limiter_stat_t;
 
 /*
