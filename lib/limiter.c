@@ -189,6 +189,7 @@ client_hash(const void *id, size_t len, uint64_t out[2])
 /* ---- Parameters -------------------------------------------------------- */
 
 static int gcra_check(const shmt_limit_t *l);
+static void wake_waiters(uint32_t *wake);
 static void gcra_stat(shmt_t *h, const struct shmt_lview *v,
     shmt_limiter_stat_t *o);
 
@@ -636,6 +637,7 @@ struct bk_ctx {
 	int torn_ok;                  /* reads may be half by half */
 	uint64_t nb_magic;            /* for slot_of: 2^64 / nb, rounded up */
 	uint32_t cost;                /* uses one grant takes, 1..slack_uses */
+	uint32_t *wake;               /* waiters' futex word (wait.inc) */
 	uint64_t *at;                 /* gets the decision's clock value */
 };
 
@@ -682,6 +684,7 @@ bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
 	c->nb_magic = v->nb_magic;
 	c->cost = 1;
 	c->at = NULL;
+	c->wake = &v->lim->lm_wake;
 }
 
 /* CAS *WP from *W to NW, a release; on success count the uses it returned
@@ -695,8 +698,10 @@ bk_commit_release(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w,
 	if (!shmt__cas128(wp, w->w, nw.w))
 		return 0;
 	*w = nw;
-	if (returned != 0)
+	if (returned != 0) {
 		__atomic_fetch_add(c->released, returned, __ATOMIC_RELAXED);
+		wake_waiters(c->wake);
+	}
 	return 1;
 }
 
@@ -2115,3 +2120,4 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
  * there). */
 #include "gcra.inc"
 #include "decide.inc"
+#include "wait.inc"

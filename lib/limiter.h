@@ -126,6 +126,10 @@ struct shmt_lim {
 	uint64_t lm_exact_grants;
 	uint64_t lm_denied_ring_full;
 	uint64_t lm_would_deny;      /* shadow mode: refusals not enforced */
+
+	/* Waiters (wait.inc): a futex word, bit 0 set while someone may
+	 * sleep on it, the rest a count of releases; on its own line. */
+	alignas(SHMT_LINE) uint32_t lm_wake;
 };
 _Static_assert(offsetof(struct shmt_lim, lm_w) % 16 == 0, "W is 16-aligned");
 _Static_assert(sizeof(struct shmt_lim) % SHMT_LINE == 0, "rows are whole lines");

@@ -104,6 +104,7 @@ shmt__format_word(void)
 		offsetof(struct shmt_lim, lm_released_uses),
 		offsetof(struct shmt_lim, lm_burst),
 		offsetof(struct shmt_lim, lm_would_deny),
+		offsetof(struct shmt_lim, lm_wake),
 		sizeof(struct shmt_client), alignof(struct shmt_client),
 		sizeof(struct shmt_ring_slot), sizeof(struct shmt_log_slot),
 		sizeof(struct shmt_w), SHMT_LINE, SHMT_LIMITER_NAME_MAX,

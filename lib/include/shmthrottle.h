@@ -472,6 +472,37 @@ SHMT_EXPORT int shmt_peek(shmt_t *h, const char *name, const void *client,
 SHMT_EXPORT int shmt_next_key_decide(shmt_t *h, const char *name, char *buf,
     size_t cap, shmt_decision_t *out);
 
+/*
+ * shmt_wait: shmt_acquire, waiting up to TIMEOUT_NS of real time for the
+ * grant.  TIMEOUT_NS 0 is one try; UINT64_MAX waits without limit.  The
+ * timeout runs on CLOCK_MONOTONIC even when the handle has an injected
+ * clock (shmt_set_clock): the limiter's answers follow the handle's clock,
+ * the sleeping does not; a test drives it with a short real timeout, or by
+ * letting another handle release uses (which wakes the waiter at once).
+ *
+ * A refused waiter sleeps, using no CPU, on a futex word in the limiter's
+ * row, shared across processes, until the refusal's retry_after_ns or
+ * until someone returns uses to the limiter (a caller or the daemon
+ * releasing a bucket, which makes a system call only when someone sleeps),
+ * then tries again.  Returns 1 granted, 0 throttled when the timeout ran
+ * out, -EINTR when a signal interrupted the sleep, or the errors of
+ * shmt_acquire.  *OUT (may be NULL) gets the last try's decision (not on an
+ * error).  Waiters are not queued: when uses come back, whoever tries first
+ * gets them.  kill -9 while asleep leaves nothing held (at most one
+ * needless wake-up call for the next releaser).
+ */
+SHMT_EXPORT int shmt_wait(shmt_t *h, const char *name, const void *client,
+    size_t client_len, uint64_t cost, uint64_t timeout_ns,
+    shmt_decision_t *out);
+
+/*
+ * shmt_next_key_wait: shmt_next_key, waiting as shmt_wait does.  Returns the
+ * name's length (> 0), 0 when the timeout ran out, -EINTR, or the errors of
+ * shmt_next_key.
+ */
+SHMT_EXPORT int shmt_next_key_wait(shmt_t *h, const char *name, char *buf,
+    size_t cap, uint64_t timeout_ns, shmt_decision_t *out);
+
 typedef struct shmt_limiter_stat {
 	char name[SHMT_LIMITER_NAME_MAX + 1];
 	uint64_t limit, window_ns, slack_ns, slack_uses;
