@@ -188,8 +188,8 @@ client_hash(const void *id, size_t len, uint64_t out[2])
 
 /* ---- Parameters -------------------------------------------------------- */
 
-static int gcra_check(const shmt_limit_t *l);
 static void wake_waiters(uint32_t *wake);
+static int gcra_check(const shmt_limit_t *l);
 static void gcra_stat(shmt_t *h, const struct shmt_lview *v,
     shmt_limiter_stat_t *o);
 

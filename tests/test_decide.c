@@ -29,8 +29,10 @@
 
 struct mb {
 	uint64_t L, C, S, B, nb, used;
-	struct { uint64_t count, close; } q[MB_MAX];
+	struct { uint64_t count, close, id; } q[MB_MAX];
 	uint32_t len;
+	uint64_t ids;          /* buckets opened */
+	uint64_t last;         /* the bucket the last grant went into */
 };
 
 static void
@@ -58,8 +60,10 @@ mb_try(struct mb *m, uint64_t now, uint64_t k)
 			return 0;
 		m->q[m->len].count = k;
 		m->q[m->len].close = now + m->S;
+		m->q[m->len].id = ++m->ids;
 		m->len++;
 	}
+	m->last = m->q[m->len - 1].id;
 	m->used += k;
 	return 1;
 }
@@ -629,6 +633,157 @@ test_shadow(void **state)
 	assert_true(refused > 100);
 }
 
+/*
+ * Several limits in one step: a per-client limit and a shared one granted
+ * both or neither, against the models (a request that one of them would
+ * refuse takes nothing from the other); every decision is the model's.
+ * Refunds: rate mode gives a grant back unless a later one came; bucket
+ * and exact mode never do; a receipt is spent once given back.
+ */
+static void
+test_acquire_all_refund(void **state)
+{
+	uint64_t seed = tu_seed("test_acquire_all_refund"), rs = seed;
+	shmt_limit_t pu = { .limit = 4, .window_ns = 1000, .slack_ns = 100,
+		.slack_uses = 2, .per_client = 1, .client_capacity = 16 };
+	shmt_limit_t al = { .limit = 12, .window_ns = 3000, .slack_ns = 250,
+		.slack_uses = 4 };
+	shmt_limit_t gc = { .limit = 10, .window_ns = 1000,
+		.mode = SHMT_MODE_GCRA, .burst = 3 };
+	shmt_limit_t ex = { .limit = 3, .window_ns = 1000,
+		.mode = SHMT_MODE_EXACT };
+	static struct mb mp[3], ma;
+	struct mg mgc;
+	const char *ids[3] = { "u1", "u2", "u3" };
+	uint64_t both = 0, neither = 0, refunds = 0, kept = 0;
+	shmt_request_t rq[3];
+	shmt_decision_t out[3], want;
+	shmt_receipt_t rc3[3];
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "all-pu", &pu), 0);
+	assert_int_equal(shmt_limiter_define(g.h, "all-al", &al), 0);
+	assert_int_equal(shmt_limiter_define(g.h, "all-gc", &gc), 0);
+	assert_int_equal(shmt_limiter_define(g.h, "all-ex", &ex), 0);
+	memset(&ma, 0, sizeof(ma));
+	ma.L = 12; ma.C = 3000; ma.S = 250; ma.B = 4; ma.nb = 12 + 3;
+	for (int c = 0; c < 3; c++) {
+		memset(&mp[c], 0, sizeof(mp[c]));
+		mp[c].L = 4; mp[c].C = 1000; mp[c].S = 100; mp[c].B = 2;
+		mp[c].nb = 10 + 2;
+	}
+	mg_init(&mgc, 10, 1000, 3);
+	/* Bad calls take nothing. */
+	memset(rq, 0, sizeof(rq));
+	rq[0].limiter = "all-ex";
+	rq[0].cost = 1;
+	rq[1] = rq[0];
+	assert_int_equal(shmt_acquire_all(g.h, rq, 0, NULL, NULL), -EINVAL);
+	assert_int_equal(shmt_acquire_all(g.h, rq, SHMT_ACQUIRE_ALL_MAX + 1,
+	    NULL, NULL), -EINVAL);
+	rq[1].limiter = "nosuch";
+	assert_int_equal(shmt_acquire_all(g.h, rq, 2, NULL, NULL), -ENOENT);
+	rq[1].limiter = "all-gc";
+	rq[1].cost = 4;
+	assert_int_equal(shmt_acquire_all(g.h, rq, 2, NULL, NULL), -EINVAL);
+
+	for (int i = 0; i < 20000; i++) {
+		uint64_t x = tu_rand(&rs), k0 = 1 + (x >> 8) % 2;
+		uint64_t k1 = 1 + (x >> 12) % 4;
+		int c = (int)((x >> 16) % 3), rc, m0, m1;
+		struct mb a0 = mp[c], a1 = ma;
+
+		if (x % 3 == 0)
+			g.clk.now += (x >> 24) % 200;
+		rq[0].limiter = "all-pu";
+		rq[0].client = ids[c];
+		rq[0].client_len = 2;
+		rq[0].cost = k0;
+		rq[1].limiter = "all-al";
+		rq[1].client = NULL;
+		rq[1].client_len = 0;
+		rq[1].cost = k1;
+		rc = shmt_acquire_all(g.h, rq, 2, out, rc3);
+		m0 = mb_try(&a0, g.clk.now, k0);
+		m1 = mb_try(&a1, g.clk.now, k1);
+		assert_int_equal(rc, m0 && m1);
+		if (rc == 1) {
+			mp[c] = a0;
+			ma = a1;
+			both++;
+		} else {
+			/* Nothing taken: the models keep only the
+			 * releases that were due. */
+			mb_release(&mp[c], g.clk.now);
+			mb_release(&ma, g.clk.now);
+			neither++;
+		}
+		mb_decide(&a0, g.clk.now, k0, m0, &want);
+		same_decision(&want, &out[0], (uint64_t)i);
+		mb_decide(&a1, g.clk.now, k1, m1, &want);
+		same_decision(&want, &out[1], (uint64_t)i);
+		if (rc == 1 && (x >> 40) % 3 == 0) {
+			/* Bucket mode keeps its grants. */
+			assert_int_equal(shmt_refund(g.h, "all-pu", &rc3[0]), 0);
+			assert_int_equal(shmt_refund(g.h, "all-al", &rc3[1]), 0);
+			assert_int_equal(shmt_refund(g.h, "all-pu", &rc3[1]),
+			    -EINVAL);
+		}
+		/* Rate mode: a grant given back unless one came after it. */
+		if ((x >> 44) % 2 == 0) {
+			shmt_decision_t dw;
+			int later = (x >> 46) & 1, r;
+			shmt_receipt_t keep;
+
+			rq[2].limiter = "all-gc";
+			rq[2].client = NULL;
+			rq[2].client_len = 0;
+			rq[2].cost = 1 + (x >> 48) % 3;
+			rc = shmt_acquire_all(g.h, &rq[2], 1, NULL, &keep);
+			assert_int_equal(rc, mg_throttle(&mgc, (int64_t)g.clk.now,
+			    (int64_t)rq[2].cost, &dw));
+			if (rc == 1) {
+				int64_t tat = mgc.tat;
+
+				if (later) {
+					later = mg_throttle(&mgc,
+					    (int64_t)g.clk.now, 1, &dw);
+					assert_int_equal(shmt_acquire(g.h,
+					    "all-gc", NULL, 0, 1, NULL), later);
+				}
+				r = shmt_refund(g.h, "all-gc", &keep);
+				assert_int_equal(r, !later);
+				if (r) {
+					mgc.tat = tat - mgc.T *
+					    (int64_t)rq[2].cost;
+					refunds++;
+					/* Spent: again, nothing happens. */
+					assert_int_equal(shmt_refund(g.h,
+					    "all-gc", &keep), 1);
+				} else {
+					kept++;
+				}
+			}
+		}
+	}
+	printf("# %" PRIu64 " both, %" PRIu64 " neither, %" PRIu64
+	    " given back, %" PRIu64 " kept\n", both, neither, refunds, kept);
+	assert_true(both > 100 && neither > 100 && refunds > 10 && kept > 10);
+	/* Exact mode keeps its grants too. */
+	rq[0].limiter = "all-ex";
+	rq[0].client = NULL;
+	rq[0].client_len = 0;
+	rq[0].cost = 1;
+	rq[1].limiter = "all-gc";
+	rq[1].cost = 1;
+	g.clk.now += 100000;
+	assert_int_equal(shmt_acquire_all(g.h, rq, 2, out, rc3), 1);
+	assert_int_equal(shmt_refund(g.h, "all-ex", &rc3[0]), 0);
+	assert_int_equal(shmt_refund(g.h, "all-gc", &rc3[0]), -EINVAL);
+	assert_int_equal(shmt_refund(g.h, "all-gc", &rc3[1]), 1);
+	assert_int_equal(shmt_check(g.h, NULL, NULL), 0);
+}
+
 /* A key pool reports the decision of its grant and hands out names in
  * grant order. */
 static void
@@ -791,6 +946,7 @@ main(void)
 		cmocka_unit_test(test_decide_gcra),
 		cmocka_unit_test(test_gcra_bound),
 		cmocka_unit_test(test_shadow),
+		cmocka_unit_test(test_acquire_all_refund),
 		cmocka_unit_test(test_peek_changes_nothing),
 		cmocka_unit_test(test_decide_bad_input),
 	};

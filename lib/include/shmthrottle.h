@@ -472,6 +472,67 @@ SHMT_EXPORT int shmt_peek(shmt_t *h, const char *name, const void *client,
 SHMT_EXPORT int shmt_next_key_decide(shmt_t *h, const char *name, char *buf,
     size_t cap, shmt_decision_t *out);
 
+/* One request of shmt_acquire_all: shmt_acquire's arguments. */
+typedef struct shmt_request {
+	const char *limiter;
+	const void *client;       /* NULL (with client_len 0): shared */
+	size_t client_len;
+	uint64_t cost;
+} shmt_request_t;
+
+/* What a grant of shmt_acquire_all remembers, to give it back with
+ * shmt_refund.  Opaque; plain data (may be copied, kept in memory). */
+typedef struct shmt_receipt {
+	uint64_t r_[4];
+} shmt_receipt_t;
+
+/* Most requests in one shmt_acquire_all. */
+#define SHMT_ACQUIRE_ALL_MAX 8
+
+/*
+ * shmt_acquire_all: grant every one of the N requests REQ[0..N) or none,
+ * e.g. 10/s for this user and 1,000/day overall.  First every request is
+ * looked at (shmt_peek): if any would be refused, nothing is taken and the
+ * call returns 0.  Otherwise they are taken one after another (each one
+ * shmt_acquire), rate-mode ones first; if another caller took what the
+ * first look saw and one is refused now, the rate-mode grants already made
+ * are given back and the others stay held until they are released (lost
+ * uses, never extra ones), and the call returns 0.  Single-threaded with
+ * an injected clock, a refused call changes nothing.
+ *
+ * OUT (N entries, may be NULL) gets each request's decision; RECEIPTS (N
+ * entries, may be NULL) gets, when all are granted, what shmt_refund needs.
+ * Returns 1 (all granted), 0 (not all), or an error: those of shmt_acquire
+ * for any request (checked before anything is taken), -EINVAL also for N
+ * 0 or above SHMT_ACQUIRE_ALL_MAX.  kill -9 between the steps leaves the
+ * uses taken so far held until released: never an over-grant.
+ */
+SHMT_EXPORT int shmt_acquire_all(shmt_t *h, const shmt_request_t *req,
+    size_t n, shmt_decision_t *out, shmt_receipt_t *receipts);
+
+/*
+ * shmt_refund: give back a grant that went unused, named by its RECEIPT
+ * (from shmt_acquire_all) on limiter NAME, where the mode can do so without
+ * breaking the window's promise:
+ *  - rate mode: yes, while no later grant has moved the arrival time (it
+ *    goes back to where it was before the grant, or to the grant's time if
+ *    that is later, so the promise holds as if the grant had not been made);
+ *  - bucket mode (shared or per client): no.  Its count of a bucket lives
+ *    in the limiter's word until the bucket is sealed, and a caller that
+ *    read the word before a give-back could still seal the bucket's slot
+ *    with the old count, so the release would return uses other buckets
+ *    hold;
+ *  - exact mode: no (a log record cannot be taken back in one step);
+ *  - shadow mode: a grant that was not recorded has nothing to give back.
+ * Returns 1 given back (or nothing to give back), 0 not possible (the uses
+ * stay held until released, as if used), or an error: -EINVAL (NULL, or a
+ * receipt of another limiter), -ENOENT, SHMT_ECORRUPT.  A receipt given
+ * back is cleared, so giving it back again does nothing.  One CAS; kill -9
+ * leaves the grant given back or not.
+ */
+SHMT_EXPORT int shmt_refund(shmt_t *h, const char *name,
+    shmt_receipt_t *receipt);
+
 /*
  * shmt_wait: shmt_acquire, waiting up to TIMEOUT_NS of real time for the
  * grant.  TIMEOUT_NS 0 is one try; UINT64_MAX waits without limit.  The
