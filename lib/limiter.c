@@ -636,9 +636,6 @@ struct bk_ctx {
 	uint64_t *released;           /* statistics: uses released */
 	int torn_ok;                  /* reads may be half by half */
 	uint64_t nb_magic;            /* for slot_of: 2^64 / nb, rounded up */
-	uint32_t cost;                /* uses one grant takes, 1..slack_uses */
-	uint32_t *wake;               /* waiters' futex word (wait.inc) */
-	uint64_t *at;                 /* gets the decision's clock value */
 };
 
 /*
@@ -682,9 +679,6 @@ bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
 	c->released = &v->lim->lm_released_uses;
 	c->torn_ok = 0;
 	c->nb_magic = v->nb_magic;
-	c->cost = 1;
-	c->at = NULL;
-	c->wake = &v->lim->lm_wake;
 }
 
 /* CAS *WP from *W to NW, a release; on success count the uses it returned
@@ -700,7 +694,10 @@ bk_commit_release(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w,
 	*w = nw;
 	if (returned != 0) {
 		__atomic_fetch_add(c->released, returned, __ATOMIC_RELAXED);
-		wake_waiters(c->wake);
+		/* The row's futex word, found from its counter. */
+		wake_waiters((uint32_t *)((char *)c->released -
+		    offsetof(struct shmt_lim, lm_released_uses) +
+		    offsetof(struct shmt_lim, lm_wake)));
 	}
 	return 1;
 }
@@ -858,11 +855,13 @@ cas_backoff(unsigned *lost)
 
 /*
  * The loop of bk_take from the word *W (read, or guessed); leaves in *W the
- * last word known to be current.
+ * last word known to be current.  A grant takes COST uses; AT (may be
+ * NULL) gets the decision's clock value.  Always inlined, so that the
+ * plain path (COST 1, AT NULL) is compiled with those constants.
  */
-static int
+static inline __attribute__((always_inline)) int
 bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
-    struct shmt_w *wio, uint32_t *tag, int *why)
+    struct shmt_w *wio, uint32_t *tag, int *why, uint32_t cost, uint64_t *at)
 {
 	struct shmt_w w = *wio, nw;
 	uint64_t s[2], due, now = 0;
@@ -899,7 +898,7 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			bk_commit_release(c, wp, &w, nw);
 			continue;
 		}
-		if (inflight + c->cost > c->limit) {
+		if ((uint64_t)inflight + cost > c->limit) {
 			if (!bk_confirm(c, wp, &w))
 				continue;
 			*why = bk_why(c, w, now);
@@ -919,9 +918,10 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			}
 			if (rc != SLOT_OK)
 				break;
-			if (count + c->cost <= c->slack_uses && now < s[0]) {
-				nw = shmt__w_make(inflight + c->cost,
-				    count + c->cost, tail,
+			if ((uint64_t)count + cost <= c->slack_uses &&
+			    now < s[0]) {
+				nw = shmt__w_make(inflight + cost,
+				    count + cost, tail,
 				    nsealed, 1, ntag);
 				if (shmt__cas128(wp, w.w, nw.w)) {
 					*tag = wtag;
@@ -956,7 +956,7 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			shmt__cas128(wp, w.w, nw.w) ? (void)(w = nw) : (void)0;
 			continue;
 		}
-		nw = shmt__w_make(inflight + c->cost, c->cost, tail2, nsealed2,
+		nw = shmt__w_make(inflight + cost, cost, tail2, nsealed2,
 		    1, ntag);
 		if (shmt__cas128(wp, w.w, nw.w)) {
 			*tag = wtag;
@@ -972,8 +972,8 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 	 * the last step left in rc. */
 	if (i == SHMT_RETRY_MAX)
 		rc = SHMT_EBUSYLOOP;
-	if (c->at != NULL)
-		*c->at = now;
+	if (at != NULL)
+		*at = now;
 	*wio = w;
 	return rc;
 }
@@ -985,9 +985,9 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
  * (client entries keep their state and epoch there; the CAS then also checks
  * that the entry is still the caller's).
  */
-static int
-bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
-    int *why)
+static inline __attribute__((always_inline)) int
+bk_take_n(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
+    int *why, uint32_t cost, uint64_t *at)
 {
 	unsigned g = wguess_slot(wp);
 	int guessed = c->torn_ok && wguess[g].wp == wp &&
@@ -1001,7 +1001,7 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 	} else {
 		bk_load(c, wp, w.w);
 	}
-	rc = bk_take_loop(h, c, wp, &w, tag, why);
+	rc = bk_take_loop(h, c, wp, &w, tag, why, cost, at);
 	if (c->torn_ok) {
 		/* Keep the last word seen for the next call, but only one
 		 * known to be current: from a CAS or a full load. */
@@ -1011,6 +1011,14 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 		wguess[g].w[1] = w.w[1];
 	}
 	return rc;
+}
+
+/* One use (the plain path). */
+static int
+bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
+    int *why)
+{
+	return bk_take_n(h, c, wp, tag, why, 1, NULL);
 }
 
 /* Release every cooled bucket and seal an active bucket that closed (by
@@ -1173,17 +1181,18 @@ enforce(const struct shmt_lview *v, int rc)
 static int gcra_acquire(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out);
 
-static int
-take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+static inline __attribute__((always_inline)) int
+take_shared_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
 	struct bk_ctx c;
 	uint32_t tag = 0;
 	int why = WHY_NONE, rc;
 
-	if (v->mode == SHMT_MODE_GCRA)
-		return gcra_acquire(h, v, 1, NULL);
-	if (v->mode == SHMT_MODE_EXACT) {
+	if (v->mode != SHMT_MODE_BUCKETS) {
 		uint64_t seq = 0;
+
+		if (v->mode == SHMT_MODE_GCRA)
+			return gcra_acquire(h, v, 1, NULL);
 
 		rc = ex_take(h, v, &seq);
 		if (rc == 1) {
@@ -1205,6 +1214,18 @@ take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	return rc;
 }
 
+/* take_shared_raw, with a refusal of a shadow limiter granted (inlined, so
+ * that a grant pays nothing for it). */
+static int
+take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+{
+	int rc = take_shared_raw(h, v, cursor);
+
+	if (__builtin_expect(rc == 0, 0))
+		rc = enforce(v, 0);
+	return rc;
+}
+
 SHMT_EXPORT int
 shmt_try_use_key(shmt_t *h, const char *name)
 {
@@ -1217,7 +1238,7 @@ shmt_try_use_key(shmt_t *h, const char *name)
 		return rc;
 	if (v->flags & SHMT_LIMF_PER_CLIENT)
 		return -EPERM;
-	return enforce(v, take_shared(h, v, &cursor));
+	return take_shared(h, v, &cursor);
 }
 
 SHMT_EXPORT int
