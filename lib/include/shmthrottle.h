@@ -42,6 +42,14 @@
  *   seal        | any caller/dmn  | one CAS                  | nothing
  *   release     | any caller/dmn  | one CAS                  | nothing
  *   define      | any process     | under the table lock     | definers
+ *   acquire k   | any caller      | one CAS: decide + record | nothing
+ *   peek        | any caller      | none (loads only)        | nothing
+ *   wait        | any caller      | as acquire; sleeps on    | a release,
+ *               |                 | the row's futex word     | its retry time
+ * Rate mode keeps one 8-byte arrival time instead of W: a grant, and a
+ * refund, are one 8-byte CAS on it.  A release that returns uses bumps the
+ * row's futex word and wakes sleepers, with a system call only when one
+ * may sleep.
  * Every operation on W is lock-free: a CAS fails only because another one
  * succeeded.  On success a CAS is a full barrier (sequentially consistent);
  * on failure it acts as an acquire load of the current word.
