@@ -695,7 +695,7 @@ bk_commit_release(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w,
 	if (returned != 0) {
 		__atomic_fetch_add(c->released, returned, __ATOMIC_RELAXED);
 		/* The row's futex word, found from its counter. */
-		wake_waiters((uint32_t *)((char *)c->released -
+		wake_waiters((uint32_t *)(void *)((char *)c->released -
 		    offsetof(struct shmt_lim, lm_released_uses) +
 		    offsetof(struct shmt_lim, lm_wake)));
 	}
