@@ -836,9 +836,9 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 	    has_key(s, limiter_keys, "slack_uses"))
 		LFAIL("slack_uses", "[limiter %s]: mode = gcra has no slack "
 		    "(it has burst)", lim->name);
-	else if (l->mode == SHMT_MODE_GCRA && (l->nkeys > 0 || l->per_client))
-		LFAIL("mode", "[limiter %s]: mode = gcra is for shared limiters "
-		    "without keys", lim->name);
+	else if (l->mode == SHMT_MODE_GCRA && l->nkeys > 0)
+		LFAIL("mode", "[limiter %s]: mode = gcra takes no key pool",
+		    lim->name);
 	else if (l->mode == SHMT_MODE_GCRA &&
 	    (l->burst == 0 || l->burst > SHMT_LIMIT_MAX))
 		LFAIL("burst", "[limiter %s] needs a burst from 1 to %llu",

@@ -190,6 +190,8 @@ client_hash(const void *id, size_t len, uint64_t out[2])
 
 static void wake_waiters(uint32_t *wake);
 static int gcra_check(const shmt_limit_t *l);
+struct shmt_client;
+static int gcra_ce_reclaim(struct shmt_client *e, uint64_t now);
 static void gcra_stat(shmt_t *h, const struct shmt_lview *v,
     shmt_limiter_stat_t *o);
 
@@ -356,7 +358,7 @@ view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	if ((rc = limit_check(&l, &g)) != 0 || g.nb != v->nb ||
 	    v->name[0] == '\0')
 		return SHMT_ECORRUPT;
-	if (v->mode == SHMT_MODE_GCRA) {
+	if (v->mode == SHMT_MODE_GCRA && !l.per_client) {
 		/* One word: the theoretical arrival time, in lm_w. */
 	} else if (v->mode == SHMT_MODE_EXACT) {
 		if ((rc = arena_span(h, lim->lm_ring_off, g.ring_bytes, &p)) != 0)
@@ -1180,6 +1182,9 @@ enforce(const struct shmt_lview *v, int rc)
 
 static int gcra_acquire(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out);
+static int gcra_ce_take(shmt_t *h, const struct shmt_lview *v,
+    struct shmt_client *e, uint32_t expect, uint64_t cost, uint64_t *nowp,
+    uint64_t *tatp);
 
 static inline __attribute__((always_inline)) int
 take_shared_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
@@ -1391,6 +1396,8 @@ ce_try_reclaim(shmt_t *h, const struct shmt_lview *v, struct shmt_client *e,
 		return 1;
 	if (tag >> 14 != CE_LIVE)
 		return 0;
+	if (v->mode == SHMT_MODE_GCRA)
+		return gcra_ce_reclaim(e, now);
 	bk_ctx_init(&c, v, ce_ring(e));
 	c.ntags = 0;
 	if (bk_housekeep(h, &c, &e->ce_w, now, &next) < 0)
@@ -1537,7 +1544,9 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
 		c.ntags = 0;
 		c.check_tag = 1;
 		c.tag_expect = expect;
-		rc = bk_take(h, &c, &e->ce_w, &tag, &why);
+		rc = v->mode == SHMT_MODE_GCRA ?
+		    gcra_ce_take(h, v, e, expect, 1, NULL, NULL) :
+		    bk_take(h, &c, &e->ce_w, &tag, &why);
 		if (rc == 1) {
 			__atomic_store_n(&e->ce_last_ns, shmt__now(h),
 			    __ATOMIC_RELAXED);
@@ -1882,7 +1891,8 @@ hk_clients(shmt_t *h, const struct shmt_lview *v, uint64_t now, uint64_t *next)
 			continue;
 		bk_ctx_init(&c, v, ce_ring(e));
 		c.ntags = 0;
-		if (bk_housekeep(h, &c, &e->ce_w, now, next) > 0)
+		if (v->mode != SHMT_MODE_GCRA &&
+		    bk_housekeep(h, &c, &e->ce_w, now, next) > 0)
 			n++;
 		if (ce_try_reclaim(h, v, e, now))
 			n++;
@@ -1971,6 +1981,9 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 				struct shmt_client *e = ce_at(v, i);
 
 				rebase_ring(ce_ring(e), v->nb, d);
+				if (v->mode == SHMT_MODE_GCRA &&
+				    e->ce_w.w[0] != 0)
+					e->ce_w.w[0] = shift(e->ce_w.w[0], d);
 				if (e->ce_last_ns != 0)
 					e->ce_last_ns = shift(e->ce_last_ns, d);
 			}
@@ -2086,6 +2099,8 @@ chk_clients(struct shmt_chk *c, const struct shmt_lview *v)
 			shmt__chk(c, "%s: free, yet holds uses", who);
 			continue;
 		}
+		if (v->mode == SHMT_MODE_GCRA)
+			continue;       /* any arrival time is a valid state */
 		bk_ctx_init(&bc, v, ce_ring(e));
 		bc.ntags = 0;
 		chk_ring(c, who, &bc, &e->ce_w);

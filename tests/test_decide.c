@@ -442,17 +442,19 @@ test_decide_exact(void **state)
 }
 
 /* Rate mode answers as redis-cell does, call for call and field for
- * field, shared and (through the same word per entry) per client. */
+ * field, shared and per client (a model per client). */
 static void
 test_decide_gcra(void **state)
 {
 	uint64_t seed = tu_seed("test_decide_gcra"), rs = seed, op = 0;
 	uint64_t rounds = (uint64_t)(150 * tu_scale()) + 2;
+	const char *ids[3] = { "alice", "bob", "carol" };
 
 	(void)state;
 	for (uint64_t r = 0; r < rounds; r++) {
+		int pc = (int)(r % 2);
 		shmt_limit_t l;
-		struct mg m;
+		struct mg m[3];
 		char name[32];
 
 		memset(&l, 0, sizeof(l));
@@ -461,13 +463,19 @@ test_decide_gcra(void **state)
 		l.window_ns = l.limit * (1 + tu_rand(&rs) % 100) +
 		    tu_rand(&rs) % l.limit;
 		l.burst = 1 + tu_rand(&rs) % 12;
-		mg_init(&m, l.limit, l.window_ns, l.burst);
+		l.per_client = pc;
+		l.client_capacity = pc ? 8 : 0;
+		for (int c = 0; c < 3; c++)
+			mg_init(&m[c], l.limit, l.window_ns, l.burst);
 		snprintf(name, sizeof(name), "g%u", g.nlim++);
 		assert_int_equal(shmt_limiter_define(g.h, name, &l), 0);
-		assert_int_equal(shmt_acquire(g.h, name, NULL, 0, l.burst + 1,
-		    NULL), -EINVAL);
+		assert_int_equal(shmt_acquire(g.h, name, pc ? "x" : NULL,
+		    pc ? 1 : 0, l.burst + 1, NULL), -EINVAL);
 		for (uint64_t i = 0; i < 1500; i++, op++) {
 			uint64_t x = tu_rand(&rs), k = 1 + (x >> 8) % l.burst;
+			int c = pc ? (int)((x >> 20) % 3) : 0;
+			const char *id = pc ? ids[c] : NULL;
+			size_t len = pc ? strlen(ids[c]) : 0;
 			shmt_decision_t want, got, pk;
 			int rc, prc;
 
@@ -476,18 +484,77 @@ test_decide_gcra(void **state)
 				    (l.window_ns / l.limit * 3 + 2);
 			if (x % 4 == 0)
 				k = 1;
+			if (k == 1 && (x >> 40) % 4 == 0) {
+				/* The plain calls answer as the model. */
+				rc = pc ? shmt_try_use(g.h, name, id, len) :
+				    shmt_try_use_key(g.h, name);
+				assert_int_equal(rc, mg_throttle(&m[c],
+				    (int64_t)g.clk.now, 1, &want));
+				continue;
+			}
 			g.pclk.now = g.clk.now;
-			prc = shmt_peek(g.probe, name, NULL, 0, k, &pk);
-			rc = shmt_acquire(g.h, name, NULL, 0, k, &got);
-			assert_int_equal(rc, mg_throttle(&m,
+			prc = shmt_peek(g.probe, name, id, len, k, &pk);
+			rc = shmt_acquire(g.h, name, id, len, k, &got);
+			assert_int_equal(rc, mg_throttle(&m[c],
 			    (int64_t)g.clk.now, (int64_t)k, &want));
 			assert_int_equal(prc, rc);
 			same_decision(&want, &got, op);
 			same_decision(&want, &pk, op);
 			if (x % 5 == 0)
-				check_promises(name, NULL, 0, k, g.clk.now, &got);
+				check_promises(name, id, len, k, g.clk.now, &got);
+		}
+		assert_int_equal(shmt_check(g.h, NULL, NULL), 0);
+	}
+}
+
+/* Rate mode per client with a small table: entries are reclaimed once
+ * their arrival time has passed; a grant is always one the client's model
+ * allows (a full table only refuses), and the segment checks clean. */
+static void
+test_gcra_client_churn(void **state)
+{
+	uint64_t seed = tu_seed("test_gcra_client_churn"), rs = seed;
+	shmt_limit_t l = { .limit = 4, .window_ns = 400, .mode = SHMT_MODE_GCRA,
+		.burst = 2, .per_client = 1, .client_capacity = 4 };
+	struct mg m[12];
+	shmt_limiter_stat_t st;
+	uint64_t grants = 0, full = 0, refused = 0;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "gchurn", &l), 0);
+	for (int c = 0; c < 12; c++)
+		mg_init(&m[c], 4, 400, 2);
+	for (int i = 0; i < 30000; i++) {
+		uint64_t x = tu_rand(&rs);
+		int c = (int)(x % 12), rc;
+		char id[8];
+		struct mg copy;
+		shmt_decision_t d;
+
+		if ((x >> 8) % 2 == 0)
+			g.clk.now += (x >> 16) % 60;
+		snprintf(id, sizeof(id), "c%d", c);
+		copy = m[c];
+		rc = shmt_try_use(g.h, "gchurn", id, strlen(id));
+		if (rc == 1) {
+			assert_int_equal(mg_throttle(&m[c], (int64_t)g.clk.now,
+			    1, &d), 1);
+			grants++;
+		} else {
+			assert_int_equal(rc, 0);
+			refused++;
+			m[c] = copy;
+			/* Refused where the model grants: the table was full. */
+			if (mg_throttle(&copy, (int64_t)g.clk.now, 1, &d))
+				full++;
 		}
 	}
+	assert_int_equal(shmt_limiter_stat(g.h, "gchurn", &st), 0);
+	/* A full table may also refuse what the model refuses. */
+	assert_true(st.denied_table_full >= full);
+	assert_int_equal(st.denied_table_full + st.denied_exhausted, refused);
+	assert_true(grants > 1000 && full > 100);
+	assert_int_equal(shmt_check(g.h, NULL, NULL), 0);
 }
 
 /*
@@ -945,6 +1012,7 @@ main(void)
 		cmocka_unit_test(test_decide_keys),
 		cmocka_unit_test(test_decide_gcra),
 		cmocka_unit_test(test_gcra_bound),
+		cmocka_unit_test(test_gcra_client_churn),
 		cmocka_unit_test(test_shadow),
 		cmocka_unit_test(test_acquire_all_refund),
 		cmocka_unit_test(test_peek_changes_nothing),

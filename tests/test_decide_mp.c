@@ -39,6 +39,10 @@ static const shmt_limit_t mp_bk = { .limit = 50, .window_ns = 20000000,
 	.slack_ns = 2000000, .slack_uses = 10 };
 static const shmt_limit_t mp_gc = { .limit = 100, .window_ns = 20000000,
 	.mode = SHMT_MODE_GCRA, .burst = 5 };
+/* The same rate per client, every process asking for one client. */
+static const shmt_limit_t mp_gp = { .limit = 100, .window_ns = 20000000,
+	.mode = SHMT_MODE_GCRA, .burst = 5, .per_client = 1,
+	.client_capacity = 8 };
 
 static uint64_t
 mono(void)
@@ -59,12 +63,12 @@ child(const char *seg, struct mp_log *log, uint64_t seed, uint64_t until)
 		_exit(2);
 	while (mono() < until) {
 		uint64_t x = tu_rand(&rs);
-		uint32_t which = (uint32_t)(x & 1);
+		uint32_t which = (uint32_t)(x % 3);
 		uint64_t cost = 1 + (x >> 8) % (which ? 5 : 10);
 		uint64_t b = mono(), a, i;
-		shmt_decision_t d;
-		int rc = shmt_acquire(h, which ? "gc" : "bk", NULL, 0, cost,
-		    (x >> 4) & 1 ? &d : NULL);
+		shmt_decision_t d, *dp = (x >> 4) & 1 ? &d : NULL;
+		int rc = which == 2 ? shmt_acquire(h, "gp", "z", 1, cost, dp) :
+		    shmt_acquire(h, which ? "gc" : "bk", NULL, 0, cost, dp);
 
 		a = mono();
 		if (rc < 0)
@@ -95,7 +99,7 @@ by_before(const void *a, const void *b)
 static void
 check(const struct mp_grant *g, size_t n, uint32_t which)
 {
-	uint64_t T = mp_gc.window_ns / mp_gc.limit;
+	uint64_t T = mp_gc.window_ns / mp_gc.limit;   /* also mp_gp's */
 
 	for (size_t i = 0; i < n; i++) {
 		uint64_t a = g[i].before;
@@ -124,7 +128,8 @@ check(const struct mp_grant *g, size_t n, uint32_t which)
 			if (sum > allowed)
 				fail_msg("%s: %" PRIu64 " uses in %" PRIu64
 				    " ns, at most %" PRIu64, which == 1 ?
-				    "buckets" : "rate", sum, end - a + 1,
+				    "buckets" : which == 2 ? "rate" :
+				    "rate per client", sum, end - a + 1,
 				    allowed);
 		}
 	}
@@ -138,7 +143,7 @@ test_decide_mp_kill(void **state)
 	char seg[96];
 	shmt_t *h;
 	pid_t pid[MP_PROCS];
-	uint64_t until, n, uses[3] = { 0, 0, 0 };
+	uint64_t until, n, uses[4] = { 0, 0, 0, 0 };
 	int status;
 
 	(void)state;
@@ -146,6 +151,7 @@ test_decide_mp_kill(void **state)
 	assert_int_equal(shmt_create(seg, NULL, &h), 0);
 	assert_int_equal(shmt_limiter_define(h, "bk", &mp_bk), 0);
 	assert_int_equal(shmt_limiter_define(h, "gc", &mp_gc), 0);
+	assert_int_equal(shmt_limiter_define(h, "gp", &mp_gp), 0);
 	log = mmap(NULL, sizeof(*log), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(log != MAP_FAILED);
@@ -175,18 +181,20 @@ test_decide_mp_kill(void **state)
 	n = log->n;
 	assert_true(n > 0 && n < MP_LOG);
 	for (uint64_t i = 0; i < n; i++)
-		uses[log->g[i].which < 3 ? log->g[i].which : 0] += log->g[i].cost;
+		uses[log->g[i].which < 4 ? log->g[i].which : 0] += log->g[i].cost;
 	qsort(log->g, n, sizeof(log->g[0]), by_before);
 	check(log->g, n, 1);
 	check(log->g, n, 2);
+	check(log->g, n, 3);
 	printf("# %" PRIu64 " grants: %" PRIu64 " bucket uses, %" PRIu64
-	    " rate uses (%" PRIu64 " unlogged, killed)\n", n, uses[1], uses[2],
-	    uses[0]);
+	    " rate uses, %" PRIu64 " rate uses of one client (%" PRIu64
+	    " unlogged, killed)\n", n, uses[1], uses[2], uses[3], uses[0]);
 	/* Both limiters were used up, more than once: the check above had
 	 * windows to look at.  (How much more depends on the machine's load,
 	 * so no more is asked.) */
 	assert_true(uses[1] > mp_bk.limit);
 	assert_true(uses[2] > mp_gc.limit);
+	assert_true(uses[3] > mp_gp.limit);
 	assert_int_equal(shmt_check(h, NULL, NULL), 0);
 	munmap(log, sizeof(*log));
 	shmt_close(h);

@@ -400,8 +400,10 @@ SHMT_EXPORT int shmt_try_use(shmt_t *h, const char *name, const void *client,
  * Decisions answer as redis-cell's CL.THROTTLE key max_burst count period
  * with max_burst = burst - 1, count = limit and period = window, in
  * nanoseconds: limit = burst, remaining = (T * burst - reset) / T.  The
- * largest cost is burst.  Shared limiters only (no key pool, not per
- * client); no slack_ns or slack_uses.  Housekeeping has nothing to do.
+ * largest cost is burst.  Shared or per client (each client's entry keeps
+ * its own arrival time; a grant is then one 16-byte CAS that also checks
+ * the entry is still the client's, and an entry is reclaimed once its
+ * arrival time has passed); no key pool; no slack_ns or slack_uses.
  */
 
 /* ---- Decisions --------------------------------------------------------- */
@@ -522,10 +524,13 @@ SHMT_EXPORT int shmt_acquire_all(shmt_t *h, const shmt_request_t *req,
  * shmt_refund: give back a grant that went unused, named by its RECEIPT
  * (from shmt_acquire_all) on limiter NAME, where the mode can do so without
  * breaking the window's promise:
- *  - rate mode: yes, while no later grant has moved the arrival time (it
- *    goes back to where it was before the grant, or to the grant's time if
- *    that is later, so the promise holds as if the grant had not been made);
- *  - bucket mode (shared or per client): no.  Its count of a bucket lives
+ *  - rate mode, shared limiter: yes, while no later grant has moved the
+ *    arrival time (it goes back to where it was before the grant, or to
+ *    the grant's time if that is later, so the promise holds as if the
+ *    grant had not been made);
+ *  - per client, any mode: no (the entry may serve another client by
+ *    then);
+ *  - bucket mode: no.  Its count of a bucket lives
  *    in the limiter's word until the bucket is sealed, and a caller that
  *    read the word before a give-back could still seal the bucket's slot
  *    with the old count, so the release would return uses other buckets
