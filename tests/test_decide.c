@@ -750,6 +750,18 @@ test_acquire_all_refund(void **state)
 	    NULL, NULL), -EINVAL);
 	rq[1].limiter = "nosuch";
 	assert_int_equal(shmt_acquire_all(g.h, rq, 2, NULL, NULL), -ENOENT);
+	/* One limit twice: each look alone would pass. */
+	rq[0].limiter = rq[1].limiter = "all-al";
+	assert_int_equal(shmt_acquire_all(g.h, rq, 2, NULL, NULL), -EINVAL);
+	rq[0].limiter = rq[1].limiter = "all-pu";
+	rq[0].client = rq[1].client = "u9";
+	rq[0].client_len = rq[1].client_len = 2;
+	assert_int_equal(shmt_acquire_all(g.h, rq, 2, NULL, NULL), -EINVAL);
+	rq[1].client = "u8";
+	assert_int_equal(shmt_acquire_all(g.h, rq, 2, NULL, NULL), 1);
+	rq[0].client = rq[1].client = NULL;
+	rq[0].client_len = rq[1].client_len = 0;
+	rq[0].limiter = "all-ex";
 	rq[1].limiter = "all-gc";
 	rq[1].cost = 4;
 	assert_int_equal(shmt_acquire_all(g.h, rq, 2, NULL, NULL), -EINVAL);

@@ -514,7 +514,8 @@ typedef struct shmt_receipt {
  * entries, may be NULL) gets, when all are granted, what shmt_refund needs.
  * Returns 1 (all granted), 0 (not all), or an error: those of shmt_acquire
  * for any request (checked before anything is taken), -EINVAL also for N
- * 0 or above SHMT_ACQUIRE_ALL_MAX.  kill -9 between the steps leaves the
+ * 0 or above SHMT_ACQUIRE_ALL_MAX, or one limit asked twice (the same
+ * limiter, and for a per-client one the same client: ask for the sum).  kill -9 between the steps leaves the
  * uses taken so far held until released: never an over-grant.
  */
 SHMT_EXPORT int shmt_acquire_all(shmt_t *h, const shmt_request_t *req,
