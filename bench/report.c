@@ -12,7 +12,8 @@
 static const char *
 mode_name(int mode)
 {
-	return mode == SHMT_MODE_EXACT ? "exact" : "buckets";
+	return mode == SHMT_MODE_EXACT ? "exact" : mode == SHMT_MODE_GCRA ?
+	    "gcra" : "buckets";
 }
 
 /* Nanoseconds one worker spends per op. */

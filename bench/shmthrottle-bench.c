@@ -93,7 +93,8 @@ usage(FILE *f)
 "  -d, --duration S      measured seconds (default 2)\n"
 "  -w, --warmup S        warm-up seconds, not counted (default 0.5)\n"
 "      --pin             pin worker i to the i-th allowed CPU (mod count)\n"
-"  -m, --mode M          buckets (default) or exact\n"
+"  -m, --mode M          buckets (default), exact, or gcra (rate and\n"
+"                        burst; --slack-uses is the burst)\n"
 "      --deny            limits that throttle most calls (default: limits\n"
 "                        so high that every call is granted)\n"
 "      --limit N --window-ms N --slack-ms N --slack-uses N\n"
@@ -260,10 +261,12 @@ parse_args(struct opts *o, int argc, char **argv)
 		case 'W': o->workloads = optarg; break;
 		case 's': o->systems = optarg; break;
 		case 'm':
-			if (strcmp(optarg, "buckets") && strcmp(optarg, "exact"))
+			if (strcmp(optarg, "buckets") && strcmp(optarg, "exact") &&
+			    strcmp(optarg, "gcra"))
 				goto bad;
 			o->c.mode = strcmp(optarg, "exact") == 0 ?
-			    SHMT_MODE_EXACT : SHMT_MODE_BUCKETS;
+			    SHMT_MODE_EXACT : strcmp(optarg, "gcra") == 0 ?
+			    SHMT_MODE_GCRA : SHMT_MODE_BUCKETS;
 			break;
 		case OPT_PIN: o->c.pin = 1; break;
 		case OPT_UNIFORM: o->c.uniform = 1; break;
@@ -306,6 +309,12 @@ profile_defaults(const struct opts *o, struct bench_conf *c)
 	} else if (o->deny) {
 		limit = 1000;
 		uses = c->mode == SHMT_MODE_EXACT ? 1000 : 100;
+	} else if (c->mode == SHMT_MODE_GCRA) {
+		/* One use per nanosecond with a burst of a million: never
+		 * refused at the rates one machine reaches. */
+		limit = 1000000000;
+		window = 1000 * ms;
+		uses = 1U << 20;
 	} else if (c->mode == SHMT_MODE_EXACT) {
 		/* The log keeps one record per use: the largest allowed log
 		 * over a window short enough that it is never full. */
@@ -348,6 +357,8 @@ finalize(const struct opts *o, const struct workload *wl, struct bench_conf *c)
 	    (c->limit + c->slack_uses - 1) / c->slack_uses;
 	if (c->limit == 0 || c->limit > SHMT_LIMIT_MAX || c->window_ns == 0 ||
 	    (c->mode == SHMT_MODE_BUCKETS && nb > SHMT_BUCKETS_MAX) ||
+	    (c->mode == SHMT_MODE_GCRA && (c->kind == BK_NEXT_KEY ||
+	    c->window_ns / c->limit == 0)) ||
 	    (c->kind == BK_NEXT_KEY && (c->nkeys == 0 ||
 	    c->nkeys > SHMT_KEYS_MAX || c->limit / c->nkeys > UINT32_MAX))) {
 		fprintf(stderr, "shmthrottle-bench: %s: limiter parameters out "

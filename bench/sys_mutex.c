@@ -362,6 +362,8 @@ mx_op_mixed(void *wctx, uint64_t arg)
 static int
 mx_supports(const struct bench_conf *c)
 {
+	if (c->mode == SHMT_MODE_GCRA)
+		return 0;       /* the mutex design has no rate mode */
 	return bench_kind_throttle(c->kind) || bench_kind_dict(c->kind);
 }
 

@@ -71,6 +71,21 @@ static const char lua_log[] =
 "local k = (redis.call('HINCRBY', KEYS[2], 'cursor', 1) - 1) % nkeys\n"
 "return string.format('key-%05d', k)\n";
 
+/*
+ * redis-cell's CL.THROTTLE in Lua, as the library's rate mode decides it:
+ * KEYS[1] holds the arrival time (microseconds).  ARGV[1] the emission
+ * interval T (microseconds, fractional), ARGV[4] the burst, ARGV[5] now,
+ * ARGV[7] the ttl (ms).  Same replies as the other scripts.
+ */
+static const char lua_gcra[] =
+"local T, burst, now = tonumber(ARGV[1]), tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+"local tat = tonumber(redis.call('GET', KEYS[1]) or now)\n"
+"if tat < now then tat = now end\n"
+"local new = tat + T\n"
+"if new - T * burst > now then return 0 end\n"
+"redis.call('SET', KEYS[1], string.format('%.3f', new), 'PX', ARGV[7])\n"
+"return 1\n";
+
 struct rd_global {
 	char sock[REDIS_SOCK_MAX];
 	char sha[48];
@@ -191,10 +206,14 @@ rd_setup(const struct bench_conf *c, void **gp)
 		rc = rd_preload(ctx, c);
 	if (rc == 0)
 		rc = rd_simple(ctx, g->sha, sizeof(g->sha), "SCRIPT LOAD %s",
-		    c->mode == SHMT_MODE_EXACT ? lua_log : lua_buckets);
+		    c->mode == SHMT_MODE_EXACT ? lua_log :
+		    c->mode == SHMT_MODE_GCRA ? lua_gcra : lua_buckets);
 	redisFree(ctx);
 	snprintf(g->args[0], sizeof(g->args[0]), "%llu",
 	    (unsigned long long)c->limit);
+	if (c->mode == SHMT_MODE_GCRA)
+		snprintf(g->args[0], sizeof(g->args[0]), "%.6f",
+		    (double)c->window_ns / 1000.0 / (double)c->limit);
 	snprintf(g->args[1], sizeof(g->args[1]), "%llu",
 	    (unsigned long long)(c->window_ns / 1000));
 	snprintf(g->args[2], sizeof(g->args[2]), "%llu",

@@ -55,6 +55,12 @@ shmt_limit_fill(const struct bench_conf *c, shmt_limit_t *l)
 	l->slack_ns = c->slack_ns;
 	l->slack_uses = c->slack_uses;
 	l->mode = c->mode;
+	if (c->mode == SHMT_MODE_GCRA) {
+		/* Rate mode: slack_uses is the burst; there is no slack. */
+		l->burst = c->slack_uses;
+		l->slack_ns = 0;
+		l->slack_uses = 0;
+	}
 	if (c->kind == BK_THROTTLE_CLIENTS) {
 		l->per_client = 1;
 		l->client_capacity = c->capacity;

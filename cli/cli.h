@@ -21,7 +21,8 @@ enum {
 	SHMTC_USAGE = 2,    /* bad command line */
 	SHMTC_MISSING = 3,  /* segment missing, incompatible or unusable (also:
 	                     * made without the dictionary a command needs) */
-	SHMTC_DAMAGED = 4   /* segment damaged */
+	SHMTC_DAMAGED = 4,  /* segment damaged */
+	SHMTC_NOLIMITER = 5 /* try, wait, next-key: no such limiter */
 };
 
 /* What the global options and the environment decided. */
@@ -110,6 +111,7 @@ int shmtc_cmd_stat(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_limiters(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_buckets(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_try(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_wait(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_next_key(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_create(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_destroy(struct shmtc *c, int argc, char **argv);

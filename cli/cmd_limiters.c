@@ -75,6 +75,10 @@ shmtc_limiter_json(const shmt_limiter_stat_t *l)
 	    "in_use", (int)l->clients_in_use));
 	json_object_set_new(o, "housekeeping_lag_ns",
 	    shmtc_json_u64(l->housekeeping_lag_ns));
+	json_object_set_new(o, "burst", l->mode == SHMT_MODE_GCRA ?
+	    shmtc_json_u64(l->burst) : json_null());
+	json_object_set_new(o, "shadow", json_boolean(l->shadow));
+	json_object_set_new(o, "would_deny", shmtc_json_u64(l->would_deny));
 	return o;
 }
 
@@ -92,13 +96,21 @@ extra_cell(char *buf, size_t cap, const shmt_limiter_stat_t *l)
 		    l->client_capacity);
 	else
 		snprintf(buf, cap, "-");
+	if (l->shadow) {
+		size_t n = strlen(buf);
+
+		if (strcmp(buf, "-") == 0)
+			n = 0;
+		snprintf(buf + n, cap - n, "%sshadow, would deny %" PRIu64,
+		    n > 0 ? ", " : "", l->would_deny);
+	}
 }
 
 static void
 limiter_row(struct shmtc_table *t, const shmt_limiter_stat_t *l)
 {
 	char lim[24], win[SHMTC_FMT_MAX], slack[48], infl[24], fr[24], bk[24];
-	char gr[24], dx[24], ds[24], df[24], extra[64], d[SHMTC_FMT_MAX];
+	char gr[24], dx[24], ds[24], df[24], extra[96], d[SHMTC_FMT_MAX];
 	const char *row[13] = { l->name, shmtc_mode_name(l->mode), lim, win,
 		slack, infl, fr, bk, gr, dx, ds, df, extra };
 
@@ -107,6 +119,8 @@ limiter_row(struct shmtc_table *t, const shmt_limiter_stat_t *l)
 	if (l->mode == SHMT_MODE_BUCKETS)
 		snprintf(slack, sizeof(slack), "%s/%" PRIu64,
 		    shmtc_fmt_dur(d, sizeof(d), l->slack_ns), l->slack_uses);
+	else if (l->mode == SHMT_MODE_GCRA)
+		snprintf(slack, sizeof(slack), "burst %" PRIu64, l->burst);
 	else
 		snprintf(slack, sizeof(slack), "-");
 	snprintf(infl, sizeof(infl), "%" PRIu64, l->in_flight);

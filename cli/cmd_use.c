@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * try and next-key: take one use of a limiter, as a worker would, and say
- * whether it was granted (and, for a key pool, which key to use).
+ * try, wait and next-key: take uses of a limiter, as a worker would, and
+ * say what was decided: granted or throttled, what remains, when to retry,
+ * when the limiter is full again (and, for a key pool, which key to use).
  */
 #include "cli.h"
 
 #include "limlist.h"
 
+#include "bytes.h"
+
+#include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int
@@ -39,16 +45,104 @@ use_result(const struct shmtc *c, const char *name, const char *client,
 	return granted ? SHMTC_OK : SHMTC_NO;
 }
 
-int
-shmtc_cmd_try(struct shmtc *c, int argc, char **argv)
+/* A wait shown to people: rounded up, so that waiting what is shown is
+ * never too early ("retry in 1s" means at least that). */
+static char *
+dur_up(char *buf, size_t cap, uint64_t ns)
 {
-	const char *name, *client;
-	shmt_t *h = NULL;
-	char *arg;
-	int rc;
+	if (ns == 0)
+		snprintf(buf, cap, "0s");
+	else if (ns < 10000000000ULL)
+		snprintf(buf, cap, "%" PRIu64 "ms", (ns + 999999) / 1000000);
+	else
+		snprintf(buf, cap, "%" PRIu64 "s", (ns + 999999999) / 1000000000);
+	return buf;
+}
 
-	if ((rc = shmtc_getopt(c, argc, argv, NULL, NULL, &arg)) != -1)
-		return shmtc_getopt_exit(rc);
+/* Print decision D of a request for LIMITER (CLIENT may be NULL). */
+static int
+decision_result(const struct shmtc *c, const char *name, const char *client,
+    uint64_t cost, int peek, int rc, const shmt_decision_t *d)
+{
+	char a[32], b[32];
+
+	if (c->json) {
+		json_t *o = json_pack("{s:s, s:b, s:b, s:o, s:o, s:o, s:o, s:o,"
+		    " s:o, s:b}", "limiter", name, "granted", rc == 1,
+		    "decision_granted", d->granted,
+		    "cost", shmtc_json_u64(cost),
+		    "limit", shmtc_json_u64(d->limit),
+		    "remaining", shmtc_json_u64(d->remaining),
+		    "retry_after_ns", shmtc_json_u64(d->retry_after_ns),
+		    "retry_after_s", shmtc_json_u64((d->retry_after_ns +
+		    999999999) / 1000000000),
+		    "reset_after_ns", shmtc_json_u64(d->reset_after_ns),
+		    "peek", peek);
+		int jrc;
+
+		if (o != NULL && client != NULL)
+			json_object_set_new(o, "client", json_string(client));
+		if ((jrc = shmtc_json_emit(o)) != 0)
+			return jrc;
+	} else if (d->granted) {
+		printf("%s: %" PRIu64 " of %" PRIu64 " remaining, all back in "
+		    "%s\n", rc == 1 && peek ? "would be granted" : "granted",
+		    d->remaining, d->limit,
+		    dur_up(b, sizeof(b), d->reset_after_ns));
+	} else {
+		printf("%s: retry in %s, %" PRIu64 " of %" PRIu64 " remaining, "
+		    "all back in %s%s\n", peek ? "would be throttled" :
+		    "throttled", dur_up(a, sizeof(a), d->retry_after_ns),
+		    d->remaining, d->limit, dur_up(b, sizeof(b),
+		    d->reset_after_ns), rc == 1 ? " (shadow: granted)" : "");
+	}
+	return rc == 1 ? SHMTC_OK : SHMTC_NO;
+}
+
+enum { OPT_COST = 0x400, OPT_PEEK, OPT_TIMEOUT };
+
+/* try and wait: LIMITER [CLIENT] [--cost N] [--peek | --timeout D]. */
+static int
+use_cmd(struct shmtc *c, int argc, char **argv, int waiting)
+{
+	static const struct option tryopts[] = {
+		{ "cost", required_argument, NULL, OPT_COST },
+		{ "peek", no_argument, NULL, OPT_PEEK },
+		{ NULL, 0, NULL, 0 }
+	};
+	static const struct option waitopts[] = {
+		{ "cost", required_argument, NULL, OPT_COST },
+		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *name, *client;
+	uint64_t cost = 1, timeout = UINT64_MAX, ms;
+	shmt_decision_t d;
+	shmt_t *h = NULL;
+	int peek = 0, rc, opt;
+	char *arg, *end;
+
+	while ((opt = shmtc_getopt(c, argc, argv, NULL,
+	    waiting ? waitopts : tryopts, &arg)) != -1) {
+		if (opt < -1)
+			return shmtc_getopt_exit(opt);
+		if (opt == OPT_PEEK) {
+			peek = 1;
+		} else if (opt == OPT_COST) {
+			errno = 0;
+			cost = strtoull(arg, &end, 10);
+			if (errno != 0 || *end != '\0' || cost == 0 ||
+			    !isdigit((unsigned char)*arg))
+				return shmtc_usage_error(c, "--cost needs a whole "
+				    "number from 1, not '%s'", arg);
+		} else if (opt == OPT_TIMEOUT) {
+			if (shmtc_parse_ms(arg, &ms) != 0 ||
+			    ms > UINT64_MAX / 1000000)
+				return shmtc_usage_error(c, "--timeout needs a "
+				    "duration (e.g. 500ms, 2s), not '%s'", arg);
+			timeout = ms * 1000000;
+		}
+	}
 	if ((rc = shmtc_operands(c, argc, argv, 1, 1)) != 0)
 		return rc;
 	name = argv[optind];
@@ -57,20 +151,45 @@ shmtc_cmd_try(struct shmtc *c, int argc, char **argv)
 		return shmtc_usage_error(c, "CLIENT must not be empty");
 	if ((rc = shmtc_open(c, &h)) != 0)
 		return rc;
-	if (client != NULL)
-		rc = shmt_try_use(h, name, client, strlen(client));
+	if (waiting)
+		rc = shmt_wait(h, name, client, client ? strlen(client) : 0,
+		    cost, timeout, &d);
+	else if (peek)
+		rc = shmt_peek(h, name, client, client ? strlen(client) : 0,
+		    cost, &d);
 	else
-		rc = shmt_try_use_key(h, name);
+		rc = shmt_acquire(h, name, client, client ? strlen(client) : 0,
+		    cost, &d);
 	if (rc == -EPERM)
 		rc = shmtc_usage_error(c, "limiter '%s' %s", name, client ?
 		    "is not per client: give no CLIENT" :
 		    "is per client: give a CLIENT");
+	else if (rc == -EINVAL && cost > 1)
+		rc = shmtc_usage_error(c, "limiter '%s' takes no cost of %"
+		    PRIu64 " at once", name, cost);
+	else if (rc == -ENOENT)
+		rc = shmtc_limiter_error(c, name, rc) == SHMTC_NO ?
+		    SHMTC_NOLIMITER : SHMTC_USAGE;
+	else if (rc == -EINTR)
+		rc = SHMTC_NO;
 	else if (rc < 0)
 		rc = shmtc_limiter_error(c, name, rc);
 	else
-		rc = use_result(c, name, client, NULL, rc == 1);
+		rc = decision_result(c, name, client, cost, peek, rc, &d);
 	shmt_close(h);
 	return rc;
+}
+
+int
+shmtc_cmd_try(struct shmtc *c, int argc, char **argv)
+{
+	return use_cmd(c, argc, argv, 0);
+}
+
+int
+shmtc_cmd_wait(struct shmtc *c, int argc, char **argv)
+{
+	return use_cmd(c, argc, argv, 1);
 }
 
 int
@@ -83,7 +202,10 @@ shmtc_cmd_next_key(struct shmtc *c, int argc, char **argv)
 	if ((rc = shmtc_prologue(c, argc, argv, 1, 0, &h)) != SHMTC_GO)
 		return rc;
 	rc = shmt_next_key(h, argv[optind], key, sizeof(key));
-	if (rc < 0)
+	if (rc == -ENOENT)
+		rc = shmtc_limiter_error(c, argv[optind], rc) == SHMTC_NO ?
+		    SHMTC_NOLIMITER : SHMTC_USAGE;
+	else if (rc < 0)
 		rc = shmtc_limiter_error(c, argv[optind], rc);
 	else
 		rc = use_result(c, argv[optind], NULL, key, rc > 0);

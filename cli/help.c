@@ -33,14 +33,25 @@ const char shmtc_help_buckets[] =
 "buckets mode that are not per client.  Exit 1 when LIMITER does not exist.\n";
 
 const char shmtc_help_try[] =
-"Takes one use of LIMITER now and prints 'granted' or 'throttled'.  A\n"
-"per-client limiter needs CLIENT (any string); others refuse one.\n"
-"Exit 0 granted, 1 throttled or no such limiter.\n";
+"Takes one use of LIMITER now (--cost N: N uses, all or nothing) and prints\n"
+"the decision: granted or throttled, the uses that remain, when to retry\n"
+"(rounded up: retrying then is never too early) and when every use in\n"
+"flight is back.  --peek shows what a try would decide and takes nothing.\n"
+"A per-client limiter needs CLIENT (any string); others refuse one.  With\n"
+"--json: limit, remaining, retry_after_ns (and retry_after_s, rounded up),\n"
+"reset_after_ns.  Exit 0 granted, 1 throttled, 2 a cost the limiter's mode\n"
+"cannot take at once, 5 no such limiter.\n";
+
+const char shmtc_help_wait[] =
+"Like try, but a throttled request sleeps until its retry time (or until\n"
+"uses come back sooner) and tries again, until granted or until --timeout\n"
+"D (e.g. 500ms, 2s; default: no limit) has passed.  Exit 0 granted, 1\n"
+"timed out or interrupted, 5 no such limiter.\n";
 
 const char shmtc_help_next_key[] =
 "Takes one use of LIMITER, which has a key pool, and prints the key name to\n"
-"use.  Exit 0 with the name on stdout, 1 throttled (nothing on stdout) or no\n"
-"such limiter, 2 when LIMITER has no key pool.\n";
+"use.  Exit 0 with the name on stdout, 1 throttled (nothing on stdout), 2\n"
+"when LIMITER has no key pool, 5 no such limiter.\n";
 
 const char shmtc_help_check[] =
 "Scans the whole segment with the library's check (shmt_check), the one\n"

@@ -25,7 +25,8 @@
  * text in help.c.
  */
 extern const char shmtc_help_stat[], shmtc_help_limiters[],
-    shmtc_help_buckets[], shmtc_help_try[], shmtc_help_next_key[],
+    shmtc_help_buckets[], shmtc_help_try[], shmtc_help_wait[],
+    shmtc_help_next_key[],
     shmtc_help_create[], shmtc_help_destroy[], shmtc_help_check[],
     shmtc_help_watch[], shmtc_help_help[], shmtc_help_get[],
     shmtc_help_set[], shmtc_help_del[], shmtc_help_incr[], shmtc_help_keys[],
@@ -38,8 +39,12 @@ const struct shmtc_cmd shmtc_commands[] = {
 	  shmtc_help_limiters, 1, shmtc_cmd_limiters },
 	{ "buckets", "LIMITER", "the ring of buckets of one limiter",
 	  shmtc_help_buckets, 1, shmtc_cmd_buckets },
-	{ "try", "LIMITER [CLIENT]", "take one use (exit 0 granted, 1 throttled)",
+	{ "try", "LIMITER [CLIENT] [--cost N] [--peek]",
+	  "take uses, print the decision (exit 0 granted, 1 throttled)",
 	  shmtc_help_try, 1, shmtc_cmd_try },
+	{ "wait", "LIMITER [CLIENT] [--cost N] [--timeout D]",
+	  "wait for a grant, sleeping (exit 0 granted, 1 timed out)",
+	  shmtc_help_wait, 1, shmtc_cmd_wait },
 	{ "next-key", "LIMITER", "take one use of a key pool, print the key",
 	  shmtc_help_next_key, 1, shmtc_cmd_next_key },
 	{ "get", "KEY", "write the value of KEY to stdout",
@@ -348,6 +353,8 @@ shmtc_mode_name(int mode)
 		return "buckets";
 	case SHMT_MODE_EXACT:
 		return "exact";
+	case SHMT_MODE_GCRA:
+		return "gcra";
 	default:
 		return "unknown";
 	}

@@ -217,6 +217,8 @@ static const struct keydef limiter_keys[] = {
 	{ "uses_per_key", K_U32, LF(limit.uses_per_key), 0 },
 	{ "per_client", K_BOOL, LF(limit.per_client), 0 },
 	{ "capacity", K_U32, LF(limit.client_capacity), 0 },
+	{ "burst", K_U64, LF(limit.burst), 0 },
+	{ "shadow", K_BOOL, LF(limit.shadow), 0 },
 	{ NULL, 0, 0, 0 }
 };
 
@@ -566,7 +568,7 @@ add_keys(struct parse *p, struct shmtd_limiter *lim, const char *v)
 static int
 set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 {
-	static const char *const lmodes[] = { "buckets", "exact", NULL };
+	static const char *const lmodes[] = { "buckets", "exact", "gcra", NULL };
 	static const char *const evictions[] = { "lru", "none", NULL };
 	static const char *const logs[] = { "stderr", "syslog", NULL };
 	void *dst = base + k->off;
@@ -648,7 +650,8 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 	case K_LMODE:
 		if ((rc = choose(v, lmodes, tmp, sizeof(tmp))) == 0)
 			*(int *)dst = strcmp(tmp, "exact") == 0 ?
-			    SHMT_MODE_EXACT : SHMT_MODE_BUCKETS;
+			    SHMT_MODE_EXACT : strcmp(tmp, "gcra") == 0 ?
+			    SHMT_MODE_GCRA : SHMT_MODE_BUCKETS;
 		break;
 	case K_KEYS:
 		return add_keys(p, (struct shmtd_limiter *)base, v);
@@ -680,7 +683,7 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 		    k->type == K_SIZE ? "a size (e.g. 4096, 64KiB, 16MiB, 1GB)" :
 		    k->type == K_BOOL ? "yes or no" :
 		    k->type == K_MODE ? "an octal mode (e.g. 0660)" :
-		    k->type == K_LMODE ? "buckets or exact" :
+		    k->type == K_LMODE ? "buckets, exact or gcra" :
 		    k->type == K_EVICT ? "lru or none" :
 		    k->type == K_LOG ? "stderr or syslog" :
 		    k->type == K_PCT ? "a percentage from 1 to 99" :
@@ -910,6 +913,7 @@ static const struct field_key limit_fields[] = {
 	{ "uses_per_key", S_LIMITER, "uses_per_key" },
 	{ "per_client", S_LIMITER, "per_client" },
 	{ "client_capacity", S_LIMITER, "capacity" },
+	{ "burst", S_LIMITER, "burst" }, { "shadow", S_LIMITER, "shadow" },
 	{ NULL, 0, NULL }
 };
 
@@ -970,12 +974,25 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 	if (l->mode == SHMT_MODE_BUCKETS &&
 	    !has_key(s, limiter_keys, "slack_uses"))
 		l->slack_uses = l->limit / 10 > 0 ? l->limit / 10 : 1;
+	if (l->mode == SHMT_MODE_GCRA && l->burst == 0 &&
+	    !has_key(s, limiter_keys, "burst"))
+		l->burst = 1;
 
 	/* Rules about what the file says, not about the parameters. */
 	if (l->nkeys == 0 && has_key(s, limiter_keys, "uses_per_key"))
 		LFAIL("uses_per_key", "[limiter %s] has no keys", lim->name);
 	else if (!l->per_client && has_key(s, limiter_keys, "capacity"))
 		LFAIL("capacity", "[limiter %s] is not per client", lim->name);
+	else if (l->mode != SHMT_MODE_GCRA && has_key(s, limiter_keys, "burst"))
+		LFAIL("burst", "[limiter %s]: burst is for mode = gcra", lim->name);
+	else if (l->mode == SHMT_MODE_GCRA &&
+	    has_key(s, limiter_keys, "slack_time"))
+		LFAIL("slack_time", "[limiter %s]: mode = gcra has no slack "
+		    "(it has burst)", lim->name);
+	else if (l->mode == SHMT_MODE_GCRA &&
+	    has_key(s, limiter_keys, "slack_uses"))
+		LFAIL("slack_uses", "[limiter %s]: mode = gcra has no slack "
+		    "(it has burst)", lim->name);
 	else if (shmt_limit_check(l, why, sizeof(why)) != 0) {
 		fk = field_of(limit_fields, why);
 		LFAIL(fk != NULL ? fk->key : "limit", "[limiter %s]: %s",
@@ -1247,7 +1264,9 @@ print_limiter(FILE *f, const struct shmtd_limiter *lim)
 	fprintf(f, "window = %s\n", shmtd_format_duration(l->window_ns, b,
 	    sizeof(b)));
 	fprintf(f, "mode = %s\n", l->mode == SHMT_MODE_EXACT ? "exact" :
-	    "buckets");
+	    l->mode == SHMT_MODE_GCRA ? "gcra" : "buckets");
+	if (l->mode == SHMT_MODE_GCRA)
+		fprintf(f, "burst = %" PRIu64 "\n", l->burst);
 	if (l->mode == SHMT_MODE_BUCKETS) {
 		fprintf(f, "slack_time = %s\n",
 		    shmtd_format_duration(l->slack_ns, b, sizeof(b)));
@@ -1260,6 +1279,8 @@ print_limiter(FILE *f, const struct shmtd_limiter *lim)
 	if (l->per_client)
 		fprintf(f, "per_client = yes\ncapacity = %u\n",
 		    l->client_capacity);
+	if (l->shadow)
+		fprintf(f, "shadow = yes\n");
 }
 
 void

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shmthrottle-demo: worker processes sharing the limiters of a segment.
- * Each worker attaches on its own, then for a few seconds asks the shared
- * limiter, takes key names from the key pool and throttles a handful of
- * client ids; at the end every worker reports what it saw and the parent
+ * Each worker attaches on its own, then for a few seconds waits for the
+ * shared limiter (shmt_wait: a refused worker sleeps until its retry time),
+ * takes key names from the key pool and throttles a handful of client ids; at the end every worker reports what it saw and the parent
  * checks the totals against the limits.
  */
 #include "shmthrottle.h"
@@ -89,7 +89,12 @@ worker(const struct opts *o, int id, struct tally *t)
 		return 1;
 	}
 	while (mono_s() < end) {
-		rc = shmt_try_use_key(h, o->limiter);
+		double left = end - mono_s();
+
+		/* Wait for the shared limiter instead of spinning on it: a
+		 * refused worker sleeps until its retry time (no CPU). */
+		rc = shmt_wait(h, o->limiter, NULL, 0, 1,
+		    left > 0 ? (uint64_t)(left * 1e9) : 0, NULL);
 		if (rc == 1)
 			t->api_granted++;
 		else if (rc == 0)
@@ -117,8 +122,6 @@ worker(const struct opts *o, int id, struct tally *t)
 		else
 			t->errors++;
 		n++;
-		/* Pace the loop so the demo shows throttling, not spinning. */
-		nanosleep(&(struct timespec){ 0, 200000 }, NULL);
 	}
 	shmt_close(h);
 	return 0;

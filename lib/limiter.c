@@ -120,6 +120,10 @@
  * n_j >= n_1 + L, so t(n_j) >= t(n_j - L) + C >= t(n_1) + C: impossible.
  * So every name is handed out at most X times in any [t, t + C)
  * (tests/test_limiter_keys_mp.c checks this with six processes).
+ *
+ * Cost.  A grant of k <= B uses is the same one CAS with inflight and count
+ * raised by k (decide.inc): every argument above counts uses, not calls,
+ * and holds unchanged; only the ring's bound assumes grants of one.
  */
 #include "limiter.h"
 
@@ -137,7 +141,8 @@
  * means the segment is damaged or a peer is pathological. */
 #define SHMT_RETRY_MAX (1U << 20)
 
-enum { WHY_NONE, WHY_EXHAUSTED, WHY_SLACK, WHY_RING_FULL, WHY_TABLE_FULL };
+enum { WHY_NONE, WHY_EXHAUSTED, WHY_SLACK, WHY_RING_FULL, WHY_TABLE_FULL,
+	WHY_SHADOW };
 
 /* Client entry states (W tag bits 15..14) and epoch (bits 13..0). */
 enum { CE_NEVER = 0, CE_LIVE = 1, CE_FREE = 2, CE_CLAIMING = 3 };
@@ -156,6 +161,7 @@ struct shmt_lview {
 	uint64_t limit, window, slack, slack_uses;
 	uint32_t mode, flags, nb, nkeys, keystride, keymax, capacity, entsize;
 	uint32_t uses_per_key;
+	uint64_t burst;               /* rate mode */
 	uint64_t nb_magic;            /* for slot_of, see there */
 	struct shmt_ring_slot *ring;  /* buckets mode */
 	struct shmt_log_slot *log;    /* exact mode */
@@ -190,6 +196,13 @@ shmt__client_hash(const shmt_t *h, const void *id, size_t len, uint64_t out[2])
 
 /* ---- Parameters -------------------------------------------------------- */
 
+static void wake_waiters(uint32_t *wake);
+static int gcra_check(const shmt_limit_t *l);
+struct shmt_client;
+static int gcra_ce_reclaim(struct shmt_client *e, uint64_t now);
+static void gcra_stat(shmt_t *h, const struct shmt_lview *v,
+    shmt_limiter_stat_t *o);
+
 struct lim_geom {
 	uint64_t limit;
 	uint32_t nb, keystride, keymax, entsize;
@@ -214,9 +227,17 @@ limit_check(const shmt_limit_t *l, struct lim_geom *g, char *why,
 	memset(g, 0, sizeof(*g));
 	if (why != NULL && why_len > 0)
 		why[0] = '\0';
-	if (l->mode != SHMT_MODE_BUCKETS && l->mode != SHMT_MODE_EXACT)
-		REFUSE("mode: must be SHMT_MODE_BUCKETS or SHMT_MODE_EXACT, "
-		    "not %d", l->mode);
+	if (l->mode != SHMT_MODE_BUCKETS && l->mode != SHMT_MODE_EXACT &&
+	    l->mode != SHMT_MODE_GCRA)
+		REFUSE("mode: must be SHMT_MODE_BUCKETS, SHMT_MODE_EXACT or "
+		    "SHMT_MODE_GCRA, not %d", l->mode);
+	if ((l->burst != 0) != (l->mode == SHMT_MODE_GCRA))
+		REFUSE("burst: from 1 in SHMT_MODE_GCRA, 0 in the other modes");
+	if (l->shadow != 0 && l->shadow != 1)
+		REFUSE("shadow: must be 0 or 1");
+	if (l->shadow && l->nkeys > 0)
+		REFUSE("shadow: a key pool cannot be in shadow mode (a name "
+		    "handed out must be real)");
 	if (l->window_ns == 0)
 		REFUSE("window_ns: must be above 0");
 	if (l->nkeys > 0) {
@@ -260,7 +281,23 @@ limit_check(const shmt_limit_t *l, struct lim_geom *g, char *why,
 		REFUSE("limit: must be from 1 to %llu",
 		    (unsigned long long)SHMT_LIMIT_MAX);
 	g->limit = limit;
-	if (l->mode == SHMT_MODE_EXACT) {
+	if (l->mode == SHMT_MODE_GCRA) {
+		if (l->nkeys != 0)
+			REFUSE("nkeys: SHMT_MODE_GCRA takes no key pool");
+		if (l->slack_ns != 0)
+			REFUSE("slack_ns: SHMT_MODE_GCRA has no slack (it has "
+			    "burst)");
+		if (l->slack_uses != 0)
+			REFUSE("slack_uses: SHMT_MODE_GCRA has no slack (it has "
+			    "burst)");
+		if (l->burst > SHMT_LIMIT_MAX)
+			REFUSE("burst: must be from 1 to %llu",
+			    (unsigned long long)SHMT_LIMIT_MAX);
+		if (gcra_check(l) != 0)
+			REFUSE("window_ns: SHMT_MODE_GCRA needs window_ns / limit "
+			    "of at least 1 ns, and burst x (window_ns / limit) "
+			    "under 2^62 ns");
+	} else if (l->mode == SHMT_MODE_EXACT) {
 		if (limit > SHMT_EXACT_LIMIT_MAX)
 			REFUSE("limit: exact mode keeps one record per use: "
 			    "at most %llu",
@@ -391,10 +428,15 @@ view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	l.mode = (int)v->mode;
 	l.per_client = (v->flags & SHMT_LIMF_PER_CLIENT) != 0;
 	l.client_capacity = l.per_client ? v->capacity : 0;
+	l.burst = v->burst = lim->lm_burst;
+	if ((v->flags & SHMT_LIMF_SHADOW) && (v->flags & SHMT_LIMF_KEYS))
+		return SHMT_ECORRUPT;
 	if ((rc = limit_check(&l, &g, NULL, 0)) != 0 || g.nb != v->nb ||
 	    v->name[0] == '\0')
 		return SHMT_ECORRUPT;
-	if (v->mode == SHMT_MODE_EXACT) {
+	if (v->mode == SHMT_MODE_GCRA && !l.per_client) {
+		/* One word: the theoretical arrival time, in lm_w. */
+	} else if (v->mode == SHMT_MODE_EXACT) {
 		if ((rc = arena_span(h, lim->lm_ring_off, g.ring_bytes, &p)) != 0)
 			return rc;
 		v->log = p;
@@ -730,8 +772,13 @@ bk_commit_release(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w,
 	if (!shmt__cas128(wp, w->w, nw.w))
 		return 0;
 	*w = nw;
-	if (returned != 0)
+	if (returned != 0) {
 		__atomic_fetch_add(c->released, returned, __ATOMIC_RELAXED);
+		/* The row's futex word, found from its counter. */
+		wake_waiters((uint32_t *)(void *)((char *)c->released -
+		    offsetof(struct shmt_lim, lm_released_uses) +
+		    offsetof(struct shmt_lim, lm_wake)));
+	}
 	return 1;
 }
 
@@ -888,19 +935,21 @@ cas_backoff(unsigned *lost)
 
 /*
  * The loop of bk_take from the word *W (read, or guessed); leaves in *W the
- * last word known to be current.
+ * last word known to be current.  A grant takes COST uses; AT (may be
+ * NULL) gets the decision's clock value.  Always inlined, so that the
+ * plain path (COST 1, AT NULL) is compiled with those constants.
  */
-static int
+static inline __attribute__((always_inline)) int
 bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
-    struct shmt_w *wio, uint32_t *tag, int *why)
+    struct shmt_w *wio, uint32_t *tag, int *why, uint32_t cost, uint64_t *at)
 {
 	struct shmt_w w = *wio, nw;
-	uint64_t s[2], due;
+	uint64_t s[2], due, now = 0;
 	int rc = SHMT_EBUSYLOOP;
 	unsigned lost = 0, i;
 
 	for (i = 0; i < SHMT_RETRY_MAX; i++) {
-		uint64_t now = shmt__now(h);
+		now = shmt__now(h);
 		uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
 		uint32_t tail = SHMT_W_TAIL(w), nsealed = SHMT_W_NSEALED(w);
 		uint32_t wtag = SHMT_W_TAG(w), ntag, tail2, nsealed2;
@@ -929,7 +978,7 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			bk_commit_release(c, wp, &w, nw);
 			continue;
 		}
-		if (inflight >= c->limit) {
+		if ((uint64_t)inflight + cost > c->limit) {
 			if (!bk_confirm(c, wp, &w))
 				continue;
 			*why = bk_why(c, w, now);
@@ -949,8 +998,10 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			}
 			if (rc != SLOT_OK)
 				break;
-			if (count < c->slack_uses && now < s[0]) {
-				nw = shmt__w_make(inflight + 1, count + 1, tail,
+			if ((uint64_t)count + cost <= c->slack_uses &&
+			    now < s[0]) {
+				nw = shmt__w_make(inflight + cost,
+				    count + cost, tail,
 				    nsealed, 1, ntag);
 				if (shmt__cas128(wp, w.w, nw.w)) {
 					*tag = wtag;
@@ -985,7 +1036,8 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			shmt__cas128(wp, w.w, nw.w) ? (void)(w = nw) : (void)0;
 			continue;
 		}
-		nw = shmt__w_make(inflight + 1, 1, tail2, nsealed2, 1, ntag);
+		nw = shmt__w_make(inflight + cost, cost, tail2, nsealed2,
+		    1, ntag);
 		if (shmt__cas128(wp, w.w, nw.w)) {
 			*tag = wtag;
 			w = nw;
@@ -1000,6 +1052,8 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 	 * the last step left in rc. */
 	if (i == SHMT_RETRY_MAX)
 		rc = SHMT_EBUSYLOOP;
+	if (at != NULL)
+		*at = now;
 	*wio = w;
 	return rc;
 }
@@ -1011,9 +1065,9 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
  * (client entries keep their state and epoch there; the CAS then also checks
  * that the entry is still the caller's).
  */
-static int
-bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
-    int *why)
+static inline __attribute__((always_inline)) int
+bk_take_n(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
+    int *why, uint32_t cost, uint64_t *at)
 {
 	unsigned g = wguess_slot(wp);
 	int guessed = c->torn_ok && wguess[g].wp == wp &&
@@ -1027,7 +1081,7 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 	} else {
 		bk_load(c, wp, w.w);
 	}
-	rc = bk_take_loop(h, c, wp, &w, tag, why);
+	rc = bk_take_loop(h, c, wp, &w, tag, why, cost, at);
 	if (c->torn_ok) {
 		/* Keep the last word seen for the next call, but only one
 		 * known to be current: from a CAS or a full load. */
@@ -1037,6 +1091,14 @@ bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 		wguess[g].w[1] = w.w[1];
 	}
 	return rc;
+}
+
+/* One use (the plain path). */
+static int
+bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
+    int *why)
+{
+	return bk_take_n(h, c, wp, tag, why, 1, NULL);
 }
 
 /* Release every cooled bucket and seal an active bucket that closed (by
@@ -1170,6 +1232,8 @@ count_denial(struct shmt_lim *lim, int why)
 {
 	uint64_t *ctr;
 
+	if (lim->lm_flags & SHMT_LIMF_SHADOW)
+		why = WHY_SHADOW;
 	switch (why) {
 	case WHY_SLACK:
 		ctr = &lim->lm_denied_slack;
@@ -1180,6 +1244,9 @@ count_denial(struct shmt_lim *lim, int why)
 	case WHY_TABLE_FULL:
 		ctr = &lim->lm_denied_table_full;
 		break;
+	case WHY_SHADOW:
+		ctr = &lim->lm_would_deny;
+		break;
 	default:
 		ctr = &lim->lm_denied_exhausted;
 		break;
@@ -1189,15 +1256,32 @@ count_denial(struct shmt_lim *lim, int why)
 
 /* ---- Public: using limiters ---------------------------------------------- */
 
-static int
-take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+/* What a call returns for decision RC: in shadow mode a refusal is granted
+ * all the same (nothing was recorded; count_denial counted it as such). */
+static inline int
+enforce(const struct shmt_lview *v, int rc)
+{
+	return rc == 0 && (v->flags & SHMT_LIMF_SHADOW) ? 1 : rc;
+}
+
+static int gcra_acquire(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+    shmt_decision_t *out);
+static int gcra_ce_take(shmt_t *h, const struct shmt_lview *v,
+    struct shmt_client *e, uint32_t expect, uint64_t cost, uint64_t *nowp,
+    uint64_t *tatp);
+
+static inline __attribute__((always_inline)) int
+take_shared_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
 	struct bk_ctx c;
 	uint32_t tag = 0;
 	int why = WHY_NONE, rc;
 
-	if (v->mode == SHMT_MODE_EXACT) {
+	if (v->mode != SHMT_MODE_BUCKETS) {
 		uint64_t seq = 0;
+
+		if (v->mode == SHMT_MODE_GCRA)
+			return gcra_acquire(h, v, 1, NULL);
 
 		rc = ex_take(h, v, &seq);
 		if (rc == 1) {
@@ -1216,6 +1300,18 @@ take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 		*cursor = tag;
 	else if (rc == 0)
 		count_denial(v->lim, why);
+	return rc;
+}
+
+/* take_shared_raw, with a refusal of a shadow limiter granted (inlined, so
+ * that a grant pays nothing for it). */
+static int
+take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+{
+	int rc = take_shared_raw(h, v, cursor);
+
+	if (__builtin_expect(rc == 0, 0))
+		rc = enforce(v, 0);
 	return rc;
 }
 
@@ -1384,6 +1480,8 @@ ce_try_reclaim(shmt_t *h, const struct shmt_lview *v, struct shmt_client *e,
 		return 1;
 	if (tag >> 14 != CE_LIVE)
 		return 0;
+	if (v->mode == SHMT_MODE_GCRA)
+		return gcra_ce_reclaim(e, now);
 	bk_ctx_init(&c, v, ce_ring(e));
 	c.ntags = 0;
 	if (bk_housekeep(h, &c, &e->ce_w, now, &next) < 0)
@@ -1521,7 +1619,7 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
 		rc = ce_find_or_claim(h, v, hash, client, len, &expect);
 		if (rc == -ENOSPC) {
 			count_denial(v->lim, WHY_TABLE_FULL);
-			return 0;
+			return enforce(v, 0);
 		}
 		if (rc < 0)
 			return rc;
@@ -1530,7 +1628,9 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
 		c.ntags = 0;
 		c.check_tag = 1;
 		c.tag_expect = expect;
-		rc = bk_take(h, &c, &e->ce_w, &tag, &why);
+		rc = v->mode == SHMT_MODE_GCRA ?
+		    gcra_ce_take(h, v, e, expect, 1, NULL, NULL) :
+		    bk_take(h, &c, &e->ce_w, &tag, &why);
 		if (rc == 1) {
 			__atomic_store_n(&e->ce_last_ns, shmt__now(h),
 			    __ATOMIC_RELAXED);
@@ -1538,7 +1638,7 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
 		}
 		if (rc == 0) {
 			count_denial(v->lim, why);
-			return 0;
+			return enforce(v, 0);
 		}
 		/* -EAGAIN: the entry was reclaimed or changed hands between
 		 * the lookup and the CAS; look it up again. */
@@ -1581,6 +1681,8 @@ same_params(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	    (v.slack != l->slack_ns || v.slack_uses != l->slack_uses)) ||
 	    v.nkeys != l->nkeys || v.uses_per_key != l->uses_per_key ||
 	    ((v.flags & SHMT_LIMF_PER_CLIENT) != 0) != (l->per_client != 0) ||
+	    v.burst != l->burst ||
+	    ((v.flags & SHMT_LIMF_SHADOW) != 0) != (l->shadow != 0) ||
 	    (l->per_client && v.capacity != l->client_capacity))
 		return 0;
 	for (uint32_t i = 0; i < l->nkeys; i++)
@@ -1627,7 +1729,9 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 		lim->lm_slack_uses = l->slack_uses;
 	}
 	lim->lm_nbuckets = g->nb;
-	lim->lm_flags = (l->per_client ? SHMT_LIMF_PER_CLIENT : 0) |
+	lim->lm_burst = l->burst;
+	lim->lm_flags = (l->shadow ? SHMT_LIMF_SHADOW : 0) |
+	    (l->per_client ? SHMT_LIMF_PER_CLIENT : 0) |
 	    (l->nkeys ? SHMT_LIMF_KEYS : 0);
 	lim->lm_nkeys = l->nkeys;
 	lim->lm_uses_per_key = l->uses_per_key;
@@ -1648,6 +1752,8 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 		for (uint64_t i = 0; i < g->limit; i++)
 			log[i].ls_seq = (int64_t)i - (int64_t)g->limit;
 		lim->lm_w.w[0] = 0;
+	} else if (l->mode == SHMT_MODE_GCRA) {
+		lim->lm_w.w[0] = 0;     /* no arrival yet */
 	} else {
 		lim->lm_w = shmt__w_make(0, 0, 1, 0, 0, 0);
 	}
@@ -1760,6 +1866,11 @@ stat_fill(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 	    __ATOMIC_RELAXED);
 	o->housekeeping_lag_ns = __atomic_load_n(&h->hdr->sh_lag_ns,
 	    __ATOMIC_RELAXED);
+	o->burst = v->burst;
+	o->shadow = (v->flags & SHMT_LIMF_SHADOW) != 0;
+	o->would_deny = __atomic_load_n(&lim->lm_would_deny, __ATOMIC_RELAXED);
+	if (v->mode == SHMT_MODE_GCRA)
+		gcra_stat(h, v, o);
 }
 
 SHMT_EXPORT int
@@ -1864,7 +1975,8 @@ hk_clients(shmt_t *h, const struct shmt_lview *v, uint64_t now, uint64_t *next)
 			continue;
 		bk_ctx_init(&c, v, ce_ring(e));
 		c.ntags = 0;
-		if (bk_housekeep(h, &c, &e->ce_w, now, next) > 0)
+		if (v->mode != SHMT_MODE_GCRA &&
+		    bk_housekeep(h, &c, &e->ce_w, now, next) > 0)
 			n++;
 		if (ce_try_reclaim(h, v, e, now))
 			n++;
@@ -1889,8 +2001,8 @@ shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
 		    SHMT_LIM_READY || view_get(h, r, &scratch, &v) != 0)
 			continue;
-		if (v->mode == SHMT_MODE_EXACT)
-			continue;  /* its log expires by time alone */
+		if (v->mode == SHMT_MODE_EXACT || v->mode == SHMT_MODE_GCRA)
+			continue;  /* its log or arrival time ages alone */
 		if (v->flags & SHMT_LIMF_PER_CLIENT) {
 			rc = hk_clients(h, v, now, next);
 		} else {
@@ -1940,7 +2052,10 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 			continue;
 		if ((rc = view_get(h, r, &scratch, &v)) != 0)
 			return rc;
-		if (v->mode == SHMT_MODE_EXACT) {
+		if (v->mode == SHMT_MODE_GCRA) {
+			if (v->lim->lm_w.w[0] != 0)
+				v->lim->lm_w.w[0] = shift(v->lim->lm_w.w[0], d);
+		} else if (v->mode == SHMT_MODE_EXACT) {
 			for (uint64_t i = 0; i < v->limit; i++)
 				if (v->log[i].ls_seq >= 0)
 					v->log[i].ls_time =
@@ -1950,6 +2065,9 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 				struct shmt_client *e = ce_at(v, i);
 
 				rebase_ring(ce_ring(e), v->nb, d);
+				if (v->mode == SHMT_MODE_GCRA &&
+				    e->ce_w.w[0] != 0)
+					e->ce_w.w[0] = shift(e->ce_w.w[0], d);
 				if (e->ce_last_ns != 0)
 					e->ce_last_ns = shift(e->ce_last_ns, d);
 			}
@@ -2247,6 +2365,8 @@ chk_clients(shmt_t *h, struct shmt_chk *c, const struct shmt_lview *v)
 			shmt__chk(c, "%s: free, yet holds uses", who);
 			continue;
 		}
+		if (v->mode == SHMT_MODE_GCRA)
+			continue;       /* any arrival time is a valid state */
 		bk_ctx_init(&bc, v, ce_ring(e));
 		bc.ntags = 0;
 		chk_ring(h, c, who, &bc, &e->ce_w);
@@ -2284,7 +2404,9 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 		    __atomic_load_n(&h->hdr->sh_arena_used, __ATOMIC_RELAXED))
 			shmt__chk(c, "limiter %s: storage beyond the arena's mark",
 			    v.name);
-		if (v.mode == SHMT_MODE_EXACT) {
+		if (v.mode == SHMT_MODE_GCRA) {
+			/* Any arrival time is a valid state. */
+		} else if (v.mode == SHMT_MODE_EXACT) {
 			chk_exact(h, c, &v);
 		} else if (v.flags & SHMT_LIMF_PER_CLIENT) {
 			chk_clients(h, c, &v);
@@ -2295,3 +2417,9 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 		}
 	}
 }
+
+/* Decisions, cost and peeking, and rate mode (same translation unit: see
+ * there). */
+#include "gcra.inc"
+#include "decide.inc"
+#include "wait.inc"

@@ -16,6 +16,7 @@ enum shmt_lim_state {
 
 #define SHMT_LIMF_PER_CLIENT 0x1U
 #define SHMT_LIMF_KEYS 0x2U
+#define SHMT_LIMF_SHADOW 0x4U
 
 /*
  * The state word W of a ring of buckets (one per limiter, one per client
@@ -107,6 +108,7 @@ struct shmt_lim {
 	uint64_t lm_keys_off;
 	uint64_t lm_clients_off;
 	uint64_t lm_storage;         /* arena bytes taken */
+	uint64_t lm_burst;           /* rate mode: uses that may come at once */
 	char lm_name[SHMT_LIMITER_NAME_MAX + 1];
 
 	/* Serialises claims of per-client entries. */
@@ -123,6 +125,11 @@ struct shmt_lim {
 	uint64_t lm_denied_table_full;
 	uint64_t lm_exact_grants;
 	uint64_t lm_denied_ring_full;
+	uint64_t lm_would_deny;      /* shadow mode: refusals not enforced */
+
+	/* Waiters (wait.inc): a futex word, bit 0 set while someone may
+	 * sleep on it, the rest a count of releases; on its own line. */
+	alignas(SHMT_LINE) uint32_t lm_wake;
 };
 _Static_assert(offsetof(struct shmt_lim, lm_w) % 16 == 0, "W is 16-aligned");
 _Static_assert(sizeof(struct shmt_lim) % SHMT_LINE == 0, "rows are whole lines");

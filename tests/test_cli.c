@@ -573,24 +573,58 @@ expect_out(struct fx *f, int status, const char *out, const char *const *argv)
 }
 
 static void
+expect_prefix(struct fx *f, int status, const char *prefix,
+    const char *const *argv)
+{
+	struct tc_run r;
+
+	(void)f;
+	expect_run(&r, status, argv);
+	if (strncmp(r.out, prefix, strlen(prefix)) != 0)
+		fail_msg("stdout \"%s\" does not begin with \"%s\"", r.out,
+		    prefix);
+	tc_run_free(&r);
+}
+
+static uint64_t
+ju64(json_t *j, const char *key)
+{
+	json_t *v = json_object_get(j, key);
+
+	assert_true(json_is_integer(v));
+	return (uint64_t)json_integer_value(v);
+}
+
+static void
 test_try(void **state)
 {
 	struct tc_run r;
 	struct fx f;
 	json_t *j;
+	uint64_t t0;
 
 	fx_make(&f, "try", 1);
-	expect_out(&f, 1, "throttled\n", ARGV("-s", f.seg, "try", "api"));
-	expect_out(&f, 0, "granted\n", ARGV("-s", f.seg, "try", "exact1"));
+	expect_prefix(&f, 1, "throttled: retry in ", ARGV("-s", f.seg, "try",
+	    "api"));
+	expect_prefix(&f, 0, "granted: 0 of 3 remaining, all back in ",
+	    ARGV("-s", f.seg, "try", "exact1"));
 	expect_run(&r, 1, ARGV("-s", f.seg, "try", "exact1", "--json"));
 	j = parse(&r);
 	assert_true(json_is_false(json_object_get(j, "granted")));
 	assert_string_equal(json_string_value(json_object_get(j, "limiter")),
 	    "exact1");
+	assert_int_equal(ju64(j, "limit"), 3);
+	assert_int_equal(ju64(j, "remaining"), 0);
+	assert_true(ju64(j, "retry_after_ns") > 0);
+	/* Whole seconds, rounded up: waiting them is never too early. */
+	assert_int_equal(ju64(j, "retry_after_s"),
+	    (ju64(j, "retry_after_ns") + 999999999) / 1000000000);
+	assert_true(ju64(j, "reset_after_ns") >= ju64(j, "retry_after_ns"));
 	json_decref(j);
 	tc_run_free(&r);
 
-	expect_out(&f, 0, "granted\n", ARGV("-s", f.seg, "try", "per", "alice"));
+	expect_prefix(&f, 0, "granted: 1 of 2 remaining", ARGV("-s", f.seg,
+	    "try", "per", "alice"));
 	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "try", "per", "alice"));
 	j = parse(&r);
 	assert_true(json_is_true(json_object_get(j, "granted")));
@@ -598,9 +632,27 @@ test_try(void **state)
 	    "alice");
 	json_decref(j);
 	tc_run_free(&r);
-	expect_out(&f, 1, "throttled\n", ARGV("-s", f.seg, "try", "per",
-	    "alice"));
-	expect_out(&f, 0, "granted\n", ARGV("-s", f.seg, "try", "per", "bob"));
+	expect_prefix(&f, 1, "throttled: retry in ", ARGV("-s", f.seg, "try",
+	    "per", "alice"));
+	/* A peek takes nothing: twice the same answer, then a try. */
+	for (int i = 0; i < 2; i++) {
+		expect_run(&r, 0, ARGV("-s", f.seg, "--json", "try", "per", "bob",
+		    "--peek"));
+		j = parse(&r);
+		assert_true(json_is_true(json_object_get(j, "peek")));
+		assert_int_equal(ju64(j, "remaining"), 1);
+		json_decref(j);
+		tc_run_free(&r);
+	}
+	expect_prefix(&f, 0, "would be granted: 1 of 2", ARGV("-s", f.seg, "try",
+	    "per", "bob", "--peek"));
+	/* per takes one use a bucket: no cost of 2. */
+	expect_run(&r, 2, ARGV("-s", f.seg, "try", "per", "carol", "--cost",
+	    "2"));
+	expect_err(&r, "takes no cost of 2");
+	tc_run_free(&r);
+	expect_prefix(&f, 0, "granted: 1 of 2", ARGV("-s", f.seg, "try", "per",
+	    "bob"));
 
 	expect_run(&r, 2, ARGV("-s", f.seg, "try", "per"));
 	expect_err(&r, "is per client: give a CLIENT");
@@ -608,8 +660,29 @@ test_try(void **state)
 	expect_run(&r, 2, ARGV("-s", f.seg, "try", "api", "bob"));
 	expect_err(&r, "is not per client");
 	tc_run_free(&r);
-	expect_run(&r, 1, ARGV("-s", f.seg, "try", "nosuch"));
+	expect_run(&r, 2, ARGV("-s", f.seg, "try", "api", "--cost", "5"));
+	expect_err(&r, "takes no cost of 5");
+	tc_run_free(&r);
+	expect_run(&r, 2, ARGV("-s", f.seg, "try", "api", "--cost", "0"));
+	tc_run_free(&r);
+	/* An unknown limiter has its own exit code. */
+	expect_run(&r, 5, ARGV("-s", f.seg, "try", "nosuch"));
 	expect_err(&r, "no limiter 'nosuch'");
+	tc_run_free(&r);
+	expect_run(&r, 5, ARGV("-s", f.seg, "wait", "nosuch"));
+	tc_run_free(&r);
+	expect_run(&r, 5, ARGV("-s", f.seg, "next-key", "nosuch"));
+	tc_run_free(&r);
+
+	/* wait: granted at once when there is room; a real timeout when
+	 * there is not (api's uses come back in an hour). */
+	expect_prefix(&f, 0, "granted: ", ARGV("-s", f.seg, "wait", "per",
+	    "dave"));
+	t0 = shmt__mono_ns();
+	expect_prefix(&f, 1, "throttled: retry in ", ARGV("-s", f.seg, "wait",
+	    "api", "--timeout", "60ms"));
+	assert_true(shmt__mono_ns() - t0 >= 60000000ULL);
+	expect_run(&r, 2, ARGV("-s", f.seg, "wait", "api", "--timeout", "soon"));
 	tc_run_free(&r);
 	fx_free(&f);
 }

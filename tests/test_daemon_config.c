@@ -207,6 +207,20 @@ test_bad_files(void **state)
 		{ "[analyzer]\nthreshold = 100%\n", ":2: key 'threshold': value '100%' is out of range" },
 		{ "[limiter a]\nlimit = 1\nwindow = 1s\nper_client = maybe\n",
 		  ":4: key 'per_client': cannot read 'maybe' as yes or no" },
+		{ "[limiter a]\nwindow = 1s\nkeys = x, y\nshadow = yes\n",
+		  ":4: key 'shadow': [limiter a]: shadow: a key pool cannot be in shadow" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nburst = 2\n",
+		  ":4: key 'burst': [limiter a]: burst is for mode = gcra" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = gcra\nslack_uses = 2\n",
+		  ":5: key 'slack_uses': [limiter a]: mode = gcra has no slack" },
+		{ "[limiter a]\nwindow = 1s\nmode = gcra\nkeys = x, y\n",
+		  ":4: key 'keys': [limiter a]: nkeys: SHMT_MODE_GCRA takes no key pool" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = gcra\nburst = 0\n",
+		  ":5: key 'burst': [limiter a]: burst: from 1 in SHMT_MODE_GCRA" },
+		{ "[limiter a]\nlimit = 5\nwindow = 4ns\nmode = gcra\n",
+		  ":3: key 'window': [limiter a]: window_ns: SHMT_MODE_GCRA needs window_ns / limit" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = leaky\n",
+		  ":4: key 'mode': cannot read 'leaky' as buckets, exact or gcra" },
 		{ "[segment]\nmax_limiters = 1\n[limiter a]\nlimit = 1\nwindow = 1s\n"
 		  "[limiter b]\nlimit = 1\nwindow = 1s\n",
 		  ":2: key 'max_limiters': 2 limiters are configured but max_limiters is 1" },
@@ -250,6 +264,40 @@ test_bad_files(void **state)
 			    want);
 		unlink(path);
 	}
+}
+
+/* Rate mode reads its burst (1 when not given) and shadow mode its flag,
+ * and both print back. */
+static void
+test_gcra(void **state)
+{
+	char path[64], err[512], *text = NULL;
+	struct shmtd_config c;
+	size_t n = 0;
+	FILE *f;
+
+	(void)state;
+	write_file(path, sizeof(path), "[limiter a]\nlimit = 100\nwindow = 1s\n"
+	    "mode = gcra\nburst = 7\n[limiter b]\nlimit = 10\nwindow = 1s\n"
+	    "mode = gcra\nshadow = yes\n");
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_int_equal(c.nlimiters, 2);
+	assert_int_equal(c.limiters[0].limit.mode, SHMT_MODE_GCRA);
+	assert_int_equal(c.limiters[0].limit.burst, 7);
+	assert_int_equal(c.limiters[0].limit.slack_ns, 0);
+	assert_int_equal(c.limiters[1].limit.burst, 1);
+	assert_int_equal(c.limiters[0].limit.shadow, 0);
+	assert_int_equal(c.limiters[1].limit.shadow, 1);
+	f = open_memstream(&text, &n);
+	assert_non_null(f);
+	shmtd_config_print(f, &c);
+	fclose(f);
+	assert_non_null(strstr(text, "[limiter a]\nlimit = 100\nwindow = 1s\n"
+	    "mode = gcra\nburst = 7\n"));
+	assert_non_null(strstr(text, "burst = 1\nshadow = yes\n"));
+	free(text);
+	shmtd_config_free(&c);
 }
 
 static void
@@ -560,6 +608,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_builtin),
 		cmocka_unit_test(test_example_parses),
 		cmocka_unit_test(test_bad_files),
+		cmocka_unit_test(test_gcra),
 		cmocka_unit_test(test_long_line_and_missing_file),
 		cmocka_unit_test(test_print_roundtrip),
 		cmocka_unit_test(test_apply),

@@ -196,6 +196,48 @@ test_restore_keeps_secret(void **state)
 	fixture_done(&f);
 }
 
+/* Rate mode keeps its arrival times (shared and per client) across a
+ * snapshot: the same decisions before and after. */
+static void
+test_roundtrip_gcra(void **state)
+{
+	shmt_limit_t g = { .limit = 1, .window_ns = 3600 * S,
+		.mode = SHMT_MODE_GCRA, .burst = 3 };
+	shmt_decision_t d0, d1, c0, c1;
+	struct fixture f;
+	char err[512];
+
+	(void)state;
+	fixture_init(&f, "snapgc");
+	assert_int_equal(shmt_limiter_define(f.h, "g", &g), 0);
+	g.per_client = 1;
+	g.client_capacity = 4;
+	assert_int_equal(shmt_limiter_define(f.h, "gp", &g), 0);
+	assert_int_equal(shmt_acquire(f.h, "g", NULL, 0, 2, NULL), 1);
+	assert_int_equal(shmt_acquire(f.h, "gp", "ann", 3, 3, NULL), 1);
+	f.clk.now += 60 * S;
+	assert_int_equal(shmt_peek(f.h, "g", NULL, 0, 2, &d0), 0);
+	assert_int_equal(shmt_peek(f.h, "gp", "ann", 3, 1, &c0), 0);
+	assert_int_equal(shmtd_snapshot_write(f.h, f.path, err, sizeof(err)), 0);
+	shmt_close(f.h);
+	assert_int_equal(shmt_unlink(f.seg), 0);
+	if (shmtd_snapshot_restore(f.path, f.seg, &f.h, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(shmt_set_clock(f.h, tu_clock_read, &f.clk), 0);
+	assert_int_equal(shmt_peek(f.h, "g", NULL, 0, 2, &d1), 0);
+	assert_int_equal(shmt_peek(f.h, "gp", "ann", 3, 1, &c1), 0);
+	assert_true(d0.retry_after_ns > 0 && c0.retry_after_ns > 0);
+	assert_true(d1.retry_after_ns == d0.retry_after_ns &&
+	    d1.reset_after_ns == d0.reset_after_ns &&
+	    d1.remaining == d0.remaining);
+	assert_true(c1.retry_after_ns == c0.retry_after_ns &&
+	    c1.reset_after_ns == c0.reset_after_ns);
+	/* And the retry is taken at its word. */
+	f.clk.now += d1.retry_after_ns;
+	assert_int_equal(shmt_acquire(f.h, "g", NULL, 0, 2, NULL), 1);
+	fixture_done(&f);
+}
+
 static uint64_t
 fnv1a(const void *p, size_t n)
 {
@@ -499,6 +541,7 @@ main(void)
 		cmocka_unit_test(test_delta),
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_restore_keeps_secret),
+		cmocka_unit_test(test_roundtrip_gcra),
 		cmocka_unit_test(test_other_build),
 		cmocka_unit_test(test_random_files),
 		cmocka_unit_test(test_damaged_state_refused),

@@ -43,7 +43,7 @@ enum hs_op {
 	OP_NONE, OP_OPEN, OP_TRY, OP_NEXT_KEY, OP_CLIENT, OP_LSTAT, OP_LIST,
 	OP_BUCKETS, OP_GET, OP_SET, OP_ADD, OP_REPLACE, OP_DEL, OP_INCR,
 	OP_WALK, OP_DSTAT, OP_HIT, OP_TOP, OP_SSTAT, OP_HOUSEKEEP, OP_CHECK,
-	OP_CLOSE, OP_COUNT
+	OP_CLOSE, OP_ACQUIRE, OP_PEEK, OP_WAIT, OP_COUNT
 };
 
 static const char *const op_names[OP_COUNT] = {
@@ -52,7 +52,8 @@ static const char *const op_names[OP_COUNT] = {
 	"shmt_limiter_buckets", "shmt_get", "shmt_set", "shmt_add",
 	"shmt_replace", "shmt_del", "shmt_incr", "shmt_dict_next",
 	"shmt_dict_stat", "shmt_hit", "shmt_top_keys", "shmt_segment_stat",
-	"shmt_housekeep", "shmt_check", "shmt_close"
+	"shmt_housekeep", "shmt_check", "shmt_close", "shmt_acquire",
+	"shmt_peek", "shmt_wait"
 };
 
 struct hs_worker {
@@ -192,6 +193,26 @@ work_limiters(struct hs_ctx *c)
 	snprintf(client, sizeof(client), "c%u", (unsigned)(tu_rand(&c->rng) % 40));
 	begin(c, OP_CLIENT);
 	end(c, shmt_try_use(c->h, "pc", client, strlen(client)));
+	{
+		shmt_decision_t d;
+		uint64_t cost = 1 + tu_rand(&c->rng) % 2;
+
+		begin(c, OP_ACQUIRE);
+		rc = shmt_acquire(c->h, name, NULL, 0, cost, &d);
+		end(c, rc);
+		if (rc > 1)
+			bad_result("shmt_acquire", rc);
+		begin(c, OP_PEEK);
+		rc = shmt_peek(c->h, "pc", client, strlen(client), cost, &d);
+		end(c, rc);
+		if (rc > 1)
+			bad_result("shmt_peek", rc);
+		begin(c, OP_WAIT);
+		rc = shmt_wait(c->h, name, NULL, 0, 1, 0, &d);
+		end(c, rc);
+		if (rc > 1)
+			bad_result("shmt_wait", rc);
+	}
 	begin(c, OP_LSTAT);
 	end(c, shmt_limiter_stat(c->h, name, &ls[0]));
 	begin(c, OP_LIST);

@@ -42,6 +42,14 @@
  *   seal        | any caller/dmn  | one CAS                  | nothing
  *   release     | any caller/dmn  | one CAS                  | nothing
  *   define      | any process     | under the table lock     | definers
+ *   acquire k   | any caller      | one CAS: decide + record | nothing
+ *   peek        | any caller      | none (loads only)        | nothing
+ *   wait        | any caller      | as acquire; sleeps on    | a release,
+ *               |                 | the row's futex word     | its retry time
+ * Rate mode keeps one 8-byte arrival time instead of W: a grant, and a
+ * refund, are one 8-byte CAS on it.  A release that returns uses bumps the
+ * row's futex word and wakes sleepers, with a system call only when one
+ * may sleep.
  * Every operation on W is lock-free: a CAS fails only because another one
  * succeeded.  On success a CAS is a full barrier (sequentially consistent);
  * on failure it acts as an acquire load of the current word.
@@ -377,7 +385,11 @@ enum shmt_mode {
 	SHMT_MODE_BUCKETS = 0,
 	/* A ring of the last `limit` grant times (a sliding-window log): no
 	 * false negatives, no false positives; limit <= SHMT_EXACT_LIMIT_MAX. */
-	SHMT_MODE_EXACT = 1
+	SHMT_MODE_EXACT = 1,
+	/* Rate and burst (the generic cell rate algorithm): one use every
+	 * T = window_ns / limit on average, up to `burst` at once; one
+	 * 8-byte word per limiter.  See "Rate mode" below. */
+	SHMT_MODE_GCRA = 2
 };
 
 /*
@@ -410,6 +422,17 @@ typedef struct shmt_limit {
 	/* Per-client (optional): one independent limit per client id. */
 	int per_client;
 	uint32_t client_capacity; /* entries in the client table (>= 1) */
+	/* Rate mode (SHMT_MODE_GCRA) only: how many uses may come at once,
+	 * 1..SHMT_LIMIT_MAX, with T * burst below 2^62; 0 in the other
+	 * modes. */
+	uint64_t burst;
+	/* Shadow mode (1): the limiter is tried, not enforced.  Its state
+	 * records only the uses enforcement would have granted; a request
+	 * that enforcement would refuse is granted all the same (1, nothing
+	 * recorded) and counted in would_deny, and a decision shows the
+	 * enforcement view (granted 0 with its retry_after_ns).  Not with a
+	 * key pool (a name handed out must be real). */
+	int shadow;
 } shmt_limit_t;
 
 /*
@@ -497,6 +520,198 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
 SHMT_EXPORT int shmt_try_use(shmt_t *h, const char *name, const void *client,
     size_t len);
 
+/* ---- Rate mode ---------------------------------------------------------- */
+
+/*
+ * SHMT_MODE_GCRA: `limit` uses per `window_ns` as a rate (one use every
+ * T = window_ns / limit ns, rounded down; window_ns >= limit), and up to
+ * `burst` uses at once.  The limiter keeps one theoretical arrival time
+ * (TAT) in one 8-byte word: a request of k uses at now passes when
+ * max(TAT, now) + k * T <= now + T * burst, and its grant is one CAS that
+ * moves TAT there.  Its safety promise is its own: at most
+ * burst + floor(d / T) uses are granted in any half-open interval of length
+ * d (not the ring's `limit` per window: a full burst, then the rate).
+ * Decisions answer as redis-cell's CL.THROTTLE key max_burst count period
+ * with max_burst = burst - 1, count = limit and period = window, in
+ * nanoseconds: limit = burst, remaining = (T * burst - reset) / T.  The
+ * largest cost is burst.  Shared or per client (each client's entry keeps
+ * its own arrival time; a grant is then one 16-byte CAS that also checks
+ * the entry is still the client's, and an entry is reclaimed once its
+ * arrival time has passed); no key pool; no slack_ns or slack_uses.
+ */
+
+/* ---- Decisions --------------------------------------------------------- */
+
+/*
+ * What a call decided and what the caller can do next.  Every field is
+ * counted at the decision's own clock value (the grant's, or the refusal's).
+ */
+typedef struct shmt_decision {
+	int      granted;          /* 1 granted, 0 throttled */
+	uint64_t limit;            /* uses per window */
+	uint64_t remaining;        /* uses that would be granted now, one after
+	                            * another, with no time passing */
+	uint64_t retry_after_ns;   /* 0 when granted; else the wait after which
+	                            * this request would be granted if nobody
+	                            * else took anything */
+	uint64_t reset_after_ns;   /* the wait until every use in flight now is
+	                            * back (0: none is in flight) */
+} shmt_decision_t;
+
+/*
+ * shmt_acquire: take COST uses of limiter NAME now, all or nothing, and say
+ * what that leaves in *OUT (may be NULL: then nothing but the grant is
+ * computed, and the call costs what shmt_try_use_key costs).  CLIENT is
+ * NULL (CLIENT_LEN 0) for a shared limiter or a key pool, and the client id
+ * (1..SHMT_CLIENT_MAX bytes) for a per-client one.
+ *
+ * COST: 1..slack_uses in bucket mode (a grant of COST is recorded in one
+ * bucket); 1..burst in rate mode; exactly 1 in exact mode and on a key
+ * pool.  The limit holds as
+ * uses: at most `limit` uses whose decision times fall in any window.
+ *
+ * Returns 1 granted, 0 throttled, or an error: -EINVAL (NULL handle or
+ * name, COST 0 or above the largest cost of the mode, CLIENT NULL with a
+ * length or non-NULL without one), -E2BIG (CLIENT_LEN over SHMT_CLIENT_MAX),
+ * -ENOENT (no such limiter), -EPERM (a client for a shared limiter, or none
+ * for a per-client one), SHMT_ECORRUPT, SHMT_EBUSYLOOP.
+ *
+ * The grant is the same single CAS as shmt_try_use_key's: lock-free, never
+ * waits for the daemon; kill -9 at any instruction loses at most the COST
+ * uses being granted.  The decision is computed after that CAS, from the
+ * word the CAS installed: single-threaded (nobody else calling) every field
+ * is exact: a request of the same cost at now + retry_after_ns - 1 ns is
+ * throttled and at now + retry_after_ns granted; `remaining` requests of
+ * cost 1 at the same instant are granted and the next one is not; after
+ * reset_after_ns every use in flight is back.  With other callers at work
+ * the fields describe the state as this call left it.
+ *
+ * In bucket mode a grant of COST > 1 that does not fit in the open bucket
+ * seals it and opens another, so more buckets may be needed than the ring
+ * holds: such a request may be refused (counted as "ring full") while
+ * uses are free; retry_after_ns then names the release that makes room.
+ * A per-client request refused because the client table is full has no
+ * exact answer: remaining is 0 and retry_after_ns is window + slack.
+ */
+SHMT_EXPORT int shmt_acquire(shmt_t *h, const char *name, const void *client,
+    size_t client_len, uint64_t cost, shmt_decision_t *out);
+
+/*
+ * shmt_peek: what shmt_acquire with the same arguments would answer now,
+ * without taking anything: it changes no byte of the segment (it does not
+ * even make the releases that are due, nor claim a client entry).  Returns
+ * 1 (would be granted), 0 (would be throttled) and the errors of
+ * shmt_acquire; *OUT (may be NULL) gets the decision shmt_acquire would
+ * give.  Wait-free apart from bounded retries when the ring moves under
+ * it; kill -9 leaves nothing.
+ */
+SHMT_EXPORT int shmt_peek(shmt_t *h, const char *name, const void *client,
+    size_t client_len, uint64_t cost, shmt_decision_t *out);
+
+/*
+ * shmt_next_key_decide: shmt_next_key with the decision in *OUT (may be
+ * NULL).  Returns the name's length (> 0), 0 when throttled, or the errors
+ * of shmt_next_key.
+ */
+SHMT_EXPORT int shmt_next_key_decide(shmt_t *h, const char *name, char *buf,
+    size_t cap, shmt_decision_t *out);
+
+/* One request of shmt_acquire_all: shmt_acquire's arguments. */
+typedef struct shmt_request {
+	const char *limiter;
+	const void *client;       /* NULL (with client_len 0): shared */
+	size_t client_len;
+	uint64_t cost;
+} shmt_request_t;
+
+/* What a grant of shmt_acquire_all remembers, to give it back with
+ * shmt_refund.  Opaque; plain data (may be copied, kept in memory). */
+typedef struct shmt_receipt {
+	uint64_t r_[4];
+} shmt_receipt_t;
+
+/* Most requests in one shmt_acquire_all. */
+#define SHMT_ACQUIRE_ALL_MAX 8
+
+/*
+ * shmt_acquire_all: grant every one of the N requests REQ[0..N) or none,
+ * e.g. 10/s for this user and 1,000/day overall.  First every request is
+ * looked at (shmt_peek): if any would be refused, nothing is taken and the
+ * call returns 0.  Otherwise they are taken one after another (each one
+ * shmt_acquire), rate-mode ones first; if another caller took what the
+ * first look saw and one is refused now, the rate-mode grants already made
+ * are given back and the others stay held until they are released (lost
+ * uses, never extra ones), and the call returns 0.  Single-threaded with
+ * an injected clock, a refused call changes nothing.
+ *
+ * OUT (N entries, may be NULL) gets each request's decision; RECEIPTS (N
+ * entries, may be NULL) gets, when all are granted, what shmt_refund needs.
+ * Returns 1 (all granted), 0 (not all), or an error: those of shmt_acquire
+ * for any request (checked before anything is taken), -EINVAL also for N
+ * 0 or above SHMT_ACQUIRE_ALL_MAX, or one limit asked twice (the same
+ * limiter, and for a per-client one the same client: ask for the sum).  kill -9 between the steps leaves the
+ * uses taken so far held until released: never an over-grant.
+ */
+SHMT_EXPORT int shmt_acquire_all(shmt_t *h, const shmt_request_t *req,
+    size_t n, shmt_decision_t *out, shmt_receipt_t *receipts);
+
+/*
+ * shmt_refund: give back a grant that went unused, named by its RECEIPT
+ * (from shmt_acquire_all) on limiter NAME, where the mode can do so without
+ * breaking the window's promise:
+ *  - rate mode, shared limiter: yes, while no later grant has moved the
+ *    arrival time (it goes back to where it was before the grant, or to
+ *    the grant's time if that is later, so the promise holds as if the
+ *    grant had not been made);
+ *  - per client, any mode: no (the entry may serve another client by
+ *    then);
+ *  - bucket mode: no.  Its count of a bucket lives
+ *    in the limiter's word until the bucket is sealed, and a caller that
+ *    read the word before a give-back could still seal the bucket's slot
+ *    with the old count, so the release would return uses other buckets
+ *    hold;
+ *  - exact mode: no (a log record cannot be taken back in one step);
+ *  - shadow mode: a grant that was not recorded has nothing to give back.
+ * Returns 1 given back (or nothing to give back), 0 not possible (the uses
+ * stay held until released, as if used), or an error: -EINVAL (NULL, or a
+ * receipt of another limiter), -ENOENT, SHMT_ECORRUPT.  A receipt given
+ * back is cleared, so giving it back again does nothing.  One CAS; kill -9
+ * leaves the grant given back or not.
+ */
+SHMT_EXPORT int shmt_refund(shmt_t *h, const char *name,
+    shmt_receipt_t *receipt);
+
+/*
+ * shmt_wait: shmt_acquire, waiting up to TIMEOUT_NS of real time for the
+ * grant.  TIMEOUT_NS 0 is one try; UINT64_MAX waits without limit.  The
+ * timeout runs on CLOCK_MONOTONIC even when the handle has an injected
+ * clock (shmt_set_clock): the limiter's answers follow the handle's clock,
+ * the sleeping does not; a test drives it with a short real timeout, or by
+ * letting another handle release uses (which wakes the waiter at once).
+ *
+ * A refused waiter sleeps, using no CPU, on a futex word in the limiter's
+ * row, shared across processes, until the refusal's retry_after_ns or
+ * until someone returns uses to the limiter (a caller or the daemon
+ * releasing a bucket, which makes a system call only when someone sleeps),
+ * then tries again.  Returns 1 granted, 0 throttled when the timeout ran
+ * out, -EINTR when a signal interrupted the sleep, or the errors of
+ * shmt_acquire.  *OUT (may be NULL) gets the last try's decision (not on an
+ * error).  Waiters are not queued: when uses come back, whoever tries first
+ * gets them.  kill -9 while asleep leaves nothing held (at most one
+ * needless wake-up call for the next releaser).
+ */
+SHMT_EXPORT int shmt_wait(shmt_t *h, const char *name, const void *client,
+    size_t client_len, uint64_t cost, uint64_t timeout_ns,
+    shmt_decision_t *out);
+
+/*
+ * shmt_next_key_wait: shmt_next_key, waiting as shmt_wait does.  Returns the
+ * name's length (> 0), 0 when the timeout ran out, -EINTR, or the errors of
+ * shmt_next_key.
+ */
+SHMT_EXPORT int shmt_next_key_wait(shmt_t *h, const char *name, char *buf,
+    size_t cap, uint64_t timeout_ns, shmt_decision_t *out);
+
 typedef struct shmt_limiter_stat {
 	char name[SHMT_LIMITER_NAME_MAX + 1];
 	uint64_t limit, window_ns, slack_ns, slack_uses;
@@ -521,6 +736,11 @@ typedef struct shmt_limiter_stat {
 	                             * to happen single-threaded; possible
 	                             * when a caller's clock read is stale */
 	shmt_time_t housekeeping_lag_ns;
+	uint64_t burst;             /* rate mode: uses that may come at once */
+	uint64_t would_deny;        /* shadow mode: requests enforcement would
+	                             * have refused (granted unrecorded); the
+	                             * denied_* counters count none of them */
+	int shadow;                 /* 1: shadow mode */
 } shmt_limiter_stat_t;
 
 /*

@@ -190,8 +190,19 @@ exercise_limiters(shmt_t *h)
 		if (memchr(ls[i].name, '\0', sizeof(ls[i].name)) == NULL)
 			abort();
 		for (int k = 0; k < 3; k++) {
+			shmt_decision_t d;
+			shmt_request_t rq[2] = { { name, NULL, 0, 1 },
+				{ name, "client-1", 8, 2 } };
+
 			shmt_try_use_key(h, name);
 			shmt_next_key(h, name, key, sizeof(key));
+			shmt_acquire(h, name, NULL, 0, 1 + (uint64_t)k, &d);
+			shmt_peek(h, name, NULL, 0, 1, &d);
+			shmt_peek(h, name, "client-2", 8, 1, &d);
+			shmt_acquire(h, name, "client-2", 8, 1, &d);
+			shmt_wait(h, name, NULL, 0, 1, 0, &d);
+			shmt_next_key_decide(h, name, key, sizeof(key), &d);
+			shmt_acquire_all(h, rq, 1 + (size_t)(k & 1), NULL, NULL);
 			shmt_try_use(h, name, "client-1", 8);
 			shmt_try_use(h, name, &k, sizeof(k));
 			fz_now += 50000000ULL;
