@@ -122,26 +122,22 @@ pieces_sum(const unsigned char *img, const struct piece p[P_COUNT])
 	return h;
 }
 
+/* The clocks, the boot id and the pid come through env.h, which the fuzz
+ * build replaces with fixed ones. */
 static uint64_t
 clock_ns(clockid_t id)
 {
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return shmt__env_clock_ns(id);
 }
 
 static void
 boot_id(char out[BOOT_ID_LEN])
 {
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-
 	memset(out, 0, BOOT_ID_LEN);
-	if (f == NULL)
-		return;
-	if (fgets(out, BOOT_ID_LEN, f) != NULL)
-		out[strcspn(out, "\n")] = '\0';
-	fclose(f);
+	if (shmt__proc_read("/proc/sys/kernel/random/boot_id", out,
+	    BOOT_ID_LEN) != 0)
+		memset(out, 0, BOOT_ID_LEN);
+	out[strcspn(out, "\n")] = '\0';
 }
 
 /*
@@ -245,7 +241,7 @@ shmtd_snapshot_write(shmt_t *h, const char *path, char *err, size_t cap)
 	int fd = -1, rc = 0;
 
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path,
-	    (int)getpid()) >= sizeof(tmp)) {
+	    (int)shmt__env_pid()) >= sizeof(tmp)) {
 		snprintf(err, cap, "snapshot %s: path too long", path);
 		return -ENAMETOOLONG;
 	}
@@ -664,7 +660,7 @@ shmtd_snapshot_restore(const char *path, const char *name, shmt_t **out,
 	int rc;
 
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.restore.%d", name,
-	    (int)getpid()) > SHMT_SEGNAME_MAX)
+	    (int)shmt__env_pid()) > SHMT_SEGNAME_MAX)
 		return bad(err, cap, -ENAMETOOLONG, path, "segment name %s is "
 		    "too long to restore under a temporary name", name);
 	if ((rc = read_snapshot(path, &sh, &img, err, cap)) != 0)

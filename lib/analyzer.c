@@ -216,7 +216,7 @@ static __thread struct an_tls an_tls[4];
 static uint64_t
 owner_word(const shmt_t *h)
 {
-	return ((uint64_t)(uint32_t)getpid() << 32) | h->uid;
+	return ((uint64_t)(uint32_t)shmt__env_pid() << 32) | h->uid;
 }
 
 int
@@ -253,7 +253,7 @@ stripe_claim(shmt_t *h)
 			if (__atomic_compare_exchange_n(&o->ao_owner, &free_word,
 			    me, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 				__atomic_store_n(&o->ao_start,
-				    shmt__proc_start(getpid()), __ATOMIC_RELAXED);
+				    shmt__proc_start(shmt__env_pid()), __ATOMIC_RELAXED);
 				return p;
 			}
 		}
@@ -308,7 +308,7 @@ static int
 shared_lock(const struct shmt_an *an)
 {
 	uint32_t *lk = (uint32_t *)(an->base + an->lock_off);
-	uint32_t me = (uint32_t)getpid();
+	uint32_t me = (uint32_t)shmt__env_pid();
 
 	for (unsigned i = 0; i < (1U << 22); i++) {
 		uint32_t cur = 0;

@@ -73,7 +73,7 @@ tid_self(void)
 {
 	if (my_tid == 0) {
 		pthread_once(&atfork_once, atfork_register);
-		my_tid = (uint32_t)syscall(SYS_gettid);
+		my_tid = shmt__env_tid();
 	}
 	return my_tid;
 }
@@ -125,7 +125,7 @@ owner_alive(shmt_t *h, uint32_t owner, int *running)
 	*running = 0;
 	if (owner == 0 || owner >= SHMT_TID_MAX)
 		return 0;
-	alive = kill((pid_t)owner, 0) == 0 || errno == EPERM;
+	alive = shmt__env_kill0((pid_t)owner) == 0 || errno == EPERM;
 	if (alive && h != NULL)
 		alive = shmt__slot_held_by(h, tid_status(owner, running));
 	errno = saved;

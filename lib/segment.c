@@ -126,10 +126,7 @@ shmt__format_word(void)
 	return ((uint64_t)SHMT_ABI_VERSION << 48) | (h & 0xffffffffffffULL);
 }
 
-/* Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat)
- * and its state letter (field 3).  Returns 0 for start when unknown.
- * Together with the pid the start time names one process: a reused pid has
- * another start time. */
+#ifndef SHMT_FUZZ_ENV /* the fuzz build's is in tests/fuzz/fuzz_util.c */
 int
 shmt__proc_read(const char *path, char *buf, size_t cap)
 {
@@ -146,7 +143,12 @@ shmt__proc_read(const char *path, char *buf, size_t cap)
 	buf[n] = '\0';
 	return 0;
 }
+#endif
 
+/* Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat)
+ * and its state letter (field 3).  Returns 0 for start when unknown.
+ * Together with the pid the start time names one process: a reused pid has
+ * another start time. */
 static uint64_t
 proc_stat(pid_t pid, char *state)
 {
@@ -195,7 +197,7 @@ shmt__pid_alive(pid_t pid, uint64_t start)
 
 	if (pid <= 0)
 		return 0;
-	alive = kill(pid, 0) == 0 || errno == EPERM;
+	alive = shmt__env_kill0(pid) == 0 || errno == EPERM;
 	if (alive) {
 		now_start = proc_stat(pid, &state);
 		if (state == 'Z' || state == 'X')
@@ -444,7 +446,7 @@ handle_new(const char *name, char *base, uint64_t size,
 	    sizeof(h->key.hk_key));
 	h->slot = UINT32_MAX;
 	h->fd = -1;
-	h->pid = getpid();
+	h->pid = shmt__env_pid();
 	snprintf(h->name, sizeof(h->name), "%s", name);
 	return h;
 }
@@ -471,7 +473,7 @@ secret_make(uint8_t *buf, size_t n)
 	size_t got = 0;
 
 	while (got < n) {
-		ssize_t r = getrandom(buf + got, n - got, 0);
+		ssize_t r = shmt__env_getrandom(buf + got, n - got, 0);
 
 		if (r < 0) {
 			if (errno == EINTR)
@@ -494,8 +496,6 @@ static void
 hdr_init(struct shmt_hdr *hdr, const struct shmt_params *p, uint64_t size,
     const struct shmt_region reg[SHMT_R_COUNT])
 {
-	struct timespec ts;
-
 	hdr->sh_format = shmt__format_word();
 	hdr->sh_size = size;
 	hdr->sh_abi = SHMT_ABI_VERSION;
@@ -503,9 +503,7 @@ hdr_init(struct shmt_hdr *hdr, const struct shmt_params *p, uint64_t size,
 	for (int i = 0; i < SHMT_R_COUNT; i++)
 		hdr->sh_regions[i] = reg[i];
 	hdr->sh_params = *p;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	hdr->sh_created_wall_ns =
-	    (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	hdr->sh_created_wall_ns = shmt__env_clock_ns(CLOCK_REALTIME);
 	hdr->sh_created_mono_ns = shmt__mono_ns();
 	hdr->sh_generation = 1;
 }
@@ -541,8 +539,8 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 	if ((size = layout(&params, reg)) == 0)
 		return -EINVAL;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", name, (int)getpid(),
-	    atomic_fetch_add(&counter, 1));
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", name,
+	    (int)shmt__env_pid(), atomic_fetch_add(&counter, 1));
 	snprintf(tmppath, sizeof(tmppath), SHMT_SHM_DIR "%s", tmp);
 	snprintf(path, sizeof(path), SHMT_SHM_DIR "%s", name);
 
@@ -854,7 +852,7 @@ shmt_close(shmt_t *h)
 		return;
 	/* A handle inherited across fork() belongs to the parent's slot.  A
 	 * truncated object has no slot page to release any more. */
-	if (h->pid == getpid() && shmt__size_check(h, &now_size) == 0) {
+	if (h->pid == shmt__env_pid() && shmt__size_check(h, &now_size) == 0) {
 		shmt__an_release(h);
 		shmt__slot_release(h);
 	}

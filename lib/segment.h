@@ -5,6 +5,7 @@
 
 #include "shmthrottle.h"
 
+#include "env.h"
 #include "hash.h"
 #include "lock.h"
 
@@ -165,7 +166,8 @@ uint64_t shmt__format_word(void);
  * secret so that the hashes it stores stay valid. */
 void shmt__secret_set(shmt_t *h, const uint8_t key[SHMT_SECRET_BYTES]);
 /* Read the start of the small /proc file PATH into BUF (at most CAP - 1
- * bytes, NUL-terminated): 0, or -1 when it cannot be read. */
+ * bytes, NUL-terminated): 0, or -1 when it cannot be read.  The fuzz
+ * build's (SHMT_FUZZ_ENV, env.h) is tests/fuzz/fuzz_util.c's. */
 int shmt__proc_read(const char *path, char *buf, size_t cap);
 uint64_t shmt__proc_start(pid_t pid);
 int shmt__pid_alive(pid_t pid, uint64_t start);
@@ -194,10 +196,7 @@ shmt__in_region(const shmt_t *h, enum shmt_region_id id, uint64_t off,
 static inline shmt_time_t
 shmt__mono_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (shmt_time_t)ts.tv_sec * 1000000000ULL + (shmt_time_t)ts.tv_nsec;
+	return shmt__env_clock_ns(CLOCK_MONOTONIC);
 }
 
 static inline shmt_time_t

@@ -33,7 +33,10 @@ target_include_directories(shmt_fuzz_core PUBLIC
   ${PROJECT_SOURCE_DIR}/lib/include ${PROJECT_SOURCE_DIR}/lib
   ${PROJECT_SOURCE_DIR}/daemon ${SHMT_FUZZ_DIR})
 target_compile_options(shmt_fuzz_core PUBLIC ${SHMT_FUZZ_CFLAGS})
-target_compile_definitions(shmt_fuzz_core PUBLIC SHMT_STATIC=1)
+# SHMT_FUZZ_ENV: this copy of the library (and the CLI of fuzz_cli) sees a
+# fixed host, defined in fuzz_util.c (lib/env.h): the same pid, clocks and
+# random bytes on every run.  Only the fuzz targets are built with it.
+target_compile_definitions(shmt_fuzz_core PUBLIC SHMT_STATIC=1 SHMT_FUZZ_ENV=1)
 target_link_libraries(shmt_fuzz_core PUBLIC PkgConfig::CK PkgConfig::SODIUM PkgConfig::FZ_INIH
   Threads::Threads atomic rt)
 

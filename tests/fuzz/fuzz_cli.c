@@ -23,7 +23,7 @@ int shmtc_main(int argc, char **argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char name[64];
+static char name[128];
 
 static const char *const commands[] = {
 	"stat", "limiters", "buckets", "try", "next-key", "get", "set", "del",
@@ -43,6 +43,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	shmt_t *h;
 
 	(void)argc, (void)argv;
+	fz_env_reset();
 	fz_segname(name, sizeof(name), "cli");
 	shmt_unlink(name);
 	fz_base_config(&cfg);
@@ -90,6 +91,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size == 0 || size > 4096)
 		return 0;
+	fz_env_reset();
 	if ((copy = malloc(size + 1)) == NULL)
 		return 0;
 	memcpy(copy, data, size);

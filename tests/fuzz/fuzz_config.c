@@ -6,13 +6,14 @@
  * shmtd_config_print).
  */
 #include "config.h"
+#include "fuzz_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static char path1[64], path2[64];
+static char path1[128], path2[128];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -28,8 +29,8 @@ int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc, (void)argv;
-	snprintf(path1, sizeof(path1), "/tmp/shmt-fuzz-%d-a.conf", (int)getpid());
-	snprintf(path2, sizeof(path2), "/tmp/shmt-fuzz-%d-b.conf", (int)getpid());
+	fz_tmpname(path1, sizeof(path1), "a.conf");
+	fz_tmpname(path2, sizeof(path2), "b.conf");
 	atexit(cleanup);
 	return 0;
 }

@@ -14,7 +14,7 @@
 
 static struct fz_image base;
 static unsigned char *work;
-static char name[64];
+static char name[128];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -23,6 +23,7 @@ int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc, (void)argv;
+	fz_env_reset();
 	fz_base_image(&base);
 	if ((work = malloc(base.size)) == NULL)
 		abort();
@@ -35,6 +36,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	shmt_t *h = NULL;
 
+	fz_env_reset();
 	if (size >= 8 && memcmp(data, base.bytes, 8) == 0) {
 		fz_write_object(name, data, size);
 	} else {

@@ -25,7 +25,7 @@
 static struct fz_image base;   /* the snapshot's segment image */
 static unsigned char hdr[SNAP_HDR];
 static unsigned char *work;
-static char path[64], name[64];
+static char path[128], name[128];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -81,7 +81,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	long len;
 
 	(void)argc, (void)argv;
-	snprintf(path, sizeof(path), "/tmp/shmt-fuzz-%d.snap", (int)getpid());
+	fz_env_reset();
+	fz_tmpname(path, sizeof(path), "snap.snap");
 	fz_segname(name, sizeof(name), "snap");
 	atexit(cleanup);
 	shmt_unlink(name);
@@ -129,6 +130,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size == 0)
 		return 0;
+	fz_env_reset();
 	if (data[0] & 1) {
 		put(data + 1, size - 1);
 	} else {

@@ -2,6 +2,10 @@
 /* Helpers of the fuzz targets: the base segment, patches, the exercise. */
 #include "fuzz_util.h"
 
+#include "env.h"
+#include "segment.h"
+
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +30,139 @@ fz_die(const char *what, int rc)
 	abort();
 }
 
+/*
+ * The host as the library sees it in the fuzz build (lib/env.h).  Values
+ * are plausible rather than special: the pid and thread id are a small
+ * positive number below the kernel's limit, the clocks start where a
+ * machine up for a while would be, and the start time and boot id parse
+ * as the kernel writes them.
+ */
+#define FZ_MONO0 (FZ_T0 + 500000000ULL)
+#define FZ_WALL0 1750000000000000000ULL
+#define FZ_BOOT_ID "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\n"
+
+static uint64_t fz_ticks, fz_rand_state;
+
+void
+fz_env_reset(void)
+{
+	fz_ticks = 0;
+	fz_rand_state = 0x9e3779b97f4a7c15ULL;
+}
+
+pid_t
+shmt__env_pid(void)
+{
+	return FZ_PID;
+}
+
+uint32_t
+shmt__env_tid(void)
+{
+	return FZ_PID;
+}
+
+uint64_t
+shmt__env_clock_ns(clockid_t id)
+{
+	uint64_t t = fz_ticks++ * FZ_STEP_NS;
+
+	return (id == CLOCK_REALTIME ? FZ_WALL0 : FZ_MONO0) + t;
+}
+
+/* splitmix64, from a fixed state. */
+ssize_t
+shmt__env_getrandom(void *buf, size_t n, unsigned flags)
+{
+	unsigned char *b = buf;
+
+	(void)flags;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t z = (fz_rand_state += 0x9e3779b97f4a7c15ULL);
+
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+		b[i] = (unsigned char)(z ^ (z >> 31));
+	}
+	return (ssize_t)n;
+}
+
+int
+shmt__env_kill0(pid_t pid)
+{
+	if (pid == FZ_PID)
+		return 0;
+	errno = ESRCH;
+	return -1;
+}
+
+/* The /proc files the library reads, for FZ_PID alone; any other is
+ * missing, as for a process that has exited. */
+int
+shmt__proc_read(const char *path, char *buf, size_t cap)
+{
+	char stat_path[64], status_path[64];
+	const char *text = NULL;
+	char tmp[256];
+
+	snprintf(stat_path, sizeof(stat_path), "/proc/%d/stat", FZ_PID);
+	snprintf(status_path, sizeof(status_path), "/proc/%d/status", FZ_PID);
+	if (strcmp(path, stat_path) == 0) {
+		/* Fields 3 to 21, then the start time (22) and two more. */
+		snprintf(tmp, sizeof(tmp), "%d (fuzz) R 1 %d %d 0 -1 4194560 "
+		    "0 0 0 0 0 0 0 0 20 0 1 0 %llu 0 0\n", FZ_PID, FZ_PID,
+		    FZ_PID, (unsigned long long)FZ_START);
+		text = tmp;
+	} else if (strcmp(path, status_path) == 0) {
+		snprintf(tmp, sizeof(tmp), "Name:\tfuzz\nUmask:\t0022\n"
+		    "State:\tR (running)\nTgid:\t%d\nPid:\t%d\n", FZ_PID,
+		    FZ_PID);
+		text = tmp;
+	} else if (strcmp(path, "/proc/sys/kernel/random/boot_id") == 0) {
+		text = FZ_BOOT_ID;
+	}
+	if (text == NULL || cap == 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	snprintf(buf, cap, "%s", text);
+	return 0;
+}
+
+const char *
+fz_id(void)
+{
+	static char id[48];
+	const char *env;
+
+	if (id[0] != '\0')
+		return id;
+	env = getenv("SHMT_FUZZ_ID");
+	if (env == NULL || env[0] == '\0') {
+		snprintf(id, sizeof(id), "%d", (int)getpid());
+		return id;
+	}
+	if (strlen(env) >= sizeof(id) ||
+	    strspn(env, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789_-") != strlen(env)) {
+		fprintf(stderr, "fuzz harness: SHMT_FUZZ_ID '%s' is not a "
+		    "short name of letters, digits, '_' and '-'\n", env);
+		abort();
+	}
+	snprintf(id, sizeof(id), "%s", env);
+	return id;
+}
+
 void
 fz_segname(char *buf, size_t cap, const char *tag)
 {
-	snprintf(buf, cap, "/shmt-fuzz-%d-%s", (int)getpid(), tag);
+	snprintf(buf, cap, "/shmt-fuzz-%s-%s", fz_id(), tag);
+}
+
+void
+fz_tmpname(char *buf, size_t cap, const char *tag)
+{
+	snprintf(buf, cap, "/tmp/shmt-fuzz-%s-%s", fz_id(), tag);
 }
 
 void
@@ -104,7 +237,7 @@ void
 fz_base_image(struct fz_image *img)
 {
 	shmt_config_t cfg;
-	char name[64], path[128];
+	char name[128], path[160];
 	shmt_t *h;
 	struct stat st;
 	int rc, fd;

@@ -55,7 +55,31 @@ void fz_write_object(const char *name, const void *bytes, size_t size);
  * broken promise that does not depend on the data (aborts then). */
 void fz_exercise(shmt_t *h);
 
-/* A private segment name for this process: "/shmt-fuzz-PID-TAG". */
+/*
+ * The fixed host of the fuzz build (lib/env.h, SHMT_FUZZ_ENV): this
+ * process is FZ_PID (its only thread too), started at FZ_START clock ticks,
+ * and no other process exists; both clocks advance by FZ_STEP_NS on every
+ * read; the random bytes are a fixed sequence.  fz_env_reset() starts the
+ * clocks and the random bytes over: every target calls it at the start of
+ * each input, so that an input runs the same alone as within a run.
+ */
+#define FZ_PID 4242
+#define FZ_START 424242ULL
+#define FZ_STEP_NS 1000000ULL
+void fz_env_reset(void);
+
+/*
+ * What this run's names are made of: $SHMT_FUZZ_ID as tests/fuzz/run.sh
+ * sets it ("<target>-<n>", one n per target at a time on this host, so the
+ * names are the same on every run and never collide), or the real pid when
+ * the target is run by hand.  Aborts on an ID that does not fit a name.
+ */
+const char *fz_id(void);
+
+/* A private segment name: "/shmt-fuzz-ID-TAG". */
 void fz_segname(char *buf, size_t cap, const char *tag);
+
+/* A private file name: "/tmp/shmt-fuzz-ID-TAG" (TAG may hold a suffix). */
+void fz_tmpname(char *buf, size_t cap, const char *tag);
 
 #endif
