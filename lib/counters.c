@@ -1,7 +1,40 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The windowed counters of shmt_hit(): one item per key in the counters'
- * store (dict.c), changed in place under the shard's lock.
+ * The windowed counters of shmt_hit() and shmt_count(): one item per key in
+ * the counters' store (dict.c), changed in place under the shard's lock.
+ *
+ * Structure.  The window W is cut into n sub-windows that tile the clock
+ * exactly (tiles.h): sub-window k spans [floor(k W / n), floor((k+1) W / n)),
+ * each w = floor(W / n) or c = ceil(W / n) ns long, and any n in a row span
+ * exactly W.  A key's item holds the index of the newest sub-window it has
+ * counted and a ring of n 32-bit counts, slot k % n for sub-window k.
+ *
+ * Bound of shmt_hit.  It sums the n sub-windows up to now's, which span
+ * (s, s + W] with s + W > now >= s + W - c: so it counts no hit with
+ * now - t >= W and every hit with now - t < W - c + 1; it misses at most
+ * the hits of one sub-window, the oldest.  (The error is relative to that
+ * sub-window's hits, not to the count: a key hit only in its oldest
+ * sub-window can be under-counted by all of them.)
+ *
+ * Bound of shmt_count(w), w <= W.  It sums the sub-windows whose start is
+ * at least now - w + 1, newest first, stopping at the first that starts
+ * earlier.  Each summed sub-window lies inside (now - w, now], so no hit
+ * with now - t >= w is counted.  A hit with now - t <= w - c lies in a
+ * sub-window of start > t - c >= now - w, so it is counted.  Those
+ * sub-windows are all in the ring: the n up to now's reach back past
+ * now - W + 1 > now - w.  So
+ *   #{t : now - t <= w - c}  <=  shmt_count(w)  <=  #{t : now - t < w},
+ * and with w = W it is shmt_hit's sum.  A read never writes.
+ *
+ * Memory.  Per key: a 48-byte item header, the key, and 8 + 4 n bytes,
+ * rounded up to a power of two of at least 64 bytes (the store's buddy
+ * blocks); fixed whatever the count.  A count saturates at 2^32 - 1 per
+ * sub-window.
+ *
+ * Crash safety.  Stale slots are zeroed before the index moves (a repeat
+ * zeroes them again), and a count is one 4-byte store: a writer killed at
+ * any instruction leaves each sub-window's count old or new, so every
+ * answer keeps its bound with at most the killed writer's one hit missing.
  */
 #include "counters.h"
 
@@ -265,4 +298,59 @@ shmt__cnt_check_item(const struct shmt_store *st, const struct shmt_item *it,
 		    "its ring of %u sub-windows takes %llu", who,
 		    (unsigned long long)off, it->it_vlen, st->subw,
 		    (unsigned long long)CNT_VLEN(st));
+}
+
+/* ---- Reading without counting ------------------------------------------------ */
+
+/*
+ * The sum of the sub-windows of IT that lie wholly inside (now - w, now]:
+ * sub-window k counts when its start is at least now - w + 1.  Those are
+ * within the ring (the n sub-windows up to now's span exactly W >= w), so no
+ * slot older than the ring is read; walking from the newest, the first
+ * sub-window that starts too early ends the sum.
+ */
+static uint64_t
+count_read(const struct shmt_store *st, struct shmt_item *it, uint64_t now,
+    uint64_t w)
+{
+	char *v = item_val(it), *cnt = v + sizeof(uint64_t);
+	uint64_t cur, sum = 0, lo = now + 1 >= w ? now + 1 - w : 0;
+
+	memcpy(&cur, v, sizeof(cur));
+	for (uint64_t j = 0; j < st->subw && j <= cur; j++) {
+		uint64_t k = cur - j;
+
+		if (shmt__tile_start(k, st->window, st->subw) < lo)
+			break;
+		sum += cnt_get(cnt, k % st->subw);
+	}
+	return sum;
+}
+
+SHMT_EXPORT int
+shmt_count(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
+    uint64_t *count)
+{
+	const struct shmt_store *st = h != NULL ? h->counters : NULL;
+	struct shmt_shard *sh;
+	struct shmt_item *it;
+	uint64_t hash, *link, now;
+	int rc;
+
+	if (count == NULL)
+		return -EINVAL;
+	*count = 0;
+	if (st != NULL && st->shards != 0 && window_ns > st->window)
+		return -EINVAL;
+	if ((rc = shmt__store_lock_key(h, st, key, klen, &hash, &sh)) != 0)
+		return rc;
+	now = shmt__now(h);
+	it = shmt__store_find(st, sh, hash, key, klen, &link);
+	if (link == NULL || (it != NULL && !shmt__cnt_item_ok(st, it)))
+		rc = SHMT_ECORRUPT;
+	else if (it != NULL && !expired(it, now))
+		*count = count_read(st, it, now, window_ns == 0 ? st->window :
+		    window_ns);
+	shmt__unlock(&sh->ds_lock);
+	return rc;
 }
