@@ -17,7 +17,7 @@ int shmt__cnt_evict(const struct shmt_store *st, struct shmt_shard *sh,
  * not of a counter's shape is left alone. */
 void shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it,
     int64_t d);
-/* Name in C the problems of counter item IT at heap offset OFF. */
+/* Report to C each problem of counter item IT at heap offset OFF. */
 void shmt__cnt_check_item(const struct shmt_store *st,
     const struct shmt_item *it, struct shmt_chk *c, const char *who,
     uint64_t off);
