@@ -123,6 +123,7 @@ int shmtc_cmd_del(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_incr(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_keys(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_hit(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_count(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_top(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_help(struct shmtc *c, int argc, char **argv);
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_KEY_HEX = 0x300, OPT_TTL, OPT_NX, OPT_XX };
+enum { OPT_KEY_HEX = 0x300, OPT_TTL, OPT_NX, OPT_XX, OPT_WINDOW };
 
 /* A key as the command line gave it: as is, or decoded with --key-hex. */
 struct key {
@@ -65,8 +65,8 @@ key_parse(const struct shmtc *c, struct key *k, const char *arg, int hex)
 static int
 dict_error(const struct shmtc *c, const struct key *k, int err)
 {
-	const char *what = strcmp(c->cmd->name, "hit") == 0 ? "counters" :
-	    "dictionary";
+	const char *what = strcmp(c->cmd->name, "hit") == 0 ||
+	    strcmp(c->cmd->name, "count") == 0 ? "counters" : "dictionary";
 
 	switch (err) {
 	case -ENOENT:
@@ -430,6 +430,71 @@ shmtc_cmd_hit(struct shmtc *c, int argc, char **argv)
 		goto out;
 	rc = shmt_hit(h, k.p, k.len, &count);
 	if (rc != 0)
+		rc = dict_error(c, &k, rc);
+	else if (c->json)
+		rc = key_answer(&k, "count", shmtc_json_u64(count));
+	else
+		printf("%" PRIu64 "\n", count);
+out:
+	shmt_close(h);
+	free(k.shown);
+	return rc;
+}
+
+/* count's options: --key-hex and --window D (0 when absent: the segment's
+ * window).  Returns as dict_opts. */
+static int
+count_opts(struct shmtc *c, int argc, char **argv, int *hex, uint64_t *win)
+{
+	static const struct option opts[] = {
+		{ "key-hex", no_argument, NULL, OPT_KEY_HEX },
+		{ "window", required_argument, NULL, OPT_WINDOW },
+		{ NULL, 0, NULL, 0 }
+	};
+	uint64_t ms;
+	char *arg;
+	int opt;
+
+	*hex = 0;
+	*win = 0;
+	while ((opt = shmtc_getopt(c, argc, argv, NULL, opts, &arg)) >= 0) {
+		if (opt == OPT_KEY_HEX) {
+			*hex = 1;
+		} else if (opt == OPT_WINDOW) {
+			if (shmtc_parse_ms(arg, &ms) != 0 || ms == 0 ||
+			    ms > UINT64_MAX / 1000000)
+				return shmtc_usage_error(c, "bad window '%s' (e.g. "
+				    "1m, 1h, 24h; whole milliseconds, above 0)",
+				    arg);
+			*win = ms * 1000000;
+		}
+	}
+	if (opt == -2)
+		return -1;
+	if (opt != -1)
+		return shmtc_getopt_exit(opt);
+	return shmtc_operands(c, argc, argv, 1, 0);
+}
+
+int
+shmtc_cmd_count(struct shmtc *c, int argc, char **argv)
+{
+	struct key k = { .shown = NULL };
+	shmt_t *h = NULL;
+	uint64_t count, win;
+	int hex, rc;
+
+	if ((rc = count_opts(c, argc, argv, &hex, &win)) != 0)
+		return rc < 0 ? SHMTC_OK : rc;
+	if ((rc = key_parse(c, &k, argv[optind], hex)) != 0 ||
+	    (rc = shmtc_open(c, &h)) != 0)
+		goto out;
+	rc = shmt_count(h, k.p, k.len, win, &count);
+	if (rc == -EINVAL && win != 0) {
+		shmtc_err("window longer than the counters' window of %s",
+		    c->segment);
+		rc = SHMTC_NO;
+	} else if (rc != 0)
 		rc = dict_error(c, &k, rc);
 	else if (c->json)
 		rc = key_answer(&k, "count", shmtc_json_u64(count));

@@ -145,6 +145,22 @@ KEY_RULES
 "Options:\n"
 "      --key-hex         KEY is hex\n";
 
+const char shmtc_help_count[] =
+"Prints how many hits KEY had in the trailing window D (default and at\n"
+"most: the window of the segment's counters, 24 h by default) without\n"
+"counting one.  It sums the sub-windows wholly inside the window, so it\n"
+"never counts a hit older than D and may miss the hits of the one\n"
+"sub-window that straddles its start; a window shorter than a sub-window\n"
+"may print 0.  A key never hit, evicted or silent for the whole window\n"
+"prints 0.\n"
+KEY_RULES
+"Exit 1 when D is longer than the counters' window, 3 when the segment\n"
+"was created without counters.\n"
+"\n"
+"Options:\n"
+"      --key-hex         KEY is hex\n"
+"      --window D        the window, e.g. 1m, 1h, 24h (whole milliseconds)\n";
+
 const char shmtc_help_top[] =
 "The hot keys of the analyzer's window (60 s by default): every key that\n"
 "may have more than the threshold (10% by default) of the requests, most\n"

@@ -30,7 +30,7 @@ extern const char shmtc_help_stat[], shmtc_help_limiters[],
     shmtc_help_create[], shmtc_help_destroy[], shmtc_help_check[],
     shmtc_help_watch[], shmtc_help_help[], shmtc_help_get[],
     shmtc_help_set[], shmtc_help_del[], shmtc_help_incr[], shmtc_help_keys[],
-    shmtc_help_hit[], shmtc_help_top[];
+    shmtc_help_hit[], shmtc_help_count[], shmtc_help_top[];
 
 const struct shmtc_cmd shmtc_commands[] = {
 	{ "stat", "", "the segment, its regions, daemon and slots",
@@ -59,6 +59,8 @@ const struct shmtc_cmd shmtc_commands[] = {
 	  shmtc_help_keys, 1, shmtc_cmd_keys },
 	{ "hit", "KEY", "count one hit, print hits in the window",
 	  shmtc_help_hit, 1, shmtc_cmd_hit },
+	{ "count", "KEY [--window D]", "hits in the window, without counting",
+	  shmtc_help_count, 1, shmtc_cmd_count },
 	{ "top", "[-n N]", "the hot keys of the window, with their bounds",
 	  shmtc_help_top, 1, shmtc_cmd_top },
 	{ "check", "[--repair]", "scan the segment and name every problem found",

@@ -30,6 +30,7 @@
 #include "dict.h"
 
 #include "analyzer.h"
+#include "counters.h"
 #include "tiles.h"
 
 #include <ck_pr.h>
@@ -197,10 +198,6 @@ item_at(const struct shmt_store *st, char *heap, uint64_t off)
 		return NULL;
 	return it;
 }
-
-/* The value length of every counter item of ST: the index of the newest
- * sub-window, then one count per sub-window. */
-#define CNT_VLEN(st) (sizeof(uint64_t) + 4ULL * (st)->subw)
 
 static const char *
 item_key(const struct shmt_item *it)
@@ -377,7 +374,7 @@ repair_chains(const struct shmt_store *st, struct shmt_shard *sh, uint64_t *bm)
 			uint64_t size;
 
 			if (it == NULL || bucket_of(st, it->it_hash) != b ||
-			    (st->counters && it->it_vlen != CNT_VLEN(st))) {
+			    (st->counters && !shmt__cnt_item_ok(st, it))) {
 				*link = 0;
 				break;
 			}
@@ -644,99 +641,6 @@ evict_one(const struct shmt_store *st, struct shmt_shard *sh, uint64_t now,
 	return 1;
 }
 
-/*
- * Counters evict by last hit, in batches, with a bound.  (The dictionary's
- * sampling above has none: with keys re-hit well within the capacity it
- * lost a few in a thousand to a few in a hundred of their first hits.  A
- * second-chance bit has none either: when every item's bit is set, the
- * hand clears them all and takes the item just ahead of it, however fresh.)  One pass over the shard finds its N items'
- * oldest and newest last hit (it_born); a second counts them in 64 bins of
- * equal width over that range; the third evicts the items of the oldest
- * bins that together hold at most N / 8 items, or, when the oldest bin alone
- * holds more, the one item hit least recently.  So an evicted item is among
- * the max(1, N / 8) least recently hit: at least N - N / 8 items (or, for the
- * single one, all others) were hit later, and a key hit again before 7N/8
- * other keys of its shard were hit keeps its count.  The cost is three walks
- * of the shard once per N / 8 evictions (a few visits per eviction, but one
- * call pays for the walk under the shard lock); exact LRU would need a list
- * in every item, relinked on every hit.  EXCEPT is never chosen.  Returns
- * how many items were evicted.
- */
-#define CNT_BINS 64
-
-static uint64_t
-cnt_evict_pass(const struct shmt_store *st, struct shmt_shard *sh,
-    const struct shmt_item *except, int mode, uint64_t lo, uint64_t width,
-    uint64_t *acc)
-{
-	uint64_t *index = shard_index(st, sh), n = 0;
-	char *heap = shard_heap(st, sh);
-
-	for (uint64_t b = 0; b < st->nbuckets; b++) {
-		uint64_t *link = &index[b], steps = st->heap_bytes / 64;
-
-		while (*link != 0 && steps-- > 0) {
-			struct shmt_item *it = item_at(st, heap, *link - 1);
-			uint64_t t;
-
-			if (it == NULL)
-				break;
-			t = it->it_born < lo ? lo : it->it_born;
-			if (it == except) {
-				link = &it->it_next;
-				continue;
-			}
-			if (mode == 0) {                /* range */
-				acc[0] = n == 0 || t < acc[0] ? t : acc[0];
-				acc[1] = n == 0 || t > acc[1] ? t : acc[1];
-			} else if (mode == 1) {         /* histogram */
-				uint64_t j = (t - lo) / width;
-
-				acc[j < CNT_BINS ? j : CNT_BINS - 1]++;
-			} else if ((t - lo) / width <= acc[0] &&
-			    (mode == 2 || t == lo)) {    /* evict */
-				unlink_free(st, sh, link, it);
-				sh->ds_evictions++;
-				n++;
-				if (mode == 3)
-					return n;
-				continue;
-			}
-			if (mode < 2)
-				n++;
-			link = &it->it_next;
-		}
-	}
-	return n;
-}
-
-static int
-cnt_evict(const struct shmt_store *st, struct shmt_shard *sh,
-    const struct shmt_item *except)
-{
-	uint64_t range[2] = { 0, 0 }, bins[CNT_BINS] = { 0 }, n, width, sum = 0;
-	uint64_t last = 0;
-	int found = 0;
-
-	n = cnt_evict_pass(st, sh, except, 0, 0, 1, range);
-	if (n == 0)
-		return 0;
-	width = (range[1] - range[0]) / CNT_BINS + 1;
-	cnt_evict_pass(st, sh, except, 1, range[0], width, bins);
-	for (uint64_t j = 0; j < CNT_BINS && sum + bins[j] <= n / 8; j++) {
-		sum += bins[j];
-		last = j;
-		found = 1;
-	}
-	if (found && sum > 0)
-		return (int)cnt_evict_pass(st, sh, except, 2, range[0], width,
-		    &last);
-	/* The oldest bin alone holds more than N / 8: the least recently hit
-	 * item only (range[0] is its last hit). */
-	last = 0;
-	return (int)cnt_evict_pass(st, sh, except, 3, range[0], width, &last);
-}
-
 /* Allocate a block for an item of BYTES, evicting when allowed.  KEEP (the
  * item being replaced, may be NULL) is never evicted.  Returns the offset or
  * UINT64_MAX. */
@@ -764,7 +668,7 @@ alloc_item(const struct shmt_store *st, struct shmt_shard *sh, uint64_t bytes,
 		return off;
 	if (!st->eviction)
 		return UINT64_MAX;
-	while (st->counters ? cnt_evict(st, sh, keep) :
+	while (st->counters ? shmt__cnt_evict(st, sh, keep) :
 	    evict_one(st, sh, now, keep))
 		if ((off = blk_alloc(st, sh, order)) != UINT64_MAX)
 			return off;
@@ -1317,110 +1221,6 @@ shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out)
 	return 0;
 }
 
-/* ---- Windowed counters ----------------------------------------------------- */
-
-/*
- * A counter item's value: the index of the newest sub-window it has counted
- * (u64), then one u32 count per sub-window, sub-window i in slot i % n.
- * Counters change in place under the shard lock; no lock-free reader reads
- * them.  Each step is crash-safe: stale slots are zeroed before the index
- * moves (so a repeat zeroes them again), and a count is one 4-byte store.
- */
-/* Counts follow a key of any length, so they are unaligned: memcpy moves
- * each one with a single 4-byte load or store (one instruction, so a kill
- * -9 cannot split it). */
-static uint32_t
-cnt_get(const char *c, uint64_t i)
-{
-	uint32_t v;
-
-	memcpy(&v, c + 4 * i, sizeof(v));
-	return v;
-}
-
-static void
-cnt_put(char *c, uint64_t i, uint32_t v)
-{
-	memcpy(c + 4 * i, &v, sizeof(v));
-}
-
-static uint64_t
-hit_update(const struct shmt_store *st, struct shmt_item *it, uint64_t now)
-{
-	uint64_t idx = shmt__tile_of(now, st->window, st->subw), cur, sum = 0;
-	char *v = item_val(it), *cnt = v + sizeof(cur);
-	uint32_t c;
-
-	memcpy(&cur, v, sizeof(cur));
-	if (idx > cur) {
-		uint64_t gap = idx - cur < st->subw ? idx - cur : st->subw;
-
-		for (uint64_t i = 1; i <= gap; i++)
-			cnt_put(cnt, (cur + i) % st->subw, 0);
-		memcpy(v, &idx, sizeof(idx));
-		cur = idx;
-	}
-	c = cnt_get(cnt, cur % st->subw);
-	if (c != UINT32_MAX)
-		cnt_put(cnt, cur % st->subw, c + 1);
-	for (uint32_t i = 0; i < st->subw; i++)
-		sum += cnt_get(cnt, i);
-	it->it_expire = now + st->window;
-	/* Counters are evicted by their last hit, not by their creation. */
-	it->it_born = now;
-	return sum;
-}
-
-SHMT_EXPORT int
-shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
-{
-	const struct shmt_store *st = h != NULL ? h->counters : NULL;
-	struct shmt_shard *sh;
-	struct shmt_item *it;
-	uint64_t hash, *link, now, sum;
-	int rc;
-
-	if ((rc = lock_key(h, st, key, klen, &hash, &sh)) != 0)
-		return rc;
-	now = shmt__now(h);
-	it = find_locked(st, sh, hash, key, klen, &link);
-	/* A counter item's value is exactly its index and ring: a shorter
-	 * one (damage) would make the update write past the item. */
-	if (link == NULL || (it != NULL && it->it_vlen != CNT_VLEN(st))) {
-		rc = SHMT_ECORRUPT;
-		goto out;
-	}
-	if (it != NULL && expired(it, now)) {
-		unlink_free(st, sh, link, it);
-		sh->ds_expirations++;
-		it = NULL;
-	}
-	if (it == NULL) {
-		uint64_t vlen = CNT_VLEN(st);
-		uint64_t idx = shmt__tile_of(now, st->window, st->subw);
-		struct put p = { .hash = hash, .key = key, .klen = klen,
-		    .vlen = vlen, .expire = now + st->window, .mode = PUT_ADD };
-		char zero[8 + 4 * 256];
-
-		memset(zero, 0, sizeof(zero));
-		memcpy(zero, &idx, sizeof(idx));
-		p.val = zero;
-		if ((rc = put_locked(h, st, sh, &p)) != 0)
-			goto out;
-		it = find_locked(st, sh, hash, key, klen, &link);
-		if (it == NULL || it->it_vlen != CNT_VLEN(st)) {
-			rc = SHMT_ECORRUPT;
-			goto out;
-		}
-	}
-	sum = hit_update(st, it, now);
-	if (count != NULL)
-		*count = sum;
-out:
-	shmt__unlock(&sh->ds_lock);
-	return rc;
-}
-
 /* ---- Housekeeping and rebasing ---------------------------------------------- */
 
 uint64_t
@@ -1462,28 +1262,6 @@ shmt__stores_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 	return b < 0 ? b : a + b;
 }
 
-/* Move a counter's newest sub-window index with the clock, rounding toward
- * the past so no count is kept longer than its window.  Moving every index
- * by k moves each sub-window's start by floor(k W / n) or ceil(k W / n)
- * (tiles.h); k = floor(d n / W) keeps that at most d, and for d < 0,
- * k = -ceil(-d n / W) makes it at least -d in size. */
-static void
-counter_rebase(const struct shmt_store *st, struct shmt_item *it, int64_t d)
-{
-	unsigned __int128 a = (unsigned __int128)(d >= 0 ? (uint64_t)d :
-	    -(uint64_t)d) * st->subw;
-	uint64_t k, cur;
-
-	a = d >= 0 ? a / st->window : (a + st->window - 1) / st->window;
-	k = a > UINT64_MAX ? UINT64_MAX : (uint64_t)a;
-	memcpy(&cur, item_val(it), sizeof(cur));
-	if (d >= 0)
-		cur = cur > UINT64_MAX - k ? UINT64_MAX : cur + k;
-	else
-		cur = cur > k ? cur - k : 0;
-	memcpy(item_val(it), &cur, sizeof(cur));
-}
-
 static void
 store_rebase(const struct shmt_store *st, int64_t d)
 {
@@ -1505,8 +1283,8 @@ store_rebase(const struct shmt_store *st, int64_t d)
 
 					it->it_expire = e > 0 ? (uint64_t)e : 1;
 				}
-				if (st->counters && it->it_vlen == CNT_VLEN(st))
-					counter_rebase(st, it, d);
+				if (st->counters)
+					shmt__cnt_rebase(st, it, d);
 				off = it->it_next;
 			}
 		}
@@ -1543,7 +1321,6 @@ chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
     struct shmt_chk *c, const char *who, uint64_t *bm)
 {
 	uint64_t *index = shard_index(st, sh), items = 0, used = 0;
-	uint64_t cvlen = 8 + 4ULL * st->subw;
 	char *heap = shard_heap(st, sh);
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
@@ -1561,14 +1338,8 @@ chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
 			if (bucket_of(st, it->it_hash) != b)
 				shmt__chk(c, "%s: item at %llu is in the wrong "
 				    "bucket", who, (unsigned long long)(off - 1));
-			/* shmt_hit writes the whole ring of sub-window
-			 * counts into the value. */
-			if (st->counters && it->it_vlen != cvlen)
-				shmt__chk(c, "%s: counter item at %llu has a value "
-				    "of %u bytes, its ring of %u sub-windows takes "
-				    "%llu", who, (unsigned long long)(off - 1),
-				    it->it_vlen, st->subw,
-				    (unsigned long long)cvlen);
+			if (st->counters)
+				shmt__cnt_check_item(st, it, c, who, off - 1);
 			if (!mark_span(bm, off - 1, 64ULL << it->it_order)) {
 				shmt__chk(c, "%s: bucket %llu's chain reaches the "
 				    "block at %llu again (a loop, or a block "
@@ -1823,4 +1594,51 @@ shmt__stores_check(shmt_t *h, struct shmt_chk *c)
 		chk_store(h->dict, "dictionary", c);
 	if (h->counters != NULL)
 		chk_store(h->counters, "counters", c);
+}
+
+/* ---- Store helpers for the counters (counters.c) -------------------------- */
+
+int
+shmt__store_lock_key(shmt_t *h, const struct shmt_store *st, const void *key,
+    size_t klen, uint64_t *hash, struct shmt_shard **shp)
+{
+	return lock_key(h, st, key, klen, hash, shp);
+}
+
+struct shmt_item *
+shmt__store_find(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t hash, const void *key, size_t klen, uint64_t **linkp)
+{
+	return find_locked(st, sh, hash, key, klen, linkp);
+}
+
+int
+shmt__store_add(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t hash, const void *key, size_t klen, const void *val, size_t vlen,
+    uint64_t expire)
+{
+	struct put p = { .hash = hash, .key = key, .klen = klen, .val = val,
+	    .vlen = vlen, .expire = expire, .mode = PUT_ADD };
+
+	return put_locked(h, st, sh, &p);
+}
+
+void
+shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t *link, struct shmt_item *it)
+{
+	unlink_free(st, sh, link, it);
+}
+
+struct shmt_item *
+shmt__store_item_at(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t off)
+{
+	return item_at(st, shard_heap(st, sh), off);
+}
+
+uint64_t *
+shmt__store_index(const struct shmt_store *st, struct shmt_shard *sh)
+{
+	return shard_index(st, sh);
 }

@@ -1189,6 +1189,9 @@ test_no_dict(void **state)
 	expect_run(&r, 3, ARGV("-s", seg, "hit", "k"));
 	expect_err(&r, "has no counters");
 	tc_run_free(&r);
+	expect_run(&r, 3, ARGV("-s", seg, "count", "k"));
+	expect_err(&r, "has no counters");
+	tc_run_free(&r);
 	expect_run(&r, 0, ARGV("-s", seg, "stat"));
 	if (strstr(r.out, "dictionary none") == NULL ||
 	    strstr(r.out, "counters   none") == NULL ||
@@ -1585,6 +1588,46 @@ test_no_analyzer(void **state)
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
+/* count reads without counting: the fixture's three hits, 8 s old, lie in
+ * the default window (24 h in 24 sub-windows of 1 h) and in none shorter
+ * than a sub-window; a window longer than the counters' is refused. */
+static void
+test_count(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	uint64_t n;
+	json_t *j;
+
+	fx_make(&f, "count", 1);
+	fx_dict(&f);
+	expect_out(&f, 0, "3\n", ARGV("-s", f.seg, "count", "ip:10.0.0.1"));
+	expect_out(&f, 0, "3\n", ARGV("-s", f.seg, "count", "ip:10.0.0.1"));
+	expect_out(&f, 0, "3\n", ARGV("-s", f.seg, "count", "--window", "24h",
+	    "ip:10.0.0.1"));
+	/* Younger than 1 s: no hit, and the bound allows no other answer. */
+	expect_out(&f, 0, "0\n", ARGV("-s", f.seg, "count", "--window", "1s",
+	    "ip:10.0.0.1"));
+	expect_out(&f, 0, "0\n", ARGV("-s", f.seg, "count", "never"));
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "count", "ip:10.0.0.1"));
+	j = parse(&r);
+	assert_int_equal(json_integer_value(json_object_get(j, "count")), 3);
+	json_decref(j);
+	tc_run_free(&r);
+	expect_run(&r, 1, ARGV("-s", f.seg, "count", "--window", "25h",
+	    "ip:10.0.0.1"));
+	expect_err(&r, "longer than the counters' window");
+	tc_run_free(&r);
+	expect_usage(ARGV("count", "--window", "soon", "k"), "bad window");
+	expect_usage(ARGV("count"), "missing KEY");
+	expect_out(&f, 0, "4\n", ARGV("-s", f.seg, "hit", "ip:10.0.0.1"));
+	expect_out(&f, 0, "4\n", ARGV("-s", f.seg, "count", "ip:10.0.0.1"));
+	f.clk.now = tc_mono_ns();
+	assert_int_equal(shmt_hit(f.h, "ip:10.0.0.1", 11, &n), 0);
+	assert_int_equal(n, 5);
+	fx_free(&f);
+}
+
 /* ---- errors: missing, incompatible, damaged ---------------------------- */
 
 static void
@@ -1594,7 +1637,8 @@ test_missing(void **state)
 		{ "stat" }, { "limiters" }, { "buckets", "x" }, { "try", "x" },
 		{ "next-key", "x" }, { "check" }, { "watch", "-n", "1" },
 		{ "get", "k" }, { "set", "k", "v" }, { "del", "k" },
-		{ "incr", "k" }, { "keys" }, { "hit", "k" }, { "top" },
+		{ "incr", "k" }, { "keys" }, { "hit", "k" }, { "count", "k" },
+		{ "top" },
 	};
 	char seg[128];
 
@@ -1737,7 +1781,7 @@ test_help(void **state)
 {
 	static const char *const cmds[] = { "stat", "limiters", "buckets",
 		"try", "next-key", "check", "watch", "create", "destroy",
-		"get", "set", "del", "incr", "keys", "hit", "top" };
+		"get", "set", "del", "incr", "keys", "hit", "count", "top" };
 	struct tc_run r, r2;
 
 	expect_run(&r, 0, ARGV("--help"));
@@ -1927,6 +1971,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_keys_cycle, tc_cleanup),
 		cmocka_unit_test_teardown(test_set_locked, tc_cleanup),
 		cmocka_unit_test_teardown(test_hit, tc_cleanup),
+		cmocka_unit_test_teardown(test_count, tc_cleanup),
 		cmocka_unit_test_teardown(test_no_dict, tc_cleanup),
 		cmocka_unit_test_teardown(test_dict_usage, tc_cleanup),
 		cmocka_unit_test_teardown(test_check_damaged_dict, tc_cleanup),

@@ -46,6 +46,8 @@ struct ht_run {
 	uint64_t window, subw, w;
 	struct ht_key k[HT_KEYS];
 	uint64_t rs, hits, below, err_max;
+	int count_on;                   /* check shmt_count after each hit */
+	uint64_t counts;                /* shmt_count answers checked */
 };
 
 static void
@@ -121,6 +123,8 @@ ht_count(const struct ht_key *k, uint64_t now, uint64_t age)
 	return k->n - lo;
 }
 
+static void ht_count_check(struct ht_run *r, int i, uint64_t got);
+
 /* One hit of key I: the answer must be within the bound. */
 static void
 ht_hit(struct ht_run *r, int i)
@@ -144,6 +148,8 @@ ht_hit(struct ht_run *r, int i)
 	r->below += got < exact;
 	if (exact - got > r->err_max)
 		r->err_max = exact - got;
+	if (r->count_on)
+		ht_count_check(r, i, got);
 }
 
 /* A clock step, in units of a 24th of the window: mostly bursts and short
@@ -534,11 +540,161 @@ test_hit_rehit_kept(void **state)
 	ht_close(&r);
 }
 
+/* ---- shmt_count: the same ring, any window up to the configured one ---- */
+
+/* shmt_count of key I for window W must satisfy the header's bound, with
+ * c = ceil(window / sub-windows):
+ *   #{hits t : now - t <= w - c}  <=  answer  <=  #{hits t : now - t < w}
+ * (W 0 means the configured window). */
+static uint64_t
+ht_count_one(struct ht_run *r, int i, uint64_t w)
+{
+	struct ht_key *k = &r->k[i];
+	uint64_t now = r->clk.now, got = 7, eff = w == 0 ? r->window : w;
+	uint64_t c = (r->window + r->subw - 1) / r->subw, hi, lo;
+
+	assert_int_equal(shmt_count(r->h, k->name, k->klen, w, &got), 0);
+	hi = ht_count(k, now, eff);
+	lo = eff >= c ? ht_count(k, now, eff - c + 1) : 0;
+	if (got > hi || got < lo)
+		fail_msg("count of key %d at %" PRIu64 " ns for window %" PRIu64
+		    " ns: answer %" PRIu64 ", exact %" PRIu64 ", at least %"
+		    PRIu64 " (window %" PRIu64 " ns in %" PRIu64 ")", i, now,
+		    eff, got, hi, lo, r->window, r->subw);
+	r->counts++;
+	return got;
+}
+
+/* After a hit that answered GOT: the configured window answers the same
+ * (shmt_count does not count: asking twice changes nothing), and a few
+ * shorter windows (a minute and an hour of a day, a random one, one
+ * shorter than a sub-window) lie within the bound. */
+static void
+ht_count_check(struct ht_run *r, int i, uint64_t got)
+{
+	uint64_t w[5] = { r->window, r->window / 24, r->window / 1440 + 1,
+	    1 + tu_rand(&r->rs) % r->window, 1 + tu_rand(&r->rs) % r->w };
+
+	assert_int_equal(ht_count_one(r, i, 0), got);
+	assert_int_equal(ht_count_one(r, i, 0), got);
+	for (int j = 0; j < 5; j++)
+		ht_count_one(r, i, w[j]);
+}
+
+static void
+ht_count_run(uint64_t window, uint32_t subw, double share, uint64_t seed)
+{
+	uint64_t ops = (uint64_t)(HT_OPS * share * tu_scale());
+	struct ht_run r;
+
+	if (ops < HT_OPS_MIN * share)
+		ops = (uint64_t)(HT_OPS_MIN * share);
+	ht_open(&r, window, subw, 1ULL << 20, 2);
+	r.rs = seed;
+	r.count_on = 1;
+	while (r.hits < ops) {
+		ht_step(&r);
+		ht_hit(&r, ht_pick(&r));
+	}
+	printf("# shmt_count, window %" PRIu64 " s in %" PRIu64 ": %" PRIu64
+	    " answers within the bound\n", (uint64_t)(window / SEC), r.subw,
+	    r.counts);
+	ht_close(&r);
+}
+
+/* Random traces as test_hit_model's, each hit followed by reads of
+ * several windows. */
+static void
+test_count_model(void **state)
+{
+	uint64_t seed = tu_seed("test_count_model");
+
+	(void)state;
+	ht_count_run(24 * 3600 * SEC, 24, 0.2, seed);
+	ht_count_run(60 * SEC, 7, 0.1, seed + 1);
+	ht_count_run(10 * SEC, 1, 0.1, seed + 2);
+}
+
+/* Adversarial: every hit in the oldest part of the window (a burst just
+ * before a sub-window boundary, then a burst just after it), then only
+ * reads, at every step of a slow clock across the whole window and past
+ * it; and bursts alternating with silences of random length. */
+static void
+test_count_adversarial(void **state)
+{
+	uint64_t seed = tu_seed("test_count_adversarial");
+	struct ht_run r;
+
+	(void)state;
+	ht_open(&r, 24 * 3600 * SEC, 24, 1ULL << 20, 2);
+	r.rs = seed;
+	r.clk.now = (r.clk.now / r.w + 1) * r.w - 5;
+	for (int j = 0; j < 10; j++) {
+		ht_hit(&r, 0);
+		r.clk.now++;
+	}
+	for (uint64_t end = r.clk.now + r.window + r.w; r.clk.now < end;
+	    r.clk.now += r.w / 97 + tu_rand(&r.rs) % 3) {
+		uint64_t w[4] = { 0, r.w, r.w - 1, 1 + tu_rand(&r.rs) %
+		    r.window };
+
+		for (int j = 0; j < 4; j++)
+			ht_count_one(&r, 0, w[j]);
+	}
+	/* Alternating bursts and silences. */
+	r.count_on = 1;
+	for (int b = 0; b < 200; b++) {
+		uint64_t n = 1 + tu_rand(&r.rs) % 200;
+
+		for (uint64_t j = 0; j < n; j++) {
+			ht_hit(&r, 1);
+			r.clk.now += tu_rand(&r.rs) % 1000;
+		}
+		r.clk.now += tu_rand(&r.rs) % (r.window / 3);
+	}
+	printf("# adversarial: %" PRIu64 " answers within the bound\n",
+	    r.counts);
+	ht_close(&r);
+}
+
+/* shmt_count's refusals, and an absent key's zero. */
+static void
+test_count_errors(void **state)
+{
+	struct ht_run r;
+	uint64_t got = 5;
+
+	(void)state;
+	ht_open(&r, 60 * SEC, 12, 1ULL << 20, 2);
+	assert_int_equal(shmt_count(r.h, "k", 1, 0, NULL), -EINVAL);
+	assert_int_equal(shmt_count(NULL, "k", 1, 0, &got), -EINVAL);
+	assert_int_equal(got, 0);
+	got = 5;
+	assert_int_equal(shmt_count(r.h, NULL, 1, 0, &got), -EINVAL);
+	assert_int_equal(shmt_count(r.h, "k", 0, 0, &got), -EINVAL);
+	assert_int_equal(shmt_count(r.h, "k", 1, 60 * SEC + 1, &got),
+	    -EINVAL);
+	got = 5;
+	assert_int_equal(shmt_count(r.h, "k", 1, 60 * SEC, &got), 0);
+	assert_int_equal(got, 0);
+	assert_int_equal(shmt_hit(r.h, "k", 1, NULL), 0);
+	assert_int_equal(shmt_count(r.h, "k", 1, 60 * SEC, &got), 0);
+	assert_int_equal(got, 1);
+	/* Silent for a whole window: gone. */
+	r.clk.now += 60 * SEC;
+	assert_int_equal(shmt_count(r.h, "k", 1, 0, &got), 0);
+	assert_int_equal(got, 0);
+	ht_close(&r);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_hit_model, tu_sweep),
+		cmocka_unit_test_teardown(test_count_model, tu_sweep),
+		cmocka_unit_test_teardown(test_count_adversarial, tu_sweep),
+		cmocka_unit_test_teardown(test_count_errors, tu_sweep),
 		cmocka_unit_test_teardown(test_hit_edges, tu_sweep),
 		cmocka_unit_test_teardown(test_silent_key, tu_sweep),
 		cmocka_unit_test_teardown(test_memory_per_key, tu_sweep),

@@ -915,6 +915,29 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
 SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
     uint64_t *count);
 
+/*
+ * shmt_count: set *COUNT to the number of KEY's hits in the trailing window
+ * (now - w, now], w = WINDOW_NS (0: the configured window W), without
+ * counting one.  It sums the sub-windows of shmt_hit's ring that lie wholly
+ * inside that window, so with c = ceil(W / n) (the longest sub-window):
+ *
+ *   #{hits t : now - t <= w - c}  <=  *COUNT  <=  #{hits t : now - t < w}
+ *
+ * it never counts a hit older than w and misses at most the hits of one
+ * sub-window, the one that straddles now - w (a window shorter than c may
+ * answer 0).  With w = W it answers what shmt_hit would, less the hit
+ * shmt_hit adds.  A key never hit, evicted or silent for W answers 0.  It
+ * takes the key's shard lock (as shmt_hit) and writes nothing, so a kill -9
+ * in the middle leaves the segment as it was (the next locker takes the
+ * lock over).  Returns 0.  Errors: -EINVAL (H, KEY or COUNT NULL, KLEN 0,
+ * WINDOW_NS above W), -E2BIG (KLEN above SHMT_KEY_MAX), -ENODEV (no
+ * counters in the segment), SHMT_ELOCKED (as shmt_set), SHMT_ECORRUPT (the
+ * key's item is not the size of its ring, or its chain loops).  *COUNT is 0
+ * on every error.
+ */
+SHMT_EXPORT int shmt_count(shmt_t *h, const void *key, size_t klen,
+    uint64_t window_ns, uint64_t *count);
+
 /* ---- Hot keys ------------------------------------------------------------ */
 
 /*
