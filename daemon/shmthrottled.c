@@ -13,6 +13,7 @@
 #include "snapshot.h"
 
 #include "segment.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,15 +58,6 @@ struct daemon {
 	pthread_mutex_t seg_lock;     /* the loop and a scrape take turns */
 	sigset_t sigs;
 };
-
-static shmt_time_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (shmt_time_t)ts.tv_sec * 1000000000ULL + (shmt_time_t)ts.tv_nsec;
-}
 
 /* ---- Options ------------------------------------------------------------ */
 
@@ -652,7 +644,7 @@ run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 			shmtd_log(LOG_ERR, "housekeeping: %s", shmt_strerror(rc));
 		__atomic_store_n(&hdr->sh_lag_ns, now - t->hk, __ATOMIC_RELAXED);
 		shmtd_lag_observe(&d->lag, now - t->hk);
-		now = mono_ns();
+		now = shmt__mono_ns();
 		/* Work that appears later (a bucket opened by a worker) is not
 		 * in NEXT: look again at least once per heartbeat. */
 		if (next > now + HEARTBEAT_NS)
@@ -666,7 +658,7 @@ run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 	if (now >= t->snapshot) {
 		snapshot(d, "interval");
 		t->snapshot = d->cfg.snapshot_interval_ns > 0 ?
-		    mono_ns() + d->cfg.snapshot_interval_ns : UINT64_MAX;
+		    shmt__mono_ns() + d->cfg.snapshot_interval_ns : UINT64_MAX;
 	}
 	if (now >= t->watchdog) {
 		sd_notify(0, "WATCHDOG=1");
@@ -678,14 +670,14 @@ static void
 reset_snapshot_deadline(struct daemon *d, struct deadlines *t)
 {
 	t->snapshot = d->cfg.snapshot[0] != '\0' && d->cfg.snapshot_interval_ns > 0 ?
-	    mono_ns() + d->cfg.snapshot_interval_ns : UINT64_MAX;
+	    shmt__mono_ns() + d->cfg.snapshot_interval_ns : UINT64_MAX;
 }
 
 /* Sleep until the next deadline or a signal; return the signal or 0. */
 static int
 wait_until(struct daemon *d, shmt_time_t deadline)
 {
-	shmt_time_t now = mono_ns();
+	shmt_time_t now = shmt__mono_ns();
 	uint64_t left = deadline > now ? deadline - now : 0;
 	struct timespec ts = { (time_t)(left / 1000000000ULL),
 		(long)(left % 1000000000ULL) };
@@ -698,7 +690,7 @@ static void
 loop(struct daemon *d)
 {
 	struct deadlines t;
-	shmt_time_t now = mono_ns();
+	shmt_time_t now = shmt__mono_ns();
 
 	t.hk = now;
 	t.heartbeat = now;
@@ -708,7 +700,7 @@ loop(struct daemon *d)
 		int sig;
 
 		pthread_mutex_lock(&d->seg_lock);
-		run_due(d, &t, mono_ns());
+		run_due(d, &t, shmt__mono_ns());
 		pthread_mutex_unlock(&d->seg_lock);
 		sig = wait_until(d, earliest(&t));
 		if (sig == SIGHUP) {
@@ -716,7 +708,7 @@ loop(struct daemon *d)
 			reload(d);
 			pthread_mutex_unlock(&d->seg_lock);
 			reset_snapshot_deadline(d, &t);
-			t.hk = mono_ns(); /* new limiters: ask for their deadlines */
+			t.hk = shmt__mono_ns(); /* new limiters: ask for their deadlines */
 		} else if (sig == SIGTERM || sig == SIGINT) {
 			shmtd_log(LOG_NOTICE, "%s: stopping",
 			    sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -77,16 +77,6 @@ shmt__name_check(const char *name)
 	return 0;
 }
 
-static uint64_t
-fnv1a(uint64_t h, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		h ^= (v >> (i * 8)) & 0xff;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
 /*
  * The format word: ABI version in the top 16 bits, and a hash of the size,
  * alignment and key offsets of every shared type in the rest.  Any change of
@@ -96,7 +86,7 @@ fnv1a(uint64_t h, uint64_t v)
 uint64_t
 shmt__format_word(void)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
+	uint64_t h = SHMT_FNV_INIT;
 	const uint64_t facts[] = {
 		sizeof(struct shmt_hdr), alignof(struct shmt_hdr),
 		sizeof(struct shmt_params),
@@ -119,7 +109,7 @@ shmt__format_word(void)
 	};
 
 	for (size_t i = 0; i < sizeof(facts) / sizeof(facts[0]); i++)
-		h = fnv1a(h, facts[i]);
+		h = shmt__fnv1a_u64(h, facts[i]);
 	return ((uint64_t)SHMT_ABI_VERSION << 48) | (h & 0xffffffffffffULL);
 }
 
@@ -202,12 +192,6 @@ shmt__pid_alive(pid_t pid, uint64_t start)
 	}
 	errno = saved;
 	return alive;
-}
-
-static uint64_t
-round_up(uint64_t v, uint64_t a)
-{
-	return (v + a - 1) / a * a;
 }
 
 /* The largest TTL any write accepts, in milliseconds (dict.c's bound). */
@@ -377,7 +361,7 @@ layout(const struct shmt_params *p, struct shmt_region reg[SHMT_R_COUNT])
 	for (int i = 0; i < SHMT_R_COUNT; i++) {
 		reg[i].rg_off = off;
 		reg[i].rg_size = sizes[i];
-		off = round_up(off + sizes[i], SHMT_PAGE);
+		off = shmt__align_up(off + sizes[i], SHMT_PAGE);
 	}
 	return off;
 }

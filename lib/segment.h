@@ -7,6 +7,7 @@
 
 #include "hash.h"
 #include "lock.h"
+#include "util.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -189,15 +190,6 @@ shmt__in_region(const shmt_t *h, enum shmt_region_id id, uint64_t off,
 	uint64_t size = h->reg[id].rg_size;
 
 	return off <= size && len <= size - off;
-}
-
-static inline shmt_time_t
-shmt__mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (shmt_time_t)ts.tv_sec * 1000000000ULL + (shmt_time_t)ts.tv_nsec;
 }
 
 static inline shmt_time_t

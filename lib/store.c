@@ -34,12 +34,6 @@
 
 /* ---- Geometry ----------------------------------------------------------- */
 
-static uint64_t
-rnd_up(uint64_t v, uint64_t a)
-{
-	return (v + a - 1) / a * a;
-}
-
 static int
 ilog2(uint64_t v)
 {
@@ -81,9 +75,9 @@ shmt__store_geometry(uint64_t bytes, uint32_t shards, int counters,
 	/* About one chain per 256 heap bytes (128 for counters, whose items
 	 * are small): short chains at a typical fill. */
 	st->nbuckets = heap >> (counters ? 7 : 8);
-	st->index_off = rnd_up(sizeof(struct shmt_shard), SHMT_LINE);
+	st->index_off = shmt__align_up(sizeof(struct shmt_shard), SHMT_LINE);
 	st->atime_off = st->index_off + st->nbuckets * sizeof(uint64_t);
-	st->heap_off = rnd_up(st->atime_off + st->nbuckets * sizeof(uint32_t),
+	st->heap_off = shmt__align_up(st->atime_off + st->nbuckets * sizeof(uint32_t),
 	    SHMT_PAGE);
 	st->stride = st->heap_off + heap;
 	st->counters = counters;
