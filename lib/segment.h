@@ -7,6 +7,7 @@
 
 #include "hash.h"
 #include "lock.h"
+#include "proc.h"
 #include "util.h"
 
 #include <limits.h>
@@ -165,11 +166,6 @@ uint64_t shmt__format_word(void);
  * secret KEY and load it into H: a snapshot restore keeps the snapshot's
  * secret so that the hashes it stores stay valid. */
 void shmt__secret_set(shmt_t *h, const uint8_t key[SHMT_SECRET_BYTES]);
-/* Read the start of the small /proc file PATH into BUF (at most CAP - 1
- * bytes, NUL-terminated): 0, or -1 when it cannot be read. */
-int shmt__proc_read(const char *path, char *buf, size_t cap);
-uint64_t shmt__proc_start(pid_t pid);
-int shmt__pid_alive(pid_t pid, uint64_t start);
 /* SHMT_ESIZE when the object is now shorter than the mapping (truncated:
  * touching the missing pages would raise SIGBUS), else 0; *NOW_SIZE gets
  * its size. */
