@@ -479,7 +479,7 @@ fill(shmt_t *t, const unsigned char *img, const struct snap_hdr *sh,
 			    "the image does not match its own parameters", i);
 	/* Only the limiters and their arena come back.  Process slots and
 	 * the daemon's fields belong to processes of the old segment, and no
-	 * region that holds a mutex is copied: a robust mutex records its
+	 * region that holds a lock is copied: a lock word records its
 	 * owner's thread id, which after a reboot may name a live, unrelated
 	 * thread, so the lock would look held for ever. */
 	/* The file's pieces, packed: the header region, the limiter table,

@@ -50,7 +50,7 @@ shmt_config_init(shmt_config_t *cfg)
 /*
  * The format word: ABI version in the top 16 bits, and a hash of the size,
  * alignment and key offsets of every shared type in the rest.  Any change of
- * layout, compiler padding or libc mutex size gives another word, so a
+ * layout, compiler padding or lock word size gives another word, so a
  * mismatched reader is refused (SHMT_EFORMAT) instead of guessing.
  */
 uint64_t

@@ -17,7 +17,8 @@
  * Crash model.  Each chain is consistent after every single store, so a
  * writer killed at any instruction leaves every key with its old or its new
  * value; it may leave the version odd, a block allocated but unlinked, or a
- * free list half-edited.  The next locker (EOWNERDEAD), or a reader that
+ * free list half-edited.  The next locker (told by shmt__lock that the
+ * holder died, lock.h), or a reader that
  * finds the version stuck odd with a dead owner, repairs the shard: it
  * walks the chains (cutting any that fail validation), marks the blocks the
  * items use, and rebuilds the free lists from the gaps, without trusting any
@@ -286,7 +287,7 @@ repair_free(const struct shmt_store *st, struct shmt_shard *sh,
 	}
 }
 
-/* Repair SH; the caller holds its lock (just acquired with EOWNERDEAD). */
+/* Repair SH; the caller holds its lock (just taken over from a dead holder). */
 int
 shmt__shard_repair(const struct shmt_store *st, struct shmt_shard *sh)
 {
