@@ -18,8 +18,8 @@
  * writer killed at any instruction leaves every key with its old or its new
  * value; it may leave the version odd, a block allocated but unlinked, or a
  * free list half-edited.  The next locker (told by shmt__lock that the
- * holder died, lock.h), or a reader that
- * finds the version stuck odd with a dead owner, repairs the shard: it
+ * holder died, lock.h), or a reader that finds the version stuck odd with
+ * a dead owner, repairs the shard: it
  * walks the chains (cutting any that fail validation), marks the blocks the
  * items use, and rebuilds the free lists from the gaps, without trusting any
  * free block's header.  That is also why the allocator is a buddy system:

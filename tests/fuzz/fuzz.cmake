@@ -24,13 +24,14 @@ set(SHMT_FUZZ_LDFLAGS -fsanitize=fuzzer,address,undefined)
 
 file(GLOB SHMT_FUZZ_LIB_SOURCES ${PROJECT_SOURCE_DIR}/lib/*.c)
 add_library(shmt_fuzz_core STATIC ${SHMT_FUZZ_LIB_SOURCES}
-  ${PROJECT_SOURCE_DIR}/daemon/config.c
+  ${PROJECT_SOURCE_DIR}/conf/config.c
+  ${PROJECT_SOURCE_DIR}/conf/units.c
   ${PROJECT_SOURCE_DIR}/daemon/snapshot.c
   ${PROJECT_SOURCE_DIR}/daemon/log.c
   ${SHMT_FUZZ_DIR}/fuzz_util.c)
 target_include_directories(shmt_fuzz_core PUBLIC
   ${PROJECT_SOURCE_DIR}/lib/include ${PROJECT_SOURCE_DIR}/lib
-  ${PROJECT_SOURCE_DIR}/daemon ${SHMT_FUZZ_DIR})
+  ${PROJECT_SOURCE_DIR}/conf ${PROJECT_SOURCE_DIR}/daemon ${SHMT_FUZZ_DIR})
 target_compile_options(shmt_fuzz_core PUBLIC ${SHMT_FUZZ_CFLAGS})
 target_compile_definitions(shmt_fuzz_core PUBLIC SHMT_STATIC=1)
 target_link_libraries(shmt_fuzz_core PUBLIC PkgConfig::CK PkgConfig::SODIUM PkgConfig::FZ_INIH
