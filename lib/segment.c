@@ -11,6 +11,7 @@
  * must then wait on, and leaves it behind for good if the creator dies.
  */
 #include "layout.h"
+#include "daemon.h"
 
 #include "analyzer.h"
 #include "dict.h"
@@ -537,4 +538,97 @@ shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out)
 	out->housekeeping_runs = __atomic_load_n(&hdr->sh_hk_runs, __ATOMIC_RELAXED);
 	out->slots_reaped = __atomic_load_n(&hdr->sh_reaped, __ATOMIC_RELAXED);
 	return 0;
+}
+
+/* ---- The daemon's claim and heartbeat ------------------------------------ */
+
+typedef unsigned __int128 u128;
+
+static u128 *
+daemon_word(shmt_t *h)
+{
+	return (u128 *)(void *)&h->hdr->sh_daemon_pid;
+}
+
+static u128
+daemon_pack(uint64_t pid, uint64_t start)
+{
+	return ((u128)start << 64) | pid;
+}
+
+int
+shmt__daemon_claim(shmt_t *h, pid_t me, uint64_t start, uint64_t *prev)
+{
+	u128 mine = daemon_pack((uint64_t)me, start);
+	u128 cur = __atomic_load_n(daemon_word(h), __ATOMIC_ACQUIRE);
+
+	*prev = 0;
+	for (int i = 0; i < 1000; i++) {
+		uint64_t pid = (uint64_t)cur, st = (uint64_t)(cur >> 64);
+
+		if (pid != 0 && pid <= INT32_MAX && (pid_t)pid != me &&
+		    shmt__pid_alive((pid_t)pid, st)) {
+			*prev = pid;
+			return -EBUSY;
+		}
+		if (__atomic_compare_exchange_n(daemon_word(h), &cur, mine, 0,
+		    __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+			*prev = pid;
+			return 0;
+		}
+	}
+	return -EAGAIN;
+}
+
+void
+shmt__daemon_unclaim(shmt_t *h, pid_t me, uint64_t start)
+{
+	u128 mine = daemon_pack((uint64_t)me, start);
+
+	__atomic_compare_exchange_n(daemon_word(h), &mine, 0, 0,
+	    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+
+void
+shmt__daemon_heartbeat(shmt_t *h, shmt_time_t now)
+{
+	__atomic_store_n(&h->hdr->sh_heartbeat_ns, now, __ATOMIC_RELAXED);
+}
+
+void
+shmt__daemon_lag(shmt_t *h, uint64_t lag_ns)
+{
+	__atomic_store_n(&h->hdr->sh_lag_ns, lag_ns, __ATOMIC_RELAXED);
+}
+
+int
+shmt__hdr_facts(const char *name, struct shmt__hdr_facts *f)
+{
+	char path[SHMT_SEGNAME_MAX + sizeof(SHMT_SHM_DIR)];
+	struct shmt_hdr hdr;
+	struct stat st;
+	ssize_t n = -1;
+	int fd;
+
+	memset(f, 0, sizeof(*f));
+	memset(&hdr, 0, sizeof(hdr));
+	f->want_magic = SHMT_MAGIC;
+	f->abi = SHMT_ABI_VERSION;
+	if (shmt__name_check(name) != 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "%s%s", SHMT_SHM_DIR, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) == 0) {
+		f->file_size = (int64_t)st.st_size;
+		n = pread(fd, &hdr, sizeof(hdr), 0);
+	}
+	close(fd);
+	f->magic = hdr.sh_magic;
+	f->format = hdr.sh_format;
+	f->size = hdr.sh_size;
+	if (n == (ssize_t)sizeof(hdr))
+		return 0;
+	return n >= 8 ? -1 : -EIO;
 }
