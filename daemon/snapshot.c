@@ -234,7 +234,8 @@ shmtd_snapshot_write(shmt_t *h, const char *path, char *err, size_t cap)
 	sh.sn_size = p[P_HEADER].len + p[P_LIMITERS].len + p[P_ARENA].len;
 	sh.sn_arena_bytes = p[P_ARENA].len;
 	sh.sn_sum = pieces_sum(img, p);
-	sh.sn_hdr_sum = shmt__fnv1a(SHMT_FNV_INIT, &sh, offsetof(struct snap_hdr, sn_hdr_sum));
+	sh.sn_hdr_sum = shmt__fnv1a(SHMT_FNV_INIT, &sh,
+	    offsetof(struct snap_hdr, sn_hdr_sum));
 
 	/* The temporary name is ours: whatever else sits there (a FIFO, a
 	 * link) is refused instead of blocking or being followed. */
@@ -455,7 +456,8 @@ static int64_t
 rebase_delta(const struct snap_hdr *sh)
 {
 	char now_boot[BOOT_ID_LEN];
-	uint64_t wall = shmt__clock_ns(CLOCK_REALTIME), mono = shmt__clock_ns(CLOCK_MONOTONIC);
+	uint64_t wall = shmt__clock_ns(CLOCK_REALTIME);
+	uint64_t mono = shmt__clock_ns(CLOCK_MONOTONIC);
 
 	boot_id(now_boot);
 	return shmtd_snapshot_delta(sh->sn_wall_ns, sh->sn_mono_ns, wall, mono,
