@@ -9,6 +9,7 @@
 #include "fmt.h"
 #include "hot.h"
 #include "table.h"
+#include "util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -169,13 +170,10 @@ static void
 print_created(uint64_t wall_ns)
 {
 	time_t t = (time_t)(wall_ns / 1000000000ULL);
-	struct timespec ts;
 	struct tm tm;
 	char when[64], ago[SHMTC_FMT_MAX];
-	uint64_t now;
+	uint64_t now = shmt__clock_ns(CLOCK_REALTIME);
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
 	printf("created    %s (%s)\n", when,

@@ -78,8 +78,8 @@ shmt__store_geometry(uint64_t bytes, uint32_t shards, int counters,
 	st->nbuckets = heap >> (counters ? 7 : 8);
 	st->index_off = shmt__align_up(sizeof(struct shmt_shard), SHMT_LINE);
 	st->atime_off = st->index_off + st->nbuckets * sizeof(uint64_t);
-	st->heap_off = shmt__align_up(st->atime_off + st->nbuckets * sizeof(uint32_t),
-	    SHMT_PAGE);
+	st->heap_off = shmt__align_up(st->atime_off +
+	    st->nbuckets * sizeof(uint32_t), SHMT_PAGE);
 	st->stride = st->heap_off + heap;
 	st->counters = counters;
 	*size = st->stride * shards;

@@ -2,7 +2,8 @@
 /*
  * The store's self-check for shmt_check(): walk every chain and free list of
  * every shard, mark the blocks they use, and report overlaps, leaks and
- * broken links; a shard found damaged is repaired as a dead writer's would.
+ * broken links.  Read-only unless asked to repair (SHMT_CHECK_REPAIR): then
+ * a shard found damaged is rebuilt as after a dead writer.
  */
 #include "store.h"
 
