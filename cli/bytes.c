@@ -6,6 +6,8 @@
  */
 #include "bytes.h"
 
+#include "units.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,66 +107,15 @@ shmtc_hex_decode(const char *s, void *out, size_t cap, size_t *len)
 	return 0;
 }
 
-/* Nanoseconds per unit; the longest unit name is tried first so that "ms"
- * is not read as "m" followed by junk. */
-static uint64_t
-unit_ns(const char *u)
-{
-	static const struct { const char *name; uint64_t ns; } units[] = {
-		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 },
-		{ "s", 1000000000ULL }, { "m", 60000000000ULL },
-		{ "h", 3600000000000ULL }, { "d", 86400000000000ULL },
-		{ "", 1000000000ULL },
-	};
-
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(u, units[i].name) == 0)
-			return units[i].ns;
-	return 0;
-}
-
+/* The one duration parser (conf/units.c), then whole milliseconds only. */
 int
 shmtc_parse_ms(const char *s, uint64_t *ms)
 {
-	uint64_t whole = 0, frac = 0, scale = 1, unit, ns, part;
-	const char *p = s;
+	uint64_t ns;
+	int rc = shmtd_parse_duration(s, &ns);
 
-	if (*p < '0' || *p > '9')
-		return -EINVAL;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		if (whole > (UINT64_MAX - 9) / 10)
-			return -ERANGE;
-		whole = whole * 10 + (uint64_t)(*p - '0');
-	}
-	if (*p == '.') {
-		/* Nine fraction digits reach nanoseconds; more cannot name a
-		 * whole number of milliseconds anyway. */
-		for (p++; *p >= '0' && *p <= '9'; p++) {
-			if (scale == 1000000000ULL)
-				return -EINVAL;
-			frac = frac * 10 + (uint64_t)(*p - '0');
-			scale *= 10;
-		}
-		if (scale == 1)
-			return -EINVAL;
-	}
-	if ((unit = unit_ns(p)) == 0)
-		return -EINVAL;
-	if (whole > UINT64_MAX / unit)
-		return -ERANGE;
-	ns = whole * unit;
-	/* Every unit of a second or more is a multiple of 10^9, so it
-	 * divides by SCALE; a smaller unit is below SCALE and the product
-	 * stays under 10^18. */
-	if (unit % scale == 0)
-		part = frac * (unit / scale);
-	else if (frac * unit % scale == 0)
-		part = frac * unit / scale;
-	else
-		return -EINVAL;
-	if (ns > UINT64_MAX - part)
-		return -ERANGE;
-	ns += part;
+	if (rc != 0)
+		return rc;
 	if (ns % 1000000 != 0)
 		return -EINVAL;
 	*ms = ns / 1000000;

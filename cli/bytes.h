@@ -25,8 +25,8 @@ char *shmtc_base64(const void *p, size_t n);
  * length) or -E2BIG (more than CAP bytes). */
 int shmtc_hex_decode(const char *s, void *out, size_t cap, size_t *len);
 
-/* A duration such as "500ms", "10m", "1.5s", "2h", "1d" (a bare number is
- * seconds) as whole milliseconds.  Returns 0, -EINVAL (syntax, or not a
+/* A duration such as "500ms", "10m", "1min", "1.5s", "2h", "1d" (a bare
+ * number is seconds; read by shmtd_parse_duration) as whole milliseconds.  Returns 0, -EINVAL (syntax, or not a
  * whole number of milliseconds) or -ERANGE. */
 int shmtc_parse_ms(const char *s, uint64_t *ms);
 

@@ -10,6 +10,7 @@
 #include "fmt.h"
 #include "hot.h"
 #include "table.h"
+#include "util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -172,7 +173,7 @@ print_created(uint64_t wall_ns)
 	time_t t = (time_t)(wall_ns / 1000000000ULL);
 	struct tm tm;
 	char when[64], ago[SHMTC_FMT_MAX];
-	uint64_t now = shmt__env_clock_ns(CLOCK_REALTIME);
+	uint64_t now = shmt__clock_ns(CLOCK_REALTIME);
 
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);

@@ -13,6 +13,7 @@
  * redrawn in place, which needs nothing terminfo knows beyond ANSI.
  */
 #include "cli.h"
+#include "util.h"
 
 #include "fmt.h"
 #include "hot.h"
@@ -473,25 +474,16 @@ frame(struct watch *w)
 	return 0;
 }
 
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Wait for the next frame.  Returns 0 (time for a frame), 1 (quit), or
  * the number of a signal that asks to stop. */
 static int
 wait_frame(struct watch *w, const sigset_t *waitmask)
 {
-	uint64_t deadline = mono_ns() + w->delay_ns;
+	uint64_t deadline = shmt__mono_ns() + w->delay_ns;
 
 	for (;;) {
 		struct pollfd pfd = { STDIN_FILENO, POLLIN, 0 };
-		uint64_t now = mono_ns();
+		uint64_t now = shmt__mono_ns();
 		struct timespec ts;
 		char key;
 

@@ -12,7 +12,7 @@
 #include "metrics.h"
 #include "snapshot.h"
 
-#include "segment.h"
+#include "daemon.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,15 +57,6 @@ struct daemon {
 	pthread_mutex_t seg_lock;     /* the loop and a scrape take turns */
 	sigset_t sigs;
 };
-
-static shmt_time_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (shmt_time_t)ts.tv_sec * 1000000000ULL + (shmt_time_t)ts.tv_nsec;
-}
 
 /* ---- Options ------------------------------------------------------------ */
 
@@ -181,18 +172,21 @@ warn_params(struct daemon *d)
 {
 	shmt_segment_stat_t st;
 	const shmt_config_t *want = &d->cfg.seg;
+	uint64_t arena = 0;
 
 	if (shmt_segment_stat(d->h, &st) != 0)
 		return;
+	for (uint32_t i = 0; i < st.nregions && i < SHMT_REGIONS_MAX; i++)
+		if (strcmp(st.regions[i].name, "arena") == 0)
+			arena = st.regions[i].size;
 	if (st.max_limiters != want->max_limiters ||
-	    st.max_slots != want->max_slots ||
-	    st.regions[SHMT_R_ARENA].size != want->arena_bytes)
+	    st.max_slots != want->max_slots || arena != want->arena_bytes)
 		shmtd_log(LOG_WARNING, "segment %s has max_limiters=%u "
 		    "max_slots=%u arena=%" PRIu64 " but the config asks for "
 		    "%u, %u, %" PRIu64 ": [segment] sizes apply only when the "
 		    "segment is created (--recreate replaces it)",
 		    d->cfg.segment, st.max_limiters, st.max_slots,
-		    st.regions[SHMT_R_ARENA].size, want->max_limiters,
+		    arena, want->max_limiters,
 		    want->max_slots, want->arena_bytes);
 }
 
@@ -286,37 +280,25 @@ reload(struct daemon *d)
 static void
 explain_incompatible(const char *name, int err)
 {
-	char path[SHMT_SEGNAME_MAX + 16];
-	struct shmt_hdr hdr;
-	struct stat st;
-	ssize_t n = -1;
-	int fd;
+	struct shmt__hdr_facts f;
+	int n = shmt__hdr_facts(name, &f);
 
-	snprintf(path, sizeof(path), "/dev/shm%s", name);
-	memset(&hdr, 0, sizeof(hdr));
-	memset(&st, 0, sizeof(st));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		if (fstat(fd, &st) == 0)
-			n = pread(fd, &hdr, sizeof(hdr), 0);
-		close(fd);
-	}
-	if (err == SHMT_EFORMAT && n == (ssize_t)sizeof(hdr))
+	if (err == SHMT_EFORMAT && n == 0)
 		shmtd_log(LOG_ERR, "segment %s has format word %#" PRIx64
 		    " (ABI %u); this build writes %#" PRIx64 " (ABI %u): it was "
-		    "made by another version or build", name, hdr.sh_format,
-		    (unsigned)(hdr.sh_format >> 48), shmt__format_word(),
-		    SHMT_ABI_VERSION);
-	else if (err == SHMT_EMAGIC && n >= 8)
+		    "made by another version or build", name, f.format,
+		    (unsigned)(f.format >> 48), shmt__format_word(),
+		    f.abi);
+	else if (err == SHMT_EMAGIC && (n == 0 || n == -1))
 		shmtd_log(LOG_ERR, "segment %s is not a shmthrottle segment "
 		    "(magic %#" PRIx64 ", expected %#" PRIx64 ")", name,
-		    hdr.sh_magic, (uint64_t)SHMT_MAGIC);
-	else if (err == SHMT_ESIZE && n == (ssize_t)sizeof(hdr))
+		    f.magic, f.want_magic);
+	else if (err == SHMT_ESIZE && n == 0)
 		shmtd_log(LOG_ERR, "segment %s is %jd bytes but its header says "
-		    "%" PRIu64, name, (intmax_t)st.st_size, hdr.sh_size);
+		    "%" PRIu64, name, (intmax_t)f.file_size, f.size);
 	else
 		shmtd_log(LOG_ERR, "segment %s is unusable: %s (%jd bytes)", name,
-		    shmt_strerror(err), (intmax_t)st.st_size);
+		    shmt_strerror(err), (intmax_t)f.file_size);
 	shmtd_log(LOG_ERR, "refusing segment %s; stop its users and start "
 	    "with --recreate to replace it (its state is lost)", name);
 }
@@ -439,64 +421,36 @@ segment_attach(struct daemon *d)
 
 /* ---- One daemon per segment ---------------------------------------------- */
 
-/*
- * The pair {sh_daemon_pid, sh_daemon_start} is one 16-byte word, read and
- * claimed atomically: with two separate words a second daemon could read
- * the new pid beside the old start time, take the live daemon for a dead
- * one whose pid was reused, and claim the segment too.
- */
-typedef unsigned __int128 u128;
-
-static u128 *
-daemon_word(const struct daemon *d)
-{
-	return (u128 *)(void *)&d->h->hdr->sh_daemon_pid;
-}
-
-static u128
-pack(uint64_t pid, uint64_t start)
-{
-	return ((u128)start << 64) | pid;
-}
-
+/* The daemon word of the segment names one live daemon at most: the
+ * library claims it (shmt__daemon_claim says how). */
 static int
 claim(struct daemon *d)
 {
-	u128 mine = pack((uint64_t)d->pid, d->start);
-	u128 cur = __atomic_load_n(daemon_word(d), __ATOMIC_ACQUIRE);
+	uint64_t prev;
+	int rc = shmt__daemon_claim(d->h, d->pid, d->start, &prev);
 
-	for (int i = 0; i < 1000; i++) {
-		uint64_t pid = (uint64_t)cur, start = (uint64_t)(cur >> 64);
-
-		if (pid != 0 && pid <= INT32_MAX && (pid_t)pid != d->pid &&
-		    shmt__pid_alive((pid_t)pid, start)) {
-			shmtd_log(LOG_ERR, "segment %s: already running as pid %"
-			    PRIu64, d->cfg.segment, pid);
-			return EXIT_FAIL;
-		}
-		if (__atomic_compare_exchange_n(daemon_word(d), &cur, mine, 0,
-		    __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
-			if (pid != 0)
-				shmtd_log(LOG_NOTICE, "taking over segment %s from "
-				    "pid %" PRIu64 ", which is gone",
-				    d->cfg.segment, pid);
-			d->claimed = 1;
-			return 0;
-		}
+	if (rc == -EBUSY) {
+		shmtd_log(LOG_ERR, "segment %s: already running as pid %"
+		    PRIu64, d->cfg.segment, prev);
+		return EXIT_FAIL;
 	}
-	shmtd_log(LOG_ERR, "segment %s: cannot claim the daemon word",
-	    d->cfg.segment);
-	return EXIT_FAIL;
+	if (rc != 0) {
+		shmtd_log(LOG_ERR, "segment %s: cannot claim the daemon word",
+		    d->cfg.segment);
+		return EXIT_FAIL;
+	}
+	if (prev != 0 && prev != (uint64_t)d->pid)
+		shmtd_log(LOG_NOTICE, "taking over segment %s from pid %" PRIu64
+		    ", which is gone", d->cfg.segment, prev);
+	d->claimed = 1;
+	return 0;
 }
 
 static void
 unclaim(struct daemon *d)
 {
-	u128 mine = pack((uint64_t)d->pid, d->start);
-
 	if (d->claimed)
-		__atomic_compare_exchange_n(daemon_word(d), &mine, 0, 0,
-		    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+		shmt__daemon_unclaim(d->h, d->pid, d->start);
 	d->claimed = 0;
 }
 
@@ -634,8 +588,6 @@ earliest(const struct deadlines *t)
 static void
 run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 {
-	struct shmt_hdr *hdr = d->h->hdr;
-
 	if (now >= t->hk) {
 		shmt_time_t next = UINT64_MAX;
 		int rc = shmt_housekeep(d->h, &next);
@@ -650,9 +602,9 @@ run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 		}
 		if (rc < 0)
 			shmtd_log(LOG_ERR, "housekeeping: %s", shmt_strerror(rc));
-		__atomic_store_n(&hdr->sh_lag_ns, now - t->hk, __ATOMIC_RELAXED);
+		shmt__daemon_lag(d->h, now - t->hk);
 		shmtd_lag_observe(&d->lag, now - t->hk);
-		now = mono_ns();
+		now = shmt__mono_ns();
 		/* Work that appears later (a bucket opened by a worker) is not
 		 * in NEXT: look again at least once per heartbeat. */
 		if (next > now + HEARTBEAT_NS)
@@ -660,13 +612,13 @@ run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 		t->hk = next < now + MIN_SLEEP_NS ? now + MIN_SLEEP_NS : next;
 	}
 	if (now >= t->heartbeat) {
-		__atomic_store_n(&hdr->sh_heartbeat_ns, now, __ATOMIC_RELAXED);
+		shmt__daemon_heartbeat(d->h, now);
 		t->heartbeat = now + HEARTBEAT_NS;
 	}
 	if (now >= t->snapshot) {
 		snapshot(d, "interval");
 		t->snapshot = d->cfg.snapshot_interval_ns > 0 ?
-		    mono_ns() + d->cfg.snapshot_interval_ns : UINT64_MAX;
+		    shmt__mono_ns() + d->cfg.snapshot_interval_ns : UINT64_MAX;
 	}
 	if (now >= t->watchdog) {
 		sd_notify(0, "WATCHDOG=1");
@@ -678,14 +630,14 @@ static void
 reset_snapshot_deadline(struct daemon *d, struct deadlines *t)
 {
 	t->snapshot = d->cfg.snapshot[0] != '\0' && d->cfg.snapshot_interval_ns > 0 ?
-	    mono_ns() + d->cfg.snapshot_interval_ns : UINT64_MAX;
+	    shmt__mono_ns() + d->cfg.snapshot_interval_ns : UINT64_MAX;
 }
 
 /* Sleep until the next deadline or a signal; return the signal or 0. */
 static int
 wait_until(struct daemon *d, shmt_time_t deadline)
 {
-	shmt_time_t now = mono_ns();
+	shmt_time_t now = shmt__mono_ns();
 	uint64_t left = deadline > now ? deadline - now : 0;
 	struct timespec ts = { (time_t)(left / 1000000000ULL),
 		(long)(left % 1000000000ULL) };
@@ -698,7 +650,7 @@ static void
 loop(struct daemon *d)
 {
 	struct deadlines t;
-	shmt_time_t now = mono_ns();
+	shmt_time_t now = shmt__mono_ns();
 
 	t.hk = now;
 	t.heartbeat = now;
@@ -708,7 +660,7 @@ loop(struct daemon *d)
 		int sig;
 
 		pthread_mutex_lock(&d->seg_lock);
-		run_due(d, &t, mono_ns());
+		run_due(d, &t, shmt__mono_ns());
 		pthread_mutex_unlock(&d->seg_lock);
 		sig = wait_until(d, earliest(&t));
 		if (sig == SIGHUP) {
@@ -716,7 +668,7 @@ loop(struct daemon *d)
 			reload(d);
 			pthread_mutex_unlock(&d->seg_lock);
 			reset_snapshot_deadline(d, &t);
-			t.hk = mono_ns(); /* new limiters: ask for their deadlines */
+			t.hk = shmt__mono_ns(); /* new limiters: ask for their deadlines */
 		} else if (sig == SIGTERM || sig == SIGINT) {
 			shmtd_log(LOG_NOTICE, "%s: stopping",
 			    sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -19,6 +19,7 @@
 
 #include "limiter.h"
 #include "segment.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,54 +81,14 @@ pieces_of(const struct shmt_region *reg, uint64_t arena_used,
 
 typedef unsigned __int128 u128;
 
-#define FNV_INIT 0xcbf29ce484222325ULL
-
-static uint64_t
-fnv1a(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
-/* FNV-1a over 8-byte words (and the bytes of a tail): 8 times fewer steps
- * over megabytes, and still every change of one word changes the sum. */
-static uint64_t
-fnv1a_words(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	size_t i;
-
-	for (i = 0; i + 8 <= n; i += 8) {
-		uint64_t w;
-
-		memcpy(&w, b + i, sizeof(w));
-		h ^= w;
-		h *= 0x100000001b3ULL;
-	}
-	return fnv1a(h, b + i, n - i);
-}
-
 static uint64_t
 pieces_sum(const unsigned char *img, const struct piece p[P_COUNT])
 {
-	uint64_t h = FNV_INIT;
+	uint64_t h = SHMT_FNV_INIT;
 
 	for (int i = 0; i < P_COUNT; i++)
-		h = fnv1a_words(h, img + p[i].off, p[i].len);
+		h = shmt__fnv1a_words(h, img + p[i].off, p[i].len);
 	return h;
-}
-
-/* The clocks, the boot id and the pid come through env.h, which the fuzz
- * build replaces with fixed ones. */
-static uint64_t
-clock_ns(clockid_t id)
-{
-	return shmt__env_clock_ns(id);
 }
 
 static void
@@ -260,8 +221,8 @@ shmtd_snapshot_write(shmt_t *h, const char *path, char *err, size_t cap)
 	}
 	memset(&sh, 0, sizeof(sh));
 	copy_image(h, img, p);
-	sh.sn_mono_ns = clock_ns(CLOCK_MONOTONIC);
-	sh.sn_wall_ns = clock_ns(CLOCK_REALTIME);
+	sh.sn_mono_ns = shmt__clock_ns(CLOCK_MONOTONIC);
+	sh.sn_wall_ns = shmt__clock_ns(CLOCK_REALTIME);
 	sh.sn_magic = SNAP_MAGIC;
 	sh.sn_version = SNAP_VERSION;
 	sh.sn_hdr_size = sizeof(sh);
@@ -270,7 +231,8 @@ shmtd_snapshot_write(shmt_t *h, const char *path, char *err, size_t cap)
 	sh.sn_size = p[P_HEADER].len + p[P_LIMITERS].len + p[P_ARENA].len;
 	sh.sn_arena_bytes = p[P_ARENA].len;
 	sh.sn_sum = pieces_sum(img, p);
-	sh.sn_hdr_sum = fnv1a(FNV_INIT, &sh, offsetof(struct snap_hdr, sn_hdr_sum));
+	sh.sn_hdr_sum = shmt__fnv1a(SHMT_FNV_INIT, &sh,
+	    offsetof(struct snap_hdr, sn_hdr_sum));
 
 	/* The temporary name is ours: whatever else sits there (a FIFO, a
 	 * link) is refused instead of blocking or being followed. */
@@ -352,7 +314,7 @@ check_header(const struct snap_hdr *sh, uint64_t fsize, const char *path,
 		return bad(err, cap, SHMT_ECORRUPT, path, "header of %u bytes, "
 		    "version %u has %zu", sh->sn_hdr_size, SNAP_VERSION,
 		    sizeof(*sh));
-	if (sh->sn_hdr_sum != fnv1a(FNV_INIT, sh,
+	if (sh->sn_hdr_sum != shmt__fnv1a(SHMT_FNV_INIT, sh,
 	    offsetof(struct snap_hdr, sn_hdr_sum)))
 		return bad(err, cap, SHMT_ECORRUPT, path, "header checksum "
 		    "mismatch (the file is damaged)");
@@ -460,7 +422,7 @@ read_snapshot(const char *path, struct snap_hdr *sh, unsigned char **img,
 		rc = bad(err, cap, SHMT_ECORRUPT, path, "short read");
 		goto out;
 	}
-	if (fnv1a_words(FNV_INIT, buf, sh->sn_size) != sh->sn_sum) {
+	if (shmt__fnv1a_words(SHMT_FNV_INIT, buf, sh->sn_size) != sh->sn_sum) {
 		rc = bad(err, cap, SHMT_ECORRUPT, path, "image checksum mismatch "
 		    "(the file is damaged)");
 		goto out;
@@ -491,7 +453,8 @@ static int64_t
 rebase_delta(const struct snap_hdr *sh)
 {
 	char now_boot[BOOT_ID_LEN];
-	uint64_t wall = clock_ns(CLOCK_REALTIME), mono = clock_ns(CLOCK_MONOTONIC);
+	uint64_t wall = shmt__clock_ns(CLOCK_REALTIME);
+	uint64_t mono = shmt__clock_ns(CLOCK_MONOTONIC);
 
 	boot_id(now_boot);
 	return shmtd_snapshot_delta(sh->sn_wall_ns, sh->sn_mono_ns, wall, mono,
@@ -515,7 +478,7 @@ fill(shmt_t *t, const unsigned char *img, const struct snap_hdr *sh,
 			    "the image does not match its own parameters", i);
 	/* Only the limiters and their arena come back.  Process slots and
 	 * the daemon's fields belong to processes of the old segment, and no
-	 * region that holds a mutex is copied: a robust mutex records its
+	 * region that holds a lock is copied: a lock word records its
 	 * owner's thread id, which after a reboot may name a live, unrelated
 	 * thread, so the lock would look held for ever. */
 	/* The file's pieces, packed: the header region, the limiter table,

@@ -343,8 +343,7 @@ name_check(uint64_t hash, uint32_t klen, uint32_t kind, uint32_t kept,
 {
 	uint64_t c = hash ^ ((uint64_t)klen << 8) ^ kind ^ ((uint64_t)kept << 40);
 
-	for (uint32_t i = 0; i < kept; i++)
-		c = (c ^ b[i]) * 0x100000001b3ULL;
+	c = shmt__fnv1a(c, b, kept);
 	return c | 1;
 }
 

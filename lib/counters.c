@@ -43,21 +43,9 @@
 #include <errno.h>
 #include <string.h>
 
-/* The value length of every counter item of ST: the index of the newest
- * sub-window, then one count per sub-window. */
-#define CNT_VLEN(st) (sizeof(uint64_t) + 4ULL * (st)->subw)
-
-static char *
-item_val(struct shmt_item *it)
-{
-	return (char *)(it + 1) + it->it_klen;
-}
-
-static int
-expired(const struct shmt_item *it, uint64_t now)
-{
-	return it->it_expire != 0 && it->it_expire <= now;
-}
+/* CNT_VLEN (store.h): the value length of every counter item of ST, the
+ * index of the newest sub-window, then one count per sub-window.
+ * item_val and expired are the store's (store.h). */
 
 int
 shmt__cnt_item_ok(const struct shmt_store *st, const struct shmt_item *it)

@@ -60,7 +60,7 @@
  * returns were decided at least C before any decision that can spend them,
  * and at any time at most L uses decided within the last C are in flight.
  * If the clock were read before W, a caller preempted between the two could
- * spend a use released "in its future": lib/throttle.pml checks both orders.
+ * spend a use released "in its future": tests/model/throttle.pml checks both orders.
  *
  * Slots.  A slot changes only by CAS: opening writes {close, serial, 0} only
  * over an older serial, so a stale opener never overwrites a newer bucket;

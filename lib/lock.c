@@ -78,45 +78,8 @@ tid_self(void)
 	return my_tid;
 }
 
-/* The process (thread group) of thread TID, or 0 when it does not exist
- * or is a zombie: a thread killed and not yet waited for holds nothing, and
- * its parent may take its time to reap it.  *RUNNING gets 1 when the thread
- * runs or waits for a CPU (R), or waits in the kernel without being
- * interruptible (D: a page fault, a memory allocation), which is how a
- * writer inside a critical section looks; 0 when it sleeps or is stopped. */
-static pid_t
-tid_status(uint32_t tid, int *running)
-{
-	char path[64], buf[512];
-	const char *p;
-
-	*running = 0;
-	snprintf(path, sizeof(path), "/proc/%u/status", tid);
-	if (shmt__proc_read(path, buf, sizeof(buf)) != 0)
-		return 0;
-	p = strstr(buf, "\nState:");
-	if (p != NULL) {
-		p += 7;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == 'Z' || *p == 'X')
-			return 0;
-		*running = *p == 'R' || *p == 'D';
-	}
-	p = strstr(buf, "\nTgid:");
-	return p != NULL ? (pid_t)atoi(p + 6) : 0;
-}
-
-pid_t
-shmt__tid_process(uint32_t tid)
-{
-	int running;
-
-	return tid_status(tid, &running);
-}
-
 /* 1 when OWNER names a thread that exists now, of a process that holds a
- * slot of the segment; *RUNNING as tid_status. */
+ * slot of the segment; *RUNNING as shmt__tid_status(). */
 static int
 owner_alive(shmt_t *h, uint32_t owner, int *running)
 {
@@ -127,7 +90,7 @@ owner_alive(shmt_t *h, uint32_t owner, int *running)
 		return 0;
 	alive = shmt__env_kill0((pid_t)owner) == 0 || errno == EPERM;
 	if (alive && h != NULL)
-		alive = shmt__slot_held_by(h, tid_status(owner, running));
+		alive = shmt__slot_held_by(h, shmt__tid_status(owner, running));
 	errno = saved;
 	return alive;
 }

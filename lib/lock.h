@@ -47,7 +47,5 @@ enum { SHMT_LOCK_FREE = 0, SHMT_LOCK_LIVE = 1, SHMT_LOCK_DEAD = 2 };
 int shmt__lock_peek(struct shmt *h, struct shmt_lock *l, uint32_t *owner);
 /* The thread id in the lock word now (0: free), for reports. */
 uint32_t shmt__lock_owner(const struct shmt_lock *l);
-/* The process of thread TID, or 0 when no such thread exists. */
-pid_t shmt__tid_process(uint32_t tid);
 
 #endif /* SHMT_LOCK_H */

@@ -10,7 +10,8 @@
  * O_CREAT|O_EXCL on the final name, publishes an empty object that openers
  * must then wait on, and leaves it behind for good if the creator dies.
  */
-#include "segment.h"
+#include "layout.h"
+#include "daemon.h"
 
 #include "analyzer.h"
 #include "dict.h"
@@ -32,34 +33,6 @@
 /* glibc maps shm_open names to this directory. */
 #define SHMT_SHM_DIR "/dev/shm"
 
-SHMT_EXPORT void
-shmt_config_init(shmt_config_t *cfg)
-{
-	if (cfg == NULL)
-		return;
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->mode = 0600;
-	cfg->gid = (gid_t)-1;
-	cfg->max_limiters = 64;
-	cfg->max_slots = 256;
-	cfg->arena_bytes = 16ULL << 20;
-	cfg->dict_bytes = 32ULL << 20;
-	cfg->dict_shards = 8;
-	cfg->dict_eviction = 1;
-	cfg->counters_bytes = 8ULL << 20;
-	cfg->counters_shards = 4;
-	cfg->counters_subwindows = 24;
-	cfg->counters_window_ns = 24ULL * 3600 * 1000000000ULL;
-	cfg->analyzer_bytes = 1ULL << 20;
-	cfg->analyzer_window_ns = 60ULL * 1000000000ULL;
-	cfg->analyzer_subwindows = 12;
-	cfg->analyzer_threshold_ppm = 100000;
-	cfg->analyzer_clients = 0;
-	cfg->dict_max_key = SHMT_KEY_MAX;
-	cfg->dict_max_value = SHMT_VALUE_MAX;
-	cfg->dict_default_ttl_ms = 0;
-}
-
 int
 shmt__name_check(const char *name)
 {
@@ -77,326 +50,6 @@ shmt__name_check(const char *name)
 	return 0;
 }
 
-static uint64_t
-fnv1a(uint64_t h, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		h ^= (v >> (i * 8)) & 0xff;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
-/*
- * The format word: ABI version in the top 16 bits, and a hash of the size,
- * alignment and key offsets of every shared type in the rest.  Any change of
- * layout, compiler padding or libc mutex size gives another word, so a
- * mismatched reader is refused (SHMT_EFORMAT) instead of guessing.
- */
-uint64_t
-shmt__format_word(void)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	const uint64_t facts[] = {
-		sizeof(struct shmt_hdr), alignof(struct shmt_hdr),
-		sizeof(struct shmt_params),
-		offsetof(struct shmt_hdr, sh_daemon_pid),
-		offsetof(struct shmt_hdr, sh_table_lock),
-		offsetof(struct shmt_hdr, sh_secret), SHMT_SECRET_BYTES,
-		sizeof(struct shmt_lock),
-		sizeof(struct shmt_slot), alignof(struct shmt_slot),
-		sizeof(struct shmt_lim), alignof(struct shmt_lim),
-		offsetof(struct shmt_lim, lm_w),
-		offsetof(struct shmt_lim, lm_released_uses),
-		offsetof(struct shmt_lim, lm_burst),
-		offsetof(struct shmt_lim, lm_would_deny),
-		offsetof(struct shmt_lim, lm_wake),
-		sizeof(struct shmt_client), alignof(struct shmt_client),
-		sizeof(struct shmt_ring_slot), sizeof(struct shmt_log_slot),
-		sizeof(struct shmt_w), SHMT_LINE, SHMT_LIMITER_NAME_MAX,
-		sizeof(struct shmt_shard), offsetof(struct shmt_shard, ds_seq),
-		sizeof(struct shmt_item), sizeof(struct shmt_fblock),
-		sizeof(struct shmt_an_owner), sizeof(struct shmt_an_sum),
-		SHMT_AN_TAG_SHIFT, SHMT_AN_PROBE_STEP, sizeof(struct shmt_an_name),
-		SHMT_AN_STRIPES, SHMT_ORDER_MAX,
-	};
-
-	for (size_t i = 0; i < sizeof(facts) / sizeof(facts[0]); i++)
-		h = fnv1a(h, facts[i]);
-	return ((uint64_t)SHMT_ABI_VERSION << 48) | (h & 0xffffffffffffULL);
-}
-
-#ifndef SHMT_FUZZ_ENV /* the fuzz build's is in tests/fuzz/fuzz_util.c */
-int
-shmt__proc_read(const char *path, char *buf, size_t cap)
-{
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, cap - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	return 0;
-}
-#endif
-
-/* Start time of PID in clock ticks since boot (field 22 of /proc/PID/stat)
- * and its state letter (field 3).  Returns 0 for start when unknown.
- * Together with the pid the start time names one process: a reused pid has
- * another start time. */
-static uint64_t
-proc_stat(pid_t pid, char *state)
-{
-	char path[64], buf[1024];
-	const char *p;
-	unsigned long long start = 0;
-	int field;
-
-	*state = '?';
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (shmt__proc_read(path, buf, sizeof(buf)) != 0)
-		return 0;
-	/* The command name may hold spaces and ')': skip to the last ')'. */
-	p = strrchr(buf, ')');
-	if (p == NULL || p[1] != ' ')
-		return 0;
-	*state = p[2];
-	for (field = 2; *p != '\0' && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	if (sscanf(p, "%llu", &start) != 1)
-		return 0;
-	return start;
-}
-
-uint64_t
-shmt__proc_start(pid_t pid)
-{
-	int saved = errno;
-	char state;
-	uint64_t start = proc_stat(pid, &state);
-
-	errno = saved;
-	return start;
-}
-
-/* 1 when PID runs and (if START is known) is the same process.  A zombie
- * (killed, not yet waited for) counts as dead: it holds nothing. */
-int
-shmt__pid_alive(pid_t pid, uint64_t start)
-{
-	int saved = errno;
-	uint64_t now_start;
-	char state;
-	int alive;
-
-	if (pid <= 0)
-		return 0;
-	alive = shmt__env_kill0(pid) == 0 || errno == EPERM;
-	if (alive) {
-		now_start = proc_stat(pid, &state);
-		if (state == 'Z' || state == 'X')
-			alive = 0;
-		else if (start != 0 && now_start != 0 && now_start != start)
-			alive = 0;
-	}
-	errno = saved;
-	return alive;
-}
-
-static uint64_t
-round_up(uint64_t v, uint64_t a)
-{
-	return (v + a - 1) / a * a;
-}
-
-/* The largest TTL any write accepts, in milliseconds (dict.c's bound). */
-#define TTL_MS_MAX (UINT64_MAX / 2000000)
-
-#define REFUSE(...) do { \
-		if (why != NULL && why_len > 0) \
-			snprintf(why, why_len, __VA_ARGS__); \
-		return -EINVAL; \
-	} while (0)
-
-/* The trusted geometry of both stores, from the creation parameters:
- * 0, or -EINVAL with WHY (may be NULL) naming the parameter and the rule. */
-static int
-stores_geometry(const struct shmt_params *p, struct shmt_store *dict,
-    struct shmt_store *ctr, uint64_t *dsize, uint64_t *csize, char *why,
-    size_t why_len)
-{
-	const char *rule = NULL;
-	int rc = shmt__store_geometry(p->sp_dict_bytes, p->sp_dict_shards, 0,
-	    dict, dsize, &rule);
-
-	if (rc != 0)
-		REFUSE("dict_%s", rule);
-	rc = shmt__store_geometry(p->sp_counters_bytes, p->sp_counters_shards,
-	    1, ctr, csize, &rule);
-	if (rc != 0)
-		REFUSE("counters_%s", rule);
-	if (p->sp_dict_max_key == 0 || p->sp_dict_max_key > SHMT_KEY_MAX)
-		REFUSE("dict_max_key: must be from 1 to SHMT_KEY_MAX (%d) bytes",
-		    SHMT_KEY_MAX);
-	if (p->sp_dict_max_value > SHMT_VALUE_MAX)
-		REFUSE("dict_max_value: at most SHMT_VALUE_MAX (%d) bytes",
-		    SHMT_VALUE_MAX);
-	if (p->sp_dict_default_ttl_ms > TTL_MS_MAX)
-		REFUSE("dict_default_ttl_ms: at most %llu milliseconds",
-		    (unsigned long long)TTL_MS_MAX);
-	dict->eviction = p->sp_dict_eviction != 0;
-	dict->max_key = p->sp_dict_max_key;
-	dict->max_value = p->sp_dict_max_value;
-	dict->default_ttl_ms = p->sp_dict_default_ttl_ms;
-	ctr->eviction = 1;
-	ctr->subw = p->sp_counters_subwindows;
-	ctr->window = p->sp_counters_window_ns;
-	ctr->max_key = SHMT_KEY_MAX;
-	ctr->max_value = SHMT_VALUE_MAX;
-	if (p->sp_counters_bytes != 0 &&
-	    (ctr->subw == 0 || ctr->subw > 256))
-		REFUSE("counters_subwindows: must be from 1 to 256");
-	if (p->sp_counters_bytes != 0 && ctr->window / ctr->subw == 0)
-		REFUSE("counters_window_ns: must be at least "
-		    "counters_subwindows nanoseconds");
-	return 0;
-}
-
-static void
-params_from(const shmt_config_t *cfg, struct shmt_params *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->sp_max_limiters = cfg->max_limiters;
-	p->sp_max_slots = cfg->max_slots;
-	p->sp_arena_bytes = cfg->arena_bytes;
-	p->sp_mode = (uint32_t)cfg->mode;
-	p->sp_gid = (uint32_t)cfg->gid;
-	p->sp_dict_bytes = cfg->dict_bytes;
-	p->sp_dict_shards = cfg->dict_shards;
-	p->sp_dict_eviction = cfg->dict_eviction;
-	p->sp_counters_bytes = cfg->counters_bytes;
-	p->sp_counters_shards = cfg->counters_shards;
-	p->sp_counters_subwindows = cfg->counters_subwindows;
-	p->sp_counters_window_ns = cfg->counters_window_ns;
-	p->sp_analyzer_bytes = cfg->analyzer_bytes;
-	p->sp_analyzer_window_ns = cfg->analyzer_window_ns;
-	p->sp_analyzer_subwindows = cfg->analyzer_subwindows;
-	p->sp_analyzer_threshold_ppm = cfg->analyzer_threshold_ppm;
-	p->sp_analyzer_clients = cfg->analyzer_clients;
-	/* 0 stands for the hard limit, so a config filled in by hand
-	 * without shmt_config_init keeps the limits it always had. */
-	p->sp_dict_max_key = cfg->dict_max_key != 0 ? cfg->dict_max_key :
-	    SHMT_KEY_MAX;
-	p->sp_dict_max_value = cfg->dict_max_value != 0 ?
-	    cfg->dict_max_value : SHMT_VALUE_MAX;
-	p->sp_dict_default_ttl_ms = cfg->dict_default_ttl_ms;
-}
-
-static int
-an_geometry(const struct shmt_params *p, struct shmt_an *an, char *why,
-    size_t why_len)
-{
-	const char *rule = NULL;
-	int rc = shmt__an_geometry(p->sp_analyzer_bytes,
-	    p->sp_analyzer_window_ns, p->sp_analyzer_subwindows,
-	    p->sp_analyzer_threshold_ppm, an, &rule);
-
-	an->clients = p->sp_analyzer_clients != 0;
-	if (rc != 0)
-		REFUSE("%s", rule);
-	return 0;
-}
-
-/* The one set of rules for creation parameters: shmt_create applies it,
- * and so may anyone who wants to know before creating. */
-SHMT_EXPORT int
-shmt_config_check(const shmt_config_t *cfg, char *why, size_t why_len)
-{
-	struct shmt_params p;
-	struct shmt_store d, c;
-	struct shmt_an an;
-	uint64_t dsize, csize;
-	int rc;
-
-	if (why != NULL && why_len > 0)
-		why[0] = '\0';
-	if (cfg == NULL)
-		REFUSE("cfg: NULL");
-	if ((cfg->mode & ~(mode_t)0777) != 0)
-		REFUSE("mode: only the permission bits 0777 may be set");
-	/* A segment that every user may write is trusted by nobody. */
-	if ((cfg->mode & S_IWOTH) != 0)
-		REFUSE("mode: a segment every user may write (o+w) is trusted by "
-		    "nobody");
-	if (cfg->max_limiters == 0 || cfg->max_limiters > 4096)
-		REFUSE("max_limiters: must be from 1 to 4096");
-	if (cfg->max_slots == 0 || cfg->max_slots > 65536)
-		REFUSE("max_slots: must be from 1 to 65536");
-	if (cfg->arena_bytes < (64ULL << 10) || cfg->arena_bytes > (1ULL << 40))
-		REFUSE("arena_bytes: must be from 64 KiB to 1 TiB");
-	if (cfg->dict_eviction > 1)
-		REFUSE("dict_eviction: must be 0 or 1");
-	if (cfg->analyzer_clients > 1)
-		REFUSE("analyzer_clients: must be 0 or 1");
-	if (cfg->dict_max_key > SHMT_KEY_MAX)
-		REFUSE("dict_max_key: at most SHMT_KEY_MAX (%d) bytes",
-		    SHMT_KEY_MAX);
-	params_from(cfg, &p);
-	if ((rc = stores_geometry(&p, &d, &c, &dsize, &csize, why,
-	    why_len)) != 0)
-		return rc;
-	return an_geometry(&p, &an, why, why_len);
-}
-
-#undef REFUSE
-
-/* Lay the regions out page by page; returns the total size, or 0 when the
- * parameters make no valid segment. */
-static uint64_t
-layout(const struct shmt_params *p, struct shmt_region reg[SHMT_R_COUNT])
-{
-	struct shmt_store d, c;
-	struct shmt_an an;
-	uint64_t off = 0, dsize, csize;
-
-	if (stores_geometry(p, &d, &c, &dsize, &csize, NULL, 0) != 0 ||
-	    an_geometry(p, &an, NULL, 0) != 0)
-		return 0;
-	const uint64_t sizes[SHMT_R_COUNT] = {
-		[SHMT_R_HEADER] = sizeof(struct shmt_hdr),
-		[SHMT_R_SLOTS] = (uint64_t)p->sp_max_slots * sizeof(struct shmt_slot),
-		[SHMT_R_LIMITERS] =
-		    (uint64_t)p->sp_max_limiters * sizeof(struct shmt_lim),
-		[SHMT_R_ARENA] = p->sp_arena_bytes,
-		[SHMT_R_DICT] = dsize,
-		[SHMT_R_COUNTERS] = csize,
-		[SHMT_R_ANALYZER] = an.bytes,
-	};
-
-	for (int i = 0; i < SHMT_R_COUNT; i++) {
-		reg[i].rg_off = off;
-		reg[i].rg_size = sizes[i];
-		off = round_up(off + sizes[i], SHMT_PAGE);
-	}
-	return off;
-}
-
-static const char *const region_names[SHMT_R_COUNT] = {
-	[SHMT_R_HEADER] = "header",
-	[SHMT_R_SLOTS] = "slots",
-	[SHMT_R_LIMITERS] = "limiters",
-	[SHMT_R_ARENA] = "arena",
-	[SHMT_R_DICT] = "dictionary",
-	[SHMT_R_COUNTERS] = "counters",
-	[SHMT_R_ANALYZER] = "analyzer",
-};
-
 static shmt_t *
 handle_new(const char *name, char *base, uint64_t size,
     const struct shmt_region reg[SHMT_R_COUNT], const struct shmt_params *p)
@@ -409,7 +62,7 @@ handle_new(const char *name, char *base, uint64_t size,
 	h->dict = calloc(1, sizeof(*h->dict));
 	h->counters = calloc(1, sizeof(*h->counters));
 	if (h->dict == NULL || h->counters == NULL ||
-	    stores_geometry(p, h->dict, h->counters, &dsize, &csize, NULL,
+	    shmt__stores_geometry(p, h->dict, h->counters, &dsize, &csize, NULL,
 	    0) != 0) {
 		free(h->dict);
 		free(h->counters);
@@ -422,7 +75,7 @@ handle_new(const char *name, char *base, uint64_t size,
 	h->counters->h = h;
 	if (p->sp_analyzer_bytes != 0) {
 		h->an = calloc(1, sizeof(*h->an));
-		if (h->an == NULL || an_geometry(p, h->an, NULL, 0) != 0) {
+		if (h->an == NULL || shmt__params_an_geometry(p, h->an, NULL, 0) != 0) {
 			free(h->an);
 			free(h->dict);
 			free(h->counters);
@@ -492,22 +145,6 @@ shmt__secret_set(shmt_t *h, const uint8_t key[SHMT_SECRET_BYTES])
 	memcpy(h->key.hk_key, key, SHMT_SECRET_BYTES);
 }
 
-static void
-hdr_init(struct shmt_hdr *hdr, const struct shmt_params *p, uint64_t size,
-    const struct shmt_region reg[SHMT_R_COUNT])
-{
-	hdr->sh_format = shmt__format_word();
-	hdr->sh_size = size;
-	hdr->sh_abi = SHMT_ABI_VERSION;
-	hdr->sh_nregions = SHMT_R_COUNT;
-	for (int i = 0; i < SHMT_R_COUNT; i++)
-		hdr->sh_regions[i] = reg[i];
-	hdr->sh_params = *p;
-	hdr->sh_created_wall_ns = shmt__env_clock_ns(CLOCK_REALTIME);
-	hdr->sh_created_mono_ns = shmt__mono_ns();
-	hdr->sh_generation = 1;
-}
-
 SHMT_EXPORT int
 shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 {
@@ -535,8 +172,8 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 	}
 	if ((rc = shmt_config_check(cfg, NULL, 0)) != 0)
 		return rc;
-	params_from(cfg, &params);
-	if ((size = layout(&params, reg)) == 0)
+	shmt__params_from(cfg, &params);
+	if ((size = shmt__layout(&params, reg)) == 0)
 		return -EINVAL;
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", name,
@@ -567,7 +204,7 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 		goto out_unlink;
 	}
 	hdr = base;
-	hdr_init(hdr, &params, size, reg);
+	shmt__hdr_init(hdr, &params, size, reg);
 	if ((rc = secret_make(hdr->sh_secret, sizeof(hdr->sh_secret))) != 0)
 		goto out_unlink;
 	shmt__lock_init(&hdr->sh_table_lock);
@@ -606,58 +243,6 @@ out:
 		close(fd);
 	errno = saved;
 	return rc;
-}
-
-/*
- * Validate HDR, a private copy of the header of an object of SIZE bytes:
- * magic, format, size, then every region inside the object, in order,
- * without overlap, and the creation parameters against the regions.  Fills
- * REG.  It works on a copy because another process may change the header
- * while we read it: what is validated must be what is used.
- */
-static int
-validate(const struct shmt_hdr *hdr, uint64_t size,
-    struct shmt_region reg[SHMT_R_COUNT])
-{
-	uint64_t end = 0;
-
-	if (hdr->sh_magic != SHMT_MAGIC)
-		return SHMT_EMAGIC;
-	if (size < sizeof(struct shmt_hdr))
-		return SHMT_ESIZE;
-	if (hdr->sh_format != shmt__format_word() ||
-	    hdr->sh_abi != SHMT_ABI_VERSION)
-		return SHMT_EFORMAT;
-	if (hdr->sh_size != size)
-		return SHMT_ESIZE;
-	if (hdr->sh_nregions != SHMT_R_COUNT)
-		return SHMT_ECORRUPT;
-	for (int i = 0; i < SHMT_R_COUNT; i++) {
-		uint64_t off = hdr->sh_regions[i].rg_off;
-		uint64_t len = hdr->sh_regions[i].rg_size;
-
-		if (off < end || off > size || len > size - off ||
-		    off % SHMT_LINE != 0)
-			return SHMT_ECORRUPT;
-		reg[i].rg_off = off;
-		reg[i].rg_size = len;
-		end = off + len;
-	}
-	if (reg[SHMT_R_HEADER].rg_off != 0 ||
-	    reg[SHMT_R_HEADER].rg_size < sizeof(struct shmt_hdr))
-		return SHMT_ECORRUPT;
-	{
-		/* The creation parameters must give exactly this layout. */
-		struct shmt_region want[SHMT_R_COUNT];
-		struct shmt_params p = hdr->sh_params;
-
-		if (layout(&p, want) == 0)
-			return SHMT_ECORRUPT;
-		for (int i = 1; i < SHMT_R_COUNT; i++)
-			if (want[i].rg_size != reg[i].rg_size)
-				return SHMT_ECORRUPT;
-	}
-	return 0;
 }
 
 SHMT_EXPORT void
@@ -769,7 +354,7 @@ header_read(int fd, uint64_t size, struct shmt_hdr *hc,
 	}
 	if (pread(fd, hc, sizeof(*hc), 0) != (ssize_t)sizeof(*hc))
 		return SHMT_ESIZE;
-	return validate(hc, size, reg);
+	return shmt__hdr_validate(hc, size, reg);
 }
 
 SHMT_EXPORT int
@@ -917,7 +502,7 @@ shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out)
 	out->nregions = SHMT_R_COUNT;
 	for (int i = 0; i < SHMT_R_COUNT; i++) {
 		snprintf(out->regions[i].name, sizeof(out->regions[i].name),
-		    "%s", region_names[i]);
+		    "%s", shmt__region_names[i]);
 		out->regions[i].offset = h->reg[i].rg_off;
 		out->regions[i].size = h->reg[i].rg_size;
 	}
@@ -953,4 +538,97 @@ shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out)
 	out->housekeeping_runs = __atomic_load_n(&hdr->sh_hk_runs, __ATOMIC_RELAXED);
 	out->slots_reaped = __atomic_load_n(&hdr->sh_reaped, __ATOMIC_RELAXED);
 	return 0;
+}
+
+/* ---- The daemon's claim and heartbeat ------------------------------------ */
+
+typedef unsigned __int128 u128;
+
+static u128 *
+daemon_word(shmt_t *h)
+{
+	return (u128 *)(void *)&h->hdr->sh_daemon_pid;
+}
+
+static u128
+daemon_pack(uint64_t pid, uint64_t start)
+{
+	return ((u128)start << 64) | pid;
+}
+
+int
+shmt__daemon_claim(shmt_t *h, pid_t me, uint64_t start, uint64_t *prev)
+{
+	u128 mine = daemon_pack((uint64_t)me, start);
+	u128 cur = __atomic_load_n(daemon_word(h), __ATOMIC_ACQUIRE);
+
+	*prev = 0;
+	for (int i = 0; i < 1000; i++) {
+		uint64_t pid = (uint64_t)cur, st = (uint64_t)(cur >> 64);
+
+		if (pid != 0 && pid <= INT32_MAX && (pid_t)pid != me &&
+		    shmt__pid_alive((pid_t)pid, st)) {
+			*prev = pid;
+			return -EBUSY;
+		}
+		if (__atomic_compare_exchange_n(daemon_word(h), &cur, mine, 0,
+		    __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+			*prev = pid;
+			return 0;
+		}
+	}
+	return -EAGAIN;
+}
+
+void
+shmt__daemon_unclaim(shmt_t *h, pid_t me, uint64_t start)
+{
+	u128 mine = daemon_pack((uint64_t)me, start);
+
+	__atomic_compare_exchange_n(daemon_word(h), &mine, 0, 0,
+	    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+
+void
+shmt__daemon_heartbeat(shmt_t *h, shmt_time_t now)
+{
+	__atomic_store_n(&h->hdr->sh_heartbeat_ns, now, __ATOMIC_RELAXED);
+}
+
+void
+shmt__daemon_lag(shmt_t *h, uint64_t lag_ns)
+{
+	__atomic_store_n(&h->hdr->sh_lag_ns, lag_ns, __ATOMIC_RELAXED);
+}
+
+int
+shmt__hdr_facts(const char *name, struct shmt__hdr_facts *f)
+{
+	char path[SHMT_SEGNAME_MAX + sizeof(SHMT_SHM_DIR)];
+	struct shmt_hdr hdr;
+	struct stat st;
+	ssize_t n = -1;
+	int fd;
+
+	memset(f, 0, sizeof(*f));
+	memset(&hdr, 0, sizeof(hdr));
+	f->want_magic = SHMT_MAGIC;
+	f->abi = SHMT_ABI_VERSION;
+	if (shmt__name_check(name) != 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "%s%s", SHMT_SHM_DIR, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) == 0) {
+		f->file_size = (int64_t)st.st_size;
+		n = pread(fd, &hdr, sizeof(hdr), 0);
+	}
+	close(fd);
+	f->magic = hdr.sh_magic;
+	f->format = hdr.sh_format;
+	f->size = hdr.sh_size;
+	if (n == (ssize_t)sizeof(hdr))
+		return 0;
+	return n >= 8 ? -1 : -EIO;
 }

@@ -8,6 +8,8 @@
 #include "env.h"
 #include "hash.h"
 #include "lock.h"
+#include "proc.h"
+#include "util.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -165,12 +167,6 @@ uint64_t shmt__format_word(void);
  * secret KEY and load it into H: a snapshot restore keeps the snapshot's
  * secret so that the hashes it stores stay valid. */
 void shmt__secret_set(shmt_t *h, const uint8_t key[SHMT_SECRET_BYTES]);
-/* Read the start of the small /proc file PATH into BUF (at most CAP - 1
- * bytes, NUL-terminated): 0, or -1 when it cannot be read.  The fuzz
- * build's (SHMT_FUZZ_ENV, env.h) is tests/fuzz/fuzz_util.c's. */
-int shmt__proc_read(const char *path, char *buf, size_t cap);
-uint64_t shmt__proc_start(pid_t pid);
-int shmt__pid_alive(pid_t pid, uint64_t start);
 /* SHMT_ESIZE when the object is now shorter than the mapping (truncated:
  * touching the missing pages would raise SIGBUS), else 0; *NOW_SIZE gets
  * its size. */
@@ -191,12 +187,6 @@ shmt__in_region(const shmt_t *h, enum shmt_region_id id, uint64_t off,
 	uint64_t size = h->reg[id].rg_size;
 
 	return off <= size && len <= size - off;
-}
-
-static inline shmt_time_t
-shmt__mono_ns(void)
-{
-	return shmt__env_clock_ns(CLOCK_MONOTONIC);
 }
 
 static inline shmt_time_t

@@ -15,4 +15,5 @@ if(TARGET shmthrottle)
   shmt_add_test(test_cli_fmt SOURCES test_cli_fmt.c ${PROJECT_SOURCE_DIR}/cli/fmt.c
     ${PROJECT_SOURCE_DIR}/cli/bytes.c)
   target_include_directories(test_cli_fmt PRIVATE ${PROJECT_SOURCE_DIR}/cli)
+  target_link_libraries(test_cli_fmt PRIVATE shmt_units)
 endif()

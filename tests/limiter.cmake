@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Tests of the throttle (lib/limiter.c): the seed's model call for call, the
 # bucket bound, bad input, per-client limiters, many processes, kill -9, and
-# the protocol model-checked with spin (lib/throttle.pml).
+# the protocol model-checked with spin (tests/model/throttle.pml).
 set(SHMT_TL_UTIL ${CMAKE_CURRENT_SOURCE_DIR}/test_limiter_util.c)
 
 shmt_add_test(test_limiter_model SOURCES test_limiter_model.c ${SHMT_TL_UTIL}
@@ -24,14 +24,14 @@ shmt_add_test(test_limiter_keys_mp SOURCES test_limiter_keys_mp.c ${SHMT_TL_UTIL
 shmt_add_test(test_limiter_kill SOURCES test_limiter_kill.c ${SHMT_TL_UTIL}
   LABELS stress TIMEOUT 120)
 
-# The protocol model-checked (lib/throttle.pml).  The model does not run
+# The protocol model-checked (tests/model/throttle.pml).  The model does not run
 # library code, so the sanitizer builds skip it; a machine without spin or cc
 # fails these tests rather than skipping them.
 if(NOT SHMT_SANITIZE)
   foreach(set safety broken account)
     add_test(NAME test_limiter_spin_${set}
-      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/spin_throttle.sh
-              ${PROJECT_SOURCE_DIR}/lib/throttle.pml ${set})
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/model/spin_throttle.sh
+              ${CMAKE_CURRENT_SOURCE_DIR}/model/throttle.pml ${set})
     # About a minute alone on 2 cores; the bound leaves room for a loaded
     # machine, where the search is CPU-bound and slows in proportion.
     set_tests_properties(test_limiter_spin_${set} PROPERTIES

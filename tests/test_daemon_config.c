@@ -34,7 +34,7 @@ test_durations(void **state)
 		{ "1x", -EINVAL }, { "-1s", -EINVAL }, { "1 s s", -EINVAL },
 		{ "18446744073709551616ns", -ERANGE }, { "1e3s", -EINVAL },
 		{ "0.0000000001", -EINVAL }, { "213503982d", -ERANGE },
-		{ ".", -EINVAL },
+		{ ".", -EINVAL }, { ".5s", -EINVAL }, { "1.s", -EINVAL },
 	};
 	uint64_t v;
 

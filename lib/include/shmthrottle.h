@@ -3,8 +3,10 @@
  * shmthrottle.h: the whole public API of libshmthrottle.
  *
  * A named POSIX shared-memory segment holds rate limiters (a lock-free ring of
- * buckets per limiter), key pools, per-client limiters and process slots.  Any
- * number of processes map it at whatever address they get and call into it
+ * buckets or an exact sliding-window log per limiter), key pools, per-client
+ * limiters and process slots; a sharded string -> string dictionary with
+ * TTLs and eviction, read without locks, whose hot keys an embedded analyzer
+ * reports; and windowed counters (shmt_hit).  Any number of processes map it at whatever address they get and call into it
  * directly; nothing in the segment is a pointer, every offset read from it is
  * checked against its size before use.
  *

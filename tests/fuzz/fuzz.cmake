@@ -24,14 +24,16 @@ set(SHMT_FUZZ_LDFLAGS -fsanitize=fuzzer,address,undefined)
 
 file(GLOB SHMT_FUZZ_LIB_SOURCES ${PROJECT_SOURCE_DIR}/lib/*.c)
 add_library(shmt_fuzz_core STATIC ${SHMT_FUZZ_LIB_SOURCES}
-  ${PROJECT_SOURCE_DIR}/daemon/config.c
+  ${PROJECT_SOURCE_DIR}/conf/config.c
+  ${PROJECT_SOURCE_DIR}/conf/units.c
+  ${PROJECT_SOURCE_DIR}/conf/addr.c
   ${PROJECT_SOURCE_DIR}/daemon/snapshot.c
   ${PROJECT_SOURCE_DIR}/daemon/log.c
   ${PROJECT_SOURCE_DIR}/daemon/addr.c
   ${SHMT_FUZZ_DIR}/fuzz_util.c)
 target_include_directories(shmt_fuzz_core PUBLIC
   ${PROJECT_SOURCE_DIR}/lib/include ${PROJECT_SOURCE_DIR}/lib
-  ${PROJECT_SOURCE_DIR}/daemon ${SHMT_FUZZ_DIR})
+  ${PROJECT_SOURCE_DIR}/conf ${PROJECT_SOURCE_DIR}/daemon ${SHMT_FUZZ_DIR})
 target_compile_options(shmt_fuzz_core PUBLIC ${SHMT_FUZZ_CFLAGS})
 # SHMT_FUZZ_ENV: this copy of the library (and the CLI of fuzz_cli) sees a
 # fixed host, defined in fuzz_util.c (lib/env.h): the same pid, clocks and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Model-checks lib/throttle.pml with spin: builds one verifier (pan) per
+# Model-checks tests/model/throttle.pml with spin: builds one verifier (pan) per
 # parameter set and runs it to completion.  Usage:
 #   spin_throttle.sh MODEL.pml SET
 # SET is one of:

@@ -11,6 +11,7 @@
 #define SHMTD_CONFIG_H
 
 #include "shmthrottle.h"
+#include "units.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -97,24 +98,6 @@ int shmtd_limiter_apply(shmt_t *h, const struct shmtd_config *cfg,
     const struct shmtd_limiter *lim, char *err, size_t errcap);
 
 void shmtd_config_free(struct shmtd_config *cfg);
-
-/*
- * shmtd_parse_duration: "500ms", "10m", "24h", "1.5s", "250us", "100ns",
- * "2d"; a bare number is seconds.  The result must be a whole number of
- * nanoseconds.  Returns 0, -EINVAL (syntax) or -ERANGE (overflow).
- */
-int shmtd_parse_duration(const char *s, uint64_t *ns);
-
-/*
- * shmtd_parse_size: "64MiB", "1KiB", "4096", "1GB", "2M" (K, M, G, T alone
- * are binary); a bare number is bytes.  Returns 0, -EINVAL or -ERANGE.
- */
-int shmtd_parse_size(const char *s, uint64_t *bytes);
-
-/* shmtd_format_duration / _size: the shortest exact spelling of V, as the
- * parsers read it back.  Return BUF. */
-char *shmtd_format_duration(uint64_t ns, char *buf, size_t cap);
-char *shmtd_format_size(uint64_t bytes, char *buf, size_t cap);
 
 /* shmtd_config_print: the resolved config, as INI that loads back to the
  * same config. */

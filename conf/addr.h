@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * addr.h: private to shmthrottled.  Reads a listen address such as
- * "127.0.0.1:9464" or "[::1]:9464" (numeric only: the daemon never asks a
- * resolver) into a socket address.
+ * addr.h: for the config reader and shmthrottled.  Reads a listen address
+ * such as "127.0.0.1:9464" or "[::1]:9464" (numeric only: the daemon never
+ * asks a resolver) into a socket address.
  */
 #ifndef SHMTD_ADDR_H
 #define SHMTD_ADDR_H

@@ -31,7 +31,7 @@
  * runs show the model finds their bugs: a stale copy of W taken for
  * corruption, and a skipped serial that dropped the oldest sealed bucket).
  * The defaults
- * suit simulation (spin -p); tests/spin_throttle.sh runs the verifications
+ * suit simulation (spin -p); tests/model/spin_throttle.sh runs the verifications
  * at bounds whose state spaces fit in seconds.
  */
 

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Durations and sizes as people write them, in config files and on the
+ * command line: one parser for both (units.c).
+ */
+#ifndef SHMT_CONF_UNITS_H
+#define SHMT_CONF_UNITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * shmtd_parse_duration: "500ms", "10m", "24h", "1.5s", "250us", "100ns",
+ * "2d", "1min" (m and min are both minutes); a bare number is seconds.
+ * A digit comes before the point and another after it; blanks may surround
+ * the number and the unit.  The result must be a whole number of
+ * nanoseconds.  Returns 0, -EINVAL (syntax) or -ERANGE (overflow).
+ */
+int shmtd_parse_duration(const char *s, uint64_t *ns);
+
+/*
+ * shmtd_parse_size: "64MiB", "1KiB", "4096", "1GB", "2M" (K, M, G, T alone
+ * are binary); a bare number is bytes.  Returns 0, -EINVAL or -ERANGE.
+ */
+int shmtd_parse_size(const char *s, uint64_t *bytes);
+
+/* shmtd_format_duration / _size: the shortest exact spelling of V, as the
+ * parsers read it back.  Return BUF. */
+char *shmtd_format_duration(uint64_t ns, char *buf, size_t cap);
+char *shmtd_format_size(uint64_t bytes, char *buf, size_t cap);
+
+#endif /* SHMT_CONF_UNITS_H */

@@ -1,0 +1,608 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sharded store behind the dictionary and the windowed counters: a
+ * string -> bytes hash in the segment, read without locks, written under a
+ * per-shard lock (lock.h), with TTLs and eviction.
+ *
+ * Writes never change an item in place (counters excepted, see hit_update):
+ * a write fills a fresh block, then links it with one 8-byte store, then
+ * frees the old block.  Readers walk chains with no lock and check the
+ * shard's version (ds_seq) before and after; a writer makes the version odd
+ * only around the store that relinks a chain, and frees blocks only after
+ * making it even again, so a reader that may have reached a block before it
+ * was unlinked sees the version moved and retries.  Everything a reader
+ * reads is bounds-checked against the shard's heap, so a block freed and
+ * reused under it yields garbage that fails validation, never a crash.
+ *
+ * Crash model.  Each chain is consistent after every single store, so a
+ * writer killed at any instruction leaves every key with its old or its new
+ * value; it may leave the version odd, a block allocated but unlinked, or a
+ * free list half-edited.  The next locker (told by shmt__lock that the
+ * holder died, lock.h), or a reader that finds the version stuck odd with
+ * a dead owner, repairs the shard: it
+ * walks the chains (cutting any that fail validation), marks the blocks the
+ * items use, and rebuilds the free lists from the gaps, without trusting any
+ * free block's header.  That is also why the allocator is a buddy system:
+ * a gap decomposes into maximal aligned blocks, and the result is exactly
+ * the allocator's own invariant.  Its cost is internal fragmentation (an
+ * item takes the next power of two), which `stat` reports as used bytes.
+ */
+#include "store.h"
+
+#include "counters.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Geometry ----------------------------------------------------------- */
+
+static int
+ilog2(uint64_t v)
+{
+	return 63 - __builtin_clzll(v);
+}
+
+int
+shmt__store_geometry(uint64_t bytes, uint32_t shards, int counters,
+    struct shmt_store *st, uint64_t *size, const char **why)
+{
+	uint64_t per, heap, min = counters ? (64ULL << 10) : (2ULL << 20);
+	const char *dummy;
+
+	if (why == NULL)
+		why = &dummy;
+	memset(st, 0, sizeof(*st));
+	*size = 0;
+	if (bytes == 0)
+		return 0;
+	if (shards == 0 || shards > 1024 || (shards & (shards - 1)) != 0) {
+		*why = "shards: must be a power of two from 1 to 1024";
+		return -EINVAL;
+	}
+	per = bytes / shards;
+	if (per < min) {
+		*why = counters ? "bytes: each shard needs at least 64 KiB "
+		    "(bytes / shards)" : "bytes: each shard needs at least 2 MiB "
+		    "(bytes / shards), room for the largest item";
+		return -EINVAL;
+	}
+	if (per > (1ULL << 36)) {
+		*why = "bytes: each shard holds at most 64 GiB (bytes / shards)";
+		return -EINVAL;
+	}
+	heap = 1ULL << ilog2(per);
+	st->shards = shards;
+	st->heap_bytes = heap;
+	st->order_max = (uint32_t)(ilog2(heap) - SHMT_BLOCK_MIN_SHIFT);
+	/* About one chain per 256 heap bytes (128 for counters, whose items
+	 * are small): short chains at a typical fill. */
+	st->nbuckets = heap >> (counters ? 7 : 8);
+	st->index_off = shmt__align_up(sizeof(struct shmt_shard), SHMT_LINE);
+	st->atime_off = st->index_off + st->nbuckets * sizeof(uint64_t);
+	st->heap_off = shmt__align_up(st->atime_off +
+	    st->nbuckets * sizeof(uint32_t), SHMT_PAGE);
+	st->stride = st->heap_off + heap;
+	st->counters = counters;
+	*size = st->stride * shards;
+	return 0;
+}
+
+/* ---- The buddy allocator (writers only, under the shard lock) ------------ */
+
+/* A free-list link (offset + 1) read from the segment names a block of
+ * ORDER inside the heap, on its size's alignment. */
+int
+shmt__fl_link_ok(const struct shmt_store *st, uint64_t link, uint32_t order)
+{
+	uint64_t size = 64ULL << order;
+
+	return link != 0 && link - 1 < st->heap_bytes &&
+	    ((link - 1) & (size - 1)) == 0 && st->heap_bytes - (link - 1) >= size;
+}
+
+static void
+fl_push(const struct shmt_store *st, struct shmt_shard *sh, uint64_t off,
+    uint32_t order)
+{
+	char *heap = shard_heap(st, sh);
+	struct shmt_fblock *b = fb_at(heap, off);
+	uint64_t head = sh->ds_free[order];
+
+	/* A damaged head is dropped (the blocks behind it are lost until a
+	 * repair rebuilds the lists), never followed. */
+	if (!shmt__fl_link_ok(st, head, order))
+		head = 0;
+	b->fb_magic = SHMT_IT_FREE;
+	b->fb_order = (uint8_t)order;
+	b->fb_prev = 0;
+	b->fb_next = head;
+	if (head != 0)
+		fb_at(heap, head - 1)->fb_prev = off + 1;
+	sh->ds_free[order] = off + 1;
+}
+
+/* Unlink free block OFF of ORDER; -1 when the lists are inconsistent. */
+static int
+fl_remove(const struct shmt_store *st, struct shmt_shard *sh, uint64_t off,
+    uint32_t order)
+{
+	char *heap = shard_heap(st, sh);
+	struct shmt_fblock *b = fb_at(heap, off);
+	uint64_t next = b->fb_next, prev = b->fb_prev;
+
+	if ((next != 0 && !shmt__fl_link_ok(st, next, order)) ||
+	    (prev != 0 && !shmt__fl_link_ok(st, prev, order)))
+		return -1;
+	if (prev != 0)
+		fb_at(heap, prev - 1)->fb_next = next;
+	else if (sh->ds_free[order] == off + 1)
+		sh->ds_free[order] = next;
+	else
+		return -1;
+	if (next != 0)
+		fb_at(heap, next - 1)->fb_prev = prev;
+	b->fb_magic = 0;
+	return 0;
+}
+
+/* Allocate a block of ORDER; returns its offset, or UINT64_MAX. */
+uint64_t
+shmt__blk_alloc(const struct shmt_store *st, struct shmt_shard *sh,
+    uint32_t order)
+{
+	char *heap = shard_heap(st, sh);
+	uint32_t k = order;
+	uint64_t off;
+
+	while (k <= st->order_max && sh->ds_free[k] == 0)
+		k++;
+	if (k > st->order_max)
+		return UINT64_MAX;
+	if (!shmt__fl_link_ok(st, sh->ds_free[k], k))
+		return UINT64_MAX;
+	off = sh->ds_free[k] - 1;
+	if (fb_at(heap, off)->fb_magic != SHMT_IT_FREE ||
+	    fl_remove(st, sh, off, k) != 0)
+		return UINT64_MAX;
+	while (k > order) {
+		k--;
+		fl_push(st, sh, off + (64ULL << k), k);
+	}
+	sh->ds_used += 64ULL << order;
+	return off;
+}
+
+void
+shmt__blk_free(const struct shmt_store *st, struct shmt_shard *sh, uint64_t off,
+    uint32_t order)
+{
+	char *heap = shard_heap(st, sh);
+
+	sh->ds_used -= 64ULL << order;
+	while (order < st->order_max) {
+		uint64_t buddy = off ^ (64ULL << order);
+		struct shmt_fblock *b = fb_at(heap, buddy);
+
+		if (b->fb_magic != SHMT_IT_FREE || b->fb_order != order ||
+		    fl_remove(st, sh, buddy, order) != 0)
+			break;
+		off &= ~(64ULL << order);
+		order++;
+	}
+	fl_push(st, sh, off, order);
+}
+
+/* ---- Repair ------------------------------------------------------------------ */
+
+int
+shmt__bit_get(const uint64_t *bm, uint64_t i)
+{
+	return (bm[i / 64] >> (i % 64)) & 1;
+}
+
+void
+shmt__bit_set(uint64_t *bm, uint64_t i)
+{
+	bm[i / 64] |= 1ULL << (i % 64);
+}
+
+/* Mark the 64-byte units of [off, off + len); 0 when one was marked. */
+int
+shmt__mark_span(uint64_t *bm, uint64_t off, uint64_t len)
+{
+	for (uint64_t u = off / 64; u < (off + len) / 64; u++)
+		if (shmt__bit_get(bm, u))
+			return 0;
+	for (uint64_t u = off / 64; u < (off + len) / 64; u++)
+		shmt__bit_set(bm, u);
+	return 1;
+}
+
+int
+shmt__span_clear(const uint64_t *bm, uint64_t u, uint64_t n)
+{
+	for (uint64_t i = u; i < u + n; i++)
+		if (shmt__bit_get(bm, i))
+			return 0;
+	return 1;
+}
+
+/* Walk every chain of SH, cutting it at the first item that fails
+ * validation or overlaps one seen before, and mark the blocks in BM. */
+static void
+repair_chains(const struct shmt_store *st, struct shmt_shard *sh, uint64_t *bm)
+{
+	uint64_t *index = shard_index(st, sh);
+	char *heap = shard_heap(st, sh);
+
+	sh->ds_items = 0;
+	sh->ds_used = 0;
+	for (uint64_t b = 0; b < st->nbuckets; b++) {
+		uint64_t *link = &index[b];
+
+		while (*link != 0) {
+			struct shmt_item *it = item_at(st, heap, *link - 1);
+			uint64_t size;
+
+			if (it == NULL || bucket_of(st, it->it_hash) != b ||
+			    (st->counters && !shmt__cnt_item_ok(st, it))) {
+				*link = 0;
+				break;
+			}
+			size = 64ULL << it->it_order;
+			if (!shmt__mark_span(bm, *link - 1, size)) {
+				*link = 0;
+				break;
+			}
+			sh->ds_items++;
+			sh->ds_used += size;
+			link = &it->it_next;
+		}
+	}
+}
+
+/* Rebuild the free lists from the units BM leaves unmarked: each gap
+ * becomes its maximal aligned blocks. */
+static void
+repair_free(const struct shmt_store *st, struct shmt_shard *sh,
+    const uint64_t *bm)
+{
+	uint64_t units = st->heap_bytes / 64, u = 0;
+
+	memset(sh->ds_free, 0, sizeof(sh->ds_free));
+	while (u < units) {
+		uint32_t k;
+
+		if (shmt__bit_get(bm, u)) {
+			u++;
+			continue;
+		}
+		k = u == 0 ? st->order_max : (uint32_t)__builtin_ctzll(u);
+		if (k > st->order_max)
+			k = st->order_max;
+		while (u + (1ULL << k) > units || !shmt__span_clear(bm, u,
+		    1ULL << k))
+			k--;
+		fl_push(st, sh, u * 64, k);
+		u += 1ULL << k;
+	}
+}
+
+/* Repair SH; the caller holds its lock (just taken over from a dead holder). */
+int
+shmt__shard_repair(const struct shmt_store *st, struct shmt_shard *sh)
+{
+	uint64_t *bm = calloc(st->heap_bytes / 64 / 64 + 1, sizeof(uint64_t));
+
+	if (bm == NULL)
+		return -ENOMEM;
+	repair_chains(st, sh, bm);
+	repair_free(st, sh, bm);
+	free(bm);
+	sh->ds_repairs++;
+	if (sh->ds_seq & 1)
+		__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int
+shmt__shard_lock(const struct shmt_store *st, struct shmt_shard *sh)
+{
+	int rc = shmt__lock(st->h, &sh->ds_lock);
+
+	if (rc == 1) {
+		rc = shmt__shard_repair(st, sh);
+		if (rc != 0) {
+			shmt__unlock(&sh->ds_lock);
+			return rc;
+		}
+	}
+	return rc;
+}
+
+/* A reader found the version odd for long: if the writer died, repair the
+ * shard (the only time a reader takes the lock); if it lives, go on. */
+void
+shmt__shard_check_owner(const struct shmt_store *st, struct shmt_shard *sh)
+{
+	int rc = shmt__lock_try(st->h, &sh->ds_lock);
+
+	if (rc == 1) {
+		shmt__shard_repair(st, sh);
+		shmt__unlock(&sh->ds_lock);
+	} else if (rc == 0) {
+		/* Nobody holds it, yet the version is odd: a writer makes it
+		 * even before it lets go, so this is damage; repair it too. */
+		if (__atomic_load_n(&sh->ds_seq, __ATOMIC_ACQUIRE) & 1)
+			shmt__shard_repair(st, sh);
+		shmt__unlock(&sh->ds_lock);
+	}
+}
+
+int
+shmt__store_init(struct shmt_store *st)
+{
+	for (uint32_t i = 0; i < st->shards; i++) {
+		struct shmt_shard *sh = shard_at(st, i);
+
+		memset(sh, 0, st->heap_off);
+		shmt__lock_init(&sh->ds_lock);
+		fl_push(st, sh, 0, st->order_max);
+	}
+	return 0;
+}
+
+
+/* Under the lock: find KEY in its chain.  *LINKP gets the link that points
+ * to it (or to the end of the chain), or NULL when the chain is longer than
+ * chain_bound() (a cycle: the caller reports SHMT_ECORRUPT).  Returns the
+ * item or NULL. */
+struct shmt_item *
+shmt__store_find(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t hash,
+    const void *key, size_t klen, uint64_t **linkp)
+{
+	char *heap = shard_heap(st, sh);
+	uint64_t *link = &shard_index(st, sh)[bucket_of(st, hash)];
+	uint64_t steps = chain_bound(st);
+
+	while (*link != 0) {
+		struct shmt_item *it = item_at(st, heap, *link - 1);
+
+		if (it == NULL)
+			break;
+		if (steps-- == 0) {
+			*linkp = NULL;
+			return NULL;
+		}
+		if (it->it_hash == hash && it->it_klen == klen &&
+		    memcmp(item_key(it), key, klen) == 0) {
+			*linkp = link;
+			return it;
+		}
+		link = &it->it_next;
+	}
+	*linkp = link;
+	return NULL;
+}
+
+
+/* Unlink the item *LINK points to and free it; the version brackets the
+ * one store that other readers could see. */
+void
+shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t *link,
+    struct shmt_item *it)
+{
+	uint64_t off = (uint64_t)((char *)it - shard_heap(st, sh));
+
+	/* The release store of the link orders the odd version before it: a
+	 * reader that sees the new link sees the version moved. */
+	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(link, it->it_next, __ATOMIC_RELEASE);
+	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
+	it->it_magic = 0;
+	shmt__blk_free(st, sh, off, it->it_order);
+	sh->ds_items--;
+}
+
+/* Free every expired item of SH.  Returns how many; *NEXT gets the earliest
+ * expiry left. */
+uint64_t
+shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t now,
+    uint64_t *next)
+{
+	uint64_t *index = shard_index(st, sh), n = 0;
+	char *heap = shard_heap(st, sh);
+
+	for (uint64_t b = 0; b < st->nbuckets; b++) {
+		uint64_t *link = &index[b], steps = st->heap_bytes / 64;
+
+		/* The step bound stops a cycle in a damaged chain. */
+		while (*link != 0 && steps-- > 0) {
+			struct shmt_item *it = item_at(st, heap, *link - 1);
+
+			if (it == NULL)
+				break;
+			if (expired(it, now)) {
+				shmt__store_unlink(st, sh, link, it);
+				n++;
+				continue;
+			}
+			if (it->it_expire != 0 && it->it_expire < *next)
+				*next = it->it_expire;
+			link = &it->it_next;
+		}
+	}
+	sh->ds_expirations += n;
+	return n;
+}
+
+/*
+ * Evict one item of SH: among the non-empty chains of up to 16 buckets from
+ * the sampling hand, the one whose bucket was read least recently (ties: the
+ * oldest write); an expired item goes first.  EXCEPT is never chosen.
+ * Returns 1 when an item was evicted.  An approximation of LRU, as Redis's
+ * sampling: exact LRU would need a shared list that every read updates.
+ */
+static int
+evict_one(const struct shmt_store *st, struct shmt_shard *sh, uint64_t now,
+    const struct shmt_item *except)
+{
+	uint64_t *index = shard_index(st, sh), *best_link = NULL;
+	uint32_t *atime = shard_atime(st, sh), best_age = 0;
+	struct shmt_item *best = NULL;
+	char *heap = shard_heap(st, sh);
+	uint64_t seen = 0;
+
+	for (uint64_t k = 0; k < st->nbuckets && seen < 16; k++) {
+		uint64_t b = (sh->ds_hand + k) & (st->nbuckets - 1);
+		uint64_t *link = &index[b], steps = st->heap_bytes / 64;
+		uint32_t age = coarse(now) - atime[b];
+
+		while (*link != 0 && steps-- > 0) {
+			struct shmt_item *it = item_at(st, heap, *link - 1);
+
+			if (it == NULL)
+				break;
+			if (it != except) {
+				if (expired(it, now)) {
+					shmt__store_unlink(st, sh, link, it);
+					sh->ds_expirations++;
+					return 1;
+				}
+				if (best == NULL || age > best_age ||
+				    (age == best_age && it->it_born < best->it_born)) {
+					best = it;
+					best_link = link;
+					best_age = age;
+				}
+				seen++;
+			}
+			link = &it->it_next;
+		}
+	}
+	sh->ds_hand = (sh->ds_hand + 16) & (st->nbuckets - 1);
+	if (best == NULL)
+		return 0;
+	shmt__store_unlink(st, sh, best_link, best);
+	sh->ds_evictions++;
+	return 1;
+}
+
+
+/* Allocate a block for an item of BYTES, evicting when allowed.  KEEP (the
+ * item being replaced, may be NULL) is never evicted.  Returns the offset or
+ * UINT64_MAX. */
+uint64_t
+shmt__store_alloc(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t bytes,
+    uint64_t now, const struct shmt_item *keep)
+{
+	uint32_t order = order_for(bytes);
+	uint64_t off, next = UINT64_MAX;
+
+	/* Decide before anything is freed whether the item can fit at all:
+	 * the heap is one block of order_max, so with every other item gone
+	 * a block of ORDER is free unless KEEP overlaps every such block,
+	 * which happens when either of them is the whole heap.  A write that
+	 * can never fit changes nothing, instead of evicting the whole shard
+	 * first and failing after. */
+	if (order > st->order_max || (keep != NULL &&
+	    (order == st->order_max || keep->it_order >= st->order_max)))
+		return UINT64_MAX;
+	if ((off = shmt__blk_alloc(st, sh, order)) != UINT64_MAX)
+		return off;
+	/* Expired items are garbage whatever the eviction setting. */
+	if (shmt__store_reap(st, sh, now, &next) > 0 &&
+	    (off = shmt__blk_alloc(st, sh, order)) != UINT64_MAX)
+		return off;
+	if (!st->eviction)
+		return UINT64_MAX;
+	while (st->counters ? shmt__cnt_evict(st, sh, keep) :
+	    evict_one(st, sh, now, keep))
+		if ((off = shmt__blk_alloc(st, sh, order)) != UINT64_MAX)
+			return off;
+	return UINT64_MAX;
+}
+
+/* ---- Housekeeping and rebasing ---------------------------------------------- */
+
+uint64_t
+shmt__store_used(const struct shmt_store *st)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; st != NULL && i < st->shards; i++)
+		n += __atomic_load_n(&shard_at(st, i)->ds_used,
+		    __ATOMIC_RELAXED);
+	return n;
+}
+
+static int
+store_housekeep(shmt_t *h, const struct shmt_store *st, uint64_t now,
+    uint64_t *next)
+{
+	int n = 0;
+
+	for (uint32_t i = 0; st != NULL && i < st->shards; i++) {
+		struct shmt_shard *sh = shard_at(st, i);
+		int rc = shmt__shard_lock(st, sh);
+
+		if (rc < 0)
+			return rc;
+		n += (int)shmt__store_reap(st, sh, now, next);
+		shmt__unlock(&sh->ds_lock);
+	}
+	return n;
+}
+
+int
+shmt__stores_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
+{
+	int a = store_housekeep(h, h->dict, now, next), b;
+
+	if (a < 0)
+		return a;
+	b = store_housekeep(h, h->counters, now, next);
+	return b < 0 ? b : a + b;
+}
+
+static void
+store_rebase(const struct shmt_store *st, int64_t d)
+{
+	for (uint32_t i = 0; st != NULL && i < st->shards; i++) {
+		struct shmt_shard *sh = shard_at(st, i);
+		uint64_t *index = shard_index(st, sh);
+		char *heap = shard_heap(st, sh);
+
+		for (uint64_t b = 0; b < st->nbuckets; b++) {
+			uint64_t off = index[b], steps = st->heap_bytes / 64;
+
+			while (off != 0 && steps-- > 0) {
+				struct shmt_item *it = item_at(st, heap,
+				    off - 1);
+
+				if (it == NULL)
+					break;
+				if (it->it_expire != 0) {
+					int64_t e = (int64_t)it->it_expire + d;
+
+					it->it_expire = e > 0 ? (uint64_t)e : 1;
+				}
+				if (st->counters && shmt__cnt_item_ok(st, it))
+					shmt__cnt_rebase(st, it, d);
+				off = it->it_next;
+			}
+		}
+	}
+}
+
+void
+shmt__stores_rebase(shmt_t *h, int64_t delta_ns)
+{
+	store_rebase(h->dict, delta_ns);
+	store_rebase(h->counters, delta_ns);
+}

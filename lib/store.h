@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sharded store: the heap of items behind the dictionary and the
+ * windowed counters (shards, chains, the buddy allocator, repair, expiry
+ * and eviction).  Private to libshmthrottle; store.c says why it is built
+ * this way.
+ */
+#ifndef SHMT_STORE_H
+#define SHMT_STORE_H
+
+#include "hash.h"
+#include "segment.h"
+
+#include <ck_pr.h>
+
+#include <errno.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdint.h>
+
+/*
+ * A store is a region of shards.  Each shard is
+ *   [struct shmt_shard][index: nbuckets chain heads][atime: nbuckets u32]
+ *   [heap: 2^k bytes of buddy blocks, 64 bytes at least]
+ * Items live in heap blocks and chain from the index by heap offset + 1
+ * (0 ends a chain).  Offsets are relative to the shard's heap and checked
+ * against it before every use.
+ */
+
+#define SHMT_BLOCK_MIN_SHIFT 6          /* 64-byte blocks at least */
+#define SHMT_ORDER_MAX 40
+
+#define SHMT_IT_ALLOC 0x4d455449U       /* "ITEM" */
+#define SHMT_IT_FREE 0x45455246U        /* "FREE" */
+
+struct shmt_shard {
+	struct shmt_lock ds_lock;       /* writers */
+	uint64_t ds_items;
+	uint64_t ds_used;               /* bytes in allocated blocks */
+	uint64_t ds_evictions;
+	uint64_t ds_expirations;
+	uint64_t ds_repairs;
+	uint64_t ds_hand;               /* eviction sampling position */
+	uint64_t ds_free[SHMT_ORDER_MAX + 1]; /* free lists: offset + 1 */
+	/* The version: odd while a writer relinks a chain.  Alone on its line
+	 * because every reader loads it twice. */
+	alignas(SHMT_LINE) uint64_t ds_seq;
+};
+
+/* An item: header, then the key, then the value. */
+struct shmt_item {
+	uint32_t it_magic;
+	uint8_t it_order;
+	uint8_t it_flags;
+	uint16_t it_pad;
+	uint32_t it_klen;
+	uint32_t it_vlen;
+	uint64_t it_next;               /* next in chain: offset + 1, 0: end */
+	uint64_t it_hash;
+	uint64_t it_expire;             /* ns; 0: never */
+	uint64_t it_born;               /* ns of the write (for eviction) */
+};
+_Static_assert(sizeof(struct shmt_item) == 48, "item header is 48 bytes");
+
+/* A free block's header. */
+struct shmt_fblock {
+	uint32_t fb_magic;
+	uint8_t fb_order;
+	uint8_t fb_pad[3];
+	uint64_t fb_next;               /* offset + 1 */
+	uint64_t fb_prev;               /* offset + 1 */
+};
+
+/* The process-local, trusted geometry of a store: computed from the
+ * creation parameters, never read back from the segment. */
+struct shmt_store {
+	shmt_t *h;                      /* the handle this geometry belongs to */
+	char *base;
+	uint32_t shards;
+	uint32_t order_max;             /* heap = 64 << order_max */
+	uint64_t heap_bytes;
+	uint64_t nbuckets;              /* power of two */
+	uint64_t index_off, atime_off, heap_off, stride;
+	int eviction;
+	int counters;                   /* 1: counters store */
+	uint32_t subw;                  /* counters: sub-windows */
+	uint64_t window;                /* counters: window (ns) */
+	/* dictionary: the creation limits every writer enforces */
+	uint32_t max_key;               /* 1..SHMT_KEY_MAX */
+	uint32_t max_value;             /* 0..SHMT_VALUE_MAX */
+	uint64_t default_ttl_ms;        /* TTL of a write without one; 0: none */
+};
+
+/* Geometry of a store of BYTES heap bytes over SHARDS shards; *SIZE gets
+ * the region size (0 when BYTES is 0).  -EINVAL when the parameters cannot
+ * make a store; then *WHY (WHY may be NULL) names the rule, as a constant
+ * sentence about the byte count or the shard count. */
+int shmt__store_geometry(uint64_t bytes, uint32_t shards, int counters,
+    struct shmt_store *st, uint64_t *size, const char **why);
+/* Initialise every shard of a new store (creation only). */
+int shmt__store_init(struct shmt_store *st);
+/* Reclaim expired items of both stores; sets *NEXT to the next expiry. */
+int shmt__stores_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next);
+/* Bytes in allocated blocks of every shard. */
+uint64_t shmt__store_used(const struct shmt_store *st);
+/* Shift stored times (snapshot restore). */
+void shmt__stores_rebase(shmt_t *h, int64_t delta_ns);
+
+
+/* ---- Under the shard lock (store.c) ---------------------------------------- */
+
+/* Lock SH: 0, 1 when a dead holder's shard was repaired first (the lock is
+ * held then too), or a negative error (not held). */
+int shmt__shard_lock(const struct shmt_store *st, struct shmt_shard *sh);
+/* A reader found the version odd for long: repair SH when its writer died. */
+void shmt__shard_check_owner(const struct shmt_store *st,
+    struct shmt_shard *sh);
+/* Find KEY in its chain; *LINKP gets the link that points to it (or to the
+ * chain's end), NULL when the chain is too long (a cycle).  The item or
+ * NULL. */
+struct shmt_item *shmt__store_find(const struct shmt_store *st,
+    struct shmt_shard *sh, uint64_t hash, const void *key, size_t klen,
+    uint64_t **linkp);
+/* Unlink the item *LINK points to and free its block. */
+void shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t *link, struct shmt_item *it);
+/* Free every expired item of SH: how many; *NEXT gets the next expiry. */
+uint64_t shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t now, uint64_t *next);
+/* A block for an item of BYTES, evicting when the store allows it; KEEP is
+ * never evicted.  The heap offset, or UINT64_MAX. */
+uint64_t shmt__store_alloc(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t bytes, uint64_t now, const struct shmt_item *keep);
+
+/* The buddy allocator: a block of ORDER (64 << ORDER bytes), or
+ * UINT64_MAX; give one back. */
+uint64_t shmt__blk_alloc(const struct shmt_store *st, struct shmt_shard *sh,
+    uint32_t order);
+void shmt__blk_free(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t off, uint32_t order);
+/* Rebuild SH's chains and free lists after a writer died (store.c says
+ * how): 0 or -ENOMEM. */
+int shmt__shard_repair(const struct shmt_store *st, struct shmt_shard *sh);
+
+/* ---- Block bitmaps (repair and check) ----------------------------------- */
+
+int shmt__bit_get(const uint64_t *bm, uint64_t i);
+void shmt__bit_set(uint64_t *bm, uint64_t i);
+/* Mark LEN bytes at OFF (64-byte units): 0 when one was marked before. */
+int shmt__mark_span(uint64_t *bm, uint64_t off, uint64_t len);
+/* 1 when the N units from U are all unmarked. */
+int shmt__span_clear(const uint64_t *bm, uint64_t u, uint64_t n);
+/* A free-list link names a block of ORDER inside the heap. */
+int shmt__fl_link_ok(const struct shmt_store *st, uint64_t link,
+    uint32_t order);
+
+/* ---- Provided by the counters ------------------------------------------- */
+
+/* The counters' calls the store makes (eviction, rebasing, item checks)
+ * are declared in counters.h, which the store's sources include. */
+
+/* ---- Views of a shard (no check: the geometry is trusted) ---------------- */
+
+static inline struct shmt_shard *
+shard_at(const struct shmt_store *st, uint32_t i)
+{
+	return (struct shmt_shard *)(st->base + (uint64_t)i * st->stride);
+}
+
+static inline uint64_t *
+shard_index(const struct shmt_store *st, struct shmt_shard *sh)
+{
+	return (uint64_t *)((char *)sh + st->index_off);
+}
+
+static inline uint32_t *
+shard_atime(const struct shmt_store *st, struct shmt_shard *sh)
+{
+	return (uint32_t *)((char *)sh + st->atime_off);
+}
+
+static inline char *
+shard_heap(const struct shmt_store *st, struct shmt_shard *sh)
+{
+	return (char *)sh + st->heap_off;
+}
+
+/* ---- Hashing ---------------------------------------------------------------- */
+
+/* Keys come from outside: their hash is keyed with the segment's secret
+ * (hash.h), so no one can aim keys at one shard or one chain. */
+static inline uint64_t
+key_hash(const shmt_t *h, const void *key, size_t len)
+{
+	return shmt__hash64(&h->key, key, len);
+}
+
+static inline uint32_t
+shard_of(const struct shmt_store *st, uint64_t hash)
+{
+	return (uint32_t)(hash >> 48) & (st->shards - 1);
+}
+
+static inline uint64_t
+bucket_of(const struct shmt_store *st, uint64_t hash)
+{
+	return hash & (st->nbuckets - 1);
+}
+
+/* Coarse access time for eviction: about a second per unit (2^30 ns).  A
+ * get stores it only when it changed, so a finer unit would make nearly
+ * every get of a rarely read key write a cache line; a second is as fine as
+ * an approximation of LRU needs (Redis's LRU clock has the same unit). */
+static inline uint32_t
+coarse(uint64_t now)
+{
+	return (uint32_t)(now >> 30);
+}
+
+/* ---- Items ------------------------------------------------------------------ */
+
+static inline uint32_t
+order_for(uint64_t bytes)
+{
+	uint32_t o = 0;
+
+	while ((64ULL << o) < bytes)
+		o++;
+	return o;
+}
+
+/* The item at heap offset OFF, or NULL when OFF cannot start a valid item of
+ * this store.  Reads racy memory: callers that hold no lock must check the
+ * version afterwards. */
+static inline struct shmt_item *
+item_at(const struct shmt_store *st, char *heap, uint64_t off)
+{
+	struct shmt_item *it;
+	uint32_t order, klen, vlen;
+
+	if (off >= st->heap_bytes || off % 64 != 0)
+		return NULL;
+	it = (struct shmt_item *)(heap + off);
+	if (__atomic_load_n(&it->it_magic, __ATOMIC_RELAXED) != SHMT_IT_ALLOC)
+		return NULL;
+	order = __atomic_load_n(&it->it_order, __ATOMIC_RELAXED);
+	klen = __atomic_load_n(&it->it_klen, __ATOMIC_RELAXED);
+	vlen = __atomic_load_n(&it->it_vlen, __ATOMIC_RELAXED);
+	if (order > st->order_max || (off & ((64ULL << order) - 1)) != 0 ||
+	    klen == 0 || klen > SHMT_KEY_MAX || vlen > SHMT_VALUE_MAX ||
+	    sizeof(*it) + klen + vlen > (64ULL << order))
+		return NULL;
+	return it;
+}
+
+/* The value length of every counter item of ST: the index of the newest
+ * sub-window, then one count per sub-window. */
+#define CNT_VLEN(st) (sizeof(uint64_t) + 4ULL * (st)->subw)
+
+static inline const char *
+item_key(const struct shmt_item *it)
+{
+	return (const char *)(it + 1);
+}
+
+static inline char *
+item_val(struct shmt_item *it)
+{
+	return (char *)(it + 1) + it->it_klen;
+}
+
+/* ---- Lookups ------------------------------------------------------------------- */
+
+static inline int
+key_check(const void *key, size_t klen)
+{
+	if (key == NULL || klen == 0)
+		return -EINVAL;
+	if (klen > SHMT_KEY_MAX)
+		return -E2BIG;
+	return 0;
+}
+
+/* The most items a chain of ST can hold: every item takes a 64-byte block
+ * at least, so a walk that passes more links than this has come round to
+ * an item it saw before (a cycle: damage).  Every chain walk stops there. */
+static inline uint64_t
+chain_bound(const struct shmt_store *st)
+{
+	return st->heap_bytes / 64;
+}
+
+static inline int
+expired(const struct shmt_item *it, uint64_t now)
+{
+	return it->it_expire != 0 && it->it_expire <= now;
+}
+
+/* ---- Reads (no lock) --------------------------------------------------------- */
+
+/* How long a reader waits for a version held odd: a writer holds it odd
+ * for one store, but may be descheduled right there (more processes than
+ * cores), so the wait is bounded by time, not by a spin count. */
+#define READ_WAIT_NS 200000000ULL
+
+
+/* Wait while a writer holds the version odd: spin, then yield; now and
+ * then check whether the writer died.  Returns the even version, or 1
+ * (odd) when READ_WAIT_NS ran out. */
+static inline uint64_t
+seq_begin(const struct shmt_store *st, struct shmt_shard *sh)
+{
+	uint64_t start = 0;
+
+	for (unsigned i = 0;; i++) {
+		uint64_t s = __atomic_load_n(&sh->ds_seq, __ATOMIC_ACQUIRE);
+
+		if ((s & 1) == 0)
+			return s;
+		if (i < 128) {
+			ck_pr_stall();
+			continue;
+		}
+		if (start == 0)
+			start = shmt__mono_ns();
+		else if (shmt__mono_ns() - start > READ_WAIT_NS)
+			return 1;
+		if (i % 256 == 255)
+			shmt__shard_check_owner(st, sh);
+		sched_yield();
+	}
+}
+
+/* After the copy: the version unchanged means the copy is whole.  The
+ * acquire fence keeps every load of the copy before the version's load. */
+static inline int
+seq_valid(struct shmt_shard *sh, uint64_t s)
+{
+#if defined(SHMT_SANITIZE_THREAD)
+	/* gcc cannot instrument fences for ThreadSanitizer (-Wtsan): in that
+	 * build a compiler barrier and a sequentially consistent load stand in
+	 * (x86-64 keeps loads in order). */
+	__asm__ __volatile__("" ::: "memory");
+	return __atomic_load_n(&sh->ds_seq, __ATOMIC_SEQ_CST) == s;
+#else
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return __atomic_load_n(&sh->ds_seq, __ATOMIC_RELAXED) == s;
+#endif
+}
+
+static inline struct shmt_fblock *
+fb_at(char *heap, uint64_t off)
+{
+	return (struct shmt_fblock *)(heap + off);
+}
+
+#endif /* SHMT_STORE_H */
