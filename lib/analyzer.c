@@ -50,18 +50,18 @@ pow2_floor(uint64_t v)
 	return v == 0 ? 0 : 1ULL << (63 - __builtin_clzll(v));
 }
 
-/* A group of P counters: P 16-bit tags (rounded to 8 bytes), then P counts
- * and the hint, on whole cache lines; its P hashes lie apart. */
+/* A group of P counters (P a multiple of 8): P 16-bit tags, then P counts,
+ * the hint and the floor, on whole cache lines; its P hashes lie apart. */
 static inline uint32_t
 tag_bytes_of(uint32_t p)
 {
-	return (2 * p + 7) & ~7U;
+	return (2 * p + 15) & ~15U;
 }
 
 static inline uint32_t
 meta_bytes_of(uint32_t p)
 {
-	return (tag_bytes_of(p) + 8 * p + 8 + 63) & ~63U;
+	return (tag_bytes_of(p) + 8 * p + 16 + 63) & ~63U;
 }
 
 int
@@ -69,6 +69,7 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
     struct shmt_an *an, const char **why)
 {
 	uint64_t rest, per, names;
+	uint32_t minp;
 	const char *dummy;
 
 	if (why == NULL)
@@ -102,33 +103,35 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	an->rings = subw + 1;
 	an->stripes = SHMT_AN_STRIPES + 1;
 	an->ppm = ppm;
-	/* The guarantee needs d < threshold x (requests certainly in the
-	 * window), and d <= n / (probe + 1); the oldest of subwindows + 1
-	 * sub-windows may lie outside the exact window, so take 1.2 / threshold
-	 * probes: d stays under 83% of the threshold of all requests, which
-	 * covers a 1/13 share in the oldest sub-window with room to spare.  Each
-	 * probe is a slot read on a miss, the analyzer's main cost. */
-	an->probe = (uint32_t)((1200000ULL + ppm - 1) / ppm);
-	if (an->probe < 8)
-		an->probe = 8;
-	/* A key's counters are one group of probe counters whose tags and
-	 * counts fill whole cache lines (hashes apart): a miss reads those
-	 * lines only.  More counters than 1.2 / threshold only lower the
-	 * error. */
-	an->probe = (an->probe + SHMT_AN_PROBE_STEP - 1) &
-	    ~(SHMT_AN_PROBE_STEP - 1);
-	an->tag_bytes = tag_bytes_of(an->probe);
-	an->meta_bytes = meta_bytes_of(an->probe);
+	/* A summary of k counters in groups of p bounds its offset by
+	 * n / (p + 1) (see the top of this file), so the groups are as large
+	 * as the summary allows, up to SHMT_AN_PROBE_MAX counters (a request
+	 * compares all p tags of its group, eight at a time): with the default
+	 * 1 MiB one group holds the whole summary.  The threshold needs
+	 * p >= 1.2 / threshold at least (see shmt_top_keys). */
+	minp = (uint32_t)((1200000ULL + ppm - 1) / ppm);
+	minp = (minp + SHMT_AN_PROBE_STEP - 1) & ~(SHMT_AN_PROBE_STEP - 1);
 	/* A quarter for names, the rest for summaries. */
 	names = pow2_floor(bytes / 4 / sizeof(struct shmt_an_name));
 	an->lock_off = SHMT_LINE * 2;   /* after the owners (16 x 16 bytes) */
 	an->sums_off = an->lock_off + SHMT_LINE;
 	rest = bytes - an->sums_off - names * sizeof(struct shmt_an_name);
 	per = rest / ((uint64_t)an->rings * an->stripes);
-	if (per <= sizeof(struct shmt_an_sum))
+	if (per <= sizeof(struct shmt_an_sum) + 64)
 		return -EINVAL;
-	an->groups = (uint32_t)((per - sizeof(struct shmt_an_sum)) /
-	    (an->meta_bytes + 8ULL * an->probe));
+	per -= sizeof(struct shmt_an_sum) + 64;  /* header, rounding */
+	an->probe = SHMT_AN_PROBE_MAX;
+	while (an->probe > SHMT_AN_PROBE_STEP &&
+	    meta_bytes_of(an->probe) + 8ULL * an->probe > per)
+		an->probe -= SHMT_AN_PROBE_STEP;
+	if (an->probe < minp) {
+		*why = "analyzer_bytes: too small for this threshold (each "
+		    "summary needs groups of 1.2 / threshold counters)";
+		return -EINVAL;
+	}
+	an->tag_bytes = tag_bytes_of(an->probe);
+	an->meta_bytes = meta_bytes_of(an->probe);
+	an->groups = (uint32_t)(per / (an->meta_bytes + 8ULL * an->probe));
 	if (an->groups == 0 || an->groups > (1U << 16)) {
 		if (an->groups != 0)
 			*why = "analyzer_bytes: too large for this threshold "
@@ -165,6 +168,7 @@ struct group {
 	uint16_t *tags;
 	uint64_t *cnt, *hash;
 	uint64_t *hint;         /* no free counter below it (see below) */
+	uint64_t *floor;        /* no counter is free while d is under it */
 };
 
 /* The same for groups of P counters (P a constant where the caller can
@@ -180,6 +184,7 @@ group_at_p(const struct shmt_an *an, struct shmt_an_sum *s, uint32_t g,
 		.tags = (uint16_t *)m,
 		.cnt = (uint64_t *)(m + tag_bytes),
 		.hint = (uint64_t *)(m + tag_bytes) + p,
+		.floor = (uint64_t *)(m + tag_bytes) + p + 1,
 		.hash = (uint64_t *)((char *)s + an->hashes_off) +
 		    (uint64_t)g * p,
 	};
@@ -430,6 +435,7 @@ sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 		for (uint32_t j = 0; j < an->probe; j++)
 			__atomic_store_n(&cnt[j], 0, __ATOMIC_RELAXED);
 		__atomic_store_n(group_at(an, s, g).hint, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(group_at(an, s, g).floor, 0, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&s->am_d, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_n, 0, __ATOMIC_RELAXED);
@@ -437,32 +443,42 @@ sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 	__atomic_store_n(&s->am_ver, ver + 1, __ATOMIC_RELEASE);
 }
 
-/* The 16-bit lanes of X that may be zero: bit 15 of every zero lane is
- * set; a lane above a zero one may be flagged too (the borrow), which only
- * makes a candidate that its count and hash then turn down. */
-static inline uint64_t
-zero_lanes16(uint64_t x)
-{
-	const uint64_t ones = 0x0001000100010001ULL;
+/* Eight 16-bit tags; the compiler turns these into vector instructions
+ * where the target has them (SSE2 on x86-64, NEON on arm64). */
+typedef uint16_t tag8 __attribute__((vector_size(16)));
 
-	return (x - ones) & ~x & (ones << 15);
+/* Whether any of the P tags at TAGS equals TAG: one pass over all of them
+ * with no branch per counter. */
+static inline __attribute__((always_inline)) int
+tags_match(const uint16_t *tags, uint32_t p, tag8 spread)
+{
+	tag8 any = { 0 };
+
+	for (uint32_t base = 0; base < p; base += 8) {
+		tag8 x;
+
+		memcpy(&x, tags + base, 16);
+		any |= (tag8)(x == spread);
+	}
+	uint64_t lo, hi;
+
+	memcpy(&lo, &any, 8);
+	memcpy(&hi, (char *)&any + 8, 8);
+	return (lo | hi) != 0;
 }
 
-/* Whether any of the P tags at TAGS equals the tag spread over SPREAD's
- * four lanes (exact: no lane is flagged unless one is zero). */
-static inline __attribute__((always_inline)) uint64_t
-tags_match(const uint16_t *tags, uint32_t p, uint64_t spread)
+/* The lanes of the eight tags at TAGS that equal SPREAD's, one bit each. */
+static inline uint32_t
+tags_hits8(const uint16_t *tags, tag8 spread)
 {
-	uint64_t any = 0;
+	tag8 x, eq;
+	uint32_t bits = 0;
 
-#pragma GCC unroll 4
-	for (uint32_t base = 0; base < p; base += 4) {
-		uint64_t x;
-
-		memcpy(&x, tags + base, 8);
-		any |= zero_lanes16(x ^ spread);
-	}
-	return any;
+	memcpy(&x, tags, 16);
+	eq = (tag8)(x == spread);
+	for (int i = 0; i < 8; i++)
+		bits |= (eq[i] & 1U) << i;
+	return bits;
 }
 
 /*
@@ -486,10 +502,11 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint64_t hash, const void *key, size_t klen, int kind, const uint32_t p)
 {
 	struct group g = group_at_p(an, s, shmt__an_group(an->groups, hash), p);
-	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d;
+	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low;
 	uint16_t tag = (uint16_t)(hash >> SHMT_AN_TAG_SHIFT);
-	uint64_t spread = tag * 0x0001000100010001ULL, any = 0;
+	tag8 spread = (tag8){ 0 } + tag;
 	uint32_t j;
+	int any;
 
 	if (id < cur)
 		id = cur;       /* this thread's clock is behind: count it in the
@@ -500,14 +517,12 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 	/* Most requests of a noisy stream match no tag: one pass over the
 	 * tags tells, and only a match looks at counts and hashes. */
 	any = tags_match(g.tags, p, spread);
-	for (uint32_t base = 0; any != 0 && base < p; base += 4) {
-		uint64_t four, hit;
-
-		memcpy(&four, g.tags + base, 8);
-		for (hit = zero_lanes16(four ^ spread); hit != 0; hit &= hit - 1) {
+	for (uint32_t base = 0; any && base < p; base += 8) {
+		for (uint32_t hit = tags_hits8(g.tags + base, spread); hit != 0;
+		    hit &= hit - 1) {
 			uint64_t c;
 
-			j = base + (uint32_t)__builtin_ctzll(hit) / 16;
+			j = base + (uint32_t)__builtin_ctz(hit);
 			c = g.cnt[j];
 			if (c <= d || __atomic_load_n(&g.hash[j],
 			    __ATOMIC_RELAXED) != hash)
@@ -522,19 +537,34 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 			goto counted;
 		}
 	}
-	/* The first free counter.  The hint says none lies below it: a claim
-	 * takes the first free one and moves the hint past it, and only a
-	 * step of d frees counters, which sets it back to 0.  It only saves
-	 * reads: d steps only after a search from 0 found every counter
-	 * live, whatever the hint said. */
-	j = (uint32_t)g.hint[0];
-	if (j >= p)
-		j = 0;
-	for (; j < p && g.cnt[j] > d; j++)
-		;
-	if (j == p)
-		for (j = 0; j < p && g.cnt[j] > d; j++)
+	/* The first free counter.  The floor says none is free while d is
+	 * under it: a search that finds every counter live records the least
+	 * count it saw, counts only grow, and a claim happens only on a free
+	 * counter.  So a full group steps d at once, and a search over the
+	 * group happens once per step of d, at most: O(1) per request
+	 * amortized, since each step of d removes p + 1 units.  The hint says
+	 * no free counter lies below it: a claim takes the first free one and
+	 * moves the hint past it, and only a step of d frees counters, which
+	 * sets it back to 0.  Both only save reads: a wrong hint or floor (a
+	 * crash, a damaged segment) costs a step of d too many, which the
+	 * bounds below still hold with (they hold for any step of d), and the
+	 * answer reports its d. */
+	j = p;
+	if (d >= g.floor[0]) {
+		j = (uint32_t)g.hint[0];
+		if (j >= p)
+			j = 0;
+		for (; j < p && g.cnt[j] > d; j++)
 			;
+		if (j == p) {
+			low = UINT64_MAX;
+			for (j = 0; j < p && g.cnt[j] > d; j++)
+				if (g.cnt[j] < low)
+					low = g.cnt[j];
+			if (j == p)
+				__atomic_store_n(g.floor, low, __ATOMIC_RELAXED);
+		}
+	}
 	if (j < p) {
 		__atomic_store_n(&g.tags[j], tag, __ATOMIC_RELAXED);
 		__atomic_store_n(&g.hash[j], hash, __ATOMIC_RELEASE);
@@ -549,14 +579,14 @@ counted:
 	    __ATOMIC_RELEASE);
 }
 
-/* Count one request in summary S: the default group of 12 counters (for
- * a 10% threshold) has its own copy, with every size a constant. */
+/* Count one request in summary S: the default group of 184 counters (1 MiB,
+ * 12 sub-windows) has its own copy, with every size a constant. */
 static void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint64_t hash, const void *key, size_t klen, int kind)
 {
-	if (an->probe == 12)
-		sum_update_p(an, s, id, hash, key, klen, kind, 12);
+	if (an->probe == 184)
+		sum_update_p(an, s, id, hash, key, klen, kind, 184);
 	else
 		sum_update_p(an, s, id, hash, key, klen, kind, an->probe);
 }

@@ -14,14 +14,17 @@
  *
  *   owner    u64 (pid << 32 | handle uid), 0: free; u64 start time
  *   summary  [header line: am_ver, am_id, am_d, am_n]
- *            [groups x {probe u16 tags, probe u64 counts} on whole lines]
+ *            [groups x {probe u16 tags, probe u64 counts, hint, floor}
+ *             on whole lines]
  *            [groups x probe u64 hashes]
  *   name     {an_hash, an_klen, an_kind, an_kept, an_check, an_bytes[40]}
  *
- * A key's counters are one group: probe counters whose tags (the top 16
- * bits of their keys' hashes) and counts lie on one or two cache lines
- * (probe 12: exactly one aligned 128-byte pair), so a request that misses
- * reads those and nothing else; a hash is read only when a tag matches.
+ * A key's counters are one group: probe counters (as many as a summary
+ * holds, up to SHMT_AN_PROBE_MAX; the default 1 MiB gives one group of 184
+ * per summary) whose tags (the top 16 bits of their keys' hashes) are
+ * compared eight at a time, so a request that misses reads the tags, its
+ * group's header words and nothing else; a count and a hash are read only
+ * when a tag matches.
  *
  * A summary is written by the one thread that owns its stripe, so its
  * words change by plain atomic stores.  am_id is the full sub-window
@@ -49,7 +52,8 @@ struct shmt_an_sum {
 };
 
 #define SHMT_AN_TAG_SHIFT 48    /* a tag is hash >> 48 */
-#define SHMT_AN_PROBE_STEP 4U   /* probe is a multiple of this */
+#define SHMT_AN_PROBE_STEP 8U   /* probe is a multiple of this */
+#define SHMT_AN_PROBE_MAX 256U  /* and at most this */
 
 #define SHMT_AN_CLIENT_BIT (1ULL << 63)
 

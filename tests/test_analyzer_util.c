@@ -350,6 +350,13 @@ ta_check_key(struct ta_run *r, const shmt_top_info_t *info, int k)
 		TA_FAIL(r, "key %ld listed with upper %" PRIu64 ", not over the "
 		    "threshold of %" PRIu64 " requests", id, o->upper,
 		    info->total_window);
+	/* The false-positive bound: more than the threshold of total_window,
+	 * less error, requests in the span. */
+	if ((double)(f + info->error) * 1e6 <=
+	    (double)info->threshold_ppm * (double)info->total_window)
+		TA_FAIL(r, "key %ld listed with %" PRIu64 " requests in the span, "
+		    "not over the threshold of %" PRIu64 " less error %" PRIu64,
+		    id, f, info->total_window, info->error);
 	kl = ta_key((uint32_t)id, key);
 	if (o->kept > 0 && (o->klen != kl || o->kept > o->klen ||
 	    memcmp(o->key, key, o->kept) != 0))
