@@ -7,24 +7,61 @@
  * Each (sub-window, writer stripe) pair has a Misra-Gries summary of cap
  * counters with a lazy offset d: a counter's effective count is
  * count - d, and it is free when that is not positive (or when it belongs
- * to an older sub-window).  The counters come in groups of `probe`, and
- * x's hash picks its group.  An update of key x: x live in its group:
+ * to an older sub-window).  The counters come in groups of p (`probe`),
+ * and x's hash picks its group.  An update of key x: x live in its group:
  * count + 1; else a free counter of the group: {x, d + 1}; else d + 1
- * (every counter loses one, x's request is dropped).  With f the true
- * count and c the effective one, f - d <= c <= f holds after every step
- * (the usual Misra-Gries argument: each step that drops a request or lowers
- * x's counter is a step of d), and a step of d happens only when all probe
- * counters of x's group are live, so it removes at least probe + 1 units
- * of count: d <= n / (probe + 1).
+ * (every counter loses one, x's request is dropped).
  *
- * A query adds the summaries of the sub-windows covering the window: each
- * key's count lies in [sum c, sum c + D] with D the sum of the d, and a key
- * absent everywhere had at most D <= N / (probe + 1) requests.  With probe
- * at least 1.2 / threshold, D stays under the threshold of the requests
- * certainly in the window (see shmt__an_geometry), so no key over the
- * threshold can be absent: no false negatives, and no probability in it.
- * The rule the seed used touched every sub-window on each request; here a
- * request touches one group of one summary of one sub-window.
+ * 1. Bounds.  With f the true count of x in the summary's sub-window and
+ *    c its effective count (0 when absent), f - d <= c <= f after every
+ *    step: a request counted raises f and c; a claim raises f by one and
+ *    c from 0 to 1; a step of d raises f (x's request is dropped) and d,
+ *    and lowers every other live c by one while d rises by one.  So
+ *    c <= f <= c + d, for every key, whatever the order of the requests.
+ * 2. Offset.  A step of d happens only when all p counters of x's group
+ *    are live, i.e. each holds at least one unit of effective count: the
+ *    step removes p units from them and drops x's request, p + 1 units of
+ *    the n requests in all.  Effective counts are never negative, so
+ *    d (p + 1) <= n: d <= n / (p + 1).  This holds for every trace: a
+ *    trace aimed at one group (possible only with the segment's secret,
+ *    which the hash is keyed with) can drive d to that bound and no
+ *    further.  So the groups are as large as the summary allows (up to
+ *    SHMT_AN_PROBE_MAX): the default 1 MiB gives one group of 184 counters
+ *    per summary, d <= n / 185, and aiming at a group is moot.
+ * 3. The answer.  A query adds the summaries of the sub-window holding now
+ *    and the subw before it (the span, which holds the exact window, see
+ *    shmt_top_keys): a key's count in the span lies in [L, L + D], L the
+ *    sum of its effective counts and D the sum of the d, and a key absent
+ *    everywhere had at most D <= N / (p + 1) requests in the span (N the
+ *    span's requests).  Every key whose upper bound L + D is over the
+ *    threshold of Nwin (the requests of the newest subw sub-windows, all
+ *    inside the exact window) is listed, with `error` = D.
+ *    - Listed keys: L + D > theta Nwin, so each had more than
+ *      theta Nwin - D >= theta Nwin - N / (p + 1) requests in the span.
+ *    - Missed keys: a key with more than theta of the exact window's
+ *      requests had more than theta Nwin in the span; if it is in some
+ *      summary its upper bound is at least that, so it is listed; if it is
+ *      in none, it had at most D.  So when D <= theta Nwin (`certified`)
+ *      nothing over the threshold of the exact window is missing.  Since
+ *      D <= N / (p + 1), an answer is certified whenever
+ *      Nwin >= N / (theta (p + 1)): whenever the oldest sub-window (the
+ *      one partly before the exact window) holds at most
+ *      1 - 1 / (theta (p + 1)) of the span's requests, 94.6% with the
+ *      defaults (10%, p = 184).  That is the one corner where an answer may
+ *      miss a key of the exact window: a burst, in the last sub-window
+ *      before the window, of more than 17 times the traffic of the newest
+ *      subw sub-windows; the answer then says certified = 0.  Finer
+ *      sub-windows make it rarer (the oldest is shorter).
+ * 4. Cost.  A request compares the p tags of its group eight at a time
+ *    and reads a count and a hash only on a tag match.  A miss looks for a
+ *    free counter only when d has reached the group's floor (the least
+ *    count a search that found none free saw): a full group steps d at
+ *    once, and a search over the group happens at most once per step of d,
+ *    which removes p + 1 units: O(1) reads per request, amortized.
+ * 5. Writers.  A summary is written by the one thread that owns its stripe
+ *    (SHMT_AN_STRIPES of them); threads beyond that share one more stripe
+ *    under a lock, and the lines of that stripe are then written by
+ *    several processes in turn.  The bounds above hold in either case.
  *
  * Crash model: every change is one aligned store, ordered so that a
  * reader or a later owner never takes a counter half-claimed (a claim

@@ -716,13 +716,18 @@ SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
  * missing time, less than W / n rounded up (span_end_ns - span_start_ns <
  * W + ceil(W / n)).  For each key it gives bounds lower <= true count <=
  * upper over the covered span; a key missing from every summary had at most
- * `error` requests, and error <= N / (probe + 1) with probe >= 1.2 /
- * threshold, so below the threshold: every key over the threshold in the
- * covered span is reported, always.  The newest n sub-windows lie inside
+ * `error` requests, and error <= N / (probe + 1) on every trace (the groups
+ * are as large as a summary allows, up to 256 counters: one group of 184
+ * with the default 1 MiB, N / 185), with probe >= 1.2 / threshold, so below
+ * the threshold: every key over the threshold in the covered span is
+ * reported, always.  The newest n sub-windows lie inside
  * the exact window (total_window counts their requests); the answer lists
  * every key whose upper bound is over the threshold of total_window, so it
  * holds every key over the threshold of the exact window whenever error
- * itself is under that threshold, and says so in `certified`.
+ * itself is under that threshold, and says so in `certified`.  That fails
+ * only when the oldest sub-window holds more than 1 - 1 / (threshold x
+ * (probe + 1)) of the span's requests (94.6% with the defaults).  A listed
+ * key had more than threshold x total_window - error requests in the span.
  * Keys are told apart by a 64-bit hash: the bounds could only be wrong for
  * two distinct keys with the same 64-bit hash (about n^2 / 2^65 for n keys).
  * A process killed in the middle of an update leaves bounds that hold.
