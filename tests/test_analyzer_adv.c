@@ -158,7 +158,9 @@ ad_rotate(struct ta_run *r, const uint32_t *ids, uint32_t k, uint32_t hot_id,
 
 	r->must_certify = 1;
 	for (uint32_t s = 0; s < 3 * c->subw; s++, t += r->w) {
-		uint64_t n = ad_rate();
+		/* Enough turns per sub-window to fill the group and step d,
+		 * whatever the build's scale and the group's size. */
+		uint64_t n = ad_rate() > 3ULL * k ? ad_rate() : 3ULL * k;
 
 		for (uint64_t j = 0; j < n; j++) {
 			uint64_t at = t + j * (r->w / n);
