@@ -33,25 +33,46 @@
  *    shmt_top_keys): a key's count in the span lies in [L, L + D], L the
  *    sum of its effective counts and D the sum of the d, and a key absent
  *    everywhere had at most D <= N / (p + 1) requests in the span (N the
- *    span's requests).  Every key whose upper bound L + D is over the
- *    threshold of Nwin (the requests of the newest subw sub-windows, all
- *    inside the exact window) is listed, with `error` = D.
- *    - Listed keys: L + D > theta Nwin, so each had more than
- *      theta Nwin - D >= theta Nwin - N / (p + 1) requests in the span.
+ *    span's requests).  Every key whose upper bound L + Dw is over the
+ *    threshold of Nwin (requests all inside the exact window, see below)
+ *    is listed, with `error` = D and Dw below in place of D.
+ *    - The exact window.  The oldest sub-window is cut in SHMT_AN_SLICES
+ *      slices (slice_of), and a summary marks d and n when the first
+ *      request of each slice comes, before counting it.  For any key x and
+ *      the mark of slice k: x's requests counted after the mark are at most
+ *      c_end + (d_end - d_mark).  (Each of them raises c_x by one or is a
+ *      step of d with x absent; each other step of d lowers c_x by at most
+ *      one; so c_end >= c_mark + f' - (d_end - d_mark) >= f' - Delta d.)
+ *      With k0 the slice of now - W, every request at or after now - W is
+ *      counted after mark k0 (slice_of is monotone), and every request
+ *      counted after mark k0 + 1 is after now - W.  So a key's requests in
+ *      the exact window are at most L + Dw, with Dw (`error_window`) the d
+ *      of the newest subw summaries plus the growth of the oldest ones' d
+ *      since mark k0, and Nwin (`total_window`) counts the newest subw
+ *      sub-windows and the oldest's requests after mark k0 + 1.
  *    - Missed keys: a key with more than theta of the exact window's
- *      requests had more than theta Nwin in the span; if it is in some
- *      summary its upper bound is at least that, so it is listed; if it is
- *      in none, it had at most D.  So when D <= theta Nwin (`certified`)
- *      nothing over the threshold of the exact window is missing.  Since
- *      D <= N / (p + 1), an answer is certified whenever
- *      Nwin >= N / (theta (p + 1)): whenever the oldest sub-window (the
- *      one partly before the exact window) holds at most
- *      1 - 1 / (theta (p + 1)) of the span's requests, 94.6% with the
- *      defaults (10%, p = 184).  That is the one corner where an answer may
- *      miss a key of the exact window: a burst, in the last sub-window
- *      before the window, of more than 17 times the traffic of the newest
- *      subw sub-windows; the answer then says certified = 0.  Finer
- *      sub-windows make it rarer (the oldest is shorter).
+ *      requests had more than theta Nwin of them; if it is in some
+ *      summary, L + Dw is at least that and it is listed; if it is in
+ *      none, it had at most Dw.  So when Dw <= theta Nwin (`certified`)
+ *      nothing over the threshold of the exact window is missing.
+ *    - When that holds.  Dw <= D <= N / (p + 1), so every answer is
+ *      certified when the oldest sub-window holds at most
+ *      1 - 1 / (theta (p + 1)) of the span's requests (94.6% with the
+ *      defaults, 10% and p = 184).  Past that, the oldest sub-window's
+ *      offsets count only by their growth since mark k0, and each of those
+ *      steps of d drops one request counted after the mark: their sum is
+ *      at most the oldest sub-window's requests from slice k0 on.  So an
+ *      answer can be uncertified only when the oldest sub-window holds
+ *      more than 94.6% of the span AND its part from slice k0 on (the
+ *      slice holding now - W, at most W / (6 subw) long, and after) holds
+ *      more than theta Nwin less the newest offsets, about the threshold
+ *      of the exact minute's other requests, while its summaries are full.
+ *      A burst wholly before slice k0, however large, costs nothing; the
+ *      answer says certified = 0 in the corner.
+ *    - Listed keys: L + Dw > theta Nwin, so each had more than
+ *      theta Nwin - Dw requests in the span.
+ *    A request whose thread's clock is behind its stripe's (the shared
+ *    stripe, a clock that stepped back) counts at the stripe's time.
  * 4. Cost.  A request compares the p tags of its group eight at a time
  *    and reads a count and a hash only on a tag match.  A miss looks for a
  *    free counter only when d has reached the group's floor (the least
@@ -251,6 +272,8 @@ struct an_tls {
 	uint32_t uid;
 	uint32_t stripe;
 	uint64_t sub_start, sub_end, id;
+	uint64_t slice_end;             /* where the next slice starts */
+	uint32_t slice;                 /* the slice of the last request */
 	struct shmt_an_sum *sum;        /* this sub-window's summary */
 };
 static __thread struct an_tls an_tls[4];
@@ -476,6 +499,11 @@ sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 	}
 	__atomic_store_n(&s->am_d, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_n, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_slice, 0, __ATOMIC_RELAXED);
+	for (uint32_t k = 0; k + 1 < SHMT_AN_SLICES; k++) {
+		__atomic_store_n(&s->am_mark_d[k], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_mark_n[k], 0, __ATOMIC_RELAXED);
+	}
 	__atomic_store_n(&s->am_id, id, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_ver, ver + 1, __ATOMIC_RELEASE);
 }
@@ -536,7 +564,8 @@ tags_hits8(const uint16_t *tags, tag8 spread)
  */
 static inline __attribute__((always_inline)) void
 sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    uint64_t hash, const void *key, size_t klen, int kind, const uint32_t p)
+    uint32_t slice, uint64_t hash, const void *key, size_t klen, int kind,
+    const uint32_t p)
 {
 	struct group g = group_at_p(an, s, shmt__an_group(an->groups, hash), p);
 	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low;
@@ -545,12 +574,29 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 	uint32_t j;
 	int any;
 
-	if (id < cur)
+	if (id < cur) {
 		id = cur;       /* this thread's clock is behind: count it in the
-		                 * newer sub-window */
+		                 * newer sub-window, at its latest slice */
+		slice = 0;
+	}
 	if (id != cur || (__atomic_load_n(&s->am_ver, __ATOMIC_RELAXED) & 1))
 		sum_reset(an, s, id);
 	d = __atomic_load_n(&s->am_d, __ATOMIC_RELAXED);
+	/* The first request of a later slice marks d and n as they are
+	 * before it, for every slice started since the last mark (a request
+	 * of an earlier slice, from a thread whose clock is behind, counts in
+	 * the latest).  A damaged am_slice (>= SHMT_AN_SLICES) marks nothing,
+	 * and readers then use no mark. */
+	cur = __atomic_load_n(&s->am_slice, __ATOMIC_RELAXED);
+	if (slice > cur) {
+		uint64_t n = __atomic_load_n(&s->am_n, __ATOMIC_RELAXED);
+
+		for (uint64_t k = cur + 1; k <= slice; k++) {
+			__atomic_store_n(&s->am_mark_d[k - 1], d, __ATOMIC_RELAXED);
+			__atomic_store_n(&s->am_mark_n[k - 1], n, __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&s->am_slice, slice, __ATOMIC_RELEASE);
+	}
 	/* Most requests of a noisy stream match no tag: one pass over the
 	 * tags tells, and only a match looks at counts and hashes. */
 	any = tags_match(g.tags, p, spread);
@@ -620,12 +666,27 @@ counted:
  * 12 sub-windows) has its own copy, with every size a constant. */
 static void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    uint64_t hash, const void *key, size_t klen, int kind)
+    uint32_t slice, uint64_t hash, const void *key, size_t klen, int kind)
 {
 	if (an->probe == 184)
-		sum_update_p(an, s, id, hash, key, klen, kind, 184);
+		sum_update_p(an, s, id, slice, hash, key, klen, kind, 184);
 	else
-		sum_update_p(an, s, id, hash, key, klen, kind, an->probe);
+		sum_update_p(an, s, id, slice, hash, key, klen, kind, an->probe);
+}
+
+/* The slice of T in sub-window [S, E): floor((T - S) SLICES / (E - S)). */
+static inline uint32_t
+slice_of(uint64_t S, uint64_t E, uint64_t t)
+{
+	return (uint32_t)((unsigned __int128)(t - S) * SHMT_AN_SLICES / (E - S));
+}
+
+/* The first moment of slice K: slice_of(t) >= K exactly when t >= this. */
+static inline uint64_t
+slice_start(uint64_t S, uint64_t E, uint64_t k)
+{
+	return S + (uint64_t)(((unsigned __int128)(E - S) * k +
+	    SHMT_AN_SLICES - 1) / SHMT_AN_SLICES);
 }
 
 void
@@ -648,12 +709,18 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		t->sub_start = shmt__tile_start(t->id, an->window, an->subw);
 		t->sub_end = shmt__tile_start(t->id + 1, an->window, an->subw);
 		t->sum = sum_at(an, (uint32_t)(t->id % an->rings), t->stripe);
+		t->slice_end = 0;
+	}
+	if (now >= t->slice_end) {
+		t->slice = slice_of(t->sub_start, t->sub_end, now);
+		t->slice_end = slice_start(t->sub_start, t->sub_end,
+		    t->slice + 1);
 	}
 	s = t->sum;
 	shared = t->stripe == SHMT_AN_STRIPES;
 	if (shared && shared_lock(an) != 0)
 		return;
-	sum_update(an, s, t->id, hash, key, klen, kind);
+	sum_update(an, s, t->id, t->slice, hash, key, klen, kind);
 	if (shared)
 		shared_unlock(an);
 }
@@ -692,16 +759,27 @@ cmap_add(struct cmap *m, uint64_t hash, uint64_t c)
 	return -ENOMEM;
 }
 
+/* What a summary adds to an answer. */
+struct sum_part {
+	uint64_t D, N;          /* offsets and requests, over the span */
+	uint64_t Dw, Nw;        /* the same from slice K0 on (see sum_read) */
+};
+
 /* Read summary S of sub-window ID into M (with SCRATCH, cap slots of
- * room); adds its d to *D and its n to *N.  A summary being cleared, or
- * holding another sub-window, adds nothing: what it held lies outside the
- * span. */
+ * room); adds its d and n to P->D and P->N.  The exact window starts in
+ * slice K0 of this sub-window (K0 = SHMT_AN_SLICES: before it): adds to
+ * P->Dw what d grew by since the mark of slice K0 (the whole d when there
+ * is no valid mark), and to P->Nw the requests after the mark of slice
+ * K0 + 1 (all of them when K0 = SHMT_AN_SLICES).  A summary being
+ * cleared, or holding another sub-window, adds nothing: what it held lies
+ * outside the span. */
 static int
 sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    struct cand *scratch, struct cmap *m, uint64_t *D, uint64_t *N)
+    uint32_t k0, struct cand *scratch, struct cmap *m, struct sum_part *P)
 {
 	for (int tries = 0; tries < 4; tries++) {
 		uint64_t v1 = __atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE), d, n;
+		uint64_t sl, md = 0, mn, dw, nw;
 		uint32_t k = 0;
 		int rc;
 
@@ -734,14 +812,37 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		 * did meanwhile. */
 		d = __atomic_load_n(&s->am_d, __ATOMIC_ACQUIRE);
 		n = __atomic_load_n(&s->am_n, __ATOMIC_ACQUIRE);
+		/* A mark is taken before the requests of its slice; the marks
+		 * are read after d and n, so a mark newer than them only
+		 * lowers what they add below, and a mark over them (a
+		 * damaged summary) is not used. */
+		sl = __atomic_load_n(&s->am_slice, __ATOMIC_ACQUIRE);
+		dw = d;
+		nw = k0 >= SHMT_AN_SLICES ? n : 0;
+		if (k0 < SHMT_AN_SLICES && sl < SHMT_AN_SLICES) {
+			if (k0 >= 1 && k0 <= sl)
+				md = __atomic_load_n(&s->am_mark_d[k0 - 1],
+				    __ATOMIC_ACQUIRE);
+			if (k0 > sl)
+				dw = 0;         /* nothing from slice k0 on */
+			else if (md <= d)
+				dw = d - md;
+			if (k0 + 1 <= sl) {
+				mn = __atomic_load_n(&s->am_mark_n[k0],
+				    __ATOMIC_ACQUIRE);
+				nw = mn <= n ? n - mn : 0;
+			}
+		}
 		if (__atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE) != v1)
 			continue;
 		for (uint32_t j = 0; j < k; j++)
 			if (scratch[j].lower > d && (rc = cmap_add(m,
 			    scratch[j].hash, scratch[j].lower - d)) != 0)
 				return rc;
-		*D += d;
-		*N += n;
+		P->D += d;
+		P->N += n;
+		P->Dw += dw;
+		P->Nw += nw;
 		return 0;
 	}
 	return 0;
@@ -778,7 +879,8 @@ SHMT_EXPORT int
 shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 {
 	const struct shmt_an *an = h != NULL ? h->an : NULL;
-	uint64_t now, i, D = 0, N = 0, Nold = 0, Nwin, hot = 0;
+	uint64_t now, i, D = 0, N = 0, Dw = 0, Nwin, hot = 0;
+	struct sum_part part = { 0, 0, 0, 0 };
 	struct cand *scratch;
 	struct cmap m;
 	int rc = 0;
@@ -803,30 +905,39 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 	now = shmt__now(h);
 	i = shmt__tile_of(now, an->window, an->subw);
 	for (uint64_t k = 0; k <= an->subw && rc == 0; k++) {
-		uint64_t id = i - k, before = N;
+		uint64_t id = i - k;
+		uint32_t k0 = SHMT_AN_SLICES;
 
 		if (k > i)
 			break;
+		/* The oldest: the exact window starts in its slice k0
+		 * (start(i - subw) = start(i) - W <= now - W). */
+		if (k == an->subw)
+			k0 = slice_of(shmt__tile_start(id, an->window, an->subw),
+			    shmt__tile_start(id + 1, an->window, an->subw),
+			    now - an->window);
 		for (uint32_t p = 0; p < an->stripes && rc == 0; p++)
 			rc = sum_read(an, sum_at(an, (uint32_t)(id % an->rings), p),
-			    id, scratch, &m, &D, &N);
-		if (k == an->subw)
-			Nold = N - before;
+			    id, k0, scratch, &m, &part);
 	}
+	D = part.D;
+	N = part.N;
+	Dw = part.Dw;
+	Nwin = part.Nw;
 	free(scratch);
 	if (rc != 0) {
 		free(m.e);
 		return rc;
 	}
-	/* The oldest sub-window may lie partly before the exact window: only
-	 * the others' requests are certainly in it. */
-	Nwin = N - Nold;
+	/* A key's requests from the start of slice k0 of the oldest
+	 * sub-window on (which holds the exact window) are at most
+	 * lower + Dw; Nwin requests are certainly in the exact window. */
 	for (uint64_t k = 0; k < m.cap; k++) {
 		struct cand *c = &m.e[k];
 
 		if (!c->used)
 			continue;
-		if ((c->lower + D) * 1000000.0 > (double)an->ppm * (double)Nwin)
+		if ((c->lower + Dw) * 1000000.0 > (double)an->ppm * (double)Nwin)
 			m.e[hot++] = *c;
 	}
 	qsort(m.e, hot, sizeof(*m.e), cand_cmp);
@@ -852,8 +963,9 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 		info->total = N;
 		info->total_window = Nwin;
 		info->error = D;
+		info->error_window = Dw;
 		info->threshold_ppm = an->ppm;
-		info->certified = D * 1000000.0 <= (double)an->ppm * (double)Nwin;
+		info->certified = Dw * 1000000.0 <= (double)an->ppm * (double)Nwin;
 		info->stripes = an->stripes;
 		info->counters = an->cap;
 		info->probe = an->probe;

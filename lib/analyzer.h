@@ -13,7 +13,7 @@
  * summaries (sub-window r % rings, stripe p), then the name table.
  *
  *   owner    u64 (pid << 32 | handle uid), 0: free; u64 start time
- *   summary  [header line: am_ver, am_id, am_d, am_n]
+ *   summary  [header line: am_ver, am_id, am_d, am_n, am_slice, marks]
  *            [groups x {probe u16 tags, probe u64 counts, hint, floor}
  *             on whole lines]
  *            [groups x probe u64 hashes]
@@ -43,13 +43,22 @@ struct shmt_an_owner {
 	uint64_t ao_start;
 };
 
+/* A sub-window is cut into SHMT_AN_SLICES slices of time; a summary marks
+ * d and n as they were when its first request of each slice came: slice k
+ * of sub-window [S, E) starts at S + floor(k (E - S) / SHMT_AN_SLICES). */
+#define SHMT_AN_SLICES 6U
+
 struct shmt_an_sum {
 	uint64_t am_ver;
 	uint64_t am_id;
 	uint64_t am_d;
 	uint64_t am_n;
-	uint64_t am_pad[12];     /* the header has a 128-byte line to itself */
+	uint64_t am_slice;       /* marks 1 .. am_slice are set */
+	uint64_t am_mark_d[SHMT_AN_SLICES - 1];  /* [k - 1]: d at slice k */
+	uint64_t am_mark_n[SHMT_AN_SLICES - 1];  /* [k - 1]: n at slice k */
+	uint64_t am_pad[1];      /* the header has a 128-byte line to itself */
 };
+_Static_assert(sizeof(struct shmt_an_sum) == 128, "a header is one line");
 
 #define SHMT_AN_TAG_SHIFT 48    /* a tag is hash >> 48 */
 #define SHMT_AN_PROBE_STEP 8U   /* probe is a multiple of this */
