@@ -26,8 +26,10 @@
  *    trace aimed at one group (possible only with the segment's secret,
  *    which the hash is keyed with) can drive d to that bound and no
  *    further.  So the groups are as large as the summary allows (up to
- *    SHMT_AN_PROBE_MAX): the default 1 MiB gives one group of 184 counters
- *    per summary, d <= n / 185, and aiming at a group is moot.
+ *    SHMT_AN_PROBE_MAX = 128, the most a request compares within the
+ *    cost asked of it): the default 1 MiB gives one group of 128 counters
+ *    per summary (it has room for 184), d <= n / 129, and aiming at a
+ *    group is moot.
  * 3. The answer.  A query adds the summaries of the sub-window holding now
  *    and the subw before it (the span, which holds the exact window, see
  *    shmt_top_keys): a key's count in the span lies in [L, L + D], L the
@@ -57,13 +59,13 @@
  *      nothing over the threshold of the exact window is missing.
  *    - When that holds.  Dw <= D <= N / (p + 1), so every answer is
  *      certified when the oldest sub-window holds at most
- *      1 - 1 / (theta (p + 1)) of the span's requests (94.6% with the
- *      defaults, 10% and p = 184).  Past that, the oldest sub-window's
+ *      1 - 1 / (theta (p + 1)) of the span's requests (92.2% with the
+ *      defaults, 10% and p = 128).  Past that, the oldest sub-window's
  *      offsets count only by their growth since mark k0, and each of those
  *      steps of d drops one request counted after the mark: their sum is
  *      at most the oldest sub-window's requests from slice k0 on.  So an
  *      answer can be uncertified only when the oldest sub-window holds
- *      more than 94.6% of the span AND its part from slice k0 on (the
+ *      more than 92.2% of the span AND its part from slice k0 on (the
  *      slice holding now - W, at most W / (6 subw) long, and after) holds
  *      more than theta Nwin less the newest offsets, about the threshold
  *      of the exact minute's other requests, while its summaries are full.
@@ -101,6 +103,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 static uint64_t
 pow2_floor(uint64_t v)
@@ -512,38 +517,28 @@ sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
  * where the target has them (SSE2 on x86-64, NEON on arm64). */
 typedef uint16_t tag8 __attribute__((vector_size(16)));
 
-/* Whether any of the P tags at TAGS equals TAG: one pass over all of them
- * with no branch per counter. */
-static inline __attribute__((always_inline)) int
-tags_match(const uint16_t *tags, uint32_t p, tag8 spread)
+/* The eight tags at TAGS compared with SPREAD's: all ones where equal. */
+static inline __attribute__((always_inline)) tag8
+tags_eq8(const uint16_t *tags, tag8 spread)
 {
-	tag8 any = { 0 };
-
-	for (uint32_t base = 0; base < p; base += 8) {
-		tag8 x;
-
-		memcpy(&x, tags + base, 16);
-		any |= (tag8)(x == spread);
-	}
-	uint64_t lo, hi;
-
-	memcpy(&lo, &any, 8);
-	memcpy(&hi, (char *)&any + 8, 8);
-	return (lo | hi) != 0;
-}
-
-/* The lanes of the eight tags at TAGS that equal SPREAD's, one bit each. */
-static inline uint32_t
-tags_hits8(const uint16_t *tags, tag8 spread)
-{
-	tag8 x, eq;
-	uint32_t bits = 0;
+	tag8 x;
 
 	memcpy(&x, tags, 16);
-	eq = (tag8)(x == spread);
-	for (int i = 0; i < 8; i++)
-		bits |= (eq[i] & 1U) << i;
-	return bits;
+	return (tag8)(x == spread);
+}
+
+/* Whether any lane of EQ is set (one instruction with SSE2). */
+static inline __attribute__((always_inline)) int
+tags_any8(tag8 eq)
+{
+#ifdef __SSE2__
+	return _mm_movemask_epi8((__m128i)eq) != 0;
+#else
+	uint64_t w[2];
+
+	memcpy(w, &eq, 16);
+	return (w[0] | w[1]) != 0;
+#endif
 }
 
 /*
@@ -572,7 +567,6 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 	uint16_t tag = (uint16_t)(hash >> SHMT_AN_TAG_SHIFT);
 	tag8 spread = (tag8){ 0 } + tag;
 	uint32_t j;
-	int any;
 
 	if (id < cur) {
 		id = cur;       /* this thread's clock is behind: count it in the
@@ -598,14 +592,23 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		__atomic_store_n(&s->am_slice, slice, __ATOMIC_RELEASE);
 	}
 	/* Most requests of a noisy stream match no tag: one pass over the
-	 * tags tells, and only a match looks at counts and hashes. */
-	any = tags_match(g.tags, p, spread);
-	for (uint32_t base = 0; any && base < p; base += 8) {
-		for (uint32_t hit = tags_hits8(g.tags + base, spread); hit != 0;
-		    hit &= hit - 1) {
+	 * tags, eight at a time, tells, and only a match looks at counts and
+	 * hashes. */
+	for (uint32_t base = 0; base < p; base += 16) {
+		/* Sixteen tags a test (eight in the last step of an odd
+		 * number of eights). */
+		tag8 eq = tags_eq8(g.tags + base, spread);
+
+		if (base + 8 < p)
+			eq |= tags_eq8(g.tags + base + 8, spread);
+		if (!tags_any8(eq))
+			continue;
+		for (uint32_t lane = 0; lane < 16 && base + lane < p; lane++) {
 			uint64_t c;
 
-			j = base + (uint32_t)__builtin_ctz(hit);
+			if (g.tags[base + lane] != tag)
+				continue;
+			j = base + lane;
 			c = g.cnt[j];
 			if (c <= d || __atomic_load_n(&g.hash[j],
 			    __ATOMIC_RELAXED) != hash)
@@ -662,14 +665,14 @@ counted:
 	    __ATOMIC_RELEASE);
 }
 
-/* Count one request in summary S: the default group of 184 counters (1 MiB,
+/* Count one request in summary S: the default group of 128 counters (1 MiB,
  * 12 sub-windows) has its own copy, with every size a constant. */
 static void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint32_t slice, uint64_t hash, const void *key, size_t klen, int kind)
 {
-	if (an->probe == 184)
-		sum_update_p(an, s, id, slice, hash, key, klen, kind, 184);
+	if (an->probe == 128)
+		sum_update_p(an, s, id, slice, hash, key, klen, kind, 128);
 	else
 		sum_update_p(an, s, id, slice, hash, key, klen, kind, an->probe);
 }

@@ -20,7 +20,7 @@
  *   name     {an_hash, an_klen, an_kind, an_kept, an_check, an_bytes[40]}
  *
  * A key's counters are one group: probe counters (as many as a summary
- * holds, up to SHMT_AN_PROBE_MAX; the default 1 MiB gives one group of 184
+ * holds, up to SHMT_AN_PROBE_MAX; the default 1 MiB gives one group of 128
  * per summary) whose tags (the top 16 bits of their keys' hashes) are
  * compared eight at a time, so a request that misses reads the tags, its
  * group's header words and nothing else; a count and a hash are read only
@@ -62,7 +62,7 @@ _Static_assert(sizeof(struct shmt_an_sum) == 128, "a header is one line");
 
 #define SHMT_AN_TAG_SHIFT 48    /* a tag is hash >> 48 */
 #define SHMT_AN_PROBE_STEP 8U   /* probe is a multiple of this */
-#define SHMT_AN_PROBE_MAX 256U  /* and at most this */
+#define SHMT_AN_PROBE_MAX 128U  /* and at most this */
 
 #define SHMT_AN_CLIENT_BIT (1ULL << 63)
 

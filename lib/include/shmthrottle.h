@@ -717,8 +717,8 @@ SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
  * W + ceil(W / n)).  For each key it gives bounds lower <= true count <=
  * upper over the covered span; a key missing from every summary had at most
  * `error` requests, and error <= N / (probe + 1) on every trace (the groups
- * are as large as a summary allows, up to 256 counters: one group of 184
- * with the default 1 MiB, N / 185), with probe >= 1.2 / threshold, so below
+ * are as large as a summary allows, up to 128 counters: one group of 128
+ * with the default 1 MiB, N / 129), with probe >= 1.2 / threshold, so below
  * the threshold: every key over the threshold in the covered span is
  * reported, always.  The newest n sub-windows lie inside
  * the exact window (total_window counts their requests); the answer lists
@@ -731,7 +731,7 @@ SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
  * against the exact window (error_window), and its requests after that
  * slice count in total_window.  error_window <= error <= N / (probe + 1),
  * so an answer is certified whenever the oldest sub-window holds at most
- * 1 - 1 / (threshold x (probe + 1)) of the span's requests (94.6% with the
+ * 1 - 1 / (threshold x (probe + 1)) of the span's requests (92.2% with the
  * defaults); past that, only when the oldest sub-window's part from the
  * slice holding now - W on (each slice at most W / (6 n) long, 833 ms by
  * default) stepped its offsets by more than the threshold of total_window
