@@ -75,7 +75,7 @@
  *      theta Nwin - Dw requests in the span.
  *    A request whose thread's clock is behind its stripe's (the shared
  *    stripe, a clock that stepped back) counts at the stripe's time.
- * 4. Cost.  A request compares the p tags of its group eight at a time
+ * 4. Cost.  A request compares the p tags of its group sixteen at a time
  *    and reads a count and a hash only on a tag match.  A miss looks for a
  *    free counter only when d has reached the group's floor (the least
  *    count a search that found none free saw): a full group steps d at
@@ -169,7 +169,7 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	/* A summary of k counters in groups of p bounds its offset by
 	 * n / (p + 1) (see the top of this file), so the groups are as large
 	 * as the summary allows, up to SHMT_AN_PROBE_MAX counters (a request
-	 * compares all p tags of its group, eight at a time): with the default
+	 * compares all p tags of its group, sixteen at a time): with the default
 	 * 1 MiB one group holds the whole summary.  The threshold needs
 	 * p >= 1.2 / threshold at least (see shmt_top_keys). */
 	minp = (uint32_t)((1200000ULL + ppm - 1) / ppm);
@@ -592,7 +592,7 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		__atomic_store_n(&s->am_slice, slice, __ATOMIC_RELEASE);
 	}
 	/* Most requests of a noisy stream match no tag: one pass over the
-	 * tags, eight at a time, tells, and only a match looks at counts and
+	 * tags, sixteen at a time, tells, and only a match looks at counts and
 	 * hashes. */
 	for (uint32_t base = 0; base < p; base += 16) {
 		/* Sixteen tags a test (eight in the last step of an odd

@@ -22,7 +22,7 @@
  * A key's counters are one group: probe counters (as many as a summary
  * holds, up to SHMT_AN_PROBE_MAX; the default 1 MiB gives one group of 128
  * per summary) whose tags (the top 16 bits of their keys' hashes) are
- * compared eight at a time, so a request that misses reads the tags, its
+ * compared sixteen at a time, so a request that misses reads the tags, its
  * group's header words and nothing else; a count and a hash are read only
  * when a tag matches.
  *
