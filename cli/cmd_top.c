@@ -135,7 +135,7 @@ top_json(const struct shmtc *c, const shmt_top_info_t *in,
 	json_t *keys = json_array(), *root;
 
 	root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-	    " s:i, s:b, s:i, s:o}",
+	    " s:o, s:o, s:i, s:i, s:b, s:i, s:o}",
 	    "segment", c->segment,
 	    "now_ns", shmtc_json_u64(in->span_end_ns),
 	    "span_start_ns", shmtc_json_u64(in->span_start_ns),
@@ -146,6 +146,9 @@ top_json(const struct shmtc *c, const shmt_top_info_t *in,
 	    "total", shmtc_json_u64(in->total),
 	    "total_window", shmtc_json_u64(in->total_window),
 	    "error", shmtc_json_u64(in->error),
+	    "error_window", shmtc_json_u64(in->error_window),
+	    "error_bound", shmtc_json_u64(in->total / ((uint64_t)in->probe + 1)),
+	    "probe", (int)in->probe,
 	    "threshold_ppm", (int)in->threshold_ppm,
 	    "certified", in->certified != 0,
 	    "hot", hot,
@@ -171,10 +174,15 @@ top_human(const shmt_top_info_t *in, const shmt_hotkey_t *v, size_t n,
 	struct shmtc_table t;
 	int rc = 0;
 
-	printf("last %s: %" PRIu64 " requests, error <= %" PRIu64 " per key, "
+	printf("last %s: %" PRIu64 " requests, error <= %" PRIu64 " per key "
+	    "(%.2f%% of them; bound total / %u = %" PRIu64 "), %" PRIu64
+	    " in the exact window, "
 	    "threshold %s, %scertified for the exact window\n",
 	    shmtc_fmt_dur(span, sizeof(span), in->span_end_ns -
 	    in->span_start_ns), in->total, in->error,
+	    in->total ? 100.0 * (double)in->error / (double)in->total : 0.0,
+	    in->probe + 1, in->total / ((uint64_t)in->probe + 1),
+	    in->error_window,
 	    shmtc_hot_pct_ppm(pct, sizeof(pct), in->threshold_ppm),
 	    in->certified ? "" : "not ");
 	if (n == 0) {

@@ -7,24 +7,84 @@
  * Each (sub-window, writer stripe) pair has a Misra-Gries summary of cap
  * counters with a lazy offset d: a counter's effective count is
  * count - d, and it is free when that is not positive (or when it belongs
- * to an older sub-window).  The counters come in groups of `probe`, and
- * x's hash picks its group.  An update of key x: x live in its group:
+ * to an older sub-window).  The counters come in groups of p (`probe`),
+ * and x's hash picks its group.  An update of key x: x live in its group:
  * count + 1; else a free counter of the group: {x, d + 1}; else d + 1
- * (every counter loses one, x's request is dropped).  With f the true
- * count and c the effective one, f - d <= c <= f holds after every step
- * (the usual Misra-Gries argument: each step that drops a request or lowers
- * x's counter is a step of d), and a step of d happens only when all probe
- * counters of x's group are live, so it removes at least probe + 1 units
- * of count: d <= n / (probe + 1).
+ * (every counter loses one, x's request is dropped).
  *
- * A query adds the summaries of the sub-windows covering the window: each
- * key's count lies in [sum c, sum c + D] with D the sum of the d, and a key
- * absent everywhere had at most D <= N / (probe + 1) requests.  With probe
- * at least 1.2 / threshold, D stays under the threshold of the requests
- * certainly in the window (see shmt__an_geometry), so no key over the
- * threshold can be absent: no false negatives, and no probability in it.
- * The rule the seed used touched every sub-window on each request; here a
- * request touches one group of one summary of one sub-window.
+ * 1. Bounds.  With f the true count of x in the summary's sub-window and
+ *    c its effective count (0 when absent), f - d <= c <= f after every
+ *    step: a request counted raises f and c; a claim raises f by one and
+ *    c from 0 to 1; a step of d raises f (x's request is dropped) and d,
+ *    and lowers every other live c by one while d rises by one.  So
+ *    c <= f <= c + d, for every key, whatever the order of the requests.
+ * 2. Offset.  A step of d happens only when all p counters of x's group
+ *    are live, i.e. each holds at least one unit of effective count: the
+ *    step removes p units from them and drops x's request, p + 1 units of
+ *    the n requests in all.  Effective counts are never negative, so
+ *    d (p + 1) <= n: d <= n / (p + 1).  This holds for every trace: a
+ *    trace aimed at one group (possible only with the segment's secret,
+ *    which the hash is keyed with) can drive d to that bound and no
+ *    further.  So the groups are as large as the summary allows (up to
+ *    SHMT_AN_PROBE_MAX = 128, the most a request compares within the
+ *    cost asked of it): the default 1 MiB gives one group of 128 counters
+ *    per summary (it has room for 184), d <= n / 129, and aiming at a
+ *    group is moot.
+ * 3. The answer.  A query adds the summaries of the sub-window holding now
+ *    and the subw before it (the span, which holds the exact window, see
+ *    shmt_top_keys): a key's count in the span lies in [L, L + D], L the
+ *    sum of its effective counts and D the sum of the d, and a key absent
+ *    everywhere had at most D <= N / (p + 1) requests in the span (N the
+ *    span's requests).  Every key whose upper bound L + Dw is over the
+ *    threshold of Nwin (requests all inside the exact window, see below)
+ *    is listed, with `error` = D and Dw below in place of D.
+ *    - The exact window.  The oldest sub-window is cut in SHMT_AN_SLICES
+ *      slices (slice_of), and a summary marks d and n when the first
+ *      request of each slice comes, before counting it.  For any key x and
+ *      the mark of slice k: x's requests counted after the mark are at most
+ *      c_end + (d_end - d_mark).  (Each of them raises c_x by one or is a
+ *      step of d with x absent; each other step of d lowers c_x by at most
+ *      one; so c_end >= c_mark + f' - (d_end - d_mark) >= f' - Delta d.)
+ *      With k0 the slice of now - W, every request at or after now - W is
+ *      counted after mark k0 (slice_of is monotone), and every request
+ *      counted after mark k0 + 1 is after now - W.  So a key's requests in
+ *      the exact window are at most L + Dw, with Dw (`error_window`) the d
+ *      of the newest subw summaries plus the growth of the oldest ones' d
+ *      since mark k0, and Nwin (`total_window`) counts the newest subw
+ *      sub-windows and the oldest's requests after mark k0 + 1.
+ *    - Missed keys: a key with more than theta of the exact window's
+ *      requests had more than theta Nwin of them; if it is in some
+ *      summary, L + Dw is at least that and it is listed; if it is in
+ *      none, it had at most Dw.  So when Dw <= theta Nwin (`certified`)
+ *      nothing over the threshold of the exact window is missing.
+ *    - When that holds.  Dw <= D <= N / (p + 1), so every answer is
+ *      certified when the oldest sub-window holds at most
+ *      1 - 1 / (theta (p + 1)) of the span's requests (92.2% with the
+ *      defaults, 10% and p = 128).  Past that, the oldest sub-window's
+ *      offsets count only by their growth since mark k0, and each of those
+ *      steps of d drops one request counted after the mark: their sum is
+ *      at most the oldest sub-window's requests from slice k0 on.  So an
+ *      answer can be uncertified only when the oldest sub-window holds
+ *      more than 92.2% of the span AND its part from slice k0 on (the
+ *      slice holding now - W, at most W / (6 subw) long, and after) holds
+ *      more than theta Nwin less the newest offsets, about the threshold
+ *      of the exact minute's other requests, while its summaries are full.
+ *      A burst wholly before slice k0, however large, costs nothing; the
+ *      answer says certified = 0 in the corner.
+ *    - Listed keys: L + Dw > theta Nwin, so each had more than
+ *      theta Nwin - Dw requests in the span.
+ *    A request whose thread's clock is behind its stripe's (the shared
+ *    stripe, a clock that stepped back) counts at the stripe's time.
+ * 4. Cost.  A request compares the p tags of its group sixteen at a time
+ *    and reads a count and a hash only on a tag match.  A miss looks for a
+ *    free counter only when d has reached the group's floor (the least
+ *    count a search that found none free saw): a full group steps d at
+ *    once, and a search over the group happens at most once per step of d,
+ *    which removes p + 1 units: O(1) reads per request, amortized.
+ * 5. Writers.  A summary is written by the one thread that owns its stripe
+ *    (SHMT_AN_STRIPES of them); threads beyond that share one more stripe
+ *    under a lock, and the lines of that stripe are then written by
+ *    several processes in turn.  The bounds above hold in either case.
  *
  * Crash model: every change is one aligned store, ordered so that a
  * reader or a later owner never takes a counter half-claimed (a claim
@@ -43,6 +103,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 static uint64_t
 pow2_floor(uint64_t v)
@@ -50,18 +113,18 @@ pow2_floor(uint64_t v)
 	return v == 0 ? 0 : 1ULL << (63 - __builtin_clzll(v));
 }
 
-/* A group of P counters: P 16-bit tags (rounded to 8 bytes), then P counts
- * and the hint, on whole cache lines; its P hashes lie apart. */
+/* A group of P counters (P a multiple of 8): P 16-bit tags, then P counts,
+ * the hint and the floor, on whole cache lines; its P hashes lie apart. */
 static inline uint32_t
 tag_bytes_of(uint32_t p)
 {
-	return (2 * p + 7) & ~7U;
+	return (2 * p + 15) & ~15U;
 }
 
 static inline uint32_t
 meta_bytes_of(uint32_t p)
 {
-	return (tag_bytes_of(p) + 8 * p + 8 + 63) & ~63U;
+	return (tag_bytes_of(p) + 8 * p + 16 + 63) & ~63U;
 }
 
 int
@@ -69,6 +132,7 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
     struct shmt_an *an, const char **why)
 {
 	uint64_t rest, per, names;
+	uint32_t minp;
 	const char *dummy;
 
 	if (why == NULL)
@@ -102,33 +166,35 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	an->rings = subw + 1;
 	an->stripes = SHMT_AN_STRIPES + 1;
 	an->ppm = ppm;
-	/* The guarantee needs d < threshold x (requests certainly in the
-	 * window), and d <= n / (probe + 1); the oldest of subwindows + 1
-	 * sub-windows may lie outside the exact window, so take 1.2 / threshold
-	 * probes: d stays under 83% of the threshold of all requests, which
-	 * covers a 1/13 share in the oldest sub-window with room to spare.  Each
-	 * probe is a slot read on a miss, the analyzer's main cost. */
-	an->probe = (uint32_t)((1200000ULL + ppm - 1) / ppm);
-	if (an->probe < 8)
-		an->probe = 8;
-	/* A key's counters are one group of probe counters whose tags and
-	 * counts fill whole cache lines (hashes apart): a miss reads those
-	 * lines only.  More counters than 1.2 / threshold only lower the
-	 * error. */
-	an->probe = (an->probe + SHMT_AN_PROBE_STEP - 1) &
-	    ~(SHMT_AN_PROBE_STEP - 1);
-	an->tag_bytes = tag_bytes_of(an->probe);
-	an->meta_bytes = meta_bytes_of(an->probe);
+	/* A summary of k counters in groups of p bounds its offset by
+	 * n / (p + 1) (see the top of this file), so the groups are as large
+	 * as the summary allows, up to SHMT_AN_PROBE_MAX counters (a request
+	 * compares all p tags of its group, sixteen at a time): with the default
+	 * 1 MiB one group holds the whole summary.  The threshold needs
+	 * p >= 1.2 / threshold at least (see shmt_top_keys). */
+	minp = (uint32_t)((1200000ULL + ppm - 1) / ppm);
+	minp = (minp + SHMT_AN_PROBE_STEP - 1) & ~(SHMT_AN_PROBE_STEP - 1);
 	/* A quarter for names, the rest for summaries. */
 	names = pow2_floor(bytes / 4 / sizeof(struct shmt_an_name));
 	an->lock_off = SHMT_LINE * 2;   /* after the owners (16 x 16 bytes) */
 	an->sums_off = an->lock_off + SHMT_LINE;
 	rest = bytes - an->sums_off - names * sizeof(struct shmt_an_name);
 	per = rest / ((uint64_t)an->rings * an->stripes);
-	if (per <= sizeof(struct shmt_an_sum))
+	if (per <= sizeof(struct shmt_an_sum) + 64)
 		return -EINVAL;
-	an->groups = (uint32_t)((per - sizeof(struct shmt_an_sum)) /
-	    (an->meta_bytes + 8ULL * an->probe));
+	per -= sizeof(struct shmt_an_sum) + 64;  /* header, rounding */
+	an->probe = SHMT_AN_PROBE_MAX;
+	while (an->probe > SHMT_AN_PROBE_STEP &&
+	    meta_bytes_of(an->probe) + 8ULL * an->probe > per)
+		an->probe -= SHMT_AN_PROBE_STEP;
+	if (an->probe < minp) {
+		*why = "analyzer_bytes: too small for this threshold (each "
+		    "summary needs groups of 1.2 / threshold counters)";
+		return -EINVAL;
+	}
+	an->tag_bytes = tag_bytes_of(an->probe);
+	an->meta_bytes = meta_bytes_of(an->probe);
+	an->groups = (uint32_t)(per / (an->meta_bytes + 8ULL * an->probe));
 	if (an->groups == 0 || an->groups > (1U << 16)) {
 		if (an->groups != 0)
 			*why = "analyzer_bytes: too large for this threshold "
@@ -165,6 +231,7 @@ struct group {
 	uint16_t *tags;
 	uint64_t *cnt, *hash;
 	uint64_t *hint;         /* no free counter below it (see below) */
+	uint64_t *floor;        /* no counter is free while d is under it */
 };
 
 /* The same for groups of P counters (P a constant where the caller can
@@ -180,6 +247,7 @@ group_at_p(const struct shmt_an *an, struct shmt_an_sum *s, uint32_t g,
 		.tags = (uint16_t *)m,
 		.cnt = (uint64_t *)(m + tag_bytes),
 		.hint = (uint64_t *)(m + tag_bytes) + p,
+		.floor = (uint64_t *)(m + tag_bytes) + p + 1,
 		.hash = (uint64_t *)((char *)s + an->hashes_off) +
 		    (uint64_t)g * p,
 	};
@@ -209,6 +277,8 @@ struct an_tls {
 	uint32_t uid;
 	uint32_t stripe;
 	uint64_t sub_start, sub_end, id;
+	uint64_t slice_end;             /* where the next slice starts */
+	uint32_t slice;                 /* the slice of the last request */
 	struct shmt_an_sum *sum;        /* this sub-window's summary */
 };
 static __thread struct an_tls an_tls[4];
@@ -429,39 +499,45 @@ sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 		for (uint32_t j = 0; j < an->probe; j++)
 			__atomic_store_n(&cnt[j], 0, __ATOMIC_RELAXED);
 		__atomic_store_n(group_at(an, s, g).hint, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(group_at(an, s, g).floor, 0, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&s->am_d, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_n, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_slice, 0, __ATOMIC_RELAXED);
+	for (uint32_t k = 0; k + 1 < SHMT_AN_SLICES; k++) {
+		__atomic_store_n(&s->am_mark_d[k], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_mark_n[k], 0, __ATOMIC_RELAXED);
+	}
 	__atomic_store_n(&s->am_id, id, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_ver, ver + 1, __ATOMIC_RELEASE);
 }
 
-/* The 16-bit lanes of X that may be zero: bit 15 of every zero lane is
- * set; a lane above a zero one may be flagged too (the borrow), which only
- * makes a candidate that its count and hash then turn down. */
-static inline uint64_t
-zero_lanes16(uint64_t x)
-{
-	const uint64_t ones = 0x0001000100010001ULL;
+/* Eight 16-bit tags; the compiler turns these into vector instructions
+ * where the target has them (SSE2 on x86-64, NEON on arm64). */
+typedef uint16_t tag8 __attribute__((vector_size(16)));
 
-	return (x - ones) & ~x & (ones << 15);
+/* The eight tags at TAGS compared with SPREAD's: all ones where equal. */
+static inline __attribute__((always_inline)) tag8
+tags_eq8(const uint16_t *tags, tag8 spread)
+{
+	tag8 x;
+
+	memcpy(&x, tags, 16);
+	return (tag8)(x == spread);
 }
 
-/* Whether any of the P tags at TAGS equals the tag spread over SPREAD's
- * four lanes (exact: no lane is flagged unless one is zero). */
-static inline __attribute__((always_inline)) uint64_t
-tags_match(const uint16_t *tags, uint32_t p, uint64_t spread)
+/* Whether any lane of EQ is set (one instruction with SSE2). */
+static inline __attribute__((always_inline)) int
+tags_any8(tag8 eq)
 {
-	uint64_t any = 0;
+#ifdef __SSE2__
+	return _mm_movemask_epi8((__m128i)eq) != 0;
+#else
+	uint64_t w[2];
 
-#pragma GCC unroll 4
-	for (uint32_t base = 0; base < p; base += 4) {
-		uint64_t x;
-
-		memcpy(&x, tags + base, 8);
-		any |= zero_lanes16(x ^ spread);
-	}
-	return any;
+	memcpy(w, &eq, 16);
+	return (w[0] | w[1]) != 0;
+#endif
 }
 
 /*
@@ -482,31 +558,56 @@ tags_match(const uint16_t *tags, uint32_t p, uint64_t spread)
  */
 static inline __attribute__((always_inline)) void
 sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    uint64_t hash, const void *key, size_t klen, int kind, const uint32_t p)
+    uint32_t slice, uint64_t hash, const void *key, size_t klen, int kind,
+    const uint32_t p)
 {
 	struct group g = group_at_p(an, s, shmt__an_group(an->groups, hash), p);
-	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d;
+	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low;
 	uint16_t tag = (uint16_t)(hash >> SHMT_AN_TAG_SHIFT);
-	uint64_t spread = tag * 0x0001000100010001ULL, any = 0;
+	tag8 spread = (tag8){ 0 } + tag;
 	uint32_t j;
 
-	if (id < cur)
+	if (id < cur) {
 		id = cur;       /* this thread's clock is behind: count it in the
-		                 * newer sub-window */
+		                 * newer sub-window, at its latest slice */
+		slice = 0;
+	}
 	if (id != cur || (__atomic_load_n(&s->am_ver, __ATOMIC_RELAXED) & 1))
 		sum_reset(an, s, id);
 	d = __atomic_load_n(&s->am_d, __ATOMIC_RELAXED);
-	/* Most requests of a noisy stream match no tag: one pass over the
-	 * tags tells, and only a match looks at counts and hashes. */
-	any = tags_match(g.tags, p, spread);
-	for (uint32_t base = 0; any != 0 && base < p; base += 4) {
-		uint64_t four, hit;
+	/* The first request of a later slice marks d and n as they are
+	 * before it, for every slice started since the last mark (a request
+	 * of an earlier slice, from a thread whose clock is behind, counts in
+	 * the latest).  A damaged am_slice (>= SHMT_AN_SLICES) marks nothing,
+	 * and readers then use no mark. */
+	cur = __atomic_load_n(&s->am_slice, __ATOMIC_RELAXED);
+	if (slice > cur) {
+		uint64_t n = __atomic_load_n(&s->am_n, __ATOMIC_RELAXED);
 
-		memcpy(&four, g.tags + base, 8);
-		for (hit = zero_lanes16(four ^ spread); hit != 0; hit &= hit - 1) {
+		for (uint64_t k = cur + 1; k <= slice; k++) {
+			__atomic_store_n(&s->am_mark_d[k - 1], d, __ATOMIC_RELAXED);
+			__atomic_store_n(&s->am_mark_n[k - 1], n, __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&s->am_slice, slice, __ATOMIC_RELEASE);
+	}
+	/* Most requests of a noisy stream match no tag: one pass over the
+	 * tags, sixteen at a time, tells, and only a match looks at counts and
+	 * hashes. */
+	for (uint32_t base = 0; base < p; base += 16) {
+		/* Sixteen tags a test (eight in the last step of an odd
+		 * number of eights). */
+		tag8 eq = tags_eq8(g.tags + base, spread);
+
+		if (base + 8 < p)
+			eq |= tags_eq8(g.tags + base + 8, spread);
+		if (!tags_any8(eq))
+			continue;
+		for (uint32_t lane = 0; lane < 16 && base + lane < p; lane++) {
 			uint64_t c;
 
-			j = base + (uint32_t)__builtin_ctzll(hit) / 16;
+			if (g.tags[base + lane] != tag)
+				continue;
+			j = base + lane;
 			c = g.cnt[j];
 			if (c <= d || __atomic_load_n(&g.hash[j],
 			    __ATOMIC_RELAXED) != hash)
@@ -521,19 +622,34 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 			goto counted;
 		}
 	}
-	/* The first free counter.  The hint says none lies below it: a claim
-	 * takes the first free one and moves the hint past it, and only a
-	 * step of d frees counters, which sets it back to 0.  It only saves
-	 * reads: d steps only after a search from 0 found every counter
-	 * live, whatever the hint said. */
-	j = (uint32_t)g.hint[0];
-	if (j >= p)
-		j = 0;
-	for (; j < p && g.cnt[j] > d; j++)
-		;
-	if (j == p)
-		for (j = 0; j < p && g.cnt[j] > d; j++)
+	/* The first free counter.  The floor says none is free while d is
+	 * under it: a search that finds every counter live records the least
+	 * count it saw, counts only grow, and a claim happens only on a free
+	 * counter.  So a full group steps d at once, and a search over the
+	 * group happens once per step of d, at most: O(1) per request
+	 * amortized, since each step of d removes p + 1 units.  The hint says
+	 * no free counter lies below it: a claim takes the first free one and
+	 * moves the hint past it, and only a step of d frees counters, which
+	 * sets it back to 0.  Both only save reads: a wrong hint or floor (a
+	 * crash, a damaged segment) costs a step of d too many, which the
+	 * bounds below still hold with (they hold for any step of d), and the
+	 * answer reports its d. */
+	j = p;
+	if (d >= g.floor[0]) {
+		j = (uint32_t)g.hint[0];
+		if (j >= p)
+			j = 0;
+		for (; j < p && g.cnt[j] > d; j++)
 			;
+		if (j == p) {
+			low = UINT64_MAX;
+			for (j = 0; j < p && g.cnt[j] > d; j++)
+				if (g.cnt[j] < low)
+					low = g.cnt[j];
+			if (j == p)
+				__atomic_store_n(g.floor, low, __ATOMIC_RELAXED);
+		}
+	}
 	if (j < p) {
 		__atomic_store_n(&g.tags[j], tag, __ATOMIC_RELAXED);
 		__atomic_store_n(&g.hash[j], hash, __ATOMIC_RELEASE);
@@ -548,16 +664,31 @@ counted:
 	    __ATOMIC_RELEASE);
 }
 
-/* Count one request in summary S: the default group of 12 counters (for
- * a 10% threshold) has its own copy, with every size a constant. */
+/* Count one request in summary S: the default group of 128 counters (1 MiB,
+ * 12 sub-windows) has its own copy, with every size a constant. */
 static void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    uint64_t hash, const void *key, size_t klen, int kind)
+    uint32_t slice, uint64_t hash, const void *key, size_t klen, int kind)
 {
-	if (an->probe == 12)
-		sum_update_p(an, s, id, hash, key, klen, kind, 12);
+	if (an->probe == 128)
+		sum_update_p(an, s, id, slice, hash, key, klen, kind, 128);
 	else
-		sum_update_p(an, s, id, hash, key, klen, kind, an->probe);
+		sum_update_p(an, s, id, slice, hash, key, klen, kind, an->probe);
+}
+
+/* The slice of T in sub-window [S, E): floor((T - S) SLICES / (E - S)). */
+static inline uint32_t
+slice_of(uint64_t S, uint64_t E, uint64_t t)
+{
+	return (uint32_t)((unsigned __int128)(t - S) * SHMT_AN_SLICES / (E - S));
+}
+
+/* The first moment of slice K: slice_of(t) >= K exactly when t >= this. */
+static inline uint64_t
+slice_start(uint64_t S, uint64_t E, uint64_t k)
+{
+	return S + (uint64_t)(((unsigned __int128)(E - S) * k +
+	    SHMT_AN_SLICES - 1) / SHMT_AN_SLICES);
 }
 
 void
@@ -580,12 +711,18 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		t->sub_start = shmt__tile_start(t->id, an->window, an->subw);
 		t->sub_end = shmt__tile_start(t->id + 1, an->window, an->subw);
 		t->sum = sum_at(an, (uint32_t)(t->id % an->rings), t->stripe);
+		t->slice_end = 0;
+	}
+	if (now >= t->slice_end) {
+		t->slice = slice_of(t->sub_start, t->sub_end, now);
+		t->slice_end = slice_start(t->sub_start, t->sub_end,
+		    t->slice + 1);
 	}
 	s = t->sum;
 	shared = t->stripe == SHMT_AN_STRIPES;
 	if (shared && shared_lock(an) != 0)
 		return;
-	sum_update(an, s, t->id, hash, key, klen, kind);
+	sum_update(an, s, t->id, t->slice, hash, key, klen, kind);
 	if (shared)
 		shared_unlock(an);
 }
@@ -624,16 +761,27 @@ cmap_add(struct cmap *m, uint64_t hash, uint64_t c)
 	return -ENOMEM;
 }
 
+/* What a summary adds to an answer. */
+struct sum_part {
+	uint64_t D, N;          /* offsets and requests, over the span */
+	uint64_t Dw, Nw;        /* the same from slice K0 on (see sum_read) */
+};
+
 /* Read summary S of sub-window ID into M (with SCRATCH, cap slots of
- * room); adds its d to *D and its n to *N.  A summary being cleared, or
- * holding another sub-window, adds nothing: what it held lies outside the
- * span. */
+ * room); adds its d and n to P->D and P->N.  The exact window starts in
+ * slice K0 of this sub-window (K0 = SHMT_AN_SLICES: before it): adds to
+ * P->Dw what d grew by since the mark of slice K0 (the whole d when there
+ * is no valid mark), and to P->Nw the requests after the mark of slice
+ * K0 + 1 (all of them when K0 = SHMT_AN_SLICES).  A summary being
+ * cleared, or holding another sub-window, adds nothing: what it held lies
+ * outside the span. */
 static int
 sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    struct cand *scratch, struct cmap *m, uint64_t *D, uint64_t *N)
+    uint32_t k0, struct cand *scratch, struct cmap *m, struct sum_part *P)
 {
 	for (int tries = 0; tries < 4; tries++) {
 		uint64_t v1 = __atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE), d, n;
+		uint64_t sl, md = 0, mn, dw, nw;
 		uint32_t k = 0;
 		int rc;
 
@@ -666,14 +814,37 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		 * did meanwhile. */
 		d = __atomic_load_n(&s->am_d, __ATOMIC_ACQUIRE);
 		n = __atomic_load_n(&s->am_n, __ATOMIC_ACQUIRE);
+		/* A mark is taken before the requests of its slice; the marks
+		 * are read after d and n, so a mark newer than them only
+		 * lowers what they add below, and a mark over them (a
+		 * damaged summary) is not used. */
+		sl = __atomic_load_n(&s->am_slice, __ATOMIC_ACQUIRE);
+		dw = d;
+		nw = k0 >= SHMT_AN_SLICES ? n : 0;
+		if (k0 < SHMT_AN_SLICES && sl < SHMT_AN_SLICES) {
+			if (k0 >= 1 && k0 <= sl)
+				md = __atomic_load_n(&s->am_mark_d[k0 - 1],
+				    __ATOMIC_ACQUIRE);
+			if (k0 > sl)
+				dw = 0;         /* nothing from slice k0 on */
+			else if (md <= d)
+				dw = d - md;
+			if (k0 + 1 <= sl) {
+				mn = __atomic_load_n(&s->am_mark_n[k0],
+				    __ATOMIC_ACQUIRE);
+				nw = mn <= n ? n - mn : 0;
+			}
+		}
 		if (__atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE) != v1)
 			continue;
 		for (uint32_t j = 0; j < k; j++)
 			if (scratch[j].lower > d && (rc = cmap_add(m,
 			    scratch[j].hash, scratch[j].lower - d)) != 0)
 				return rc;
-		*D += d;
-		*N += n;
+		P->D += d;
+		P->N += n;
+		P->Dw += dw;
+		P->Nw += nw;
 		return 0;
 	}
 	return 0;
@@ -710,7 +881,8 @@ SHMT_EXPORT int
 shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 {
 	const struct shmt_an *an = h != NULL ? h->an : NULL;
-	uint64_t now, i, D = 0, N = 0, Nold = 0, Nwin, hot = 0;
+	uint64_t now, i, D = 0, N = 0, Dw = 0, Nwin, hot = 0;
+	struct sum_part part = { 0, 0, 0, 0 };
 	struct cand *scratch;
 	struct cmap m;
 	int rc = 0;
@@ -735,30 +907,39 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 	now = shmt__now(h);
 	i = shmt__tile_of(now, an->window, an->subw);
 	for (uint64_t k = 0; k <= an->subw && rc == 0; k++) {
-		uint64_t id = i - k, before = N;
+		uint64_t id = i - k;
+		uint32_t k0 = SHMT_AN_SLICES;
 
 		if (k > i)
 			break;
+		/* The oldest: the exact window starts in its slice k0
+		 * (start(i - subw) = start(i) - W <= now - W). */
+		if (k == an->subw)
+			k0 = slice_of(shmt__tile_start(id, an->window, an->subw),
+			    shmt__tile_start(id + 1, an->window, an->subw),
+			    now - an->window);
 		for (uint32_t p = 0; p < an->stripes && rc == 0; p++)
 			rc = sum_read(an, sum_at(an, (uint32_t)(id % an->rings), p),
-			    id, scratch, &m, &D, &N);
-		if (k == an->subw)
-			Nold = N - before;
+			    id, k0, scratch, &m, &part);
 	}
+	D = part.D;
+	N = part.N;
+	Dw = part.Dw;
+	Nwin = part.Nw;
 	free(scratch);
 	if (rc != 0) {
 		free(m.e);
 		return rc;
 	}
-	/* The oldest sub-window may lie partly before the exact window: only
-	 * the others' requests are certainly in it. */
-	Nwin = N - Nold;
+	/* A key's requests from the start of slice k0 of the oldest
+	 * sub-window on (which holds the exact window) are at most
+	 * lower + Dw; Nwin requests are certainly in the exact window. */
 	for (uint64_t k = 0; k < m.cap; k++) {
 		struct cand *c = &m.e[k];
 
 		if (!c->used)
 			continue;
-		if ((c->lower + D) * 1000000.0 > (double)an->ppm * (double)Nwin)
+		if ((c->lower + Dw) * 1000000.0 > (double)an->ppm * (double)Nwin)
 			m.e[hot++] = *c;
 	}
 	qsort(m.e, hot, sizeof(*m.e), cand_cmp);
@@ -784,8 +965,9 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 		info->total = N;
 		info->total_window = Nwin;
 		info->error = D;
+		info->error_window = Dw;
 		info->threshold_ppm = an->ppm;
-		info->certified = D * 1000000.0 <= (double)an->ppm * (double)Nwin;
+		info->certified = Dw * 1000000.0 <= (double)an->ppm * (double)Nwin;
 		info->stripes = an->stripes;
 		info->counters = an->cap;
 		info->probe = an->probe;

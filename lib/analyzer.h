@@ -13,15 +13,18 @@
  * summaries (sub-window r % rings, stripe p), then the name table.
  *
  *   owner    u64 (pid << 32 | handle uid), 0: free; u64 start time
- *   summary  [header line: am_ver, am_id, am_d, am_n]
- *            [groups x {probe u16 tags, probe u64 counts} on whole lines]
+ *   summary  [header line: am_ver, am_id, am_d, am_n, am_slice, marks]
+ *            [groups x {probe u16 tags, probe u64 counts, hint, floor}
+ *             on whole lines]
  *            [groups x probe u64 hashes]
  *   name     {an_hash, an_klen, an_kind, an_kept, an_check, an_bytes[40]}
  *
- * A key's counters are one group: probe counters whose tags (the top 16
- * bits of their keys' hashes) and counts lie on one or two cache lines
- * (probe 12: exactly one aligned 128-byte pair), so a request that misses
- * reads those and nothing else; a hash is read only when a tag matches.
+ * A key's counters are one group: probe counters (as many as a summary
+ * holds, up to SHMT_AN_PROBE_MAX; the default 1 MiB gives one group of 128
+ * per summary) whose tags (the top 16 bits of their keys' hashes) are
+ * compared sixteen at a time, so a request that misses reads the tags, its
+ * group's header words and nothing else; a count and a hash are read only
+ * when a tag matches.
  *
  * A summary is written by the one thread that owns its stripe, so its
  * words change by plain atomic stores.  am_id is the full sub-window
@@ -40,16 +43,26 @@ struct shmt_an_owner {
 	uint64_t ao_start;
 };
 
+/* A sub-window is cut into SHMT_AN_SLICES slices of time; a summary marks
+ * d and n as they were when its first request of each slice came: slice k
+ * of sub-window [S, E) starts at S + floor(k (E - S) / SHMT_AN_SLICES). */
+#define SHMT_AN_SLICES 6U
+
 struct shmt_an_sum {
 	uint64_t am_ver;
 	uint64_t am_id;
 	uint64_t am_d;
 	uint64_t am_n;
-	uint64_t am_pad[12];     /* the header has a 128-byte line to itself */
+	uint64_t am_slice;       /* marks 1 .. am_slice are set */
+	uint64_t am_mark_d[SHMT_AN_SLICES - 1];  /* [k - 1]: d at slice k */
+	uint64_t am_mark_n[SHMT_AN_SLICES - 1];  /* [k - 1]: n at slice k */
+	uint64_t am_pad[1];      /* the header has a 128-byte line to itself */
 };
+_Static_assert(sizeof(struct shmt_an_sum) == 128, "a header is one line");
 
 #define SHMT_AN_TAG_SHIFT 48    /* a tag is hash >> 48 */
-#define SHMT_AN_PROBE_STEP 4U   /* probe is a multiple of this */
+#define SHMT_AN_PROBE_STEP 8U   /* probe is a multiple of this */
+#define SHMT_AN_PROBE_MAX 128U  /* and at most this */
 
 #define SHMT_AN_CLIENT_BIT (1ULL << 63)
 

@@ -77,8 +77,8 @@ shmt__format_word(void)
 		sizeof(struct shmt_shard), offsetof(struct shmt_shard, ds_seq),
 		sizeof(struct shmt_item), sizeof(struct shmt_fblock),
 		sizeof(struct shmt_an_owner), sizeof(struct shmt_an_sum),
-		SHMT_AN_TAG_SHIFT, SHMT_AN_PROBE_STEP,
-		    sizeof(struct shmt_an_name),
+		SHMT_AN_TAG_SHIFT, SHMT_AN_PROBE_STEP, SHMT_AN_PROBE_MAX,
+		SHMT_AN_SLICES, sizeof(struct shmt_an_name),
 		SHMT_AN_STRIPES, SHMT_ORDER_MAX,
 	};
 

@@ -19,3 +19,7 @@ shmt_add_test(test_analyzer_live SOURCES test_analyzer_live.c
 # sub-window count does not divide.
 shmt_add_test(test_analyzer_edges SOURCES test_analyzer_edges.c
   LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+# Traces aimed with the secret known: filled groups, the oldest sub-window,
+# edge bursts, a moving hot key; every answer must be certified.
+shmt_add_test(test_analyzer_exact SOURCES test_analyzer_exact.c
+  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)

@@ -16,6 +16,8 @@
  */
 #include "test_analyzer_util.h"
 
+#include "analyzer.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +64,7 @@ static void
 ad_exact(const struct ta_conf *c, uint64_t seed)
 {
 	struct ta_run r;
-	uint32_t cls[64];
+	uint32_t cls[SHMT_AN_PROBE_MAX + 8];
 
 	ta_open(&r, c, "key at floor(x N) + 1", TA_SEC, seed);
 	ad_start(&r);
@@ -77,7 +79,7 @@ ad_exact(const struct ta_conf *c, uint64_t seed)
 		assert_true(t != NULL && is_hot != NULL);
 		if (order == AD_COLLIDING) {
 			ncls = ta_collide(r.counters / r.probe, TA_COLD, TA_IDS, cls,
-			    r.probe + 8 < 64 ? r.probe + 8 : 64);
+			    r.probe + 8);
 			assert_true(ncls > r.probe);
 			hot_id = cls[--ncls];
 		}
@@ -156,7 +158,9 @@ ad_rotate(struct ta_run *r, const uint32_t *ids, uint32_t k, uint32_t hot_id,
 
 	r->must_certify = 1;
 	for (uint32_t s = 0; s < 3 * c->subw; s++, t += r->w) {
-		uint64_t n = ad_rate();
+		/* Enough turns per sub-window to fill the group and step d,
+		 * whatever the build's scale and the group's size. */
+		uint64_t n = ad_rate() > 3ULL * k ? ad_rate() : 3ULL * k;
 
 		for (uint64_t j = 0; j < n; j++) {
 			uint64_t at = t + j * (r->w / n);
@@ -193,7 +197,7 @@ ad_collide(const struct ta_conf *c, uint64_t seed)
 {
 	for (int with_hot = 0; with_hot < 2; with_hot++) {
 		struct ta_run r;
-		uint32_t cls[128], n;
+		uint32_t cls[SHMT_AN_PROBE_MAX + 8], n;
 
 		ta_open(&r, c, with_hot ? "probe + 1 colliding keys and a hot one" :
 		    "probe + 1 colliding keys", TA_SEC, seed);

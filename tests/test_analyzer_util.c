@@ -350,6 +350,13 @@ ta_check_key(struct ta_run *r, const shmt_top_info_t *info, int k)
 		TA_FAIL(r, "key %ld listed with upper %" PRIu64 ", not over the "
 		    "threshold of %" PRIu64 " requests", id, o->upper,
 		    info->total_window);
+	/* The false-positive bound: more than the threshold of total_window,
+	 * less error, requests in the span. */
+	if ((double)(f + info->error) * 1e6 <=
+	    (double)info->threshold_ppm * (double)info->total_window)
+		TA_FAIL(r, "key %ld listed with %" PRIu64 " requests in the span, "
+		    "not over the threshold of %" PRIu64 " less error %" PRIu64,
+		    id, f, info->total_window, info->error);
 	kl = ta_key((uint32_t)id, key);
 	if (o->kept > 0 && (o->klen != kl || o->kept > o->klen ||
 	    memcmp(o->key, key, o->kept) != 0))
@@ -408,10 +415,14 @@ ta_query(struct ta_run *r)
 	if (info.total_window > nwin)
 		TA_FAIL(r, "total_window %" PRIu64 ", the exact window had %"
 		    PRIu64, info.total_window, nwin);
+	if (info.error_window > info.error)
+		TA_FAIL(r, "error_window %" PRIu64 " over error %" PRIu64,
+		    info.error_window, info.error);
 	if (info.error * (uint64_t)(r->probe + 1) > info.total)
 		TA_FAIL(r, "error %" PRIu64 " over total / (probe + 1) = %"
 		    PRIu64 " / %u", info.error, info.total, r->probe + 1);
-	if (r->must_certify && !info.certified)
+	if ((r->must_certify || (r->certify_at != NULL &&
+	    r->certify_at(r, now))) && !info.certified)
 		TA_FAIL(r, "not certified under steady traffic: error %" PRIu64
 		    ", total %" PRIu64 ", total_window %" PRIu64, info.error,
 		    info.total, info.total_window);
@@ -437,13 +448,25 @@ ta_query(struct ta_run *r)
 				    id, r->cnt_span[id], nspan, info.error);
 		}
 		/* A key left out had at most max(error, the threshold of
-		 * total_window) requests in the span (the header's bound). */
+		 * total_window + error - error_window) requests in the span,
+		 * and at most max(error_window, the threshold of
+		 * total_window) in the exact window (the header's bounds). */
 		if (!r->seen[id] && r->cnt_span[id] > info.error &&
-		    ta_over(r->cnt_span[id], info.total_window, c->ppm))
+		    (double)r->cnt_span[id] * 1e6 > (double)c->ppm *
+		    (double)info.total_window +
+		    (double)(info.error - info.error_window) * 1e6)
 			TA_FAIL(r, "key %u left out with %u requests in the span, "
 			    "over error %" PRIu64 " and over the threshold of "
-			    "total_window %" PRIu64, id, r->cnt_span[id],
-			    info.error, info.total_window);
+			    "total_window %" PRIu64 " + error - error_window %"
+			    PRIu64, id, r->cnt_span[id], info.error,
+			    info.total_window, info.error_window);
+		if (!r->seen[id] && r->cnt_win[id] > info.error_window &&
+		    ta_over(r->cnt_win[id], info.total_window, c->ppm))
+			TA_FAIL(r, "key %u left out with %u requests in the exact "
+			    "window, over error_window %" PRIu64 " and over the "
+			    "threshold of total_window %" PRIu64, id,
+			    r->cnt_win[id], info.error_window,
+			    info.total_window);
 		if (!r->seen[id] && r->cnt_span[id] > info.error)
 			r->left_over_error++;
 		if (info.certified && ta_over(r->cnt_win[id], nwin, c->ppm)) {

@@ -71,6 +71,8 @@ struct ta_run {
 	shmt_hotkey_t *out;
 	size_t outcap;
 	int must_certify;      /* the traffic is steady: certified always */
+	/* Or: certified at the moments this says (may be NULL). */
+	int (*certify_at)(const struct ta_run *r, uint64_t now);
 	uint64_t rs;           /* the scenario's random state */
 	uint64_t last_q;       /* time of the last query */
 	uint64_t next_rand_q;  /* a random moment in the current sub-window */

@@ -961,13 +961,29 @@ SHMT_EXPORT int shmt_count(shmt_t *h, const void *key, size_t klen,
  * missing time, less than W / n rounded up (span_end_ns - span_start_ns <
  * W + ceil(W / n)).  For each key it gives bounds lower <= true count <=
  * upper over the covered span; a key missing from every summary had at most
- * `error` requests, and error <= N / (probe + 1) with probe >= 1.2 /
- * threshold, so below the threshold: every key over the threshold in the
- * covered span is reported, always.  The newest n sub-windows lie inside
+ * `error` requests, and error <= N / (probe + 1) on every trace (the groups
+ * are as large as a summary allows, up to 128 counters: one group of 128
+ * with the default 1 MiB, N / 129), with probe >= 1.2 / threshold, so below
+ * the threshold: every key over the threshold in the covered span is
+ * reported, always.  The newest n sub-windows lie inside
  * the exact window (total_window counts their requests); the answer lists
  * every key whose upper bound is over the threshold of total_window, so it
  * holds every key over the threshold of the exact window whenever error
- * itself is under that threshold, and says so in `certified`.
+ * itself is under that threshold, and says so in `certified`.  Each
+ * sub-window is cut in 6 slices, and a summary marks its offset and count
+ * at the first request of each slice: from the oldest sub-window only its
+ * offset's growth since the slice where the exact window starts counts
+ * against the exact window (error_window), and its requests after that
+ * slice count in total_window.  error_window <= error <= N / (probe + 1),
+ * so an answer is certified whenever the oldest sub-window holds at most
+ * 1 - 1 / (threshold x (probe + 1)) of the span's requests (92.2% with the
+ * defaults); past that, only when the oldest sub-window's part from the
+ * slice holding now - W on (each slice at most W / (6 n) long, 833 ms by
+ * default) stepped its offsets by more than the threshold of total_window
+ * less the newest offsets (each such step drops one of that part's
+ * requests).  A burst wholly before that slice costs nothing.  A listed key had more than threshold
+ * x total_window - error_window requests in the span.  A request whose
+ * thread's clock is behind its stripe's counts at the stripe's time.
  * Keys are told apart by a 64-bit hash: the bounds could only be wrong for
  * two distinct keys with the same 64-bit hash (about n^2 / 2^65 for n keys).
  * A process killed in the middle of an update leaves bounds that hold.
@@ -1003,17 +1019,23 @@ typedef struct shmt_top_info {
 	                          * key in no summary had at most this many
 	                          * requests in the span.  A key absent from
 	                          * the answer had at most max(error,
-	                          * threshold_ppm x total_window / 10^6) of
-	                          * them: either it is in no summary, or its
-	                          * upper bound (lower + error, at least its
-	                          * true count) was not over that threshold;
-	                          * candidates under the threshold are left
-	                          * out even when their count exceeds error.
-	                          * With certified = 1, error is under the
-	                          * threshold, so the bound is the threshold. */
+	                          * threshold_ppm x total_window / 10^6 +
+	                          * error - error_window) of them: either it
+	                          * is in no summary, or lower + error_window
+	                          * was not over that threshold; candidates
+	                          * under it are left out even when their
+	                          * count exceeds error. */
+	uint64_t error_window;   /* at most error: a key in no summary had at
+	                          * most this many requests in the exact
+	                          * window, and any key at most its lower
+	                          * bound plus this; a key absent from the
+	                          * answer had at most max(error_window,
+	                          * threshold_ppm x total_window / 10^6) */
 	uint32_t threshold_ppm;
 	int certified;           /* every key with more than the threshold of
-	                          * the exact window's requests is listed */
+	                          * the exact window's requests is listed
+	                          * (error_window is not over the threshold
+	                          * of total_window) */
 	uint32_t stripes;         /* writer stripes (summaries per sub-window) */
 	uint32_t counters, probe; /* counters per summary, per group */
 	uint64_t memory_bytes;   /* fixed at creation */
