@@ -15,6 +15,7 @@
 #include "analyzer.h"
 #include "dict.h"
 #include "limiter.h"
+#include "fork.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -442,6 +443,7 @@ handle_new(const char *name, char *base, uint64_t size,
 	h->slot = UINT32_MAX;
 	h->fd = -1;
 	h->pid = getpid();
+	shmt__fork_attach(h);
 	snprintf(h->name, sizeof(h->name), "%s", name);
 	return h;
 }
