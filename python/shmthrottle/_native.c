@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static PyObject *Error, *SegmentError, *DamagedError, *TableFullError,
     *LockedError;
@@ -665,7 +666,35 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 	return res;
 }
 
+/* _bench_c(limiter, n) -> ns per call of shmt_try_use_key, timed in C: the
+ * reference the bench compares the Python call with. */
+static PyObject *
+Segment_bench_c(SegmentObject *self, PyObject *args)
+{
+	const char *name;
+	unsigned long long n, granted = 0;
+	struct timespec a, b;
+
+	if (!PyArg_ParseTuple(args, "sK:_bench_c", &name, &n))
+		return NULL;
+	if (check_open(self) != 0 || n == 0)
+		return check_open(self) != 0 ? NULL :
+		    (PyErr_SetString(PyExc_ValueError, "n must be > 0"), NULL);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (unsigned long long i = 0; i < n; i++) {
+		int rc = shmt_try_use_key(self->h, name);
+
+		if (rc < 0)
+			return raise_rc(rc, name);
+		granted += (unsigned long long)rc;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return Py_BuildValue("(dK)", ((double)(b.tv_sec - a.tv_sec) * 1e9 +
+	    (double)(b.tv_nsec - a.tv_nsec)) / (double)n, granted);
+}
+
 static PyMethodDef Segment_methods[] = {
+	{ "_bench_c", (PyCFunction)Segment_bench_c, METH_VARARGS, NULL },
 	{ "close", (PyCFunction)Segment_close, METH_NOARGS,
 	  "close()\n--\n\nRelease the process slot and unmap the segment." },
 	{ "__enter__", (PyCFunction)Segment_enter, METH_NOARGS, NULL },
