@@ -141,7 +141,8 @@ def test_damaged_segment_is_a_damaged_error(make_segment):
         f.write(hdr)
     with pytest.raises(shmthrottle.Error) as ei:
         shmthrottle.Segment(name)
-    assert type(ei.value) in (shmthrottle.DamagedError, shmthrottle.SegmentError)
+    assert type(ei.value) is shmthrottle.DamagedError
+    assert ei.value.errno == 3104 and "corrupt" in ei.value.strerror
 
 
 def test_try_use_shared(seg):
