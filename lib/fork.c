@@ -23,9 +23,8 @@ static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
 static void
 fork_child(void)
 {
-	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-
-	fork_mu = fresh;
+	/* Another thread of the parent may have held it at the fork. */
+	(void)pthread_mutex_init(&fork_mu, NULL);
 	__atomic_add_fetch(&shmt__fork_generation, 1, __ATOMIC_RELEASE);
 }
 

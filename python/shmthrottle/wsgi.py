@@ -38,16 +38,7 @@ class RateLimit:
 
     def _limits(self):
         if self._info is None:
-            for row in self.segment.limiters():
-                if row["name"] == self.limiter:
-                    break
-            else:
-                raise shmthrottle.Error(2, "no such limiter: " + self.limiter)
-            window = row["window_ns"] / 1e9
-            reset = max(1, math.ceil((row["window_ns"] + row["slack_ns"]) / 1e9))
-            policy = "%d;w=%s" % (row["limit"], _num(window))
-            self._info = (row["clients"] is not None, str(row["limit"]),
-                          str(reset), policy)
+            self._info = _limits(self.segment, self.limiter)
         return self._info
 
     def __call__(self, environ, start_response):
@@ -78,6 +69,19 @@ class RateLimit:
                 return start_response(status, headers, exc_info)
             return start_response(status, headers)
         return self.app(environ, start)
+
+
+def _limits(segment, limiter):
+    """(per_client, limit, reset, policy) of LIMITER, as header values."""
+    for row in segment.limiters():
+        if row["name"] == limiter:
+            break
+    else:
+        raise shmthrottle.Error(2, "no such limiter: " + limiter)
+    window = row["window_ns"] / 1e9
+    reset = max(1, math.ceil((row["window_ns"] + row["slack_ns"]) / 1e9))
+    policy = "%d;w=%s" % (row["limit"], _num(window))
+    return (row["clients"] is not None, str(row["limit"]), str(reset), policy)
 
 
 def _remote_addr(environ):

@@ -356,3 +356,38 @@ def test_handle_used_after_fork(seg):
     assert n == before + 1                      # the child's own slot
     assert seg.stat()["slots"]["in_use"] == before   # released by its close
     assert seg.limiters()[0]["grants"] == 1
+
+
+def _asgi_call(app, host, path="/"):
+    import asyncio
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(msg):
+        sent.append(msg)
+    scope = {"type": "http", "path": path, "client": (host, 1234),
+             "headers": []}
+    asyncio.run(app(scope, receive, send))
+    start = sent[0]
+    return start["status"], {k.decode(): v.decode()
+                             for k, v in start["headers"]}, sent[1]["body"]
+
+
+def test_asgi_middleware(seg):
+    from shmthrottle.asgi import RateLimit
+
+    async def inner(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+    app = RateLimit(inner, "pc", segment=seg)
+    got = [_asgi_call(app, "10.0.0.1") for _ in range(4)]
+    assert [g[0] for g in got] == [200, 200, 200, 429]
+    assert got[0][1]["ratelimit-limit"] == "3" and got[0][2] == b"ok"
+    h = got[3][1]
+    assert h["retry-after"] == h["ratelimit-reset"] == "3601"   # 1 h + 1 s
+    assert h["ratelimit-remaining"] == "0"
+    assert h["ratelimit-policy"] == "3;w=3600"
+    assert _asgi_call(app, "10.0.0.2")[0] == 200                # another client
