@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +246,60 @@ test_children_keep_the_limit(void **state)
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
+/* Threads of the child racing on the handle's first call: one reattaches,
+ * every call is answered, and the child holds exactly one slot. */
+#define FK_THREADS 4
+static void *
+fk_thread(void *arg)
+{
+	shmt_t *h = arg;
+
+	for (int i = 0; i < 20; i++)
+		if (shmt_try_use_key(h, "l") < 0)
+			return (void *)1;
+	return NULL;
+}
+
+static void
+test_threads_race_in_child(void **state)
+{
+	struct tu_clock clk = { 1 };
+	shmt_segment_stat_t st;
+	char seg[96];
+	shmt_t *h;
+	pid_t pid;
+
+	(void)state;
+	h = fk_make(seg, sizeof(seg), 16, &clk);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pthread_t t[FK_THREADS];
+		void *ret;
+		int bad = 0;
+
+		for (int i = 0; i < FK_THREADS; i++)
+			if (pthread_create(&t[i], NULL, fk_thread, h) != 0)
+				_exit(1);
+		for (int i = 0; i < FK_THREADS; i++) {
+			pthread_join(t[i], &ret);
+			bad |= ret != NULL;
+		}
+		if (bad)
+			_exit(2);
+		if (shmt__slot_held_by(h, getpid()) != 1)
+			_exit(3);
+		if (shmt_segment_stat(h, &st) != 0 || st.slots != 2)
+			_exit(4);
+		shmt_close(h);
+		_exit(0);
+	}
+	assert_int_equal(fk_wait(pid), 0);
+	assert_int_equal(shmt_try_use_key(h, "l"), 1);   /* 80 of 100 taken */
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 int
 main(void)
 {
@@ -253,6 +308,7 @@ main(void)
 		cmocka_unit_test_teardown(test_grandchild_and_dict, tu_sweep),
 		cmocka_unit_test_teardown(test_no_slot, tu_sweep),
 		cmocka_unit_test_teardown(test_children_keep_the_limit, tu_sweep),
+		cmocka_unit_test_teardown(test_threads_race_in_child, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
