@@ -96,6 +96,7 @@
 
 #include "dict.h"
 #include "tiles.h"
+#include "fork.h"
 
 #include <ck_pr.h>
 #include <errno.h>
@@ -889,6 +890,7 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 
 	if (h == NULL || (out == NULL && cap != 0))
 		return -EINVAL;
+	SHMT_FORK_CHECK(h);
 	if (an == NULL)
 		return -ENODEV;
 	m.cap = pow2_floor((uint64_t)an->rings * an->stripes * an->cap) * 2;

@@ -9,6 +9,7 @@
 
 #include "analyzer.h"
 #include "tiles.h"
+#include "fork.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,7 @@ dict_put(shmt_t *h, const void *key, size_t klen, const void *val,
 
 	if (h == NULL)
 		return -EINVAL;
+	SHMT_FORK_CHECK(h);
 	if ((rc = key_check(key, klen)) != 0)
 		return rc;
 	if (vlen > SHMT_VALUE_MAX)
@@ -166,6 +168,7 @@ lock_key(shmt_t *h, const struct shmt_store *st, const void *key, size_t klen,
 
 	if (h == NULL)
 		return -EINVAL;
+	SHMT_FORK_CHECK(h);
 	if ((rc = key_check(key, klen)) != 0)
 		return rc;
 	if (st == NULL || st->shards == 0)
@@ -287,6 +290,7 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 
 	if (h == NULL || vlen == NULL || (buf == NULL && cap != 0))
 		return -EINVAL;
+	SHMT_FORK_CHECK(h);
 	if ((rc = key_check(key, klen)) != 0)
 		return rc;
 	if (st == NULL || st->shards == 0)
@@ -413,6 +417,7 @@ shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf, size_t kcap,
 	if (h == NULL || cursor == NULL || klen == NULL ||
 	    (kbuf == NULL && kcap != 0))
 		return -EINVAL;
+	SHMT_FORK_CHECK(h);
 	if (st == NULL || st->shards == 0)
 		return -ENODEV;
 	/* Cursor: shard (12 bits) | bucket (32 bits) | position (20 bits). */

@@ -130,6 +130,7 @@
 #include "analyzer.h"
 #include "atomic128.h"
 #include "dict.h"
+#include "fork.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -594,6 +595,7 @@ lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
 
 	if (h == NULL)
 		return -EINVAL;
+	SHMT_FORK_CHECK(h);
 	if (lim_last.uid == h->uid && name != NULL &&
 	    name_is(lim_last.v->name, name)) {
 		*out = lim_last.v;

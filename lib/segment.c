@@ -16,6 +16,7 @@
 #include "analyzer.h"
 #include "dict.h"
 #include "limiter.h"
+#include "fork.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -100,6 +101,7 @@ handle_new(const char *name, char *base, uint64_t size,
 	h->slot = UINT32_MAX;
 	h->fd = -1;
 	h->pid = shmt__env_pid();
+	shmt__fork_attach(h);
 	snprintf(h->name, sizeof(h->name), "%s", name);
 	return h;
 }

@@ -158,6 +158,7 @@ struct shmt {
 	/* Trusted geometry of the analyzer (analyzer.c); NULL: none. */
 	struct shmt_an *an;
 	uint32_t uid;                 /* tells handles apart in stripe owners */
+	unsigned fork_gen;            /* fork generation attached in (fork.c) */
 };
 
 /* Private API of the segment module. */

@@ -317,6 +317,23 @@ SHMT_EXPORT int shmt_open_opts(const char *name, const shmt_open_opts_t *opts,
 SHMT_EXPORT void shmt_close(shmt_t *h);
 
 /*
+ * Handles and fork(): a handle opened before fork() may be used in the
+ * child.  Its next call there (any call that takes a limiter, the
+ * dictionary, the counters or the analyzer) notices the fork without a
+ * system call (a generation counter bumped by a pthread_atfork child
+ * handler, compared with the handle's) and transparently reattaches: the
+ * handle claims a process slot of its own under the child's pid and goes
+ * on; the parent's slot stays the parent's, and shmt_close in the child
+ * never releases it.  When no slot is free, that call returns SHMT_ENOSLOT
+ * and changes nothing; the next call tries again.  A kill -9 of the child
+ * after it reattached leaves a stale slot, like any process (see Caveats).
+ * Threads of the child may race on the first call: one reattaches, the
+ * others wait for it.  Only the thread that called fork() exists in the
+ * child, so a call on the handle that was in progress in another thread
+ * of the parent is simply absent there.
+ */
+
+/*
  * shmt_unlink: remove the name NAME.  Processes attached keep their mapping
  * until they close.  Errors: -EINVAL, -ENAMETOOLONG, -ENOENT, -EACCES.
  */

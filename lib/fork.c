@@ -1,0 +1,63 @@
+/*
+ * fork.c: a handle used in a child after fork() takes the child's own slot.
+ *
+ * fork() copies the handle with the parent's slot, pid and analyzer stripe
+ * ownership.  The child handler below only bumps a counter (it runs in the
+ * one thread of the new child, so anything more would be at risk).  The
+ * next call on a handle stamped with an older generation claims a fresh
+ * slot under the child's pid and restamps the handle; the parent's slot is
+ * left to the parent.  Threads of the child that race on one handle
+ * serialise on a mutex that the child handler reinitialises.
+ */
+#include "fork.h"
+
+#include "env.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
+
+unsigned shmt__fork_generation;
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+fork_child(void)
+{
+	/* Another thread of the parent may have held it at the fork. */
+	(void)pthread_mutex_init(&fork_mu, NULL);
+	__atomic_add_fetch(&shmt__fork_generation, 1, __ATOMIC_RELEASE);
+}
+
+static void
+fork_register(void)
+{
+	(void)pthread_atfork(NULL, NULL, fork_child);
+}
+
+void
+shmt__fork_attach(shmt_t *h)
+{
+	(void)pthread_once(&fork_once, fork_register);
+	h->fork_gen = __atomic_load_n(&shmt__fork_generation, __ATOMIC_ACQUIRE);
+}
+
+int
+shmt__fork_reattach(shmt_t *h)
+{
+	unsigned gen = __atomic_load_n(&shmt__fork_generation, __ATOMIC_ACQUIRE);
+	int rc = 0;
+
+	pthread_mutex_lock(&fork_mu);
+	if (__atomic_load_n(&h->fork_gen, __ATOMIC_ACQUIRE) != gen) {
+		/* The slot and pid were the parent's: never release them. */
+		h->pid = shmt__env_pid();
+		h->slot = UINT32_MAX;
+		rc = shmt__slot_claim(h);
+		if (rc == 0)
+			__atomic_store_n(&h->fork_gen, gen, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&fork_mu);
+	return rc;
+}

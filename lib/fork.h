@@ -1,0 +1,35 @@
+/*
+ * fork.h: handles carried across fork() (fork.c).
+ *
+ * A pthread_atfork child handler bumps a process-wide fork generation; each
+ * handle remembers the generation it was attached in.  The entry points
+ * compare the two (two loads, no system call) and, on a mismatch, give the
+ * handle the child's own process slot before going on.
+ */
+#ifndef SHMT_FORK_H
+#define SHMT_FORK_H
+
+#include "segment.h"
+
+extern unsigned shmt__fork_generation;
+
+/* At attach: register the atfork handler (once) and stamp H. */
+void shmt__fork_attach(shmt_t *h);
+/* Slow path of SHMT_FORK_CHECK: reattach H in this process. */
+int shmt__fork_reattach(shmt_t *h);
+
+static inline int
+shmt__fork_check(shmt_t *h)
+{
+	if (__builtin_expect(h != NULL &&
+	    __atomic_load_n(&h->fork_gen, __ATOMIC_ACQUIRE) !=
+	    __atomic_load_n(&shmt__fork_generation, __ATOMIC_RELAXED), 0))
+		return shmt__fork_reattach(h);
+	return 0;
+}
+
+/* At the top of an entry point that returns an int error. */
+#define SHMT_FORK_CHECK(h) do { int fork_rc_ = shmt__fork_check(h); \
+	if (fork_rc_ != 0) return fork_rc_; } while (0)
+
+#endif

@@ -1,0 +1,868 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmthrottle._native: the CPython binding of libshmthrottle.
+ *
+ * One type, Segment, wraps a handle.  Every call runs with the GIL held
+ * (they are short and never sleep), so close() cannot free the handle under
+ * a call in another thread.  The pure-Python package (__init__.py) adds the
+ * dictionary mapping, named tuples and dicts on top of these methods.
+ * Errors become shmthrottle.Error (an OSError) or one of its subclasses,
+ * with errno set to the negated library code and the library's message.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "shmthrottle.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static PyObject *Error, *SegmentError, *DamagedError, *TableFullError,
+    *LockedError;
+
+typedef struct {
+	PyObject_HEAD
+	shmt_t *h;
+} SegmentObject;
+
+/* Raise the exception that fits library code RC (< 0). */
+static PyObject *
+raise_rc(int rc, const char *what)
+{
+	PyObject *cls = Error, *args;
+	char msg[512];
+
+	switch (rc) {
+	case SHMT_EMAGIC: case SHMT_EFORMAT: case SHMT_ESIZE:
+	case SHMT_ENOTREG: case SHMT_EUNTRUSTED:
+		cls = SegmentError;
+		break;
+	case SHMT_ECORRUPT: case SHMT_EBUSYLOOP:
+		cls = DamagedError;
+		break;
+	case SHMT_ENOSLOT:
+		cls = TableFullError;
+		break;
+	case SHMT_ELOCKED:
+		cls = LockedError;
+		break;
+	default:
+		break;
+	}
+	if (what != NULL)
+		snprintf(msg, sizeof(msg), "%s: %s", what, shmt_strerror(rc));
+	else
+		snprintf(msg, sizeof(msg), "%s", shmt_strerror(rc));
+	args = Py_BuildValue("(is)", -rc, msg);
+	if (args != NULL) {
+		PyErr_SetObject(cls, args);
+		Py_DECREF(args);
+	}
+	return NULL;
+}
+
+static int
+check_open(SegmentObject *self)
+{
+	if (self->h == NULL) {
+		PyErr_SetString(PyExc_ValueError, "operation on a closed Segment");
+		return -1;
+	}
+	return 0;
+}
+
+/* The bytes of OBJ (str as UTF-8, or any bytes-like object).  *VIEW is
+ * filled when a buffer was taken (release it with PyBuffer_Release). */
+static int
+key_bytes(PyObject *obj, const char **p, Py_ssize_t *n, Py_buffer *view)
+{
+	view->obj = NULL;
+	if (PyUnicode_Check(obj)) {
+		*p = PyUnicode_AsUTF8AndSize(obj, n);
+		return *p == NULL ? -1 : 0;
+	}
+	if (PyBytes_Check(obj)) {
+		*p = PyBytes_AS_STRING(obj);
+		*n = PyBytes_GET_SIZE(obj);
+		return 0;
+	}
+	if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) != 0) {
+		PyErr_Format(PyExc_TypeError,
+		    "expected str or a bytes-like object, not %.100s",
+		    Py_TYPE(obj)->tp_name);
+		return -1;
+	}
+	*p = view->buf;
+	*n = view->len;
+	return 0;
+}
+
+static void
+key_done(Py_buffer *view)
+{
+	if (view->obj != NULL)
+		PyBuffer_Release(view);
+}
+
+static int
+Segment_init(SegmentObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { (char *)"name", NULL };
+	const char *name = NULL;
+	shmt_t *h = NULL;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|z:Segment", kwlist, &name))
+		return -1;
+	if (name == NULL)
+		name = getenv("SHMTHROTTLE_SEGMENT");
+	if (name == NULL || name[0] == '\0')
+		name = SHMT_DEFAULT_SEGMENT;
+	rc = shmt_open(name, &h);
+	if (rc != 0) {
+		PyObject *cls = rc == -ENOENT ? SegmentError : NULL;
+		char msg[300];
+
+		if (cls == NULL) {
+			raise_rc(rc, name);
+			return -1;
+		}
+		snprintf(msg, sizeof(msg), "%s: no such segment (is "
+		    "shmthrottled running, or was it created?)", name);
+		PyObject *a = Py_BuildValue("(is)", ENOENT, msg);
+		if (a != NULL) {
+			PyErr_SetObject(cls, a);
+			Py_DECREF(a);
+		}
+		return -1;
+	}
+	if (self->h != NULL)
+		shmt_close(self->h);
+	self->h = h;
+	return 0;
+}
+
+static void
+Segment_dealloc(SegmentObject *self)
+{
+	if (self->h != NULL)
+		shmt_close(self->h);
+	self->h = NULL;
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+Segment_close(SegmentObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (self->h != NULL)
+		shmt_close(self->h);
+	self->h = NULL;
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+Segment_enter(SegmentObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (check_open(self) != 0)
+		return NULL;
+	Py_INCREF(self);
+	return (PyObject *)self;
+}
+
+static PyObject *
+Segment_exit(SegmentObject *self, PyObject *args)
+{
+	(void)args;
+	return Segment_close(self, NULL);
+}
+
+static PyObject *
+Segment_get_name(SegmentObject *self, void *closure)
+{
+	(void)closure;
+	if (check_open(self) != 0)
+		return NULL;
+	return PyUnicode_FromString(shmt_name(self->h));
+}
+
+static PyObject *
+Segment_get_closed(SegmentObject *self, void *closure)
+{
+	(void)closure;
+	return PyBool_FromLong(self->h == NULL);
+}
+
+/* try_use(limiter, client=None) -> bool */
+static PyObject *
+Segment_try_use(SegmentObject *self, PyObject *const *args, Py_ssize_t nargs,
+    PyObject *kwnames)
+{
+	PyObject *client = Py_None;
+	const char *name, *p;
+	Py_ssize_t n;
+	Py_buffer view;
+	int rc;
+
+	if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+		if (PyTuple_GET_SIZE(kwnames) != 1 || nargs != 1 ||
+		    !PyUnicode_Check(PyTuple_GET_ITEM(kwnames, 0)) ||
+		    PyUnicode_CompareWithASCIIString(
+		    PyTuple_GET_ITEM(kwnames, 0), "client") != 0) {
+			PyErr_SetString(PyExc_TypeError,
+			    "try_use(limiter, client=None)");
+			return NULL;
+		}
+		client = args[1];
+	} else if (nargs == 2) {
+		client = args[1];
+	} else if (nargs != 1) {
+		PyErr_SetString(PyExc_TypeError, "try_use(limiter, client=None)");
+		return NULL;
+	}
+	if (check_open(self) != 0)
+		return NULL;
+	if (!PyUnicode_Check(args[0])) {
+		PyErr_SetString(PyExc_TypeError, "limiter name must be str");
+		return NULL;
+	}
+	if ((name = PyUnicode_AsUTF8(args[0])) == NULL)
+		return NULL;
+	if (client == Py_None) {
+		rc = shmt_try_use_key(self->h, name);
+	} else {
+		if (key_bytes(client, &p, &n, &view) != 0)
+			return NULL;
+		rc = shmt_try_use(self->h, name, p, (size_t)n);
+		key_done(&view);
+	}
+	if (rc < 0)
+		return raise_rc(rc, name);
+	return PyBool_FromLong(rc);
+}
+
+static PyObject *
+Segment_next_key(SegmentObject *self, PyObject *arg)
+{
+	char buf[SHMT_KEYNAME_MAX + 1];
+	const char *name;
+	int rc;
+
+	if (check_open(self) != 0)
+		return NULL;
+	if (!PyUnicode_Check(arg)) {
+		PyErr_SetString(PyExc_TypeError, "limiter name must be str");
+		return NULL;
+	}
+	if ((name = PyUnicode_AsUTF8(arg)) == NULL)
+		return NULL;
+	rc = shmt_next_key(self->h, name, buf, sizeof(buf));
+	if (rc < 0)
+		return raise_rc(rc, name);
+	if (rc == 0)
+		Py_RETURN_NONE;
+	return PyUnicode_DecodeUTF8(buf, (Py_ssize_t)strlen(buf), "replace");
+}
+
+/* _get(key) -> bytes or None */
+static PyObject *
+Segment_get(SegmentObject *self, PyObject *key)
+{
+	char small[256];
+	const char *p;
+	Py_ssize_t n;
+	Py_buffer view;
+	size_t vlen = 0;
+	PyObject *out = NULL;
+	int rc;
+
+	if (check_open(self) != 0 || key_bytes(key, &p, &n, &view) != 0)
+		return NULL;
+	rc = shmt_get(self->h, p, (size_t)n, small, sizeof(small), &vlen);
+	for (int tries = 0; rc == -ERANGE && tries < 8; tries++) {
+		/* Larger than the stack buffer: read into a bytes object of
+		 * the size asked (the value may change between the calls). */
+		Py_CLEAR(out);
+		out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)vlen);
+		if (out == NULL)
+			goto done;
+		rc = shmt_get(self->h, p, (size_t)n, PyBytes_AS_STRING(out),
+		    vlen, &vlen);
+		if (rc == 0 && (Py_ssize_t)vlen != PyBytes_GET_SIZE(out)) {
+			PyObject *cut = PyBytes_FromStringAndSize(
+			    PyBytes_AS_STRING(out), (Py_ssize_t)vlen);
+			Py_SETREF(out, cut);
+		}
+	}
+	if (rc == -ENOENT) {
+		Py_CLEAR(out);
+		out = Py_NewRef(Py_None);
+	} else if (rc < 0) {
+		Py_CLEAR(out);
+		raise_rc(rc, "get");
+	} else if (out == NULL) {
+		out = PyBytes_FromStringAndSize(small, (Py_ssize_t)vlen);
+	}
+done:
+	key_done(&view);
+	return out;
+}
+
+/* _put(key, value, ttl_ms, how): how 0 set, 1 add, 2 replace -> bool */
+static PyObject *
+Segment_put(SegmentObject *self, PyObject *args)
+{
+	PyObject *key, *val;
+	unsigned long long ttl;
+	int how, rc;
+	const char *kp, *vp;
+	Py_ssize_t kn, vn;
+	Py_buffer kv, vv;
+
+	if (!PyArg_ParseTuple(args, "OOKi:_put", &key, &val, &ttl, &how))
+		return NULL;
+	if (check_open(self) != 0 || key_bytes(key, &kp, &kn, &kv) != 0)
+		return NULL;
+	if (key_bytes(val, &vp, &vn, &vv) != 0) {
+		key_done(&kv);
+		return NULL;
+	}
+	if (how == 0)
+		rc = shmt_set(self->h, kp, (size_t)kn, vp, (size_t)vn, ttl);
+	else if (how == 1)
+		rc = shmt_add(self->h, kp, (size_t)kn, vp, (size_t)vn, ttl);
+	else
+		rc = shmt_replace(self->h, kp, (size_t)kn, vp, (size_t)vn, ttl);
+	key_done(&kv);
+	key_done(&vv);
+	if ((how == 1 && rc == -EEXIST) || (how == 2 && rc == -ENOENT))
+		Py_RETURN_FALSE;
+	if (rc < 0)
+		return raise_rc(rc, "set");
+	Py_RETURN_TRUE;
+}
+
+/* _del(key) -> bool */
+static PyObject *
+Segment_del(SegmentObject *self, PyObject *key)
+{
+	const char *p;
+	Py_ssize_t n;
+	Py_buffer view;
+	int rc;
+
+	if (check_open(self) != 0 || key_bytes(key, &p, &n, &view) != 0)
+		return NULL;
+	rc = shmt_del(self->h, p, (size_t)n);
+	key_done(&view);
+	if (rc == -ENOENT)
+		Py_RETURN_FALSE;
+	if (rc < 0)
+		return raise_rc(rc, "delete");
+	Py_RETURN_TRUE;
+}
+
+/* _incr(key, delta) -> int */
+static PyObject *
+Segment_incr(SegmentObject *self, PyObject *args)
+{
+	PyObject *key;
+	long long delta;
+	int64_t result = 0;
+	const char *p;
+	Py_ssize_t n;
+	Py_buffer view;
+	int rc;
+
+	if (!PyArg_ParseTuple(args, "OL:incr", &key, &delta))
+		return NULL;
+	if (check_open(self) != 0 || key_bytes(key, &p, &n, &view) != 0)
+		return NULL;
+	rc = shmt_incr(self->h, p, (size_t)n, (int64_t)delta, &result);
+	key_done(&view);
+	if (rc < 0)
+		return raise_rc(rc, "incr");
+	return PyLong_FromLongLong((long long)result);
+}
+
+/* _keys() -> list of bytes */
+static PyObject *
+Segment_keys(SegmentObject *self, PyObject *unused)
+{
+	char buf[SHMT_KEY_MAX];
+	uint64_t cursor = 0;
+	size_t klen;
+	PyObject *list;
+	int rc;
+
+	(void)unused;
+	if (check_open(self) != 0)
+		return NULL;
+	if ((list = PyList_New(0)) == NULL)
+		return NULL;
+	while ((rc = shmt_dict_next(self->h, &cursor, buf, sizeof(buf),
+	    &klen)) == 1) {
+		PyObject *k = PyBytes_FromStringAndSize(buf, (Py_ssize_t)klen);
+
+		if (k == NULL || PyList_Append(list, k) != 0) {
+			Py_XDECREF(k);
+			Py_DECREF(list);
+			return NULL;
+		}
+		Py_DECREF(k);
+	}
+	if (rc < 0) {
+		Py_DECREF(list);
+		return raise_rc(rc, "keys");
+	}
+	return list;
+}
+
+static PyObject *
+Segment_hit(SegmentObject *self, PyObject *key)
+{
+	const char *p;
+	Py_ssize_t n;
+	Py_buffer view;
+	uint64_t count = 0;
+	int rc;
+
+	if (check_open(self) != 0 || key_bytes(key, &p, &n, &view) != 0)
+		return NULL;
+	rc = shmt_hit(self->h, p, (size_t)n, &count);
+	key_done(&view);
+	if (rc < 0)
+		return raise_rc(rc, "hit");
+	return PyLong_FromUnsignedLongLong(count);
+}
+
+/* _top_keys() -> (list of (kind, key|None, key_length|None, truncated,
+ * hash, lower, upper, share), info dict) */
+static PyObject *
+Segment_top_keys(SegmentObject *self, PyObject *unused)
+{
+	shmt_hotkey_t *hk;
+	shmt_top_info_t info;
+	PyObject *list, *res;
+	size_t cap = 64;
+	int rc;
+
+	(void)unused;
+	if (check_open(self) != 0)
+		return NULL;
+	for (;;) {
+		if ((hk = PyMem_Malloc(cap * sizeof(*hk))) == NULL)
+			return PyErr_NoMemory();
+		rc = shmt_top_keys(self->h, hk, cap, &info);
+		if (rc < 0) {
+			PyMem_Free(hk);
+			return raise_rc(rc, "top_keys");
+		}
+		if ((size_t)rc <= cap)
+			break;
+		PyMem_Free(hk);
+		cap = (size_t)rc + 16;
+	}
+	if ((list = PyList_New(rc)) == NULL) {
+		PyMem_Free(hk);
+		return NULL;
+	}
+	for (int i = 0; i < rc; i++) {
+		const shmt_hotkey_t *k = &hk[i];
+		PyObject *key = Py_None, *len = Py_None, *t;
+
+		Py_INCREF(key);
+		Py_INCREF(len);
+		if (k->klen != 0) {
+			Py_SETREF(key, PyBytes_FromStringAndSize(
+			    (const char *)k->key, (Py_ssize_t)k->kept));
+			Py_SETREF(len, PyLong_FromUnsignedLong(k->klen));
+		}
+		t = Py_BuildValue("(sNNOKKKd)",
+		    k->kind == SHMT_HOT_CLIENT ? "client" : "dict", key, len,
+		    k->kept < k->klen ? Py_True : Py_False,
+		    (unsigned long long)k->hash, (unsigned long long)k->lower,
+		    (unsigned long long)k->upper, k->share);
+		if (t == NULL) {
+			Py_DECREF(list);
+			PyMem_Free(hk);
+			return NULL;
+		}
+		PyList_SET_ITEM(list, i, t);
+	}
+	PyMem_Free(hk);
+	res = Py_BuildValue("(N{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O})", list,
+	    "span_start_ns", (unsigned long long)info.span_start_ns,
+	    "span_end_ns", (unsigned long long)info.span_end_ns,
+	    "window_ns", (unsigned long long)info.window_ns,
+	    "subwindow_ns", (unsigned long long)info.subwindow_ns,
+	    "total", (unsigned long long)info.total,
+	    "total_window", (unsigned long long)info.total_window,
+	    "error", (unsigned long long)info.error,
+	    "threshold_ppm", (unsigned)info.threshold_ppm,
+	    "certified", info.certified ? Py_True : Py_False);
+	return res;
+}
+
+static const char *
+mode_name(int mode)
+{
+	switch (mode) {
+	case SHMT_MODE_EXACT:
+		return "exact";
+	case SHMT_MODE_GCRA:
+		return "gcra";
+	default:
+		return "buckets";
+	}
+}
+
+static PyObject *
+lim_dict(const shmt_limiter_stat_t *s)
+{
+	PyObject *d = Py_BuildValue("{s:s,s:s,s:K,s:K,s:K,s:K,s:I,s:I,s:K,s:K,s:K,"
+	    "s:{s:K,s:K,s:K},s:N,s:N,s:K}",
+	    "name", s->name, "mode", mode_name(s->mode),
+	    "limit", (unsigned long long)s->limit,
+	    "window_ns", (unsigned long long)s->window_ns,
+	    "slack_ns", (unsigned long long)s->slack_ns,
+	    "slack_uses", (unsigned long long)s->slack_uses,
+	    "nbuckets", s->nbuckets, "buckets_in_use", s->buckets_in_use,
+	    "in_flight", (unsigned long long)s->in_flight,
+	    "free", (unsigned long long)s->free,
+	    "grants", (unsigned long long)s->grants,
+	    "denied", "exhausted", (unsigned long long)s->denied_exhausted,
+	    "slack", (unsigned long long)s->denied_slack,
+	    "table_full", (unsigned long long)s->denied_table_full,
+	    "keys", s->nkeys == 0 ? Py_NewRef(Py_None) :
+	    Py_BuildValue("{s:I,s:I}", "count", s->nkeys, "uses_per_key",
+	    s->uses_per_key),
+	    "clients", !s->per_client ? Py_NewRef(Py_None) :
+	    Py_BuildValue("{s:I,s:I}", "capacity", s->client_capacity,
+	    "in_use", s->clients_in_use),
+	    "housekeeping_lag_ns", (unsigned long long)s->housekeeping_lag_ns);
+	PyObject *burst, *v;
+
+	if (d == NULL)
+		return NULL;
+	/* The fields the CLI's JSON adds for rate and shadow mode. */
+	burst = s->mode == SHMT_MODE_GCRA ?
+	    PyLong_FromUnsignedLongLong(s->burst) : Py_NewRef(Py_None);
+	if (burst == NULL || PyDict_SetItemString(d, "burst", burst) != 0)
+		goto fail;
+	Py_DECREF(burst);
+	burst = NULL;
+	if (PyDict_SetItemString(d, "shadow", s->shadow ? Py_True :
+	    Py_False) != 0)
+		goto fail;
+	v = PyLong_FromUnsignedLongLong(s->would_deny);
+	if (v == NULL || PyDict_SetItemString(d, "would_deny", v) != 0) {
+		Py_XDECREF(v);
+		goto fail;
+	}
+	Py_DECREF(v);
+	return d;
+fail:
+	Py_XDECREF(burst);
+	Py_DECREF(d);
+	return NULL;
+}
+
+static PyObject *
+Segment_limiters(SegmentObject *self, PyObject *unused)
+{
+	shmt_limiter_stat_t *st;
+	PyObject *list;
+	int rc;
+
+	(void)unused;
+	if (check_open(self) != 0)
+		return NULL;
+	if ((st = PyMem_Calloc(4096, sizeof(*st))) == NULL)
+		return PyErr_NoMemory();
+	rc = shmt_limiter_list(self->h, st, 4096);
+	if (rc < 0) {
+		PyMem_Free(st);
+		return raise_rc(rc, "limiters");
+	}
+	if ((list = PyList_New(0)) == NULL) {
+		PyMem_Free(st);
+		return NULL;
+	}
+	for (int i = 0; i < rc && i < 4096; i++) {
+		PyObject *d = lim_dict(&st[i]);
+
+		if (d == NULL || PyList_Append(list, d) != 0) {
+			Py_XDECREF(d);
+			Py_DECREF(list);
+			PyMem_Free(st);
+			return NULL;
+		}
+		Py_DECREF(d);
+	}
+	PyMem_Free(st);
+	return Py_BuildValue("{s:s,s:K,s:N}", "segment", shmt_name(self->h),
+	    "now_ns", (unsigned long long)shmt_now(self->h), "limiters", list);
+}
+
+static PyObject *
+Segment_stat(SegmentObject *self, PyObject *unused)
+{
+	shmt_segment_stat_t s;
+	shmt_dict_stat_t ds;
+	PyObject *regions, *dict, *counters = Py_None, *an = Py_None, *res;
+	shmt_top_info_t ti;
+	char fmt[24], mode[8];
+	int rc;
+
+	(void)unused;
+	if (check_open(self) != 0)
+		return NULL;
+	if ((rc = shmt_segment_stat(self->h, &s)) != 0)
+		return raise_rc(rc, "stat");
+	if ((regions = PyList_New(0)) == NULL)
+		return NULL;
+	for (uint32_t i = 0; i < s.nregions && i < SHMT_REGIONS_MAX; i++) {
+		const shmt_region_stat_t *r = &s.regions[i];
+		PyObject *d = Py_BuildValue("{s:s,s:K,s:K,s:K}", "name",
+		    r->name, "offset", (unsigned long long)r->offset, "size",
+		    (unsigned long long)r->size, "used",
+		    (unsigned long long)r->used);
+
+		if (d == NULL || PyList_Append(regions, d) != 0) {
+			Py_XDECREF(d);
+			Py_DECREF(regions);
+			return NULL;
+		}
+		if (strcmp(r->name, "counters") == 0 && r->size != 0)
+			counters = d;   /* borrowed from the list */
+		Py_DECREF(d);
+	}
+	rc = shmt_dict_stat(self->h, &ds);
+	if (rc == 0) {
+		dict = Py_BuildValue("{s:I,s:O,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+		    "shards", ds.shards, "eviction", ds.eviction ? Py_True :
+		    Py_False, "bytes", (unsigned long long)ds.bytes, "used",
+		    (unsigned long long)ds.used, "items",
+		    (unsigned long long)ds.items, "value_room",
+		    (unsigned long long)ds.value_room, "evictions",
+		    (unsigned long long)ds.evictions, "expirations",
+		    (unsigned long long)ds.expirations, "repairs",
+		    (unsigned long long)ds.repairs);
+	} else if (rc == -ENODEV) {
+		dict = Py_NewRef(Py_None);
+	} else {
+		Py_DECREF(regions);
+		return raise_rc(rc, "stat");
+	}
+	if (dict == NULL) {
+		Py_DECREF(regions);
+		return NULL;
+	}
+	if (counters != Py_None)
+		counters = Py_BuildValue("{s:O,s:O}", "region_size",
+		    PyDict_GetItemString(counters, "size"), "used",
+		    PyDict_GetItemString(counters, "used"));
+	else
+		Py_INCREF(counters);
+	rc = shmt_top_keys(self->h, NULL, 0, &ti);
+	if (rc >= 0)
+		an = Py_BuildValue("{s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:I}",
+		    "memory_bytes", (unsigned long long)ti.memory_bytes,
+		    "window_ns", (unsigned long long)ti.window_ns,
+		    "subwindow_ns", (unsigned long long)ti.subwindow_ns,
+		    "subwindows", (unsigned long long)(ti.subwindow_ns ?
+		    ti.window_ns / ti.subwindow_ns : 0),
+		    "threshold_ppm", ti.threshold_ppm, "stripes", ti.stripes,
+		    "counters", ti.counters, "probe", ti.probe);
+	else
+		Py_INCREF(an);
+	snprintf(fmt, sizeof(fmt), "0x%016llx", (unsigned long long)s.format);
+	snprintf(mode, sizeof(mode), "%04o", (unsigned)(s.mode & 07777));
+	res = Py_BuildValue("{s:s,s:K,s:s,s:I,s:s,s:K,s:K,s:N,"
+	    "s:{s:L,s:O,s:K,s:K,s:K},"
+	    "s:{s:I,s:I,s:I,s:K},s:{s:I,s:I},s:N,s:N,s:N}",
+	    "segment", shmt_name(self->h), "size", (unsigned long long)s.size,
+	    "format", fmt, "abi_version", s.abi_version, "mode", mode,
+	    "created_wall_ns", (unsigned long long)s.created_wall_ns,
+	    "now_ns", (unsigned long long)shmt_now(self->h),
+	    "regions", regions,
+	    "daemon", "pid", (long long)s.daemon_pid, "alive",
+	    s.daemon_alive ? Py_True : Py_False, "heartbeat_ns",
+	    (unsigned long long)s.daemon_heartbeat_ns, "lag_ns",
+	    (unsigned long long)s.daemon_lag_ns, "housekeeping_runs",
+	    (unsigned long long)s.housekeeping_runs,
+	    "slots", "max", s.max_slots, "in_use", s.slots, "stale",
+	    s.slots_stale, "reaped", (unsigned long long)s.slots_reaped,
+	    "limiters", "max", s.max_limiters, "in_use", s.limiters,
+	    "dictionary", dict, "counters", counters, "analyzer", an);
+	return res;
+}
+
+/* _bench_c(limiter, n) -> ns per call of shmt_try_use_key, timed in C: the
+ * reference the bench compares the Python call with. */
+static PyObject *
+Segment_bench_c(SegmentObject *self, PyObject *args)
+{
+	const char *name;
+	unsigned long long n, granted = 0;
+	struct timespec a, b;
+
+	if (!PyArg_ParseTuple(args, "sK:_bench_c", &name, &n))
+		return NULL;
+	if (check_open(self) != 0 || n == 0)
+		return check_open(self) != 0 ? NULL :
+		    (PyErr_SetString(PyExc_ValueError, "n must be > 0"), NULL);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (unsigned long long i = 0; i < n; i++) {
+		int rc = shmt_try_use_key(self->h, name);
+
+		if (rc < 0)
+			return raise_rc(rc, name);
+		granted += (unsigned long long)rc;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return Py_BuildValue("(dK)", ((double)(b.tv_sec - a.tv_sec) * 1e9 +
+	    (double)(b.tv_nsec - a.tv_nsec)) / (double)n, granted);
+}
+
+static PyMethodDef Segment_methods[] = {
+	{ "_bench_c", (PyCFunction)Segment_bench_c, METH_VARARGS, NULL },
+	{ "close", (PyCFunction)Segment_close, METH_NOARGS,
+	  "close()\n--\n\nRelease the process slot and unmap the segment." },
+	{ "__enter__", (PyCFunction)Segment_enter, METH_NOARGS, NULL },
+	{ "__exit__", (PyCFunction)Segment_exit, METH_VARARGS, NULL },
+	{ "try_use", (PyCFunction)(void (*)(void))Segment_try_use,
+	  METH_FASTCALL | METH_KEYWORDS,
+	  "try_use(limiter, client=None)\n--\n\n"
+	  "Take one use of LIMITER now (for CLIENT on a per-client limiter):\n"
+	  "True when granted, False when throttled." },
+	{ "next_key", (PyCFunction)Segment_next_key, METH_O,
+	  "next_key(limiter)\n--\n\n"
+	  "Take one use of the next key of a key pool: its name, or None\n"
+	  "when every key is throttled." },
+	{ "hit", (PyCFunction)Segment_hit, METH_O,
+	  "hit(key)\n--\n\n"
+	  "Count one hit of KEY; the hits in the trailing window, this one "
+	  "included." },
+	{ "_get", (PyCFunction)Segment_get, METH_O, NULL },
+	{ "_put", (PyCFunction)Segment_put, METH_VARARGS, NULL },
+	{ "_del", (PyCFunction)Segment_del, METH_O, NULL },
+	{ "_incr", (PyCFunction)Segment_incr, METH_VARARGS, NULL },
+	{ "_keys", (PyCFunction)Segment_keys, METH_NOARGS, NULL },
+	{ "_top_keys", (PyCFunction)Segment_top_keys, METH_NOARGS, NULL },
+	{ "_limiters", (PyCFunction)Segment_limiters, METH_NOARGS, NULL },
+	{ "stat", (PyCFunction)Segment_stat, METH_NOARGS,
+	  "stat()\n--\n\n"
+	  "The segment's statistics, as a dict with the field names of\n"
+	  "`shmthrottle stat --json`." },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef Segment_getset[] = {
+	{ "name", (getter)Segment_get_name, NULL, "the segment's name", NULL },
+	{ "closed", (getter)Segment_get_closed, NULL, "True once closed",
+	  NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyTypeObject SegmentType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "shmthrottle._native.Segment",
+	.tp_basicsize = sizeof(SegmentObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "Segment(name=None)\n--\n\n"
+	    "A handle on a shmthrottle segment (default $SHMTHROTTLE_SEGMENT or\n"
+	    "/shmthrottle).  A handle opened before fork() may be used in the\n"
+	    "child: its first call there takes the child's own process slot.",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)Segment_init,
+	.tp_dealloc = (destructor)Segment_dealloc,
+	.tp_methods = Segment_methods,
+	.tp_getset = Segment_getset,
+};
+
+static PyObject *
+mod_version(PyObject *mod, PyObject *unused)
+{
+	(void)mod;
+	(void)unused;
+	return PyUnicode_FromString(shmt_version());
+}
+
+static PyObject *
+mod_strerror(PyObject *mod, PyObject *arg)
+{
+	long code = PyLong_AsLong(arg);
+
+	(void)mod;
+	if (code == -1 && PyErr_Occurred())
+		return NULL;
+	return PyUnicode_FromString(shmt_strerror((int)code));
+}
+
+static PyMethodDef mod_methods[] = {
+	{ "version", mod_version, METH_NOARGS,
+	  "version()\n--\n\nThe version of the C library loaded." },
+	{ "strerror", mod_strerror, METH_O,
+	  "strerror(code)\n--\n\nThe library's message for CODE." },
+	{ NULL, NULL, 0, NULL },
+};
+
+static struct PyModuleDef mod_def = {
+	PyModuleDef_HEAD_INIT, "shmthrottle._native",
+	"The C part of shmthrottle.", -1, mod_methods,
+	NULL, NULL, NULL, NULL,
+};
+
+static int
+add_exc(PyObject *m, PyObject **slot, const char *name, PyObject *base,
+    const char *doc)
+{
+	char full[64];
+
+	snprintf(full, sizeof(full), "shmthrottle.%s", name);
+	*slot = PyErr_NewExceptionWithDoc(full, doc, base, NULL);
+	if (*slot == NULL)
+		return -1;
+	Py_INCREF(*slot);
+	return PyModule_AddObject(m, name, *slot);
+}
+
+PyMODINIT_FUNC PyInit__native(void);
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+	PyObject *m;
+
+	if (PyType_Ready(&SegmentType) < 0)
+		return NULL;
+	if ((m = PyModule_Create(&mod_def)) == NULL)
+		return NULL;
+	Py_INCREF(&SegmentType);
+	if (PyModule_AddObject(m, "Segment", (PyObject *)&SegmentType) < 0 ||
+	    add_exc(m, &Error, "Error", PyExc_OSError,
+	    "A library error: errno is the negated code, strerror its "
+	    "message.") < 0 ||
+	    add_exc(m, &SegmentError, "SegmentError", Error,
+	    "The segment is missing, not a segment, of another format, "
+	    "or not trusted.") < 0 ||
+	    add_exc(m, &DamagedError, "DamagedError", Error,
+	    "The segment is damaged (inconsistent header or a retry bound "
+	    "exhausted).") < 0 ||
+	    add_exc(m, &TableFullError, "TableFullError", Error,
+	    "A table of the segment is full (process slots).") < 0 ||
+	    add_exc(m, &LockedError, "LockedError", Error,
+	    "A lock is held by a live process.") < 0) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	PyModule_AddIntConstant(m, "HEADER_VERSION_NUMBER",
+	    (long)SHMT_VERSION_NUMBER);
+	return m;
+}

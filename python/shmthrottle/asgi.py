@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: MIT
+"""ASGI middleware, the twin of shmthrottle.wsgi.RateLimit (same headers,
+same limitation on Retry-After).  Only "http" requests are limited.
+
+    from shmthrottle.asgi import RateLimit
+    app = RateLimit(app, "per-ip")       # key: the client's host
+"""
+import shmthrottle
+from .wsgi import _limits
+
+
+def _client_host(scope):
+    c = scope.get("client")
+    return c[0] if c else None
+
+
+class RateLimit:
+    """RateLimit(app, limiter, segment=None, key=None): KEY is scope ->
+    client id (default the client's host); a key of None is not limited."""
+
+    def __init__(self, app, limiter, segment=None, key=None):
+        self.app = app
+        self.limiter = limiter
+        self.segment = segment if segment is not None else shmthrottle.Segment()
+        self.key = key if key is not None else _client_host
+        self._info = None
+
+    async def __call__(self, scope, receive, send):
+        if scope.get("type") != "http":
+            return await self.app(scope, receive, send)
+        if self._info is None:
+            self._info = _limits(self.segment, self.limiter)
+        per_client, limit, reset, policy = self._info
+        if per_client:
+            client = self.key(scope)
+            granted = True if client is None else \
+                self.segment.try_use(self.limiter, client)
+        else:
+            granted = self.segment.try_use(self.limiter)
+        if not granted:
+            body = b"Too Many Requests\n"
+            await send({"type": "http.response.start", "status": 429,
+                        "headers": [
+                            (b"content-type", b"text/plain"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"retry-after", reset.encode()),
+                            (b"ratelimit-limit", limit.encode()),
+                            (b"ratelimit-remaining", b"0"),
+                            (b"ratelimit-reset", reset.encode()),
+                            (b"ratelimit-policy", policy.encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return None
+
+        async def send_with_headers(msg):
+            if msg.get("type") == "http.response.start":
+                msg = dict(msg)
+                msg["headers"] = list(msg.get("headers", [])) + [
+                    (b"ratelimit-limit", limit.encode()),
+                    (b"ratelimit-policy", policy.encode())]
+            await send(msg)
+        return await self.app(scope, receive, send_with_headers)

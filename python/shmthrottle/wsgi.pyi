@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: MIT
+from typing import Any, Callable, Iterable, Optional, Union
+from . import Segment
+
+class RateLimit:
+    app: Callable[..., Iterable[bytes]]
+    limiter: str
+    segment: Segment
+    def __init__(self, app: Callable[..., Iterable[bytes]], limiter: str,
+                 segment: Optional[Segment] = ...,
+                 key: Optional[Callable[[dict], Union[str, bytes, None]]] = ...) -> None: ...
+    def __call__(self, environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]: ...

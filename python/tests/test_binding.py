@@ -1,0 +1,393 @@
+# SPDX-License-Identifier: MIT
+"""Every method and exception of the binding, in one process (and one
+fork): limiters shared, per client and key pools; the dictionary as a
+mapping (str and bytes keys, binary data, 1 MiB values); counters; hot
+keys; stat and limiters against the CLI's JSON; handles after fork()."""
+import errno
+import json
+import os
+import subprocess
+import threading
+
+import pytest
+
+import shmthrottle
+from conftest import cli
+
+LIMITERS = """
+[limiter shared]
+mode = exact
+limit = 5
+window = 1h
+[limiter pc]
+per_client = yes
+capacity = 64
+limit = 3
+window = 1h
+slack_time = 1s
+slack_uses = 1
+[limiter pool]
+keys = k1, k2
+uses_per_key = 2
+window = 1h
+slack_time = 1s
+slack_uses = 1
+[limiter fast]
+mode = exact
+limit = 2
+window = 50ms
+"""
+
+
+@pytest.fixture
+def seg(make_segment):
+    s = shmthrottle.Segment(make_segment(LIMITERS))
+    yield s
+    s.close()
+
+
+def test_version_matches_the_header():
+    assert shmthrottle.version() == "%d.%d.%d" % (
+        shmthrottle._native.HEADER_VERSION_NUMBER // 10000,
+        shmthrottle._native.HEADER_VERSION_NUMBER // 100 % 100,
+        shmthrottle._native.HEADER_VERSION_NUMBER % 100)
+
+
+def test_open_by_environment_and_context_manager(make_segment, monkeypatch):
+    name = make_segment()
+    monkeypatch.setenv("SHMTHROTTLE_SEGMENT", name)
+    with shmthrottle.Segment() as s:
+        assert s.name == name
+        assert not s.closed
+    assert s.closed
+    with pytest.raises(ValueError):
+        s.try_use("shared")
+    s.close()                                  # twice is fine
+
+
+def test_missing_segment_is_a_segment_error():
+    with pytest.raises(shmthrottle.SegmentError) as ei:
+        shmthrottle.Segment("/shmt-pytest-no-such-%d" % os.getpid())
+    assert isinstance(ei.value, OSError)
+    assert isinstance(ei.value, shmthrottle.Error)
+    assert ei.value.errno == errno.ENOENT
+    assert "no such segment" in ei.value.strerror
+
+
+def test_not_a_segment_is_a_segment_error():
+    name = "/shmt-pytest-junk-%d" % os.getpid()
+    with open("/dev/shm" + name, "wb") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(b"\x5a" * 65536)
+    try:
+        with pytest.raises(shmthrottle.SegmentError) as ei:
+            shmthrottle.Segment(name)
+        code = -ei.value.errno
+        assert code in (-3101, -3102, -3103)    # magic, format or size
+        assert ei.value.strerror.endswith(shmthrottle.strerror(code))
+    finally:
+        os.unlink("/dev/shm" + name)
+
+
+def test_bad_name_is_an_error():
+    with pytest.raises(shmthrottle.Error) as ei:
+        shmthrottle.Segment("no-slash")
+    assert ei.value.errno == errno.EINVAL
+
+
+def test_slot_table_full():
+    import conftest
+    small = "/shmt-pytest-small-%d" % os.getpid()
+    r = subprocess.run([cli(), "-s", small, "create", "--max-slots", "2",
+                        "--dict", "0", "--counters", "0", "--analyzer", "0"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    try:
+        a = shmthrottle.Segment(small)
+        b = shmthrottle.Segment(small)
+        with pytest.raises(shmthrottle.TableFullError) as ei:
+            shmthrottle.Segment(small)
+        assert ei.value.errno == 3107
+        assert "slot" in ei.value.strerror
+        b.close()
+        shmthrottle.Segment(small).close()     # a slot is free again
+        a.close()
+    finally:
+        conftest.remove_segment(small)
+
+
+def test_damaged_segment_is_a_damaged_error(make_segment):
+    name = make_segment()
+    # The region table lies within the header's first page; a region that
+    # points outside the object makes the header inconsistent.
+    with open("/dev/shm" + name, "r+b") as f:
+        hdr = bytearray(f.read(4096))
+        st = json.loads(subprocess.run(
+            [cli(), "-s", name, "--json", "stat"], capture_output=True,
+            text=True, check=True).stdout)
+        size = st["size"]
+        hit = False
+        for r in st["regions"]:
+            if r["offset"] == 0:
+                continue
+            needle = r["offset"].to_bytes(8, "little")
+            at = hdr.find(needle)
+            if at > 0:
+                hdr[at:at + 8] = (size * 4).to_bytes(8, "little")
+                hit = True
+                break
+        assert hit, "no region offset found in the header"
+        f.seek(0)
+        f.write(hdr)
+    with pytest.raises(shmthrottle.Error) as ei:
+        shmthrottle.Segment(name)
+    assert type(ei.value) is shmthrottle.DamagedError
+    assert ei.value.errno == 3104 and "corrupt" in ei.value.strerror
+
+
+def test_try_use_shared(seg):
+    assert [seg.try_use("shared") for _ in range(7)] == [True] * 5 + [False] * 2
+    with pytest.raises(shmthrottle.Error) as ei:
+        seg.try_use("nope")
+    assert ei.value.errno == errno.ENOENT
+    with pytest.raises(shmthrottle.Error) as ei:
+        seg.try_use("shared", "client")        # not a per-client limiter
+    assert ei.value.errno == errno.EPERM
+    with pytest.raises(TypeError):
+        seg.try_use(b"shared")
+    with pytest.raises(TypeError):
+        seg.try_use()
+
+
+def test_try_use_per_client_str_and_bytes(seg):
+    # "é" as str and as its UTF-8 bytes is one client.
+    got = [seg.try_use("pc", "caf\u00e9"), seg.try_use("pc", b"caf\xc3\xa9"),
+           seg.try_use("pc", client=bytearray(b"caf\xc3\xa9")),
+           seg.try_use("pc", memoryview(b"caf\xc3\xa9"))]
+    assert got == [True, True, True, False]
+    assert seg.try_use("pc", b"\x00\xff") is True     # binary ids
+    assert seg.try_use("pc", "other") is True
+    with pytest.raises(shmthrottle.Error) as ei:
+        seg.try_use("pc", b"x" * 1025)
+    assert ei.value.errno == errno.E2BIG
+    with pytest.raises(TypeError):
+        seg.try_use("pc", 17)
+    with pytest.raises(shmthrottle.Error) as ei:
+        seg.try_use("pc")                      # per client needs one
+    assert ei.value.errno == errno.EPERM
+
+
+def test_next_key(seg):
+    keys = [seg.next_key("pool") for _ in range(5)]
+    assert sorted(keys[:4]) == ["k1", "k1", "k2", "k2"]
+    assert keys[4] is None
+    with pytest.raises(shmthrottle.Error):
+        seg.next_key("shared")                 # no key pool
+
+
+def test_dict_mapping(seg):
+    d = seg.dict
+    d["a"] = "x"
+    d[b"b"] = b"\x00\x01\xff"
+    assert d["a"] == b"x" and d[b"a"] == b"x"
+    assert d["b"] == b"\x00\x01\xff"
+    assert "a" in d and "zz" not in d
+    assert d.get("zz") is None and d.get("zz", 7) == 7
+    with pytest.raises(KeyError):
+        d["zz"]
+    assert sorted(d) == [b"a", b"b"] and len(d) == 2
+    assert d.add("a", "y") is False and d["a"] == b"x"
+    assert d.add("c", "y") is True
+    assert d.replace("nope", "y") is False and "nope" not in d
+    assert d.replace("c", "z") is True and d["c"] == b"z"
+    d.set("t", "v", ttl=3600)
+    assert d["t"] == b"v"
+    with pytest.raises(ValueError):
+        d.set("t", "v", ttl=0)
+    assert d.incr("n") == 1 and d.incr("n", 41) == 42 and d["n"] == b"42"
+    with pytest.raises(shmthrottle.Error) as ei:
+        d.incr("a")                            # "x" is not a number
+    assert ei.value.errno == errno.EINVAL
+    assert d.delete("c") is True and d.delete("c") is False
+    del d["b"]
+    with pytest.raises(KeyError):
+        del d["b"]
+    with pytest.raises(TypeError):
+        d[3] = b"x"
+
+
+def test_dict_one_mib_values(seg):
+    big = bytes((i * 7 + i // 251) & 0xFF for i in range(1 << 20))
+    seg.dict["big"] = big
+    assert seg.dict["big"] == big
+    seg.dict["big"] = big[:1000]             # shrinks back
+    assert seg.dict["big"] == big[:1000]
+    with pytest.raises(shmthrottle.Error) as ei:
+        seg.dict["big"] = big + b"!"
+    assert ei.value.errno in (errno.EMSGSIZE, errno.E2BIG)
+
+
+def test_hit_and_top_keys(seg):
+    assert [seg.hit("c") for _ in range(3)] == [1, 2, 3]
+    assert seg.hit(b"c") == 4
+    seg.dict["hot"] = "1"
+    for _ in range(200):
+        assert seg.dict["hot"] == b"1"
+    seg.dict["cold"] = "1"
+    seg.dict["cold"]
+    top = seg.top_keys()
+    assert top and isinstance(top[0], shmthrottle.TopKey)
+    assert top[0].kind == "dict" and top[0].key == b"hot"
+    assert top[0].key_length == 3 and top[0].truncated is False
+    assert top[0].lower <= 200 <= top[0].upper
+    assert all(k.key != b"cold" for k in top)
+    info = seg.top_info()
+    assert info["total"] >= 201
+
+
+def _keys(obj, prefix=""):
+    out = set()
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.add(prefix + k)
+            out |= _keys(v, prefix + k + ".")
+    elif isinstance(obj, list) and obj:
+        out |= _keys(obj[0], prefix + "[].")
+    return out
+
+
+def _cli_json(name, *args):
+    r = subprocess.run([cli(), "-s", name, "--json"] + list(args),
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_stat_has_the_fields_of_the_cli(seg):
+    st = seg.stat()
+    ref = _cli_json(seg.name, "stat")
+    assert _keys(st) - {"daemon.housekeeping_runs"} <= _keys(ref)
+    missing = _keys(ref) - _keys(st)
+    # The CLI derives these from others at print time.
+    assert missing <= {"daemon.state", "daemon.heartbeat_age_ns"}, missing
+    assert st["segment"] == seg.name and st["size"] == ref["size"]
+    assert st["format"] == ref["format"] and st["mode"] == ref["mode"]
+    assert st["slots"]["in_use"] >= 1
+    assert st["dictionary"]["shards"] == 4
+    assert [r["name"] for r in st["regions"]] == \
+        [r["name"] for r in ref["regions"]]
+
+
+def test_limiters_have_the_fields_of_the_cli(seg):
+    seg.try_use("shared")
+    rows = seg.limiters()
+    ref = _cli_json(seg.name, "limiters")["limiters"]
+    assert [r["name"] for r in rows] == [r["name"] for r in ref]
+    for mine, theirs in zip(rows, ref):
+        assert _keys(mine) == _keys(theirs)
+        for k in ("mode", "limit", "window_ns", "grants", "keys", "clients"):
+            assert mine[k] == theirs[k], k
+
+
+def test_limited_decorator(seg):
+    calls = []
+
+    @seg.limited("fast")
+    def once(x):
+        calls.append(x)
+        return x * 2
+
+    assert once(1) == 2 and once(2) == 4
+    with pytest.raises(shmthrottle.Throttled):
+        once(3)
+    assert calls == [1, 2]
+
+    @seg.limited("fast", wait=True, timeout=10)
+    def waits(x):
+        calls.append(x)
+        return x
+
+    # Waits until the 50 ms window frees a use (bounded by the timeout).
+    assert waits(4) == 4 and calls == [1, 2, 4]
+
+    @seg.limited("shared", wait=True, timeout=0.05)
+    def never():
+        pass
+    for _ in range(5):
+        seg.try_use("shared")
+    with pytest.raises(shmthrottle.Throttled):
+        never()
+
+
+def test_threads_share_a_handle(seg):
+    got = []
+
+    def run():
+        got.extend(seg.try_use("pc", "t") for _ in range(50))
+    ts = [threading.Thread(target=run) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert got.count(True) == 3
+
+
+def test_handle_used_after_fork(seg):
+    before = seg.stat()["slots"]["in_use"]
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            ok = seg.try_use("shared")
+            n = seg.stat()["slots"]["in_use"]
+            os.write(w, ("%d %d" % (ok, n)).encode())
+            seg.close()
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    msg = os.read(r, 100).decode()
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    ok, n = map(int, msg.split())
+    assert ok == 1
+    assert n == before + 1                      # the child's own slot
+    assert seg.stat()["slots"]["in_use"] == before   # released by its close
+    assert seg.limiters()[0]["grants"] == 1
+
+
+def _asgi_call(app, host, path="/"):
+    import asyncio
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(msg):
+        sent.append(msg)
+    scope = {"type": "http", "path": path, "client": (host, 1234),
+             "headers": []}
+    asyncio.run(app(scope, receive, send))
+    start = sent[0]
+    return start["status"], {k.decode(): v.decode()
+                             for k, v in start["headers"]}, sent[1]["body"]
+
+
+def test_asgi_middleware(seg):
+    from shmthrottle.asgi import RateLimit
+
+    async def inner(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+    app = RateLimit(inner, "pc", segment=seg)
+    got = [_asgi_call(app, "10.0.0.1") for _ in range(4)]
+    assert [g[0] for g in got] == [200, 200, 200, 429]
+    assert got[0][1]["ratelimit-limit"] == "3" and got[0][2] == b"ok"
+    h = got[3][1]
+    assert h["retry-after"] == h["ratelimit-reset"] == "3601"   # 1 h + 1 s
+    assert h["ratelimit-remaining"] == "0"
+    assert h["ratelimit-policy"] == "3;w=3600"
+    assert _asgi_call(app, "10.0.0.2")[0] == 200                # another client
