@@ -715,6 +715,15 @@ static __thread struct {
 	const struct shmt_lview *v;
 } lim_last;
 
+/* The view's row is still defined (shmt_limiter_delete): one load of a
+ * line that is written only when the row is defined or deleted. */
+static inline int
+row_live(const struct shmt_lview *v)
+{
+	return __atomic_load_n(&v->lim->lm_state, __ATOMIC_RELAXED) ==
+	    SHMT_LIM_READY;
+}
+
 /* NAME equals the view's name (NUL-terminated within its buffer). */
 static inline int
 name_is(const char *vname, const char *name)
@@ -743,7 +752,8 @@ lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
 	if (h == NULL)
 		return -EINVAL;
 	if (lim_last.uid == h->uid && name != NULL &&
-	    name_is(lim_last.v->name, name)) {
+	    name_is(lim_last.v->name, name) &&
+	    __builtin_expect(row_live(lim_last.v), 1)) {
 		*out = view_latest(lim_last.v);
 		return 0;
 	}
@@ -758,7 +768,8 @@ lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
 	if (ent != 0 && (uint32_t)(ent >> 32) == hash && views != NULL &&
 	    r < h->reg[SHMT_R_LIMITERS].rg_size / sizeof(struct shmt_lim) &&
 	    __atomic_load_n(&views[r].lv_state, __ATOMIC_ACQUIRE) == 2 &&
-	    memcmp(views[r].name, name, len + 1) == 0) {
+	    memcmp(views[r].name, name, len + 1) == 0 &&
+	    row_live(&views[r])) {
 		*out = view_latest(&views[r]);
 		lim_last.uid = h->uid;
 		lim_last.v = *out;
@@ -766,7 +777,7 @@ lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
 	}
 	if (ent != 0 && (uint32_t)(ent >> 32) == hash &&
 	    view_get(h, r, scratch, out) == 0 &&
-	    memcmp((*out)->name, name, len + 1) == 0)
+	    memcmp((*out)->name, name, len + 1) == 0 && row_live(*out))
 		return 0;
 	lim = rows(h, &n);
 	for (r = 0; r < n; r++) {
@@ -2222,6 +2233,186 @@ shmt_limiter_update(shmt_t *h, const char *name, const shmt_limit_t *l,
 
 #undef REFUSE
 
+/* ---- Deleting and resetting -------------------------------------------------- */
+
+SHMT_EXPORT int
+shmt_limiter_delete(shmt_t *h, const char *name)
+{
+	struct shmt_lim *lim;
+	uint32_t n, r;
+	size_t len;
+	int rc, lk;
+
+	if (h == NULL)
+		return -EINVAL;
+	if ((rc = name_check(name, &len)) != 0)
+		return rc;
+	lk = shmt__lock(h, &h->hdr->sh_table_lock);
+	if (lk < 0)
+		return lk;
+	if (lk == 1)
+		rows_repair(h);
+	lim = rows(h, &n);
+	rc = -ENOENT;
+	for (r = 0; r < n; r++) {
+		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
+		    SHMT_LIM_READY ||
+		    strncmp(lim[r].lm_name, name, sizeof(lim[r].lm_name)) != 0)
+			continue;
+		/* Never FREE: a process may still hold a view of the row,
+		 * and must never find another limiter under it. */
+		__atomic_store_n(&lim[r].lm_state, SHMT_LIM_DELETED,
+		    __ATOMIC_RELEASE);
+		__atomic_fetch_add(&h->hdr->sh_generation, 1, __ATOMIC_RELEASE);
+		rc = 0;
+		break;
+	}
+	shmt__unlock(&h->hdr->sh_table_lock);
+	return rc;
+}
+
+/* Give back every use in the ring word at WP: one CAS to an empty ring
+ * (tail moves past an active bucket; the tag is kept).  Returns the uses
+ * given back, or an error. */
+static int64_t
+bk_reset(struct shmt_w *wp, int is_client)
+{
+	struct shmt_w w, nw;
+
+	shmt__load128(wp, w.w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		uint32_t tag = SHMT_W_TAG(w);
+
+		if (is_client && tag >> 14 != CE_LIVE)
+			return 0;
+		if (SHMT_W_INFLIGHT(w) == 0 && SHMT_W_NSEALED(w) == 0 &&
+		    !SHMT_W_ACTIVE(w))
+			return 0;
+		/* Raises tail (past the active bucket) or, with none active,
+		 * count - nsealed: the order "Torn reads" relies on. */
+		nw = shmt__w_make(0, 0, SHMT_W_TAIL(w) + SHMT_W_ACTIVE(w), 0, 0,
+		    tag);
+		if (shmt__cas128(wp, w.w, nw.w))
+			return SHMT_W_INFLIGHT(w);
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+/* Rate mode: the arrival time at *TP goes back to none (0), keeping the
+ * second word (a client entry's state) as it is. */
+static int64_t
+gcra_reset(struct shmt_w *wp, int is_client)
+{
+	struct shmt_w w, nw;
+
+	shmt__load128(wp, w.w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		if ((is_client && SHMT_W_TAG(w) >> 14 != CE_LIVE) || w.w[0] == 0)
+			return 0;
+		nw = w;
+		nw.w[0] = 0;
+		if (shmt__cas128(wp, w.w, nw.w))
+			return 0;
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+/* Exact mode: every record still in the window gets time 0, as if made
+ * long ago (its number is kept: the grant protocol needs it). */
+static int64_t
+ex_reset(const struct shmt_lview *v, uint64_t now)
+{
+	int64_t n = 0;
+
+	for (uint64_t i = 0; i < v->limit; i++) {
+		uint64_t s[2], d[2];
+		unsigned k;
+
+		shmt__load128(&v->log[i], s);
+		for (k = 0; k < SHMT_RETRY_MAX; k++) {
+			if ((int64_t)s[0] < 0 || s[1] == 0)
+				break;
+			d[0] = s[0];
+			d[1] = 0;
+			if (shmt__cas128(&v->log[i], s, d)) {
+				n += sat_add(s[1], v->window) > now;
+				break;
+			}
+		}
+		if (k == SHMT_RETRY_MAX)
+			return SHMT_EBUSYLOOP;
+	}
+	return n;
+}
+
+static int64_t
+ce_reset(const struct shmt_lview *v, struct shmt_client *e)
+{
+	return v->mode == SHMT_MODE_GCRA ? gcra_reset(&e->ce_w, 1) :
+	    bk_reset(&e->ce_w, 1);
+}
+
+SHMT_EXPORT int
+shmt_limiter_reset(shmt_t *h, const char *name, const void *client,
+    size_t client_len)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	int64_t n = 0, k;
+	int rc;
+
+	if ((client == NULL) != (client_len == 0))
+		return -EINVAL;
+	if (client_len > SHMT_CLIENT_MAX)
+		return -E2BIG;
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+		return rc;
+	if (client != NULL && !(v->flags & SHMT_LIMF_PER_CLIENT))
+		return -EPERM;
+	if (v->flags & SHMT_LIMF_PER_CLIENT) {
+		uint64_t hash[2], hw[2];
+		uint32_t home = 0, probe = v->capacity;
+
+		if (client != NULL) {
+			shmt__client_hash(h, client, client_len, hash);
+			home = shmt__client_home(hash, v->capacity);
+			probe = ce_probe(v);
+		}
+		for (uint32_t j = 0; j < probe; j++) {
+			struct shmt_client *e = ce_at(v,
+			    (home + j) % v->capacity);
+
+			if (client != NULL) {
+				shmt__load128(e->ce_hash, hw);
+				if (hw[0] == 0 && hw[1] == 0)
+					break;
+				if (!ce_hash_match(hw, hash))
+					continue;
+			}
+			if ((k = ce_reset(v, e)) < 0)
+				return (int)k;
+			n += k;
+		}
+	} else if (v->mode == SHMT_MODE_GCRA) {
+		n = gcra_reset(&v->lim->lm_w, 0);
+	} else if (v->mode == SHMT_MODE_EXACT) {
+		n = ex_reset(v, shmt__now(h));
+	} else {
+		n = bk_reset(&v->lim->lm_w, 0);
+	}
+	if (n < 0)
+		return (int)n;
+	if (n > 0) {
+		__atomic_fetch_add(&v->lim->lm_reset_uses, (uint64_t)n,
+		    __ATOMIC_RELAXED);
+		if (v->mode == SHMT_MODE_BUCKETS)
+			__atomic_fetch_add(&v->lim->lm_released_uses,
+			    (uint64_t)n, __ATOMIC_RELAXED);
+		wake_waiters(&v->lim->lm_wake);
+	}
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
 /* ---- Statistics ------------------------------------------------------------- */
 
 static void
@@ -2276,6 +2467,7 @@ stat_fill(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 	o->housekeeping_lag_ns = __atomic_load_n(&h->hdr->sh_lag_ns,
 	    __ATOMIC_RELAXED);
 	o->burst = v->burst;
+	o->reset_uses = __atomic_load_n(&lim->lm_reset_uses, __ATOMIC_RELAXED);
 	o->shadow = (v->flags & SHMT_LIMF_SHADOW) != 0;
 	o->would_deny = __atomic_load_n(&lim->lm_would_deny, __ATOMIC_RELAXED);
 	if (v->mode == SHMT_MODE_GCRA)
@@ -2795,7 +2987,8 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 		struct bk_ctx bc;
 		int rc;
 
-		if (st == SHMT_LIM_FREE || st == SHMT_LIM_BUILDING)
+		if (st == SHMT_LIM_FREE || st == SHMT_LIM_BUILDING ||
+		    st == SHMT_LIM_DELETED)
 			continue;
 		if (st != SHMT_LIM_READY) {
 			shmt__chk(c, "limiter row %u: unknown state %u", r, st);

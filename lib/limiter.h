@@ -11,7 +11,8 @@
 enum shmt_lim_state {
 	SHMT_LIM_FREE = 0,     /* row never used, or reclaimed by repair */
 	SHMT_LIM_BUILDING = 1, /* being defined under sh_table_lock */
-	SHMT_LIM_READY = 2     /* defined; identity fields never change again */
+	SHMT_LIM_READY = 2,    /* defined; identity fields never change again */
+	SHMT_LIM_DELETED = 3   /* deleted: never used again, nor its storage */
 };
 
 #define SHMT_LIMF_PER_CLIENT 0x1U
@@ -149,6 +150,7 @@ struct shmt_lim {
 	uint64_t lm_exact_grants;
 	uint64_t lm_denied_ring_full;
 	uint64_t lm_would_deny;      /* shadow mode: refusals not enforced */
+	uint64_t lm_reset_uses;      /* uses given back by shmt_limiter_reset */
 
 	/* Waiters (wait.inc): a futex word, bit 0 set while someone may
 	 * sleep on it, the rest a count of releases; on its own line. */

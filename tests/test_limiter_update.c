@@ -395,6 +395,152 @@ test_update_other_handle(void **state)
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
+/* ---- Deleting and resetting ---------------------------------------------- */
+
+static void
+dr_define(shmt_t *h, const char *name, int mode, int per_client)
+{
+	shmt_limit_t l;
+
+	memset(&l, 0, sizeof(l));
+	l.mode = mode;
+	l.limit = 4;
+	l.window_ns = 1000;
+	if (mode == SHMT_MODE_BUCKETS) {
+		l.slack_ns = 100;
+		l.slack_uses = 2;
+	}
+	if (mode == SHMT_MODE_GCRA)
+		l.burst = 4;
+	l.per_client = per_client;
+	l.client_capacity = per_client ? 16 : 0;
+	assert_int_equal(shmt_limiter_define(h, name, &l), 0);
+}
+
+static int
+dr_use(shmt_t *h, const char *name, const char *client)
+{
+	return client == NULL ? shmt_try_use_key(h, name) :
+	    shmt_try_use(h, name, client, strlen(client));
+}
+
+/* Another handle, whose views of the rows are cached, gets -ENOENT on its
+ * next call after a delete, for every kind of limiter; the name defined
+ * again is a new limiter with nothing in flight. */
+static void
+test_delete(void **state)
+{
+	static const struct { const char *name; int mode, pc; } kinds[] = {
+		{ "b", SHMT_MODE_BUCKETS, 0 }, { "e", SHMT_MODE_EXACT, 0 },
+		{ "g", SHMT_MODE_GCRA, 0 }, { "pc", SHMT_MODE_BUCKETS, 1 },
+	};
+	char seg[96];
+	shmt_t *a, *b;
+	struct tu_clock clk = { .now = 100000 };
+	shmt_limiter_stat_t st;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "del");
+	assert_int_equal(shmt_create(seg, NULL, &a), 0);
+	assert_int_equal(shmt_open(seg, &b), 0);
+	assert_int_equal(shmt_set_clock(a, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_set_clock(b, tu_clock_read, &clk), 0);
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		const char *c = kinds[i].pc ? "client" : NULL;
+
+		dr_define(a, kinds[i].name, kinds[i].mode, kinds[i].pc);
+		for (int k = 0; k < 4; k++)
+			assert_int_equal(dr_use(b, kinds[i].name, c), 1);
+		assert_int_equal(dr_use(b, kinds[i].name, c), 0);
+		assert_int_equal(shmt_limiter_delete(a, kinds[i].name), 0);
+		assert_int_equal(dr_use(b, kinds[i].name, c), -ENOENT);
+		assert_int_equal(dr_use(a, kinds[i].name, c), -ENOENT);
+		assert_int_equal(shmt_limiter_stat(b, kinds[i].name, &st),
+		    -ENOENT);
+		assert_int_equal(shmt_limiter_delete(a, kinds[i].name),
+		    -ENOENT);
+		/* Defined again: another row, nothing in flight. */
+		dr_define(a, kinds[i].name, kinds[i].mode, kinds[i].pc);
+		for (int k = 0; k < 4; k++)
+			assert_int_equal(dr_use(b, kinds[i].name, c), 1);
+		assert_int_equal(dr_use(b, kinds[i].name, c), 0);
+	}
+	assert_int_equal(shmt_limiter_delete(a, "nope"), -ENOENT);
+	assert_int_equal(shmt_limiter_delete(NULL, "b"), -EINVAL);
+	shmt_close(b);
+	shmt_close(a);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+/* A reset gives back every use in flight, counts them, and a per-client
+ * reset touches only its client. */
+static void
+test_reset(void **state)
+{
+	static const struct { const char *name; int mode; } kinds[] = {
+		{ "b", SHMT_MODE_BUCKETS }, { "e", SHMT_MODE_EXACT },
+		{ "g", SHMT_MODE_GCRA },
+	};
+	char seg[96];
+	shmt_t *a, *b;
+	struct tu_clock clk = { .now = 100000 };
+	shmt_limiter_stat_t st;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "rst");
+	assert_int_equal(shmt_create(seg, NULL, &a), 0);
+	assert_int_equal(shmt_open(seg, &b), 0);
+	assert_int_equal(shmt_set_clock(a, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_set_clock(b, tu_clock_read, &clk), 0);
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		const char *nm = kinds[i].name;
+		int back = kinds[i].mode == SHMT_MODE_GCRA ? 0 : 4;
+
+		dr_define(a, nm, kinds[i].mode, 0);
+		assert_int_equal(shmt_limiter_reset(a, nm, NULL, 0), 0);
+		for (int k = 0; k < 4; k++)
+			assert_int_equal(shmt_try_use_key(b, nm), 1);
+		assert_int_equal(shmt_try_use_key(b, nm), 0);
+		assert_int_equal(shmt_limiter_reset(a, nm, NULL, 0), back);
+		for (int k = 0; k < 4; k++)
+			assert_int_equal(shmt_try_use_key(b, nm), 1);
+		assert_int_equal(shmt_try_use_key(b, nm), 0);
+		assert_int_equal(shmt_limiter_stat(a, nm, &st), 0);
+		assert_int_equal(st.reset_uses, back);
+		if (kinds[i].mode == SHMT_MODE_BUCKETS) {
+			assert_int_equal(st.in_flight, 4);
+			assert_int_equal(st.grants, 8);
+		}
+		assert_int_equal(shmt_limiter_reset(a, nm, "x", 1), -EPERM);
+	}
+	for (int pm = 0; pm < 2; pm++) {
+		int mode = pm == 0 ? SHMT_MODE_BUCKETS : SHMT_MODE_GCRA;
+		const char *nm = mode == SHMT_MODE_GCRA ? "pg" : "pb";
+
+		dr_define(a, nm, mode, 1);
+		for (int k = 0; k < 4; k++) {
+			assert_int_equal(dr_use(b, nm, "alice"), 1);
+			assert_int_equal(dr_use(b, nm, "bob"), 1);
+		}
+		assert_int_equal(dr_use(b, nm, "alice"), 0);
+		assert_int_equal(dr_use(b, nm, "bob"), 0);
+		assert_int_equal(shmt_limiter_reset(a, nm, "alice", 5),
+		    mode == SHMT_MODE_GCRA ? 0 : 4);
+		assert_int_equal(shmt_limiter_reset(a, nm, "carol", 5), 0);
+		assert_int_equal(dr_use(b, nm, "alice"), 1);
+		assert_int_equal(dr_use(b, nm, "bob"), 0);
+		assert_int_equal(shmt_limiter_reset(a, nm, NULL, 0),
+		    mode == SHMT_MODE_GCRA ? 0 : 5);
+		assert_int_equal(dr_use(b, nm, "bob"), 1);
+		assert_int_equal(dr_use(b, nm, "alice"), 1);
+	}
+	assert_int_equal(shmt_limiter_reset(a, "nope", NULL, 0), -ENOENT);
+	assert_int_equal(shmt_limiter_reset(a, "b", NULL, 3), -EINVAL);
+	shmt_close(b);
+	shmt_close(a);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 /* ---- Many processes, real clock ------------------------------------------ */
 
 #define MP_PROCS 4
@@ -584,6 +730,8 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_update_model, tu_sweep),
 		cmocka_unit_test_teardown(test_update_refusals, tu_sweep),
 		cmocka_unit_test_teardown(test_update_other_handle, tu_sweep),
+		cmocka_unit_test_teardown(test_delete, tu_sweep),
+		cmocka_unit_test_teardown(test_reset, tu_sweep),
 	};
 	const struct CMUnitTest stress[] = {
 		cmocka_unit_test_teardown(test_update_mp, tu_sweep),
