@@ -2474,6 +2474,19 @@ stat_fill(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 		gcra_stat(h, v, o);
 }
 
+/* *VP, renewed if its parameters changed since it was built (readers that
+ * make no CAS, which would find out by failing it). */
+static int
+view_fresh(shmt_t *h, const struct shmt_lview **vp)
+{
+	const struct shmt_lview *v = *vp;
+
+	if (v->pgen_check && (uint32_t)(__atomic_load_n(&v->lim->lm_w.w[1],
+	    __ATOMIC_ACQUIRE) & 0xffffU) != v->pgen)
+		return view_renew(h, vp);
+	return 0;
+}
+
 SHMT_EXPORT int
 shmt_limiter_stat(shmt_t *h, const char *name, shmt_limiter_stat_t *out)
 {
@@ -2483,7 +2496,8 @@ shmt_limiter_stat(shmt_t *h, const char *name, shmt_limiter_stat_t *out)
 
 	if (out == NULL)
 		return -EINVAL;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
+	    (rc = view_fresh(h, &v)) != 0)
 		return rc;
 	stat_fill(h, v, out);
 	return 0;
@@ -2503,7 +2517,8 @@ shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out, size_t cap)
 	lim = rows(h, &n);
 	for (uint32_t r = 0; r < n; r++) {
 		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
-		    SHMT_LIM_READY || view_get(h, r, &scratch, &v) != 0)
+		    SHMT_LIM_READY || view_get(h, r, &scratch, &v) != 0 ||
+		    view_fresh(h, &v) != 0)
 			continue;
 		if (k < cap)
 			stat_fill(h, v, &out[k]);
@@ -2525,7 +2540,8 @@ shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 
 	if (out == NULL && cap != 0)
 		return -EINVAL;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
+	    (rc = view_fresh(h, &v)) != 0)
 		return rc;
 	if (v->mode != SHMT_MODE_BUCKETS || (v->flags & SHMT_LIMF_PER_CLIENT))
 		return -EPERM;
@@ -2548,7 +2564,9 @@ shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 		out[i].active = serial == tail && out[i].uses < v->slack_uses &&
 		    now < s[0];
 		out[i].close_ns = s[0];
-		out[i].release_ns = sat_add(s[0], v->window);
+		out[i].release_ns = sat_add(s[0], v->hold_window > v->window &&
+		    (int32_t)(serial - v->hold_serial) < 0 ? v->hold_window :
+		    v->window);
 		if (SLOT_SERIAL(s) != serial)
 			return SHMT_ECORRUPT;
 	}
@@ -2607,8 +2625,20 @@ shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 		if (v->flags & SHMT_LIMF_PER_CLIENT) {
 			rc = hk_clients(h, v, now, next);
 		} else {
-			bk_ctx_init(&c, v, v->ring);
-			rc = bk_housekeep(h, &c, &v->lim->lm_w, now, next);
+			rc = -EAGAIN;
+			/* -EAGAIN: the parameters changed meanwhile. */
+			for (int tries = 0; rc == -EAGAIN && tries < 64;
+			    tries++) {
+				if ((rc = view_fresh(h, &v)) != 0)
+					break;
+				bk_ctx_init(&c, v, v->ring);
+				rc = bk_housekeep(h, &c, &v->lim->lm_w, now,
+				    next);
+			}
+			if (rc == -EAGAIN)
+				rc = SHMT_EBUSYLOOP;
+			if (rc == -ENOENT)
+				continue;      /* deleted meanwhile */
 		}
 		if (rc < 0)
 			return rc;

@@ -353,6 +353,7 @@ test_update_other_handle(void **state)
 	shmt_t *a, *b;
 	struct tu_clock clk = { .now = 5000 };
 	shmt_limit_t l;
+	shmt_limiter_stat_t st;
 	int granted = 0;
 
 	(void)state;
@@ -373,6 +374,10 @@ test_update_other_handle(void **state)
 	/* Lower the limit under the 6 in flight: b must refuse. */
 	l.limit = 4;
 	assert_int_equal(shmt_limiter_update(a, "x", &l, why, sizeof(why)), 0);
+	/* Readers that make no CAS see the new parameters too. */
+	assert_int_equal(shmt_limiter_stat(b, "x", &st), 0);
+	assert_int_equal(st.limit, 4);
+	assert_int_equal(st.in_flight, 6);
 	assert_int_equal(shmt_try_use_key(b, "x"), 0);
 	/* Shorten the window: the 6 uses keep the old one (due 5100 +
 	 * 1000 for the last bucket), raise the limit above them. */
