@@ -2109,8 +2109,11 @@ update_check(const struct shmt_lview *v, const shmt_limit_t *l, char *why,
  * place" at the top of this file), under sh_table_lock.  V is a fresh view
  * of the row.
  */
+static void fix_ring_times(const struct bk_ctx *bc, uint32_t first,
+    uint32_t n, uint64_t now);
+
 static int
-update_locked(struct shmt_lim *lim, const struct shmt_lview *v,
+update_locked(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
     const shmt_limit_t *l)
 {
 	struct bk_ctx c;
@@ -2185,6 +2188,19 @@ update_locked(struct shmt_lim *lim, const struct shmt_lview *v,
 				wguess[gs].w[0] = nw.w[0];
 				wguess[gs].w[1] = nw.w[1];
 			}
+			if (l->slack_ns < v->slack) {
+				/* A shorter slack: no bucket may close later
+				 * than now + the new slack (shmt_check's rule).
+				 * The buckets are all sealed by the CAS above,
+				 * so no use can be decided into them any more,
+				 * and each use they hold was decided before
+				 * now: an earlier close still follows every
+				 * decision in its bucket. */
+				c.slack = l->slack_ns;
+				fix_ring_times(&c, SHMT_W_TAIL(nw) -
+				    SHMT_W_NSEALED(nw), SHMT_W_NSEALED(nw),
+				    shmt__now(h));
+			}
 			return 0;
 		}
 		shmt__load128(&lim->lm_w, w.w);
@@ -2222,7 +2238,7 @@ shmt_limiter_update(shmt_t *h, const char *name, const shmt_limit_t *l,
 			break;
 	if (r < n && (rc = view_fill(h, r, &lim[r], &v)) == 0 &&
 	    (rc = update_check(&v, l, why, why_len)) == 0) {
-		rc = update_locked(&lim[r], &v, l);
+		rc = update_locked(h, &lim[r], &v, l);
 		if (rc == 0)
 			__atomic_fetch_add(&h->hdr->sh_generation, 1,
 			    __ATOMIC_RELEASE);

@@ -97,7 +97,7 @@ um_try(struct um_model *m, uint64_t now)
 }
 
 static void
-um_update(struct um_model *m, const shmt_limit_t *l)
+um_update(struct um_model *m, const shmt_limit_t *l, uint64_t now)
 {
 	uint64_t hold = m->window;
 	uint32_t oldest = m->tail - (m->n - (m->active ? 1 : 0));
@@ -109,6 +109,11 @@ um_update(struct um_model *m, const shmt_limit_t *l)
 		m->tail++;
 	}
 	m->hold_serial = m->tail;
+	/* A shorter slack: every bucket (all sealed now) closes by now + the
+	 * new slack. */
+	for (uint32_t i = 0; i < m->n && l->slack_ns < m->slack; i++)
+		if (m->b[i].close > now + l->slack_ns)
+			m->b[i].close = now + l->slack_ns;
 	m->hold = hold > l->window_ns ? hold : 0;
 	m->limit = l->limit;
 	m->window = l->window_ns;
@@ -209,7 +214,7 @@ test_update_model(void **state)
 				um_pick(&rs, m.nb, &l);
 				assert_int_equal(shmt_limiter_update(h, "u", &l,
 				    why, sizeof(why)), 0);
-				um_update(&m, &l);
+				um_update(&m, &l, clk.now);
 				ph[nph++] = (struct um_phase){ ng, l.limit,
 				    l.window_ns };
 			}
@@ -389,6 +394,7 @@ test_update_other_handle(void **state)
 	assert_int_equal(granted, 2);
 	clk.now = 5000 + 100 + 999;
 	assert_int_equal(shmt_try_use_key(b, "x"), 0);
+	assert_int_equal(shmt_check(a, NULL, NULL), 0);
 	clk.now = 5000 + 100 + 1000;
 	/* The old buckets are back, the two new ones (opened at 5000, closed
 	 * at 5100 and released at 5400) too. */
@@ -397,6 +403,44 @@ test_update_other_handle(void **state)
 	assert_int_equal(shmt_try_use_key(b, "x"), 0);
 	shmt_close(b);
 	shmt_close(a);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+/* A shorter slack: buckets sealed by the change close by now + the new
+ * slack, so shmt_check finds no close time in the future, and their uses
+ * are still held a whole window after that close. */
+static void
+test_update_slack_check(void **state)
+{
+	char seg[96], why[200];
+	shmt_t *h;
+	struct tu_clock clk = { .now = 100000 };
+	shmt_limit_t l;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "upds");
+	assert_int_equal(shmt_create(seg, NULL, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	memset(&l, 0, sizeof(l));
+	l.mode = SHMT_MODE_BUCKETS;
+	l.limit = 6;
+	l.window_ns = 1000;
+	l.slack_ns = 500;
+	l.slack_uses = 1;            /* 2 + 6 buckets */
+	assert_int_equal(shmt_limiter_define(h, "s", &l), 0);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(shmt_try_use_key(h, "s"), 1);  /* close 100500 */
+	clk.now = 100010;
+	l.slack_ns = 250;
+	l.slack_uses = 3;            /* 4 + 2 buckets */
+	assert_int_equal(shmt_limiter_update(h, "s", &l, why, sizeof(why)), 0);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	/* Closed at 100260 now: released at 101260, not before. */
+	clk.now = 101259;
+	assert_int_equal(shmt_try_use_key(h, "s"), 0);
+	clk.now = 101260;
+	assert_int_equal(shmt_try_use_key(h, "s"), 1);
+	shmt_close(h);
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
@@ -735,6 +779,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_update_model, tu_sweep),
 		cmocka_unit_test_teardown(test_update_refusals, tu_sweep),
 		cmocka_unit_test_teardown(test_update_other_handle, tu_sweep),
+		cmocka_unit_test_teardown(test_update_slack_check, tu_sweep),
 		cmocka_unit_test_teardown(test_delete, tu_sweep),
 		cmocka_unit_test_teardown(test_reset, tu_sweep),
 	};
