@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -444,6 +445,80 @@ test_update_slack_check(void **state)
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
+/* Threads of one process share its views: while four threads grant on one
+ * handle, a fifth changes the limiter 200 times; every grant renews its
+ * view or fails its CAS, and none errs (under TSan: the views chained by
+ * one thread and read by the others race on nothing). */
+struct th_ctx {
+	shmt_t *h;
+	int stop;
+	int errors, first_error;
+	uint64_t n;
+};
+
+static void *
+th_grant(void *p)
+{
+	struct th_ctx *x = p;
+
+	while (!__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE)) {
+		int rc = shmt_try_use_key(x->h, "t");
+
+		if (rc == 1) {
+			__atomic_fetch_add(&x->n, 1, __ATOMIC_RELAXED);
+		} else if (rc < 0 &&
+		    __atomic_fetch_add(&x->errors, 1, __ATOMIC_RELAXED) == 0) {
+			x->first_error = rc;
+		}
+		if (rc != 1)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static void
+test_update_threads(void **state)
+{
+	static struct th_ctx x;
+	char seg[96], why[200];
+	pthread_t th[4];
+	shmt_limit_t l;
+	int urc = 0;
+
+	(void)state;
+	memset(&x, 0, sizeof(x));
+	tu_segname(seg, sizeof(seg), "updt");
+	assert_int_equal(shmt_create(seg, NULL, &x.h), 0);
+	memset(&l, 0, sizeof(l));
+	l.mode = SHMT_MODE_BUCKETS;
+	l.limit = 50;
+	l.window_ns = 2000000;
+	l.slack_ns = 200000;
+	l.slack_uses = 5;               /* 10 + 10 buckets */
+	assert_int_equal(shmt_limiter_define(x.h, "t", &l), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, th_grant, &x), 0);
+	for (int k = 0; k < 200 && urc == 0; k++) {
+		struct timespec ts = { 0, 200000 };
+
+		l.limit = 10 + (uint64_t)(k * 7) % 41;
+		l.window_ns = k % 2 ? 1000000 : 2000000;
+		urc = shmt_limiter_update(x.h, "t", &l, why, sizeof(why));
+		nanosleep(&ts, NULL);
+	}
+	__atomic_store_n(&x.stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	if (urc != 0)
+		fail_msg("update: %s (%s)", shmt_strerror(urc), why);
+	if (x.errors != 0)
+		fail_msg("%d grant errors, the first %s", x.errors,
+		    shmt_strerror(x.first_error));
+	assert_true(x.n > 0);
+	shmt_close(x.h);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 /* ---- Deleting and resetting ---------------------------------------------- */
 
 static void
@@ -780,6 +855,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_update_refusals, tu_sweep),
 		cmocka_unit_test_teardown(test_update_other_handle, tu_sweep),
 		cmocka_unit_test_teardown(test_update_slack_check, tu_sweep),
+		cmocka_unit_test_teardown(test_update_threads, tu_sweep),
 		cmocka_unit_test_teardown(test_delete, tu_sweep),
 		cmocka_unit_test_teardown(test_reset, tu_sweep),
 	};
