@@ -449,7 +449,9 @@ arena_span(const shmt_t *h, uint64_t off, uint64_t len, void **out)
 /* The parameters in force for the generation W's tag names, read like a
  * seqlock against W's tag (a block is rewritten only after W has left its
  * generation, see shmt_limiter_update), and checked: the ring must hold
- * them, and the caps must cover them. */
+ * them, and the caps must cover them.  Every load is an acquire, so that
+ * none moves after the tag's second load (no fence: gcc cannot instrument
+ * one for ThreadSanitizer). */
 static int
 view_params(struct shmt_lim *lim, struct shmt_lview *v)
 {
@@ -462,21 +464,20 @@ view_params(struct shmt_lim *lim, struct shmt_lview *v)
 		v->pgen = gen;
 		if (gen == 0)
 			return 0;        /* the identity's parameters */
-		q.lp_limit = __atomic_load_n(&p->lp_limit, __ATOMIC_RELAXED);
-		q.lp_window = __atomic_load_n(&p->lp_window, __ATOMIC_RELAXED);
-		q.lp_slack = __atomic_load_n(&p->lp_slack, __ATOMIC_RELAXED);
+		q.lp_limit = __atomic_load_n(&p->lp_limit, __ATOMIC_ACQUIRE);
+		q.lp_window = __atomic_load_n(&p->lp_window, __ATOMIC_ACQUIRE);
+		q.lp_slack = __atomic_load_n(&p->lp_slack, __ATOMIC_ACQUIRE);
 		q.lp_hold_window = __atomic_load_n(&p->lp_hold_window,
-		    __ATOMIC_RELAXED);
+		    __ATOMIC_ACQUIRE);
 		q.lp_slack_uses = __atomic_load_n(&p->lp_slack_uses,
-		    __ATOMIC_RELAXED);
+		    __ATOMIC_ACQUIRE);
 		q.lp_hold_serial = __atomic_load_n(&p->lp_hold_serial,
-		    __ATOMIC_RELAXED);
-		q.lp_gen = __atomic_load_n(&p->lp_gen, __ATOMIC_RELAXED);
+		    __ATOMIC_ACQUIRE);
+		q.lp_gen = __atomic_load_n(&p->lp_gen, __ATOMIC_ACQUIRE);
 		q.lp_limit_cap = __atomic_load_n(&p->lp_limit_cap,
-		    __ATOMIC_RELAXED);
+		    __ATOMIC_ACQUIRE);
 		q.lp_uses_cap = __atomic_load_n(&p->lp_uses_cap,
-		    __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		    __ATOMIC_ACQUIRE);
 		if (((uint32_t)__atomic_load_n(&lim->lm_w.w[1],
 		    __ATOMIC_RELAXED) & 0xffffU) != gen)
 			continue;
@@ -2174,9 +2175,9 @@ update_locked(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
 		__atomic_store_n(&p->lp_limit_cap, (uint32_t)cap,
 		    __ATOMIC_RELAXED);
 		__atomic_store_n(&p->lp_uses_cap, ucap, __ATOMIC_RELAXED);
-		/* The block is complete before W names it (the CAS is a full
-		 * barrier on x86-64; the fence says so everywhere). */
-		__atomic_thread_fence(__ATOMIC_RELEASE);
+		/* The block is complete before W names it: the CAS is a
+		 * locked cmpxchg16b (a full barrier) or a sequentially
+		 * consistent compare-and-swap (atomic128.h). */
 		if (shmt__cas128(&lim->lm_w, w.w, nw.w)) {
 			/* This thread's guess of W is now the new word, so
 			 * that its next grant decides as a fresh reader would
