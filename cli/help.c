@@ -221,6 +221,28 @@ const char shmtc_help_destroy[] =
 "Options:\n"
 "  -f, --force           remove the name whatever the object holds\n";
 
+const char shmtc_help_limiter[] =
+"limiter set NAME KEY=VALUE... changes the limiter NAME in place while\n"
+"workers use it: the keys are limit, window, slack_time and slack_uses\n"
+"(durations as 500ms, 2s, 1m, 1h).  Its uses in flight stay counted: a\n"
+"lowered limit refuses until fewer are in flight, and a use granted before\n"
+"the change is held at least as long as the longer window.  Only a shared\n"
+"limiter in buckets mode without a key pool can change in place, within\n"
+"the ring of buckets it was defined with; otherwise exit 1 with the\n"
+"reason.  A limiter defined by the daemon's config goes back to the\n"
+"config's parameters on the daemon's next reload: change the config too.\n"
+"\n"
+"limiter delete NAME deletes the limiter: every later call on it, in\n"
+"every process, fails as 'no such limiter' until it is defined again.\n"
+"Exit 1 when there is no such limiter.\n";
+
+const char shmtc_help_reset[] =
+"Gives back every use in flight of LIMITER, or of CLIENT's entry of a\n"
+"per-client limiter, and prints how many.  This is a deliberate\n"
+"over-grant: up to twice the limit may be granted within one window.  The\n"
+"uses given back are counted in the limiter's reset_uses.  Exit 1 when\n"
+"there is no such limiter.\n";
+
 const char shmtc_help_help[] =
 "Prints the tool's page, or the page of COMMAND.\n";
 

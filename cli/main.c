@@ -30,7 +30,8 @@ extern const char shmtc_help_stat[], shmtc_help_limiters[],
     shmtc_help_create[], shmtc_help_destroy[], shmtc_help_check[],
     shmtc_help_watch[], shmtc_help_help[], shmtc_help_get[],
     shmtc_help_set[], shmtc_help_del[], shmtc_help_incr[], shmtc_help_keys[],
-    shmtc_help_hit[], shmtc_help_count[], shmtc_help_top[];
+    shmtc_help_hit[], shmtc_help_count[], shmtc_help_top[],
+    shmtc_help_limiter[], shmtc_help_reset[];
 
 const struct shmtc_cmd shmtc_commands[] = {
 	{ "stat", "", "the segment, its regions, daemon and slots",
@@ -47,6 +48,12 @@ const struct shmtc_cmd shmtc_commands[] = {
 	  shmtc_help_wait, 1, shmtc_cmd_wait },
 	{ "next-key", "LIMITER", "take one use of a key pool, print the key",
 	  shmtc_help_next_key, 1, shmtc_cmd_next_key },
+	{ "limiter", "set NAME KEY=VALUE...|delete NAME",
+	  "change a limiter in place, or delete it",
+	  shmtc_help_limiter, 1, shmtc_cmd_limiter },
+	{ "reset", "LIMITER [CLIENT]",
+	  "give back the uses in flight (all, or one client's)",
+	  shmtc_help_reset, 1, shmtc_cmd_reset },
 	{ "get", "KEY", "write the value of KEY to stdout",
 	  shmtc_help_get, 1, shmtc_cmd_get },
 	{ "set", "KEY VALUE|-", "store a value (- reads it from stdin)",

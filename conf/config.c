@@ -129,6 +129,7 @@ static const struct keydef daemon_keys[] = {
 	{ "snapshot_interval", K_DUR, CF(snapshot_interval_ns), 0 },
 	{ "log", K_LOG, CF(log_target), 0 },
 	{ "metrics", K_ADDR, CF(metrics), sizeof(((struct shmtd_config *)0)->metrics) },
+	{ "delete_removed", K_BOOL, CF(delete_removed), 0 },
 	{ NULL, 0, 0, 0 }
 };
 
@@ -1204,4 +1205,6 @@ shmtd_config_print(FILE *f, const struct shmtd_config *c)
 	    c->log_target);
 	if (c->metrics[0] != '\0')
 		fprintf(f, "metrics = %s\n", c->metrics);
+	if (c->delete_removed)
+		fprintf(f, "delete_removed = yes\n");
 }

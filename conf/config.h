@@ -72,6 +72,8 @@ struct shmtd_config {
 	uint64_t snapshot_interval_ns;        /* 0: only at stop */
 	char log_target[16];                  /* "stderr" | "syslog" */
 	char metrics[64];                     /* "": no metrics endpoint */
+	int delete_removed;                   /* SIGHUP deletes limiters no
+					       * longer in the config */
 	char source[4096];                    /* the file it came from */
 };
 

@@ -191,14 +191,38 @@ warn_params(struct daemon *d)
 }
 
 /*
- * Define every limiter of CFG.  The rule for a limiter the segment holds
- * with other parameters (-EEXIST): the segment keeps its definition and
- * state, and the daemon logs an error naming it.  Replacing it would forget
- * the uses in flight and hand out a fresh allowance, i.e. over-grant; a
- * changed limit takes effect when the segment is recreated.  OLD (may be
- * NULL) tells which limiters are new.  Returns the first error other than
- * -EEXIST, or 0.
+ * Define every limiter of CFG.  A limiter the segment holds with other
+ * parameters (-EEXIST) is changed in place (shmt_limiter_update), which
+ * keeps its uses in flight and never over-grants.  A change that cannot be
+ * made in place (another mode, a key pool, a bigger ring...) keeps the
+ * running definition and its state, and the log names the reason and the
+ * commands that apply it (deleting forgets the uses in flight, so that
+ * stays the operator's decision).  OLD (may be NULL) tells which limiters
+ * are new.  Returns the first error other than -EEXIST, or 0.
  */
+/* L is defined with other parameters (ERR says which): change it in place,
+ * or say why not and how to apply it. */
+static void
+update_limiter(struct daemon *d, const struct shmtd_limiter *l,
+    const char *err)
+{
+	char why[512];
+	int rc = shmt_limiter_update(d->h, l->name, &l->limit, why,
+	    sizeof(why));
+
+	if (rc == 0)
+		shmtd_log(LOG_NOTICE, "limiter '%s' changed in place: limit %"
+		    PRIu64 " per %" PRIu64 " ns; its uses in flight stay "
+		    "counted", l->name, l->limit.limit, l->limit.window_ns);
+	else
+		shmtd_log(LOG_ERR, "%s; it cannot change in place (%s: %s), so "
+		    "it keeps its running definition and state; to apply it, "
+		    "forgetting its uses in flight: shmthrottle -s %s limiter "
+		    "delete %s && kill -HUP %ld", err, shmt_strerror(rc),
+		    why[0] != '\0' ? why : "no reason given", d->cfg.segment,
+		    l->name, (long)getpid());
+}
+
 static int
 apply_limiters(struct daemon *d, const struct shmtd_config *cfg,
     const struct shmtd_config *old)
@@ -216,10 +240,7 @@ apply_limiters(struct daemon *d, const struct shmtd_config *cfg,
 		if (rc == 0 && old != NULL && !known)
 			shmtd_log(LOG_NOTICE, "limiter '%s' added", l->name);
 		else if (rc == -EEXIST)
-			shmtd_log(LOG_ERR, "%s; keeping the running definition "
-			    "and its state (a replacement would forget the uses "
-			    "in flight); restart with --recreate to apply it",
-			    err);
+			update_limiter(d, l, err);
 		else if (rc != 0)
 			shmtd_log(LOG_ERR, "%s", err);
 		if (rc != 0 && rc != -EEXIST && first == 0)
@@ -258,10 +279,28 @@ reload(struct daemon *d)
 		for (size_t i = 0; i < cfg.nlimiters; i++)
 			found |= strcmp(cfg.limiters[i].name,
 			    d->cfg.limiters[j].name) == 0;
-		if (!found)
+		if (found)
+			continue;
+		if (!cfg.delete_removed) {
 			shmtd_log(LOG_WARNING, "limiter '%s' is no longer in the "
-			    "config; it stays in the segment until the segment "
-			    "is recreated", d->cfg.limiters[j].name);
+			    "config; it stays in the segment: delete it with "
+			    "'shmthrottle -s %s limiter delete %s' (with "
+			    "[daemon] delete_removed = yes, a reload deletes "
+			    "the limiters it removes)",
+			    d->cfg.limiters[j].name, cfg.segment,
+			    d->cfg.limiters[j].name);
+		} else {
+			int rc = shmt_limiter_delete(d->h,
+			    d->cfg.limiters[j].name);
+
+			if (rc == 0 || rc == -ENOENT)
+				shmtd_log(LOG_NOTICE, "limiter '%s' is no longer "
+				    "in the config: deleted", d->cfg.limiters[j].name);
+			else
+				shmtd_log(LOG_ERR, "limiter '%s' is no longer in "
+				    "the config, and deleting it failed: %s",
+				    d->cfg.limiters[j].name, shmt_strerror(rc));
+		}
 	}
 	apply_limiters(d, &cfg, &d->cfg);
 	shmtd_config_free(&d->cfg);

@@ -123,7 +123,59 @@
  *
  * Cost.  A grant of k <= B uses is the same one CAS with inflight and count
  * raised by k (decide.inc): every argument above counts uses, not calls,
- * and holds unchanged; only the ring's bound assumes grants of one.
+ * and holds unchanged; only the ring's bound assumes grants of one. *
+ * Changing parameters in place (shmt_limiter_update)
+ * ---------------------------------------------------
+ * A grant decides with parameters (L, C, S, B) that its process copied
+ * into a view long before; the change must reach every such grant in one
+ * atomic step.  On a shared ring without keys, W's tag is the parameter
+ * generation g, and the parameters of g live in row block lm_p[g & 1]
+ * (g = 0: the identity fields).  Under the table lock, the updater:
+ *
+ *   w = load(W)
+ *   loop:
+ *     g' = g + 1 (skipping 0)
+ *     write block lm_p[g' & 1] = {L', C', S', B', hold, hold_serial, caps}
+ *     if w.active: raise the active slot's count (seal it); tail' = tail + 1
+ *     CAS W {inflight, count 0, tail', nsealed', active 0, tag g'}
+ *     on CAS failure: w = load(W), loop
+ *
+ * Every grant and every release checks W's tag against its view's g before
+ * deciding and commits by a CAS of the whole W, so one that read W before
+ * the change fails its CAS, and one that reads the new tag builds a view
+ * of g' (view_renew) first.  Hence the change is one point in the order of
+ * CASes on W: every decision before it used the old parameters, every
+ * decision after it the new ones.  A view reads the block like a seqlock
+ * against the tag: a block is rewritten only for g + 2, after W left g.
+ * A process killed before the CAS leaves the old generation (the block it
+ * wrote is for a generation W never named); after it, the new one.
+ *
+ * Uses in flight stay in W (inflight) and in their buckets, which keep
+ * their close times.  The grant test is inflight + k <= L', so a lowered
+ * limit refuses until releases bring inflight under L'.  Releases use
+ * close + max(C', hold) for serials below hold_serial (the buckets sealed
+ * by then, the active one included), with hold = C, or the previous hold
+ * if buckets of that earlier change are still in flight.  So every use
+ * decided before the change is released no sooner than close + max(C, C')
+ * >= its decision time + max(C, C').  The promises that follow:
+ *  - an interval of length m = min(C, C') holds at most max(L, L') grants:
+ *    a use decided in [t, t + m) is still in flight at the interval's end,
+ *    and after any grant at most L (before) or L' (after) are in flight;
+ *  - an interval of length C' lying after the change holds at most L': the
+ *    grants in it are all in flight at its last grant, which left at most L'.
+ * The caps in the block (limit_cap = max(L', inflight at the change),
+ * uses_cap = largest count a held bucket may have) keep w_valid's and the
+ * checker's tests of a damaged word true for the old uses.  The ring built
+ * for the first parameters must hold the new ones (ceil(C'/S') + ceil(L'/B')
+ * <= nb); while old buckets are held it may fill sooner, which refuses
+ * (denied_ring_full), never over-grants.  A stale view may still open a
+ * bucket (write a slot) with its old slack before its CAS fails; as for any
+ * stale opener, the slot keeps a close time at which every use it will
+ * hold was decided, so the release rule stays safe.  Up to 65535 changes
+ * overtaking one preempted grant would let its tag match again: the same
+ * kind of caveat as tail wrapping above.  The argument under "Torn reads"
+ * holds with the tag added to the order after (tail, active): a change
+ * raises tail (it seals) or only the tag, and the tag only grows.
  */
 #include "limiter.h"
 
@@ -152,12 +204,20 @@ enum { CE_NEVER = 0, CE_LIVE = 1, CE_FREE = 2, CE_CLAIMING = 3 };
 
 /*
  * A validated, process-local copy of a READY row's identity, with pointers
- * into this process's mapping.  Rows never change once READY, so the copy
- * stays right; building it checks every offset against the arena once.
+ * into this process's mapping.  The identity never changes once READY;
+ * the parameters of a shared buckets limiter may (shmt_limiter_update), so
+ * the view records the generation it was built for (pgen), and a view
+ * found stale is never rewritten (other threads may be reading it): a new
+ * one is chained after it (lv_next) and kept until the handle closes.
  */
 struct shmt_lview {
 	uint32_t lv_state;            /* 0 empty, 1 filling, 2 ready */
 	uint32_t lv_row;
+	struct shmt_lview *lv_next;   /* a newer view of the same row */
+	uint32_t pgen;                /* W's tag this view is valid for */
+	uint32_t pgen_check;          /* 1: a shared buckets ring w/o keys */
+	uint32_t hold_serial, uses_cap;
+	uint64_t hold_window, limit_cap;
 	struct shmt_lim *lim;
 	uint64_t limit, window, slack, slack_uses;
 	uint32_t mode, flags, nb, nkeys, keystride, keymax, capacity, entsize;
@@ -387,6 +447,65 @@ arena_span(const shmt_t *h, uint64_t off, uint64_t len, void **out)
 	return 0;
 }
 
+/* The parameters in force for the generation W's tag names, read like a
+ * seqlock against W's tag (a block is rewritten only after W has left its
+ * generation, see shmt_limiter_update), and checked: the ring must hold
+ * them, and the caps must cover them.  Every load is an acquire, so that
+ * none moves after the tag's second load (no fence: gcc cannot instrument
+ * one for ThreadSanitizer). */
+static int
+view_params(struct shmt_lim *lim, struct shmt_lview *v)
+{
+	for (int tries = 0; tries < 64; tries++) {
+		uint32_t gen = (uint32_t)__atomic_load_n(&lim->lm_w.w[1],
+		    __ATOMIC_ACQUIRE) & 0xffffU;
+		const struct shmt_lparams *p = &lim->lm_p[gen & 1];
+		struct shmt_lparams q;
+
+		v->pgen = gen;
+		if (gen == 0)
+			return 0;        /* the identity's parameters */
+		q.lp_limit = __atomic_load_n(&p->lp_limit, __ATOMIC_ACQUIRE);
+		q.lp_window = __atomic_load_n(&p->lp_window, __ATOMIC_ACQUIRE);
+		q.lp_slack = __atomic_load_n(&p->lp_slack, __ATOMIC_ACQUIRE);
+		q.lp_hold_window = __atomic_load_n(&p->lp_hold_window,
+		    __ATOMIC_ACQUIRE);
+		q.lp_slack_uses = __atomic_load_n(&p->lp_slack_uses,
+		    __ATOMIC_ACQUIRE);
+		q.lp_hold_serial = __atomic_load_n(&p->lp_hold_serial,
+		    __ATOMIC_ACQUIRE);
+		q.lp_gen = __atomic_load_n(&p->lp_gen, __ATOMIC_ACQUIRE);
+		q.lp_limit_cap = __atomic_load_n(&p->lp_limit_cap,
+		    __ATOMIC_ACQUIRE);
+		q.lp_uses_cap = __atomic_load_n(&p->lp_uses_cap,
+		    __ATOMIC_ACQUIRE);
+		if (((uint32_t)__atomic_load_n(&lim->lm_w.w[1],
+		    __ATOMIC_RELAXED) & 0xffffU) != gen)
+			continue;
+		if (q.lp_gen != gen || q.lp_limit == 0 ||
+		    q.lp_limit > SHMT_LIMIT_MAX || q.lp_window == 0 ||
+		    q.lp_slack == 0 || q.lp_slack_uses == 0 ||
+		    q.lp_slack_uses > q.lp_limit ||
+		    div_up(q.lp_window, q.lp_slack) +
+		    div_up(q.lp_limit, q.lp_slack_uses) > v->nb ||
+		    q.lp_limit_cap < q.lp_limit ||
+		    q.lp_limit_cap > SHMT_LIMIT_MAX ||
+		    q.lp_uses_cap < q.lp_slack_uses ||
+		    q.lp_uses_cap > q.lp_limit_cap)
+			return SHMT_ECORRUPT;
+		v->limit = q.lp_limit;
+		v->window = q.lp_window;
+		v->slack = q.lp_slack;
+		v->slack_uses = q.lp_slack_uses;
+		v->hold_window = q.lp_hold_window;
+		v->hold_serial = q.lp_hold_serial;
+		v->limit_cap = q.lp_limit_cap;
+		v->uses_cap = q.lp_uses_cap;
+		return 0;
+	}
+	return SHMT_EBUSYLOOP;
+}
+
 /* Fill V from row R, checking every field and offset.  SHMT_ECORRUPT when
  * the row is inconsistent, -ENOENT when it is not READY. */
 static int
@@ -466,7 +585,11 @@ view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	} else if (v->nkeys != 0) {
 		return SHMT_ECORRUPT;
 	}
-	return 0;
+	v->limit_cap = v->limit;
+	v->uses_cap = (uint32_t)v->slack_uses;
+	v->pgen_check = v->mode == SHMT_MODE_BUCKETS &&
+	    !(v->flags & (SHMT_LIMF_PER_CLIENT | SHMT_LIMF_KEYS));
+	return v->pgen_check ? view_params(lim, v) : 0;
 }
 
 static int
@@ -490,8 +613,34 @@ lviews_ensure(shmt_t *h)
 void
 shmt__lviews_free(shmt_t *h)
 {
+	uint32_t n;
+
+	if (h->lviews != NULL) {
+		rows(h, &n);
+		for (uint32_t r = 0; r < n; r++) {
+			struct shmt_lview *v = h->lviews[r].lv_next;
+
+			while (v != NULL) {
+				struct shmt_lview *next = v->lv_next;
+
+				free(v);
+				v = next;
+			}
+		}
+	}
 	free(h->lviews);
 	h->lviews = NULL;
+}
+
+/* The newest view chained after V. */
+static inline const struct shmt_lview *
+view_latest(const struct shmt_lview *v)
+{
+	const struct shmt_lview *n;
+
+	while ((n = __atomic_load_n(&v->lv_next, __ATOMIC_ACQUIRE)) != NULL)
+		v = n;
+	return v;
 }
 
 /* The view of row R, filled on first use.  Threads race to fill it; the
@@ -513,7 +662,7 @@ view_get(shmt_t *h, uint32_t r, struct shmt_lview *scratch,
 		return -ENOENT;
 	v = &h->lviews[r];
 	if (__atomic_load_n(&v->lv_state, __ATOMIC_ACQUIRE) == 2) {
-		*out = v;
+		*out = view_latest(v);
 		return 0;
 	}
 	if (!__atomic_compare_exchange_n(&v->lv_state, &expect, 1, 0,
@@ -568,6 +717,15 @@ static __thread struct {
 	const struct shmt_lview *v;
 } lim_last;
 
+/* The view's row is still defined (shmt_limiter_delete): one load of a
+ * line that is written only when the row is defined or deleted. */
+static inline int
+row_live(const struct shmt_lview *v)
+{
+	return __atomic_load_n(&v->lim->lm_state, __ATOMIC_RELAXED) ==
+	    SHMT_LIM_READY;
+}
+
 /* NAME equals the view's name (NUL-terminated within its buffer). */
 static inline int
 name_is(const char *vname, const char *name)
@@ -597,8 +755,9 @@ lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
 		return -EINVAL;
 	SHMT_FORK_CHECK(h);
 	if (lim_last.uid == h->uid && name != NULL &&
-	    name_is(lim_last.v->name, name)) {
-		*out = lim_last.v;
+	    name_is(lim_last.v->name, name) &&
+	    __builtin_expect(row_live(lim_last.v), 1)) {
+		*out = view_latest(lim_last.v);
 		return 0;
 	}
 	if ((rc = name_scan(name, &len, &hash)) != 0)
@@ -612,15 +771,16 @@ lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
 	if (ent != 0 && (uint32_t)(ent >> 32) == hash && views != NULL &&
 	    r < h->reg[SHMT_R_LIMITERS].rg_size / sizeof(struct shmt_lim) &&
 	    __atomic_load_n(&views[r].lv_state, __ATOMIC_ACQUIRE) == 2 &&
-	    memcmp(views[r].name, name, len + 1) == 0) {
-		*out = &views[r];
+	    memcmp(views[r].name, name, len + 1) == 0 &&
+	    row_live(&views[r])) {
+		*out = view_latest(&views[r]);
 		lim_last.uid = h->uid;
 		lim_last.v = *out;
 		return 0;
 	}
 	if (ent != 0 && (uint32_t)(ent >> 32) == hash &&
 	    view_get(h, r, scratch, out) == 0 &&
-	    memcmp((*out)->name, name, len + 1) == 0)
+	    memcmp((*out)->name, name, len + 1) == 0 && row_live(*out))
 		return 0;
 	lim = rows(h, &n);
 	for (r = 0; r < n; r++) {
@@ -635,6 +795,55 @@ lim_find(shmt_t *h, const char *name, struct shmt_lview *scratch,
 		return 0;
 	}
 	return -ENOENT;
+}
+
+/*
+ * V was found stale (W's tag names other parameters): *VP gets a view of
+ * the parameters in force, chained after the row's views so that later
+ * calls find it.  Returns 0, or an error (-ENOENT: the row is gone).
+ */
+static __attribute__((noinline, cold)) int
+view_renew(shmt_t *h, const struct shmt_lview **vp)
+{
+	struct shmt_lview scratch, *head, *nv, *tail, *expect;
+	const struct shmt_lview *got;
+	uint32_t r = (*vp)->lv_row, n;
+	int rc;
+
+	if ((rc = view_get(h, r, &scratch, &got)) != 0)
+		return rc;
+	rows(h, &n);
+	head = &h->lviews[r];
+	if (__atomic_load_n(&head->lv_state, __ATOMIC_ACQUIRE) != 2)
+		return SHMT_EBUSYLOOP;    /* another thread is filling it */
+	nv = malloc(sizeof(*nv));
+	if (nv == NULL)
+		return -ENOMEM;
+	if ((rc = view_fill(h, r, rows(h, &n) + r, nv)) != 0) {
+		free(nv);
+		return rc;
+	}
+	nv->lv_state = 2;
+	tail = (struct shmt_lview *)view_latest(head);
+	for (;;) {
+		if (tail->pgen == nv->pgen) {
+			/* Another thread chained this generation first. */
+			free(nv);
+			*vp = tail;
+			break;
+		}
+		expect = NULL;
+		if (__atomic_compare_exchange_n(&tail->lv_next, &expect, nv, 0,
+		    __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+			*vp = nv;
+			break;
+		}
+		tail = (struct shmt_lview *)view_latest(expect);
+	}
+	if (lim_last.uid == h->uid && lim_last.v != NULL &&
+	    lim_last.v->lv_row == r)
+		lim_last.v = *vp;
+	return 0;
 }
 
 /* ---- Ring slots ---------------------------------------------------------- */
@@ -711,6 +920,8 @@ slot_is(const uint64_t s[2], uint32_t serial)
 struct bk_ctx {
 	uint64_t limit, window, slack;
 	uint32_t slack_uses, nb;
+	uint64_t limit_cap, hold_window; /* see shmt_limiter_update */
+	uint32_t uses_cap, hold_serial;
 	uint32_t ntags;               /* key pool size, or 0: tag is fixed */
 	int check_tag;                /* client entries: W must carry... */
 	uint32_t tag_expect;          /* ...this tag (LIVE, epoch) */
@@ -755,8 +966,14 @@ bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
 	c->slack_uses = (uint32_t)v->slack_uses;
 	c->nb = v->nb;
 	c->ntags = v->nkeys;
-	c->check_tag = 0;
-	c->tag_expect = 0;
+	c->limit_cap = v->limit_cap;
+	c->uses_cap = v->uses_cap;
+	c->hold_window = v->hold_window;
+	c->hold_serial = v->hold_serial;
+	/* A shared ring's tag is its parameter generation: a grant or a
+	 * release on a view of another generation must not commit. */
+	c->check_tag = ring == v->ring && v->pgen_check;
+	c->tag_expect = v->pgen;
 	c->ring = ring;
 	c->released = &v->lim->lm_released_uses;
 	c->torn_ok = 0;
@@ -790,10 +1007,23 @@ w_valid(const struct bk_ctx *c, struct shmt_w w)
 	uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
 	uint32_t nsealed = SHMT_W_NSEALED(w), active = SHMT_W_ACTIVE(w);
 
-	return inflight <= c->limit && count <= c->slack_uses &&
+	return inflight <= c->limit_cap && count <= c->uses_cap &&
 	    count <= inflight && nsealed + active <= c->nb &&
 	    (active || count == 0) &&
 	    (c->ntags == 0 || SHMT_W_TAG(w) < c->ntags);
+}
+
+/* The time bucket SERIAL, closed at CLOSE, is due: a bucket sealed before
+ * the last change of parameters keeps the longer of the two windows. */
+static inline uint64_t
+bk_due(const struct bk_ctx *c, uint32_t serial, uint64_t close)
+{
+	uint64_t win = c->window;
+
+	if (__builtin_expect(c->hold_window > win, 0) &&
+	    (int32_t)(serial - c->hold_serial) < 0)
+		win = c->hold_window;
+	return sat_add(close, win);
 }
 
 /*
@@ -822,7 +1052,7 @@ bk_release_step(const struct bk_ctx *c, struct shmt_w w, uint64_t now,
 			return rc;
 		if (SLOT_COUNT(s) > inflight)
 			return SHMT_ECORRUPT;
-		*due = sat_add(s[0], c->window);
+		*due = bk_due(c, serial, s[0]);
 		if (*due > now)
 			return 0;
 		*nw = shmt__w_make(inflight - SLOT_COUNT(s), count, tail,
@@ -834,7 +1064,7 @@ bk_release_step(const struct bk_ctx *c, struct shmt_w w, uint64_t now,
 	bk_load(c, slot_of(c, tail), s);
 	if ((rc = slot_is(s, tail)) != SLOT_OK)
 		return rc;
-	*due = sat_add(s[0], c->window);
+	*due = bk_due(c, tail, s[0]);
 	if (*due > now)
 		return 0;
 	if ((rc = slot_raise(slot_of(c, tail), tail, count)) != 0)
@@ -958,6 +1188,9 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 		uint64_t close;
 
 		if (c->check_tag && wtag != c->tag_expect) {
+			/* A guess may be of another time. */
+			if (!bk_confirm(c, wp, &w))
+				continue;
 			rc = -EAGAIN;
 			break;
 		}
@@ -1118,6 +1351,8 @@ bk_housekeep(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
 		int rc;
 
+		if (c->check_tag && SHMT_W_TAG(w) != c->tag_expect)
+			return -EAGAIN;
 		if (!w_valid(c, w))
 			return SHMT_ECORRUPT;
 		rc = bk_release_step(c, w, now, &nw, &due);
@@ -1295,9 +1530,18 @@ take_shared_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 		}
 		return rc;
 	}
-	bk_ctx_init(&c, v, v->ring);
-	c.torn_ok = 1;
-	rc = bk_take(h, &c, &v->lim->lm_w, &tag, &why);
+	for (int tries = 0;; tries++) {
+		bk_ctx_init(&c, v, v->ring);
+		c.torn_ok = 1;
+		rc = bk_take(h, &c, &v->lim->lm_w, &tag, &why);
+		if (__builtin_expect(rc != -EAGAIN, 1))
+			break;
+		/* The parameters changed since this view was built. */
+		if (tries == 64)
+			return SHMT_EBUSYLOOP;
+		if ((rc = view_renew(h, &v)) != 0)
+			return rc;
+	}
 	if (rc == 1)
 		*cursor = tag;
 	else if (rc == 0)
@@ -1815,6 +2059,379 @@ shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
 	return rc;
 }
 
+/* ---- Changing a limiter in place --------------------------------------------- */
+
+#define REFUSE(rc, ...) do { \
+		if (why != NULL && why_len > 0) \
+			snprintf(why, why_len, __VA_ARGS__); \
+		return (rc); \
+	} while (0)
+
+/* What may change in place on V (a fresh view of the row): limit, window,
+ * slack_ns and slack_uses of a shared buckets limiter without keys, as long
+ * as the ring holds the new parameters; nothing else. */
+static int
+update_check(const struct shmt_lview *v, const shmt_limit_t *l, char *why,
+    size_t why_len)
+{
+	struct lim_geom g;
+	shmt_limit_t want = *l;
+	int rc;
+
+	if (l->mode != (int)v->mode)
+		REFUSE(-EOPNOTSUPP, "mode: cannot change in place (it is %s): "
+		    "delete and define the limiter again",
+		    v->mode == SHMT_MODE_EXACT ? "exact" :
+		    v->mode == SHMT_MODE_GCRA ? "gcra" : "buckets");
+	if (v->mode != SHMT_MODE_BUCKETS || !v->pgen_check)
+		REFUSE(-EOPNOTSUPP, "%s: its parameters cannot change in "
+		    "place yet (only a shared buckets limiter without keys "
+		    "can): delete and define it again",
+		    v->mode == SHMT_MODE_EXACT ? "exact mode" :
+		    v->mode == SHMT_MODE_GCRA ? "rate mode" :
+		    (v->flags & SHMT_LIMF_KEYS) ? "a key pool" :
+		    "a per-client limiter");
+	if (l->per_client || l->client_capacity != 0 || l->nkeys != 0 ||
+	    l->keys != NULL || l->uses_per_key != 0)
+		REFUSE(-EOPNOTSUPP, "per_client, client_capacity, nkeys, keys "
+		    "and uses_per_key cannot change in place");
+	if ((l->shadow != 0) != ((v->flags & SHMT_LIMF_SHADOW) != 0))
+		REFUSE(-EOPNOTSUPP, "shadow: cannot change in place");
+	if ((rc = limit_check(&want, &g, why, why_len)) != 0)
+		return rc;
+	if (g.nb > v->nb)
+		REFUSE(-E2BIG, "the new parameters need %u buckets "
+		    "(window_ns / slack_ns + limit / slack_uses, rounded up), "
+		    "the limiter's ring has %u: raise slack_ns or slack_uses, "
+		    "or delete and define the limiter again", g.nb, v->nb);
+	return 0;
+}
+
+/*
+ * The one step that changes the parameters (see "Changing parameters in
+ * place" at the top of this file), under sh_table_lock.  V is a fresh view
+ * of the row.
+ */
+static void fix_ring_times(const struct bk_ctx *bc, uint32_t first,
+    uint32_t n, uint64_t now);
+
+static int
+update_locked(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
+    const shmt_limit_t *l)
+{
+	struct bk_ctx c;
+	struct shmt_w w, nw;
+
+	bk_ctx_init(&c, v, v->ring);
+	shmt__load128(&lim->lm_w, w.w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		uint32_t tag = SHMT_W_TAG(w), gen = (tag + 1) & 0xffffU;
+		uint32_t inflight = SHMT_W_INFLIGHT(w), tail = SHMT_W_TAIL(w);
+		uint32_t nsealed = SHMT_W_NSEALED(w), hold_serial;
+		uint64_t hold = v->window, cap;
+		struct shmt_lparams *p;
+		uint32_t ucap;
+		int rc;
+
+		if (tag != v->pgen)
+			return SHMT_ECORRUPT;   /* only we change it */
+		if (!w_valid(&c, w))
+			return SHMT_ECORRUPT;
+		if (gen == 0)
+			gen = 1;                /* 0 names the identity */
+		/* Buckets still held from before the last change keep their
+		 * longer window too. */
+		if ((int32_t)(tail - nsealed - v->hold_serial) < 0 &&
+		    v->hold_window > hold)
+			hold = v->hold_window;
+		if (SHMT_W_ACTIVE(w)) {
+			/* Seal the active bucket: its uses were decided under
+			 * the old parameters and cool for the old window. */
+			if ((rc = slot_raise(slot_of(&c, tail), tail,
+			    SHMT_W_COUNT(w))) != 0)
+				return rc;
+			nw = shmt__w_make(inflight, 0, tail + 1, nsealed + 1, 0,
+			    gen);
+			hold_serial = tail + 1;
+		} else {
+			nw = shmt__w_make(inflight, 0, tail, nsealed, 0, gen);
+			hold_serial = tail;
+		}
+		cap = l->limit > inflight ? l->limit : inflight;
+		ucap = (uint32_t)l->slack_uses;
+		if (SHMT_W_NSEALED(nw) > 0 && v->uses_cap > ucap)
+			ucap = v->uses_cap;
+		if (ucap > cap)
+			cap = ucap;
+		p = &lim->lm_p[gen & 1];
+		__atomic_store_n(&p->lp_limit, l->limit, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_window, l->window_ns, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_slack, l->slack_ns, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_hold_window,
+		    hold > l->window_ns ? hold : 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_slack_uses, (uint32_t)l->slack_uses,
+		    __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_hold_serial, hold_serial,
+		    __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_gen, gen, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_limit_cap, (uint32_t)cap,
+		    __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_uses_cap, ucap, __ATOMIC_RELAXED);
+		/* The block is complete before W names it: the CAS is a
+		 * locked cmpxchg16b (a full barrier) or a sequentially
+		 * consistent compare-and-swap (atomic128.h). */
+		if (shmt__cas128(&lim->lm_w, w.w, nw.w)) {
+			/* This thread's guess of W is now the new word, so
+			 * that its next grant decides as a fresh reader would
+			 * (a stale guess is safe, but may open a bucket with
+			 * the old slack). */
+			unsigned gs = wguess_slot(&lim->lm_w);
+
+			if (wguess[gs].wp == &lim->lm_w) {
+				wguess[gs].w[0] = nw.w[0];
+				wguess[gs].w[1] = nw.w[1];
+			}
+			if (l->slack_ns < v->slack) {
+				/* A shorter slack: no bucket may close later
+				 * than now + the new slack (shmt_check's rule).
+				 * The buckets are all sealed by the CAS above,
+				 * so no use can be decided into them any more,
+				 * and each use they hold was decided before
+				 * now: an earlier close still follows every
+				 * decision in its bucket. */
+				c.slack = l->slack_ns;
+				fix_ring_times(&c, SHMT_W_TAIL(nw) -
+				    SHMT_W_NSEALED(nw), SHMT_W_NSEALED(nw),
+				    shmt__now(h));
+			}
+			return 0;
+		}
+		shmt__load128(&lim->lm_w, w.w);
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+SHMT_EXPORT int
+shmt_limiter_update(shmt_t *h, const char *name, const shmt_limit_t *l,
+    char *why, size_t why_len)
+{
+	struct shmt_lview v;
+	struct shmt_lim *lim;
+	uint32_t n, r;
+	size_t len;
+	int rc, lk;
+
+	if (why != NULL && why_len > 0)
+		why[0] = '\0';
+	if (h == NULL || l == NULL)
+		return -EINVAL;
+	if ((rc = name_check(name, &len)) != 0)
+		return rc;
+	lk = shmt__lock(h, &h->hdr->sh_table_lock);
+	if (lk < 0)
+		return lk;
+	if (lk == 1)
+		rows_repair(h);
+	lim = rows(h, &n);
+	rc = -ENOENT;
+	for (r = 0; r < n; r++)
+		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) ==
+		    SHMT_LIM_READY &&
+		    strncmp(lim[r].lm_name, name, sizeof(lim[r].lm_name)) == 0)
+			break;
+	if (r < n && (rc = view_fill(h, r, &lim[r], &v)) == 0 &&
+	    (rc = update_check(&v, l, why, why_len)) == 0) {
+		rc = update_locked(h, &lim[r], &v, l);
+		if (rc == 0)
+			__atomic_fetch_add(&h->hdr->sh_generation, 1,
+			    __ATOMIC_RELEASE);
+	}
+	shmt__unlock(&h->hdr->sh_table_lock);
+	return rc;
+}
+
+#undef REFUSE
+
+/* ---- Deleting and resetting -------------------------------------------------- */
+
+SHMT_EXPORT int
+shmt_limiter_delete(shmt_t *h, const char *name)
+{
+	struct shmt_lim *lim;
+	uint32_t n, r;
+	size_t len;
+	int rc, lk;
+
+	if (h == NULL)
+		return -EINVAL;
+	if ((rc = name_check(name, &len)) != 0)
+		return rc;
+	lk = shmt__lock(h, &h->hdr->sh_table_lock);
+	if (lk < 0)
+		return lk;
+	if (lk == 1)
+		rows_repair(h);
+	lim = rows(h, &n);
+	rc = -ENOENT;
+	for (r = 0; r < n; r++) {
+		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
+		    SHMT_LIM_READY ||
+		    strncmp(lim[r].lm_name, name, sizeof(lim[r].lm_name)) != 0)
+			continue;
+		/* Never FREE: a process may still hold a view of the row,
+		 * and must never find another limiter under it. */
+		__atomic_store_n(&lim[r].lm_state, SHMT_LIM_DELETED,
+		    __ATOMIC_RELEASE);
+		__atomic_fetch_add(&h->hdr->sh_generation, 1, __ATOMIC_RELEASE);
+		rc = 0;
+		break;
+	}
+	shmt__unlock(&h->hdr->sh_table_lock);
+	return rc;
+}
+
+/* Give back every use in the ring word at WP: one CAS to an empty ring
+ * (tail moves past an active bucket; the tag is kept).  Returns the uses
+ * given back, or an error. */
+static int64_t
+bk_reset(struct shmt_w *wp, int is_client)
+{
+	struct shmt_w w, nw;
+
+	shmt__load128(wp, w.w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		uint32_t tag = SHMT_W_TAG(w);
+
+		if (is_client && tag >> 14 != CE_LIVE)
+			return 0;
+		if (SHMT_W_INFLIGHT(w) == 0 && SHMT_W_NSEALED(w) == 0 &&
+		    !SHMT_W_ACTIVE(w))
+			return 0;
+		/* Raises tail (past the active bucket) or, with none active,
+		 * count - nsealed: the order "Torn reads" relies on. */
+		nw = shmt__w_make(0, 0, SHMT_W_TAIL(w) + SHMT_W_ACTIVE(w), 0, 0,
+		    tag);
+		if (shmt__cas128(wp, w.w, nw.w))
+			return SHMT_W_INFLIGHT(w);
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+/* Rate mode: the arrival time at *TP goes back to none (0), keeping the
+ * second word (a client entry's state) as it is. */
+static int64_t
+gcra_reset(struct shmt_w *wp, int is_client)
+{
+	struct shmt_w w, nw;
+
+	shmt__load128(wp, w.w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		if ((is_client && SHMT_W_TAG(w) >> 14 != CE_LIVE) || w.w[0] == 0)
+			return 0;
+		nw = w;
+		nw.w[0] = 0;
+		if (shmt__cas128(wp, w.w, nw.w))
+			return 0;
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+/* Exact mode: every record still in the window gets time 0, as if made
+ * long ago (its number is kept: the grant protocol needs it). */
+static int64_t
+ex_reset(const struct shmt_lview *v, uint64_t now)
+{
+	int64_t n = 0;
+
+	for (uint64_t i = 0; i < v->limit; i++) {
+		uint64_t s[2], d[2];
+		unsigned k;
+
+		shmt__load128(&v->log[i], s);
+		for (k = 0; k < SHMT_RETRY_MAX; k++) {
+			if ((int64_t)s[0] < 0 || s[1] == 0)
+				break;
+			d[0] = s[0];
+			d[1] = 0;
+			if (shmt__cas128(&v->log[i], s, d)) {
+				n += sat_add(s[1], v->window) > now;
+				break;
+			}
+		}
+		if (k == SHMT_RETRY_MAX)
+			return SHMT_EBUSYLOOP;
+	}
+	return n;
+}
+
+static int64_t
+ce_reset(const struct shmt_lview *v, struct shmt_client *e)
+{
+	return v->mode == SHMT_MODE_GCRA ? gcra_reset(&e->ce_w, 1) :
+	    bk_reset(&e->ce_w, 1);
+}
+
+SHMT_EXPORT int
+shmt_limiter_reset(shmt_t *h, const char *name, const void *client,
+    size_t client_len)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	int64_t n = 0, k;
+	int rc;
+
+	if ((client == NULL) != (client_len == 0))
+		return -EINVAL;
+	if (client_len > SHMT_CLIENT_MAX)
+		return -E2BIG;
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+		return rc;
+	if (client != NULL && !(v->flags & SHMT_LIMF_PER_CLIENT))
+		return -EPERM;
+	if (v->flags & SHMT_LIMF_PER_CLIENT) {
+		uint64_t hash[2], hw[2];
+		uint32_t home = 0, probe = v->capacity;
+
+		if (client != NULL) {
+			shmt__client_hash(h, client, client_len, hash);
+			home = shmt__client_home(hash, v->capacity);
+			probe = ce_probe(v);
+		}
+		for (uint32_t j = 0; j < probe; j++) {
+			struct shmt_client *e = ce_at(v,
+			    (home + j) % v->capacity);
+
+			if (client != NULL) {
+				shmt__load128(e->ce_hash, hw);
+				if (hw[0] == 0 && hw[1] == 0)
+					break;
+				if (!ce_hash_match(hw, hash))
+					continue;
+			}
+			if ((k = ce_reset(v, e)) < 0)
+				return (int)k;
+			n += k;
+		}
+	} else if (v->mode == SHMT_MODE_GCRA) {
+		n = gcra_reset(&v->lim->lm_w, 0);
+	} else if (v->mode == SHMT_MODE_EXACT) {
+		n = ex_reset(v, shmt__now(h));
+	} else {
+		n = bk_reset(&v->lim->lm_w, 0);
+	}
+	if (n < 0)
+		return (int)n;
+	if (n > 0) {
+		__atomic_fetch_add(&v->lim->lm_reset_uses, (uint64_t)n,
+		    __ATOMIC_RELAXED);
+		if (v->mode == SHMT_MODE_BUCKETS)
+			__atomic_fetch_add(&v->lim->lm_released_uses,
+			    (uint64_t)n, __ATOMIC_RELAXED);
+		wake_waiters(&v->lim->lm_wake);
+	}
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
 /* ---- Statistics ------------------------------------------------------------- */
 
 static void
@@ -1869,10 +2486,24 @@ stat_fill(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 	o->housekeeping_lag_ns = __atomic_load_n(&h->hdr->sh_lag_ns,
 	    __ATOMIC_RELAXED);
 	o->burst = v->burst;
+	o->reset_uses = __atomic_load_n(&lim->lm_reset_uses, __ATOMIC_RELAXED);
 	o->shadow = (v->flags & SHMT_LIMF_SHADOW) != 0;
 	o->would_deny = __atomic_load_n(&lim->lm_would_deny, __ATOMIC_RELAXED);
 	if (v->mode == SHMT_MODE_GCRA)
 		gcra_stat(h, v, o);
+}
+
+/* *VP, renewed if its parameters changed since it was built (readers that
+ * make no CAS, which would find out by failing it). */
+static int
+view_fresh(shmt_t *h, const struct shmt_lview **vp)
+{
+	const struct shmt_lview *v = *vp;
+
+	if (v->pgen_check && (uint32_t)(__atomic_load_n(&v->lim->lm_w.w[1],
+	    __ATOMIC_ACQUIRE) & 0xffffU) != v->pgen)
+		return view_renew(h, vp);
+	return 0;
 }
 
 SHMT_EXPORT int
@@ -1884,7 +2515,8 @@ shmt_limiter_stat(shmt_t *h, const char *name, shmt_limiter_stat_t *out)
 
 	if (out == NULL)
 		return -EINVAL;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
+	    (rc = view_fresh(h, &v)) != 0)
 		return rc;
 	stat_fill(h, v, out);
 	return 0;
@@ -1904,7 +2536,8 @@ shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out, size_t cap)
 	lim = rows(h, &n);
 	for (uint32_t r = 0; r < n; r++) {
 		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
-		    SHMT_LIM_READY || view_get(h, r, &scratch, &v) != 0)
+		    SHMT_LIM_READY || view_get(h, r, &scratch, &v) != 0 ||
+		    view_fresh(h, &v) != 0)
 			continue;
 		if (k < cap)
 			stat_fill(h, v, &out[k]);
@@ -1926,7 +2559,8 @@ shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 
 	if (out == NULL && cap != 0)
 		return -EINVAL;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
+	    (rc = view_fresh(h, &v)) != 0)
 		return rc;
 	if (v->mode != SHMT_MODE_BUCKETS || (v->flags & SHMT_LIMF_PER_CLIENT))
 		return -EPERM;
@@ -1949,7 +2583,9 @@ shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 		out[i].active = serial == tail && out[i].uses < v->slack_uses &&
 		    now < s[0];
 		out[i].close_ns = s[0];
-		out[i].release_ns = sat_add(s[0], v->window);
+		out[i].release_ns = sat_add(s[0], v->hold_window > v->window &&
+		    (int32_t)(serial - v->hold_serial) < 0 ? v->hold_window :
+		    v->window);
 		if (SLOT_SERIAL(s) != serial)
 			return SHMT_ECORRUPT;
 	}
@@ -2008,8 +2644,20 @@ shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 		if (v->flags & SHMT_LIMF_PER_CLIENT) {
 			rc = hk_clients(h, v, now, next);
 		} else {
-			bk_ctx_init(&c, v, v->ring);
-			rc = bk_housekeep(h, &c, &v->lim->lm_w, now, next);
+			rc = -EAGAIN;
+			/* -EAGAIN: the parameters changed meanwhile. */
+			for (int tries = 0; rc == -EAGAIN && tries < 64;
+			    tries++) {
+				if ((rc = view_fresh(h, &v)) != 0)
+					break;
+				bk_ctx_init(&c, v, v->ring);
+				rc = bk_housekeep(h, &c, &v->lim->lm_w, now,
+				    next);
+			}
+			if (rc == -EAGAIN)
+				rc = SHMT_EBUSYLOOP;
+			if (rc == -ENOENT)
+				continue;      /* deleted meanwhile */
 		}
 		if (rc < 0)
 			return rc;
@@ -2163,7 +2811,7 @@ chk_ring(shmt_t *h, struct shmt_chk *c, const char *who,
 					    SLOT_SERIAL(s));
 			} else {
 				if (SLOT_SERIAL(s) != serial ||
-				    SLOT_COUNT(s) > bc->slack_uses)
+				    SLOT_COUNT(s) > bc->uses_cap)
 					snprintf(bad, sizeof(bad), "sealed bucket "
 					    "%u: slot holds serial %u with %u "
 					    "uses", serial, SLOT_SERIAL(s),
@@ -2388,7 +3036,8 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 		struct bk_ctx bc;
 		int rc;
 
-		if (st == SHMT_LIM_FREE || st == SHMT_LIM_BUILDING)
+		if (st == SHMT_LIM_FREE || st == SHMT_LIM_BUILDING ||
+		    st == SHMT_LIM_DELETED)
 			continue;
 		if (st != SHMT_LIM_READY) {
 			shmt__chk(c, "limiter row %u: unknown state %u", r, st);

@@ -11,7 +11,8 @@
 enum shmt_lim_state {
 	SHMT_LIM_FREE = 0,     /* row never used, or reclaimed by repair */
 	SHMT_LIM_BUILDING = 1, /* being defined under sh_table_lock */
-	SHMT_LIM_READY = 2     /* defined; identity fields never change again */
+	SHMT_LIM_READY = 2,    /* defined; identity fields never change again */
+	SHMT_LIM_DELETED = 3   /* deleted: never used again, nor its storage */
 };
 
 #define SHMT_LIMF_PER_CLIENT 0x1U
@@ -34,6 +35,8 @@ enum shmt_lim_state {
  * active    1 while bucket `tail` takes uses.
  * tag       key pools: the cursor (name index of the next grant, mod nkeys).
  *           Client entries: state:2 | epoch:14 (see limiter.c).
+ *           A shared limiter without keys: the parameter generation, which
+ *           names the parameters in force (lm_p, see shmt_limiter_update).
  */
 struct shmt_w {
 	uint64_t w[2];
@@ -88,6 +91,27 @@ struct shmt_client {
 };
 _Static_assert(sizeof(struct shmt_client) == 64, "client entry is one line");
 
+/*
+ * Parameters of a shared buckets limiter changed in place (generation
+ * lp_gen, 1..65535; generation 0 is the row's identity fields).  Written
+ * under sh_table_lock before the CAS that puts lp_gen into W's tag, and
+ * rewritten only for generation lp_gen + 2, after W has left lp_gen.
+ */
+struct shmt_lparams {
+	uint64_t lp_limit;
+	uint64_t lp_window;
+	uint64_t lp_slack;
+	uint64_t lp_hold_window;     /* buckets before lp_hold_serial cool
+				      * for max(lp_window, this) */
+	uint32_t lp_slack_uses;
+	uint32_t lp_hold_serial;
+	uint32_t lp_gen;
+	uint32_t lp_limit_cap;       /* most uses W may hold in flight */
+	uint32_t lp_uses_cap;        /* most uses a sealed bucket may hold */
+	uint32_t lp_pad;
+};
+_Static_assert(sizeof(struct shmt_lparams) == 56, "two fit in a line");
+
 struct shmt_lim {
 	/* Identity: written while BUILDING, read-only once READY. */
 	uint32_t lm_state;
@@ -126,10 +150,14 @@ struct shmt_lim {
 	uint64_t lm_exact_grants;
 	uint64_t lm_denied_ring_full;
 	uint64_t lm_would_deny;      /* shadow mode: refusals not enforced */
+	uint64_t lm_reset_uses;      /* uses given back by shmt_limiter_reset */
 
 	/* Waiters (wait.inc): a futex word, bit 0 set while someone may
 	 * sleep on it, the rest a count of releases; on its own line. */
 	alignas(SHMT_LINE) uint32_t lm_wake;
+
+	/* Parameters changed in place: lm_p[gen & 1] for W's tag gen. */
+	alignas(SHMT_LINE) struct shmt_lparams lm_p[2];
 };
 _Static_assert(offsetof(struct shmt_lim, lm_w) % 16 == 0, "W is 16-aligned");
 _Static_assert(sizeof(struct shmt_lim) % SHMT_LINE == 0, "rows are whole lines");

@@ -15,6 +15,13 @@ shmt_add_test(test_limiter_client SOURCES test_limiter_client.c ${SHMT_TL_UTIL}
 shmt_add_test(test_limiter_interleave SOURCES test_limiter_interleave.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 60)
 
+# Changing a limiter in place: against a model with the injected clock, and
+# four processes granting with the real clock while the parent changes it.
+shmt_add_test(test_limiter_update SOURCES test_limiter_update.c ${SHMT_TL_UTIL}
+  LABELS unit TIMEOUT 120 LIBS Threads::Threads)
+shmt_add_test(test_limiter_update_mp SOURCES test_limiter_update.c ${SHMT_TL_UTIL}
+  LABELS stress TIMEOUT 120 ARGS stress LIBS Threads::Threads)
+
 # Many processes and kill -9 with the real clock (a 20 ms window).
 shmt_add_test(test_limiter_mp SOURCES test_limiter_mp.c ${SHMT_TL_UTIL}
   LABELS stress TIMEOUT 120 LIBS Threads::Threads)

@@ -720,6 +720,87 @@ test_next_key(void **state)
 	fx_free(&f);
 }
 
+/* ---- limiter set, limiter delete, reset -------------------------------- */
+
+/* api holds 10 uses in flight (limit 10, window 1h, slack 1s/4, a ring of
+ * 3603 buckets). */
+static void
+test_limiter_live(void **state)
+{
+	struct tc_run r;
+	struct fx f;
+	json_t *j;
+
+	fx_make(&f, "live", 1);
+	expect_out(&f, 0, "limiter api: limit 6 per 1h, slack 1s/4; 10 uses in "
+	    "flight kept\n", ARGV("-s", f.seg, "limiter", "set", "api",
+	    "limit=6"));
+	expect_run(&r, 1, ARGV("-s", f.seg, "try", "api"));
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "limiter", "set", "api",
+	    "limit=20", "slack_time=1500ms"));
+	j = parse(&r);
+	assert_true(jint(j, "limit") == 20 && jint(j, "in_flight") == 10);
+	assert_true(jint(j, "slack_ns") == 1500000000ULL);
+	json_decref(j);
+	tc_run_free(&r);
+	/* 7200 + 5 buckets: more than the ring holds. */
+	expect_run(&r, 1, ARGV("-s", f.seg, "limiter", "set", "api",
+	    "window=2h"));
+	expect_err(&r, "cannot change in place: the new parameters need 4805 "
+	    "buckets");
+	tc_run_free(&r);
+	expect_run(&r, 1, ARGV("-s", f.seg, "limiter", "set", "exact1",
+	    "limit=2"));
+	expect_err(&r, "exact mode");
+	tc_run_free(&r);
+	expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api", "mode=1"));
+	expect_err(&r, "the keys are limit, window, slack_time and slack_uses");
+	tc_run_free(&r);
+	expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api",
+	    "window=soon"));
+	expect_err(&r, "a whole number and a unit");
+	tc_run_free(&r);
+	expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api"));
+	tc_run_free(&r);
+	expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "rename", "api"));
+	tc_run_free(&r);
+
+	/* reset: everything back, counted; the per-client one by client. */
+	expect_out(&f, 0, "reset api: 10 uses given back\n",
+	    ARGV("-s", f.seg, "reset", "api"));
+	expect_run(&r, 0, ARGV("-s", f.seg, "try", "api"));
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
+	tc_run_free(&r);
+	expect_run(&r, 1, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "reset", "per",
+	    "10.0.0.1"));
+	j = parse(&r);
+	assert_true(jint(j, "given_back") == 2);
+	json_decref(j);
+	tc_run_free(&r);
+	expect_run(&r, 0, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
+	tc_run_free(&r);
+	expect_run(&r, 2, ARGV("-s", f.seg, "reset", "api", "10.0.0.1"));
+	tc_run_free(&r);
+	expect_run(&r, 1, ARGV("-s", f.seg, "reset", "nope"));
+	tc_run_free(&r);
+
+	/* delete */
+	expect_out(&f, 0, "deleted limiter exact1\n",
+	    ARGV("-s", f.seg, "limiter", "delete", "exact1"));
+	expect_run(&r, 5, ARGV("-s", f.seg, "try", "exact1"));
+	tc_run_free(&r);
+	expect_run(&r, 1, ARGV("-s", f.seg, "limiter", "delete", "exact1"));
+	expect_err(&r, "no limiter 'exact1'");
+	tc_run_free(&r);
+	fx_free(&f);
+}
+
 /* ---- check ------------------------------------------------------------ */
 
 static struct shmt_lim *
@@ -1962,6 +2043,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_buckets, tc_cleanup),
 		cmocka_unit_test_teardown(test_try, tc_cleanup),
 		cmocka_unit_test_teardown(test_next_key, tc_cleanup),
+		cmocka_unit_test_teardown(test_limiter_live, tc_cleanup),
 		cmocka_unit_test_teardown(test_check_healthy, tc_cleanup),
 		cmocka_unit_test_teardown(test_check_damaged_limiter, tc_cleanup),
 		cmocka_unit_test_teardown(test_get, tc_cleanup),

@@ -482,9 +482,15 @@ test_second_refused(void **state)
 	shmt_close(h);
 }
 
-/* SIGHUP: a new limiter appears; a changed one keeps its definition and
- * its uses in flight (never a fresh allowance), and the log names it; a
- * broken file leaves the running config alone. */
+#define LIMITER_USES(name, limit, uses) \
+	"[limiter " name "]\nlimit = " #limit "\nwindow = 1h\n" \
+	"slack_time = 1m\nslack_uses = " #uses "\n"
+
+/* SIGHUP: a new limiter appears; a changed one is changed in place with
+ * its uses in flight (never a fresh allowance); one that cannot change in
+ * place keeps its definition and the log says how to apply it; a removed
+ * one stays, or is deleted with delete_removed; a broken file leaves the
+ * running config alone. */
 static void
 test_sighup(void **state)
 {
@@ -500,17 +506,44 @@ test_sighup(void **state)
 	assert_int_equal(drain(h, "a", 2), 2);
 	assert_int_equal(shmt_limiter_stat(h, "b", &st), -ENOENT);
 
-	write_text(e->conf, LONG_LIMITER("a", 50) LONG_LIMITER("b", 7));
+	/* 60 + 5 buckets: the ring made for limit 5 holds it. */
+	write_text(e->conf, LIMITER_USES("a", 50, 10) LONG_LIMITER("b", 7));
 	assert_int_equal(kill(pid, SIGHUP), 0);
 	wait_log(e, "reloaded: 2 limiters");
 	assert_int_equal(shmt_limiter_stat(h, "b", &st), 0);
 	assert_true(st.limit == 7);
 	assert_true(log_has(e->log, "limiter 'b' added"));
-	assert_true(log_has(e->log, "limiter 'a': the segment holds it with "
-	    "other parameters; keeping the running definition"));
+	assert_true(log_has(e->log, "limiter 'a' changed in place: limit 50"));
 	assert_int_equal(shmt_limiter_stat(h, "a", &st), 0);
-	assert_true(st.limit == 5 && st.in_flight == 2);
-	assert_int_equal(drain(h, "a", 100), 3);
+	assert_true(st.limit == 50 && st.in_flight == 2);
+	assert_int_equal(drain(h, "a", 100), 48);
+
+	/* 60 + 500 buckets: not in place; the log gives the commands. */
+	write_text(e->conf, LONG_LIMITER("a", 500) LONG_LIMITER("b", 7));
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "it cannot change in place");
+	assert_true(log_has(e->log, "limiter delete a && kill -HUP"));
+	assert_int_equal(shmt_limiter_stat(h, "a", &st), 0);
+	assert_true(st.limit == 50 && st.in_flight == 50);
+
+	write_text(e->conf, LIMITER_USES("a", 50, 10));
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "limiter 'b' is no longer in the config; it stays");
+	assert_true(log_has(e->log, "limiter delete b' (with [daemon] "
+	    "delete_removed = yes"));
+	assert_int_equal(shmt_limiter_stat(h, "b", &st), 0);
+	/* Back in the config, then removed by a config that deletes. */
+	write_text(e->conf, LIMITER_USES("a", 50, 10) LONG_LIMITER("b", 7)
+	    LONG_LIMITER("c", 3));
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "reloaded: 3 limiters");
+	write_text(e->conf, LIMITER_USES("a", 50, 10) LONG_LIMITER("c", 3)
+	    "[daemon]\ndelete_removed = yes\n");
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "limiter 'b' is no longer in the config: deleted");
+	assert_int_equal(shmt_limiter_stat(h, "b", &st), -ENOENT);
+	assert_int_equal(shmt_limiter_stat(h, "a", &st), 0);
+	assert_true(st.limit == 50 && st.in_flight == 50);
 
 	write_text(e->conf, "[limiter a\n");
 	assert_int_equal(kill(pid, SIGHUP), 0);

@@ -477,6 +477,90 @@ SHMT_EXPORT int shmt_limiter_define(shmt_t *h, const char *name,
     const shmt_limit_t *limit);
 
 /*
+ * shmt_limiter_update: change the parameters of the limiter NAME in place,
+ * keeping every use in flight.  LIMIT is the whole new parameter set, as
+ * for shmt_limiter_define; only limit, window_ns, slack_ns and slack_uses
+ * may differ, and only on a shared limiter in buckets mode without a key
+ * pool.  The change is one atomic step against every grant, in every
+ * process: a grant decides under the old parameters or under the new ones,
+ * never a mix (a process holding the old ones finds out on its next call
+ * and reads the new ones).  What it promises, with old parameters (L, C)
+ * and new (L', C'):
+ *  - uses in flight stay counted: lowering the limit refuses every grant
+ *    until fewer than L' uses are in flight;
+ *  - every use decided before the change is held at least max(C, C')
+ *    after its bucket closed (a window never shortens under a use);
+ *  - so any half-open interval of length max(C, C') holds at most
+ *    max(L, L') grants, and one that starts after the change at most L'.
+ * The bucket being filled is sealed by the change.  While buckets sealed
+ * before it are still held, the ring may run out of buckets sooner than
+ * the new parameters alone would (a refusal counted as denied_ring_full,
+ * never an over-grant).
+ *
+ * Returns 0 (also when nothing changes).  Errors, with WHY (WHY_LEN
+ * bytes, may be NULL) holding one sentence naming the field and the rule:
+ * -EINVAL (LIMIT breaks a rule of shmt_limit_check, or H or LIMIT is
+ * NULL), -EOPNOTSUPP (a field that cannot change in place: mode, key pool,
+ * per-client, shadow; or a limiter of another kind: exact mode, rate mode,
+ * a key pool or a per-client limiter, which must be deleted and defined
+ * again), -E2BIG (the new parameters need more buckets than the ring made
+ * at definition holds: raise slack_ns or slack_uses), -ENOENT, -EINVAL or
+ * -ENAMETOOLONG (the name), SHMT_ELOCKED (as for shmt_limiter_define),
+ * SHMT_ECORRUPT (the row or its word is damaged).  On any error nothing
+ * changes.
+ * Concurrency: any number of processes may grant meanwhile; updates and
+ * definitions serialise on the table's lock.  A process keeps the views it
+ * built of older parameters (a few hundred bytes per change) until it
+ * closes the handle.  kill -9 inside the call leaves the old parameters or
+ * the new ones, never a mix.  Up to 65535 changes may overtake a grant
+ * preempted between reading the limiter's word and its compare-and-swap;
+ * more would let that grant commit on old parameters.
+ */
+SHMT_EXPORT int shmt_limiter_update(shmt_t *h, const char *name,
+    const shmt_limit_t *limit, char *why, size_t why_len);
+
+/*
+ * shmt_limiter_delete: delete the limiter NAME.  Every later call on NAME,
+ * in every process, gets -ENOENT (a process notices on its next call: each
+ * call checks that the limiter's row is still defined), until NAME is
+ * defined again, which takes another row.  A call that had passed that
+ * check when the delete happened finishes on the deleted row, whose
+ * state nobody reads again: it counts as a call made before the delete.
+ * The row and its storage are never reused (so no process can act on a
+ * row that now holds another limiter); they come back only when the
+ * segment is created again.
+ * Returns 0.  Errors: -ENOENT, -EINVAL, -ENAMETOOLONG (the name),
+ * SHMT_ELOCKED (as for shmt_limiter_define).
+ * Concurrency: serialises with defines and updates on the table's lock.
+ * kill -9 inside the call leaves the limiter defined or deleted.
+ */
+SHMT_EXPORT int shmt_limiter_delete(shmt_t *h, const char *name);
+
+/*
+ * shmt_limiter_reset: give back every use in flight of the limiter NAME,
+ * or, when CLIENT is not NULL, of that client of a per-client limiter
+ * (CLIENT_LEN bytes, 1..SHMT_CLIENT_MAX).  This is an operator's
+ * deliberate over-grant: uses granted just before the reset no longer
+ * count, so up to twice the limit may be granted within one window.  The
+ * uses given back are counted in the limiter's reset_uses (and among its
+ * released uses, so that its grants stay counted right).  Buckets, exact mode (each record is made old) and
+ * rate mode (the arrival time goes back to none) alike; a key pool keeps
+ * its cursor.
+ * Returns the number of uses given back (rate mode: 0; its state holds no
+ * count), 0 when nothing was in flight or the client has no entry.
+ * Errors: -ENOENT, -EINVAL (a client id with a shared limiter's name is
+ * -EPERM, as for shmt_try_use; CLIENT NULL with CLIENT_LEN not 0),
+ * -E2BIG (client id too long), -ENAMETOOLONG, SHMT_ECORRUPT,
+ * SHMT_EBUSYLOOP.
+ * Concurrency: lock-free against grants (one CAS per word it clears); a
+ * grant racing with it is counted before it (and given back) or after it.
+ * kill -9 inside the call leaves some words cleared and others not: each
+ * word is consistent, and the count of reset_uses may be short.
+ */
+SHMT_EXPORT int shmt_limiter_reset(shmt_t *h, const char *name,
+    const void *client, size_t client_len);
+
+/*
  * shmt_limit_check: apply to LIM exactly the rules shmt_limiter_define
  * applies to its parameters (it calls this), without a segment.  Returns 0,
  * or -EINVAL when LIM is NULL or shmt_limiter_define would refuse it with
@@ -760,6 +844,9 @@ typedef struct shmt_limiter_stat {
 	                             * have refused (granted unrecorded); the
 	                             * denied_* counters count none of them */
 	int shadow;                 /* 1: shadow mode */
+	uint64_t reset_uses;        /* uses in flight given back early by
+	                             * shmt_limiter_reset (an operator's
+	                             * deliberate over-grant) */
 } shmt_limiter_stat_t;
 
 /*

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * limiter set, limiter delete and reset: change a limiter while workers run
+ * (its uses in flight stay counted), delete it, or give back its uses in
+ * flight (a deliberate over-grant).
+ */
+#include "cli.h"
+
+#include "fmt.h"
+#include "limlist.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "250ms", "1.5s" is not taken: a whole number and a unit among ns, us,
+ * ms, s, m, h (a bare number is seconds). */
+static int
+parse_ns(const char *s, uint64_t *out)
+{
+	static const struct { const char *u; uint64_t mul; } units[] = {
+		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 },
+		{ "s", 1000000000ULL }, { "", 1000000000ULL },
+		{ "m", 60000000000ULL }, { "h", 3600000000000ULL },
+	};
+	char *end;
+	uint64_t v;
+
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(end, units[i].u) == 0) {
+			if (v > UINT64_MAX / units[i].mul)
+				return -1;
+			*out = v * units[i].mul;
+			return 0;
+		}
+	return -1;
+}
+
+static int
+parse_count(const char *s, uint64_t *out)
+{
+	char *end;
+
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return errno != 0 || *end != '\0' ? -1 : 0;
+}
+
+/* Apply one KEY=VALUE to L. */
+static int
+set_one(const struct shmtc *c, shmt_limit_t *l, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	size_t klen = eq != NULL ? (size_t)(eq - kv) : 0;
+	const char *v = eq != NULL ? eq + 1 : "";
+	int bad;
+
+	if (eq == NULL || klen == 0)
+		return shmtc_usage_error(c, "'%s': expected KEY=VALUE", kv);
+	if (klen == 5 && strncmp(kv, "limit", 5) == 0)
+		bad = parse_count(v, &l->limit);
+	else if (klen == 6 && strncmp(kv, "window", 6) == 0)
+		bad = parse_ns(v, &l->window_ns);
+	else if (klen == 10 && strncmp(kv, "slack_time", 10) == 0)
+		bad = parse_ns(v, &l->slack_ns);
+	else if (klen == 10 && strncmp(kv, "slack_uses", 10) == 0)
+		bad = parse_count(v, &l->slack_uses);
+	else
+		return shmtc_usage_error(c, "'%.*s': the keys are limit, window, "
+		    "slack_time and slack_uses", (int)klen, kv);
+	if (bad)
+		return shmtc_usage_error(c, "'%s': %s", kv, klen == 6 ||
+		    (klen == 10 && kv[6] == 't') ? "a whole number and a unit "
+		    "(ns, us, ms, s, m, h), e.g. 500ms" : "a whole number");
+	return 0;
+}
+
+/* limiter set NAME KEY=VALUE... | limiter delete NAME */
+int
+shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
+{
+	shmt_limiter_stat_t st;
+	shmt_limit_t l;
+	shmt_t *h = NULL;
+	const char *sub, *name;
+	char why[512], *arg;
+	int rc, set;
+
+	if ((rc = shmtc_getopt(c, argc, argv, NULL, NULL, &arg)) != -1)
+		return shmtc_getopt_exit(rc);
+	if (argc - optind < 2)
+		return shmtc_usage_error(c, "expected 'set NAME KEY=VALUE...' "
+		    "or 'delete NAME'");
+	sub = argv[optind];
+	name = argv[optind + 1];
+	set = strcmp(sub, "set") == 0;
+	if (!set && strcmp(sub, "delete") != 0)
+		return shmtc_usage_error(c, "'%s': expected set or delete", sub);
+	if (set && argc - optind < 3)
+		return shmtc_usage_error(c, "limiter set: expected KEY=VALUE "
+		    "after the name");
+	if (!set && argc - optind > 2)
+		return shmtc_usage_error(c, "limiter delete: unexpected '%s'",
+		    argv[optind + 2]);
+	if ((rc = shmtc_open(c, &h)) != 0)
+		return rc;
+	if (!set) {
+		rc = shmt_limiter_delete(h, name);
+		shmt_close(h);
+		if (rc != 0)
+			return shmtc_limiter_error(c, name, rc);
+		if (c->json)
+			return shmtc_json_emit(json_pack("{s:s, s:b}",
+			    "limiter", name, "deleted", 1));
+		printf("deleted limiter %s\n", name);
+		return SHMTC_OK;
+	}
+	if ((rc = shmt_limiter_stat(h, name, &st)) != 0) {
+		shmt_close(h);
+		return shmtc_limiter_error(c, name, rc);
+	}
+	memset(&l, 0, sizeof(l));
+	l.mode = st.mode;
+	l.limit = st.limit;
+	l.window_ns = st.window_ns;
+	l.slack_ns = st.slack_ns;
+	l.slack_uses = st.slack_uses;
+	l.shadow = st.shadow;
+	for (int i = optind + 2; i < argc; i++)
+		if ((rc = set_one(c, &l, argv[i])) != 0) {
+			shmt_close(h);
+			return rc;
+		}
+	rc = shmt_limiter_update(h, name, &l, why, sizeof(why));
+	if (rc == 0)
+		rc = shmt_limiter_stat(h, name, &st);
+	shmt_close(h);
+	if (rc == -EINVAL || rc == -EOPNOTSUPP || rc == -E2BIG) {
+		shmtc_err("limiter '%s' cannot change in place: %s", name,
+		    why[0] != '\0' ? why : shmt_strerror(rc));
+		return SHMTC_NO;
+	}
+	if (rc != 0)
+		return shmtc_limiter_error(c, name, rc);
+	if (c->json)
+		return shmtc_json_emit(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}",
+		    "limiter", name, "limit", (json_int_t)st.limit,
+		    "window_ns", (json_int_t)st.window_ns,
+		    "slack_ns", (json_int_t)st.slack_ns,
+		    "slack_uses", (json_int_t)st.slack_uses,
+		    "in_flight", (json_int_t)st.in_flight));
+	{
+		char w[32], s[32];
+
+		printf("limiter %s: limit %" PRIu64 " per %s, slack %s/%" PRIu64
+		    "; %" PRIu64 " uses in flight kept\n", name, st.limit,
+		    shmtc_fmt_dur(w, sizeof(w), st.window_ns),
+		    shmtc_fmt_dur(s, sizeof(s), st.slack_ns), st.slack_uses,
+		    st.in_flight);
+	}
+	return SHMTC_OK;
+}
+
+/* reset LIMITER [CLIENT] */
+int
+shmtc_cmd_reset(struct shmtc *c, int argc, char **argv)
+{
+	shmt_t *h = NULL;
+	const char *name, *client;
+	int rc;
+
+	if ((rc = shmtc_prologue(c, argc, argv, 1, 1, &h)) != SHMTC_GO)
+		return rc;
+	name = argv[optind];
+	client = optind + 1 < argc ? argv[optind + 1] : NULL;
+	rc = shmt_limiter_reset(h, name, client,
+	    client != NULL ? strlen(client) : 0);
+	shmt_close(h);
+	if (rc < 0)
+		return shmtc_limiter_error(c, name, rc);
+	if (c->json) {
+		json_t *o = json_pack("{s:s, s:i}", "limiter", name,
+		    "given_back", rc);
+
+		if (o != NULL && client != NULL)
+			json_object_set_new(o, "client", json_string(client));
+		return shmtc_json_emit(o);
+	}
+	printf("reset %s%s%s: %d uses given back\n", name,
+	    client != NULL ? " for " : "", client != NULL ? client : "", rc);
+	return SHMTC_OK;
+}
