@@ -277,6 +277,7 @@ names(const struct shmt_an *an)
 struct an_tls {
 	uint32_t uid;
 	uint32_t stripe;
+	unsigned fork_gen;              /* the handle's, when claimed */
 	uint64_t sub_start, sub_end, id;
 	uint64_t slice_end;             /* where the next slice starts */
 	uint32_t slice;                 /* the slice of the last request */
@@ -357,14 +358,23 @@ tls_get(shmt_t *h)
 	struct an_tls *t = NULL;
 
 	for (int i = 0; i < 4; i++) {
-		if (an_tls[i].uid == h->uid)
-			return &an_tls[i];
+		if (an_tls[i].uid == h->uid) {
+			/* A thread that forked carries its stripe into the
+			 * child: the child, reattached with its own slot
+			 * (fork.c), claims a stripe of its own, so that each
+			 * stripe keeps one writer. */
+			if (an_tls[i].fork_gen == h->fork_gen)
+				return &an_tls[i];
+			t = &an_tls[i];
+			break;
+		}
 		if (t == NULL && an_tls[i].uid == 0)
 			t = &an_tls[i];
 	}
 	if (t == NULL)
 		t = &an_tls[h->uid % 4];   /* forget the oldest guess */
 	t->uid = h->uid;
+	t->fork_gen = h->fork_gen;
 	t->stripe = stripe_claim(h);
 	t->sub_start = t->sub_end = 0;
 	return t;
@@ -544,7 +554,7 @@ tags_any8(tag8 eq)
 /*
  * Count one request of HASH in summary S.  A counter is live when its count
  * is over d; the key's counter is the live one whose tag and hash match.
- * The tags are compared four at a time, with no branch per counter; a miss
+ * The tags are compared sixteen at a time, with no branch per counter; a miss
  * then looks for the first counter that is not live.  The writer is the
  * stripe's one owner, so its plain reads of its own tags see its own
  * stores; other threads read counts and hashes only, atomically.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The windowed counters of shmt_hit() and shmt_count(): one item per key in
- * the counters' store (dict.c), changed in place under the shard's lock.
+ * the counters' store (store.c), changed in place under the shard's lock.
  *
  * Structure.  The window W is cut into n sub-windows that tile the clock
  * exactly (tiles.h): sub-window k spans [floor(k W / n), floor((k+1) W / n)),
@@ -57,7 +57,7 @@ shmt__cnt_item_ok(const struct shmt_store *st, const struct shmt_item *it)
 
 /*
  * Counters evict by last hit, in batches, with a bound.  (The dictionary's
- * sampling above has none: with keys re-hit well within the capacity it
+ * sampling, in store.c, has none: with keys re-hit well within the capacity it
  * lost a few in a thousand to a few in a hundred of their first hits.  A
  * second-chance bit has none either: when every item's bit is set, the
  * hand clears them all and takes the item just ahead of it, however fresh.)  One pass over the shard finds its N items'

@@ -183,6 +183,7 @@
 #include "atomic128.h"
 #include "dict.h"
 #include "fork.h"
+#include "util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -1938,12 +1939,6 @@ same_params(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	return 1;
 }
 
-static uint64_t
-align_up(uint64_t v, uint64_t a)
-{
-	return (v + a - 1) / a * a;
-}
-
 /* Lay out storage for the new row in the arena and initialise it. */
 static int
 row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
@@ -1957,9 +1952,9 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 
 	if (used > size)
 		return SHMT_ECORRUPT;
-	ring_off = align_up(used, SHMT_LINE);
-	keys_off = align_up(ring_off + g->ring_bytes, 16);
-	cl_off = align_up(keys_off + g->keys_bytes, SHMT_LINE);
+	ring_off = shmt__align_up(used, SHMT_LINE);
+	keys_off = shmt__align_up(ring_off + g->ring_bytes, 16);
+	cl_off = shmt__align_up(keys_off + g->keys_bytes, SHMT_LINE);
 	end = cl_off + g->clients_bytes;
 	if (end > size || end < used)
 		return -ENOSPC;
@@ -2283,6 +2278,9 @@ shmt_limiter_delete(shmt_t *h, const char *name)
 		__atomic_store_n(&lim[r].lm_state, SHMT_LIM_DELETED,
 		    __ATOMIC_RELEASE);
 		__atomic_fetch_add(&h->hdr->sh_generation, 1, __ATOMIC_RELEASE);
+		/* Sleepers in shmt_wait wake, see the row deleted and
+		 * return -ENOENT. */
+		wake_waiters(&lim[r].lm_wake);
 		rc = 0;
 		break;
 	}

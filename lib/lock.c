@@ -8,6 +8,8 @@
  */
 #include "lock.h"
 
+#include "fork.h"
+
 #include "segment.h"
 
 #include <errno.h>
@@ -129,8 +131,12 @@ int
 shmt__lock_try(shmt_t *h, struct shmt_lock *l)
 {
 	uint32_t seen;
-	int running;
+	int running, rc;
 
+	/* A forked child first takes its own slot, so that others see the
+	 * lock's new owner alive (fork.h). */
+	if ((rc = shmt__fork_check(h)) != 0)
+		return rc;
 	return lock_once(h, l, tid_self(), 1, &seen, &running);
 }
 
@@ -139,8 +145,13 @@ shmt__lock(shmt_t *h, struct shmt_lock *l)
 {
 	uint32_t me = tid_self(), seen = 0, owner = 0;
 	uint64_t start = 0, since = 0, now;
-	int running = 1;
+	int running = 1, frc;
 
+	/* A forked child first takes its own slot: a holder without one
+	 * would look dead to the next waiter, which would take the lock
+	 * over while the child is inside (fork.h). */
+	if ((frc = shmt__fork_check(h)) != 0)
+		return frc;
 	for (unsigned i = 0;; i++) {
 		/* The liveness check is a system call: only now and then. */
 		int rc = lock_once(h, l, me, i % 64 == 63, &seen, &running);

@@ -18,9 +18,10 @@
  *   both.  errno itself is never changed by the library.
  * - Time is a shmt_time_t: nanoseconds of CLOCK_MONOTONIC, unless the handle
  *   was given its own clock with shmt_set_clock().
- * - A handle (shmt_t) may be shared by the threads of one process.  It must
- *   not be used across fork(): a child calls shmt_open() for its own handle
- *   (it may close the inherited one with shmt_close()).
+ * - A handle (shmt_t) may be shared by the threads of one process.  A child
+ *   of fork() may keep using an inherited handle: its first call notices the
+ *   fork and attaches with a slot of the child's own (see "Handles and
+ *   fork()" below).
  *
  * Caveats
  * -------
@@ -677,7 +678,10 @@ typedef struct shmt_decision {
  * name, COST 0 or above the largest cost of the mode, CLIENT NULL with a
  * length or non-NULL without one), -E2BIG (CLIENT_LEN over SHMT_CLIENT_MAX),
  * -ENOENT (no such limiter), -EPERM (a client for a shared limiter, or none
- * for a per-client one), SHMT_ECORRUPT, SHMT_EBUSYLOOP.
+ * for a per-client one), -ENOMEM (a fresh view of a limiter whose
+ * parameters changed could not be allocated), SHMT_ENOSLOT (the first call
+ * of a forked child found no free process slot; nothing was taken),
+ * SHMT_ECORRUPT, SHMT_EBUSYLOOP.
  *
  * The grant is the same single CAS as shmt_try_use_key's: lock-free, never
  * waits for the daemon; kill -9 at any instruction loses at most the COST
@@ -742,8 +746,9 @@ typedef struct shmt_receipt {
  * looked at (shmt_peek): if any would be refused, nothing is taken and the
  * call returns 0.  Otherwise they are taken one after another (each one
  * shmt_acquire), rate-mode ones first; if another caller took what the
- * first look saw and one is refused now, the rate-mode grants already made
- * are given back and the others stay held until they are released (lost
+ * first look saw and one is refused now, the grants already made on shared
+ * rate-mode limiters are given back (per-client ones cannot be, see
+ * shmt_refund) and the others stay held until they are released (lost
  * uses, never extra ones), and the call returns 0.  Single-threaded with
  * an injected clock, a refused call changes nothing.
  *
