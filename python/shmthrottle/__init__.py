@@ -6,6 +6,9 @@ memory, shared by every process of one host (see libshmthrottle).
     with shmthrottle.Segment() as seg:        # $SHMTHROTTLE_SEGMENT or /shmthrottle
         if seg.try_use("api", client="10.0.0.1"):
             ...
+        d = seg.acquire("api", client="10.0.0.1")   # a Decision
+        if not d:
+            print("retry in %.3f s" % d.retry_after)
         seg.dict["k"] = b"v"
 
 A Segment opened before fork() (gunicorn --preload, multiprocessing's fork
@@ -17,10 +20,10 @@ from collections.abc import MutableMapping
 import functools
 import time
 
-from ._native import (Segment as _Segment, Error, SegmentError, DamagedError,
+from ._native import (Segment as _Segment, Decision, Error, SegmentError, DamagedError,
                       TableFullError, LockedError, version, strerror)
 
-__all__ = ["Segment", "Dict", "TopKey", "Error", "SegmentError",
+__all__ = ["Segment", "Decision", "Dict", "TopKey", "Error", "SegmentError",
            "DamagedError", "TableFullError", "LockedError", "Throttled",
            "version", "strerror"]
 
