@@ -389,6 +389,17 @@ def _asgi_call(app, host, path="/"):
                              for k, v in start["headers"]}, sent[1]["body"]
 
 
+def _check_refused(h, name, limit, window_s):
+    """The fields of a 429 of limiter NAME: Retry-After a whole number of
+    seconds >= 1, the RateLimit fields of the same decision."""
+    retry = int(h["retry-after"])
+    assert 1 <= retry <= window_s + 1
+    assert h["ratelimit-policy"] == '"%s";q=%d;w=%d' % (name, limit, window_s)
+    pname, r, t = h["ratelimit"].split(";")
+    assert pname == '"%s"' % name and r == "r=0"
+    assert retry <= int(t[2:]) <= window_s + 1
+
+
 def test_asgi_middleware(seg):
     from shmthrottle.asgi import RateLimit
 
@@ -399,12 +410,40 @@ def test_asgi_middleware(seg):
     app = RateLimit(inner, "pc", segment=seg)
     got = [_asgi_call(app, "10.0.0.1") for _ in range(4)]
     assert [g[0] for g in got] == [200, 200, 200, 429]
-    assert got[0][1]["ratelimit-limit"] == "3" and got[0][2] == b"ok"
-    h = got[3][1]
-    assert h["retry-after"] == h["ratelimit-reset"] == "3601"   # 1 h + 1 s
-    assert h["ratelimit-remaining"] == "0"
-    assert h["ratelimit-policy"] == "3;w=3600"
+    assert got[0][2] == b"ok"
+    assert [g[1]["ratelimit"].split(";")[1] for g in got[:3]] == \
+        ["r=2", "r=1", "r=0"]
+    assert got[0][1]["ratelimit-policy"] == '"pc";q=3;w=3600'
+    assert "retry-after" not in got[0][1]
+    _check_refused(got[3][1], "pc", 3, 3600)
     assert _asgi_call(app, "10.0.0.2")[0] == 200                # another client
+
+
+def test_wsgi_middleware_answers_from_one_decision(seg):
+    from shmthrottle.wsgi import RateLimit
+
+    def inner(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+    app = RateLimit(inner, "three", segment=seg)
+    got = []
+    for _ in range(4):
+        seen = {}
+
+        def start(status, headers, exc_info=None):
+            seen["status"] = int(status.split()[0])
+            seen["headers"] = {k.lower(): v for k, v in headers}
+        body = b"".join(app({"REMOTE_ADDR": "10.0.0.9"}, start))
+        got.append((seen["status"], seen["headers"], body))
+    assert [g[0] for g in got] == [200, 200, 200, 429]
+    assert [g[1]["ratelimit"] for g in got[:3]] == [
+        '"three";r=2;t=3600', '"three";r=1;t=3600', '"three";r=0;t=3600']
+    _check_refused(got[3][1], "three", 3, 3600)
+    # The exact wait: the first use comes back an hour after it was taken,
+    # not window + slack.
+    d = seg.peek("three")
+    assert int(got[3][1]["retry-after"]) == math.ceil(d.retry_after) or \
+        int(got[3][1]["retry-after"]) == math.ceil(d.retry_after) + 1
 
 
 def test_acquire_counts_down_exactly(seg):
