@@ -983,23 +983,27 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 	return res;
 }
 
-/* _bench_c(limiter, n) -> ns per call of shmt_try_use_key, timed in C: the
- * reference the bench compares the Python call with. */
+/* _bench_c(limiter, n, decide=0) -> ns per call of shmt_try_use_key (or,
+ * DECIDE true, of shmt_acquire with a decision), timed in C: the reference
+ * the bench compares the Python call with. */
 static PyObject *
 Segment_bench_c(SegmentObject *self, PyObject *args)
 {
 	const char *name;
 	unsigned long long n, granted = 0;
+	int decide = 0;
+	shmt_decision_t d;
 	struct timespec a, b;
 
-	if (!PyArg_ParseTuple(args, "sK:_bench_c", &name, &n))
+	if (!PyArg_ParseTuple(args, "sK|p:_bench_c", &name, &n, &decide))
 		return NULL;
 	if (check_open(self) != 0 || n == 0)
 		return check_open(self) != 0 ? NULL :
 		    (PyErr_SetString(PyExc_ValueError, "n must be > 0"), NULL);
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	for (unsigned long long i = 0; i < n; i++) {
-		int rc = shmt_try_use_key(self->h, name);
+		int rc = decide ? shmt_acquire(self->h, name, NULL, 0, 1, &d) :
+		    shmt_try_use_key(self->h, name);
 
 		if (rc < 0)
 			return raise_rc(rc, name);
