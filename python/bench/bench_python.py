@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """Per-call cost of a shared limiter from Python, side by side in one run:
-the C call (a loop in C inside the extension), Segment.try_use, a 20-line
+the C call (a loop in C inside the extension), Segment.try_use,
+Segment.acquire (which also builds a Decision), a 20-line
 ctypes wrapper of the shared library, and (when redis-server is there)
 redis-py running a sliding-log limiter as a Lua script over a unix socket.
 Each row: the median of ROUNDS rounds of N calls, ns per call.
@@ -107,6 +108,15 @@ def main():
                 tu("bench")
         rows.append(("Python Segment.try_use", per_call(py, a.n, a.rounds)))
 
+        def acq(n, ac=seg.acquire):
+            for _ in range(n):
+                ac("bench")
+        rows.append(("Python Segment.acquire (a Decision)",
+                     per_call(acq, a.n, a.rounds)))
+        rows.append(("C shmt_acquire with a decision (loop in C)",
+                     statistics.median(seg._bench_c("bench", a.n, True)[0]
+                                       for _ in range(a.rounds))))
+
         cseg = ctypes_wrapper(a.lib)(name)
 
         def ct(n, tu=cseg.try_use):
@@ -164,6 +174,7 @@ def main():
     for label, ns in rows:
         print("%-42s %10.1f" % (label, ns))
     print("try_use - C call: %.1f ns" % (rows[1][1] - rows[0][1]))
+    print("acquire - C shmt_acquire: %.1f ns" % (rows[2][1] - rows[3][1]))
     if rows[-1][1] == rows[-1][1]:
         print("redis-py / try_use: %.0f x" % (rows[-1][1] / rows[1][1]))
 

@@ -6,6 +6,9 @@ memory, shared by every process of one host (see libshmthrottle).
     with shmthrottle.Segment() as seg:        # $SHMTHROTTLE_SEGMENT or /shmthrottle
         if seg.try_use("api", client="10.0.0.1"):
             ...
+        d = seg.acquire("api", client="10.0.0.1")   # a Decision
+        if not d:
+            print("retry in %.3f s" % d.retry_after)
         seg.dict["k"] = b"v"
 
 A Segment opened before fork() (gunicorn --preload, multiprocessing's fork
@@ -15,12 +18,11 @@ of the child's own.
 from collections import namedtuple
 from collections.abc import MutableMapping
 import functools
-import time
 
-from ._native import (Segment as _Segment, Error, SegmentError, DamagedError,
+from ._native import (Segment as _Segment, Decision, Error, SegmentError, DamagedError,
                       TableFullError, LockedError, version, strerror)
 
-__all__ = ["Segment", "Dict", "TopKey", "Error", "SegmentError",
+__all__ = ["Segment", "Decision", "Dict", "TopKey", "Error", "SegmentError",
            "DamagedError", "TableFullError", "LockedError", "Throttled",
            "version", "strerror"]
 
@@ -133,28 +135,25 @@ class Segment(_Segment):
         `shmthrottle limiters --json`."""
         return self._limiters()["limiters"]
 
-    def limited(self, limiter, client=None, wait=False, poll=0.001,
+    def limited(self, limiter, client=None, wait=False, poll=None,
                 timeout=None):
         """A decorator for outbound calls: each call takes one use of
         LIMITER first.  wait=False raises Throttled when refused; wait=True
-        retries (sleeping POLL seconds, doubling up to 50 ms) until granted
-        or TIMEOUT seconds passed (then Throttled)."""
+        sleeps in Segment.wait (no polling, the GIL released, woken as soon
+        as uses come back) until granted or TIMEOUT seconds passed (None:
+        no limit), then raises Throttled.  POLL is accepted for
+        compatibility and not used."""
+        del poll
+
         def deco(fn):
             @functools.wraps(fn)
             def wrapper(*a, **kw):
-                if self.try_use(limiter, client):
-                    return fn(*a, **kw)
-                if not wait:
+                if wait:
+                    granted = self.wait(limiter, client, timeout=timeout)
+                else:
+                    granted = self.try_use(limiter, client)
+                if not granted:
                     raise Throttled(limiter)
-                end = None if timeout is None else time.monotonic() + timeout
-                delay = poll
-                while True:
-                    if end is not None and time.monotonic() >= end:
-                        raise Throttled(limiter)
-                    time.sleep(delay if end is None else
-                               max(0.0, min(delay, end - time.monotonic())))
-                    delay = min(delay * 2, 0.05)
-                    if self.try_use(limiter, client):
-                        return fn(*a, **kw)
+                return fn(*a, **kw)
             return wrapper
         return deco

@@ -2,15 +2,19 @@
 /*
  * shmthrottle._native: the CPython binding of libshmthrottle.
  *
- * One type, Segment, wraps a handle.  Every call runs with the GIL held
- * (they are short and never sleep), so close() cannot free the handle under
- * a call in another thread.  The pure-Python package (__init__.py) adds the
- * dictionary mapping, named tuples and dicts on top of these methods.
+ * One type, Segment, wraps a handle; Decision is what acquire, peek and
+ * wait answer.  Every call but wait runs with the GIL held (they are short
+ * and never sleep).  wait releases the GIL while it sleeps; it counts
+ * itself in `busy`, and close() during a wait only hides the handle: the
+ * last wait to return closes it.  The pure-Python package (__init__.py)
+ * adds the dictionary mapping, named tuples and dicts on top of these
+ * methods.
  * Errors become shmthrottle.Error (an OSError) or one of its subclasses,
  * with errno set to the negated library code and the library's message.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include "shmthrottle.h"
 
@@ -26,7 +30,100 @@ static PyObject *Error, *SegmentError, *DamagedError, *TableFullError,
 typedef struct {
 	PyObject_HEAD
 	shmt_t *h;
+	shmt_t *pending;    /* closed while waits were running: closed by the
+	                     * last of them */
+	int busy;           /* waits running with the GIL released */
 } SegmentObject;
+
+/* ---- Decision ---------------------------------------------------------- */
+
+typedef struct {
+	PyObject_HEAD
+	char granted;
+	unsigned long long limit, remaining;
+	double retry_after, reset_after;
+} DecisionObject;
+
+static PyTypeObject DecisionType;
+
+static PyObject *
+decision_new(int granted, const shmt_decision_t *d)
+{
+	DecisionObject *o = PyObject_New(DecisionObject, &DecisionType);
+
+	if (o == NULL)
+		return NULL;
+	o->granted = granted != 0;
+	o->limit = (unsigned long long)d->limit;
+	o->remaining = (unsigned long long)d->remaining;
+	o->retry_after = (double)d->retry_after_ns / 1e9;
+	o->reset_after = (double)d->reset_after_ns / 1e9;
+	return (PyObject *)o;
+}
+
+static int
+Decision_bool(DecisionObject *self)
+{
+	return self->granted;
+}
+
+static PyObject *
+Decision_repr(DecisionObject *self)
+{
+	char ra[32], rs[32];
+
+	snprintf(ra, sizeof(ra), "%.9g", self->retry_after);
+	snprintf(rs, sizeof(rs), "%.9g", self->reset_after);
+	return PyUnicode_FromFormat("Decision(granted=%s, limit=%llu, "
+	    "remaining=%llu, retry_after=%s, reset_after=%s)",
+	    self->granted ? "True" : "False", self->limit, self->remaining,
+	    ra, rs);
+}
+
+static PyObject *
+Decision_get_granted(DecisionObject *self, void *closure)
+{
+	(void)closure;
+	return PyBool_FromLong(self->granted);
+}
+
+static PyMemberDef Decision_members[] = {
+	{ "limit", T_ULONGLONG, offsetof(DecisionObject, limit), READONLY,
+	  "uses per window (rate mode: the burst)" },
+	{ "remaining", T_ULONGLONG, offsetof(DecisionObject, remaining),
+	  READONLY, "uses that would be granted now, one after another, with "
+	  "no time passing" },
+	{ "retry_after", T_DOUBLE, offsetof(DecisionObject, retry_after),
+	  READONLY, "seconds after which this request would be granted if "
+	  "nobody else took anything (0.0 when granted)" },
+	{ "reset_after", T_DOUBLE, offsetof(DecisionObject, reset_after),
+	  READONLY, "seconds until every use in flight now is back" },
+	{ NULL, 0, 0, 0, NULL },
+};
+
+static PyGetSetDef Decision_getset[] = {
+	{ "granted", (getter)Decision_get_granted, NULL,
+	  "True granted, False throttled", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyNumberMethods Decision_as_number = {
+	.nb_bool = (inquiry)Decision_bool,
+};
+
+static PyTypeObject DecisionType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "shmthrottle.Decision",
+	.tp_basicsize = sizeof(DecisionObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "What acquire, peek or wait decided: granted, limit, "
+	    "remaining,\nretry_after and reset_after (seconds, float).  True "
+	    "when granted.",
+	.tp_repr = (reprfunc)Decision_repr,
+	.tp_as_number = &Decision_as_number,
+	.tp_members = Decision_members,
+	.tp_getset = Decision_getset,
+};
 
 /* Raise the exception that fits library code RC (< 0). */
 static PyObject *
@@ -139,6 +236,12 @@ Segment_init(SegmentObject *self, PyObject *args, PyObject *kw)
 		}
 		return -1;
 	}
+	if (self->busy > 0) {
+		shmt_close(h);
+		PyErr_SetString(PyExc_RuntimeError,
+		    "Segment re-initialized while a wait is running");
+		return -1;
+	}
 	if (self->h != NULL)
 		shmt_close(self->h);
 	self->h = h;
@@ -150,7 +253,9 @@ Segment_dealloc(SegmentObject *self)
 {
 	if (self->h != NULL)
 		shmt_close(self->h);
-	self->h = NULL;
+	if (self->pending != NULL)
+		shmt_close(self->pending);
+	self->h = self->pending = NULL;
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -158,7 +263,9 @@ static PyObject *
 Segment_close(SegmentObject *self, PyObject *unused)
 {
 	(void)unused;
-	if (self->h != NULL)
+	if (self->h != NULL && self->busy > 0)
+		self->pending = self->h;     /* the last wait closes it */
+	else if (self->h != NULL)
 		shmt_close(self->h);
 	self->h = NULL;
 	Py_RETURN_NONE;
@@ -266,6 +373,179 @@ Segment_next_key(SegmentObject *self, PyObject *arg)
 	if (rc == 0)
 		Py_RETURN_NONE;
 	return PyUnicode_DecodeUTF8(buf, (Py_ssize_t)strlen(buf), "replace");
+}
+
+/* The arguments acquire, peek and wait share: limiter, client=None,
+ * cost=1 (and timeout=None for wait).  *VIEW is filled as key_bytes does. */
+typedef struct {
+	const char *name;
+	const char *client;
+	Py_ssize_t client_len;
+	uint64_t cost;
+	Py_buffer view;
+} decide_args_t;
+
+static int
+decide_parse(SegmentObject *self, PyObject *args, PyObject *kw,
+    const char *fmt, char **kwlist, decide_args_t *a, PyObject **timeout)
+{
+	PyObject *limiter, *client = Py_None, *cost = NULL;
+	int ok;
+
+	a->view.obj = NULL;
+	a->client = NULL;
+	a->client_len = 0;
+	a->cost = 1;
+	if (timeout != NULL)
+		ok = PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist,
+		    &limiter, &client, &cost, timeout);
+	else
+		ok = PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist,
+		    &limiter, &client, &cost);
+	if (!ok || check_open(self) != 0)
+		return -1;
+	if (!PyUnicode_Check(limiter)) {
+		PyErr_SetString(PyExc_TypeError, "limiter name must be str");
+		return -1;
+	}
+	if ((a->name = PyUnicode_AsUTF8(limiter)) == NULL)
+		return -1;
+	if (cost != NULL) {
+		if (!PyLong_Check(cost)) {
+			PyErr_SetString(PyExc_TypeError, "cost must be an int");
+			return -1;
+		}
+		a->cost = PyLong_AsUnsignedLongLong(cost);
+		if (a->cost == (uint64_t)-1 && PyErr_Occurred())
+			return -1;
+	}
+	if (client != Py_None &&
+	    key_bytes(client, &a->client, &a->client_len, &a->view) != 0)
+		return -1;
+	return 0;
+}
+
+static char *decide_kwlist[] = { (char *)"limiter", (char *)"client",
+    (char *)"cost", NULL };
+
+/* acquire(limiter, client=None, cost=1) -> Decision */
+static PyObject *
+Segment_acquire(SegmentObject *self, PyObject *args, PyObject *kw)
+{
+	decide_args_t a;
+	shmt_decision_t d;
+	int rc;
+
+	if (decide_parse(self, args, kw, "O|OO:acquire", decide_kwlist, &a,
+	    NULL) != 0)
+		return NULL;
+	rc = shmt_acquire(self->h, a.name, a.client, (size_t)a.client_len,
+	    a.cost, &d);
+	key_done(&a.view);
+	if (rc < 0)
+		return raise_rc(rc, a.name);
+	return decision_new(rc, &d);
+}
+
+/* peek(limiter, client=None, cost=1) -> Decision */
+static PyObject *
+Segment_peek(SegmentObject *self, PyObject *args, PyObject *kw)
+{
+	decide_args_t a;
+	shmt_decision_t d;
+	int rc;
+
+	if (decide_parse(self, args, kw, "O|OO:peek", decide_kwlist, &a,
+	    NULL) != 0)
+		return NULL;
+	rc = shmt_peek(self->h, a.name, a.client, (size_t)a.client_len,
+	    a.cost, &d);
+	key_done(&a.view);
+	if (rc < 0)
+		return raise_rc(rc, a.name);
+	return decision_new(rc, &d);
+}
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* wait(limiter, client=None, cost=1, timeout=None) -> Decision.  The GIL
+ * is released around shmt_wait.  A signal (-EINTR) runs the Python
+ * handlers: if one raises, so does wait; else it goes on with what is left
+ * of the timeout (PEP 475). */
+static PyObject *
+Segment_wait(SegmentObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { (char *)"limiter", (char *)"client",
+	    (char *)"cost", (char *)"timeout", NULL };
+	PyObject *timeout = Py_None, *res = NULL;
+	decide_args_t a;
+	shmt_decision_t d;
+	uint64_t total = UINT64_MAX, deadline = 0, left;
+	shmt_t *h;
+	int rc;
+
+	if (decide_parse(self, args, kw, "O|OOO:wait", kwlist, &a,
+	    &timeout) != 0)
+		goto out;
+	if (timeout != Py_None) {
+		double t = PyFloat_AsDouble(timeout);
+
+		if (t == -1.0 && PyErr_Occurred())
+			goto out;
+		if (!(t >= 0.0)) {
+			PyErr_SetString(PyExc_ValueError,
+			    "timeout must be >= 0 seconds or None");
+			goto out;
+		}
+		/* Above ~584 years: no limit. */
+		total = t * 1e9 >= 1.8e19 ? UINT64_MAX : (uint64_t)(t * 1e9);
+		deadline = mono_ns() + total;
+	}
+	h = self->h;
+	left = total;
+	self->busy++;
+	for (;;) {
+		Py_BEGIN_ALLOW_THREADS
+		rc = shmt_wait(h, a.name, a.client, (size_t)a.client_len,
+		    a.cost, left, &d);
+		Py_END_ALLOW_THREADS
+		if (rc != -EINTR)
+			break;
+		if (PyErr_CheckSignals() != 0)
+			break;
+		if (self->h == NULL) {
+			/* closed by another thread meanwhile */
+			rc = 0;
+			PyErr_SetString(PyExc_ValueError,
+			    "operation on a closed Segment");
+			break;
+		}
+		if (total != UINT64_MAX) {
+			uint64_t now = mono_ns();
+
+			left = now >= deadline ? 0 : deadline - now;
+		}
+	}
+	if (--self->busy == 0 && self->pending != NULL) {
+		shmt_close(self->pending);
+		self->pending = NULL;
+	}
+	if (PyErr_Occurred())
+		goto out;
+	if (rc < 0)
+		raise_rc(rc, a.name);
+	else
+		res = decision_new(rc, &d);
+out:
+	key_done(&a.view);
+	return res;
 }
 
 /* _get(key) -> bytes or None */
@@ -703,23 +983,27 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 	return res;
 }
 
-/* _bench_c(limiter, n) -> ns per call of shmt_try_use_key, timed in C: the
- * reference the bench compares the Python call with. */
+/* _bench_c(limiter, n, decide=0) -> ns per call of shmt_try_use_key (or,
+ * DECIDE true, of shmt_acquire with a decision), timed in C: the reference
+ * the bench compares the Python call with. */
 static PyObject *
 Segment_bench_c(SegmentObject *self, PyObject *args)
 {
 	const char *name;
 	unsigned long long n, granted = 0;
+	int decide = 0;
+	shmt_decision_t d;
 	struct timespec a, b;
 
-	if (!PyArg_ParseTuple(args, "sK:_bench_c", &name, &n))
+	if (!PyArg_ParseTuple(args, "sK|p:_bench_c", &name, &n, &decide))
 		return NULL;
 	if (check_open(self) != 0 || n == 0)
 		return check_open(self) != 0 ? NULL :
 		    (PyErr_SetString(PyExc_ValueError, "n must be > 0"), NULL);
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	for (unsigned long long i = 0; i < n; i++) {
-		int rc = shmt_try_use_key(self->h, name);
+		int rc = decide ? shmt_acquire(self->h, name, NULL, 0, 1, &d) :
+		    shmt_try_use_key(self->h, name);
 
 		if (rc < 0)
 			return raise_rc(rc, name);
@@ -741,6 +1025,26 @@ static PyMethodDef Segment_methods[] = {
 	  "try_use(limiter, client=None)\n--\n\n"
 	  "Take one use of LIMITER now (for CLIENT on a per-client limiter):\n"
 	  "True when granted, False when throttled." },
+	{ "acquire", (PyCFunction)(void (*)(void))Segment_acquire,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "acquire(limiter, client=None, cost=1)\n--\n\n"
+	  "Take COST uses of LIMITER now, all or nothing (for CLIENT on a\n"
+	  "per-client limiter): a Decision (granted, limit, remaining,\n"
+	  "retry_after, reset_after; true when granted)." },
+	{ "peek", (PyCFunction)(void (*)(void))Segment_peek,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "peek(limiter, client=None, cost=1)\n--\n\n"
+	  "What acquire would answer now, taking nothing and changing\n"
+	  "nothing: a Decision." },
+	{ "wait", (PyCFunction)(void (*)(void))Segment_wait,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "wait(limiter, client=None, cost=1, timeout=None)\n--\n\n"
+	  "acquire, sleeping (the GIL released) until granted or TIMEOUT\n"
+	  "seconds passed (None: no limit; 0: one try): the last try's\n"
+	  "Decision, false when the timeout ran out.  Woken at once when\n"
+	  "uses come back.  A signal handler that raises ends the wait with\n"
+	  "its exception; otherwise the wait goes on.  close() from another\n"
+	  "thread takes effect when the wait returns." },
 	{ "next_key", (PyCFunction)Segment_next_key, METH_O,
 	  "next_key(limiter)\n--\n\n"
 	  "Take one use of the next key of a key pool: its name, or None\n"
@@ -840,12 +1144,14 @@ PyInit__native(void)
 {
 	PyObject *m;
 
-	if (PyType_Ready(&SegmentType) < 0)
+	if (PyType_Ready(&SegmentType) < 0 || PyType_Ready(&DecisionType) < 0)
 		return NULL;
 	if ((m = PyModule_Create(&mod_def)) == NULL)
 		return NULL;
 	Py_INCREF(&SegmentType);
+	Py_INCREF(&DecisionType);
 	if (PyModule_AddObject(m, "Segment", (PyObject *)&SegmentType) < 0 ||
+	    PyModule_AddObject(m, "Decision", (PyObject *)&DecisionType) < 0 ||
 	    add_exc(m, &Error, "Error", PyExc_OSError,
 	    "A library error: errno is the negated code, strerror its "
 	    "message.") < 0 ||

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: MIT
 """ASGI middleware, the twin of shmthrottle.wsgi.RateLimit (same headers,
-same limitation on Retry-After).  Only "http" requests are limited.
+from one Segment.acquire per request).  Only "http" requests are limited.
 
     from shmthrottle.asgi import RateLimit
     app = RateLimit(app, "per-ip")       # key: the client's host
 """
 import shmthrottle
-from .wsgi import _limits
+from .wsgi import _limits, headers_for
 
 
 def _client_host(scope):
@@ -30,32 +30,29 @@ class RateLimit:
             return await self.app(scope, receive, send)
         if self._info is None:
             self._info = _limits(self.segment, self.limiter)
-        per_client, limit, reset, policy = self._info
+        per_client, window = self._info
         if per_client:
             client = self.key(scope)
-            granted = True if client is None else \
-                self.segment.try_use(self.limiter, client)
+            if client is None:
+                return await self.app(scope, receive, send)
+            d = self.segment.acquire(self.limiter, client)
         else:
-            granted = self.segment.try_use(self.limiter)
-        if not granted:
+            d = self.segment.acquire(self.limiter)
+        fields = [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                  for k, v in headers_for(self.limiter, window, d)]
+        if not d.granted:
             body = b"Too Many Requests\n"
             await send({"type": "http.response.start", "status": 429,
                         "headers": [
                             (b"content-type", b"text/plain"),
                             (b"content-length", str(len(body)).encode()),
-                            (b"retry-after", reset.encode()),
-                            (b"ratelimit-limit", limit.encode()),
-                            (b"ratelimit-remaining", b"0"),
-                            (b"ratelimit-reset", reset.encode()),
-                            (b"ratelimit-policy", policy.encode())]})
+                        ] + fields})
             await send({"type": "http.response.body", "body": body})
             return None
 
         async def send_with_headers(msg):
             if msg.get("type") == "http.response.start":
                 msg = dict(msg)
-                msg["headers"] = list(msg.get("headers", [])) + [
-                    (b"ratelimit-limit", limit.encode()),
-                    (b"ratelimit-policy", policy.encode())]
+                msg["headers"] = list(msg.get("headers", [])) + fields
             await send(msg)
         return await self.app(scope, receive, send_with_headers)

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-from typing import Any, Callable, Iterable, Optional, Union
-from . import Segment
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
+from . import Decision, Segment
 
 class RateLimit:
     app: Callable[..., Iterable[bytes]]
@@ -10,3 +10,5 @@ class RateLimit:
                  segment: Optional[Segment] = ...,
                  key: Optional[Callable[[dict], Union[str, bytes, None]]] = ...) -> None: ...
     def __call__(self, environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]: ...
+
+def headers_for(limiter: str, window: str, d: Decision) -> List[Tuple[str, str]]: ...

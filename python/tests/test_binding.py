@@ -5,9 +5,12 @@ mapping (str and bytes keys, binary data, 1 MiB values); counters; hot
 keys; stat and limiters against the CLI's JSON; handles after fork()."""
 import errno
 import json
+import math
 import os
+import signal
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -32,6 +35,17 @@ uses_per_key = 2
 window = 1h
 slack_time = 1s
 slack_uses = 1
+[limiter three]
+mode = exact
+limit = 3
+window = 1h
+[limiter rate]
+mode = gcra
+per_client = yes
+capacity = 16
+limit = 3
+window = 1h
+burst = 3
 [limiter fast]
 mode = exact
 limit = 2
@@ -375,6 +389,17 @@ def _asgi_call(app, host, path="/"):
                              for k, v in start["headers"]}, sent[1]["body"]
 
 
+def _check_refused(h, name, limit, window_s):
+    """The fields of a 429 of limiter NAME: Retry-After a whole number of
+    seconds >= 1, the RateLimit fields of the same decision."""
+    retry = int(h["retry-after"])
+    assert 1 <= retry <= window_s + 1
+    assert h["ratelimit-policy"] == '"%s";q=%d;w=%d' % (name, limit, window_s)
+    pname, r, t = h["ratelimit"].split(";")
+    assert pname == '"%s"' % name and r == "r=0"
+    assert retry <= int(t[2:]) <= window_s + 1
+
+
 def test_asgi_middleware(seg):
     from shmthrottle.asgi import RateLimit
 
@@ -385,9 +410,196 @@ def test_asgi_middleware(seg):
     app = RateLimit(inner, "pc", segment=seg)
     got = [_asgi_call(app, "10.0.0.1") for _ in range(4)]
     assert [g[0] for g in got] == [200, 200, 200, 429]
-    assert got[0][1]["ratelimit-limit"] == "3" and got[0][2] == b"ok"
-    h = got[3][1]
-    assert h["retry-after"] == h["ratelimit-reset"] == "3601"   # 1 h + 1 s
-    assert h["ratelimit-remaining"] == "0"
-    assert h["ratelimit-policy"] == "3;w=3600"
+    assert got[0][2] == b"ok"
+    assert [g[1]["ratelimit"].split(";")[1] for g in got[:3]] == \
+        ["r=2", "r=1", "r=0"]
+    assert got[0][1]["ratelimit-policy"] == '"pc";q=3;w=3600'
+    assert "retry-after" not in got[0][1]
+    _check_refused(got[3][1], "pc", 3, 3600)
     assert _asgi_call(app, "10.0.0.2")[0] == 200                # another client
+
+
+def test_wsgi_middleware_answers_from_one_decision(seg):
+    from shmthrottle.wsgi import RateLimit
+
+    def inner(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+    app = RateLimit(inner, "three", segment=seg)
+    got = []
+    for _ in range(4):
+        seen = {}
+
+        def start(status, headers, exc_info=None):
+            seen["status"] = int(status.split()[0])
+            seen["headers"] = {k.lower(): v for k, v in headers}
+        body = b"".join(app({"REMOTE_ADDR": "10.0.0.9"}, start))
+        got.append((seen["status"], seen["headers"], body))
+    assert [g[0] for g in got] == [200, 200, 200, 429]
+    assert [g[1]["ratelimit"] for g in got[:3]] == [
+        '"three";r=2;t=3600', '"three";r=1;t=3600', '"three";r=0;t=3600']
+    _check_refused(got[3][1], "three", 3, 3600)
+    # The exact wait: the first use comes back an hour after it was taken,
+    # not window + slack.
+    d = seg.peek("three")
+    assert int(got[3][1]["retry-after"]) == math.ceil(d.retry_after) or \
+        int(got[3][1]["retry-after"]) == math.ceil(d.retry_after) + 1
+
+
+def test_acquire_counts_down_exactly(seg):
+    got = [seg.acquire("three") for _ in range(4)]
+    assert [bool(d) for d in got] == [True, True, True, False]
+    assert [d.granted for d in got] == [True, True, True, False]
+    assert [d.remaining for d in got] == [2, 1, 0, 0]
+    assert all(d.limit == 3 for d in got)
+    assert [d.retry_after for d in got[:3]] == [0.0, 0.0, 0.0]
+    # Refused: the first use comes back one window after it was taken.
+    assert 3500 < got[3].retry_after <= 3600
+    assert got[3].retry_after <= got[3].reset_after <= 3600
+    assert isinstance(got[3].retry_after, float)
+    assert "granted=False" in repr(got[3])
+
+
+def test_acquire_cost_and_clients(seg):
+    d = seg.acquire("rate", client="a", cost=2)
+    assert d.granted and d.remaining == 1
+    d = seg.acquire("rate", b"a", 2)               # positional, bytes: same
+    assert not d.granted and d.remaining == 1 and d.retry_after > 0
+    assert seg.acquire("rate", client="b").remaining == 2
+    with pytest.raises(shmthrottle.Error) as e:
+        seg.acquire("three", cost=0)
+    assert e.value.errno == errno.EINVAL
+    with pytest.raises(shmthrottle.Error) as e:
+        seg.acquire("nope")
+    assert e.value.errno == errno.ENOENT
+    with pytest.raises(shmthrottle.Error) as e:
+        seg.acquire("pc")                          # per client needs one
+    assert e.value.errno == errno.EPERM
+    with pytest.raises(OverflowError):
+        seg.acquire("three", cost=-1)
+    with pytest.raises(TypeError):
+        seg.acquire(b"three")
+
+
+def test_peek_changes_nothing(seg):
+    a, b = seg.peek("three"), seg.peek("three")
+    assert a.granted and b.granted
+    assert (a.limit, a.remaining, a.retry_after, a.reset_after) == \
+        (b.limit, b.remaining, b.retry_after, b.reset_after)
+    assert a.remaining == 2                        # what acquire would leave
+    d = seg.acquire("three")
+    assert d.granted and d.remaining == 2
+    for _ in range(2):
+        seg.acquire("three")
+    p, q = seg.peek("three"), seg.peek("three")
+    assert not p.granted and not q.granted and p.remaining == q.remaining == 0
+    assert 0 < q.retry_after <= p.retry_after
+    assert seg.peek("rate", client="z", cost=3).granted
+    assert seg.peek("rate", client="z", cost=3).granted
+    assert seg.acquire("rate", client="z", cost=3).granted
+
+
+def test_wait_timeouts(seg):
+    for _ in range(3):
+        seg.acquire("three")
+    t0 = time.monotonic()
+    d = seg.wait("three", timeout=0)               # one try
+    assert not d and d.retry_after > 3500
+    assert time.monotonic() - t0 < 5.0
+    t0 = time.monotonic()
+    d = seg.wait("three", timeout=0.05)
+    took = time.monotonic() - t0
+    assert not d.granted
+    assert 0.049 <= took < 10.0, took
+    with pytest.raises(ValueError):
+        seg.wait("three", timeout=-1)
+    # Granted once the 50 ms window frees a use (None: no limit).
+    seg.acquire("fast")
+    seg.acquire("fast")
+    d = seg.wait("fast")
+    assert d.granted and d.retry_after == 0.0
+
+
+def test_wait_releases_the_gil(seg):
+    for _ in range(3):
+        seg.acquire("three")
+    start = threading.Event()
+    stop = threading.Event()
+    box = {}
+
+    def busy():
+        lo, hi = box["t0"] + 0.02, box["t0"] + 0.18
+        inside = 0
+        while not stop.is_set():
+            t = time.monotonic()
+            if lo < t < hi:
+                inside += 1
+        box["inside"] = inside
+
+    def waiter():
+        box["t0"] = time.monotonic()
+        start.set()
+        box["d"] = seg.wait("three", timeout=0.2)
+        box["t1"] = time.monotonic()
+        stop.set()
+    w = threading.Thread(target=waiter)
+    w.start()
+    start.wait()
+    b = threading.Thread(target=busy)
+    b.start()
+    w.join()
+    b.join()
+    assert not box["d"].granted and box["t1"] - box["t0"] >= 0.199
+    # Every iteration counted ran while wait was inside the library: had
+    # it kept the GIL, there would be none.
+    assert box["inside"] > 0
+
+
+def test_wait_signals_follow_pep_475(seg):
+    for _ in range(3):
+        seg.acquire("three")
+
+    class Boom(Exception):
+        pass
+    calls = []
+
+    def quiet(signum, frame):
+        calls.append(signum)
+
+    def loud(signum, frame):
+        raise Boom()
+    old = signal.signal(signal.SIGALRM, quiet)
+    try:
+        # A handler that returns: the wait goes on to its timeout.
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        t0 = time.monotonic()
+        d = seg.wait("three", timeout=0.3)
+        took = time.monotonic() - t0
+        assert calls == [signal.SIGALRM]
+        assert not d.granted and 0.299 <= took < 10.0, took
+        # A handler that raises: the wait ends with its exception.
+        signal.signal(signal.SIGALRM, loud)
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        t0 = time.monotonic()
+        with pytest.raises(Boom):
+            seg.wait("three", timeout=30)
+        assert time.monotonic() - t0 < 10.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_close_during_wait_waits_for_it(seg):
+    for _ in range(3):
+        seg.acquire("three")
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault(
+        "d", seg.wait("three", timeout=0.2)))
+    t.start()
+    time.sleep(0.05)
+    seg.close()
+    assert seg.closed
+    t.join()
+    assert not box["d"].granted
+    with pytest.raises(ValueError):
+        seg.acquire("three")
