@@ -29,7 +29,6 @@ add_library(shmt_fuzz_core STATIC ${SHMT_FUZZ_LIB_SOURCES}
   ${PROJECT_SOURCE_DIR}/conf/addr.c
   ${PROJECT_SOURCE_DIR}/daemon/snapshot.c
   ${PROJECT_SOURCE_DIR}/daemon/log.c
-  ${PROJECT_SOURCE_DIR}/daemon/addr.c
   ${SHMT_FUZZ_DIR}/fuzz_util.c)
 target_include_directories(shmt_fuzz_core PUBLIC
   ${PROJECT_SOURCE_DIR}/lib/include ${PROJECT_SOURCE_DIR}/lib
