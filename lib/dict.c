@@ -550,16 +550,3 @@ shmt__store_add(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 
 	return put_locked(h, st, sh, &p);
 }
-
-struct shmt_item *
-shmt__store_item_at(const struct shmt_store *st, struct shmt_shard *sh,
-    uint64_t off)
-{
-	return item_at(st, shard_heap(st, sh), off);
-}
-
-uint64_t *
-shmt__store_index(const struct shmt_store *st, struct shmt_shard *sh)
-{
-	return shard_index(st, sh);
-}

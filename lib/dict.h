@@ -13,27 +13,13 @@
 int shmt__dict_key_by_hash(shmt_t *h, uint64_t hash, void *buf, size_t cap,
     size_t *klen);
 
-/* Store helpers for the counters (counters.c); each as its static twin in
- * dict.c.  Lock KEY's shard of ST (0 or -errno; then *HASH and *SHP). */
+/* What the counters (counters.c) need of the dictionary's writers; the rest
+ * of the store they reach through store.h.  Lock KEY's shard of ST (0 or -errno; then *HASH and *SHP). */
 int shmt__store_lock_key(shmt_t *h, const struct shmt_store *st,
     const void *key, size_t klen, uint64_t *hash, struct shmt_shard **shp);
-/* Under the lock: KEY's item or NULL; *LINKP the link to it (or to the
- * chain's end), NULL when the chain loops. */
-struct shmt_item *shmt__store_find(const struct shmt_store *st,
-    struct shmt_shard *sh, uint64_t hash, const void *key, size_t klen,
-    uint64_t **linkp);
 /* Under the lock: add KEY with VAL (copy, link, as shmt_add); 0 or -errno. */
 int shmt__store_add(shmt_t *h, const struct shmt_store *st,
     struct shmt_shard *sh, uint64_t hash, const void *key, size_t klen,
     const void *val, size_t vlen, uint64_t expire);
-/* Under the lock: unlink the item *LINK points to and free it. */
-void shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
-    uint64_t *link, struct shmt_item *it);
-/* The valid item at heap offset OFF of SH, or NULL. */
-struct shmt_item *shmt__store_item_at(const struct shmt_store *st,
-    struct shmt_shard *sh, uint64_t off);
-/* SH's chain heads. */
-uint64_t *shmt__store_index(const struct shmt_store *st,
-    struct shmt_shard *sh);
 
 #endif /* SHMT_DICT_H */
