@@ -43,8 +43,16 @@ chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
 
 		while (off != 0) {
 			struct shmt_item *it = item_at(st, heap, off - 1);
+			uint32_t order = 0;
 
-			if (it == NULL) {
+			/* The scan reads memory writers may be changing: the
+			 * order item_at validated is read again once, and
+			 * checked, before it sizes a shift (a torn scan is
+			 * thrown away by the caller). */
+			if (it != NULL)
+				order = __atomic_load_n(&it->it_order,
+				    __ATOMIC_RELAXED);
+			if (it == NULL || order > st->order_max) {
 				shmt__chk(c,
 				    "%s: bucket %llu links to an invalid "
 				    "item at %llu", who, (unsigned long long)b,
@@ -59,8 +67,7 @@ chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
 			 * counts into the value. */
 			if (st->counters)
 				shmt__cnt_check_item(st, it, c, who, off - 1);
-			if (!shmt__mark_span(bm, off - 1,
-			    64ULL << it->it_order)) {
+			if (!shmt__mark_span(bm, off - 1, 64ULL << order)) {
 				shmt__chk(c,
 				    "%s: bucket %llu's chain reaches the "
 				    "block at %llu again (a loop, or a block "
@@ -70,7 +77,7 @@ chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
 				break;
 			}
 			items++;
-			used += 64ULL << it->it_order;
+			used += 64ULL << order;
 			off = __atomic_load_n(&it->it_next, __ATOMIC_RELAXED);
 		}
 	}
