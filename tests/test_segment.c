@@ -1068,8 +1068,9 @@ test_header_flips(void **state)
 {
 	uint64_t seed = tu_seed("header_flips");
 	const int allowed[] = { 0, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE,
-		SHMT_ECORRUPT, SHMT_ENOSLOT };
-	int rounds = (int)(400 * tu_scale()) + 1, hits[6] = { 0 };
+		SHMT_ECORRUPT, SHMT_ENOSLOT, SHMT_ENAMESPACE, SHMT_ESTALE };
+	enum { NALLOWED = sizeof(allowed) / sizeof(allowed[0]) };
+	int rounds = (int)(400 * tu_scale()) + 1, hits[NALLOWED] = { 0 };
 	struct shmt_hdr saved;
 	unsigned char *hdr;
 	char name[128];
@@ -1089,9 +1090,9 @@ test_header_flips(void **state)
 			    sh_daemon_pid)] ^= (unsigned char)(1 +
 			    tu_rand(&seed) % 255);
 		rc = E(shmt_open(name, &h));
-		for (k = 0; k < 6 && allowed[k] != rc; k++)
+		for (k = 0; k < NALLOWED && allowed[k] != rc; k++)
 			;
-		if (k == 6)
+		if (k == NALLOWED)
 			fail_msg("round %d: unexpected %d (%s)", i, rc,
 			    shmt_strerror(rc));
 		hits[k]++;
