@@ -29,11 +29,11 @@ shmt_config_init(shmt_config_t *cfg)
 	cfg->gid = (gid_t)-1;
 	cfg->max_limiters = 64;
 	cfg->max_slots = 256;
-	cfg->arena_bytes = 16ULL << 20;
-	cfg->dict_bytes = 32ULL << 20;
+	cfg->arena_bytes = 8ULL << 20;
+	cfg->dict_bytes = 16ULL << 20;
 	cfg->dict_shards = 8;
 	cfg->dict_eviction = 1;
-	cfg->counters_bytes = 8ULL << 20;
+	cfg->counters_bytes = 4ULL << 20;
 	cfg->counters_shards = 4;
 	cfg->counters_subwindows = 24;
 	cfg->counters_window_ns = 24ULL * 3600 * 1000000000ULL;

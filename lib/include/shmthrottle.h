@@ -145,9 +145,9 @@ typedef struct shmt_config {
 	/* Process slots (default 256, at most 65536). */
 	uint32_t max_slots;
 	/* Bytes for limiter storage: bucket rings, exact logs, key pools and
-	 * per-client tables (default 16 MiB, at least 64 KiB). */
+	 * per-client tables (default 8 MiB, at least 64 KiB). */
 	uint64_t arena_bytes;
-	/* The dictionary: heap bytes in all (default 32 MiB), split evenly
+	/* The dictionary: heap bytes in all (default 16 MiB), split evenly
 	 * over dict_shards shards (default 8, a power of two, at most 1024).
 	 * Each shard's heap is a power of two of at least 2 MiB, so that the
 	 * largest item (1 KiB key + 1 MiB value) fits in every shard; 0 bytes
@@ -158,7 +158,7 @@ typedef struct shmt_config {
 	 * (default) evicts the least recently used, and 0 makes the write
 	 * fail with -ENOSPC. */
 	uint32_t dict_eviction;
-	/* Windowed counters (shmt_hit): heap bytes (default 8 MiB, 0: none),
+	/* Windowed counters (shmt_hit): heap bytes (default 4 MiB, 0: none),
 	 * shards (default 4), the window (default 24 h) and the number of
 	 * sub-windows it is counted in (default 24, at most 256). */
 	uint64_t counters_bytes;
