@@ -349,12 +349,16 @@ test_default_config(void **state)
 	assert_int_equal(def.gid, (gid_t)-1);
 	assert_int_equal(def.max_limiters, 64);
 	assert_int_equal(def.max_slots, 256);
-	assert_int_equal(def.arena_bytes, 16ULL << 20);
+	assert_int_equal(def.arena_bytes, 8ULL << 20);
+	assert_int_equal(def.dict_bytes, 16ULL << 20);
+	assert_int_equal(def.counters_bytes, 4ULL << 20);
 	EV(shmt_config_init(NULL));
 
 	tu_segname(name, sizeof(name), "defaults");
 	assert_int_equal(E(shmt_create(name, NULL, &h)), 0);
 	st = stat_of(h);
+	/* Half of a container's default 64 MiB /dev/shm at most. */
+	assert_true(st.size <= 32ULL << 20);
 	assert_int_equal(st.max_limiters, def.max_limiters);
 	assert_int_equal(st.max_slots, def.max_slots);
 	assert_int_equal(st.limiters, 0);
