@@ -430,6 +430,37 @@ test_truncated(void **state)
 	assert_int_equal(shmt_unlink(e->seg), 0);
 }
 
+/* A segment removed under the daemon, by shmt_unlink (shmthrottle destroy)
+ * or by hand: its workers get SHMT_ESTALE, never a limit enforced on a
+ * segment nobody can open, and the daemon exits (1) so that a restart
+ * creates the segment again.  By hand, the daemon's housekeeping is what
+ * finds it: within a heartbeat (1 s), so the wait is bounded by the log. */
+static void
+test_removed(void **state)
+{
+	for (int by_hand = 0; by_hand < 2; by_hand++) {
+		struct env *e;
+		shmt_t *h;
+		pid_t pid;
+
+		(void)state;
+		e = env_init(by_hand ? "rmhand" : "rmlib");
+		write_text(e->conf, LONG_LIMITER("a", 5));
+		pid = spawn(e, NULL, NULL);
+		h = wait_ready(e, pid);
+		assert_int_equal(shmt_try_use_key(h, "a"), 1);
+		if (by_hand)
+			assert_int_equal(shm_unlink(e->seg), 0);
+		else
+			assert_int_equal(shmt_unlink(e->seg), 0);
+		assert_int_equal(wait_exit(pid), 1);
+		assert_true(log_has(e->log, "was removed"));
+		assert_int_equal(shmt_try_use_key(h, "a"), SHMT_ESTALE);
+		shmt_close(h);
+		env_done(NULL);
+	}
+}
+
 /* A segment another user made first is not attached: the daemon says
  * whose it is and exits with an error, leaving it as it was. */
 static void
@@ -931,6 +962,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_start_stop, env_done),
 		cmocka_unit_test_teardown(test_second_refused, env_done),
 		cmocka_unit_test_teardown(test_truncated, env_done),
+		cmocka_unit_test_teardown(test_removed, env_done),
 		cmocka_unit_test_teardown(test_untrusted, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),
 		cmocka_unit_test_teardown(test_incompatible, env_done),

@@ -96,7 +96,9 @@ extern "C" {
 #define SHMT_ENOSLOT   (SHMT_ERRBASE - 7) /* process slot table is full */
 #define SHMT_ELOCKED   (SHMT_ERRBASE - 8) /* lock held by a live process */
 #define SHMT_EUNTRUSTED (SHMT_ERRBASE - 9) /* segment owner or mode untrusted */
-#define SHMT_ERRLAST   SHMT_EUNTRUSTED
+#define SHMT_ENAMESPACE (SHMT_ERRBASE - 10) /* created in another PID/time namespace */
+#define SHMT_ESTALE    (SHMT_ERRBASE - 11) /* segment removed: reopen it by name */
+#define SHMT_ERRLAST   SHMT_ESTALE
 
 /* Longest segment name, including the leading '/', excluding the NUL. */
 #define SHMT_SEGNAME_MAX 200
@@ -143,9 +145,9 @@ typedef struct shmt_config {
 	/* Process slots (default 256, at most 65536). */
 	uint32_t max_slots;
 	/* Bytes for limiter storage: bucket rings, exact logs, key pools and
-	 * per-client tables (default 16 MiB, at least 64 KiB). */
+	 * per-client tables (default 8 MiB, at least 64 KiB). */
 	uint64_t arena_bytes;
-	/* The dictionary: heap bytes in all (default 32 MiB), split evenly
+	/* The dictionary: heap bytes in all (default 16 MiB), split evenly
 	 * over dict_shards shards (default 8, a power of two, at most 1024).
 	 * Each shard's heap is a power of two of at least 2 MiB, so that the
 	 * largest item (1 KiB key + 1 MiB value) fits in every shard; 0 bytes
@@ -156,7 +158,7 @@ typedef struct shmt_config {
 	 * (default) evicts the least recently used, and 0 makes the write
 	 * fail with -ENOSPC. */
 	uint32_t dict_eviction;
-	/* Windowed counters (shmt_hit): heap bytes (default 8 MiB, 0: none),
+	/* Windowed counters (shmt_hit): heap bytes (default 4 MiB, 0: none),
 	 * shards (default 4), the window (default 24 h) and the number of
 	 * sub-windows it is counted in (default 24, at most 256). */
 	uint64_t counters_bytes;
@@ -274,7 +276,11 @@ SHMT_EXPORT int shmt_create(const char *name, const shmt_config_t *cfg,
  * -ELOOP (the name is a symbolic link: never followed), -ENOMEM,
  * SHMT_ENOTREG, SHMT_EUNTRUSTED, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE
  * (also: shorter than its header says, i.e. truncated), SHMT_ECORRUPT,
- * SHMT_ENOSLOT.  On error *OUT is untouched.
+ * SHMT_ENOSLOT, SHMT_ENAMESPACE (the segment was created in another PID or
+ * time namespace: its slots name processes by pid and its times are
+ * CLOCK_MONOTONIC, so all its processes must share both; not compared
+ * where /proc cannot tell), SHMT_ESTALE (removed as it was opened).  On
+ * error *OUT is untouched.
  */
 SHMT_EXPORT int shmt_open(const char *name, shmt_t **out);
 
@@ -335,8 +341,20 @@ SHMT_EXPORT void shmt_close(shmt_t *h);
  */
 
 /*
- * shmt_unlink: remove the name NAME.  Processes attached keep their mapping
- * until they close.  Errors: -EINVAL, -ENAMETOOLONG, -ENOENT, -EACCES.
+ * shmt_unlink: remove the name NAME, retiring the segment first: every
+ * handle on it, in every process, answers SHMT_ESTALE from its next call on
+ * (limiters, dictionary, counters, analyzer, waits), so no process goes on
+ * enforcing limits on an object no new process can see; it should close the
+ * handle and open NAME again once a new segment is there.  The mark is one
+ * store into the header, made only when the caller may write the object and
+ * it is a valid segment of this format; the name is removed either way.
+ * Reading calls (stat, limiters, check) still work on a retired handle.
+ * Removing the name by other means (rm, shm_unlink) writes nothing into
+ * the mapping: the next shmt_housekeep (the daemon's, every heartbeat at
+ * the latest) finds the object without a name and retires it.
+ * Errors: -EINVAL, -ENAMETOOLONG, -ENOENT, -EACCES.  kill -9 between the
+ * mark and the unlink leaves a retired segment under its name: opens give
+ * SHMT_ESTALE until it is removed (shmthrottle destroy).
  */
 SHMT_EXPORT int shmt_unlink(const char *name);
 
@@ -1260,7 +1278,9 @@ SHMT_EXPORT int shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report,
  * earliest time at which there will be work again (UINT64_MAX: none
  * known).  Returns the number of actions taken, or an error (among them
  * SHMT_ESIZE when the object was truncated after the open: then nothing is
- * touched, and the caller should let go of the segment).
+ * touched, and the caller should let go of the segment; SHMT_ESTALE when the
+ * segment was removed, by shmt_unlink or by hand: an object left without a
+ * name is retired here, so that every process attached learns of it).
  * Any number of processes may call it at once; the daemon calls it on time.
  */
 SHMT_EXPORT int shmt_housekeep(shmt_t *h, shmt_time_t *next_ns);
