@@ -165,7 +165,7 @@ struct shmt {
 	/* The segment's secret, copied from the validated header at open. */
 	struct shmt_hkey key;
 	struct shmt_lcache lcache;
-	/* Validated process-local copies of limiter rows (limiter.c). */
+	/* Validated process-local copies of limiter rows (table.c). */
 	struct shmt_lview *lviews;   /* one per limiter row */
 	/* Trusted geometry of the dictionary and the counters (dict.c);
 	 * shards == 0 when the segment has none. */

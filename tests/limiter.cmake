@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# Tests of the throttle (lib/limiter.c): the seed's model call for call, the
+# Tests of the throttle (lib/limiter.c and its modes' files): the seed's model call for call, the
 # bucket bound, bad input, per-client limiters, many processes, kill -9, and
 # the protocol model-checked with spin (tests/model/throttle.pml).
 set(SHMT_TL_UTIL ${CMAKE_CURRENT_SOURCE_DIR}/test_limiter_util.c)
