@@ -461,13 +461,25 @@ shmt__decide_find(shmt_t *h, const char *name, const void *client, size_t len,
 		return -EINVAL;
 	if (len > SHMT_CLIENT_MAX)
 		return -E2BIG;
-	if ((rc = lim_find(h, name, scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, scratch, &v)) != 0 ||
+	    (rc = shmt__decide_check(v, client, len, cost)) != 0)
 		return rc;
+	*vp = v;
+	return 0;
+}
+
+int
+shmt__decide_check(const struct shmt_lview *v, const void *client, size_t len,
+    uint64_t cost)
+{
+	if ((client == NULL) != (len == 0))
+		return -EINVAL;
+	if (len > SHMT_CLIENT_MAX)
+		return -E2BIG;
 	if ((client != NULL) != ((v->flags & SHMT_LIMF_PER_CLIENT) != 0))
 		return -EPERM;
 	if (cost == 0 || cost > cost_max(v))
 		return -EINVAL;
-	*vp = v;
 	return 0;
 }
 

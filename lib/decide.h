@@ -12,6 +12,11 @@ int shmt__decide_find(shmt_t *h, const char *name, const void *client,
     size_t len, uint64_t cost, struct shmt_lview *scratch,
     const struct shmt_lview **vp);
 
+/* CLIENT/LEN against V's kind and COST against its mode: 0, -EINVAL,
+ * -E2BIG or -EPERM, as shmt_acquire. */
+int shmt__decide_check(const struct shmt_lview *v, const void *client,
+    size_t len, uint64_t cost);
+
 /* One grant of COST on a shared limiter, with its decision in OUT (may be
  * NULL) and the key-pool cursor in *CURSOR. */
 int shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,

@@ -64,6 +64,7 @@
 
 #include "analyzer.h"
 #include "clients.h"
+#include "decide.h"
 #include "dict.h"
 #include "exact.h"
 #include "gcra.h"
@@ -75,6 +76,7 @@
 #include "wait.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -179,23 +181,17 @@ shmt_next_key(shmt_t *h, const char *name, char *buf, size_t cap)
 	return len == 0 ? SHMT_ECORRUPT : (int)len;
 }
 
-SHMT_EXPORT int
-shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
+/* One use of CLIENT (LEN bytes, checked) on V, a per-client limiter. */
+static int
+try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+    size_t len)
 {
-	struct shmt_lview scratch;
-	const struct shmt_lview *v;
 	struct shmt_client *e;
 	struct bk_ctx c;
 	uint64_t hash[2];
 	uint32_t tag, expect = 0;
 	int why = WHY_NONE, rc;
 
-	if (client == NULL || len == 0)
-		return -EINVAL;
-	if (len > SHMT_CLIENT_MAX)
-		return -E2BIG;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
-		return rc;
 	if (!(v->flags & SHMT_LIMF_PER_CLIENT))
 		return -EPERM;
 	shmt__client_hash(h, client, len, hash);
@@ -233,6 +229,128 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
 			return rc;
 	}
 	return SHMT_EBUSYLOOP;
+}
+
+SHMT_EXPORT int
+shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	int rc;
+
+	if (client == NULL || len == 0)
+		return -EINVAL;
+	if (len > SHMT_CLIENT_MAX)
+		return -E2BIG;
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+		return rc;
+	return try_client(h, v, client, len);
+}
+
+/* ---- Resolved limiters ------------------------------------------------------- */
+
+/*
+ * A resolved limiter is the row's view, found once.  Views live as long as
+ * the handle and are never reused for another row; rows are never reused
+ * for another limiter (a deleted row stays DELETED), so the pointer can
+ * only go stale by the row's deletion (row_live, one load per call), by a
+ * change of parameters (view_latest follows the chain the change left), by
+ * a fork or a retired segment (SHMT_FORK_CHECK).  What a call skips is the
+ * name: no thread-local lookup, no compare, whatever its length.
+ */
+struct shmt_limiter {
+	shmt_t *h;
+	const struct shmt_lview *v;
+};
+
+SHMT_EXPORT int
+shmt_limiter_open(shmt_t *h, const char *name, shmt_limiter_t **out)
+{
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	struct shmt_limiter *l;
+	int rc;
+
+	if (out == NULL)
+		return -EINVAL;
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+		return rc;
+	/* A view in SCRATCH means another thread of this process is filling
+	 * the row's own view: fill it again until that one is published (it
+	 * is a copy of a few hundred bytes, no wait on another process). */
+	for (unsigned i = 0; v == &scratch; i++) {
+		if (i == SHMT_RETRY_MAX)
+			return SHMT_EBUSYLOOP;
+		sched_yield();
+		if ((rc = shmt__view_get(h, scratch.lv_row, &scratch, &v)) != 0)
+			return rc;
+	}
+	if ((l = malloc(sizeof(*l))) == NULL)
+		return -ENOMEM;
+	l->h = h;
+	l->v = v;
+	*out = l;
+	return 0;
+}
+
+SHMT_EXPORT void
+shmt_limiter_close(shmt_limiter_t *l)
+{
+	free(l);
+}
+
+/* The view of L for a call: 0, or an error for the whole call. */
+static inline int
+lh_view(shmt_limiter_t *l, const struct shmt_lview **vp)
+{
+	if (__builtin_expect(l == NULL, 0))
+		return -EINVAL;
+	SHMT_FORK_CHECK(l->h);
+	if (__builtin_expect(!row_live(l->v), 0))
+		return -ENOENT;
+	*vp = view_latest(l->v);
+	return 0;
+}
+
+SHMT_EXPORT int
+shmt_limiter_try(shmt_limiter_t *l, const void *client, size_t len)
+{
+	const struct shmt_lview *v;
+	uint64_t cursor;
+	int rc;
+
+	if ((rc = lh_view(l, &v)) != 0)
+		return rc;
+	if (client == NULL) {
+		if (len != 0)
+			return -EINVAL;
+		if (v->flags & SHMT_LIMF_PER_CLIENT)
+			return -EPERM;
+		return take_shared(l->h, v, &cursor);
+	}
+	if (len == 0)
+		return -EINVAL;
+	if (len > SHMT_CLIENT_MAX)
+		return -E2BIG;
+	return try_client(l->h, v, client, len);
+}
+
+SHMT_EXPORT int
+shmt_limiter_acquire(shmt_limiter_t *l, const void *client, size_t len,
+    uint64_t cost, shmt_decision_t *out)
+{
+	const struct shmt_lview *v;
+	uint64_t cursor = 0;
+	int rc;
+
+	if ((rc = lh_view(l, &v)) != 0 ||
+	    (rc = shmt__decide_check(v, client, len, cost)) != 0)
+		return rc;
+	if (client != NULL)
+		return enforce(v, shmt__acquire_client(l->h, v, client, len,
+		    cost, out, NULL));
+	return enforce(v, shmt__acquire_shared(l->h, v, cost, &cursor, out,
+	    NULL));
 }
 
 /* ---- Changing a limiter in place --------------------------------------------- */

@@ -45,3 +45,7 @@ if(NOT SHMT_SANITIZE)
       LABELS unit TIMEOUT 900)
   endforeach()
 endif()
+# Resolved limiters: the same answers as the named calls, deletion, removal,
+# threads and a forked child.
+shmt_add_test(test_limiter_handle SOURCES test_limiter_handle.c LABELS unit
+  TIMEOUT 120 LIBS Threads::Threads)

@@ -830,6 +830,53 @@ SHMT_EXPORT int shmt_wait(shmt_t *h, const char *name, const void *client,
     size_t client_len, uint64_t cost, uint64_t timeout_ns,
     shmt_decision_t *out);
 
+/* ---- Resolved limiters ------------------------------------------------------- */
+
+/*
+ * A limiter resolved once, for callers that grant on the same limiter in a
+ * loop: the calls below skip the name (no lookup, no compare, whatever its
+ * length) and decide exactly as the named calls do.
+ */
+typedef struct shmt_limiter shmt_limiter_t;
+
+/*
+ * shmt_limiter_open: resolve limiter NAME of H into *OUT.
+ * Errors: -EINVAL, -ENAMETOOLONG, -ENOENT (no such limiter), -ENOMEM,
+ * SHMT_ECORRUPT (its row fails validation), SHMT_ESTALE, SHMT_EBUSYLOOP.
+ * Ownership: *OUT belongs to the caller, who frees it with
+ * shmt_limiter_close() before closing H (it refers to H's memory).
+ * Concurrency: thread-safe; one resolved limiter may be used by any number
+ * of threads at once, like H.  Nothing is written to the segment.
+ */
+SHMT_EXPORT int shmt_limiter_open(shmt_t *h, const char *name,
+    shmt_limiter_t **out);
+/* Free L (NULL is fine).  No call on L may be running or follow. */
+SHMT_EXPORT void shmt_limiter_close(shmt_limiter_t *l);
+
+/*
+ * shmt_limiter_try: one use of L: shmt_try_use_key() when CLIENT is NULL
+ * (LEN 0), shmt_try_use() for CLIENT (LEN bytes) of a per-client limiter.
+ * Returns 1 when granted, 0 when throttled, or an error: those of the
+ * named call, and -ENOENT once the limiter was deleted (for good: a
+ * limiter defined again under the same name is another row, which L never
+ * reaches; open it again), SHMT_ESTALE once the segment was removed.
+ * A change of parameters (shmt_limiter_update) is followed on the next
+ * call; after fork() the child's first call takes a slot of its own, as
+ * for every call on H.  Lock-free, like the named calls; kill -9 at any
+ * instruction loses at most the use being granted.
+ */
+SHMT_EXPORT int shmt_limiter_try(shmt_limiter_t *l, const void *client,
+    size_t len);
+
+/*
+ * shmt_limiter_acquire: shmt_acquire() on L: COST uses for CLIENT (NULL,
+ * LEN 0: a shared limiter) with the decision in OUT (may be NULL).
+ * Returns and errors as shmt_acquire, plus -ENOENT and SHMT_ESTALE as
+ * shmt_limiter_try.
+ */
+SHMT_EXPORT int shmt_limiter_acquire(shmt_limiter_t *l, const void *client,
+    size_t len, uint64_t cost, shmt_decision_t *out);
+
 /*
  * shmt_next_key_wait: shmt_next_key, waiting as shmt_wait does.  Returns the
  * name's length (> 0), 0 when the timeout ran out, -EINTR, or the errors of
