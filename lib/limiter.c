@@ -181,54 +181,58 @@ shmt_next_key(shmt_t *h, const char *name, char *buf, size_t cap)
 	return len == 0 ? SHMT_ECORRUPT : (int)len;
 }
 
-/* One use of CLIENT (LEN bytes, checked) on V, a per-client limiter. */
+/* One use of CLIENT (LEN bytes, checked) on V, a per-client limiter.  The
+ * precise clock is read once, by the grant: the entry's last use and the
+ * analyzer's count take the grant's own time. */
 static int
 try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len)
 {
 	struct shmt_client *e;
 	struct bk_ctx c;
-	uint64_t hash[2];
+	uint64_t hash[2], now = 0;
 	uint32_t tag, expect = 0;
-	int why = WHY_NONE, rc;
+	int why = WHY_NONE, rc = SHMT_EBUSYLOOP;
 
 	if (!(v->flags & SHMT_LIMF_PER_CLIENT))
 		return -EPERM;
 	shmt__client_hash(h, client, len, hash);
-	if (h->an != NULL)
-		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
-		    SHMT_HOT_CLIENT, shmt__now(h));
 	for (int tries = 0; tries < 64; tries++) {
 		rc = shmt__ce_find_or_claim(h, v, hash, client, len, &expect);
 		if (rc == -ENOSPC) {
 			shmt__count_denial(v->lim, WHY_TABLE_FULL);
-			return enforce(v, 0);
+			rc = enforce(v, 0);
+			break;
 		}
 		if (rc < 0)
-			return rc;
+			break;
 		e = ce_at(v, (uint32_t)rc);
 		shmt__bk_ctx_init(&c, v, ce_ring(e));
 		c.ntags = 0;
 		c.check_tag = 1;
 		c.tag_expect = expect;
 		rc = v->mode == SHMT_MODE_GCRA ?
-		    shmt__gcra_ce_take(h, v, e, expect, 1, NULL, NULL) :
-		    shmt__bk_take(h, &c, &e->ce_w, &tag, &why);
+		    shmt__gcra_ce_take(h, v, e, expect, 1, &now, NULL) :
+		    bk_take_n(h, &c, &e->ce_w, &tag, &why, 1, &now);
 		if (rc == 1) {
-			__atomic_store_n(&e->ce_last_ns, shmt__now(h),
-			    __ATOMIC_RELAXED);
-			return 1;
+			__atomic_store_n(&e->ce_last_ns, now, __ATOMIC_RELAXED);
+			break;
 		}
 		if (rc == 0) {
 			shmt__count_denial(v->lim, why);
-			return enforce(v, 0);
+			rc = enforce(v, 0);
+			break;
 		}
 		/* -EAGAIN: the entry was reclaimed or changed hands between
 		 * the lookup and the CAS; look it up again. */
 		if (rc != -EAGAIN)
 			return rc;
+		rc = SHMT_EBUSYLOOP;
 	}
-	return SHMT_EBUSYLOOP;
+	if (h->an != NULL && rc >= 0)
+		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
+		    SHMT_HOT_CLIENT, now != 0 ? now : shmt__now(h));
+	return rc;
 }
 
 SHMT_EXPORT int
