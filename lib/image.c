@@ -541,9 +541,12 @@ scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
 		return img_bad(err, cap, SHMT_ECORRUPT, "%s section claims "
 		    "%" PRIu64 " records in %" PRIu64 " bytes", what, count,
 		    bytes);
-	if (count > 0 && (st == NULL || st->shards == 0))
-		return img_bad(err, cap, SHMT_ECORRUPT, "%s section holds "
-		    "records, the segment has no %s", what, what);
+	if (st == NULL || st->shards == 0) {
+		if (count > 0 || bytes > 0)
+			return img_bad(err, cap, SHMT_ECORRUPT, "%s section holds "
+			    "records, the segment has no %s", what, what);
+		return 0;
+	}
 	if (count == 0 && bytes == 0)
 		return 0;
 	if ((k = calloc(count > 0 ? count : 1, sizeof(*k))) == NULL ||

@@ -1025,6 +1025,50 @@ test_damaged_sections(void **state)
 	fixture_done(&f);
 }
 
+/* A segment without a dictionary, counters or analyzer round-trips with no
+ * sections; a file that adds a section for a part the segment lacks is
+ * refused. */
+static void
+test_sections_without_regions(void **state)
+{
+	struct snapfile sf;
+	shmt_config_t cfg;
+	struct fixture f;
+	size_t len;
+
+	(void)state;
+	fixture_init(&f, "snapnone");
+	shmt_close(f.h);
+	assert_int_equal(shmt_unlink(f.seg), 0);
+	shmt_config_init(&cfg);
+	cfg.dict_bytes = 0;
+	cfg.counters_bytes = 0;
+	cfg.analyzer_bytes = 0;
+	assert_int_equal(shmt_create(f.seg, &cfg, &f.h), 0);
+	write_ok(&f);
+	snap_load(&sf, f.path);
+	assert_true(sf.sec[1] == 0 && sf.sec[2] == 0 && sf.sec[3] == 0);
+	restore_ok(&f);
+	assert_int_equal(shmt_set(f.h, "k", 1, "v", 1, 0), -ENODEV);
+	shmt_close(f.h);
+	f.h = NULL;
+	assert_int_equal(shmt_unlink(f.seg), 0);
+
+	len = sf.len;
+	sf.b = realloc(sf.b, len + 24 + 5);
+	assert_non_null(sf.b);
+	memset(sf.b + len, 0, 24 + 5);
+	for (uint32_t kind = 1; kind <= 3; kind++) {
+		put_u32(&sf, len, kind);
+		put_u64(&sf, len + 16, 5);
+		snap_store(&sf, f.path, len + 24 + 5);
+		expect_refused(&f, SHMT_ECORRUPT, kind == 3 ?
+		    "without an analyzer" : "the segment has no");
+	}
+	free(sf.b);
+	fixture_done(&f);
+}
+
 int
 main(void)
 {
@@ -1042,6 +1086,7 @@ main(void)
 		cmocka_unit_test(test_reboot),
 		cmocka_unit_test(test_counters_analyzer_roundtrip),
 		cmocka_unit_test(test_damaged_sections),
+		cmocka_unit_test(test_sections_without_regions),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
