@@ -266,6 +266,7 @@ shmtc_open_error(const struct shmtc *c, int err)
 	case SHMT_EMAGIC:
 	case SHMT_EFORMAT:
 	case SHMT_ENOTREG:
+	case SHMT_ENAMESPACE:
 		shmtc_err("segment %s is incompatible: %s", c->segment,
 		    shmt_strerror(err));
 		break;

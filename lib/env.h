@@ -3,8 +3,8 @@
 /*
  * Every read of the host that differs from one run to the next goes
  * through here: the process and thread ids, the clocks, the kernel's random
- * bytes, whether a process exists, and the files of /proc (segment.c's
- * shmt__proc_read).  In every build that is installed or tested these are
+ * bytes, whether a process exists, the namespaces it is in, and the files
+ * of /proc (segment.c's shmt__proc_read).  In every build that is installed or tested these are
  * the plain system calls, inlined.  The fuzz targets compile their own copy
  * of the library with SHMT_FUZZ_ENV (tests/fuzz/fuzz.cmake, nowhere else),
  * and tests/fuzz/fuzz_util.c then defines them as a fixed, single-process
@@ -22,7 +22,9 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
@@ -35,6 +37,7 @@ uint32_t shmt__env_tid(void);
 uint64_t shmt__env_clock_ns(clockid_t id);
 ssize_t shmt__env_getrandom(void *buf, size_t n, unsigned flags);
 int shmt__env_kill0(pid_t pid);
+uint32_t shmt__env_ns(const char *kind);
 
 #else
 
@@ -75,6 +78,21 @@ static inline int
 shmt__env_kill0(pid_t pid)
 {
 	return kill(pid, 0);
+}
+
+/* This process's namespace of KIND ("pid", "time"): the inode number of
+ * /proc/self/ns/KIND (32 bits on Linux), or 0 when unknown (no /proc, or a
+ * kernel without that namespace). */
+static inline uint32_t
+shmt__env_ns(const char *kind)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", kind);
+	if (stat(path, &st) != 0 || st.st_ino > UINT32_MAX)
+		return 0;
+	return (uint32_t)st.st_ino;
 }
 
 #endif /* SHMT_FUZZ_ENV */

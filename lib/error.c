@@ -32,6 +32,9 @@ shmt_strerror(int err)
 		return "lock held by a live process (busy too long, or damaged)";
 	case SHMT_EUNTRUSTED:
 		return "segment not trusted (owned by another user, or world-writable)";
+	case SHMT_ENAMESPACE:
+		return "segment made in another PID or time namespace (share "
+		    "both with its creator)";
 	case -EINVAL:
 		return "invalid argument";
 	case -ENOENT:

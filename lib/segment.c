@@ -207,6 +207,7 @@ shmt_create(const char *name, const shmt_config_t *cfg, shmt_t **out)
 	}
 	hdr = base;
 	shmt__hdr_init(hdr, &params, size, reg);
+	shmt__ns_record(hdr);
 	if ((rc = secret_make(hdr->sh_secret, sizeof(hdr->sh_secret))) != 0)
 		goto out_unlink;
 	shmt__lock_init(&hdr->sh_table_lock);
@@ -359,6 +360,36 @@ header_read(int fd, uint64_t size, struct shmt_hdr *hc,
 	return shmt__hdr_validate(hc, size, reg);
 }
 
+void
+shmt__ns_record(struct shmt_hdr *hdr)
+{
+	hdr->sh_pidns = shmt__env_ns("pid");
+	hdr->sh_params.sp_timens = shmt__env_ns("time");
+}
+
+/*
+ * Processes that share a segment must share its creator's PID namespace
+ * (slots, stripe owners and lock words name pids and thread ids, and the
+ * daemon reaps a slot whose pid it cannot see) and its time namespace
+ * (every stored time is CLOCK_MONOTONIC, which a time namespace offsets).
+ * Two containers that share /dev/shm but not these would each take the
+ * other's workers for dead and their times for wrong, so attaching is
+ * refused.  A side that does not know its namespace (0: a segment made
+ * before the check, or no /proc) is not judged.
+ */
+int
+shmt__ns_check(const struct shmt_hdr *hdr)
+{
+	uint32_t pid = shmt__env_ns("pid"), tns = shmt__env_ns("time");
+
+	if (hdr->sh_pidns != 0 && pid != 0 && hdr->sh_pidns != pid)
+		return SHMT_ENAMESPACE;
+	if (hdr->sh_params.sp_timens != 0 && tns != 0 &&
+	    hdr->sh_params.sp_timens != tns)
+		return SHMT_ENAMESPACE;
+	return 0;
+}
+
 SHMT_EXPORT int
 shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 {
@@ -384,7 +415,8 @@ shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 	/* Everything the handle trusts (regions, store and analyzer geometry,
 	 * limiter table size) comes from this one private copy, never from a
 	 * second read of the segment. */
-	if ((rc = header_read(fd, size, &hc, reg)) != 0)
+	if ((rc = header_read(fd, size, &hc, reg)) != 0 ||
+	    (rc = shmt__ns_check(&hc)) != 0)
 		goto fail;
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {

@@ -71,7 +71,10 @@ struct shmt_params {
 	uint32_t sp_analyzer_clients;
 	uint32_t sp_dict_max_key;       /* 1..SHMT_KEY_MAX */
 	uint32_t sp_dict_max_value;     /* 0..SHMT_VALUE_MAX */
-	uint32_t sp_pad1;
+	/* The creator's time namespace (the inode of /proc/self/ns/time),
+	 * 0: unknown.  Kept in a former pad word, so the layout (and the
+	 * format word) did not change; see shmt__ns_check. */
+	uint32_t sp_timens;
 	uint64_t sp_dict_default_ttl_ms; /* 0: items without a TTL never expire */
 };
 
@@ -104,7 +107,9 @@ struct shmt_hdr {
 	uint64_t sh_generation;       /* bumped on every define */
 	uint64_t sh_arena_used;       /* bump allocator over SHMT_R_ARENA */
 	uint32_t sh_nlimiters;        /* rows ever used (high-water mark) */
-	uint32_t sh_pad0;
+	/* The creator's PID namespace (the inode of /proc/self/ns/pid), 0:
+	 * unknown (a former pad word, as sp_timens). */
+	uint32_t sh_pidns;
 };
 
 _Static_assert(sizeof(struct shmt_hdr) <= SHMT_PAGE, "header fits a page");
@@ -168,6 +173,14 @@ uint64_t shmt__format_word(void);
  * secret KEY and load it into H: a snapshot restore keeps the snapshot's
  * secret so that the hashes it stores stay valid. */
 void shmt__secret_set(shmt_t *h, const uint8_t key[SHMT_SECRET_BYTES]);
+/* The namespaces a process must share with a segment's creator: slots,
+ * stripe owners and lock words hold pids and thread ids, and every stored
+ * time is CLOCK_MONOTONIC; both mean something else in another PID or time
+ * namespace.  Record this process's in HDR (creation). */
+void shmt__ns_record(struct shmt_hdr *hdr);
+/* 0 when this process is in HDR's namespaces (or either side does not
+ * know its own), else SHMT_ENAMESPACE. */
+int shmt__ns_check(const struct shmt_hdr *hdr);
 /* SHMT_ESIZE when the object is now shorter than the mapping (truncated:
  * touching the missing pages would raise SIGBUS), else 0; *NOW_SIZE gets
  * its size. */

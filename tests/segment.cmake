@@ -27,3 +27,7 @@ target_compile_options(header_cxx PRIVATE ${SHMT_HEADER_FLAGS})
 target_link_libraries(header_cxx PRIVATE shmthrottle_shared)
 add_test(NAME header_cxx COMMAND header_cxx)
 set_tests_properties(header_cxx PROPERTIES LABELS unit TIMEOUT 30)
+
+# Another PID or time namespace than the creator's is refused at attach
+# (unshare(2); skipped where namespaces cannot be made).
+shmt_add_test(test_namespace SOURCES test_namespace.c LABELS unit TIMEOUT 60)

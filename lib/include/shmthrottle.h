@@ -96,7 +96,8 @@ extern "C" {
 #define SHMT_ENOSLOT   (SHMT_ERRBASE - 7) /* process slot table is full */
 #define SHMT_ELOCKED   (SHMT_ERRBASE - 8) /* lock held by a live process */
 #define SHMT_EUNTRUSTED (SHMT_ERRBASE - 9) /* segment owner or mode untrusted */
-#define SHMT_ERRLAST   SHMT_EUNTRUSTED
+#define SHMT_ENAMESPACE (SHMT_ERRBASE - 10) /* creator in another PID/time namespace */
+#define SHMT_ERRLAST   SHMT_ENAMESPACE
 
 /* Longest segment name, including the leading '/', excluding the NUL. */
 #define SHMT_SEGNAME_MAX 200
@@ -274,7 +275,10 @@ SHMT_EXPORT int shmt_create(const char *name, const shmt_config_t *cfg,
  * -ELOOP (the name is a symbolic link: never followed), -ENOMEM,
  * SHMT_ENOTREG, SHMT_EUNTRUSTED, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE
  * (also: shorter than its header says, i.e. truncated), SHMT_ECORRUPT,
- * SHMT_ENOSLOT.  On error *OUT is untouched.
+ * SHMT_ENOSLOT, SHMT_ENAMESPACE (the segment was created in another PID
+ * or time namespace: its pids and monotonic times mean something else
+ * here; processes sharing a segment must share both namespaces with its
+ * creator).  On error *OUT is untouched.
  */
 SHMT_EXPORT int shmt_open(const char *name, shmt_t **out);
 

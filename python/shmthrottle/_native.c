@@ -134,7 +134,7 @@ raise_rc(int rc, const char *what)
 
 	switch (rc) {
 	case SHMT_EMAGIC: case SHMT_EFORMAT: case SHMT_ESIZE:
-	case SHMT_ENOTREG: case SHMT_EUNTRUSTED:
+	case SHMT_ENOTREG: case SHMT_EUNTRUSTED: case SHMT_ENAMESPACE:
 		cls = SegmentError;
 		break;
 	case SHMT_ECORRUPT: case SHMT_EBUSYLOOP:
