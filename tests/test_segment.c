@@ -1067,9 +1067,11 @@ static void
 test_header_flips(void **state)
 {
 	uint64_t seed = tu_seed("header_flips");
+	/* SHMT_ENAMESPACE: a flipped namespace word reads as another
+	 * creator's namespace. */
 	const int allowed[] = { 0, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE,
-		SHMT_ECORRUPT, SHMT_ENOSLOT };
-	int rounds = (int)(400 * tu_scale()) + 1, hits[6] = { 0 };
+		SHMT_ECORRUPT, SHMT_ENOSLOT, SHMT_ENAMESPACE };
+	int rounds = (int)(400 * tu_scale()) + 1, hits[7] = { 0 };
 	struct shmt_hdr saved;
 	unsigned char *hdr;
 	char name[128];
@@ -1089,9 +1091,9 @@ test_header_flips(void **state)
 			    sh_daemon_pid)] ^= (unsigned char)(1 +
 			    tu_rand(&seed) % 255);
 		rc = E(shmt_open(name, &h));
-		for (k = 0; k < 6 && allowed[k] != rc; k++)
+		for (k = 0; k < 7 && allowed[k] != rc; k++)
 			;
-		if (k == 6)
+		if (k == 7)
 			fail_msg("round %d: unexpected %d (%s)", i, rc,
 			    shmt_strerror(rc));
 		hits[k]++;
@@ -1100,8 +1102,8 @@ test_header_flips(void **state)
 		memcpy(hdr, &saved, sizeof(saved));
 	}
 	printf("# header_flips: %d rounds: ok %d magic %d format %d size %d "
-	    "corrupt %d noslot %d\n", rounds, hits[0], hits[1], hits[2],
-	    hits[3], hits[4], hits[5]);
+	    "corrupt %d noslot %d namespace %d\n", rounds, hits[0], hits[1],
+	    hits[2], hits[3], hits[4], hits[5], hits[6]);
 	munmap(hdr, size);
 	assert_int_equal(E(shmt_unlink(name)), 0);
 }
