@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What only the daemon may call: claiming a segment as its one daemon, the
- * heartbeat and lag it publishes, and the few facts of the format it names
- * in its messages.  Private to libshmthrottle and shmthrottled; the daemon
+ * heartbeat and lag it publishes, the few facts of the format it names in
+ * its messages, and the segment's image that its snapshots hold (image.c).  Private to libshmthrottle and shmthrottled; the daemon
  * includes this and the public header, nothing else of lib/.
  */
 #ifndef SHMT_DAEMON_H
