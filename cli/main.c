@@ -34,7 +34,7 @@ extern const char shmtc_help_stat[], shmtc_help_limiters[],
     shmtc_help_limiter[], shmtc_help_reset[];
 
 const struct shmtc_cmd shmtc_commands[] = {
-	{ "stat", "", "the segment, its regions, daemon and slots",
+	{ "stat", "[--prometheus]", "the segment, its regions, daemon and slots",
 	  shmtc_help_stat, 1, shmtc_cmd_stat },
 	{ "limiters", "", "one row per limiter: limits, use and counters",
 	  shmtc_help_limiters, 1, shmtc_cmd_limiters },

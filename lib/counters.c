@@ -252,28 +252,42 @@ out:
 
 /* ---- Rebasing and checking ------------------------------------------------- */
 
-/* Move a counter's newest sub-window index with the clock, rounding toward
- * the past so no count is kept longer than its window.  Moving every index
- * by k moves each sub-window's start by floor(k W / n) or ceil(k W / n)
- * (tiles.h); k = floor(d n / W) keeps that at most d, and for d < 0,
- * k = -ceil(-d n / W) makes it at least -d in size. */
+/* Move a counter's sub-windows with the clock, rounding toward the past so
+ * no count is kept longer than its window.  Moving every index by k moves
+ * each sub-window's start by floor(k W / n) or ceil(k W / n) (tiles.h);
+ * k = floor(d n / W) keeps that at most d, and for d < 0, k = -ceil(-d n / W)
+ * makes it at least -d in size.  Each count moves with its sub-window, from
+ * slot s % n to slot (s + k) % n; a sub-window that would start before the
+ * clock's zero (after a reboot, the new boot's clock began after it)
+ * cannot be placed and its count is dropped. */
 void
 shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it, int64_t d)
 {
 	unsigned __int128 a = (unsigned __int128)(d >= 0 ? (uint64_t)d :
 	    -(uint64_t)d) * st->subw;
-	uint64_t k, cur;
+	char *cnt = item_val(it) + sizeof(uint64_t);
+	uint32_t old[256];
+	uint64_t k, cur, nc;
 
-	if (!shmt__cnt_item_ok(st, it))
+	if (!shmt__cnt_item_ok(st, it) || st->subw > 256)
 		return;
 	a = d >= 0 ? a / st->window : (a + st->window - 1) / st->window;
 	k = a > UINT64_MAX ? UINT64_MAX : (uint64_t)a;
 	memcpy(&cur, item_val(it), sizeof(cur));
+	for (uint32_t i = 0; i < st->subw; i++) {
+		old[i] = cnt_get(cnt, i);
+		cnt_put(cnt, i, 0);
+	}
 	if (d >= 0)
-		cur = cur > UINT64_MAX - k ? UINT64_MAX : cur + k;
+		nc = cur > UINT64_MAX - k ? UINT64_MAX : cur + k;
 	else
-		cur = cur > k ? cur - k : 0;
-	memcpy(item_val(it), &cur, sizeof(cur));
+		nc = cur > k ? cur - k : 0;
+	for (uint64_t j = 0; j < st->subw && j <= cur && j <= nc; j++) {
+		if (nc == UINT64_MAX || (d < 0 && cur < k))
+			break;
+		cnt_put(cnt, (nc - j) % st->subw, old[(cur - j) % st->subw]);
+	}
+	memcpy(item_val(it), &nc, sizeof(nc));
 }
 
 /* shmt_hit writes the whole ring of sub-window counts into the value. */
@@ -339,6 +353,36 @@ shmt_count(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
 	else if (it != NULL && !expired(it, now))
 		*count = count_read(st, it, now, window_ns == 0 ? st->window :
 		    window_ns);
+	shmt__unlock(&sh->ds_lock);
+	return rc;
+}
+
+/* ---- Snapshot restore ----------------------------------------------------- */
+
+int
+shmt__cnt_restore(shmt_t *h, const void *key, size_t klen, const void *val,
+    size_t vlen, uint64_t expire, int64_t delta_ns)
+{
+	const struct shmt_store *st = h->counters;
+	struct shmt_shard *sh;
+	struct shmt_item *it;
+	uint64_t hash, *link;
+	int rc;
+
+	if ((rc = shmt__store_lock_key(h, st, key, klen, &hash, &sh)) != 0)
+		return rc;
+	rc = shmt__store_add(h, st, sh, hash, key, klen, val, vlen, expire);
+	if (rc == 0) {
+		it = shmt__store_find(st, sh, hash, key, klen, &link);
+		if (it == NULL || link == NULL)
+			rc = SHMT_ECORRUPT;
+		else if (!shmt__cnt_item_ok(st, it)) {
+			shmt__store_unlink(st, sh, link, it);
+			rc = -EINVAL;
+		} else {
+			shmt__cnt_rebase(st, it, delta_ns);
+		}
+	}
 	shmt__unlock(&sh->ds_lock);
 	return rc;
 }

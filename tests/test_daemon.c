@@ -773,6 +773,58 @@ test_snapshot_roundtrip(void **state)
 	shmt_close(h);
 }
 
+/* Stop writes the dictionary, the counters and the analyzer too; a new
+ * daemon brings them back: live items with their values (an expired one
+ * is not kept), a count of hits, the hot key.  (Expiry times across a
+ * reboot are checked on an injected clock in test_daemon_snapshot.) */
+static void
+test_snapshot_keeps_state(void **state)
+{
+	shmt_hotkey_t top[4];
+	char buf[16];
+	struct env *e;
+	uint64_t c = 0;
+	size_t n = 0;
+	shmt_t *h;
+	pid_t pid;
+
+	e = env_init("snapst");
+	conf_with_snapshot(e, LONG_LIMITER("a", 5));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	assert_int_equal(shmt_set(h, "kept", 4, "value", 5, 3600000), 0);
+	assert_int_equal(shmt_set(h, "always", 6, "v", 1, 0), 0);
+	assert_int_equal(shmt_set(h, "brief", 5, "v", 1, 1), 0);
+	for (int i = 0; i < 7; i++)
+		assert_int_equal(shmt_hit(h, "visits", 6, NULL), 0);
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(shmt_get(h, "kept", 4, buf, sizeof(buf), &n), 0);
+	pause_ms(5);            /* "brief" expires */
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(e->seg), 0);
+
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	assert_true(log_has(e->log, "restored from"));
+	assert_int_equal(shmt_top_keys(h, top, 4, NULL), 1);
+	assert_true(top[0].lower == 40 && top[0].klen == 4 &&
+	    memcmp(top[0].key, "kept", 4) == 0);
+	assert_int_equal(shmt_get(h, "kept", 4, buf, sizeof(buf), &n), 0);
+	assert_true(n == 5 && memcmp(buf, "value", 5) == 0);
+	assert_int_equal(shmt_get(h, "always", 6, buf, sizeof(buf), &n), 0);
+	assert_int_equal(shmt_get(h, "brief", 5, buf, sizeof(buf), &n),
+	    -ENOENT);
+	assert_int_equal(shmt_count(h, "visits", 6, 0, &c), 0);
+	assert_int_equal(c, 7);
+	assert_int_equal(shmt_hit(h, "visits", 6, &c), 0);
+	assert_int_equal(c, 8);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+}
+
 static void
 copy_file(const char *from, const char *to)
 {
@@ -967,6 +1019,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_sighup, env_done),
 		cmocka_unit_test_teardown(test_incompatible, env_done),
 		cmocka_unit_test_teardown(test_snapshot_roundtrip, env_done),
+		cmocka_unit_test_teardown(test_snapshot_keeps_state, env_done),
 		cmocka_unit_test_teardown(test_snapshot_damaged, env_done),
 		cmocka_unit_test_teardown(test_systemd_notify, env_done),
 		cmocka_unit_test_teardown(test_background, env_done),
