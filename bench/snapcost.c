@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shmthrottle-snapcost: the size and the time of a snapshot of a full
- * dictionary.  A segment with the default regions (32 MiB dictionary, 8
- * MiB counters, 1 MiB analyzer) is filled with items of VALUE bytes until
+ * dictionary.  A segment with a 32 MiB dictionary, 8 MiB of counters and
+ * the default 1 MiB analyzer (twice the default dictionary and counters)
+ * is filled with items of VALUE bytes until
  * the dictionary evicts, and with COUNTERS counted keys; then the snapshot
  * is written (image + file + fsync + rename) and restored into a second
  * segment, ROUNDS times each, and the medians are printed with the file's
@@ -57,6 +58,7 @@ main(int argc, char **argv)
 	double *wt, *rt;
 	shmt_dict_stat_t ds;
 	struct stat st;
+	shmt_config_t cfg;
 	shmt_t *h, *r;
 	long items = 0;
 	int rc;
@@ -71,7 +73,10 @@ main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/shmt-snapcost-%d.snap", dir,
 	    (int)getpid());
 	shmt_unlink(seg);
-	if ((rc = shmt_create(seg, NULL, &h)) != 0)
+	shmt_config_init(&cfg);
+	cfg.dict_bytes = 32ULL << 20;
+	cfg.counters_bytes = 8ULL << 20;
+	if ((rc = shmt_create(seg, &cfg, &h)) != 0)
 		die("create", rc, NULL);
 	if ((val = malloc(vlen)) == NULL)
 		return 1;
