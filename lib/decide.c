@@ -835,29 +835,16 @@ shmt_next_key_decide(shmt_t *h, const char *name, char *buf, size_t cap,
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
 	uint64_t cursor = 0;
-	const char *key;
-	size_t len;
 	int rc;
 
 	if (buf == NULL && cap != 0)
 		return -EINVAL;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
+	    (rc = shmt__keys_check(v, buf, cap)) != 0)
 		return rc;
-	if (v->flags & SHMT_LIMF_PER_CLIENT)
-		return -EPERM;
-	if (!(v->flags & SHMT_LIMF_KEYS))
-		return -ENOKEY;
-	if (cap < (size_t)v->keymax + 1)
-		return -ERANGE;
 	if ((rc = shmt__acquire_shared(h, v, 1, &cursor, out, NULL)) != 1)
 		return rc;
-	if (cursor >= v->nkeys)
-		return SHMT_ECORRUPT;
-	key = v->keys + cursor * v->keystride;
-	memcpy(buf, key, v->keymax);
-	buf[v->keymax] = '\0';
-	len = strlen(buf);
-	return len == 0 ? SHMT_ECORRUPT : (int)len;
+	return shmt__key_copy(v, cursor, buf);
 }
 
 /* ---- Several limits in one step, and refunds ------------------------------------ */

@@ -153,32 +153,16 @@ shmt_next_key(shmt_t *h, const char *name, char *buf, size_t cap)
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
 	uint64_t cursor = 0;
-	const char *key;
-	size_t len;
 	int rc;
 
 	if (buf == NULL && cap != 0)
 		return -EINVAL;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
+	    (rc = shmt__keys_check(v, buf, cap)) != 0)
 		return rc;
-	if (v->flags & SHMT_LIMF_PER_CLIENT)
-		return -EPERM;
-	if (!(v->flags & SHMT_LIMF_KEYS))
-		return -ENOKEY;
-	if (cap < (size_t)v->keymax + 1)
-		return -ERANGE;
 	if ((rc = take_shared(h, v, &cursor)) != 1)
 		return rc;
-	if (cursor >= v->nkeys)
-		return SHMT_ECORRUPT;
-	/* Copy first, then measure the copy: a name in a damaged segment
-	 * may change under the reader, and the length returned must be that
-	 * of the bytes returned. */
-	key = v->keys + cursor * v->keystride;
-	memcpy(buf, key, v->keymax);
-	buf[v->keymax] = '\0';
-	len = strlen(buf);
-	return len == 0 ? SHMT_ECORRUPT : (int)len;
+	return shmt__key_copy(v, cursor, buf);
 }
 
 /* One use of CLIENT (LEN bytes, checked) on V, a per-client limiter.  The

@@ -692,3 +692,30 @@ shmt__define_locked(shmt_t *h, const char *name, size_t len,
 		return -ENOSPC;
 	return row_build(h, free_row, name, len, l, g);
 }
+
+int
+shmt__keys_check(const struct shmt_lview *v, const char *buf, size_t cap)
+{
+	if (buf == NULL && cap != 0)
+		return -EINVAL;
+	if (v->flags & SHMT_LIMF_PER_CLIENT)
+		return -EPERM;
+	if (!(v->flags & SHMT_LIMF_KEYS))
+		return -ENOKEY;
+	if (cap < (size_t)v->keymax + 1)
+		return -ERANGE;
+	return 0;
+}
+
+int
+shmt__key_copy(const struct shmt_lview *v, uint64_t cursor, char *buf)
+{
+	size_t len;
+
+	if (cursor >= v->nkeys)
+		return SHMT_ECORRUPT;
+	memcpy(buf, v->keys + cursor * v->keystride, v->keymax);
+	buf[v->keymax] = '\0';
+	len = strlen(buf);
+	return len == 0 ? SHMT_ECORRUPT : (int)len;
+}

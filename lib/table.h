@@ -123,6 +123,16 @@ __attribute__((noinline, cold)) int shmt__view_renew(shmt_t *h,
  * make no CAS, which would find out by failing it). */
 int shmt__view_fresh(shmt_t *h, const struct shmt_lview **vp);
 
+/* The checks of a call that returns a key name of V into BUF (CAP bytes):
+ * 0, -EINVAL, -EPERM (per client), -ENOKEY (no key pool) or -ERANGE. */
+int shmt__keys_check(const struct shmt_lview *v, const char *buf, size_t cap);
+
+/* Copy key CURSOR of V into BUF (keymax + 1 bytes): its length, or
+ * SHMT_ECORRUPT.  The copy comes first, then its measure: a name in a
+ * damaged segment may change under the reader, and the length returned
+ * must be that of the bytes returned. */
+int shmt__key_copy(const struct shmt_lview *v, uint64_t cursor, char *buf);
+
 /* Count a refusal for reason WHY (WHY_*) in the row's counters; a shadow
  * limiter counts it as a refusal it did not enforce. */
 void shmt__count_denial(struct shmt_lim *lim, int why);

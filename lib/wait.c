@@ -109,15 +109,8 @@ wait_try(shmt_t *h, const struct shmt_lview *v, const void *client,
 		rc = shmt__acquire_shared(h, v, cost, &cursor, d, NULL);
 	if (rc == 0 && (v->flags & SHMT_LIMF_SHADOW))
 		rc = 1;
-	if (rc == 1 && buf != NULL) {
-		if (cursor >= v->nkeys)
-			return SHMT_ECORRUPT;
-		memcpy(buf, v->keys + cursor * v->keystride, v->keymax);
-		buf[v->keymax] = '\0';
-		rc = (int)strlen(buf);
-		if (rc == 0)
-			return SHMT_ECORRUPT;
-	}
+	if (rc == 1 && buf != NULL)
+		rc = shmt__key_copy(v, cursor, buf);
 	return rc;
 }
 
@@ -189,13 +182,8 @@ shmt_next_key_wait(shmt_t *h, const char *name, char *buf, size_t cap,
 
 	if (buf == NULL && cap != 0)
 		return -EINVAL;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
+	    (rc = shmt__keys_check(v, buf, cap)) != 0)
 		return rc;
-	if (v->flags & SHMT_LIMF_PER_CLIENT)
-		return -EPERM;
-	if (!(v->flags & SHMT_LIMF_KEYS))
-		return -ENOKEY;
-	if (cap < (size_t)v->keymax + 1)
-		return -ERANGE;
 	return wait_loop(h, v, NULL, 0, 1, timeout_ns, buf, out);
 }
