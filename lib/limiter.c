@@ -302,6 +302,10 @@ limit_check(const shmt_limit_t *l, struct lim_geom *g, char *why,
 		    "handed out must be real)");
 	if (l->window_ns == 0)
 		REFUSE("window_ns: must be above 0");
+	if (l->global != 0 && (l->global != 1 || l->mode != SHMT_MODE_BUCKETS ||
+	    l->nkeys != 0 || l->per_client || l->shadow))
+		REFUSE("global: 0 or 1, and a global limiter is a shared "
+		    "buckets limiter (no key pool, not per client, not shadow)");
 	if (l->nkeys > 0) {
 		if (l->nkeys > SHMT_KEYS_MAX)
 			REFUSE("nkeys: at most SHMT_KEYS_MAX (%d) key names",
@@ -550,6 +554,7 @@ view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	l.per_client = (v->flags & SHMT_LIMF_PER_CLIENT) != 0;
 	l.client_capacity = l.per_client ? v->capacity : 0;
 	l.burst = v->burst = lim->lm_burst;
+	l.global = (v->flags & SHMT_LIMF_GLOBAL) != 0;
 	if ((v->flags & SHMT_LIMF_SHADOW) && (v->flags & SHMT_LIMF_KEYS))
 		return SHMT_ECORRUPT;
 	if ((rc = limit_check(&l, &g, NULL, 0)) != 0 || g.nb != v->nb ||
@@ -1515,6 +1520,9 @@ take_shared_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	uint32_t tag = 0;
 	int why = WHY_NONE, rc;
 
+	if (__builtin_expect(v->flags & SHMT_LIMF_GLOBAL, 0))
+		return shmt__global_take(h, &v->lim->lm_g, v->limit, v->window,
+		    v->slack, 1, NULL);
 	if (v->mode != SHMT_MODE_BUCKETS) {
 		uint64_t seq = 0;
 
@@ -1930,6 +1938,7 @@ same_params(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	    ((v.flags & SHMT_LIMF_PER_CLIENT) != 0) != (l->per_client != 0) ||
 	    v.burst != l->burst ||
 	    ((v.flags & SHMT_LIMF_SHADOW) != 0) != (l->shadow != 0) ||
+	    ((v.flags & SHMT_LIMF_GLOBAL) != 0) != (l->global != 0) ||
 	    (l->per_client && v.capacity != l->client_capacity))
 		return 0;
 	for (uint32_t i = 0; i < l->nkeys; i++)
@@ -1973,7 +1982,8 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 	lim->lm_burst = l->burst;
 	lim->lm_flags = (l->shadow ? SHMT_LIMF_SHADOW : 0) |
 	    (l->per_client ? SHMT_LIMF_PER_CLIENT : 0) |
-	    (l->nkeys ? SHMT_LIMF_KEYS : 0);
+	    (l->nkeys ? SHMT_LIMF_KEYS : 0) |
+	    (l->global ? SHMT_LIMF_GLOBAL : 0);
 	lim->lm_nkeys = l->nkeys;
 	lim->lm_uses_per_key = l->uses_per_key;
 	lim->lm_keystride = g->keystride;
@@ -2092,6 +2102,9 @@ update_check(const struct shmt_lview *v, const shmt_limit_t *l, char *why,
 		    "and uses_per_key cannot change in place");
 	if ((l->shadow != 0) != ((v->flags & SHMT_LIMF_SHADOW) != 0))
 		REFUSE(-EOPNOTSUPP, "shadow: cannot change in place");
+	if (l->global || (v->flags & SHMT_LIMF_GLOBAL))
+		REFUSE(-EOPNOTSUPP, "global: a global limiter's parameters "
+		    "are the fleet's: they cannot change in place");
 	if ((rc = limit_check(&want, &g, why, why_len)) != 0)
 		return rc;
 	if (g.nb > v->nb)
@@ -2708,6 +2721,9 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 				if (v->log[i].ls_seq >= 0)
 					v->log[i].ls_time =
 					    shift(v->log[i].ls_time, d);
+		} else if (v->flags & SHMT_LIMF_GLOBAL) {
+			/* Leases of another boot's daemon and Redis. */
+			shmt__global_forget(&v->lim->lm_g);
 		} else if (v->flags & SHMT_LIMF_PER_CLIENT) {
 			for (uint32_t i = 0; i < v->capacity; i++) {
 				struct shmt_client *e = ce_at(v, i);

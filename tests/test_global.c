@@ -1,0 +1,801 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Global limiters.  "unit": the lease words with an injected clock (grant,
+ * deadline, close, a hostile word, a worker killed mid-grant, the rules of
+ * a global definition).  "fleet": three simulated hosts on one machine,
+ * each its own segment, daemon and forked workers, one real redis-server
+ * on a unix socket in a temporary directory; every grant's decision time
+ * is recorded (one machine, one monotonic clock: the check is exact) and
+ * no half-open window of the limiter's length may hold more than its
+ * limit: with even and skewed demand, with Redis killed and restarted
+ * without persistence, and with daemons killed with kill -9 at seeded
+ * random points.
+ */
+#include "testutil.h"
+
+#include "global.h"
+#include "limiter.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MSEC 1000000ULL
+
+static const char *daemon_bin;
+
+static uint64_t
+mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void
+nap(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ULL),
+		(long)(ns % 1000000000ULL) };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* ---- Unit: the lease words -------------------------------------------------- */
+
+static shmt_limit_t
+glimit(void)
+{
+	shmt_limit_t l;
+
+	memset(&l, 0, sizeof(l));
+	l.limit = 100;
+	l.window_ns = 1000 * MSEC;
+	l.slack_ns = 100 * MSEC;
+	l.slack_uses = 50;
+	l.mode = SHMT_MODE_BUCKETS;
+	l.global = 1;
+	return l;
+}
+
+struct ufix {
+	char seg[96];
+	shmt_t *h;
+	struct tu_clock clk;
+	struct shmt__gref ref;
+};
+
+static void
+ufix_open(struct ufix *f)
+{
+	shmt_config_t cfg;
+	shmt_limit_t l = glimit();
+
+	shmt_config_init(&cfg);
+	tu_segname(f->seg, sizeof(f->seg), "global");
+	assert_int_equal(shmt_create(f->seg, &cfg, &f->h), 0);
+	f->clk.now = 1000;
+	assert_int_equal(shmt_set_clock(f->h, tu_clock_read, &f->clk), 0);
+	assert_int_equal(shmt_limiter_define(f->h, "g", &l), 0);
+	assert_int_equal(shmt__global_ref(f->h, "g", &f->ref), 0);
+}
+
+static void
+ufix_close(struct ufix *f)
+{
+	shmt_close(f->h);
+	shmt_unlink(f->seg);
+}
+
+static void
+test_lease_grants(void **state)
+{
+	struct ufix f;
+	uint32_t used, cap, st;
+	uint64_t dl;
+
+	(void)state;
+	ufix_open(&f);
+	/* No lease yet: refused, and counted as demand. */
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 0);
+	assert_int_equal(shmt__global_denied(&f.ref), 1);
+	assert_int_equal(shmt__global_install(&f.ref, 0, 3, 5000, 1000), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 0);
+	/* Open, not full: an install there is refused. */
+	assert_int_equal(shmt__global_install(&f.ref, 0, 3, 6000, 1000),
+	    -EBUSY);
+	assert_int_equal(shmt__global_install(&f.ref, 1, 2, 6000, 1000), 0);
+	f.clk.now = 4999;
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
+	/* The deadline is exclusive, and the workers check it themselves:
+	 * a dead daemon's lease stops granting by time alone. */
+	f.clk.now = 6000;
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 0);
+	assert_int_equal(shmt__global_read(&f.ref, 1, &st, &used, &cap, &dl),
+	    0);
+	assert_int_equal(st, SHMT_GL_OPEN);
+	assert_int_equal(used, 1);
+	assert_int_equal(shmt__global_close(&f.ref, 1, &used, &cap, &dl), 1);
+	assert_int_equal(used, 1);
+	assert_int_equal(cap, 2);
+	assert_int_equal(shmt__global_close(&f.ref, 1, &used, &cap, &dl), 0);
+	/* A new lease needs a later deadline than the slot's last. */
+	f.clk.now = 5000;
+	assert_int_equal(shmt__global_install(&f.ref, 1, 5, 6000, 5000),
+	    -EBUSY);
+	assert_int_equal(shmt__global_install(&f.ref, 1, 5, 7000, 5000), 0);
+	/* A closed lease grants nothing, even before its deadline. */
+	assert_int_equal(shmt__global_close(&f.ref, 1, &used, &cap, &dl), 1);
+	assert_int_equal(used, 0);
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 0);
+	assert_int_equal(shmt__global_install(&f.ref, 0, 0, 9000, 5000),
+	    -EINVAL);
+	assert_int_equal(shmt__global_install(&f.ref, 0, 101, 9000, 5000),
+	    -EINVAL);
+	ufix_close(&f);
+}
+
+static void
+test_lease_decisions(void **state)
+{
+	struct ufix f;
+	shmt_decision_t d;
+	shmt_global_stat_t gs;
+	uint32_t used, cap;
+	uint64_t dl;
+
+	(void)state;
+	ufix_open(&f);
+	assert_int_equal(shmt__global_install(&f.ref, 0, 10, 5000, 1000), 0);
+	assert_int_equal(shmt_acquire(f.h, "g", NULL, 0, 4, &d), 1);
+	assert_int_equal(d.limit, 100);
+	assert_int_equal(d.remaining, 6);
+	assert_int_equal(shmt_peek(f.h, "g", NULL, 0, 7, &d), 0);
+	assert_int_equal(shmt_acquire(f.h, "g", NULL, 0, 7, &d), 0);
+	assert_true(d.retry_after_ns > 0);
+	assert_int_equal(shmt_acquire(f.h, "g", NULL, 0, 6, &d), 1);
+	assert_int_equal(d.remaining, 0);
+	/* Cost above slack_uses is refused as for a local limiter. */
+	assert_int_equal(shmt_acquire(f.h, "g", NULL, 0, 51, &d), -EINVAL);
+	assert_int_equal(shmt_global_stat(f.h, "g", &gs), 0);
+	assert_int_equal(gs.leases_open, 1);
+	assert_int_equal(gs.lease_cap, 10);
+	assert_int_equal(gs.lease_used, 10);
+	assert_int_equal(gs.lease_left_ns, 4000);
+	assert_int_equal(gs.denied, 1);
+	assert_int_equal(shmt__global_close(&f.ref, 0, &used, &cap, &dl), 1);
+	assert_int_equal(used, 10);
+	/* Waiting: refused until the timeout, no lease coming. */
+	assert_int_equal(shmt_wait(f.h, "g", NULL, 0, 1, 1000000, &d), 0);
+	ufix_close(&f);
+}
+
+static void
+test_lease_rules(void **state)
+{
+	struct ufix f;
+	shmt_limit_t l = glimit();
+	shmt_global_stat_t gs;
+	const char *keys[] = { "a", "b" };
+
+	(void)state;
+	l.mode = SHMT_MODE_EXACT;
+	l.slack_ns = l.slack_uses = 0;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l = glimit();
+	l.per_client = 1;
+	l.client_capacity = 8;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l = glimit();
+	l.shadow = 1;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l = glimit();
+	l.keys = keys;
+	l.nkeys = 2;
+	l.uses_per_key = 50;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l = glimit();
+	l.global = 2;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	ufix_open(&f);
+	l = glimit();
+	assert_int_equal(shmt_limiter_define(f.h, "g", &l), 0);
+	l.global = 0;
+	assert_int_equal(shmt_limiter_define(f.h, "g", &l), -EEXIST);
+	assert_int_equal(shmt_limiter_define(f.h, "local", &l), 0);
+	assert_int_equal(shmt_global_stat(f.h, "local", &gs), -EPERM);
+	assert_int_equal(shmt_global_stat(f.h, "none", &gs), -ENOENT);
+	l.global = 1;
+	l.limit = 50;
+	assert_int_equal(shmt_limiter_update(f.h, "g", &l, NULL, 0),
+	    -EOPNOTSUPP);
+	ufix_close(&f);
+}
+
+/* A hostile segment: every lease word field is checked, never trusted. */
+static void
+test_lease_hostile(void **state)
+{
+	struct ufix f;
+	shmt_global_stat_t gs;
+	struct shmt_glslot *s;
+	uint32_t used, cap, st;
+	uint64_t dl;
+	const uint64_t bad[][2] = {
+		{ (5ULL << 32) | 4, (9000ULL << 2) | SHMT_GL_OPEN }, /* count > cap */
+		{ 101, (9000ULL << 2) | SHMT_GL_OPEN },      /* cap > limit */
+		{ 4, (9000ULL << 2) | 3 },                   /* no such state */
+		{ 4, 0 },                                    /* EMPTY, not 0 */
+	};
+
+	(void)state;
+	ufix_open(&f);
+	s = &f.ref.g->gl_slot[1];
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		s->gs_w[0] = bad[i][0];
+		s->gs_w[1] = bad[i][1];
+		assert_int_equal(shmt_try_use_key(f.h, "g"), SHMT_ECORRUPT);
+		assert_int_equal(shmt_global_stat(f.h, "g", &gs), SHMT_ECORRUPT);
+		assert_int_equal(shmt__global_read(&f.ref, 1, &st, &used, &cap,
+		    &dl), SHMT_ECORRUPT);
+		assert_int_equal(shmt__global_install(&f.ref, 1, 1, 99999, 0),
+		    SHMT_ECORRUPT);
+	}
+	s->gs_w[0] = s->gs_w[1] = 0;
+	/* A row whose flags say global with parameters that break the
+	 * rules is refused by the daemon's lookup. */
+	((struct shmt_lim *)(void *)((char *)f.ref.g -
+	    offsetof(struct shmt_lim, lm_g)))->lm_slack_uses = 1000;
+	assert_int_equal(shmt__global_ref(f.h, "g", &f.ref), SHMT_ECORRUPT);
+	ufix_close(&f);
+}
+
+/* kill -9 of a worker in the middle of its grants loses at most the use
+ * being granted: the lease's count is the grants reported, or one more. */
+static void
+test_lease_worker_kill(void **state)
+{
+	uint64_t seed = tu_seed("global_worker_kill"), rnd = seed;
+	struct ufix f;
+
+	(void)state;
+	ufix_open(&f);
+	shmt_set_clock(f.h, NULL, NULL);
+	for (int round = 0; round < 20; round++) {
+		uint64_t *done = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		uint32_t used, cap;
+		uint64_t dl, now = mono();
+		pid_t pid;
+
+		assert_true(done != MAP_FAILED);
+		for (unsigned i = 0; i < SHMT_GL_SLOTS; i++)
+			shmt__global_close(&f.ref, i, &used, &cap, &dl);
+		assert_int_equal(shmt__global_install(&f.ref, 0, 100,
+		    now + 60000 * MSEC + (uint64_t)round, now), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			shmt_t *h;
+
+			if (shmt_open(f.seg, &h) != 0)
+				_exit(2);
+			for (;;)
+				if (shmt_try_use_key(h, "g") == 1)
+					__atomic_fetch_add(done, 1,
+					    __ATOMIC_SEQ_CST);
+		}
+		nap(tu_rand(&rnd) % (2 * MSEC));
+		kill(pid, SIGKILL);
+		assert_int_equal(waitpid(pid, NULL, 0), pid);
+		assert_int_equal(shmt__global_close(&f.ref, 0, &used, &cap, &dl),
+		    1);
+		assert_true(used >= *done && used <= *done + 1);
+		munmap(done, 4096);
+	}
+	ufix_close(&f);
+}
+
+/* ---- Fleet: three hosts, one Redis ----------------------------------------- */
+
+#define HOSTS 3
+#define WORKERS 2
+#define RECS (1 << 17)
+
+/* Parameters of the fleet's limiter: short real windows, since Redis
+ * keeps its own time. */
+#define F_LIMIT 200
+#define F_WINDOW_MS 300
+#define F_SLACK_MS 15
+#define F_USES 20
+
+struct rec {
+	uint64_t n;
+	uint64_t t[RECS];
+};
+
+struct fleet {
+	char dir[64], sock[128];
+	pid_t redis;
+	char seg[HOSTS][96], conf[HOSTS][128], log[HOSTS][128];
+	pid_t daemon[HOSTS];
+	pid_t worker[HOSTS][WORKERS];
+	struct rec *rec;             /* HOSTS * WORKERS, shared */
+	uint64_t offline_limit;
+};
+
+static int
+have_redis(void)
+{
+	return system("command -v redis-server >/dev/null 2>&1") == 0;
+}
+
+static void
+redis_start(struct fleet *f)
+{
+	char log[128];
+	uint64_t end = mono() + 5000 * MSEC;
+
+	snprintf(log, sizeof(log), "%s/redis.log", f->dir);
+	unlink(f->sock);
+	f->redis = fork();
+	assert_true(f->redis >= 0);
+	if (f->redis == 0) {
+		execlp("redis-server", "redis-server", "--port", "0",
+		    "--unixsocket", f->sock, "--unixsocketperm", "700",
+		    "--save", "", "--appendonly", "no", "--dir", f->dir,
+		    "--logfile", log, "--daemonize", "no", (char *)NULL);
+		_exit(127);
+	}
+	for (;;) {
+		redisContext *c = redisConnectUnix(f->sock);
+		redisReply *r = c != NULL && !c->err ?
+		    redisCommand(c, "PING") : NULL;
+		int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+
+		if (r != NULL)
+			freeReplyObject(r);
+		redisFree(c);
+		if (ok)
+			return;
+		assert_true(mono() < end);
+		nap(5 * MSEC);
+	}
+}
+
+static void
+redis_kill(struct fleet *f)
+{
+	if (f->redis > 0) {
+		kill(f->redis, SIGKILL);
+		waitpid(f->redis, NULL, 0);
+		f->redis = 0;
+	}
+}
+
+static void
+write_conf(struct fleet *f, int i)
+{
+	FILE *c = fopen(f->conf[i], "w");
+
+	assert_non_null(c);
+	fprintf(c, "[global]\nredis = unix:%s\nhost = host-%d\n"
+	    "[segment]\nname = %s\n"
+	    "[limiter g]\nlimit = %d\nwindow = %dms\nslack_time = %dms\n"
+	    "slack_uses = %d\nglobal = yes\n", f->sock, i, f->seg[i],
+	    F_LIMIT, F_WINDOW_MS, F_SLACK_MS, F_USES);
+	if (f->offline_limit > 0)
+		fprintf(c, "offline_limit = %llu\n",
+		    (unsigned long long)f->offline_limit);
+	fprintf(c, "[dictionary]\nenabled = no\n[analyzer]\nenabled = no\n"
+	    "[counters]\nenabled = no\n");
+	fclose(c);
+}
+
+static void
+daemon_start(struct fleet *f, int i)
+{
+	f->daemon[i] = fork();
+	assert_true(f->daemon[i] >= 0);
+	if (f->daemon[i] == 0) {
+		int fd = open(f->log[i], O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		if (fd < 0 || dup2(fd, STDERR_FILENO) < 0)
+			_exit(126);
+		execl(daemon_bin, daemon_bin, "-f", "-c", f->conf[i],
+		    (char *)NULL);
+		_exit(127);
+	}
+}
+
+/* Wait until host I's segment holds the limiter. */
+static void
+daemon_ready(struct fleet *f, int i)
+{
+	uint64_t end = mono() + 10000 * MSEC;
+
+	for (;;) {
+		shmt_global_stat_t gs;
+		shmt_t *h;
+		int ok = 0;
+
+		if (shmt_open(f->seg[i], &h) == 0) {
+			ok = shmt_global_stat(h, "g", &gs) == 0;
+			shmt_close(h);
+		}
+		if (ok)
+			return;
+		assert_true(mono() < end);
+		nap(5 * MSEC);
+	}
+}
+
+static uint64_t last_read;
+
+static shmt_time_t
+rec_clock(void *ctx)
+{
+	(void)ctx;
+	return last_read = mono();
+}
+
+/* A worker: ask (waiting up to 50 ms) until END, recording the decision
+ * time of every grant: the last clock value its call read. */
+static void
+worker(struct fleet *f, int host, int w, uint64_t end)
+{
+	struct rec *r = &f->rec[host * WORKERS + w];
+	shmt_t *h;
+
+	if (shmt_open(f->seg[host], &h) != 0)
+		_exit(2);
+	shmt_set_clock(h, rec_clock, NULL);
+	while (mono() < end) {
+		int rc = shmt_wait(h, "g", NULL, 0, 1, 50 * MSEC, NULL);
+
+		if (rc == 1 && r->n < RECS) {
+			r->t[r->n] = last_read;
+			__atomic_store_n(&r->n, r->n + 1, __ATOMIC_RELEASE);
+		} else if (rc < 0 && rc != -EINTR) {
+			_exit(3);
+		}
+	}
+	shmt_close(h);
+	_exit(0);
+}
+
+static void
+fleet_up(struct fleet *f, const char *tag)
+{
+	snprintf(f->dir, sizeof(f->dir), "/tmp/shmt-global-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->sock, sizeof(f->sock), "%s/redis.sock", f->dir);
+	redis_start(f);
+	for (int i = 0; i < HOSTS; i++) {
+		char t[32];
+
+		snprintf(t, sizeof(t), "%s%d", tag, i);
+		tu_segname(f->seg[i], sizeof(f->seg[i]), t);
+		snprintf(f->conf[i], sizeof(f->conf[i]), "%s/host%d.conf",
+		    f->dir, i);
+		snprintf(f->log[i], sizeof(f->log[i]), "%s/host%d.log", f->dir,
+		    i);
+		write_conf(f, i);
+		daemon_start(f, i);
+	}
+	for (int i = 0; i < HOSTS; i++)
+		daemon_ready(f, i);
+	f->rec = mmap(NULL, sizeof(struct rec) * HOSTS * WORKERS,
+	    PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(f->rec != MAP_FAILED);
+}
+
+static void
+workers_start(struct fleet *f, const int busy[HOSTS], uint64_t end)
+{
+	for (int i = 0; i < HOSTS; i++)
+		for (int w = 0; w < WORKERS; w++) {
+			f->worker[i][w] = 0;
+			if (!busy[i])
+				continue;
+			f->worker[i][w] = fork();
+			assert_true(f->worker[i][w] >= 0);
+			if (f->worker[i][w] == 0)
+				worker(f, i, w, end);
+		}
+}
+
+static void
+workers_wait(struct fleet *f)
+{
+	for (int i = 0; i < HOSTS; i++)
+		for (int w = 0; w < WORKERS; w++) {
+			int st;
+
+			if (f->worker[i][w] <= 0)
+				continue;
+			assert_int_equal(waitpid(f->worker[i][w], &st, 0),
+			    f->worker[i][w]);
+			assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		}
+}
+
+static void
+fleet_down(struct fleet *f)
+{
+	char cmd[160];
+
+	for (int i = 0; i < HOSTS; i++) {
+		if (f->daemon[i] > 0) {
+			kill(f->daemon[i], SIGTERM);
+			waitpid(f->daemon[i], NULL, 0);
+		}
+		shmt_unlink(f->seg[i]);
+	}
+	redis_kill(f);
+	if (getenv("SHMT_KEEP") != NULL) {
+		printf("# kept %s\n", f->dir);
+	} else {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	munmap(f->rec, sizeof(struct rec) * HOSTS * WORKERS);
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct verdict {
+	uint64_t grants, max_window, over;
+	double util_mean, util_min;   /* steady state, per window */
+};
+
+/* Every grant of the fleet, sorted: the most in any [t, t + C), how many
+ * windows (starting at a grant) hold more than the limit, and the share
+ * of the limit granted per window between FROM and TO. */
+static struct verdict
+judge(struct fleet *f, uint64_t from, uint64_t to)
+{
+	const uint64_t C = F_WINDOW_MS * MSEC;
+	struct verdict v;
+	uint64_t *t, n = 0, j = 0;
+	double sum = 0;
+	int nwin = 0;
+
+	memset(&v, 0, sizeof(v));
+	for (int i = 0; i < HOSTS * WORKERS; i++)
+		n += f->rec[i].n;
+	t = malloc((n + 1) * sizeof(*t));
+	assert_non_null(t);
+	n = 0;
+	for (int i = 0; i < HOSTS * WORKERS; i++)
+		for (uint64_t k = 0; k < f->rec[i].n; k++)
+			t[n++] = f->rec[i].t[k];
+	qsort(t, n, sizeof(*t), cmp_u64);
+	v.grants = n;
+	for (uint64_t i = 0; i < n; i++) {
+		while (j < n && t[j] < t[i] + C)
+			j++;
+		if (j - i > v.max_window)
+			v.max_window = j - i;
+		if (j - i > F_LIMIT)
+			v.over++;
+	}
+	v.util_min = 1e9;
+	j = 0;
+	for (uint64_t w = from; w + C <= to; w += C) {
+		uint64_t c = 0;
+
+		while (j < n && t[j] < w)
+			j++;
+		for (uint64_t k = j; k < n && t[k] < w + C; k++)
+			c++;
+		sum += (double)c / F_LIMIT;
+		if ((double)c / F_LIMIT < v.util_min)
+			v.util_min = (double)c / F_LIMIT;
+		nwin++;
+	}
+	v.util_mean = nwin > 0 ? sum / nwin : 0;
+	if (nwin == 0)
+		v.util_min = 0;
+	free(t);
+	return v;
+}
+
+static void
+report(const char *name, struct fleet *f, const struct verdict *v)
+{
+	printf("# %s: %llu grants, most in any %d ms window %llu (limit %d), "
+	    "%llu windows over; steady-state use of the limit per window: "
+	    "mean %.1f%%, min %.1f%%\n", name, (unsigned long long)v->grants,
+	    F_WINDOW_MS, (unsigned long long)v->max_window, F_LIMIT,
+	    (unsigned long long)v->over, 100 * v->util_mean,
+	    100 * v->util_min);
+	for (int i = 0; i < HOSTS; i++) {
+		shmt_global_stat_t gs;
+		shmt_t *h;
+
+		if (shmt_open(f->seg[i], &h) != 0)
+			continue;
+		if (shmt_global_stat(h, "g", &gs) == 0)
+			printf("#   host %d: state %d, %llu leases (%llu uses, "
+			    "%llu given back), rtt %llu us (max %llu), "
+			    "%llu errors\n", i, gs.state,
+			    (unsigned long long)gs.leases,
+			    (unsigned long long)gs.leased_uses,
+			    (unsigned long long)gs.returned_uses,
+			    (unsigned long long)gs.rtt_ns / 1000,
+			    (unsigned long long)gs.rtt_max_ns / 1000,
+			    (unsigned long long)gs.errors);
+		shmt_close(h);
+	}
+	fflush(stdout);
+}
+
+#define NEED_REDIS() do { \
+		if (!have_redis()) { \
+			printf("# SKIP: redis-server is not installed " \
+			    "(scripts/setup.sh installs it)\n"); \
+			skip(); \
+		} \
+	} while (0)
+
+/* Run with demand on the hosts BUSY for RUN_MS, after the fresh Redis's
+ * first hold; check safety, and the steady-state use against MIN_UTIL. */
+static void
+fleet_run(const char *name, const int busy[HOSTS], double min_util)
+{
+	struct fleet f;
+	uint64_t start, end, hold = (F_WINDOW_MS + F_SLACK_MS) * MSEC;
+	struct verdict v;
+
+	memset(&f, 0, sizeof(f));
+	fleet_up(&f, name);
+	start = mono();
+	end = start + (uint64_t)(2400 * tu_scale()) * MSEC;
+	workers_start(&f, busy, end);
+	workers_wait(&f);
+	/* Steady state: after the fresh Redis's hold and one window. */
+	v = judge(&f, start + hold + F_WINDOW_MS * MSEC, end);
+	report(name, &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	assert_true(v.max_window <= F_LIMIT);
+	assert_true(v.util_mean >= min_util);
+}
+
+static void
+test_fleet_even(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+
+	(void)state;
+	NEED_REDIS();
+	fleet_run("even", busy, 0.90);
+}
+
+static void
+test_fleet_skewed(void **state)
+{
+	const int busy[HOSTS] = { 1, 0, 0 };
+
+	(void)state;
+	NEED_REDIS();
+	fleet_run("skewed", busy, 0.80);
+}
+
+/*
+ * Redis killed with kill -9 mid-run and started again without its data
+ * (no RDB, no AOF).  The hosts use the leases they hold until those close,
+ * then refuse; the fresh Redis has no born key, so it grants nothing for
+ * one hold: no window holds grants of both Redis lives, and none is over.
+ */
+static void
+test_fleet_redis_restart(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	struct fleet f;
+	uint64_t start, end;
+	struct verdict v;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	fleet_up(&f, "rrst");
+	start = mono();
+	end = start + 2400 * MSEC;
+	workers_start(&f, busy, end);
+	nap(1000 * MSEC);
+	redis_kill(&f);
+	nap(100 * MSEC);
+	redis_start(&f);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	report("redis restarted", &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	/* After the restart the fleet grants again. */
+	assert_true(v.grants > 2 * F_LIMIT);
+}
+
+/* Daemons killed with kill -9 at seeded random points and started again;
+ * the workers stop on a dead daemon's leases by their deadlines. */
+static void
+test_fleet_daemon_kill(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	uint64_t seed = tu_seed("global_daemon_kill"), rnd = seed;
+	struct fleet f;
+	uint64_t start, end;
+	struct verdict v;
+	int kills = 0;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	fleet_up(&f, "dkill");
+	start = mono();
+	end = start + (uint64_t)(3000 * tu_scale()) * MSEC;
+	workers_start(&f, busy, end);
+	while (mono() + 100 * MSEC < end) {
+		int i = (int)(tu_rand(&rnd) % HOSTS);
+
+		nap(10 * MSEC + tu_rand(&rnd) % (40 * MSEC));
+		kill(f.daemon[i], SIGKILL);
+		waitpid(f.daemon[i], NULL, 0);
+		kills++;
+		daemon_start(&f, i);
+	}
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	printf("# %d daemons killed with kill -9 (seed %llu)\n", kills,
+	    (unsigned long long)seed);
+	report("daemons killed", &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	assert_true(kills >= 20);
+	assert_true(v.grants > F_LIMIT);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest unit[] = {
+		cmocka_unit_test(test_lease_grants),
+		cmocka_unit_test(test_lease_decisions),
+		cmocka_unit_test(test_lease_rules),
+		cmocka_unit_test(test_lease_hostile),
+		cmocka_unit_test(test_lease_worker_kill),
+	};
+	const struct CMUnitTest fleet[] = {
+		cmocka_unit_test(test_fleet_even),
+		cmocka_unit_test(test_fleet_skewed),
+		cmocka_unit_test(test_fleet_redis_restart),
+		cmocka_unit_test(test_fleet_daemon_kill),
+	};
+
+	if (argc >= 3 && strcmp(argv[2], "fleet") == 0) {
+		daemon_bin = argv[1];
+		signal(SIGPIPE, SIG_IGN);
+		return cmocka_run_group_tests(fleet, NULL, tu_sweep);
+	}
+	return cmocka_run_group_tests(unit, NULL, tu_sweep);
+}
