@@ -635,6 +635,35 @@ judge(struct fleet *f, uint64_t from, uint64_t to)
 	return v;
 }
 
+/* The most grants of host HOST (-1: all) decided in [FROM, TO) that any
+ * window [t, t + C) holds. */
+static uint64_t
+most_in_window(struct fleet *f, int host, uint64_t from, uint64_t to)
+{
+	const uint64_t C = F_WINDOW_MS * MSEC;
+	uint64_t *t, n = 0, j = 0, most = 0;
+
+	for (int i = 0; i < HOSTS * WORKERS; i++)
+		n += f->rec[i].n;
+	t = malloc((n + 1) * sizeof(*t));
+	assert_non_null(t);
+	n = 0;
+	for (int i = 0; i < HOSTS * WORKERS; i++)
+		for (uint64_t k = 0; k < f->rec[i].n; k++)
+			if ((host < 0 || i / WORKERS == host) &&
+			    f->rec[i].t[k] >= from && f->rec[i].t[k] < to)
+				t[n++] = f->rec[i].t[k];
+	qsort(t, n, sizeof(*t), cmp_u64);
+	for (uint64_t i = 0; i < n; i++) {
+		while (j < n && t[j] < t[i] + C)
+			j++;
+		if (j - i > most)
+			most = j - i;
+	}
+	free(t);
+	return most;
+}
+
 static void
 report(const char *name, struct fleet *f, const struct verdict *v)
 {
@@ -846,6 +875,100 @@ test_fleet_dead_daemon_lease(void **state)
 	assert_int_equal(v.over, 0);
 }
 
+/*
+ * Redis unreachable for good, no offline_limit: the hosts use the leases
+ * they hold until those close (each by its request's send time + slack,
+ * so by the kill + slack at the latest), then refuse everything.
+ */
+static void
+test_fleet_fail_closed(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	struct fleet f;
+	uint64_t start, end, killed;
+	struct verdict v;
+	uint64_t after;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	fleet_up(&f, "down");
+	start = mono();
+	end = start + 1600 * MSEC;
+	workers_start(&f, busy, end);
+	nap(F_HOLD_NS + 300 * MSEC);
+	killed = mono();
+	redis_kill(&f);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	after = most_in_window(&f, -1, killed + F_SLACK_MS * MSEC, end);
+	v.util_mean = 0;
+	printf("# fail closed: %llu grants decided after Redis was killed + "
+	    "slack\n", (unsigned long long)after);
+	report("redis down", &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	assert_int_equal(after, 0);
+	assert_true(v.grants >= F_LIMIT);
+}
+
+/*
+ * Redis unreachable with offline_limit = 30: once its leases close, each
+ * host grants at most 30 per window on its own, which is not fleet-safe:
+ * the windows that span the outage may hold the fleet's last leases and
+ * the hosts' offline uses together (measured and printed).  When Redis is
+ * back (here without its data: it grants nothing for one hold) the hosts
+ * report their offline uses still in flight ("owe") before they lease
+ * again, and windows that start after it is back are within the limit.
+ */
+static void
+test_fleet_offline_limit(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	const uint64_t off = 30, C = F_WINDOW_MS * MSEC;
+	struct fleet f;
+	uint64_t start, end, down, up, host_most = 0, fleet_most, after;
+	struct verdict v;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	f.offline_limit = off;
+	fleet_up(&f, "offl");
+	start = mono();
+	end = start + 3000 * MSEC;
+	workers_start(&f, busy, end);
+	nap(F_HOLD_NS + 300 * MSEC);
+	down = mono();
+	redis_kill(&f);
+	nap(900 * MSEC);
+	up = mono();
+	redis_start(&f);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	v.util_mean = 0;
+	for (int i = 0; i < HOSTS; i++) {
+		uint64_t m = most_in_window(&f, i, down + F_SLACK_MS * MSEC, up);
+
+		if (m > host_most)
+			host_most = m;
+	}
+	fleet_most = v.max_window;
+	after = most_in_window(&f, -1, up, end);
+	printf("# offline_limit %llu: most in a window per host while Redis "
+	    "was down %llu; fleet-wide most in any window %llu (limit %d: "
+	    "over by %lld, not fleet-safe); after Redis was back %llu\n",
+	    (unsigned long long)off, (unsigned long long)host_most,
+	    (unsigned long long)fleet_most, F_LIMIT,
+	    (long long)fleet_most - F_LIMIT, (unsigned long long)after);
+	report("offline_limit", &f, &v);
+	fleet_down(&f);
+	(void)C;
+	assert_true(host_most > 0);
+	assert_true(host_most <= off);
+	assert_true(after <= F_LIMIT);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -862,6 +985,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_redis_restart),
 		cmocka_unit_test(test_fleet_daemon_kill),
 		cmocka_unit_test(test_fleet_dead_daemon_lease),
+		cmocka_unit_test(test_fleet_fail_closed),
+		cmocka_unit_test(test_fleet_offline_limit),
 	};
 
 	if (argc >= 3 && strcmp(argv[2], "fleet") == 0) {
