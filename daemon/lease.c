@@ -147,6 +147,8 @@ struct glim {
 	uint64_t denied_seen, last_demand, used_seen, used_last;
 	uint64_t next_ask, retry_at;
 	int owe;                      /* offline uses to report on reconnect */
+	int hello;                    /* Redis has seen this limiter since the
+				       * connection was made */
 	shmt_global_stat_t st;
 };
 
@@ -220,9 +222,11 @@ rconnect(struct shmtd_lease *l, uint64_t now)
 	redisSetTimeout(c, tv);
 	l->rc = c;
 	l->backoff = 0;
-	for (size_t i = 0; i < l->ng; i++)
+	for (size_t i = 0; i < l->ng; i++) {
 		if (l->g[i].noff > 0)
 			l->g[i].owe = 1;
+		l->g[i].hello = 0;
+	}
 	return 0;
 }
 
@@ -523,6 +527,18 @@ step(struct shmtd_lease *l, struct glim *g, uint64_t now)
 	g->used_last = used + g->used_seen;
 	if (l->rc != NULL && g->owe)
 		pay_debt(l, g, now);
+	if (l->rc != NULL && !g->hello) {
+		/* A request for nothing: a fresh Redis starts its hold now,
+		 * not at the first demand, and the CLI gets a round trip. */
+		uint64_t want = g->want;
+
+		g->want = 0;
+		ask(l, g, 0);
+		g->want = want;
+		g->hello = l->rc != NULL;
+		if (g->st.state != SHMT_GLOBAL_MISMATCH)
+			g->next_ask = 0;
+	}
 	i = free_slot(g);
 	if (i >= 0 && now >= g->next_ask &&
 	    (refused || (left < g->want / 2 + 1 &&
