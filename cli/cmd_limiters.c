@@ -100,7 +100,7 @@ shmtc_global_json(shmt_t *h, const char *name)
 	if (shmt_global_stat(h, name, &g) != 0)
 		return json_null();
 	return json_pack("{s:s, s:{s:i, s:o, s:o, s:o}, s:o, s:o, s:o, s:o,"
-	    " s:o, s:o, s:i, s:o, s:o, s:o, s:o, s:o}",
+	    " s:o, s:o, s:i, s:o, s:o, s:o, s:o, s:o, s:o}",
 	    "state", global_state_name(g.state),
 	    "lease",
 	    "open", (int)g.leases_open,
@@ -119,6 +119,7 @@ shmtc_global_json(shmt_t *h, const char *name)
 	    "leases", shmtc_json_u64(g.leases),
 	    "leased_uses", shmtc_json_u64(g.leased_uses),
 	    "returned_uses", shmtc_json_u64(g.returned_uses),
+	    "requests", shmtc_json_u64(g.requests),
 	    "denied", shmtc_json_u64(g.denied),
 	    "updated_age_ns", g.updated_ns != 0 && now >= g.updated_ns ?
 	    shmtc_json_u64(now - g.updated_ns) : json_null());

@@ -244,6 +244,7 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 
 	if (l->rc == NULL)
 		return -ENOTCONN;
+	g->st.requests++;
 	snprintf(sL, sizeof(sL), "%" PRIu64, g->ref.limit);
 	snprintf(sH, sizeof(sH), "%" PRIu64, g->hold_us);
 	snprintf(sN, sizeof(sN), "%" PRIu64, n);

@@ -449,6 +449,7 @@ shmt__global_publish(const struct shmt__gref *r, const shmt_global_stat_t *s,
 	PUT(gl_leases, s->leases);
 	PUT(gl_leased_uses, s->leased_uses);
 	PUT(gl_returned_uses, s->returned_uses);
+	PUT(gl_requests, s->requests);
 	PUT(gl_host_inflight, s->host_in_flight);
 	PUT(gl_fleet_inflight, s->fleet_in_flight);
 	PUT(gl_retry_at_ns, retry_at);
@@ -498,6 +499,7 @@ shmt_global_stat(shmt_t *h, const char *name, shmt_global_stat_t *out)
 	out->leases = GET(gl_leases);
 	out->leased_uses = GET(gl_leased_uses);
 	out->returned_uses = GET(gl_returned_uses);
+	out->requests = GET(gl_requests);
 	out->host_in_flight = GET(gl_host_inflight);
 	out->fleet_in_flight = GET(gl_fleet_inflight);
 	out->denied = GET(gl_denied);

@@ -58,6 +58,7 @@ struct shmt_glease {
 	uint64_t gl_leases;
 	uint64_t gl_leased_uses;
 	uint64_t gl_returned_uses;
+	uint64_t gl_requests;
 	uint64_t gl_host_inflight;
 	uint64_t gl_fleet_inflight;
 	uint64_t gl_retry_at_ns;                   /* local time of the next

@@ -15,6 +15,7 @@
 
 #include "global.h"
 #include "limiter.h"
+#include "prom.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -222,6 +223,47 @@ test_lease_rules(void **state)
 	l.limit = 50;
 	assert_int_equal(shmt_limiter_update(f.h, "g", &l, NULL, 0),
 	    -EOPNOTSUPP);
+	ufix_close(&f);
+}
+
+/* What the daemon publishes reaches shmt_global_stat and the metrics,
+ * under the CLI's names. */
+static void
+test_lease_publish(void **state)
+{
+	struct ufix f;
+	shmt_global_stat_t in, gs;
+	char *text = NULL;
+	size_t n = 0;
+	FILE *m;
+
+	(void)state;
+	ufix_open(&f);
+	memset(&in, 0, sizeof(in));
+	in.state = SHMT_GLOBAL_ONLINE;
+	in.rtt_ns = 250000;
+	in.leases = 7;
+	in.requests = 9;
+	in.host_in_flight = 40;
+	in.fleet_in_flight = 160;
+	shmt__global_publish(&f.ref, &in, 0, 1000);
+	assert_int_equal(shmt_global_stat(f.h, "g", &gs), 0);
+	assert_int_equal(gs.state, SHMT_GLOBAL_ONLINE);
+	assert_int_equal(gs.leases, 7);
+	assert_int_equal(gs.requests, 9);
+	assert_int_equal(gs.host_in_flight, 40);
+	assert_int_equal(gs.updated_ns, 1000);
+	m = open_memstream(&text, &n);
+	assert_non_null(m);
+	assert_int_equal(shmtd_prom_write(m, f.h, NULL), 0);
+	fclose(m);
+	assert_non_null(strstr(text,
+	    "shmthrottle_global_leases_total{limiter=\"g\"} 7\n"));
+	assert_non_null(strstr(text,
+	    "shmthrottle_global_rtt_seconds{limiter=\"g\"} 0.000250000\n"));
+	assert_non_null(strstr(text,
+	    "shmthrottle_global_fleet_in_flight_uses{limiter=\"g\"} 160\n"));
+	free(text);
 	ufix_close(&f);
 }
 
@@ -684,9 +726,10 @@ report(const char *name, struct fleet *f, const struct verdict *v)
 		if (shmt_open(f->seg[i], &h) != 0)
 			continue;
 		if (shmt_global_stat(h, "g", &gs) == 0)
-			printf("#   host %d: state %d, %llu leases (%llu uses, "
-			    "%llu given back), rtt %llu us (max %llu), "
-			    "%llu errors\n", i, gs.state,
+			printf("#   host %d: state %d, %llu Redis calls, %llu "
+			    "leases (%llu uses, %llu given back), rtt %llu us "
+			    "(max %llu), %llu errors\n", i, gs.state,
+			    (unsigned long long)gs.requests,
 			    (unsigned long long)gs.leases,
 			    (unsigned long long)gs.leased_uses,
 			    (unsigned long long)gs.returned_uses,
@@ -976,6 +1019,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_lease_grants),
 		cmocka_unit_test(test_lease_decisions),
 		cmocka_unit_test(test_lease_rules),
+		cmocka_unit_test(test_lease_publish),
 		cmocka_unit_test(test_lease_hostile),
 		cmocka_unit_test(test_lease_worker_kill),
 	};

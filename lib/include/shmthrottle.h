@@ -459,7 +459,9 @@ typedef struct shmt_limit {
 	 * the README, "Limits shared by many hosts").  Buckets mode only,
 	 * shared (no client, no key pool, not shadow); slack_ns is a lease's
 	 * open time and slack_uses the most uses one lease holds.  Without a
-	 * daemon holding a lease every request is refused. */
+	 * daemon holding a lease every request is refused.  Leases end at
+	 * CLOCK_MONOTONIC deadlines: handles that use a global limiter keep
+	 * the real clock (no shmt_set_clock). */
 	int global;
 } shmt_limit_t;
 
@@ -931,6 +933,8 @@ typedef struct shmt_global_stat {
 	uint64_t leases;            /* leases taken since the daemon started */
 	uint64_t leased_uses;       /* uses they held */
 	uint64_t returned_uses;     /* unused uses given back at close */
+	uint64_t requests;          /* Redis calls made (leases asked, given
+	                             * back, refused), since the daemon started */
 	uint64_t denied;            /* requests refused on this host */
 	shmt_time_t updated_ns;     /* when the daemon last wrote this (0:
 	                             * never; compare with shmt_now) */
