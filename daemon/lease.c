@@ -528,6 +528,11 @@ step(struct shmtd_lease *l, struct glim *g, uint64_t now)
 	g->used_last = used + g->used_seen;
 	if (l->rc != NULL && g->owe)
 		pay_debt(l, g, now);
+	/* Say hello again once a fresh Redis's hold is over, so an idle
+	 * host does not keep showing "waiting". */
+	if (g->st.state == SHMT_GLOBAL_WAITING && g->retry_at != 0 &&
+	    now >= g->retry_at)
+		g->hello = 0;
 	if (l->rc != NULL && !g->hello) {
 		/* A request for nothing: a fresh Redis starts its hold now,
 		 * not at the first demand, and the CLI gets a round trip. */
