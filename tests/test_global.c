@@ -380,6 +380,7 @@ struct fleet {
 	pid_t worker[HOSTS][WORKERS];
 	struct rec *rec;             /* HOSTS * WORKERS, shared */
 	uint64_t offline_limit;
+	int aof;                     /* Redis keeps an AOF, fsync always */
 };
 
 static int
@@ -401,7 +402,8 @@ redis_start(struct fleet *f)
 	if (f->redis == 0) {
 		execlp("redis-server", "redis-server", "--port", "0",
 		    "--unixsocket", f->sock, "--unixsocketperm", "700",
-		    "--save", "", "--appendonly", "no", "--dir", f->dir,
+		    "--save", "", "--appendonly", f->aof ? "yes" : "no",
+		    "--appendfsync", "always", "--dir", f->dir,
 		    "--logfile", log, "--daemonize", "no", (char *)NULL);
 		_exit(127);
 	}
@@ -800,17 +802,16 @@ test_fleet_skewed(void **state)
  * one hold: no window holds grants of both Redis lives, and none is over.
  */
 static void
-test_fleet_redis_restart(void **state)
+redis_restart(int aof)
 {
 	const int busy[HOSTS] = { 1, 1, 1 };
 	struct fleet f;
-	uint64_t start, end;
+	uint64_t start, end, back, after;
 	struct verdict v;
 
-	(void)state;
-	NEED_REDIS();
 	memset(&f, 0, sizeof(f));
-	fleet_up(&f, "rrst");
+	f.aof = aof;
+	fleet_up(&f, aof ? "raof" : "rrst");
 	start = mono();
 	end = start + 2400 * MSEC;
 	workers_start(&f, busy, end);
@@ -818,14 +819,43 @@ test_fleet_redis_restart(void **state)
 	redis_kill(&f);
 	nap(100 * MSEC);
 	redis_start(&f);
+	back = mono();
 	workers_wait(&f);
 	v = judge(&f, start, end);
 	v.util_mean = 0;
+	/* Grants in the first hold after Redis came back: none without its
+	 * data (it waits one hold), some with it (it remembers its leases). */
+	after = most_in_window(&f, -1, back + 20 * MSEC, back + F_HOLD_NS);
+	printf("# redis restarted %s: %llu grants in the hold after it came "
+	    "back\n", aof ? "with AOF (appendfsync always)" :
+	    "without persistence", (unsigned long long)after);
 	report("redis restarted", &f, &v);
 	fleet_down(&f);
 	assert_int_equal(v.over, 0);
+	if (aof)
+		assert_true(after > 0);
+	else
+		assert_int_equal(after, 0);
 	/* After the restart the fleet grants again. */
 	assert_true(v.grants > 2 * F_LIMIT);
+}
+
+static void
+test_fleet_redis_restart(void **state)
+{
+	(void)state;
+	NEED_REDIS();
+	redis_restart(0);
+}
+
+/* The same with Redis's state kept (AOF, fsync always): the restarted
+ * Redis knows its leases and its born key, so it leases again at once. */
+static void
+test_fleet_redis_restart_aof(void **state)
+{
+	(void)state;
+	NEED_REDIS();
+	redis_restart(1);
 }
 
 /* Daemons killed with kill -9 at seeded random points and started again;
@@ -1027,6 +1057,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_even),
 		cmocka_unit_test(test_fleet_skewed),
 		cmocka_unit_test(test_fleet_redis_restart),
+		cmocka_unit_test(test_fleet_redis_restart_aof),
 		cmocka_unit_test(test_fleet_daemon_kill),
 		cmocka_unit_test(test_fleet_dead_daemon_lease),
 		cmocka_unit_test(test_fleet_fail_closed),
