@@ -24,7 +24,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -381,6 +385,9 @@ struct fleet {
 	struct rec *rec;             /* HOSTS * WORKERS, shared */
 	uint64_t offline_limit;
 	int aof;                     /* Redis keeps an AOF, fsync always */
+	char psock[128];             /* the proxy's socket ("": none) */
+	pid_t proxy;
+	uint64_t proxy_seed;
 };
 
 static int
@@ -442,7 +449,8 @@ write_conf(struct fleet *f, int i)
 	fprintf(c, "[global]\nredis = unix:%s\nhost = host-%d\n"
 	    "[segment]\nname = %s\n"
 	    "[limiter g]\nlimit = %d\nwindow = %dms\nslack_time = %dms\n"
-	    "slack_uses = %d\nglobal = yes\n", f->sock, i, f->seg[i],
+	    "slack_uses = %d\nglobal = yes\n",
+	    f->psock[0] != '\0' ? f->psock : f->sock, i, f->seg[i],
 	    F_LIMIT, F_WINDOW_MS, F_SLACK_MS, F_USES);
 	if (f->offline_limit > 0)
 		fprintf(c, "offline_limit = %llu\n",
@@ -526,6 +534,96 @@ worker(struct fleet *f, int host, int w, uint64_t end, uint64_t pace)
 	_exit(0);
 }
 
+/*
+ * The proxy: every connection to PSOCK is relayed to Redis by a process
+ * of its own that holds each request 0-50 ms and drops the connection
+ * (both ends) with a request or a reply now and then (1 in 40).
+ */
+static void
+proxy_conn(int c, const char *to, uint64_t seed)
+{
+	struct sockaddr_un sa;
+	char buf[65536];
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", to);
+	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		_exit(0);
+	for (;;) {
+		struct pollfd p[2] = { { c, POLLIN, 0 }, { s, POLLIN, 0 } };
+		ssize_t n;
+
+		if (poll(p, 2, -1) < 0)
+			_exit(0);
+		for (int k = 0; k < 2; k++) {
+			int from = k == 0 ? c : s, dst = k == 0 ? s : c;
+
+			if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			if ((n = read(from, buf, sizeof(buf))) <= 0)
+				_exit(0);
+			if (tu_rand(&seed) % 40 == 0)
+				_exit(0);       /* dropped */
+			if (k == 0)
+				nap(tu_rand(&seed) % (50 * MSEC));
+			for (ssize_t o = 0; o < n;) {
+				ssize_t w = write(dst, buf + o, (size_t)(n - o));
+
+				if (w <= 0)
+					_exit(0);
+				o += w;
+			}
+		}
+	}
+}
+
+static void
+proxy_start(struct fleet *f)
+{
+	struct sockaddr_un sa;
+	pid_t parent = getpid();
+	int l;
+
+	snprintf(f->psock, sizeof(f->psock), "%s/proxy.sock", f->dir);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	assert_true(strlen(f->psock) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, f->psock, strlen(f->psock) + 1);
+	l = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(l >= 0);
+	assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(l, 64), 0);
+	f->proxy = fork();
+	assert_true(f->proxy >= 0);
+	if (f->proxy == 0) {
+		uint64_t seed = f->proxy_seed;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(0);
+		signal(SIGCHLD, SIG_IGN);
+		for (;;) {
+			int c = accept(l, NULL, NULL);
+			uint64_t cs = tu_rand(&seed);
+			pid_t me = getpid();
+
+			if (c < 0)
+				continue;
+			if (fork() == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				if (getppid() != me)
+					_exit(0);
+				close(l);
+				proxy_conn(c, f->sock, cs);
+			}
+			close(c);
+		}
+	}
+	close(l);
+}
+
 static void
 fleet_up(struct fleet *f, const char *tag)
 {
@@ -533,6 +631,8 @@ fleet_up(struct fleet *f, const char *tag)
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->sock, sizeof(f->sock), "%s/redis.sock", f->dir);
 	redis_start(f);
+	if (f->proxy_seed != 0)
+		proxy_start(f);
 	for (int i = 0; i < HOSTS; i++) {
 		char t[32];
 
@@ -598,6 +698,10 @@ fleet_down(struct fleet *f)
 		shmt_unlink(f->seg[i]);
 	}
 	redis_kill(f);
+	if (f->proxy > 0) {
+		kill(f->proxy, SIGKILL);
+		waitpid(f->proxy, NULL, 0);
+	}
 	if (getenv("SHMT_KEEP") != NULL) {
 		printf("# kept %s\n", f->dir);
 	} else {
@@ -1042,6 +1146,38 @@ test_fleet_offline_limit(void **state)
 	assert_true(after <= F_LIMIT);
 }
 
+/*
+ * Redis behind a proxy that adds 0-50 ms to each request and drops
+ * connections (1 request or reply in 40): leases arrive late (those past
+ * their request's send time + slack are given back unused), replies are
+ * lost (their leases are held in Redis for nothing), connections are made
+ * again.  Slower, never over.
+ */
+static void
+test_fleet_slow_redis(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	uint64_t seed = tu_seed("global_slow_redis");
+	struct fleet f;
+	uint64_t start, end;
+	struct verdict v;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	f.proxy_seed = seed | 1;
+	fleet_up(&f, "slow");
+	start = mono();
+	end = start + 3000 * MSEC;
+	workers_start(&f, busy, end);
+	workers_wait(&f);
+	v = judge(&f, start + F_HOLD_NS, end);
+	report("slow, dropping redis", &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	assert_true(v.grants > 0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1062,6 +1198,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_dead_daemon_lease),
 		cmocka_unit_test(test_fleet_fail_closed),
 		cmocka_unit_test(test_fleet_offline_limit),
+		cmocka_unit_test(test_fleet_slow_redis),
 	};
 
 	if (argc >= 3 && strcmp(argv[2], "fleet") == 0) {
