@@ -388,6 +388,10 @@ struct fleet {
 	char psock[128];             /* the proxy's socket ("": none) */
 	pid_t proxy;
 	uint64_t proxy_seed;
+	/* The proxy holds each request up to req_ms (random), each reply
+	 * exactly rep_ms, and drops one in DROP (0: none); the hosts of
+	 * HOSTMASK go through it. */
+	unsigned req_ms, rep_ms, drop, hostmask;
 };
 
 static int
@@ -450,7 +454,8 @@ write_conf(struct fleet *f, int i)
 	    "[segment]\nname = %s\n"
 	    "[limiter g]\nlimit = %d\nwindow = %dms\nslack_time = %dms\n"
 	    "slack_uses = %d\nglobal = yes\n",
-	    f->psock[0] != '\0' ? f->psock : f->sock, i, f->seg[i],
+	    f->psock[0] != '\0' && (f->hostmask & (1U << i)) ? f->psock :
+	    f->sock, i, f->seg[i],
 	    F_LIMIT, F_WINDOW_MS, F_SLACK_MS, F_USES);
 	if (f->offline_limit > 0)
 		fprintf(c, "offline_limit = %llu\n",
@@ -540,7 +545,7 @@ worker(struct fleet *f, int host, int w, uint64_t end, uint64_t pace)
  * (both ends) with a request or a reply now and then (1 in 40).
  */
 static void
-proxy_conn(int c, const char *to, uint64_t seed)
+proxy_conn(const struct fleet *f, int c, const char *to, uint64_t seed)
 {
 	struct sockaddr_un sa;
 	char buf[65536];
@@ -564,10 +569,12 @@ proxy_conn(int c, const char *to, uint64_t seed)
 				continue;
 			if ((n = read(from, buf, sizeof(buf))) <= 0)
 				_exit(0);
-			if (tu_rand(&seed) % 40 == 0)
+			if (f->drop > 0 && tu_rand(&seed) % f->drop == 0)
 				_exit(0);       /* dropped */
-			if (k == 0)
-				nap(tu_rand(&seed) % (50 * MSEC));
+			if (k == 0 && f->req_ms > 0)
+				nap(tu_rand(&seed) % (f->req_ms * MSEC));
+			if (k == 1 && f->rep_ms > 0)
+				nap(f->rep_ms * MSEC);
 			for (ssize_t o = 0; o < n;) {
 				ssize_t w = write(dst, buf + o, (size_t)(n - o));
 
@@ -616,7 +623,7 @@ proxy_start(struct fleet *f)
 				if (getppid() != me)
 					_exit(0);
 				close(l);
-				proxy_conn(c, f->sock, cs);
+				proxy_conn(f, c, f->sock, cs);
 			}
 			close(c);
 		}
@@ -1166,6 +1173,9 @@ test_fleet_slow_redis(void **state)
 	NEED_REDIS();
 	memset(&f, 0, sizeof(f));
 	f.proxy_seed = seed | 1;
+	f.req_ms = 50;
+	f.drop = 40;
+	f.hostmask = 7;
 	fleet_up(&f, "slow");
 	start = mono();
 	end = start + 3000 * MSEC;
@@ -1176,6 +1186,47 @@ test_fleet_slow_redis(void **state)
 	fleet_down(&f);
 	assert_int_equal(v.over, 0);
 	assert_true(v.grants > 0);
+}
+
+/*
+ * A host whose replies come 40 ms late (more than the slack), alone with
+ * the demand: every lease it gets is past its request's send time + slack
+ * when it arrives, so it is given back unused and the host grants nothing.
+ * (A host that counted the slack from the reply instead would spend those
+ * leases up to 40 ms past Redis's [T, T + slack), which the proof at the
+ * top of lib/global.c does not allow.)
+ */
+static void
+test_fleet_late_replies(void **state)
+{
+	const int busy[HOSTS] = { 1, 0, 0 };
+	struct fleet f;
+	shmt_global_stat_t gs;
+	uint64_t start, end;
+	struct verdict v;
+	shmt_t *h;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	f.proxy_seed = 1;
+	f.rep_ms = 40;
+	f.hostmask = 1;
+	fleet_up(&f, "late");
+	start = mono();
+	end = start + 1500 * MSEC;
+	workers_start(&f, busy, end);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	v.util_mean = 0;
+	report("late replies to host 0", &f, &v);
+	assert_int_equal(shmt_open(f.seg[0], &h), 0);
+	assert_int_equal(shmt_global_stat(h, "g", &gs), 0);
+	shmt_close(h);
+	fleet_down(&f);
+	assert_true(gs.leases > 0);
+	assert_int_equal(v.grants, 0);
+	assert_int_equal(gs.returned_uses, gs.leased_uses);
 }
 
 int
@@ -1199,6 +1250,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_fail_closed),
 		cmocka_unit_test(test_fleet_offline_limit),
 		cmocka_unit_test(test_fleet_slow_redis),
+		cmocka_unit_test(test_fleet_late_replies),
 	};
 
 	if (argc >= 3 && strcmp(argv[2], "fleet") == 0) {
