@@ -9,8 +9,10 @@
  *
  * Redis keys of limiter NAME (the hash tag {NAME} keeps them on one slot
  * of a Redis Cluster, so one script may touch all three):
- *   shmt:{NAME}:l  hash: n:ID -> uses of lease ID still counted, inflight
- *                  (their sum), params ("L:C:S": hosts must agree);
+ *   shmt:{NAME}:l  hash: n:ID -> uses of lease ID still counted, h:ID ->
+ *                  the host that holds it ([global] host; only that host
+ *                  gives it back), inflight (their sum), params ("L:C:S":
+ *                  hosts must agree);
  *                  expires H + 1 s after the last lease (H: the hold)
  *   shmt:{NAME}:z  sorted set: ID scored by its release time T + H (us)
  *   shmt:{NAME}:b  hash, never expires: born (when these records began),
@@ -53,6 +55,9 @@
 #define REDIS_TIMEOUT_US 250000
 
 static const char lua_lease[] =
+    /* Redis before 5 replicates a script by its text unless told to
+     * replicate its effects, and refuses writes after TIME otherwise. */
+    "if redis.replicate_commands then redis.replicate_commands() end\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
     "local op, L, hold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])\n"
@@ -72,6 +77,10 @@ static const char lua_lease[] =
     "  local f = 'n:' .. ARGV[6]\n"
     "  local n = tonumber(redis.call('HGET', KEYS[1], f) or '-1')\n"
     "  if n < 0 then return {0, 0, 0, 0, born, 0} end\n"
+    /* Only the host that holds a lease gives it back. */
+    "  if redis.call('HGET', KEYS[1], 'h:' .. ARGV[6]) ~= ARGV[8] then\n"
+    "    return {0, 0, 0, 0, born, 0}\n"
+    "  end\n"
     "  local u = math.min(tonumber(ARGV[5]), n)\n"
     "  redis.call('HSET', KEYS[1], f, F(n - u))\n"
     "  local inf = redis.call('HINCRBY', KEYS[1], 'inflight', F(-u))\n"
@@ -84,7 +93,7 @@ static const char lua_lease[] =
     "for _, id in ipairs(due) do\n"
     "  local f = 'n:' .. id\n"
     "  inf = inf - tonumber(redis.call('HGET', KEYS[1], f) or '0')\n"
-    "  redis.call('HDEL', KEYS[1], f)\n"
+    "  redis.call('HDEL', KEYS[1], f, 'h:' .. id)\n"
     "end\n"
     "if #due > 0 then\n"
     "  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', F(now))\n"
@@ -98,7 +107,7 @@ static const char lua_lease[] =
     "local id = 0\n"
     "if k > 0 then\n"
     "  id = redis.call('HINCRBY', KEYS[3], 'seq', 1)\n"
-    "  redis.call('HSET', KEYS[1], 'n:' .. id, F(k))\n"
+    "  redis.call('HSET', KEYS[1], 'n:' .. id, F(k), 'h:' .. id, ARGV[8])\n"
     "  redis.call('ZADD', KEYS[2], F(now + hold), id)\n"
     "  inf = inf + k\n"
     "end\n"
