@@ -82,6 +82,76 @@ shmtc_limiter_json(const shmt_limiter_stat_t *l)
 	return o;
 }
 
+static const char *
+global_state_name(int st)
+{
+	static const char *const names[] = { "unknown", "online", "offline",
+		"waiting", "mismatch", "fallback" };
+
+	return st >= 0 && st <= SHMT_GLOBAL_FALLBACK ? names[st] : "unknown";
+}
+
+json_t *
+shmtc_global_json(shmt_t *h, const char *name)
+{
+	shmt_global_stat_t g;
+	shmt_time_t now = shmt_now(h);
+
+	if (shmt_global_stat(h, name, &g) != 0)
+		return json_null();
+	return json_pack("{s:s, s:{s:i, s:o, s:o, s:o}, s:o, s:o, s:o, s:o,"
+	    " s:o, s:o, s:i, s:o, s:o, s:o, s:o, s:o, s:o}",
+	    "state", global_state_name(g.state),
+	    "lease",
+	    "open", (int)g.leases_open,
+	    "cap", shmtc_json_u64(g.lease_cap),
+	    "used", shmtc_json_u64(g.lease_used),
+	    "left_ns", shmtc_json_u64(g.lease_left_ns),
+	    "host_in_flight", shmtc_json_u64(g.host_in_flight),
+	    "fleet_in_flight", shmtc_json_u64(g.fleet_in_flight),
+	    "host_share", g.fleet_in_flight > 0 ?
+	    json_real((double)g.host_in_flight / (double)g.fleet_in_flight) :
+	    json_null(),
+	    "rtt_ns", shmtc_json_u64(g.rtt_ns),
+	    "rtt_max_ns", shmtc_json_u64(g.rtt_max_ns),
+	    "errors", shmtc_json_u64(g.errors),
+	    "last_error", g.last_error,
+	    "leases", shmtc_json_u64(g.leases),
+	    "leased_uses", shmtc_json_u64(g.leased_uses),
+	    "returned_uses", shmtc_json_u64(g.returned_uses),
+	    "requests", shmtc_json_u64(g.requests),
+	    "denied", shmtc_json_u64(g.denied),
+	    "updated_age_ns", g.updated_ns != 0 && now >= g.updated_ns ?
+	    shmtc_json_u64(now - g.updated_ns) : json_null());
+}
+
+int
+shmtc_global_print(shmt_t *h, const char *name)
+{
+	char left[SHMTC_FMT_MAX], rtt[SHMTC_FMT_MAX], rmax[SHMTC_FMT_MAX];
+	char share[16];
+	shmt_global_stat_t g;
+
+	if (shmt_global_stat(h, name, &g) != 0)
+		return 0;
+	if (g.fleet_in_flight > 0)
+		snprintf(share, sizeof(share), "%.0f%%", 100.0 *
+		    (double)g.host_in_flight / (double)g.fleet_in_flight);
+	else
+		snprintf(share, sizeof(share), "-");
+	printf("global %s: %s; lease %u open, %" PRIu64 "/%" PRIu64 " used, "
+	    "%s left; host holds %" PRIu64 " of the fleet's %" PRIu64
+	    " (%s); redis rtt %s (max %s), %" PRIu64 " errors%s%s\n", name,
+	    global_state_name(g.state), g.leases_open, g.lease_used,
+	    g.lease_cap, shmtc_fmt_dur(left, sizeof(left), g.lease_left_ns),
+	    g.host_in_flight, g.fleet_in_flight, share,
+	    shmtc_fmt_dur(rtt, sizeof(rtt), g.rtt_ns),
+	    shmtc_fmt_dur(rmax, sizeof(rmax), g.rtt_max_ns), g.errors,
+	    g.errors > 0 ? ", last: " : "",
+	    g.errors > 0 ? shmt_strerror(g.last_error) : "");
+	return 1;
+}
+
 /* The EXTRA column: what a key pool or a client table adds. */
 static void
 extra_cell(char *buf, size_t cap, const shmt_limiter_stat_t *l)
@@ -142,7 +212,7 @@ limiter_row(struct shmtc_table *t, const shmt_limiter_stat_t *l)
 }
 
 static int
-limiters_human(const shmt_limiter_stat_t *v, size_t n)
+limiters_human(shmt_t *h, const shmt_limiter_stat_t *v, size_t n)
 {
 	static const char *const hdr[] = { "NAME", "MODE", "LIMIT", "WINDOW",
 		"SLACK", "INFLIGHT", "FREE", "BUCKETS", "GRANTS", "EXHAUSTED",
@@ -159,6 +229,8 @@ limiters_human(const shmt_limiter_stat_t *v, size_t n)
 		limiter_row(&t, &v[i]);
 	rc = shmtc_table_print(&t, stdout);
 	shmtc_table_free(&t);
+	for (size_t i = 0; i < n && rc == 0; i++)
+		shmtc_global_print(h, v[i].name);
 	return rc == 0 ? SHMTC_OK : SHMTC_MISSING;
 }
 
@@ -167,8 +239,14 @@ limiters_json(shmt_t *h, const shmt_limiter_stat_t *v, size_t n)
 {
 	json_t *arr = json_array();
 
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(arr, shmtc_limiter_json(&v[i]));
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = shmtc_limiter_json(&v[i]);
+
+		if (o != NULL)
+			json_object_set_new(o, "global",
+			    shmtc_global_json(h, v[i].name));
+		json_array_append_new(arr, o);
+	}
 	return shmtc_json_emit(json_pack("{s:s, s:o, s:o}",
 	    "segment", shmt_name(h),
 	    "now_ns", shmtc_json_u64(shmt_now(h)),
@@ -190,7 +268,7 @@ shmtc_cmd_limiters(struct shmtc *c, int argc, char **argv)
 		rc = shmtc_exit_for(rc);
 		goto out;
 	}
-	rc = c->json ? limiters_json(h, v, n) : limiters_human(v, n);
+	rc = c->json ? limiters_json(h, v, n) : limiters_human(h, v, n);
 out:
 	free(v);
 	shmt_close(h);

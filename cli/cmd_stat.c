@@ -10,12 +10,14 @@
 #include "fmt.h"
 #include "hot.h"
 #include "prom.h"
+#include "limlist.h"
 #include "table.h"
 #include "util.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -231,6 +233,41 @@ print_analyzer(const shmt_top_info_t *a, int have)
 	    a->stripes, a->counters);
 }
 
+/* One line per global limiter (none: nothing). */
+static void
+print_global(shmt_t *h)
+{
+	shmt_limiter_stat_t *v = NULL;
+	size_t n = 0;
+
+	if (shmtc_limiter_list(h, &v, &n) != 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		shmtc_global_print(h, v[i].name);
+	free(v);
+}
+
+static json_t *
+global_json(shmt_t *h)
+{
+	shmt_limiter_stat_t *v = NULL;
+	json_t *o = json_object();
+	size_t n = 0;
+
+	if (shmtc_limiter_list(h, &v, &n) != 0)
+		return o;
+	for (size_t i = 0; i < n; i++) {
+		json_t *g = shmtc_global_json(h, v[i].name);
+
+		if (json_is_null(g))
+			json_decref(g);
+		else
+			json_object_set_new(o, v[i].name, g);
+	}
+	free(v);
+	return o;
+}
+
 static int
 stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
     const shmt_dict_stat_t *d, int have_dict, const shmt_top_info_t *a,
@@ -255,6 +292,7 @@ stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
 	printf("limiters   %u of %u\n", st->limiters, st->max_limiters);
 	print_dict(st, d, have_dict);
 	print_analyzer(a, have_an);
+	print_global(h);
 	putchar('\n');
 
 	shmtc_table_init(&t, 5, hdr, "lrrrr");
@@ -344,9 +382,13 @@ shmtc_cmd_stat(struct shmtc *c, int argc, char **argv)
 	}
 	have_an = rc >= 0;
 	now = shmt_now(h);
-	if (c->json)
-		rc = shmtc_json_emit(stat_json(h, &st, now, &d, have_dict, &a,
-		    have_an));
+	if (c->json) {
+		json_t *o = stat_json(h, &st, now, &d, have_dict, &a, have_an);
+
+		if (o != NULL)
+			json_object_set_new(o, "global", global_json(h));
+		rc = shmtc_json_emit(o);
+	}
 	else
 		rc = stat_human(h, &st, now, &d, have_dict, &a, have_an);
 out:

@@ -74,3 +74,47 @@ shmtd_addr_parse(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 	}
 	return 0;
 }
+
+/* A Redis address ([global] redis).  A host name is allowed here: hiredis
+ * resolves it when it connects, and a Redis behind a name is common. */
+int
+shmtd_redis_parse(const char *s, char *path, size_t pathcap, char *host,
+    size_t hostcap, int *port)
+{
+	const char *c;
+	in_port_t p;
+	size_t n;
+
+	if (s == NULL || pathcap == 0 || hostcap == 0)
+		return -EINVAL;
+	path[0] = host[0] = '\0';
+	*port = 0;
+	if (strncmp(s, "unix:", 5) == 0) {
+		s += 5;
+		n = strlen(s);
+		if (s[0] != '/' || n >= pathcap || n >= 108)
+			return -EINVAL;
+		memcpy(path, s, n + 1);
+		return 0;
+	}
+	if (strncmp(s, "tcp://", 6) != 0)
+		return -EINVAL;
+	s += 6;
+	c = strrchr(s, ':');
+	if (c == NULL || c == s || (size_t)(c - s) >= hostcap)
+		return -EINVAL;
+	if (parse_port(c + 1, &p) != 0 || ntohs(p) == 0)
+		return -EINVAL;
+	n = (size_t)(c - s);
+	if (s[0] == '[' && n >= 2 && s[n - 1] == ']') {
+		s++;
+		n -= 2;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == '/' || s[i] == ' ' || s[i] == '[' || s[i] == ']')
+			return -EINVAL;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	*port = ntohs(p);
+	return n > 0 ? 0 : -EINVAL;
+}

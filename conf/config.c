@@ -54,7 +54,7 @@ static const char builtin_config[] =
 /* ---- Key tables ---------------------------------------------------------- */
 
 enum ktype { K_U32, K_U64, K_DUR, K_SIZE, K_BOOL, K_STR, K_SEGNAME, K_MODE,
-	K_GROUP, K_LMODE, K_KEYS, K_EVICT, K_LOG, K_PCT, K_ADDR };
+	K_GROUP, K_LMODE, K_KEYS, K_EVICT, K_LOG, K_PCT, K_ADDR, K_REDIS };
 
 struct keydef {
 	const char *name;
@@ -64,7 +64,7 @@ struct keydef {
 };
 
 enum section { S_SEGMENT, S_DICT, S_ANALYZER, S_COUNTERS, S_DAEMON,
-	S_LIMITER, S_COUNT };
+	S_GLOBAL, S_LIMITER, S_COUNT };
 
 #define CF(f) offsetof(struct shmtd_config, f)
 #define LF(f) offsetof(struct shmtd_limiter, f)
@@ -91,6 +91,8 @@ static const struct keydef limiter_keys[] = {
 	{ "capacity", K_U32, LF(limit.client_capacity), 0 },
 	{ "burst", K_U64, LF(limit.burst), 0 },
 	{ "shadow", K_BOOL, LF(limit.shadow), 0 },
+	{ "global", K_BOOL, LF(limit.global), 0 },
+	{ "offline_limit", K_U64, LF(offline_limit), 0 },
 	{ NULL, 0, 0, 0 }
 };
 
@@ -133,6 +135,12 @@ static const struct keydef daemon_keys[] = {
 	{ NULL, 0, 0, 0 }
 };
 
+static const struct keydef global_keys[] = {
+	{ "redis", K_REDIS, CF(global.redis), sizeof(((struct shmtd_config *)0)->global.redis) },
+	{ "host", K_STR, CF(global.host), sizeof(((struct shmtd_config *)0)->global.host) },
+	{ NULL, 0, 0, 0 }
+};
+
 static const struct {
 	const char *name;
 	const struct keydef *keys;
@@ -142,6 +150,7 @@ static const struct {
 	[S_ANALYZER] = { "analyzer", analyzer_keys },
 	[S_COUNTERS] = { "counters", counters_keys },
 	[S_DAEMON] = { "daemon", daemon_keys },
+	[S_GLOBAL] = { "global", global_keys },
 	[S_LIMITER] = { "limiter", limiter_keys },
 };
 
@@ -469,6 +478,22 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 		if ((rc = parse_bool(v, &b)) == 0)
 			*(int *)dst = b;
 		break;
+	case K_REDIS: {
+		char path[108], host[256];
+		int port;
+
+		if (shmtd_redis_parse(v, path, sizeof(path), host,
+		    sizeof(host), &port) != 0) {
+			fail(p, p->line, k->name, "'%s' is not a Redis address "
+			    "(unix:/absolute/path or tcp://HOST:PORT)", v);
+			return -EINVAL;
+		}
+		if (strlen(v) >= k->cap)
+			rc = -ERANGE;
+		else
+			snprintf(dst, k->cap, "%s", v);
+		break;
+	}
 	case K_ADDR:
 		if (shmtd_addr_parse(v, &ss, &sslen) != 0)
 			rc = -EINVAL;
@@ -634,7 +659,8 @@ section_lookup(struct parse *p, const char *section, const char *key,
 		}
 	if (strcmp(word, "limiter") != 0) {
 		fail(p, p->line, key, "unknown section [%s] (expected segment, "
-		    "limiter NAME, dictionary, analyzer, counters or daemon)",
+		    "limiter NAME, dictionary, analyzer, counters, daemon or "
+		    "global)",
 		    section);
 		return -EINVAL;
 	}
@@ -787,6 +813,7 @@ static const struct field_key limit_fields[] = {
 	{ "per_client", S_LIMITER, "per_client" },
 	{ "client_capacity", S_LIMITER, "capacity" },
 	{ "burst", S_LIMITER, "burst" }, { "shadow", S_LIMITER, "shadow" },
+	{ "global", S_LIMITER, "global" },
 	{ NULL, 0, NULL }
 };
 
@@ -866,6 +893,14 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 	    has_key(s, limiter_keys, "slack_uses"))
 		LFAIL("slack_uses", "[limiter %s]: mode = gcra has no slack "
 		    "(it has burst)", lim->name);
+	else if (!l->global && has_key(s, limiter_keys, "offline_limit"))
+		LFAIL("offline_limit", "[limiter %s] is not global", lim->name);
+	else if (l->global && lim->offline_limit > l->limit)
+		LFAIL("offline_limit", "[limiter %s]: at most limit (%" PRIu64
+		    ")", lim->name, l->limit);
+	else if (l->global && p->cfg->global.redis[0] == '\0')
+		LFAIL("global", "[limiter %s] is global, but [global] names no "
+		    "redis", lim->name);
 	else if (shmt_limit_check(l, why, sizeof(why)) != 0) {
 		fk = field_of(limit_fields, why);
 		LFAIL(fk != NULL ? fk->key : "limit", "[limiter %s]: %s",
@@ -900,6 +935,9 @@ resolve(struct parse *p)
 	const struct field_key *fk;
 	char why[256];
 
+	if (c->global.host[0] == '\0' &&
+	    gethostname(c->global.host, sizeof(c->global.host) - 1) != 0)
+		snprintf(c->global.host, sizeof(c->global.host), "localhost");
 	for (size_t i = 0; i < c->nlimiters && p->err_line == 0; i++)
 		limiter_resolve(p, &c->limiters[i], &p->lseen[i]);
 	if (p->err_line != 0)
@@ -1154,6 +1192,10 @@ print_limiter(FILE *f, const struct shmtd_limiter *lim)
 		    l->client_capacity);
 	if (l->shadow)
 		fprintf(f, "shadow = yes\n");
+	if (l->global)
+		fprintf(f, "global = yes\n");
+	if (lim->offline_limit != 0)
+		fprintf(f, "offline_limit = %" PRIu64 "\n", lim->offline_limit);
 }
 
 void
@@ -1161,7 +1203,11 @@ shmtd_config_print(FILE *f, const struct shmtd_config *c)
 {
 	char b[64];
 
-	fprintf(f, "# resolved from %s\n[segment]\n", c->source);
+	fprintf(f, "# resolved from %s\n", c->source);
+	if (c->global.redis[0] != '\0')
+		fprintf(f, "[global]\nredis = %s\nhost = %s\n", c->global.redis,
+		    c->global.host);
+	fprintf(f, "[segment]\n");
 	fprintf(f, "name = %s\nmode = 0%03o\n", c->segment,
 	    (unsigned)c->seg.mode);
 	if (c->seg.gid != (gid_t)-1)

@@ -24,6 +24,8 @@ struct shmtd_limiter {
 	char name[SHMT_LIMITER_NAME_MAX + 1];
 	shmt_limit_t limit;   /* limit.keys points into KEYS */
 	char **keys;          /* owned: limit.nkeys names */
+	uint64_t offline_limit; /* global: uses per window this host grants
+	                       * alone while Redis is unreachable (0: none) */
 	int line;             /* line of its section header */
 };
 
@@ -60,6 +62,13 @@ struct shmtd_counters {
 	uint32_t subwindows;  /* 1..256 */
 };
 
+/* [global]: where global limiters lease their uses. */
+struct shmtd_global {
+	char redis[512];      /* "unix:PATH" or "tcp://HOST:PORT"; "": none */
+	char host[256];       /* this host's name in Redis (default: the
+	                       * host name) */
+};
+
 struct shmtd_config {
 	char segment[SHMT_SEGNAME_MAX + 1];   /* default SHMT_DEFAULT_SEGMENT */
 	shmt_config_t seg;                    /* region sizes, mode, gid */
@@ -68,6 +77,7 @@ struct shmtd_config {
 	struct shmtd_dict dict;
 	struct shmtd_analyzer analyzer;
 	struct shmtd_counters counters;
+	struct shmtd_global global;
 	char snapshot[4096];                  /* "": no snapshots */
 	uint64_t snapshot_interval_ns;        /* 0: only at stop */
 	char log_target[16];                  /* "stderr" | "syslog" */
@@ -100,6 +110,7 @@ int shmtd_limiter_apply(shmt_t *h, const struct shmtd_config *cfg,
     const struct shmtd_limiter *lim, char *err, size_t errcap);
 
 void shmtd_config_free(struct shmtd_config *cfg);
+
 
 /* shmtd_config_print: the resolved config, as INI that loads back to the
  * same config. */

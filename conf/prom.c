@@ -156,6 +156,70 @@ write_limiters(FILE *f, const shmt_limiter_stat_t *ls, size_t n)
 			    ls[i].client_capacity);
 }
 
+/* Global limiters (leased from Redis): the same names as the CLI's
+ * `global` object; no family at all when there is none. */
+static void
+write_global(FILE *f, shmt_t *h, const shmt_limiter_stat_t *ls, size_t n)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+		{ "shmthrottle_global_state", "gauge", "What the daemon last knew "
+		    "of Redis: 0 unknown, 1 online, 2 offline, 3 waiting (Redis "
+		    "lost its state), 4 mismatch, 5 fallback (offline_limit)." },
+		{ "shmthrottle_global_lease_uses", "gauge",
+		    "Uses in this host's open leases." },
+		{ "shmthrottle_global_lease_used_uses", "gauge",
+		    "Of those, granted." },
+		{ "shmthrottle_global_host_in_flight_uses", "gauge",
+		    "Uses this host holds in Redis." },
+		{ "shmthrottle_global_fleet_in_flight_uses", "gauge",
+		    "Uses every host holds, as Redis counted at this host's "
+		    "last request." },
+		{ "shmthrottle_global_rtt_seconds", "gauge",
+		    "Redis's round trip, last request." },
+		{ "shmthrottle_global_errors_total", "counter",
+		    "Failed Redis requests since the daemon started." },
+		{ "shmthrottle_global_leases_total", "counter",
+		    "Leases taken since the daemon started." },
+		{ "shmthrottle_global_requests_total", "counter",
+		    "Redis calls since the daemon started." },
+	};
+	shmt_global_stat_t *g = calloc(n > 0 ? n : 1, sizeof(*g));
+	int *is = calloc(n > 0 ? n : 1, sizeof(*is));
+	size_t any = 0;
+
+	if (g == NULL || is == NULL)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		any += is[i] = shmt_global_stat(h, ls[i].name, &g[i]) == 0;
+	for (size_t k = 0; any > 0 && k < sizeof(fam) / sizeof(fam[0]); k++) {
+		family(f, fam[k].name, fam[k].type, fam[k].help);
+		for (size_t i = 0; i < n; i++) {
+			const uint64_t v[] = { (uint64_t)g[i].state,
+				g[i].lease_cap, g[i].lease_used,
+				g[i].host_in_flight, g[i].fleet_in_flight,
+				g[i].rtt_ns, g[i].errors, g[i].leases,
+				g[i].requests };
+
+			if (!is[i])
+				continue;
+			if (k == 5) {
+				fprintf(f, "%s{limiter=\"", fam[k].name);
+				put_label(f, ls[i].name);
+				fprintf(f, "\"} %" PRIu64 ".%09" PRIu64 "\n",
+				    v[k] / 1000000000, v[k] % 1000000000);
+			} else {
+				lim_sample(f, fam[k].name, ls[i].name, NULL,
+				    v[k]);
+			}
+		}
+	}
+out:
+	free(g);
+	free(is);
+}
+
 static void
 write_dict(FILE *f, shmt_t *h)
 {
@@ -262,6 +326,7 @@ shmtd_prom_write(FILE *f, shmt_t *h, const struct shmtd_lag_hist *lag)
 	if ((uint32_t)n > st.max_limiters)
 		n = (int)st.max_limiters;
 	write_limiters(f, ls, (size_t)n);
+	write_global(f, h, ls, (size_t)n);
 	free(ls);
 	write_dict(f, h);
 	write_segment(f, &st);

@@ -8,6 +8,7 @@
  * it: without the daemon they stay correct and live.
  */
 #include "config.h"
+#include "lease.h"
 #include "log.h"
 #include "metrics.h"
 #include "snapshot.h"
@@ -54,6 +55,7 @@ struct daemon {
 	int ready_fd;                 /* background: the waiting parent */
 	struct shmtd_metrics *metrics; /* NULL: no metrics endpoint */
 	struct shmtd_lag_hist lag;    /* housekeeping lag, for the metrics */
+	struct shmtd_lease *lease;    /* global limiters' leases (lease.c) */
 	pthread_mutex_t seg_lock;     /* the loop and a scrape take turns */
 	sigset_t sigs;
 };
@@ -249,6 +251,21 @@ apply_limiters(struct daemon *d, const struct shmtd_config *cfg,
 	return first;
 }
 
+static int
+start_lease(struct daemon *d)
+{
+	char err[512];
+
+	if (shmtd_lease_start(&d->cfg, &d->lease, err, sizeof(err)) != 0) {
+		shmtd_log(LOG_ERR, "%s", err);
+		return EXIT_FAIL;
+	}
+	if (d->lease != NULL)
+		shmtd_log(LOG_NOTICE, "global limiters lease from %s as %s",
+		    d->cfg.global.redis, d->cfg.global.host);
+	return 0;
+}
+
 static void
 reload(struct daemon *d)
 {
@@ -306,6 +323,11 @@ reload(struct daemon *d)
 	shmtd_config_free(&d->cfg);
 	d->cfg = cfg;
 	warn_params(d);
+	/* The lease thread starts again on the new config (its leases are
+	 * closed and what is left of them given back). */
+	shmtd_lease_stop(d->lease);
+	d->lease = NULL;
+	start_lease(d);
 	if (d->foreground)
 		shmtd_log_open(d->cfg.log_target);
 	shmtd_log(LOG_NOTICE, "reloaded: %zu limiters configured",
@@ -596,6 +618,8 @@ start(struct daemon *d)
 		return EXIT_FAIL;
 	if ((rc = start_metrics(d)) != 0)
 		return rc;
+	if ((rc = start_lease(d)) != 0)
+		return rc;
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
 		d->watchdog_ns = usec * 1000ULL / 2;
 	shmtd_log(LOG_NOTICE, "running on segment %s with %zu limiters%s",
@@ -731,6 +755,8 @@ stop(struct daemon *d)
 	sd_notify(0, "STOPPING=1");
 	shmtd_metrics_stop(d->metrics);
 	d->metrics = NULL;
+	shmtd_lease_stop(d->lease);
+	d->lease = NULL;
 	snapshot(d, "stop");
 	unclaim(d);
 	shmt_close(d->h);
@@ -815,6 +841,7 @@ main(int argc, char **argv)
 	}
 out:
 	shmtd_metrics_stop(d.metrics);
+	shmtd_lease_stop(d.lease);
 	if (d.h != NULL) {
 		unclaim(&d);
 		shmt_close(d.h);

@@ -495,6 +495,9 @@ shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 
 	if (rcpt != NULL)
 		memset(rcpt, 0, sizeof(*rcpt));
+	if (v->flags & SHMT_LIMF_GLOBAL)
+		return shmt__global_take(h, &v->lim->lm_g, v->limit, v->window,
+		    v->slack, cost, out);
 	if (v->mode == SHMT_MODE_GCRA) {
 		uint64_t tat = 0;
 
@@ -560,6 +563,9 @@ peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 	uint64_t now;
 	int rc = SHMT_EBUSYLOOP;
 
+	if (v->flags & SHMT_LIMF_GLOBAL)
+		return shmt__global_peek(h, &v->lim->lm_g, v->limit, v->window,
+		    v->slack, cost, out);
 	if (v->mode == SHMT_MODE_GCRA)
 		return shmt__gcra_peek(h, v, cost, out);
 	if (v->mode == SHMT_MODE_EXACT) {

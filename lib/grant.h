@@ -11,6 +11,7 @@
 
 #include "exact.h"
 #include "gcra.h"
+#include "global.h"
 #include "ring.h"
 #include "table.h"
 
@@ -21,6 +22,9 @@ take_shared_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	uint32_t tag = 0;
 	int why = WHY_NONE, rc;
 
+	if (__builtin_expect(v->flags & SHMT_LIMF_GLOBAL, 0))
+		return shmt__global_take(h, &v->lim->lm_g, v->limit, v->window,
+		    v->slack, 1, NULL);
 	if (v->mode != SHMT_MODE_BUCKETS) {
 		uint64_t seq = 0;
 

@@ -379,6 +379,9 @@ update_check(const struct shmt_lview *v, const shmt_limit_t *l, char *why,
 		    "and uses_per_key cannot change in place");
 	if ((l->shadow != 0) != ((v->flags & SHMT_LIMF_SHADOW) != 0))
 		REFUSE(-EOPNOTSUPP, "shadow: cannot change in place");
+	if (l->global || (v->flags & SHMT_LIMF_GLOBAL))
+		REFUSE(-EOPNOTSUPP, "global: a global limiter's parameters "
+		    "are the fleet's: they cannot change in place");
 	if ((rc = shmt__limit_check(&want, &g, why, why_len)) != 0)
 		return rc;
 	if (g.nb > v->nb)
@@ -864,6 +867,9 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 				if (v->log[i].ls_seq >= 0)
 					v->log[i].ls_time =
 					    shift(v->log[i].ls_time, d);
+		} else if (v->flags & SHMT_LIMF_GLOBAL) {
+			/* Leases of another boot's daemon and Redis. */
+			shmt__global_forget(&v->lim->lm_g);
 		} else if (v->flags & SHMT_LIMF_PER_CLIENT) {
 			for (uint32_t i = 0; i < v->capacity; i++) {
 				struct shmt_client *e = ce_at(v, i);

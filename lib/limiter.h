@@ -3,6 +3,7 @@
 #ifndef SHMT_LIMITER_H
 #define SHMT_LIMITER_H
 
+#include "global.h"
 #include "segment.h"
 
 #include <stdalign.h>
@@ -18,6 +19,7 @@ enum shmt_lim_state {
 #define SHMT_LIMF_PER_CLIENT 0x1U
 #define SHMT_LIMF_KEYS 0x2U
 #define SHMT_LIMF_SHADOW 0x4U
+#define SHMT_LIMF_GLOBAL 0x8U   /* leases from Redis: lm_g, global.c */
 
 /*
  * The state word W of a ring of buckets (one per limiter, one per client
@@ -158,6 +160,9 @@ struct shmt_lim {
 
 	/* Parameters changed in place: lm_p[gen & 1] for W's tag gen. */
 	alignas(SHMT_LINE) struct shmt_lparams lm_p[2];
+
+	/* Global limiters: the leases this host's daemon holds (global.h). */
+	alignas(SHMT_LINE) struct shmt_glease lm_g;
 };
 _Static_assert(offsetof(struct shmt_lim, lm_w) % 16 == 0, "W is 16-aligned");
 _Static_assert(sizeof(struct shmt_lim) % SHMT_LINE == 0, "rows are whole lines");

@@ -46,6 +46,10 @@ shmt__limit_check(const shmt_limit_t *l, struct lim_geom *g, char *why,
 		    "handed out must be real)");
 	if (l->window_ns == 0)
 		REFUSE("window_ns: must be above 0");
+	if (l->global != 0 && (l->global != 1 || l->mode != SHMT_MODE_BUCKETS ||
+	    l->nkeys != 0 || l->per_client || l->shadow))
+		REFUSE("global: 0 or 1, and a global limiter is a shared "
+		    "buckets limiter (no key pool, not per client, not shadow)");
 	if (l->nkeys > 0) {
 		if (l->nkeys > SHMT_KEYS_MAX)
 			REFUSE("nkeys: at most SHMT_KEYS_MAX (%d) key names",
@@ -279,6 +283,7 @@ shmt__view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	l.per_client = (v->flags & SHMT_LIMF_PER_CLIENT) != 0;
 	l.client_capacity = l.per_client ? v->capacity : 0;
 	l.burst = v->burst = lim->lm_burst;
+	l.global = (v->flags & SHMT_LIMF_GLOBAL) != 0;
 	if ((v->flags & SHMT_LIMF_SHADOW) && (v->flags & SHMT_LIMF_KEYS))
 		return SHMT_ECORRUPT;
 	if ((rc = shmt__limit_check(&l, &g, NULL, 0)) != 0 || g.nb != v->nb ||
@@ -592,6 +597,7 @@ same_params(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	    ((v.flags & SHMT_LIMF_PER_CLIENT) != 0) != (l->per_client != 0) ||
 	    v.burst != l->burst ||
 	    ((v.flags & SHMT_LIMF_SHADOW) != 0) != (l->shadow != 0) ||
+	    ((v.flags & SHMT_LIMF_GLOBAL) != 0) != (l->global != 0) ||
 	    (l->per_client && v.capacity != l->client_capacity))
 		return 0;
 	for (uint32_t i = 0; i < l->nkeys; i++)
@@ -635,7 +641,8 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 	lim->lm_burst = l->burst;
 	lim->lm_flags = (l->shadow ? SHMT_LIMF_SHADOW : 0) |
 	    (l->per_client ? SHMT_LIMF_PER_CLIENT : 0) |
-	    (l->nkeys ? SHMT_LIMF_KEYS : 0);
+	    (l->nkeys ? SHMT_LIMF_KEYS : 0) |
+	    (l->global ? SHMT_LIMF_GLOBAL : 0);
 	lim->lm_nkeys = l->nkeys;
 	lim->lm_uses_per_key = l->uses_per_key;
 	lim->lm_keystride = g->keystride;

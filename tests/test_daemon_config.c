@@ -300,6 +300,75 @@ test_gcra(void **state)
 	shmtd_config_free(&c);
 }
 
+/* [global] and global = yes: the Redis address, the host name, the
+ * rules, and a print that loads back. */
+static void
+test_global(void **state)
+{
+	static const struct { const char *text; const char *want; } bad[] = {
+		{ "[limiter a]\nlimit = 10\nwindow = 1s\nglobal = yes\n",
+		  ":4: key 'global': [limiter a] is global, but [global] names no redis" },
+		{ "[global]\nredis = localhost:6379\n",
+		  ":2: key 'redis': 'localhost:6379' is not a Redis address" },
+		{ "[global]\nredis = unix:relative.sock\n",
+		  ":2: key 'redis': 'unix:relative.sock' is not a Redis address" },
+		{ "[global]\nredis = tcp://h:0\n",
+		  ":2: key 'redis': 'tcp://h:0' is not a Redis address" },
+		{ "[global]\nredis = unix:/r.sock\n[limiter a]\nlimit = 10\n"
+		  "window = 1s\nglobal = yes\nmode = exact\n",
+		  ":6: key 'global': [limiter a]: global: 0 or 1, and a global limiter is a shared buckets limiter" },
+		{ "[limiter a]\nlimit = 10\nwindow = 1s\noffline_limit = 5\n",
+		  ":4: key 'offline_limit': [limiter a] is not global" },
+		{ "[global]\nredis = unix:/r.sock\n[limiter a]\nlimit = 10\n"
+		  "window = 1s\nglobal = yes\noffline_limit = 11\n",
+		  ":7: key 'offline_limit': [limiter a]: at most limit (10)" },
+	};
+	char path[64], path2[64], err[512], *text = NULL;
+	struct shmtd_config c, c2;
+	size_t n = 0;
+	FILE *f;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_file(path, sizeof(path), bad[i].text);
+		assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)),
+		    -EINVAL);
+		unlink(path);
+		if (strstr(err, bad[i].want) == NULL)
+			fail_msg("case %zu: got '%s', want '%s'", i, err,
+			    bad[i].want);
+	}
+	write_file(path, sizeof(path), "[limiter g]\nlimit = 500\n"
+	    "window = 10m\nglobal = yes\noffline_limit = 50\n[global]\n"
+	    "redis = tcp://redis.internal:6379\nhost = web-17\n");
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c.global.redis, "tcp://redis.internal:6379");
+	assert_string_equal(c.global.host, "web-17");
+	assert_int_equal(c.limiters[0].limit.global, 1);
+	assert_int_equal(c.limiters[0].offline_limit, 50);
+	f = open_memstream(&text, &n);
+	assert_non_null(f);
+	shmtd_config_print(f, &c);
+	fclose(f);
+	write_file(path2, sizeof(path2), text);
+	assert_int_equal(shmtd_config_load(path2, &c2, err, sizeof(err)), 0);
+	unlink(path2);
+	assert_string_equal(c2.global.redis, c.global.redis);
+	assert_string_equal(c2.global.host, "web-17");
+	assert_int_equal(c2.limiters[0].limit.global, 1);
+	assert_int_equal(c2.limiters[0].offline_limit, 50);
+	free(text);
+	shmtd_config_free(&c);
+	shmtd_config_free(&c2);
+	/* Without host =, the host's own name. */
+	write_file(path, sizeof(path), "[global]\nredis = unix:/run/r.sock\n");
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_true(c.global.host[0] != '\0');
+	shmtd_config_free(&c);
+}
+
 static void
 test_long_line_and_missing_file(void **state)
 {
@@ -617,6 +686,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_not_a_file),
 		cmocka_unit_test(test_sections),
 		cmocka_unit_test(test_dict_limits),
+		cmocka_unit_test(test_global),
 	};
 
 	if (argc < 2) {

@@ -471,6 +471,16 @@ typedef struct shmt_limit {
 	 * enforcement view (granted 0 with its retry_after_ns).  Not with a
 	 * key pool (a name handed out must be real). */
 	int shadow;
+	/* Global (1): the limit is shared by every host whose daemon leases
+	 * uses for this name from one Redis (config [global]); this host's
+	 * grants spend the leases its daemon holds (see shmt_global_stat and
+	 * the README, "Limits shared by many hosts").  Buckets mode only,
+	 * shared (no client, no key pool, not shadow); slack_ns is a lease's
+	 * open time and slack_uses the most uses one lease holds.  Without a
+	 * daemon holding a lease every request is refused.  Leases end at
+	 * CLOCK_MONOTONIC deadlines: handles that use a global limiter keep
+	 * the real clock (no shmt_set_clock). */
+	int global;
 } shmt_limit_t;
 
 /*
@@ -954,6 +964,57 @@ typedef struct shmt_bucket_info {
  */
 SHMT_EXPORT int shmt_limiter_buckets(shmt_t *h, const char *name,
     shmt_bucket_info_t *out, size_t cap);
+
+/* ---- Global limiters ------------------------------------------------------ */
+
+/* What the daemon last knew of Redis, for a global limiter. */
+enum shmt_global_state {
+	SHMT_GLOBAL_UNKNOWN = 0,   /* no daemon has reported yet */
+	SHMT_GLOBAL_ONLINE = 1,    /* leases come from Redis */
+	SHMT_GLOBAL_OFFLINE = 2,   /* Redis unreachable: open leases are
+	                            * used until they close, then refused */
+	SHMT_GLOBAL_WAITING = 3,   /* Redis lost its state (a restart without
+	                            * persistence): no lease for slack + window */
+	SHMT_GLOBAL_MISMATCH = 4,  /* another host leases this name with other
+	                            * parameters: nothing is leased */
+	SHMT_GLOBAL_FALLBACK = 5   /* Redis unreachable, leases closed:
+	                            * offline_limit in force (not fleet-safe) */
+};
+
+typedef struct shmt_global_stat {
+	int state;                  /* enum shmt_global_state */
+	uint32_t leases_open;       /* this host's leases workers may spend */
+	uint64_t lease_cap;         /* uses the open leases hold, in all */
+	uint64_t lease_used;        /* of which granted */
+	shmt_time_t lease_left_ns;  /* until the last open lease closes */
+	uint64_t host_in_flight;    /* uses this host holds in Redis (leases not
+	                             * yet released, less what it gave back) */
+	uint64_t fleet_in_flight;   /* every host's, as Redis counted them at
+	                             * this host's last lease request */
+	uint64_t rtt_ns;            /* Redis round trip of the last request */
+	uint64_t rtt_max_ns;        /* the longest seen */
+	uint64_t errors;            /* failed requests (connection, reply) */
+	int last_error;             /* negative errno of the last failure */
+	uint64_t leases;            /* leases taken since the daemon started */
+	uint64_t leased_uses;       /* uses they held */
+	uint64_t returned_uses;     /* unused uses given back at close */
+	uint64_t requests;          /* Redis calls made (leases asked, given
+	                             * back, refused), since the daemon started */
+	uint64_t denied;            /* requests refused on this host */
+	shmt_time_t updated_ns;     /* when the daemon last wrote this (0:
+	                             * never; compare with shmt_now) */
+} shmt_global_stat_t;
+
+/*
+ * shmt_global_stat: fill *OUT for the global limiter NAME: its open leases
+ * (read from the lease words) and what the host's daemon last published.
+ * Errors: -EINVAL (NULL argument), -ENOENT (no such limiter), -EPERM (not a
+ * global limiter), SHMT_ECORRUPT (a lease word breaks its rules).  Reads
+ * only; wait-free; kill -9 leaves nothing.  The daemon's fields are each
+ * read atomically, not together.
+ */
+SHMT_EXPORT int shmt_global_stat(shmt_t *h, const char *name,
+    shmt_global_stat_t *out);
 
 /* ---- Dictionary ---------------------------------------------------------- */
 

@@ -855,6 +855,53 @@ fail:
 	return NULL;
 }
 
+/* A global limiter's lease and Redis state, with the CLI's names; None
+ * when NAME is not global. */
+static PyObject *
+global_dict(shmt_t *h, const char *name)
+{
+	static const char *const states[] = { "unknown", "online", "offline",
+		"waiting", "mismatch", "fallback" };
+	shmt_time_t now = shmt_now(h);
+	shmt_global_stat_t g;
+	PyObject *share, *age;
+
+	if (shmt_global_stat(h, name, &g) != 0)
+		return Py_NewRef(Py_None);
+	share = g.fleet_in_flight > 0 ? PyFloat_FromDouble(
+	    (double)g.host_in_flight / (double)g.fleet_in_flight) :
+	    Py_NewRef(Py_None);
+	age = g.updated_ns != 0 && now >= g.updated_ns ?
+	    PyLong_FromUnsignedLongLong(now - g.updated_ns) :
+	    Py_NewRef(Py_None);
+	if (share == NULL || age == NULL) {
+		Py_XDECREF(share);
+		Py_XDECREF(age);
+		return NULL;
+	}
+	return Py_BuildValue("{s:s,s:{s:I,s:K,s:K,s:K},s:K,s:K,s:N,s:K,s:K,"
+	    "s:K,s:i,s:K,s:K,s:K,s:K,s:K,s:N}",
+	    "state", g.state >= 0 && g.state <= SHMT_GLOBAL_FALLBACK ?
+	    states[g.state] : "unknown",
+	    "lease", "open", g.leases_open,
+	    "cap", (unsigned long long)g.lease_cap,
+	    "used", (unsigned long long)g.lease_used,
+	    "left_ns", (unsigned long long)g.lease_left_ns,
+	    "host_in_flight", (unsigned long long)g.host_in_flight,
+	    "fleet_in_flight", (unsigned long long)g.fleet_in_flight,
+	    "host_share", share,
+	    "rtt_ns", (unsigned long long)g.rtt_ns,
+	    "rtt_max_ns", (unsigned long long)g.rtt_max_ns,
+	    "errors", (unsigned long long)g.errors,
+	    "last_error", g.last_error,
+	    "leases", (unsigned long long)g.leases,
+	    "leased_uses", (unsigned long long)g.leased_uses,
+	    "returned_uses", (unsigned long long)g.returned_uses,
+	    "requests", (unsigned long long)g.requests,
+	    "denied", (unsigned long long)g.denied,
+	    "updated_age_ns", age);
+}
+
 static PyObject *
 Segment_limiters(SegmentObject *self, PyObject *unused)
 {
@@ -877,8 +924,15 @@ Segment_limiters(SegmentObject *self, PyObject *unused)
 		return NULL;
 	}
 	for (int i = 0; i < rc && i < 4096; i++) {
-		PyObject *d = lim_dict(&st[i]);
+		PyObject *d = lim_dict(&st[i]), *g = NULL;
 
+		if (d != NULL && ((g = global_dict(self->h, st[i].name)) == NULL ||
+		    PyDict_SetItemString(d, "global", g) != 0)) {
+			Py_XDECREF(g);
+			Py_DECREF(d);
+			d = NULL;
+		}
+		Py_XDECREF(g);
 		if (d == NULL || PyList_Append(list, d) != 0) {
 			Py_XDECREF(d);
 			Py_DECREF(list);
@@ -890,6 +944,39 @@ Segment_limiters(SegmentObject *self, PyObject *unused)
 	PyMem_Free(st);
 	return Py_BuildValue("{s:s,s:K,s:N}", "segment", shmt_name(self->h),
 	    "now_ns", (unsigned long long)shmt_now(self->h), "limiters", list);
+}
+
+/* stat()'s "global": {name: global_dict} for every global limiter. */
+static int
+stat_global(shmt_t *h, PyObject *res)
+{
+	shmt_limiter_stat_t *st;
+	PyObject *o = PyDict_New();
+	int rc, err = 0;
+
+	if (o == NULL)
+		return -1;
+	if ((st = PyMem_Calloc(4096, sizeof(*st))) == NULL) {
+		Py_DECREF(o);
+		PyErr_NoMemory();
+		return -1;
+	}
+	rc = shmt_limiter_list(h, st, 4096);
+	for (int i = 0; i < rc && i < 4096 && !err; i++) {
+		PyObject *g = global_dict(h, st[i].name);
+
+		if (g == NULL)
+			err = 1;
+		else if (g != Py_None && PyDict_SetItemString(o, st[i].name,
+		    g) != 0)
+			err = 1;
+		Py_XDECREF(g);
+	}
+	PyMem_Free(st);
+	if (!err && PyDict_SetItemString(res, "global", o) != 0)
+		err = 1;
+	Py_DECREF(o);
+	return err ? -1 : 0;
 }
 
 static PyObject *
@@ -983,6 +1070,10 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 	    s.slots_stale, "reaped", (unsigned long long)s.slots_reaped,
 	    "limiters", "max", s.max_limiters, "in_use", s.limiters,
 	    "dictionary", dict, "counters", counters, "analyzer", an);
+	if (res != NULL && stat_global(self->h, res) != 0) {
+		Py_DECREF(res);
+		return NULL;
+	}
 	return res;
 }
 

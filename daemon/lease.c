@@ -1,0 +1,731 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The lease thread: for each global limiter, lease blocks of uses from
+ * Redis with one Lua script (its clock, its check and its record in one
+ * atomic step), put them in the segment's lease slots for the workers,
+ * close them before their local deadline, and give back what they did not
+ * grant.  The protocol and why it never over-grants are at the top of
+ * lib/global.c; this file is the Redis side.
+ *
+ * Redis keys of limiter NAME (the hash tag {NAME} keeps them on one slot
+ * of a Redis Cluster, so one script may touch all three):
+ *   shmt:{NAME}:l  hash: n:ID -> uses of lease ID still counted, h:ID ->
+ *                  the host that holds it ([global] host; only that host
+ *                  gives it back), inflight (their sum), params ("L:C:S":
+ *                  hosts must agree);
+ *                  expires H + 1 s after the last lease (H: the hold)
+ *   shmt:{NAME}:z  sorted set: ID scored by its release time T + H (us)
+ *   shmt:{NAME}:b  hash, never expires: born (when these records began),
+ *                  seq (the last lease ID), last (the script's clock)
+ * A script that finds no born key (a fresh Redis, or one restarted without
+ * its data) writes one and grants nothing until born + H: the leases the
+ * old records counted have all been released by then (see global.c).
+ *
+ * One thread serves every global limiter of the host, with one blocking
+ * connection: Redis sees a request per lease (a few per slack per host),
+ * a give-back per closed lease with uses left, never one per grant.  A
+ * request or connection that fails drops the connection; the thread
+ * reconnects with a backoff of 50 ms doubling to 1 s, while the leases in
+ * the segment run out by their own deadlines.
+ */
+#include "lease.h"
+
+#include "addr.h"
+#include "log.h"
+
+#include "global.h"
+#include "util.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+
+#define MS 1000000ULL
+/* Leases of one limiter this host may have in flight in Redis at once,
+ * counted for the host's share (display only: older ones are dropped). */
+#define HELD_MAX 256
+/* A blocking Redis call gives up after this; a reply that late is a lease
+ * nobody could use anyway (slack is usually shorter). */
+#define REDIS_TIMEOUT_US 250000
+
+static const char lua_lease[] =
+    /* Redis before 5 replicates a script by its text unless told to
+     * replicate its effects, and refuses writes after TIME otherwise. */
+    "if redis.replicate_commands then redis.replicate_commands() end\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+    "local op, L, hold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])\n"
+    "local F = function(x) return string.format('%d', x) end\n"
+    "local born = tonumber(redis.call('HGET', KEYS[3], 'born') or '0')\n"
+    "if born == 0 then\n"
+    "  born = now\n"
+    "  redis.call('HSET', KEYS[3], 'born', F(born))\n"
+    "end\n"
+    /* Redis's wall clock may step back: the script's clock stands still
+     * instead (a hold then lasts longer, never shorter). */
+    "local last = tonumber(redis.call('HGET', KEYS[3], 'last') or '0')\n"
+    "if now < last then now = last end\n"
+    "redis.call('HSET', KEYS[3], 'last', F(now))\n"
+    "if op == 'give' then\n"
+    "  if tonumber(ARGV[7]) ~= born then return {0, 0, 0, 0, born, 0} end\n"
+    "  local f = 'n:' .. ARGV[6]\n"
+    "  local n = tonumber(redis.call('HGET', KEYS[1], f) or '-1')\n"
+    "  if n < 0 then return {0, 0, 0, 0, born, 0} end\n"
+    /* Only the host that holds a lease gives it back. */
+    "  if redis.call('HGET', KEYS[1], 'h:' .. ARGV[6]) ~= ARGV[8] then\n"
+    "    return {0, 0, 0, 0, born, 0}\n"
+    "  end\n"
+    "  local u = math.min(tonumber(ARGV[5]), n)\n"
+    "  redis.call('HSET', KEYS[1], f, F(n - u))\n"
+    "  local inf = redis.call('HINCRBY', KEYS[1], 'inflight', F(-u))\n"
+    "  return {u, 0, inf, 0, born, 0}\n"
+    "end\n"
+    "local p = redis.call('HGET', KEYS[1], 'params')\n"
+    "if p and p ~= ARGV[4] then return {0, 0, 0, 0, born, 2} end\n"
+    "local inf = tonumber(redis.call('HGET', KEYS[1], 'inflight') or '0')\n"
+    "local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', F(now))\n"
+    "for _, id in ipairs(due) do\n"
+    "  local f = 'n:' .. id\n"
+    "  inf = inf - tonumber(redis.call('HGET', KEYS[1], f) or '0')\n"
+    "  redis.call('HDEL', KEYS[1], f, 'h:' .. id)\n"
+    "end\n"
+    "if #due > 0 then\n"
+    "  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', F(now))\n"
+    "end\n"
+    "if inf < 0 then inf = 0 end\n"
+    "local want, k, code = tonumber(ARGV[5]), 0, 0\n"
+    "if op == 'owe' then k = want\n"
+    "elseif now < born + hold then code = 1\n"
+    "else k = math.min(want, L - inf) end\n"
+    "if k < 0 then k = 0 end\n"
+    "local id = 0\n"
+    "if k > 0 then\n"
+    "  id = redis.call('HINCRBY', KEYS[3], 'seq', 1)\n"
+    "  redis.call('HSET', KEYS[1], 'n:' .. id, F(k), 'h:' .. id, ARGV[8])\n"
+    "  redis.call('ZADD', KEYS[2], F(now + hold), id)\n"
+    "  inf = inf + k\n"
+    "end\n"
+    "redis.call('HSET', KEYS[1], 'inflight', F(inf), 'params', ARGV[4])\n"
+    "local ttl = F(math.floor(hold / 1000) + 1000)\n"
+    "redis.call('PEXPIRE', KEYS[1], ttl)\n"
+    "redis.call('PEXPIRE', KEYS[2], ttl)\n"
+    "local retry = 0\n"
+    "if k == 0 then\n"
+    "  if now < born + hold then retry = born + hold - now\n"
+    "  else\n"
+    "    local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')\n"
+    "    if first[2] then retry = tonumber(first[2]) - now end\n"
+    "  end\n"
+    "end\n"
+    "return {id, k, inf, retry, born, code}\n";
+
+struct held {
+	uint64_t until;               /* local ns after which Redis freed it */
+	uint64_t n;
+	long long id;
+};
+
+struct gslot {
+	int mine;                     /* this thread installed it */
+	int offline;                  /* an offline_limit lease, not Redis's */
+	long long id, born;
+	uint32_t cap;
+	uint64_t installed;
+};
+
+struct glim {
+	char name[SHMT_LIMITER_NAME_MAX + 1];
+	char k_l[96], k_z[96], k_b[96], params[96];
+	struct shmt__gref ref;
+	uint64_t use_ns;              /* S' = S - S/1000: the local use span */
+	uint64_t hold_us, hold_ns;    /* H, in Redis's and in local units */
+	uint64_t offline_limit;
+	struct gslot slot[SHMT_GL_SLOTS];
+	struct held held[HELD_MAX];   /* this host's leases in Redis */
+	unsigned nheld;
+	struct held off[HELD_MAX];    /* offline leases still in flight */
+	unsigned noff;
+	long long off_seq;
+	uint64_t want;                /* the next lease's size */
+	uint64_t denied_seen, last_demand, used_seen, used_last;
+	uint64_t next_ask, retry_at;
+	int owe;                      /* offline uses to report on reconnect */
+	int hello;                    /* Redis has seen this limiter since the
+				       * connection was made */
+	shmt_global_stat_t st;
+};
+
+struct shmtd_lease {
+	pthread_t thr;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int stop, started;
+	shmt_t *h;
+	redisContext *rc;
+	char path[108], host[256];
+	int port;
+	char me[256];
+	uint64_t reconnect_at, backoff;
+	struct glim *g;
+	size_t ng;
+};
+
+/* ---- Redis ----------------------------------------------------------------- */
+
+static void
+fail(struct shmtd_lease *l, struct glim *g, int err, const char *what)
+{
+	if (g != NULL) {
+		g->st.errors++;
+		g->st.last_error = err;
+	}
+	if (l->rc != NULL) {
+		shmtd_log(LOG_WARNING, "global: redis %s: %s: %s", what,
+		    l->rc->errstr[0] != '\0' ? l->rc->errstr : "bad reply",
+		    "dropping the connection");
+		redisFree(l->rc);
+		l->rc = NULL;
+	}
+	l->backoff = l->backoff == 0 ? 50 * MS : l->backoff * 2;
+	if (l->backoff > 1000 * MS)
+		l->backoff = 1000 * MS;
+	l->reconnect_at = shmt__mono_ns() + l->backoff;
+}
+
+static int
+rconnect(struct shmtd_lease *l, uint64_t now)
+{
+	struct timeval tv = { 0, REDIS_TIMEOUT_US };
+	redisContext *c;
+
+	if (l->rc != NULL)
+		return 0;
+	if (now < l->reconnect_at)
+		return -EAGAIN;
+	c = l->path[0] != '\0' ? redisConnectUnixWithTimeout(l->path, tv) :
+	    redisConnectWithTimeout(l->host, l->port, tv);
+	if (c == NULL || c->err) {
+		int first = l->backoff == 0;
+
+		if (first || l->backoff >= 1000 * MS)
+			shmtd_log(LOG_WARNING, "global: cannot reach redis "
+			    "%s%s: %s", l->path[0] != '\0' ? l->path : l->host,
+			    "", c != NULL ? c->errstr : "no memory");
+		redisFree(c);
+		for (size_t i = 0; i < l->ng; i++) {
+			l->g[i].st.errors++;
+			l->g[i].st.last_error = -ECONNREFUSED;
+		}
+		l->backoff = l->backoff == 0 ? 50 * MS : l->backoff * 2;
+		if (l->backoff > 1000 * MS)
+			l->backoff = 1000 * MS;
+		l->reconnect_at = now + l->backoff;
+		return -ECONNREFUSED;
+	}
+	redisSetTimeout(c, tv);
+	l->rc = c;
+	l->backoff = 0;
+	for (size_t i = 0; i < l->ng; i++) {
+		if (l->g[i].noff > 0)
+			l->g[i].owe = 1;
+		l->g[i].hello = 0;
+	}
+	return 0;
+}
+
+/* Run the script: OP on G with N uses (and lease ID of epoch BORN for a
+ * give-back).  Fills OUT {id, uses, fleet in flight, retry us, born,
+ * code}; returns 0 or a negative errno (the connection is then dropped). */
+static int
+script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
+    long long id, long long born, long long out[6], uint64_t *rtt)
+{
+	char sL[24], sH[24], sN[24], sI[24], sB[24];
+	redisReply *r;
+	uint64_t t0;
+	int rc = 0;
+
+	if (l->rc == NULL)
+		return -ENOTCONN;
+	g->st.requests++;
+	snprintf(sL, sizeof(sL), "%" PRIu64, g->ref.limit);
+	snprintf(sH, sizeof(sH), "%" PRIu64, g->hold_us);
+	snprintf(sN, sizeof(sN), "%" PRIu64, n);
+	snprintf(sI, sizeof(sI), "%lld", id);
+	snprintf(sB, sizeof(sB), "%lld", born);
+	t0 = shmt__mono_ns();
+	r = redisCommand(l->rc, "EVAL %s 3 %s %s %s %s %s %s %s %s %s %s %s",
+	    lua_lease, g->k_l, g->k_z, g->k_b, op, sL, sH, g->params, sN, sI,
+	    sB, l->me);
+	if (rtt != NULL)
+		*rtt = shmt__mono_ns() - t0;
+	if (r == NULL) {
+		rc = l->rc->err == REDIS_ERR_EOF ? -ECONNRESET : -EIO;
+		fail(l, g, rc, op);
+		return rc;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 6) {
+		if (r->type == REDIS_REPLY_ERROR)
+			shmtd_log(LOG_WARNING, "global: redis %s: %s", op,
+			    r->str);
+		freeReplyObject(r);
+		fail(l, g, -EPROTO, op);
+		return -EPROTO;
+	}
+	for (int i = 0; i < 6; i++) {
+		if (r->element[i]->type != REDIS_REPLY_INTEGER) {
+			freeReplyObject(r);
+			fail(l, g, -EPROTO, op);
+			return -EPROTO;
+		}
+		out[i] = r->element[i]->integer;
+	}
+	freeReplyObject(r);
+	return 0;
+}
+
+/* ---- Bookkeeping ------------------------------------------------------------ */
+
+static void
+held_add(struct held *a, unsigned *n, uint64_t until, uint64_t k, long long id)
+{
+	if (*n == HELD_MAX) {
+		memmove(a, a + 1, (HELD_MAX - 1) * sizeof(*a));
+		(*n)--;
+	}
+	a[*n].until = until;
+	a[*n].n = k;
+	a[*n].id = id;
+	(*n)++;
+}
+
+static uint64_t
+held_sum(struct held *a, unsigned *n, uint64_t now)
+{
+	uint64_t s = 0;
+	unsigned j = 0;
+
+	for (unsigned i = 0; i < *n; i++)
+		if (a[i].until > now) {
+			s += a[i].n;
+			a[j++] = a[i];
+		}
+	*n = j;
+	return s;
+}
+
+static void
+held_less(struct held *a, unsigned n, long long id, uint64_t k)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (a[i].id == id) {
+			a[i].n = a[i].n > k ? a[i].n - k : 0;
+			return;
+		}
+}
+
+/* ---- One limiter ------------------------------------------------------------- */
+
+/* Close slot I if it is due (deadline passed, or full), and give back
+ * what it did not grant. */
+static void
+close_due(struct shmtd_lease *l, struct glim *g, unsigned i, uint64_t now,
+    int force)
+{
+	struct gslot *s = &g->slot[i];
+	uint32_t st, used, cap;
+	uint64_t dl;
+	long long out[6];
+
+	if (shmt__global_read(&g->ref, i, &st, &used, &cap, &dl) != 0 ||
+	    st != SHMT_GL_OPEN)
+		return;
+	if (!force && now < dl && used < cap)
+		return;
+	if (shmt__global_close(&g->ref, i, &used, &cap, &dl) != 1)
+		return;
+	if (!s->mine)
+		return;        /* a dead daemon's lease: its record is unknown */
+	s->mine = 0;
+	g->used_seen += used;
+	/* The next lease's size follows demand: double when one ran dry,
+	 * halve when one closed by time less than half used. */
+	if (used == cap && g->want < g->ref.slack_uses)
+		g->want = g->want * 2 < g->ref.slack_uses ? g->want * 2 :
+		    g->ref.slack_uses;
+	else if (used < cap / 2 && g->want > 1)
+		g->want /= 2;
+	if (used == cap)
+		return;
+	if (s->offline) {
+		held_less(g->off, g->noff, s->id, cap - used);
+		return;
+	}
+	if (script(l, g, "give", cap - used, s->id, s->born, out, NULL) == 0) {
+		g->st.returned_uses += (uint64_t)out[0];
+		held_less(g->held, g->nheld, s->id, (uint64_t)out[0]);
+	}
+}
+
+static int
+free_slot(struct glim *g)
+{
+	for (unsigned i = 0; i < SHMT_GL_SLOTS; i++) {
+		uint32_t st, used, cap;
+		uint64_t dl;
+
+		if (shmt__global_read(&g->ref, i, &st, &used, &cap, &dl) == 0 &&
+		    st != SHMT_GL_OPEN)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* Uses the open leases still hold that will last beyond SOON; *NOPEN
+ * gets how many are open, *USED what they granted. */
+static uint64_t
+open_left(struct glim *g, uint64_t soon, unsigned *nopen, uint64_t *usedp)
+{
+	uint64_t left = 0;
+
+	*nopen = 0;
+	*usedp = 0;
+	for (unsigned i = 0; i < SHMT_GL_SLOTS; i++) {
+		uint32_t st, used, cap;
+		uint64_t dl;
+
+		if (shmt__global_read(&g->ref, i, &st, &used, &cap, &dl) != 0 ||
+		    st != SHMT_GL_OPEN)
+			continue;
+		(*nopen)++;
+		*usedp += used;
+		if (dl > soon)
+			left += cap - used;
+	}
+	return left;
+}
+
+/* Report offline uses still in flight to Redis, once it is back, so the
+ * fleet counts them from now on. */
+static void
+pay_debt(struct shmtd_lease *l, struct glim *g, uint64_t now)
+{
+	uint64_t debt = held_sum(g->off, &g->noff, now);
+	long long out[6];
+
+	if (debt > 0 && script(l, g, "owe", debt, 0, 0, out, NULL) != 0)
+		return;
+	g->noff = 0;
+	g->owe = 0;
+}
+
+static void
+ask(struct shmtd_lease *l, struct glim *g, int i)
+{
+	long long out[6];
+	uint64_t sent, recv, rtt, dl;
+	struct gslot *s = &g->slot[i];
+	uint64_t k;
+
+	sent = shmt__mono_ns();
+	if (script(l, g, "take", g->want, 0, 0, out, &rtt) != 0) {
+		g->st.state = SHMT_GLOBAL_OFFLINE;
+		return;
+	}
+	recv = sent + rtt;
+	g->st.rtt_ns = rtt;
+	if (rtt > g->st.rtt_max_ns)
+		g->st.rtt_max_ns = rtt;
+	g->st.fleet_in_flight = out[2] > 0 ? (uint64_t)out[2] : 0;
+	g->st.state = out[5] == 1 ? SHMT_GLOBAL_WAITING :
+	    out[5] == 2 ? SHMT_GLOBAL_MISMATCH : SHMT_GLOBAL_ONLINE;
+	if (out[5] == 2) {
+		if (g->st.errors++ == 0 || g->st.last_error != -EEXIST)
+			shmtd_log(LOG_ERR, "global: limiter %s: another host "
+			    "leases it with other parameters (ours: %s)",
+			    g->name, g->params);
+		g->st.last_error = -EEXIST;
+		g->next_ask = recv + 1000 * MS;
+		return;
+	}
+	k = out[1] > 0 ? (uint64_t)out[1] : 0;
+	if (k == 0) {
+		uint64_t wait = out[3] > 0 ? (uint64_t)out[3] * 1000 : 0;
+
+		g->retry_at = recv + wait;
+		/* Another host may give uses back sooner than the first
+		 * release: look again within half a slack. */
+		if (wait > g->ref.slack / 2)
+			wait = g->ref.slack / 2;
+		g->next_ask = recv + (wait > 0 ? wait : MS / 2);
+		return;
+	}
+	dl = sent + g->use_ns;
+	held_add(g->held, &g->nheld, sent + g->hold_ns, k, out[0]);
+	g->st.leases++;
+	g->st.leased_uses += k;
+	g->retry_at = 0;
+	if (recv >= dl || k > g->ref.limit ||
+	    shmt__global_install(&g->ref, (unsigned)i, (uint32_t)k, dl,
+	    recv) != 0) {
+		/* Too late to use (or refused): every use goes back. */
+		long long id = out[0];
+
+		if (script(l, g, "give", k, id, out[4], out, NULL) == 0) {
+			g->st.returned_uses += (uint64_t)out[0];
+			held_less(g->held, g->nheld, id, (uint64_t)out[0]);
+		}
+		return;
+	}
+	s->mine = 1;
+	s->offline = 0;
+	s->id = out[0];
+	s->born = out[4];
+	s->cap = (uint32_t)k;
+	s->installed = recv;
+}
+
+/* Redis is unreachable and no lease is open: a local lease within
+ * offline_limit per window, counted like a Redis lease. */
+static void
+ask_offline(struct glim *g, int i, uint64_t now)
+{
+	uint64_t inflight = held_sum(g->off, &g->noff, now), k;
+	struct gslot *s = &g->slot[i];
+
+	if (g->offline_limit <= inflight)
+		return;
+	k = g->offline_limit - inflight;
+	if (k > g->want)
+		k = g->want;
+	if (shmt__global_install(&g->ref, (unsigned)i, (uint32_t)k,
+	    now + g->use_ns, now) != 0)
+		return;
+	held_add(g->off, &g->noff, now + g->hold_ns, k, --g->off_seq);
+	s->mine = 1;
+	s->offline = 1;
+	s->id = g->off_seq;
+	s->cap = (uint32_t)k;
+	s->installed = now;
+	g->st.state = SHMT_GLOBAL_FALLBACK;
+}
+
+/* Everything due for G at NOW; returns when it wants to run again. */
+static uint64_t
+step(struct shmtd_lease *l, struct glim *g, uint64_t now)
+{
+	uint64_t denied, soon, left, next, tick, used;
+	unsigned nopen;
+	int i, refused;
+
+	for (unsigned j = 0; j < SHMT_GL_SLOTS; j++)
+		close_due(l, g, j, now, 0);
+	denied = shmt__global_denied(&g->ref);
+	refused = denied != g->denied_seen;
+	g->denied_seen = denied;
+	soon = now + 2 * g->st.rtt_ns + MS;
+	left = open_left(g, soon, &nopen, &used);
+	/* Demand: a refusal, or a grant since the last look. */
+	if (refused || used + g->used_seen != g->used_last)
+		g->last_demand = now;
+	g->used_last = used + g->used_seen;
+	if (l->rc != NULL && g->owe)
+		pay_debt(l, g, now);
+	/* Say hello again once a fresh Redis's hold is over, so an idle
+	 * host does not keep showing "waiting". */
+	if (g->st.state == SHMT_GLOBAL_WAITING && g->retry_at != 0 &&
+	    now >= g->retry_at)
+		g->hello = 0;
+	if (l->rc != NULL && !g->hello) {
+		/* A request for nothing: a fresh Redis starts its hold now,
+		 * not at the first demand, and the CLI gets a round trip. */
+		uint64_t want = g->want;
+
+		g->want = 0;
+		ask(l, g, 0);
+		g->want = want;
+		g->hello = l->rc != NULL;
+		if (g->st.state != SHMT_GLOBAL_MISMATCH)
+			g->next_ask = 0;
+	}
+	i = free_slot(g);
+	if (i >= 0 && now >= g->next_ask &&
+	    (refused || (left < g->want / 2 + 1 &&
+	    now - g->last_demand < g->ref.slack))) {
+		if (l->rc != NULL)
+			ask(l, g, i);
+		else if (nopen == 0 && g->offline_limit > 0)
+			ask_offline(g, i, now);
+	}
+	if (l->rc == NULL && g->st.state != SHMT_GLOBAL_FALLBACK)
+		g->st.state = SHMT_GLOBAL_OFFLINE;
+	g->st.host_in_flight = held_sum(g->held, &g->nheld, now);
+	shmt__global_publish(&g->ref, &g->st, g->retry_at, now);
+
+	/* Look again within a millisecond while there is demand (refusals
+	 * are noticed by polling), else within 20 ms. */
+	tick = now - g->last_demand < 1000 * MS ? MS : 20 * MS;
+	next = now + tick;
+	for (unsigned j = 0; j < SHMT_GL_SLOTS; j++) {
+		uint32_t st, u, cap;
+		uint64_t dl;
+
+		if (shmt__global_read(&g->ref, j, &st, &u, &cap, &dl) == 0 &&
+		    st == SHMT_GL_OPEN && dl < next)
+			next = dl;
+	}
+	return next;
+}
+
+/* ---- The thread ------------------------------------------------------------------ */
+
+static void *
+run(void *arg)
+{
+	struct shmtd_lease *l = arg;
+
+	pthread_mutex_lock(&l->mu);
+	while (!l->stop) {
+		uint64_t now = shmt__mono_ns(), next = now + 20 * MS;
+		struct timespec ts;
+
+		pthread_mutex_unlock(&l->mu);
+		rconnect(l, now);
+		for (size_t i = 0; i < l->ng; i++) {
+			uint64_t n = step(l, &l->g[i], shmt__mono_ns());
+
+			if (n < next)
+				next = n;
+		}
+		if (l->rc == NULL && l->reconnect_at < next)
+			next = l->reconnect_at;
+		now = shmt__mono_ns();
+		if (next < now + 100000)
+			next = now + 100000;
+		pthread_mutex_lock(&l->mu);
+		ts.tv_sec = (time_t)(next / 1000000000ULL);
+		ts.tv_nsec = (long)(next % 1000000000ULL);
+		if (!l->stop)
+			pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+	}
+	pthread_mutex_unlock(&l->mu);
+	/* Close what this thread holds and give back what is left. */
+	for (size_t i = 0; i < l->ng; i++)
+		for (unsigned j = 0; j < SHMT_GL_SLOTS; j++)
+			close_due(l, &l->g[i], j, shmt__mono_ns(), 1);
+	return NULL;
+}
+
+static int
+glim_init(struct shmtd_lease *l, struct glim *g, const struct shmtd_limiter *c,
+    char *err, size_t errcap)
+{
+	int rc;
+
+	snprintf(g->name, sizeof(g->name), "%s", c->name);
+	if ((rc = shmt__global_ref(l->h, c->name, &g->ref)) != 0) {
+		snprintf(err, errcap, "global limiter %s: %s", c->name,
+		    shmt_strerror(rc));
+		return rc;
+	}
+	snprintf(g->k_l, sizeof(g->k_l), "shmt:{%s}:l", c->name);
+	snprintf(g->k_z, sizeof(g->k_z), "shmt:{%s}:z", c->name);
+	snprintf(g->k_b, sizeof(g->k_b), "shmt:{%s}:b", c->name);
+	snprintf(g->params, sizeof(g->params), "%" PRIu64 ":%" PRIu64 ":%"
+	    PRIu64, g->ref.limit, g->ref.window, g->ref.slack);
+	/* Rates within 0.1% (see global.c): the host uses a lease for
+	 * S - S/1000 of its own time, Redis holds it for (S + C) * 1.001
+	 * of its own, plus the microsecond TIME rounds away. */
+	g->use_ns = g->ref.slack - g->ref.slack / 1000;
+	g->hold_us = (g->ref.slack + g->ref.window) / 1000;
+	g->hold_us += g->hold_us / 1000 + 2;
+	g->hold_ns = g->hold_us * 1000;
+	g->offline_limit = c->offline_limit;
+	g->want = g->ref.slack_uses;
+	return 0;
+}
+
+int
+shmtd_lease_start(const struct shmtd_config *cfg, struct shmtd_lease **out,
+    char *err, size_t errcap)
+{
+	struct shmtd_lease *l;
+	pthread_condattr_t ca;
+	size_t n = 0;
+	int rc;
+
+	*out = NULL;
+	for (size_t i = 0; i < cfg->nlimiters; i++)
+		n += cfg->limiters[i].limit.global != 0;
+	if (n == 0)
+		return 0;
+	if ((l = calloc(1, sizeof(*l))) == NULL ||
+	    (l->g = calloc(n, sizeof(*l->g))) == NULL) {
+		free(l);
+		snprintf(err, errcap, "global: no memory");
+		return -ENOMEM;
+	}
+	if (shmtd_redis_parse(cfg->global.redis, l->path, sizeof(l->path),
+	    l->host, sizeof(l->host), &l->port) != 0) {
+		snprintf(err, errcap, "global: bad redis address '%s'",
+		    cfg->global.redis);
+		rc = -EINVAL;
+		goto fail;
+	}
+	snprintf(l->me, sizeof(l->me), "%s", cfg->global.host);
+	/* A handle of its own: the main loop's is not shared with threads. */
+	if ((rc = shmt_open(cfg->segment, &l->h)) != 0) {
+		snprintf(err, errcap, "global: open %s: %s", cfg->segment,
+		    shmt_strerror(rc));
+		goto fail;
+	}
+	for (size_t i = 0; i < cfg->nlimiters; i++)
+		if (cfg->limiters[i].limit.global &&
+		    (rc = glim_init(l, &l->g[l->ng++], &cfg->limiters[i], err,
+		    errcap)) != 0)
+			goto fail;
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&l->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if ((rc = pthread_create(&l->thr, NULL, run, l)) != 0) {
+		snprintf(err, errcap, "global: thread: %s", strerror(rc));
+		rc = -rc;
+		goto fail;
+	}
+	l->started = 1;
+	*out = l;
+	return 0;
+fail:
+	if (l->h != NULL)
+		shmt_close(l->h);
+	free(l->g);
+	free(l);
+	return rc;
+}
+
+void
+shmtd_lease_stop(struct shmtd_lease *l)
+{
+	if (l == NULL)
+		return;
+	if (l->started) {
+		pthread_mutex_lock(&l->mu);
+		l->stop = 1;
+		pthread_cond_signal(&l->cv);
+		pthread_mutex_unlock(&l->mu);
+		pthread_join(l->thr, NULL);
+	}
+	if (l->rc != NULL)
+		redisFree(l->rc);
+	shmt_close(l->h);
+	free(l->g);
+	free(l);
+}

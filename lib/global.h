@@ -1,0 +1,113 @@
+/* This file is private to libshmthrottle and shmthrottled: the leases of global limiters. */
+/* SPDX-License-Identifier: MIT */
+/*
+ * A global limiter's row carries two lease slots, filled by the host's
+ * daemon with blocks of uses leased from Redis and spent by the workers
+ * with one CAS each (the protocol and its proof are at the top of
+ * global.c).  The daemon's calls are the shmt__global_* functions below;
+ * shmthrottled includes this header for them and touches no field itself.
+ */
+#ifndef SHMT_GLOBAL_H
+#define SHMT_GLOBAL_H
+
+#include "segment.h"
+
+#include <stdalign.h>
+#include <stdint.h>
+
+#define SHMT_GL_SLOTS 2
+
+/* Slot states, the low two bits of gs_w[1]. */
+enum { SHMT_GL_EMPTY = 0, SHMT_GL_OPEN = 1, SHMT_GL_CLOSED = 2 };
+
+/*
+ * One lease, 16 bytes, changed only by a 16-byte CAS:
+ *   gs_w[0] = count:32 | cap:32      uses granted from it, uses it holds
+ *   gs_w[1] = deadline:62 | state:2  local monotonic ns after which no
+ *                                    grant may decide from it
+ * gs_w[1] only grows: a lease goes OPEN -> CLOSED with its deadline, and
+ * a new lease is installed only over EMPTY or CLOSED with a larger
+ * deadline.  Within one gs_w[1] the count only grows.
+ */
+struct shmt_glslot {
+	alignas(16) uint64_t gs_w[2];
+	uint64_t gs_opened_ns;       /* when the lease was installed (display) */
+	uint64_t gs_pad;
+};
+
+#define SHMT_GL_COUNT(lo) ((uint32_t)((lo) >> 32))
+#define SHMT_GL_CAP(lo) ((uint32_t)(lo))
+#define SHMT_GL_STATE(hi) ((uint32_t)((hi) & 3U))
+#define SHMT_GL_DEADLINE(hi) ((hi) >> 2)
+#define SHMT_GL_DEADLINE_MAX ((1ULL << 62) - 1)
+
+struct shmt_glease {
+	/* The lease words: every grant CASes one of them. */
+	alignas(SHMT_LINE) struct shmt_glslot gl_slot[SHMT_GL_SLOTS];
+	/* Written by workers on refusals only (relaxed): the daemon's demand
+	 * signal. */
+	alignas(SHMT_LINE) uint64_t gl_denied;
+	uint64_t gl_denied_uses;
+	/* Written by the daemon only (relaxed), for the CLI and for the
+	 * retry hint of a refusal; none of them bears on safety. */
+	alignas(SHMT_LINE) uint64_t gl_state;      /* SHMT_GLOBAL_* */
+	uint64_t gl_rtt_ns;
+	uint64_t gl_rtt_max_ns;
+	uint64_t gl_errors;
+	int64_t gl_last_error;
+	uint64_t gl_leases;
+	uint64_t gl_leased_uses;
+	uint64_t gl_returned_uses;
+	uint64_t gl_requests;
+	uint64_t gl_host_inflight;
+	uint64_t gl_fleet_inflight;
+	uint64_t gl_retry_at_ns;                   /* local time of the next
+						    * lease, as expected */
+	uint64_t gl_updated_ns;
+};
+
+/* Library side (limiter.c's grant paths call these for rows flagged
+ * SHMT_LIMF_GLOBAL).  G is the row's lease area, LIMIT its limit.
+ * shmt__global_take: grant COST uses at the handle's clock if an open lease
+ * holds them; 1 granted, 0 refused, SHMT_ECORRUPT (a slot word breaks its
+ * rules), SHMT_EBUSYLOOP.  OUT (may be NULL) gets the host's view. */
+int shmt__global_take(shmt_t *h, struct shmt_glease *g, uint64_t limit,
+    uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out);
+/* What shmt__global_take would answer, changing nothing. */
+int shmt__global_peek(shmt_t *h, struct shmt_glease *g, uint64_t limit,
+    uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out);
+/* Empty both slots: for a segment nobody else uses yet (a new row, a
+ * restored snapshot, whose leases belong to another boot). */
+void shmt__global_forget(struct shmt_glease *g);
+
+/* Daemon side. */
+struct shmt__gref {
+	struct shmt_glease *g;
+	uint32_t *wake;              /* the row's waiters' word */
+	uint64_t limit, window, slack, slack_uses;
+};
+/* Find the global limiter NAME in H and check its row: 0, -ENOENT (no
+ * such limiter), -EPERM (not global), SHMT_ECORRUPT. */
+int shmt__global_ref(shmt_t *h, const char *name, struct shmt__gref *ref);
+/* Install a lease of CAP uses usable until DEADLINE (local ns) in slot I,
+ * which must be EMPTY or CLOSED with an earlier deadline: 0, -EBUSY (slot
+ * open, or its deadline not earlier), -EINVAL, SHMT_ECORRUPT.  Wakes the
+ * limiter's waiters. */
+int shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
+    uint64_t deadline, uint64_t now);
+/* Close slot I (OPEN -> CLOSED, one CAS, after which no grant succeeds)
+ * and give its final count and cap: 1 closed now, 0 it was not open,
+ * -EINVAL, SHMT_ECORRUPT.  *DEADLINE gets the slot's deadline. */
+int shmt__global_close(const struct shmt__gref *r, unsigned i, uint32_t *used,
+    uint32_t *cap, uint64_t *deadline);
+/* Read slot I without changing it. */
+int shmt__global_read(const struct shmt__gref *r, unsigned i, uint32_t *state,
+    uint32_t *used, uint32_t *cap, uint64_t *deadline);
+/* Refusals counted by workers so far (uses asked and refused). */
+uint64_t shmt__global_denied(const struct shmt__gref *r);
+/* Publish what the CLI shows (the display fields of S, plus the retry
+ * hint RETRY_AT, local ns). */
+void shmt__global_publish(const struct shmt__gref *r,
+    const shmt_global_stat_t *s, uint64_t retry_at, uint64_t now);
+
+#endif /* SHMT_GLOBAL_H */

@@ -1,0 +1,1262 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Global limiters.  "unit": the lease words with an injected clock (grant,
+ * deadline, close, a hostile word, a worker killed mid-grant, the rules of
+ * a global definition).  "fleet": three simulated hosts on one machine,
+ * each its own segment, daemon and forked workers, one real redis-server
+ * on a unix socket in a temporary directory; every grant's decision time
+ * is recorded (one machine, one monotonic clock: the check is exact) and
+ * no half-open window of the limiter's length may hold more than its
+ * limit: with even and skewed demand, with Redis killed and restarted
+ * without persistence, and with daemons killed with kill -9 at seeded
+ * random points.
+ */
+#include "testutil.h"
+
+#include "global.h"
+#include "limiter.h"
+#include "prom.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MSEC 1000000ULL
+
+static const char *daemon_bin;
+
+static uint64_t
+mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void
+nap(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ULL),
+		(long)(ns % 1000000000ULL) };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* ---- Unit: the lease words -------------------------------------------------- */
+
+static shmt_limit_t
+glimit(void)
+{
+	shmt_limit_t l;
+
+	memset(&l, 0, sizeof(l));
+	l.limit = 100;
+	l.window_ns = 1000 * MSEC;
+	l.slack_ns = 100 * MSEC;
+	l.slack_uses = 50;
+	l.mode = SHMT_MODE_BUCKETS;
+	l.global = 1;
+	return l;
+}
+
+struct ufix {
+	char seg[96];
+	shmt_t *h;
+	struct tu_clock clk;
+	struct shmt__gref ref;
+};
+
+static void
+ufix_open(struct ufix *f)
+{
+	shmt_config_t cfg;
+	shmt_limit_t l = glimit();
+
+	shmt_config_init(&cfg);
+	tu_segname(f->seg, sizeof(f->seg), "global");
+	assert_int_equal(shmt_create(f->seg, &cfg, &f->h), 0);
+	f->clk.now = 1000;
+	assert_int_equal(shmt_set_clock(f->h, tu_clock_read, &f->clk), 0);
+	assert_int_equal(shmt_limiter_define(f->h, "g", &l), 0);
+	assert_int_equal(shmt__global_ref(f->h, "g", &f->ref), 0);
+}
+
+static void
+ufix_close(struct ufix *f)
+{
+	shmt_close(f->h);
+	shmt_unlink(f->seg);
+}
+
+static void
+test_lease_grants(void **state)
+{
+	struct ufix f;
+	uint32_t used, cap, st;
+	uint64_t dl;
+
+	(void)state;
+	ufix_open(&f);
+	/* No lease yet: refused, and counted as demand. */
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 0);
+	assert_int_equal(shmt__global_denied(&f.ref), 1);
+	assert_int_equal(shmt__global_install(&f.ref, 0, 3, 5000, 1000), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 0);
+	/* Open, not full: an install there is refused. */
+	assert_int_equal(shmt__global_install(&f.ref, 0, 3, 6000, 1000),
+	    -EBUSY);
+	assert_int_equal(shmt__global_install(&f.ref, 1, 2, 6000, 1000), 0);
+	f.clk.now = 4999;
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
+	/* The deadline is exclusive, and the workers check it themselves:
+	 * a dead daemon's lease stops granting by time alone. */
+	f.clk.now = 6000;
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 0);
+	assert_int_equal(shmt__global_read(&f.ref, 1, &st, &used, &cap, &dl),
+	    0);
+	assert_int_equal(st, SHMT_GL_OPEN);
+	assert_int_equal(used, 1);
+	assert_int_equal(shmt__global_close(&f.ref, 1, &used, &cap, &dl), 1);
+	assert_int_equal(used, 1);
+	assert_int_equal(cap, 2);
+	assert_int_equal(shmt__global_close(&f.ref, 1, &used, &cap, &dl), 0);
+	/* A new lease needs a later deadline than the slot's last. */
+	f.clk.now = 5000;
+	assert_int_equal(shmt__global_install(&f.ref, 1, 5, 6000, 5000),
+	    -EBUSY);
+	assert_int_equal(shmt__global_install(&f.ref, 1, 5, 7000, 5000), 0);
+	/* A closed lease grants nothing, even before its deadline. */
+	assert_int_equal(shmt__global_close(&f.ref, 1, &used, &cap, &dl), 1);
+	assert_int_equal(used, 0);
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 0);
+	assert_int_equal(shmt__global_install(&f.ref, 0, 0, 9000, 5000),
+	    -EINVAL);
+	assert_int_equal(shmt__global_install(&f.ref, 0, 101, 9000, 5000),
+	    -EINVAL);
+	ufix_close(&f);
+}
+
+static void
+test_lease_decisions(void **state)
+{
+	struct ufix f;
+	shmt_decision_t d;
+	shmt_global_stat_t gs;
+	uint32_t used, cap;
+	uint64_t dl;
+
+	(void)state;
+	ufix_open(&f);
+	assert_int_equal(shmt__global_install(&f.ref, 0, 10, 5000, 1000), 0);
+	assert_int_equal(shmt_acquire(f.h, "g", NULL, 0, 4, &d), 1);
+	assert_int_equal(d.limit, 100);
+	assert_int_equal(d.remaining, 6);
+	assert_int_equal(shmt_peek(f.h, "g", NULL, 0, 7, &d), 0);
+	assert_int_equal(shmt_acquire(f.h, "g", NULL, 0, 7, &d), 0);
+	assert_true(d.retry_after_ns > 0);
+	assert_int_equal(shmt_acquire(f.h, "g", NULL, 0, 6, &d), 1);
+	assert_int_equal(d.remaining, 0);
+	/* Cost above slack_uses is refused as for a local limiter. */
+	assert_int_equal(shmt_acquire(f.h, "g", NULL, 0, 51, &d), -EINVAL);
+	assert_int_equal(shmt_global_stat(f.h, "g", &gs), 0);
+	assert_int_equal(gs.leases_open, 1);
+	assert_int_equal(gs.lease_cap, 10);
+	assert_int_equal(gs.lease_used, 10);
+	assert_int_equal(gs.lease_left_ns, 4000);
+	assert_int_equal(gs.denied, 1);
+	assert_int_equal(shmt__global_close(&f.ref, 0, &used, &cap, &dl), 1);
+	assert_int_equal(used, 10);
+	/* Waiting: refused until the timeout, no lease coming. */
+	assert_int_equal(shmt_wait(f.h, "g", NULL, 0, 1, 1000000, &d), 0);
+	ufix_close(&f);
+}
+
+static void
+test_lease_rules(void **state)
+{
+	struct ufix f;
+	shmt_limit_t l = glimit();
+	shmt_global_stat_t gs;
+	const char *keys[] = { "a", "b" };
+
+	(void)state;
+	l.mode = SHMT_MODE_EXACT;
+	l.slack_ns = l.slack_uses = 0;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l = glimit();
+	l.per_client = 1;
+	l.client_capacity = 8;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l = glimit();
+	l.shadow = 1;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l = glimit();
+	l.keys = keys;
+	l.nkeys = 2;
+	l.uses_per_key = 50;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l = glimit();
+	l.global = 2;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	ufix_open(&f);
+	l = glimit();
+	assert_int_equal(shmt_limiter_define(f.h, "g", &l), 0);
+	l.global = 0;
+	assert_int_equal(shmt_limiter_define(f.h, "g", &l), -EEXIST);
+	assert_int_equal(shmt_limiter_define(f.h, "local", &l), 0);
+	assert_int_equal(shmt_global_stat(f.h, "local", &gs), -EPERM);
+	assert_int_equal(shmt_global_stat(f.h, "none", &gs), -ENOENT);
+	l.global = 1;
+	l.limit = 50;
+	assert_int_equal(shmt_limiter_update(f.h, "g", &l, NULL, 0),
+	    -EOPNOTSUPP);
+	ufix_close(&f);
+}
+
+/* What the daemon publishes reaches shmt_global_stat and the metrics,
+ * under the CLI's names. */
+static void
+test_lease_publish(void **state)
+{
+	struct ufix f;
+	shmt_global_stat_t in, gs;
+	char *text = NULL;
+	size_t n = 0;
+	FILE *m;
+
+	(void)state;
+	ufix_open(&f);
+	memset(&in, 0, sizeof(in));
+	in.state = SHMT_GLOBAL_ONLINE;
+	in.rtt_ns = 250000;
+	in.leases = 7;
+	in.requests = 9;
+	in.host_in_flight = 40;
+	in.fleet_in_flight = 160;
+	shmt__global_publish(&f.ref, &in, 0, 1000);
+	assert_int_equal(shmt_global_stat(f.h, "g", &gs), 0);
+	assert_int_equal(gs.state, SHMT_GLOBAL_ONLINE);
+	assert_int_equal(gs.leases, 7);
+	assert_int_equal(gs.requests, 9);
+	assert_int_equal(gs.host_in_flight, 40);
+	assert_int_equal(gs.updated_ns, 1000);
+	m = open_memstream(&text, &n);
+	assert_non_null(m);
+	assert_int_equal(shmtd_prom_write(m, f.h, NULL), 0);
+	fclose(m);
+	assert_non_null(strstr(text,
+	    "shmthrottle_global_leases_total{limiter=\"g\"} 7\n"));
+	assert_non_null(strstr(text,
+	    "shmthrottle_global_rtt_seconds{limiter=\"g\"} 0.000250000\n"));
+	assert_non_null(strstr(text,
+	    "shmthrottle_global_fleet_in_flight_uses{limiter=\"g\"} 160\n"));
+	free(text);
+	ufix_close(&f);
+}
+
+/* A hostile segment: every lease word field is checked, never trusted. */
+static void
+test_lease_hostile(void **state)
+{
+	struct ufix f;
+	shmt_global_stat_t gs;
+	struct shmt_glslot *s;
+	uint32_t used, cap, st;
+	uint64_t dl;
+	const uint64_t bad[][2] = {
+		{ (5ULL << 32) | 4, (9000ULL << 2) | SHMT_GL_OPEN }, /* count > cap */
+		{ 101, (9000ULL << 2) | SHMT_GL_OPEN },      /* cap > limit */
+		{ 4, (9000ULL << 2) | 3 },                   /* no such state */
+		{ 4, 0 },                                    /* EMPTY, not 0 */
+	};
+
+	(void)state;
+	ufix_open(&f);
+	s = &f.ref.g->gl_slot[1];
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		s->gs_w[0] = bad[i][0];
+		s->gs_w[1] = bad[i][1];
+		assert_int_equal(shmt_try_use_key(f.h, "g"), SHMT_ECORRUPT);
+		assert_int_equal(shmt_global_stat(f.h, "g", &gs), SHMT_ECORRUPT);
+		assert_int_equal(shmt__global_read(&f.ref, 1, &st, &used, &cap,
+		    &dl), SHMT_ECORRUPT);
+		assert_int_equal(shmt__global_install(&f.ref, 1, 1, 99999, 0),
+		    SHMT_ECORRUPT);
+	}
+	s->gs_w[0] = s->gs_w[1] = 0;
+	/* A row whose flags say global with parameters that break the
+	 * rules is refused by the daemon's lookup. */
+	((struct shmt_lim *)(void *)((char *)f.ref.g -
+	    offsetof(struct shmt_lim, lm_g)))->lm_slack_uses = 1000;
+	assert_int_equal(shmt__global_ref(f.h, "g", &f.ref), SHMT_ECORRUPT);
+	ufix_close(&f);
+}
+
+/* kill -9 of a worker in the middle of its grants loses at most the use
+ * being granted: the lease's count is the grants reported, or one more. */
+static void
+test_lease_worker_kill(void **state)
+{
+	uint64_t seed = tu_seed("global_worker_kill"), rnd = seed;
+	struct ufix f;
+
+	(void)state;
+	ufix_open(&f);
+	shmt_set_clock(f.h, NULL, NULL);
+	for (int round = 0; round < 20; round++) {
+		uint64_t *done = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		uint32_t used, cap;
+		uint64_t dl, now = mono();
+		pid_t pid;
+
+		assert_true(done != MAP_FAILED);
+		for (unsigned i = 0; i < SHMT_GL_SLOTS; i++)
+			shmt__global_close(&f.ref, i, &used, &cap, &dl);
+		assert_int_equal(shmt__global_install(&f.ref, 0, 100,
+		    now + 60000 * MSEC + (uint64_t)round, now), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			shmt_t *h;
+
+			if (shmt_open(f.seg, &h) != 0)
+				_exit(2);
+			for (;;)
+				if (shmt_try_use_key(h, "g") == 1)
+					__atomic_fetch_add(done, 1,
+					    __ATOMIC_SEQ_CST);
+		}
+		nap(tu_rand(&rnd) % (2 * MSEC));
+		kill(pid, SIGKILL);
+		assert_int_equal(waitpid(pid, NULL, 0), pid);
+		assert_int_equal(shmt__global_close(&f.ref, 0, &used, &cap, &dl),
+		    1);
+		assert_true(used >= *done && used <= *done + 1);
+		munmap(done, 4096);
+	}
+	ufix_close(&f);
+}
+
+/* ---- Fleet: three hosts, one Redis ----------------------------------------- */
+
+#define HOSTS 3
+#define WORKERS 2
+#define RECS (1 << 17)
+
+/* Parameters of the fleet's limiter: short real windows, since Redis
+ * keeps its own time. */
+#define F_LIMIT 200
+#define F_WINDOW_MS 300
+#define F_SLACK_MS 15
+#define F_USES 20
+/* Redis's hold of a lease (lease.c): (slack + window) * 1.001 + 2 us. */
+#define F_HOLD_NS (((F_SLACK_MS + F_WINDOW_MS) * 1000ULL * 1001 / 1000 + 2) \
+	* 1000)
+
+struct rec {
+	uint64_t n;
+	uint64_t t[RECS];
+};
+
+struct fleet {
+	char dir[64], sock[128];
+	pid_t redis;
+	char seg[HOSTS][96], conf[HOSTS][128], log[HOSTS][128];
+	pid_t daemon[HOSTS];
+	pid_t worker[HOSTS][WORKERS];
+	struct rec *rec;             /* HOSTS * WORKERS, shared */
+	uint64_t offline_limit;
+	int aof;                     /* Redis keeps an AOF, fsync always */
+	char psock[128];             /* the proxy's socket ("": none) */
+	pid_t proxy;
+	uint64_t proxy_seed;
+	/* The proxy holds each request up to req_ms (random), each reply
+	 * exactly rep_ms, and drops one in DROP (0: none); the hosts of
+	 * HOSTMASK go through it. */
+	unsigned req_ms, rep_ms, drop, hostmask;
+};
+
+static int
+have_redis(void)
+{
+	return system("command -v redis-server >/dev/null 2>&1") == 0;
+}
+
+static void
+redis_start(struct fleet *f)
+{
+	char log[128];
+	uint64_t end = mono() + 5000 * MSEC;
+
+	snprintf(log, sizeof(log), "%s/redis.log", f->dir);
+	unlink(f->sock);
+	f->redis = fork();
+	assert_true(f->redis >= 0);
+	if (f->redis == 0) {
+		execlp("redis-server", "redis-server", "--port", "0",
+		    "--unixsocket", f->sock, "--unixsocketperm", "700",
+		    "--save", "", "--appendonly", f->aof ? "yes" : "no",
+		    "--appendfsync", "always", "--dir", f->dir,
+		    "--logfile", log, "--daemonize", "no", (char *)NULL);
+		_exit(127);
+	}
+	for (;;) {
+		redisContext *c = redisConnectUnix(f->sock);
+		redisReply *r = c != NULL && !c->err ?
+		    redisCommand(c, "PING") : NULL;
+		int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+
+		if (r != NULL)
+			freeReplyObject(r);
+		redisFree(c);
+		if (ok)
+			return;
+		assert_true(mono() < end);
+		nap(5 * MSEC);
+	}
+}
+
+static void
+redis_kill(struct fleet *f)
+{
+	if (f->redis > 0) {
+		kill(f->redis, SIGKILL);
+		waitpid(f->redis, NULL, 0);
+		f->redis = 0;
+	}
+}
+
+static void
+write_conf(struct fleet *f, int i)
+{
+	FILE *c = fopen(f->conf[i], "w");
+
+	assert_non_null(c);
+	fprintf(c, "[global]\nredis = unix:%s\nhost = host-%d\n"
+	    "[segment]\nname = %s\n"
+	    "[limiter g]\nlimit = %d\nwindow = %dms\nslack_time = %dms\n"
+	    "slack_uses = %d\nglobal = yes\n",
+	    f->psock[0] != '\0' && (f->hostmask & (1U << i)) ? f->psock :
+	    f->sock, i, f->seg[i],
+	    F_LIMIT, F_WINDOW_MS, F_SLACK_MS, F_USES);
+	if (f->offline_limit > 0)
+		fprintf(c, "offline_limit = %llu\n",
+		    (unsigned long long)f->offline_limit);
+	fprintf(c, "[dictionary]\nenabled = no\n[analyzer]\nenabled = no\n"
+	    "[counters]\nenabled = no\n");
+	fclose(c);
+}
+
+static void
+daemon_start(struct fleet *f, int i)
+{
+	f->daemon[i] = fork();
+	assert_true(f->daemon[i] >= 0);
+	if (f->daemon[i] == 0) {
+		int fd = open(f->log[i], O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		if (fd < 0 || dup2(fd, STDERR_FILENO) < 0)
+			_exit(126);
+		execl(daemon_bin, daemon_bin, "-f", "-c", f->conf[i],
+		    (char *)NULL);
+		_exit(127);
+	}
+}
+
+/* Wait until host I's segment holds the limiter. */
+static void
+daemon_ready(struct fleet *f, int i)
+{
+	uint64_t end = mono() + 10000 * MSEC;
+
+	for (;;) {
+		shmt_global_stat_t gs;
+		shmt_t *h;
+		int ok = 0;
+
+		if (shmt_open(f->seg[i], &h) == 0) {
+			ok = shmt_global_stat(h, "g", &gs) == 0;
+			shmt_close(h);
+		}
+		if (ok)
+			return;
+		assert_true(mono() < end);
+		nap(5 * MSEC);
+	}
+}
+
+static uint64_t last_read;
+
+static shmt_time_t
+rec_clock(void *ctx)
+{
+	(void)ctx;
+	return last_read = mono();
+}
+
+/* A worker: ask (waiting up to 50 ms) until END, recording the decision
+ * time of every grant: the last clock value its call read. */
+static void
+worker(struct fleet *f, int host, int w, uint64_t end, uint64_t pace)
+{
+	struct rec *r = &f->rec[host * WORKERS + w];
+	shmt_t *h;
+
+	if (shmt_open(f->seg[host], &h) != 0)
+		_exit(2);
+	shmt_set_clock(h, rec_clock, NULL);
+	while (mono() < end) {
+		int rc = shmt_wait(h, "g", NULL, 0, 1, 50 * MSEC, NULL);
+
+		if (rc == 1 && r->n < RECS) {
+			r->t[r->n] = last_read;
+			__atomic_store_n(&r->n, r->n + 1, __ATOMIC_RELEASE);
+		} else if (rc < 0 && rc != -EINTR) {
+			_exit(3);
+		}
+		if (pace > 0)
+			nap(pace);
+	}
+	shmt_close(h);
+	_exit(0);
+}
+
+/*
+ * The proxy: every connection to PSOCK is relayed to Redis by a process
+ * of its own that holds each request 0-50 ms and drops the connection
+ * (both ends) with a request or a reply now and then (1 in 40).
+ */
+static void
+proxy_conn(const struct fleet *f, int c, const char *to, uint64_t seed)
+{
+	struct sockaddr_un sa;
+	char buf[65536];
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", to);
+	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		_exit(0);
+	for (;;) {
+		struct pollfd p[2] = { { c, POLLIN, 0 }, { s, POLLIN, 0 } };
+		ssize_t n;
+
+		if (poll(p, 2, -1) < 0)
+			_exit(0);
+		for (int k = 0; k < 2; k++) {
+			int from = k == 0 ? c : s, dst = k == 0 ? s : c;
+
+			if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			if ((n = read(from, buf, sizeof(buf))) <= 0)
+				_exit(0);
+			if (f->drop > 0 && tu_rand(&seed) % f->drop == 0)
+				_exit(0);       /* dropped */
+			if (k == 0 && f->req_ms > 0)
+				nap(tu_rand(&seed) % (f->req_ms * MSEC));
+			if (k == 1 && f->rep_ms > 0)
+				nap(f->rep_ms * MSEC);
+			for (ssize_t o = 0; o < n;) {
+				ssize_t w = write(dst, buf + o, (size_t)(n - o));
+
+				if (w <= 0)
+					_exit(0);
+				o += w;
+			}
+		}
+	}
+}
+
+static void
+proxy_start(struct fleet *f)
+{
+	struct sockaddr_un sa;
+	pid_t parent = getpid();
+	int l;
+
+	snprintf(f->psock, sizeof(f->psock), "%s/proxy.sock", f->dir);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	assert_true(strlen(f->psock) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, f->psock, strlen(f->psock) + 1);
+	l = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(l >= 0);
+	assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(l, 64), 0);
+	f->proxy = fork();
+	assert_true(f->proxy >= 0);
+	if (f->proxy == 0) {
+		uint64_t seed = f->proxy_seed;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(0);
+		signal(SIGCHLD, SIG_IGN);
+		for (;;) {
+			int c = accept(l, NULL, NULL);
+			uint64_t cs = tu_rand(&seed);
+			pid_t me = getpid();
+
+			if (c < 0)
+				continue;
+			if (fork() == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				if (getppid() != me)
+					_exit(0);
+				close(l);
+				proxy_conn(f, c, f->sock, cs);
+			}
+			close(c);
+		}
+	}
+	close(l);
+}
+
+static void
+fleet_up(struct fleet *f, const char *tag)
+{
+	snprintf(f->dir, sizeof(f->dir), "/tmp/shmt-global-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->sock, sizeof(f->sock), "%s/redis.sock", f->dir);
+	redis_start(f);
+	if (f->proxy_seed != 0)
+		proxy_start(f);
+	for (int i = 0; i < HOSTS; i++) {
+		char t[32];
+
+		snprintf(t, sizeof(t), "%s%d", tag, i);
+		tu_segname(f->seg[i], sizeof(f->seg[i]), t);
+		snprintf(f->conf[i], sizeof(f->conf[i]), "%s/host%d.conf",
+		    f->dir, i);
+		snprintf(f->log[i], sizeof(f->log[i]), "%s/host%d.log", f->dir,
+		    i);
+		write_conf(f, i);
+		daemon_start(f, i);
+	}
+	for (int i = 0; i < HOSTS; i++)
+		daemon_ready(f, i);
+	f->rec = mmap(NULL, sizeof(struct rec) * HOSTS * WORKERS,
+	    PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(f->rec != MAP_FAILED);
+}
+
+/* BUSY[i]: 0 no demand on host i, 1 as much as it gets, 2 one worker
+ * asking once per 400 ms. */
+static void
+workers_start(struct fleet *f, const int busy[HOSTS], uint64_t end)
+{
+	for (int i = 0; i < HOSTS; i++)
+		for (int w = 0; w < WORKERS; w++) {
+			f->worker[i][w] = 0;
+			if (!busy[i] || (busy[i] == 2 && w > 0))
+				continue;
+			f->worker[i][w] = fork();
+			assert_true(f->worker[i][w] >= 0);
+			if (f->worker[i][w] == 0)
+				worker(f, i, w, end,
+				    busy[i] == 2 ? 400 * MSEC : 0);
+		}
+}
+
+static void
+workers_wait(struct fleet *f)
+{
+	for (int i = 0; i < HOSTS; i++)
+		for (int w = 0; w < WORKERS; w++) {
+			int st;
+
+			if (f->worker[i][w] <= 0)
+				continue;
+			assert_int_equal(waitpid(f->worker[i][w], &st, 0),
+			    f->worker[i][w]);
+			assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		}
+}
+
+static void
+fleet_down(struct fleet *f)
+{
+	char cmd[160];
+
+	for (int i = 0; i < HOSTS; i++) {
+		if (f->daemon[i] > 0) {
+			kill(f->daemon[i], SIGTERM);
+			waitpid(f->daemon[i], NULL, 0);
+		}
+		shmt_unlink(f->seg[i]);
+	}
+	redis_kill(f);
+	if (f->proxy > 0) {
+		kill(f->proxy, SIGKILL);
+		waitpid(f->proxy, NULL, 0);
+	}
+	if (getenv("SHMT_KEEP") != NULL) {
+		printf("# kept %s\n", f->dir);
+	} else {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	munmap(f->rec, sizeof(struct rec) * HOSTS * WORKERS);
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct verdict {
+	uint64_t grants, max_window, over;
+	double util_mean;             /* steady state, per window */
+};
+
+/* Every grant of the fleet, sorted: the most in any [t, t + C), how many
+ * windows (starting at a grant) hold more than the limit, and the share
+ * of the limit granted per window between FROM and TO. */
+static struct verdict
+judge(struct fleet *f, uint64_t from, uint64_t to)
+{
+	const uint64_t C = F_WINDOW_MS * MSEC;
+	struct verdict v;
+	uint64_t *t, n = 0, j = 0;
+
+	memset(&v, 0, sizeof(v));
+	for (int i = 0; i < HOSTS * WORKERS; i++)
+		n += f->rec[i].n;
+	t = malloc((n + 1) * sizeof(*t));
+	assert_non_null(t);
+	n = 0;
+	for (int i = 0; i < HOSTS * WORKERS; i++)
+		for (uint64_t k = 0; k < f->rec[i].n; k++)
+			t[n++] = f->rec[i].t[k];
+	qsort(t, n, sizeof(*t), cmp_u64);
+	v.grants = n;
+	for (uint64_t i = 0; i < n; i++) {
+		while (j < n && t[j] < t[i] + C)
+			j++;
+		if (j - i > v.max_window)
+			v.max_window = j - i;
+		if (j - i > F_LIMIT)
+			v.over++;
+	}
+	/* The mean is the rate over whole periods.  Uses come back one hold
+	 * (slack + window, and the margin) after their lease, so grants
+	 * repeat with that period and come in bursts; counting over a span
+	 * that is not a whole number of periods would gain or lose a burst.
+	 * So: from the first grant at or after FROM to the first grant one
+	 * whole number of holds later. */
+	{
+		const uint64_t P = F_HOLD_NS;
+		uint64_t a = 0, b, c = 0, k;
+
+		while (a < n && t[a] < from)
+			a++;
+		v.util_mean = 0;
+		if (a < n && to > t[a] + P) {
+			/* One period less than fits: the next period's
+			 * first grant must exist. */
+			k = (to - t[a]) / P;
+			if (k > 1)
+				k--;
+			for (b = a; b < n && t[b] < t[a] + k * P; b++)
+				c++;
+			if (b < n && t[b] > t[a])
+				v.util_mean = (double)c * (double)C /
+				    ((double)(t[b] - t[a]) * F_LIMIT);
+		}
+	}
+	free(t);
+	return v;
+}
+
+/* The most grants of host HOST (-1: all) decided in [FROM, TO) that any
+ * window [t, t + C) holds. */
+static uint64_t
+most_in_window(struct fleet *f, int host, uint64_t from, uint64_t to)
+{
+	const uint64_t C = F_WINDOW_MS * MSEC;
+	uint64_t *t, n = 0, j = 0, most = 0;
+
+	for (int i = 0; i < HOSTS * WORKERS; i++)
+		n += f->rec[i].n;
+	t = malloc((n + 1) * sizeof(*t));
+	assert_non_null(t);
+	n = 0;
+	for (int i = 0; i < HOSTS * WORKERS; i++)
+		for (uint64_t k = 0; k < f->rec[i].n; k++)
+			if ((host < 0 || i / WORKERS == host) &&
+			    f->rec[i].t[k] >= from && f->rec[i].t[k] < to)
+				t[n++] = f->rec[i].t[k];
+	qsort(t, n, sizeof(*t), cmp_u64);
+	for (uint64_t i = 0; i < n; i++) {
+		while (j < n && t[j] < t[i] + C)
+			j++;
+		if (j - i > most)
+			most = j - i;
+	}
+	free(t);
+	return most;
+}
+
+static void
+report(const char *name, struct fleet *f, const struct verdict *v)
+{
+	printf("# %s: %llu grants, most in any %d ms window %llu (limit %d), "
+	    "%llu windows over", name, (unsigned long long)v->grants,
+	    F_WINDOW_MS, (unsigned long long)v->max_window, F_LIMIT,
+	    (unsigned long long)v->over);
+	if (v->util_mean > 0)
+		printf("; steady state: %.1f%% of the limit per window "
+		    "(at most C / (C + S) = %.1f%%: a lease is held for slack "
+		    "+ window)", 100 * v->util_mean,
+		    100.0 * F_WINDOW_MS / (F_WINDOW_MS + F_SLACK_MS));
+	printf("\n");
+	for (int i = 0; i < HOSTS; i++) {
+		shmt_global_stat_t gs;
+		shmt_t *h;
+
+		if (shmt_open(f->seg[i], &h) != 0)
+			continue;
+		if (shmt_global_stat(h, "g", &gs) == 0)
+			printf("#   host %d: state %d, %llu Redis calls, %llu "
+			    "leases (%llu uses, %llu given back), rtt %llu us "
+			    "(max %llu), %llu errors\n", i, gs.state,
+			    (unsigned long long)gs.requests,
+			    (unsigned long long)gs.leases,
+			    (unsigned long long)gs.leased_uses,
+			    (unsigned long long)gs.returned_uses,
+			    (unsigned long long)gs.rtt_ns / 1000,
+			    (unsigned long long)gs.rtt_max_ns / 1000,
+			    (unsigned long long)gs.errors);
+		shmt_close(h);
+	}
+	fflush(stdout);
+}
+
+#define NEED_REDIS() do { \
+		if (!have_redis()) { \
+			printf("# SKIP: redis-server is not installed " \
+			    "(scripts/setup.sh installs it)\n"); \
+			skip(); \
+		} \
+	} while (0)
+
+/* Run with demand on the hosts BUSY for RUN_MS, after the fresh Redis's
+ * first hold; check safety, and the steady-state use against MIN_UTIL. */
+static void
+fleet_run(const char *name, const int busy[HOSTS], double min_util)
+{
+	struct fleet f;
+	uint64_t start, end, hold = (F_WINDOW_MS + F_SLACK_MS) * MSEC;
+	struct verdict v;
+
+	memset(&f, 0, sizeof(f));
+	fleet_up(&f, name);
+	start = mono();
+	end = start + (uint64_t)(3000 * tu_scale()) * MSEC;
+	workers_start(&f, busy, end);
+	workers_wait(&f);
+	/* Steady state: after the fresh Redis's hold and one window. */
+	v = judge(&f, start + hold + F_WINDOW_MS * MSEC, end);
+	report(name, &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	assert_true(v.max_window <= F_LIMIT);
+	assert_true(v.util_mean >= min_util);
+}
+
+static void
+test_fleet_even(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+
+	(void)state;
+	NEED_REDIS();
+	fleet_run("even", busy, 0.90);
+}
+
+static void
+test_fleet_skewed(void **state)
+{
+	const int busy[HOSTS] = { 1, 0, 0 };
+
+	(void)state;
+	NEED_REDIS();
+	fleet_run("skewed", busy, 0.80);
+}
+
+/*
+ * Redis killed with kill -9 mid-run and started again without its data
+ * (no RDB, no AOF).  The hosts use the leases they hold until those close,
+ * then refuse; the fresh Redis has no born key, so it grants nothing for
+ * one hold: no window holds grants of both Redis lives, and none is over.
+ */
+static void
+redis_restart(int aof)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	struct fleet f;
+	uint64_t start, end, back, after;
+	struct verdict v;
+
+	memset(&f, 0, sizeof(f));
+	f.aof = aof;
+	fleet_up(&f, aof ? "raof" : "rrst");
+	start = mono();
+	end = start + 2400 * MSEC;
+	workers_start(&f, busy, end);
+	nap(1000 * MSEC);
+	redis_kill(&f);
+	nap(100 * MSEC);
+	redis_start(&f);
+	back = mono();
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	v.util_mean = 0;
+	/* Grants in the first hold after Redis came back: none without its
+	 * data (it waits one hold), some with it (it remembers its leases). */
+	after = most_in_window(&f, -1, back + 20 * MSEC, back + F_HOLD_NS);
+	printf("# redis restarted %s: %llu grants in the hold after it came "
+	    "back\n", aof ? "with AOF (appendfsync always)" :
+	    "without persistence", (unsigned long long)after);
+	report("redis restarted", &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	if (aof)
+		assert_true(after > 0);
+	else
+		assert_int_equal(after, 0);
+	/* After the restart the fleet grants again. */
+	assert_true(v.grants > 2 * F_LIMIT);
+}
+
+static void
+test_fleet_redis_restart(void **state)
+{
+	(void)state;
+	NEED_REDIS();
+	redis_restart(0);
+}
+
+/* The same with Redis's state kept (AOF, fsync always): the restarted
+ * Redis knows its leases and its born key, so it leases again at once. */
+static void
+test_fleet_redis_restart_aof(void **state)
+{
+	(void)state;
+	NEED_REDIS();
+	redis_restart(1);
+}
+
+/* Daemons killed with kill -9 at seeded random points and started again;
+ * the workers stop on a dead daemon's leases by their deadlines. */
+static void
+test_fleet_daemon_kill(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	uint64_t seed = tu_seed("global_daemon_kill"), rnd = seed;
+	struct fleet f;
+	uint64_t start, end;
+	struct verdict v;
+	int kills = 0;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	fleet_up(&f, "dkill");
+	start = mono();
+	end = start + (uint64_t)(3000 * tu_scale()) * MSEC;
+	workers_start(&f, busy, end);
+	while (mono() + 100 * MSEC < end) {
+		int i = (int)(tu_rand(&rnd) % HOSTS);
+
+		nap(10 * MSEC + tu_rand(&rnd) % (40 * MSEC));
+		kill(f.daemon[i], SIGKILL);
+		waitpid(f.daemon[i], NULL, 0);
+		kills++;
+		daemon_start(&f, i);
+	}
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	v.util_mean = 0;
+	printf("# %d daemons killed with kill -9 (seed %llu)\n", kills,
+	    (unsigned long long)seed);
+	report("daemons killed", &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	assert_true(kills >= 20);
+	assert_true(v.grants > F_LIMIT);
+}
+
+/*
+ * A daemon killed while its lease still holds uses, and not restarted: the
+ * host's one slow worker asks again long after the lease's deadline (400
+ * ms later, past the lease's release in Redis), while the other hosts take
+ * everything Redis has.  The workers check the deadline themselves, so the
+ * dead daemon's lease grants nothing more, and no window is over.
+ */
+static void
+test_fleet_dead_daemon_lease(void **state)
+{
+	const int busy[HOSTS] = { 2, 1, 1 };
+	struct fleet f;
+	uint64_t start, end, give_up;
+	struct verdict v;
+	shmt_global_stat_t gs;
+	shmt_t *h;
+	int killed = 0;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	fleet_up(&f, "dead");
+	start = mono();
+	end = start + 3000 * MSEC;
+	workers_start(&f, busy, end);
+	nap(F_HOLD_NS + 200 * MSEC);
+	assert_int_equal(shmt_open(f.seg[0], &h), 0);
+	/* Kill it at a moment its lease is open with uses left. */
+	for (give_up = mono() + 1500 * MSEC; mono() < give_up; nap(MSEC / 2)) {
+		assert_int_equal(shmt_global_stat(h, "g", &gs), 0);
+		if (gs.leases_open > 0 && gs.lease_cap > gs.lease_used) {
+			kill(f.daemon[0], SIGKILL);
+			waitpid(f.daemon[0], NULL, 0);
+			f.daemon[0] = 0;
+			killed = 1;
+			break;
+		}
+	}
+	shmt_close(h);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	v.util_mean = 0;
+	printf("# dead daemon: killed with %s lease uses left\n",
+	    killed ? "some" : "no (not caught)");
+	report("dead daemon's lease", &f, &v);
+	fleet_down(&f);
+	assert_true(killed);
+	assert_int_equal(v.over, 0);
+}
+
+/*
+ * Redis unreachable for good, no offline_limit: the hosts use the leases
+ * they hold until those close (each by its request's send time + slack,
+ * so by the kill + slack at the latest), then refuse everything.
+ */
+static void
+test_fleet_fail_closed(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	struct fleet f;
+	uint64_t start, end, killed;
+	struct verdict v;
+	uint64_t after;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	fleet_up(&f, "down");
+	start = mono();
+	end = start + 1600 * MSEC;
+	workers_start(&f, busy, end);
+	nap(F_HOLD_NS + 300 * MSEC);
+	killed = mono();
+	redis_kill(&f);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	after = most_in_window(&f, -1, killed + F_SLACK_MS * MSEC, end);
+	v.util_mean = 0;
+	printf("# fail closed: %llu grants decided after Redis was killed + "
+	    "slack\n", (unsigned long long)after);
+	report("redis down", &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	assert_int_equal(after, 0);
+	assert_true(v.grants >= F_LIMIT);
+}
+
+/*
+ * Redis unreachable with offline_limit = 30: once its leases close, each
+ * host grants at most 30 per window on its own, which is not fleet-safe:
+ * the windows that span the outage may hold the fleet's last leases and
+ * the hosts' offline uses together (measured and printed).  When Redis is
+ * back (here without its data: it grants nothing for one hold) the hosts
+ * report their offline uses still in flight ("owe") before they lease
+ * again, and windows that start after it is back are within the limit.
+ */
+static void
+test_fleet_offline_limit(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	const uint64_t off = 30, C = F_WINDOW_MS * MSEC;
+	struct fleet f;
+	uint64_t start, end, down, up, host_most = 0, fleet_most, after;
+	struct verdict v;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	f.offline_limit = off;
+	fleet_up(&f, "offl");
+	start = mono();
+	end = start + 3000 * MSEC;
+	workers_start(&f, busy, end);
+	nap(F_HOLD_NS + 300 * MSEC);
+	down = mono();
+	redis_kill(&f);
+	nap(900 * MSEC);
+	up = mono();
+	redis_start(&f);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	v.util_mean = 0;
+	for (int i = 0; i < HOSTS; i++) {
+		uint64_t m = most_in_window(&f, i, down + F_SLACK_MS * MSEC, up);
+
+		if (m > host_most)
+			host_most = m;
+	}
+	fleet_most = v.max_window;
+	after = most_in_window(&f, -1, up, end);
+	printf("# offline_limit %llu: most in a window per host while Redis "
+	    "was down %llu; fleet-wide most in any window %llu (limit %d: "
+	    "over by %lld, not fleet-safe); after Redis was back %llu\n",
+	    (unsigned long long)off, (unsigned long long)host_most,
+	    (unsigned long long)fleet_most, F_LIMIT,
+	    (long long)fleet_most - F_LIMIT, (unsigned long long)after);
+	report("offline_limit", &f, &v);
+	fleet_down(&f);
+	(void)C;
+	assert_true(host_most > 0);
+	assert_true(host_most <= off);
+	assert_true(after <= F_LIMIT);
+}
+
+/*
+ * Redis behind a proxy that adds 0-50 ms to each request and drops
+ * connections (1 request or reply in 40): leases arrive late (those past
+ * their request's send time + slack are given back unused), replies are
+ * lost (their leases are held in Redis for nothing), connections are made
+ * again.  Slower, never over.
+ */
+static void
+test_fleet_slow_redis(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	uint64_t seed = tu_seed("global_slow_redis");
+	struct fleet f;
+	uint64_t start, end;
+	struct verdict v;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	f.proxy_seed = seed | 1;
+	f.req_ms = 50;
+	f.drop = 40;
+	f.hostmask = 7;
+	fleet_up(&f, "slow");
+	start = mono();
+	end = start + 3000 * MSEC;
+	workers_start(&f, busy, end);
+	workers_wait(&f);
+	v = judge(&f, start + F_HOLD_NS, end);
+	report("slow, dropping redis", &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	assert_true(v.grants > 0);
+}
+
+/*
+ * A host whose replies come 40 ms late (more than the slack), alone with
+ * the demand: every lease it gets is past its request's send time + slack
+ * when it arrives, so it is given back unused and the host grants nothing.
+ * (A host that counted the slack from the reply instead would spend those
+ * leases up to 40 ms past Redis's [T, T + slack), which the proof at the
+ * top of lib/global.c does not allow.)
+ */
+static void
+test_fleet_late_replies(void **state)
+{
+	const int busy[HOSTS] = { 1, 0, 0 };
+	struct fleet f;
+	shmt_global_stat_t gs;
+	uint64_t start, end;
+	struct verdict v;
+	shmt_t *h;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	f.proxy_seed = 1;
+	f.rep_ms = 40;
+	f.hostmask = 1;
+	fleet_up(&f, "late");
+	start = mono();
+	end = start + 1500 * MSEC;
+	workers_start(&f, busy, end);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	v.util_mean = 0;
+	report("late replies to host 0", &f, &v);
+	assert_int_equal(shmt_open(f.seg[0], &h), 0);
+	assert_int_equal(shmt_global_stat(h, "g", &gs), 0);
+	shmt_close(h);
+	fleet_down(&f);
+	assert_true(gs.leases > 0);
+	assert_int_equal(v.grants, 0);
+	assert_int_equal(gs.returned_uses, gs.leased_uses);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest unit[] = {
+		cmocka_unit_test(test_lease_grants),
+		cmocka_unit_test(test_lease_decisions),
+		cmocka_unit_test(test_lease_rules),
+		cmocka_unit_test(test_lease_publish),
+		cmocka_unit_test(test_lease_hostile),
+		cmocka_unit_test(test_lease_worker_kill),
+	};
+	const struct CMUnitTest fleet[] = {
+		cmocka_unit_test(test_fleet_even),
+		cmocka_unit_test(test_fleet_skewed),
+		cmocka_unit_test(test_fleet_redis_restart),
+		cmocka_unit_test(test_fleet_redis_restart_aof),
+		cmocka_unit_test(test_fleet_daemon_kill),
+		cmocka_unit_test(test_fleet_dead_daemon_lease),
+		cmocka_unit_test(test_fleet_fail_closed),
+		cmocka_unit_test(test_fleet_offline_limit),
+		cmocka_unit_test(test_fleet_slow_redis),
+		cmocka_unit_test(test_fleet_late_replies),
+	};
+
+	if (argc >= 3 && strcmp(argv[2], "fleet") == 0) {
+		daemon_bin = argv[1];
+		signal(SIGPIPE, SIG_IGN);
+		return cmocka_run_group_tests(fleet, NULL, tu_sweep);
+	}
+	return cmocka_run_group_tests(unit, NULL, tu_sweep);
+}
