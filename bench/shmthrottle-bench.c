@@ -74,7 +74,7 @@ struct opts {
 	struct bench_conf c;
 	const char *workloads;
 	const char *systems;
-	int json, no_floor, no_clock, deny, sample_set;
+	int json, no_floor, no_clock, clock_only, deny, sample_set;
 	int set_limit, set_window, set_slack, set_slack_uses;
 };
 
@@ -122,6 +122,7 @@ usage(FILE *f)
 "      --seed N          random seed (printed in SUMMARY)\n"
 "      --no-floor        skip the floor runs\n"
 "      --no-clock        skip the CLOCK line (clock and floor costs)\n"
+"      --clock-only      print the CLOCK line (9 rounds) and exit\n"
 "      --redis-socket P  use a running server instead of starting one\n"
 "      --redis-cpu N     pin the bench's redis-server to CPU N (default:\n"
 "                        the first allowed CPU, worker 0's; 'none': not\n"
@@ -208,7 +209,7 @@ enum {
 	OPT_SAMPLE, OPT_SEED, OPT_NO_FLOOR, OPT_REDIS, OPT_PROGRESS,
 	OPT_NO_PROGRESS, OPT_JSON, OPT_LIST, OPT_DICT_KEYS, OPT_VALUE_SIZE,
 	OPT_UNIFORM, OPT_NO_ANALYZER, OPT_NO_CLOCK, OPT_REDIS_CPU, OPT_PIPELINE,
-	OPT_LIST_SYSTEMS
+	OPT_LIST_SYSTEMS, OPT_CLOCK_ONLY
 };
 
 static const struct option longopts[] = {
@@ -240,6 +241,7 @@ static const struct option longopts[] = {
 	{ "redis-cpu", required_argument, NULL, OPT_REDIS_CPU },
 	{ "pipeline", required_argument, NULL, OPT_PIPELINE },
 	{ "no-clock", no_argument, NULL, OPT_NO_CLOCK },
+	{ "clock-only", no_argument, NULL, OPT_CLOCK_ONLY },
 	{ "list-systems", no_argument, NULL, OPT_LIST_SYSTEMS },
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
@@ -318,6 +320,7 @@ parse_args(struct opts *o, int argc, char **argv)
 		case OPT_DENY: o->deny = 1; break;
 		case OPT_NO_FLOOR: o->no_floor = 1; break;
 		case OPT_NO_CLOCK: o->no_clock = 1; break;
+		case OPT_CLOCK_ONLY: o->clock_only = 1; break;
 		case OPT_LIST_SYSTEMS: list_systems(); return 0;
 		case OPT_REDIS: o->c.redis_sock = optarg; break;
 		case OPT_REDIS_CPU:
@@ -648,11 +651,14 @@ main(int argc, char **argv)
 	if (o.c.redis_cpu == -2)
 		o.c.redis_cpu = first_cpu();
 	harness_init();
-	if (!o.no_clock) {
+	if (!o.no_clock || o.clock_only) {
 		struct bench_clock k;
 
-		if (bench_clock_measure(&k, 5, 200000) == 0)
-			report_clock(&k, o.json);
+		if (bench_clock_measure(&k, o.clock_only ? 9 : 5, 200000) < 0)
+			return 1;
+		report_clock(&k, o.json);
+		if (o.clock_only)
+			return 0;
 	}
 	if ((list = strdup(o.workloads)) == NULL)
 		return 1;
