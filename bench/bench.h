@@ -152,6 +152,11 @@ struct bench_clock {
 /* Measure *OUT; returns 0 or -ENOMEM. */
 int bench_clock_measure(struct bench_clock *out, int rounds, uint32_t n);
 
+/* The bench's tests: take the lock of the mutex design's limiter that a
+ * worker context of bench_sys_mutex or bench_sys_mutex_1lock uses, and
+ * keep it, as an owner killed inside an op would.  Returns 0 or -errno. */
+int bench_mutex_hold(void *wctx);
+
 /* Remove the LMDB directories of benches killed with SIGKILL. */
 void bench_lmdb_clean_stale(void);
 

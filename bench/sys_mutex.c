@@ -615,6 +615,16 @@ mx_attach(void *gp, const struct bench_conf *c, void **pctx)
 	return 0;
 }
 
+int
+bench_mutex_hold(void *wctx)
+{
+	struct mx_worker *w = wctx;
+	struct mx_hdr *h = w->p->hdr;
+	struct mx_thr *t = mx_thr_at(h, w->thr);
+
+	return mx_lock(mx_pick_lock(h, &t->lock));
+}
+
 static bench_op_fn
 mx_pick(enum bench_kind k)
 {
