@@ -142,8 +142,8 @@ list_workloads(void)
 		printf("%-18s %s\n", workloads[i].name, workloads[i].what);
 }
 
-/* The systems, one a line; a system this build lacks (LMDB without
- * liblmdb) reports that it has no workload. */
+/* The systems, one a line, but those this build lacks (LMDB without
+ * liblmdb: it has no workload). */
 static void
 list_systems(void)
 {
