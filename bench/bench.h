@@ -55,6 +55,10 @@ struct bench_conf {
 	uint64_t seed;
 	const char *profile;   /* "grant" or "deny": what the limits aim at */
 	const char *redis_sock;
+	int redis_cpu;         /* the CPU the bench's redis-server runs on;
+				* -1: not pinned */
+	uint32_t pipeline;     /* redis-pipe: commands in flight per worker */
+	char server_cpu[16];   /* redis*: where its server runs, as printed */
 	int progress;          /* draw a progress bar for runs over 2 s */
 };
 
@@ -83,10 +87,19 @@ struct bench_sys {
 
 extern const struct bench_sys bench_sys_shmt;
 extern const struct bench_sys bench_sys_mutex;
+extern const struct bench_sys bench_sys_mutex_1lock;
 extern const struct bench_sys bench_sys_redis;
+extern const struct bench_sys bench_sys_redis_pipe;
+extern const struct bench_sys bench_sys_lmdb;
 extern const struct bench_sys bench_sys_floor_clock;
 extern const struct bench_sys bench_sys_floor_cas;
+extern const struct bench_sys bench_sys_floor_cas8;
 extern const struct bench_sys bench_sys_floor_add;
+
+/* Shards of the dictionary and the counters in the library's segment, of
+ * the dictionary and the client table in the mutex design: enough that
+ * writers rarely meet on one shard's lock with 8 workers. */
+#define BENCH_SHARDS 16
 
 /* Workloads whose op takes a drawn rank (client id or key) as argument. */
 static inline int
@@ -125,6 +138,27 @@ bench_key(char buf[16], uint64_t n)
 		buf[i++] = tmp[--len];
 	return i;
 }
+
+/* What this machine's clock and floor cost, one thread (the CLOCK line). */
+struct bench_clock {
+	double clock_ns;        /* clock_gettime(CLOCK_MONOTONIC) */
+	double shmt_clock_ns;   /* the library's clock read (shmt__now) */
+	double clock_cas16_ns;  /* load, clock read, 16-byte CAS */
+	double clock_cas8_ns;   /* load, clock read, 8-byte CAS */
+	int rounds;             /* median of this many rounds */
+	uint32_t n;             /* of this many calls each */
+};
+
+/* Measure *OUT; returns 0 or -ENOMEM. */
+int bench_clock_measure(struct bench_clock *out, int rounds, uint32_t n);
+
+/* The bench's tests: take the lock of the mutex design's limiter that a
+ * worker context of bench_sys_mutex or bench_sys_mutex_1lock uses, and
+ * keep it, as an owner killed inside an op would.  Returns 0 or -errno. */
+int bench_mutex_hold(void *wctx);
+
+/* Remove the LMDB directories of benches killed with SIGKILL. */
+void bench_lmdb_clean_stale(void);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t bench_now_ns(void);

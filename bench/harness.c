@@ -27,7 +27,10 @@
 #endif
 
 /* Ops between two looks at the phase word: often enough that a stop is
- * seen within microseconds, rarely enough to cost nothing. */
+ * seen within microseconds, rarely enough to cost nothing.  A worker that
+ * times every op (Redis: each takes microseconds, and on a busy machine
+ * milliseconds) looks after every op, so that a short run still counts
+ * its ops however slow they are. */
 #define BATCH 32
 /* How long the coordinator waits for workers to attach, and to exit. */
 #define ATTACH_WAIT_NS (30ULL * 1000000000ULL)
@@ -138,6 +141,7 @@ worker_loop(struct wctx *x, bench_op_fn op, void *opctx, struct wres *r)
 	uint64_t rnd = x->c->seed ^ ((uint64_t)(x->worker + 1) *
 	    0x9E3779B97F4A7C15ULL), n = 0, grants = 0, n0 = 0, g0 = 0;
 	const struct zipf *z = x->z;
+	const int batch = x->c->sample == 1 ? 1 : BATCH;
 	int ph, measuring = 0;
 
 	while ((ph = atomic_load_explicit(&x->sh->phase,
@@ -147,7 +151,7 @@ worker_loop(struct wctx *x, bench_op_fn op, void *opctx, struct wres *r)
 			n0 = n;
 			g0 = grants;
 		}
-		for (int i = 0; i < BATCH; i++, n++) {
+		for (int i = 0; i < batch; i++, n++) {
 			uint64_t arg = z ? zipf_draw(z, bench_rand(&rnd)) : 0;
 			uint64_t t0 = 0;
 			int rc;

@@ -11,7 +11,8 @@
 #define REDIS_SOCK_MAX 108
 
 /* The socket to use: --redis-socket when given, else that of a server this
- * process starts now (once) and stops at exit.  Returns 0 or -errno. */
+ * process starts now (once, pinned to c->redis_cpu unless it is -1) and
+ * stops at exit.  Returns 0 or -errno. */
 int bench_redis_socket(const struct bench_conf *c, char *buf, size_t cap);
 
 /* Stop the server started by bench_redis_socket(), if any, and remove its

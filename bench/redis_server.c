@@ -4,11 +4,16 @@
  * no AOF, in a fresh temporary directory.  The child asks the kernel to
  * kill it when the bench dies (PR_SET_PDEATHSIG), so even a bench killed
  * with SIGKILL leaves no server behind; a normal exit stops it with SIGTERM.
+ * The server is pinned to one CPU (--redis-cpu; sched_setaffinity before
+ * the exec, which keeps it) so that its figures do not depend on where the
+ * scheduler puts it next to its clients: between the same CPU and another
+ * a get costs ten times more or less on some machines.
  */
 #include "redis.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,13 +29,24 @@ static char redis_dir[64];
 static char redis_sock[REDIS_SOCK_MAX];
 
 static void
-redis_exec(pid_t parent)
+redis_exec(pid_t parent, int cpu)
 {
 	char log[96];
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(1);
+	if (cpu >= 0) {
+		cpu_set_t one;
+
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one) < 0) {
+			fprintf(stderr, "shmthrottle-bench: redis-server: "
+			    "cannot pin to CPU %d: %s\n", cpu, strerror(errno));
+			_exit(126);
+		}
+	}
 	snprintf(log, sizeof(log), "%s/redis.log", redis_dir);
 	execlp("redis-server", "redis-server", "--port", "0",
 	    "--unixsocket", redis_sock, "--unixsocketperm", "700",
@@ -67,7 +83,7 @@ redis_wait_ready(void)
 }
 
 static int
-redis_start(void)
+redis_start(int cpu)
 {
 	pid_t parent = getpid();
 	int rc;
@@ -85,7 +101,7 @@ redis_start(void)
 		return rc;
 	}
 	if (redis_pid == 0)
-		redis_exec(parent);
+		redis_exec(parent, cpu);
 	if ((rc = redis_wait_ready()) < 0) {
 		fprintf(stderr, "shmthrottle-bench: redis-server did not start "
 		    "(see %s/redis.log): %s\n", redis_dir, strerror(-rc));
@@ -140,7 +156,7 @@ bench_redis_socket(const struct bench_conf *c, char *buf, size_t cap)
 		snprintf(buf, cap, "%s", c->redis_sock);
 		return 0;
 	}
-	if (redis_pid == 0 && (rc = redis_start()) < 0)
+	if (redis_pid == 0 && (rc = redis_start(c->redis_cpu)) < 0)
 		return rc;
 	snprintf(buf, cap, "%s", redis_sock);
 	return 0;

@@ -104,6 +104,8 @@ conf_fields(struct line *l, const struct bench_conf *c)
 	field_s(l, "keys_drawn", c->uniform ? "uniform" : "zipf");
 	field_s(l, "analyzer", c->analyzer ? "on" : "off");
 	field_u(l, "sample", c->sample);
+	field_u(l, "pipeline", c->pipeline);
+	field_s(l, "server_cpu", c->server_cpu);
 	field_u(l, "seed", c->seed);
 }
 
@@ -127,6 +129,23 @@ report_run(const struct bench_result *r, int json)
 	field_u(&l, "p999_ns", hist_quantile(&r->h, 0.999));
 	field_u(&l, "max_ns", r->h.max);
 	field_u(&l, "errors", r->errors);
+	line_end(&l);
+	fflush(stdout);
+}
+
+void
+report_clock(const struct bench_clock *k, int json)
+{
+	struct line l;
+
+	line_begin(&l, json, "CLOCK");
+	field_s(&l, "clock", "shmthrottle-bench");
+	field_f(&l, "clock_ns", k->clock_ns, 2);
+	field_f(&l, "shmt_clock_ns", k->shmt_clock_ns, 2);
+	field_f(&l, "clock_cas16_ns", k->clock_cas16_ns, 2);
+	field_f(&l, "clock_cas8_ns", k->clock_cas8_ns, 2);
+	field_u(&l, "rounds", (uint64_t)k->rounds);
+	field_u(&l, "calls", k->n);
 	line_end(&l);
 	fflush(stdout);
 }

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shmthrottle-bench: multi-threaded and multi-process load on the
- * library's limiters, side by side with the floor (clock read, CAS, shared
- * add), the obvious mutex design and Redis, all measured in the same run.
- * One SUMMARY line per run (or JSON with --json) and the ratios of shmt
- * against every other system.
+ * library's limiters and dictionary, side by side with the floor (clock
+ * read, CAS, shared add), the obvious mutex design (a lock per limiter or
+ * shard, and one lock for everything), Redis (one command per round trip,
+ * and pipelined) and LMDB, all measured in the same run.  One CLOCK line
+ * first (what the clock and the floor cost here), then one SUMMARY line
+ * per run (or JSON with --json) and the ratios of shmt against every
+ * other system.
  */
 #include "bench.h"
 #include "harness.h"
@@ -15,6 +18,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +34,8 @@ struct workload {
 };
 
 /*
- * The workloads.  A system without the op of a workload (the mutex design
- * has no dictionary, Redis no windowed counter) is reported as skipped.
+ * The workloads.  A system without the op of a workload (the peers have no
+ * windowed counter, LMDB no limiter) is reported as skipped.
  */
 static const struct workload workloads[] = {
 	{ "throttle-same", BK_THROTTLE_SAME,
@@ -54,12 +58,15 @@ static const struct workload workloads[] = {
 #define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
 
 static const struct bench_sys *const systems[] = {
-	&bench_sys_shmt, &bench_sys_mutex, &bench_sys_redis,
+	&bench_sys_shmt, &bench_sys_mutex, &bench_sys_mutex_1lock,
+	&bench_sys_redis, &bench_sys_redis_pipe, &bench_sys_lmdb,
 };
 #define NSYSTEMS (sizeof(systems) / sizeof(systems[0]))
 
+/* clock+cas8 runs in rate mode only, whose state word is 8 bytes. */
 static const struct bench_sys *const floors[] = {
-	&bench_sys_floor_clock, &bench_sys_floor_cas, &bench_sys_floor_add,
+	&bench_sys_floor_clock, &bench_sys_floor_cas, &bench_sys_floor_cas8,
+	&bench_sys_floor_add,
 };
 #define NFLOORS (sizeof(floors) / sizeof(floors[0]))
 
@@ -67,7 +74,7 @@ struct opts {
 	struct bench_conf c;
 	const char *workloads;
 	const char *systems;
-	int json, no_floor, deny, sample_set;
+	int json, no_floor, no_clock, clock_only, deny, sample_set;
 	int set_limit, set_window, set_slack, set_slack_uses;
 };
 
@@ -86,7 +93,9 @@ usage(FILE *f)
 	fprintf(f,
 "usage: shmthrottle-bench [options]\n"
 "  -W, --workload LIST   comma-separated workloads (default throttle-same)\n"
-"  -s, --systems LIST    shmt,mutex,redis (default all three)\n"
+"  -s, --systems LIST    of shmt, mutex (a lock per limiter and per shard),\n"
+"                        mutex-1lock (one lock), redis, redis-pipe (--pipeline\n"
+"                        commands in flight), lmdb (dict-* only); default all\n"
 "  -t, --threads N       threads per process (default 1)\n"
 "  -p, --procs N         forked worker processes, each with its own handle\n"
 "                        (default 0: the threads run in the bench itself)\n"
@@ -112,10 +121,18 @@ usage(FILE *f)
 "                        1 for redis, whose calls take microseconds)\n"
 "      --seed N          random seed (printed in SUMMARY)\n"
 "      --no-floor        skip the floor runs\n"
+"      --no-clock        skip the CLOCK line (clock and floor costs)\n"
+"      --clock-only      print the CLOCK line (9 rounds) and exit\n"
 "      --redis-socket P  use a running server instead of starting one\n"
+"      --redis-cpu N     pin the bench's redis-server to CPU N (default:\n"
+"                        the first allowed CPU, worker 0's; 'none': not\n"
+"                        pinned); redis clients are always pinned, worker\n"
+"                        i to the i-th allowed CPU as --pin does\n"
+"      --pipeline N      redis-pipe: commands in flight per worker (16)\n"
 "      --progress / --no-progress  bar on stderr (default: if a tty)\n"
 "      --json            JSON lines instead of SUMMARY lines\n"
-"      --list            list the workloads\n");
+"      --list            list the workloads\n"
+"      --list-systems    list the systems this build has\n");
 }
 
 static void
@@ -123,6 +140,23 @@ list_workloads(void)
 {
 	for (size_t i = 0; i < NWORKLOADS; i++)
 		printf("%-18s %s\n", workloads[i].name, workloads[i].what);
+}
+
+/* The systems, one a line, but those this build lacks (LMDB without
+ * liblmdb: it has no workload). */
+static void
+list_systems(void)
+{
+	struct bench_conf c = { .kind = BK_DICT_GET };
+	int any;
+
+	for (size_t i = 0; i < NSYSTEMS; i++) {
+		any = 0;
+		for (c.kind = BK_THROTTLE_SAME; c.kind <= BK_HIT; c.kind++)
+			any |= systems[i]->supports(&c);
+		if (any)
+			printf("%s\n", systems[i]->name);
+	}
 }
 
 static const struct workload *
@@ -174,7 +208,8 @@ enum {
 	OPT_SLACK_USES, OPT_KEYS, OPT_CLIENTS, OPT_CAPACITY, OPT_ZIPF,
 	OPT_SAMPLE, OPT_SEED, OPT_NO_FLOOR, OPT_REDIS, OPT_PROGRESS,
 	OPT_NO_PROGRESS, OPT_JSON, OPT_LIST, OPT_DICT_KEYS, OPT_VALUE_SIZE,
-	OPT_UNIFORM, OPT_NO_ANALYZER
+	OPT_UNIFORM, OPT_NO_ANALYZER, OPT_NO_CLOCK, OPT_REDIS_CPU, OPT_PIPELINE,
+	OPT_LIST_SYSTEMS, OPT_CLOCK_ONLY
 };
 
 static const struct option longopts[] = {
@@ -203,6 +238,11 @@ static const struct option longopts[] = {
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "no-floor", no_argument, NULL, OPT_NO_FLOOR },
 	{ "redis-socket", required_argument, NULL, OPT_REDIS },
+	{ "redis-cpu", required_argument, NULL, OPT_REDIS_CPU },
+	{ "pipeline", required_argument, NULL, OPT_PIPELINE },
+	{ "no-clock", no_argument, NULL, OPT_NO_CLOCK },
+	{ "clock-only", no_argument, NULL, OPT_CLOCK_ONLY },
+	{ "list-systems", no_argument, NULL, OPT_LIST_SYSTEMS },
 	{ "progress", no_argument, NULL, OPT_PROGRESS },
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 	{ "json", no_argument, NULL, OPT_JSON },
@@ -241,6 +281,12 @@ parse_number(struct opts *o, int opt, const char *arg)
 		c->value_size = (uint32_t)v;
 		return v <= (1U << 20) ? 0 : -EINVAL;
 	case OPT_SEED: c->seed = v; return v >= 1 ? 0 : -EINVAL;
+	case OPT_REDIS_CPU:
+		c->redis_cpu = (int)v;
+		return v < CPU_SETSIZE ? 0 : -EINVAL;
+	case OPT_PIPELINE:
+		c->pipeline = (uint32_t)v;
+		return v >= 1 && v <= 1024 ? 0 : -EINVAL;
 	case OPT_SAMPLE:
 		c->sample = (uint32_t)v;
 		o->sample_set = 1;
@@ -273,7 +319,18 @@ parse_args(struct opts *o, int argc, char **argv)
 		case OPT_NO_ANALYZER: o->c.analyzer = 0; break;
 		case OPT_DENY: o->deny = 1; break;
 		case OPT_NO_FLOOR: o->no_floor = 1; break;
+		case OPT_NO_CLOCK: o->no_clock = 1; break;
+		case OPT_CLOCK_ONLY: o->clock_only = 1; break;
+		case OPT_LIST_SYSTEMS: list_systems(); return 0;
 		case OPT_REDIS: o->c.redis_sock = optarg; break;
+		case OPT_REDIS_CPU:
+			if (strcmp(optarg, "none") == 0) {
+				o->c.redis_cpu = -1;
+				break;
+			}
+			if (parse_number(o, opt, optarg) < 0)
+				goto bad;
+			break;
 		case OPT_PROGRESS: o->c.progress = 1; break;
 		case OPT_NO_PROGRESS: o->c.progress = 0; break;
 		case OPT_JSON: o->json = 1; break;
@@ -435,9 +492,26 @@ run_one(const struct opts *o, struct bench_conf c, const struct bench_sys *s,
 {
 	int rc;
 
+	int redis = s == &bench_sys_redis || s == &bench_sys_redis_pipe;
+
 	c.system = s->name;
 	if (!o->sample_set)
-		c.sample = s == &bench_sys_redis ? 1 : 64;
+		c.sample = redis ? 1 : 64;
+	if (s != &bench_sys_redis_pipe)
+		c.pipeline = 1;
+	/* Redis: the server on a stated CPU (redis_server.c) and its clients
+	 * pinned, so that the figures do not follow the scheduler. */
+	snprintf(c.server_cpu, sizeof(c.server_cpu), "-");
+	if (redis) {
+		c.pin = 1;
+		if (c.redis_sock != NULL)
+			snprintf(c.server_cpu, sizeof(c.server_cpu), "external");
+		else if (c.redis_cpu < 0)
+			snprintf(c.server_cpu, sizeof(c.server_cpu), "none");
+		else
+			snprintf(c.server_cpu, sizeof(c.server_cpu), "%d",
+			    c.redis_cpu);
+	}
 	alarm((unsigned)(c.warmup_s + c.duration_s) + 60);
 	rc = harness_run(&c, s, z, &rs[*n]);
 	alarm(0);
@@ -501,9 +575,13 @@ run_workload(const struct opts *o, const struct workload *wl,
 	}
 	if ((rc = draw_table(&c, z)) < 0)
 		goto out;
-	for (size_t i = 0; !o->no_floor && i < NFLOORS && !signals_seen; i++)
+	for (size_t i = 0; !o->no_floor && i < NFLOORS && !signals_seen; i++) {
+		if (floors[i] == &bench_sys_floor_cas8 &&
+		    c.mode != SHMT_MODE_GCRA)
+			continue;
 		if (run_one(o, c, floors[i], z, rs, &n) < 0)
 			rc = -EIO;
+	}
 	for (char *t = strtok_r(list, ",", &save); t && !signals_seen;
 	    t = strtok_r(NULL, ",", &save)) {
 		const struct bench_sys *s = find_system(t);
@@ -525,6 +603,27 @@ out:
 	return rc;
 }
 
+/*
+ * The first CPU this process may run on: the default home of the bench's
+ * redis-server, beside worker 0 (pinned there too).  One CPU for the
+ * server and its first client makes a round trip two context switches on
+ * one CPU; a server on another CPU adds the wake-up of that CPU, which on
+ * a VM with idle vCPUs costs tens of microseconds and on a shared machine
+ * depends on what else runs there (--redis-cpu measures any placement).
+ */
+static int
+first_cpu(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) < 0)
+		return -1;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &set))
+			return cpu;
+	return -1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -532,10 +631,10 @@ main(int argc, char **argv)
 		.c = { .threads = 1, .duration_s = 2, .warmup_s = 0.5,
 			.nkeys = 1000, .clients = 1000000, .capacity = 262144,
 			.zipf_s = 0.99, .dict_keys = 1000000, .value_size = 16,
-			.analyzer = 1,
+			.analyzer = 1, .redis_cpu = -2, .pipeline = 16,
 			.progress = isatty(2) },
 		.workloads = "throttle-same",
-		.systems = "shmt,mutex,redis",
+		.systems = "shmt,mutex,mutex-1lock,redis,redis-pipe,lmdb",
 	};
 	struct zipf z = { 0 };
 	char *list, *save = NULL;
@@ -548,7 +647,19 @@ main(int argc, char **argv)
 	install_signals();
 	remove_stale_segments();
 	bench_redis_clean_stale();
+	bench_lmdb_clean_stale();
+	if (o.c.redis_cpu == -2)
+		o.c.redis_cpu = first_cpu();
 	harness_init();
+	if (!o.no_clock || o.clock_only) {
+		struct bench_clock k;
+
+		if (bench_clock_measure(&k, o.clock_only ? 9 : 5, 200000) < 0)
+			return 1;
+		report_clock(&k, o.json);
+		if (o.clock_only)
+			return 0;
+	}
 	if ((list = strdup(o.workloads)) == NULL)
 		return 1;
 	for (char *t = strtok_r(list, ",", &save); t && !signals_seen;

@@ -3,10 +3,18 @@
  * The floor, measured in the same run as the systems and with the same
  * workers: what a grant cannot be cheaper than.  clock: one CLOCK_MONOTONIC
  * read (the vDSO).  clock+cas: one clock read and one uncontended 16-byte
- * CAS on the worker's own line, the least a lock-free grant does.  add:
- * one atomic add on a line every worker shares, the cost of contention.
+ * CAS on the worker's own line, the least a lock-free grant does (a
+ * bucket's state word is 16 bytes); clock+cas8: the same with an 8-byte
+ * CAS (a rate-mode state word).  add: one atomic add on a line every
+ * worker shares, the cost of contention.
+ *
+ * bench_clock_measure() times the same ops in one thread, outside the
+ * harness, for the CLOCK line every invocation prints first: what a clock
+ * read and the floors cost on this machine, so that ratios against them
+ * carry to another machine.
  */
 #include "bench.h"
+#include "segment.h"
 
 #include <ck_pr.h>
 #include <errno.h>
@@ -73,6 +81,16 @@ floor_op_cas(void *wctx, uint64_t arg)
 	return ck_pr_cas_64_2(w, cmp, set);
 }
 
+/* The same with an 8-byte word. */
+static int
+floor_op_cas8(void *wctx, uint64_t arg)
+{
+	uint64_t *w = ((struct floor_line *)wctx)->w;
+	uint64_t cmp = ck_pr_load_64(&w[0]);
+
+	return ck_pr_cas_64(&w[0], cmp, cmp + (bench_now_ns() & 0xff) + 1);
+}
+
 static int
 floor_op_add(void *wctx, uint64_t arg)
 {
@@ -101,6 +119,12 @@ static int
 floor_thread_cas(void *pctx, int worker, void **wctx, bench_op_fn *op)
 {
 	return floor_thread(pctx, worker, wctx, floor_op_cas, op);
+}
+
+static int
+floor_thread_cas8(void *pctx, int worker, void **wctx, bench_op_fn *op)
+{
+	return floor_thread(pctx, worker, wctx, floor_op_cas8, op);
 }
 
 static int
@@ -136,5 +160,64 @@ const struct bench_sys bench_sys_floor_clock =
     FLOOR_SYS("clock", floor_thread_clock);
 const struct bench_sys bench_sys_floor_cas =
     FLOOR_SYS("clock+cas", floor_thread_cas);
+const struct bench_sys bench_sys_floor_cas8 =
+    FLOOR_SYS("clock+cas8", floor_thread_cas8);
 const struct bench_sys bench_sys_floor_add =
     FLOOR_SYS("add", floor_thread_add);
+
+/* A handle with no clock of its own: shmt__now() on it reads the clock the
+ * library reads when shmt_set_clock() gave none. */
+static struct shmt clock_handle;
+
+static int
+floor_op_shmt_clock(void *wctx, uint64_t arg)
+{
+	return shmt__now(wctx) != 0;
+}
+
+/* Ns per call of OP, called through a pointer the compiler cannot see
+ * through, as the harness calls it: the median of ROUNDS rounds of N. */
+static double
+clock_time(bench_op_fn op, void *ctx, int rounds, uint32_t n)
+{
+	double v[16], t;
+	bench_op_fn volatile fn = op;
+
+	if (rounds > 16)
+		rounds = 16;
+	for (int r = 0; r < rounds; r++) {
+		uint64_t t0 = bench_now_ns();
+
+		for (uint32_t i = 0; i < n; i++)
+			fn(ctx, i);
+		v[r] = (double)(bench_now_ns() - t0) / n;
+		for (int j = r; j > 0 && v[j - 1] > v[j]; j--) {
+			t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	}
+	return v[rounds / 2];
+}
+
+int
+bench_clock_measure(struct bench_clock *out, int rounds, uint32_t n)
+{
+	struct floor_line *line = mmap(NULL, sizeof(*line),
+	    PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	void *volatile hp = &clock_handle;
+
+	if (line == MAP_FAILED)
+		return -ENOMEM;
+	/* One round unmeasured, so the first measured one finds the line and
+	 * the code in the caches. */
+	clock_time(floor_op_cas, line, 1, n / 4 + 1);
+	out->clock_ns = clock_time(floor_op_clock, NULL, rounds, n);
+	out->shmt_clock_ns = clock_time(floor_op_shmt_clock, hp, rounds, n);
+	out->clock_cas16_ns = clock_time(floor_op_cas, line, rounds, n);
+	out->clock_cas8_ns = clock_time(floor_op_cas8, line, rounds, n);
+	out->rounds = rounds;
+	out->n = n;
+	munmap(line, sizeof(*line));
+	return 0;
+}

@@ -3,19 +3,32 @@
  * The obvious design, as a peer: the seed's throttler (a deque of buckets
  * and a free count), the sliding-window log for exact mode, and a
  * per-client table, and for the dictionary's workloads a hash table of
- * fixed-size slots, all in one shared-memory segment behind one robust,
- * process-shared pthread mutex.  Written plainly: take the lock, read the
- * clock, run the seed's algorithm, unlock.  The clock is read under the
- * lock so that this peer keeps the same safety promise as the library: a
- * caller that read the clock before the lock and was preempted could spend
- * capacity another caller released at a later time than its own.
+ * fixed-size slots, all in one shared-memory segment behind robust,
+ * process-shared pthread mutexes.  Written plainly: take the lock, read
+ * the clock, run the seed's algorithm, unlock.  The clock is read under
+ * the lock so that this peer keeps the same safety promise as the library:
+ * a caller that read the clock before the lock and was preempted could
+ * spend capacity another caller released at a later time than its own.
+ *
+ * Two variants share every line but the choice of lock:
+ *   mutex        one lock per limiter, and one per shard of the client
+ *                table and of the dictionary (BENCH_SHARDS, as many as the
+ *                library's segment in the bench has): the design done
+ *                properly, each lock on its own cache line;
+ *   mutex-1lock  one lock for the whole segment.
+ * A lock whose owner died (EOWNERDEAD) is made consistent and taken over
+ * as it is: the obvious design has nothing to repair with, and a killed
+ * owner can at worst leave the one limiter or slot it was changing half
+ * written.
  */
 #include "bench.h"
 #include "zipf.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +38,15 @@
 /* How far a client lookup probes before it gives up (table full). */
 #define MX_PROBE 64
 
-/* The seed's Throttler; its bucket deque (nbuckets entries) follows it. */
+/* A robust mutex alone on its cache line. */
+struct mx_lock {
+	alignas(64) pthread_mutex_t m;
+};
+
+/* The seed's Throttler, behind its own lock; its bucket deque (nbuckets
+ * entries) follows it.  Limiters are a multiple of 64 bytes apart. */
 struct mx_thr {
+	struct mx_lock lock;  /* per-client entries use their shard's */
 	uint64_t free;
 	uint32_t head, len;   /* deque of buckets: ring positions */
 	uint32_t cursor;      /* next-key: the next name's index */
@@ -52,9 +72,17 @@ struct mx_slot {
 	uint32_t pad;
 };
 
+/*
+ * The segment: this header, the shard locks, the client table (per-client
+ * workloads: BENCH_SHARDS runs of `shard_n` entries), the limiters, the
+ * dictionary (BENCH_SHARDS runs of `shard_n` slots).
+ */
 struct mx_hdr {
-	pthread_mutex_t lock;
-	uint64_t dict_slots;  /* dictionary: slots, twice the keys */
+	struct mx_lock lock;  /* mutex-1lock: the one lock */
+	struct mx_lock shard[BENCH_SHARDS];
+	int single;           /* mutex-1lock */
+	uint32_t shard_n;     /* client entries or dictionary slots per shard */
+	uint64_t dict_slots;  /* dictionary: slots, at least twice the keys */
 	uint64_t slot_size;
 	uint64_t size;
 	uint32_t nthr;        /* limiters (or client entries) */
@@ -84,6 +112,14 @@ struct mx_worker {
 	char *value;          /* dict: read into, written from */
 };
 
+/* Bytes of the client table, rounded up to whole cache lines. */
+static uint64_t
+mx_client_bytes(const struct mx_hdr *h)
+{
+	return h->per_client ? ((uint64_t)h->nthr * sizeof(struct mx_client) +
+	    63) & ~63ULL : 0;
+}
+
 static struct mx_slot *
 mx_slot_at(struct mx_hdr *h, uint64_t i)
 {
@@ -93,8 +129,7 @@ mx_slot_at(struct mx_hdr *h, uint64_t i)
 static struct mx_thr *
 mx_thr_at(struct mx_hdr *h, uint32_t i)
 {
-	char *base = (char *)h + sizeof(*h) + sizeof(struct mx_client) *
-	    (h->per_client ? h->nthr : 0);
+	char *base = (char *)h + sizeof(*h) + mx_client_bytes(h);
 
 	return (struct mx_thr *)(base + h->thr_size * i);
 }
@@ -170,26 +205,65 @@ mx_idle(struct mx_hdr *h, struct mx_thr *t, uint64_t now)
 static void
 mx_thr_init(struct mx_hdr *h, struct mx_thr *t)
 {
-	memset(t, 0, h->thr_size);
+	/* Everything but the lock. */
+	memset(&t->free, 0, h->thr_size - offsetof(struct mx_thr, free));
 	t->free = h->limit;
 }
 
-/* Find the client's limiter: its own entry, a free one, or an idle one to
- * take over; none within MX_PROBE slots means the table is full. */
-static struct mx_thr *
-mx_client(struct mx_hdr *h, uint64_t id, uint64_t now)
+/* The lock that guards M's data: itself, or the one lock of mutex-1lock. */
+static pthread_mutex_t *
+mx_pick_lock(struct mx_hdr *h, struct mx_lock *m)
 {
-	struct mx_client *tab = (struct mx_client *)(h + 1);
-	uint64_t x = (id + 1) * 0x9E3779B97F4A7C15ULL;
-	uint32_t start = (uint32_t)((x >> 32) % h->nthr), idle = UINT32_MAX;
+	return h->single ? &h->lock.m : &m->m;
+}
 
-	for (uint32_t k = 0; k < MX_PROBE && k < h->nthr; k++) {
-		uint32_t i = (start + k) % h->nthr;
+/* A robust mutex whose owner died is taken over as it is: the obvious
+ * design has nothing to repair with. */
+static int
+mx_lock(pthread_mutex_t *m)
+{
+	int rc = pthread_mutex_lock(m);
+
+	if (rc == EOWNERDEAD)
+		rc = pthread_mutex_consistent(m);
+	return -rc;
+}
+
+/* The shard of a 64-bit hash and the first position it probes there.  The
+ * high bits of FNV-1a over a short key are poorly mixed: MurmurHash3's
+ * finaliser mixes them first. */
+static uint32_t
+mx_shard_of(const struct mx_hdr *h, uint64_t x, uint32_t *start)
+{
+	uint32_t hi;
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	hi = (uint32_t)(x >> 32);
+
+	*start = hi / BENCH_SHARDS % h->shard_n;
+	return hi % BENCH_SHARDS;
+}
+
+/* Find the client's limiter in its shard (whose lock the caller holds):
+ * its own entry, a free one, or an idle one to take over; none within
+ * MX_PROBE entries means the shard is full. */
+static struct mx_thr *
+mx_client(struct mx_hdr *h, uint32_t shard, uint32_t start, uint64_t id,
+    uint64_t now)
+{
+	struct mx_client *tab = (struct mx_client *)(h + 1) +
+	    (uint64_t)shard * h->shard_n;
+	uint32_t base = shard * h->shard_n, idle = UINT32_MAX;
+
+	for (uint32_t k = 0; k < MX_PROBE && k < h->shard_n; k++) {
+		uint32_t i = (start + k) % h->shard_n;
 
 		if (tab[i].used && tab[i].id == id)
-			return mx_thr_at(h, i);
+			return mx_thr_at(h, base + i);
 		if (!tab[i].used || (idle == UINT32_MAX &&
-		    mx_idle(h, mx_thr_at(h, i), now))) {
+		    mx_idle(h, mx_thr_at(h, base + i), now))) {
 			idle = i;
 			if (!tab[i].used)
 				break;
@@ -199,20 +273,8 @@ mx_client(struct mx_hdr *h, uint64_t id, uint64_t now)
 		return NULL;
 	tab[idle].used = 1;
 	tab[idle].id = id;
-	mx_thr_init(h, mx_thr_at(h, idle));
-	return mx_thr_at(h, idle);
-}
-
-/* A robust mutex whose owner died is taken over as it is: the obvious
- * design has nothing to repair with. */
-static int
-mx_lock(struct mx_hdr *h)
-{
-	int rc = pthread_mutex_lock(&h->lock);
-
-	if (rc == EOWNERDEAD)
-		rc = pthread_mutex_consistent(&h->lock);
-	return -rc;
+	mx_thr_init(h, mx_thr_at(h, base + idle));
+	return mx_thr_at(h, base + idle);
 }
 
 static int
@@ -220,14 +282,16 @@ mx_op_key(void *wctx, uint64_t arg)
 {
 	struct mx_worker *w = wctx;
 	struct mx_hdr *h = w->p->hdr;
+	struct mx_thr *t = mx_thr_at(h, w->thr);
+	pthread_mutex_t *m = mx_pick_lock(h, &t->lock);
 	uint64_t now;
 	int rc;
 
-	if ((rc = mx_lock(h)) < 0)
+	if ((rc = mx_lock(m)) < 0)
 		return rc;
 	now = bench_now_ns();
-	rc = mx_try_use(h, mx_thr_at(h, w->thr), now);
-	pthread_mutex_unlock(&h->lock);
+	rc = mx_try_use(h, t, now);
+	pthread_mutex_unlock(m);
 	return rc;
 }
 
@@ -237,18 +301,19 @@ mx_op_next(void *wctx, uint64_t arg)
 	struct mx_worker *w = wctx;
 	struct mx_hdr *h = w->p->hdr;
 	struct mx_thr *t = mx_thr_at(h, w->thr);
+	pthread_mutex_t *m = mx_pick_lock(h, &t->lock);
 	uint64_t now;
 	uint32_t key = 0;
 	int rc;
 
-	if ((rc = mx_lock(h)) < 0)
+	if ((rc = mx_lock(m)) < 0)
 		return rc;
 	now = bench_now_ns();
 	if ((rc = mx_try_use(h, t, now)) > 0) {
 		key = t->cursor;
 		t->cursor = (t->cursor + 1) % h->nkeys;
 	}
-	pthread_mutex_unlock(&h->lock);
+	pthread_mutex_unlock(m);
 	/* The caller gets the name, as with shmt_next_key. */
 	if (rc > 0) {
 		char buf[32];
@@ -263,38 +328,54 @@ mx_op_client(void *wctx, uint64_t arg)
 {
 	struct mx_worker *w = wctx;
 	struct mx_hdr *h = w->p->hdr;
+	uint32_t start, shard = mx_shard_of(h, (arg + 1) *
+	    0x9E3779B97F4A7C15ULL, &start);
+	pthread_mutex_t *m = mx_pick_lock(h, &h->shard[shard]);
 	uint64_t now;
 	struct mx_thr *t;
 	int rc;
 
-	if ((rc = mx_lock(h)) < 0)
+	if ((rc = mx_lock(m)) < 0)
 		return rc;
 	now = bench_now_ns();
-	if ((t = mx_client(h, arg, now)) != NULL) {
+	if ((t = mx_client(h, shard, start, arg, now)) != NULL) {
 		rc = mx_try_use(h, t, now);
 	} else {
 		h->denied_full++;
 		rc = 0;
 	}
-	pthread_mutex_unlock(&h->lock);
+	pthread_mutex_unlock(m);
 	return rc;
 }
 
-/* The slot of KEY, or the free slot where it goes (linear probing; the
- * table is never more than half full). */
-static struct mx_slot *
-mx_find(struct mx_hdr *h, const char *key, uint32_t klen)
+/* FNV-1a of KEY: the table's hash. */
+static uint64_t
+mx_hash(const char *key, uint32_t klen)
 {
-	uint64_t x = 0xcbf29ce484222325ULL, i;
+	uint64_t x = 0xcbf29ce484222325ULL;
 
 	for (uint32_t k = 0; k < klen; k++)
 		x = (x ^ (unsigned char)key[k]) * 0x100000001b3ULL;
-	for (i = x % h->dict_slots;; i = (i + 1) % h->dict_slots) {
-		struct mx_slot *s = mx_slot_at(h, i);
+	return x;
+}
+
+/* The slot of KEY in its shard (whose lock the caller holds), or the free
+ * slot where it goes (linear probing; a shard is sized to stay at most
+ * half full); NULL if the shard is full. */
+static struct mx_slot *
+mx_find(struct mx_hdr *h, uint32_t shard, uint32_t start, const char *key,
+    uint32_t klen)
+{
+	uint64_t base = (uint64_t)shard * h->shard_n;
+
+	for (uint32_t k = 0, i = start; k < h->shard_n;
+	    k++, i = (i + 1) % h->shard_n) {
+		struct mx_slot *s = mx_slot_at(h, base + i);
 
 		if (!s->used || (s->klen == klen && !memcmp(s->key, key, klen)))
 			return s;
 	}
+	return NULL;
 }
 
 static int
@@ -303,15 +384,17 @@ mx_get(struct mx_worker *w, uint64_t arg)
 	struct mx_hdr *h = w->p->hdr;
 	struct mx_slot *s;
 	char key[16];
-	uint32_t klen = (uint32_t)bench_key(key, arg);
+	uint32_t klen = (uint32_t)bench_key(key, arg), start;
+	uint32_t shard = mx_shard_of(h, mx_hash(key, klen), &start);
+	pthread_mutex_t *m = mx_pick_lock(h, &h->shard[shard]);
 	int rc;
 
-	if ((rc = mx_lock(h)) < 0)
+	if ((rc = mx_lock(m)) < 0)
 		return rc;
-	s = mx_find(h, key, klen);
-	if ((rc = s->used != 0))
+	s = mx_find(h, shard, start, key, klen);
+	if ((rc = s != NULL && s->used != 0))
 		memcpy(w->value, s + 1, s->vlen);
-	pthread_mutex_unlock(&h->lock);
+	pthread_mutex_unlock(m);
 	return rc;
 }
 
@@ -320,19 +403,22 @@ mx_set(struct mx_hdr *h, uint64_t arg, const char *val, uint32_t vlen)
 {
 	struct mx_slot *s;
 	char key[16];
-	uint32_t klen = (uint32_t)bench_key(key, arg);
+	uint32_t klen = (uint32_t)bench_key(key, arg), start;
+	uint32_t shard = mx_shard_of(h, mx_hash(key, klen), &start);
+	pthread_mutex_t *m = mx_pick_lock(h, &h->shard[shard]);
 	int rc;
 
-	if ((rc = mx_lock(h)) < 0)
+	if ((rc = mx_lock(m)) < 0)
 		return rc;
-	s = mx_find(h, key, klen);
-	s->used = 1;
-	s->klen = klen;
-	memcpy(s->key, key, klen);
-	s->vlen = vlen;
-	memcpy(s + 1, val, vlen);
-	pthread_mutex_unlock(&h->lock);
-	return 1;
+	if ((s = mx_find(h, shard, start, key, klen)) != NULL) {
+		s->used = 1;
+		s->klen = klen;
+		memcpy(s->key, key, klen);
+		s->vlen = vlen;
+		memcpy(s + 1, val, vlen);
+	}
+	pthread_mutex_unlock(m);
+	return s != NULL ? 1 : -ENOSPC;
 }
 
 static int
@@ -368,8 +454,9 @@ mx_supports(const struct bench_conf *c)
 }
 
 static void
-mx_hdr_fill(struct mx_hdr *h, const struct bench_conf *c)
+mx_hdr_fill(struct mx_hdr *h, const struct bench_conf *c, int single)
 {
+	h->single = single;
 	h->limit = c->limit;
 	h->window = c->window_ns;
 	h->open = c->slack_ns;
@@ -377,23 +464,31 @@ mx_hdr_fill(struct mx_hdr *h, const struct bench_conf *c)
 	h->mode = c->mode;
 	h->nkeys = c->nkeys;
 	h->per_client = c->kind == BK_THROTTLE_CLIENTS;
-	h->nthr = h->per_client ? c->capacity :
-	    c->kind == BK_THROTTLE_DISTINCT ? (uint32_t)c->workers :
-	    bench_kind_throttle(c->kind) ? 1 : 0;
+	if (h->per_client) {
+		h->shard_n = (c->capacity + BENCH_SHARDS - 1) / BENCH_SHARDS;
+		h->nthr = h->shard_n * BENCH_SHARDS;
+	} else {
+		h->nthr = c->kind == BK_THROTTLE_DISTINCT ?
+		    (uint32_t)c->workers : bench_kind_throttle(c->kind) ? 1 : 0;
+	}
 	if (bench_kind_dict(c->kind)) {
-		h->dict_slots = 2ULL * c->dict_keys;
+		/* Twice a shard's share of the keys, and some room for the
+		 * spread of keys over shards when there are few. */
+		h->shard_n = 2 * ((c->dict_keys + BENCH_SHARDS - 1) /
+		    BENCH_SHARDS) + 64;
+		h->dict_slots = (uint64_t)h->shard_n * BENCH_SHARDS;
 		h->slot_size = (sizeof(struct mx_slot) + c->value_size + 7) &
 		    ~7ULL;
 	}
 	h->nbuckets = (uint32_t)((c->window_ns + c->slack_ns - 1) / c->slack_ns +
 	    (c->limit + c->slack_uses - 1) / c->slack_uses);
-	h->thr_size = sizeof(struct mx_thr) + (c->mode == SHMT_MODE_EXACT ?
+	h->thr_size = (sizeof(struct mx_thr) + (c->mode == SHMT_MODE_EXACT ?
 	    c->limit * sizeof(uint64_t) :
-	    h->nbuckets * sizeof(struct mx_bucket));
+	    h->nbuckets * sizeof(struct mx_bucket)) + 63) & ~63ULL;
 }
 
 static int
-mx_lock_init(struct mx_hdr *h)
+mx_lock_init(pthread_mutex_t *m)
 {
 	pthread_mutexattr_t a;
 	int rc;
@@ -401,9 +496,26 @@ mx_lock_init(struct mx_hdr *h)
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	rc = pthread_mutex_init(&h->lock, &a);
+	rc = pthread_mutex_init(m, &a);
 	pthread_mutexattr_destroy(&a);
 	return -rc;
+}
+
+static int
+mx_locks_init(struct mx_hdr *h)
+{
+	int rc = mx_lock_init(&h->lock.m);
+
+	for (int i = 0; rc == 0 && i < BENCH_SHARDS; i++)
+		rc = mx_lock_init(&h->shard[i].m);
+	for (uint32_t i = 0; rc == 0 && i < h->nthr; i++) {
+		struct mx_thr *t = mx_thr_at(h, i);
+
+		if (!h->per_client)
+			mx_thr_init(h, t);
+		rc = mx_lock_init(&t->lock.m);
+	}
+	return rc;
 }
 
 static int
@@ -432,44 +544,56 @@ static int
 mx_preload(struct mx_hdr *h, const struct bench_conf *c)
 {
 	char *v;
+	int rc = 0;
 
 	if (!bench_kind_dict(c->kind))
 		return 0;
 	if ((v = malloc((size_t)c->value_size + 1)) == NULL)
 		return -ENOMEM;
 	memset(v, 'v', c->value_size);
-	for (uint32_t i = 0; i < c->dict_keys; i++)
-		mx_set(h, i, v, c->value_size);
+	for (uint32_t i = 0; i < c->dict_keys && rc >= 0; i++)
+		rc = mx_set(h, i, v, c->value_size);
 	free(v);
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
 static int
-mx_setup(const struct bench_conf *c, void **gp)
+mx_setup_common(const struct bench_conf *c, void **gp, int single)
 {
 	struct mx_global *g = calloc(1, sizeof(*g));
-	struct mx_hdr tmp = { 0 }, *h;
+	struct mx_hdr tmp, *h;
 	int rc;
 
 	if (g == NULL)
 		return -ENOMEM;
 	*gp = g;
+	memset(&tmp, 0, sizeof(tmp));
 	snprintf(g->seg, sizeof(g->seg), "/shmt-bench-mutex-%d", (int)getpid());
-	mx_hdr_fill(&tmp, c);
-	g->size = sizeof(tmp) + tmp.nthr * (tmp.thr_size +
-	    (tmp.per_client ? sizeof(struct mx_client) : 0)) +
+	mx_hdr_fill(&tmp, c, single);
+	g->size = sizeof(tmp) + mx_client_bytes(&tmp) +
+	    (uint64_t)tmp.nthr * tmp.thr_size +
 	    tmp.dict_slots * tmp.slot_size;
 	tmp.size = g->size;
 	shm_unlink(g->seg);
 	if ((rc = mx_map(g->seg, g->size, 1, &h)) < 0)
 		return rc;
 	*h = tmp;
-	if ((rc = mx_lock_init(h)) == 0 && !h->per_client)
-		for (uint32_t i = 0; i < h->nthr; i++)
-			mx_thr_init(h, mx_thr_at(h, i));
+	rc = mx_locks_init(h);
 	rc = rc == 0 ? mx_preload(h, c) : rc;
 	munmap(h, g->size);
 	return rc;
+}
+
+static int
+mx_setup(const struct bench_conf *c, void **gp)
+{
+	return mx_setup_common(c, gp, 0);
+}
+
+static int
+mx_setup_single(const struct bench_conf *c, void **gp)
+{
+	return mx_setup_common(c, gp, 1);
 }
 
 static int
@@ -489,6 +613,16 @@ mx_attach(void *gp, const struct bench_conf *c, void **pctx)
 	}
 	*pctx = p;
 	return 0;
+}
+
+int
+bench_mutex_hold(void *wctx)
+{
+	struct mx_worker *w = wctx;
+	struct mx_hdr *h = w->p->hdr;
+	struct mx_thr *t = mx_thr_at(h, w->thr);
+
+	return mx_lock(mx_pick_lock(h, &t->lock));
 }
 
 static bench_op_fn
@@ -556,6 +690,17 @@ const struct bench_sys bench_sys_mutex = {
 	.name = "mutex",
 	.supports = mx_supports,
 	.setup = mx_setup,
+	.attach = mx_attach,
+	.attach_thread = mx_attach_thread,
+	.detach_thread = mx_detach_thread,
+	.detach = mx_detach,
+	.teardown = mx_teardown,
+};
+
+const struct bench_sys bench_sys_mutex_1lock = {
+	.name = "mutex-1lock",
+	.supports = mx_supports,
+	.setup = mx_setup_single,
 	.attach = mx_attach,
 	.attach_thread = mx_attach_thread,
 	.detach_thread = mx_detach_thread,

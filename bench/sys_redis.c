@@ -3,7 +3,9 @@
  * Redis as a peer, through hiredis on a private unix socket: the seed's
  * bucket limiter as a Lua script (SCRIPT LOAD once, EVALSHA per call) and
  * the sliding-window log as a sorted set, trimmed, counted and added to in
- * one Lua script; and GET and SET for the dictionary's workloads.  Unless --redis-socket names a running server, the bench
+ * one Lua script; and GET and SET for the dictionary's workloads; one
+ * command per round trip (redis) or --pipeline of them in flight
+ * (redis-pipe).  Unless --redis-socket names a running server, the bench
  * starts its own redis-server (no persistence) in a temporary directory and
  * stops it when it exits, however it exits.
  */
@@ -104,6 +106,8 @@ struct rd_worker {
 	char name[SHMT_LIMITER_NAME_MAX + 1];
 	char *value;          /* dict-set: the value written */
 	uint64_t rnd;         /* dict-mixed: picks get or set */
+	uint32_t pending;     /* redis-pipe: commands of this batch sent */
+	int *res;             /* redis-pipe: the last batch's outcomes */
 };
 
 /* Keys are stored first, in pipelined batches of this many SETs. */
@@ -226,29 +230,76 @@ rd_setup(const struct bench_conf *c, void **gp)
 	return rc;
 }
 
+/*
+ * Sending and receiving.  Every op appends its command; then, without
+ * pipelining, it waits for the reply.  Pipelined (redis-pipe), commands go
+ * out in batches of c->pipeline: the call that completes a batch sends it
+ * and reads its replies; each call returns the outcome of the command it
+ * made one batch earlier (the first batch, during warm-up, counts as
+ * granted), so grants and errors are counted in full, one batch late, and
+ * one call in c->pipeline carries the batch's round trip in its latency.
+ */
+
+/* A reply as an op's outcome: > 0 granted or done, 0 denied or absent. */
+static int
+rd_outcome(const redisReply *r)
+{
+	switch (r->type) {
+	case REDIS_REPLY_INTEGER: return r->integer > 0;
+	case REDIS_REPLY_STRING: return r->len > 0 ? (int)r->len : 1;
+	case REDIS_REPLY_STATUS: return 1;
+	case REDIS_REPLY_NIL: return 0;
+	default: return -EPROTO;
+	}
+}
+
+static int
+rd_reply(struct rd_worker *w)
+{
+	redisReply *r = NULL;
+	int rc;
+
+	if (redisGetReply(w->ctx, (void **)&r) != REDIS_OK || r == NULL)
+		return -EIO;
+	rc = rd_outcome(r);
+	freeReplyObject(r);
+	return rc;
+}
+
+/* After the op's command was appended (APPENDED: redisAppendCommand's
+ * status). */
+static int
+rd_finish(struct rd_worker *w, int appended)
+{
+	uint32_t depth = w->p->c->pipeline, slot;
+	int prev;
+
+	if (appended != REDIS_OK)
+		return -EIO;
+	if (depth <= 1)
+		return rd_reply(w);
+	slot = w->pending++;
+	prev = w->res[slot];
+	if (w->pending == depth) {
+		for (uint32_t i = 0; i < depth; i++)
+			w->res[i] = rd_reply(w);
+		w->pending = 0;
+	}
+	return prev;
+}
+
 static int
 rd_call(struct rd_worker *w, const char *k1, const char *k2)
 {
 	struct rd_global *g = w->p->g;
 	char now[24];
-	redisReply *r;
-	int rc;
 
 	snprintf(now, sizeof(now), "%llu",
 	    (unsigned long long)(bench_now_ns() / 1000));
-	r = redisCommand(w->ctx, "EVALSHA %s 2 %s %s %s %s %s %s %s %s %s",
+	return rd_finish(w, redisAppendCommand(w->ctx,
+	    "EVALSHA %s 2 %s %s %s %s %s %s %s %s %s",
 	    g->sha, k1, k2, g->args[0], g->args[1], g->args[2], g->args[3],
-	    now, g->args[4], g->ttl);
-	if (r == NULL)
-		return -EIO;
-	if (r->type == REDIS_REPLY_INTEGER)
-		rc = r->integer > 0;
-	else if (r->type == REDIS_REPLY_STRING)
-		rc = (int)r->len;
-	else
-		rc = -EPROTO;
-	freeReplyObject(r);
-	return rc;
+	    now, g->args[4], g->ttl));
 }
 
 static int
@@ -276,30 +327,15 @@ rd_op_client(void *wctx, uint64_t arg)
 static int
 rd_get(struct rd_worker *w, uint64_t key)
 {
-	redisReply *r = redisCommand(w->ctx, "GET k:%llu",
-	    (unsigned long long)key);
-	int rc;
-
-	if (r == NULL)
-		return -EIO;
-	rc = r->type == REDIS_REPLY_STRING ? 1 : r->type == REDIS_REPLY_NIL ?
-	    0 : -EPROTO;
-	freeReplyObject(r);
-	return rc;
+	return rd_finish(w, redisAppendCommand(w->ctx, "GET k:%llu",
+	    (unsigned long long)key));
 }
 
 static int
 rd_set(struct rd_worker *w, uint64_t key)
 {
-	redisReply *r = redisCommand(w->ctx, "SET k:%llu %b",
-	    (unsigned long long)key, w->value, (size_t)w->p->c->value_size);
-	int rc;
-
-	if (r == NULL)
-		return -EIO;
-	rc = r->type == REDIS_REPLY_ERROR ? -EPROTO : 1;
-	freeReplyObject(r);
-	return rc;
+	return rd_finish(w, redisAppendCommand(w->ctx, "SET k:%llu %b",
+	    (unsigned long long)key, w->value, (size_t)w->p->c->value_size));
 }
 
 static int
@@ -361,12 +397,17 @@ rd_attach_thread(void *pctx, int worker, void **wctx, bench_op_fn *op)
 	w->rnd = p->c->seed ^ ((uint64_t)(worker + 1) << 32) ^ 1;
 	bench_limiter_name(p->c, worker, w->name, sizeof(w->name));
 	w->value = malloc((size_t)p->c->value_size + 1);
-	rc = w->value == NULL ? -ENOMEM : rd_connect(p->g->sock, &w->ctx);
+	w->res = malloc(sizeof(*w->res) * (p->c->pipeline + 1));
+	rc = w->value == NULL || w->res == NULL ? -ENOMEM :
+	    rd_connect(p->g->sock, &w->ctx);
 	if (rc < 0) {
+		free(w->res);
 		free(w->value);
 		free(w);
 		return rc;
 	}
+	for (uint32_t i = 0; i <= p->c->pipeline; i++)
+		w->res[i] = 1;
 	memset(w->value, 's', p->c->value_size);
 	*op = rd_pick(p->c->kind);
 	*wctx = w;
@@ -379,6 +420,7 @@ rd_detach_thread(void *wctx)
 	struct rd_worker *w = wctx;
 
 	redisFree(w->ctx);
+	free(w->res);
 	free(w->value);
 	free(w);
 }
@@ -397,6 +439,18 @@ rd_teardown(void *gp)
 
 const struct bench_sys bench_sys_redis = {
 	.name = "redis",
+	.supports = rd_supports,
+	.setup = rd_setup,
+	.attach = rd_attach,
+	.attach_thread = rd_attach_thread,
+	.detach_thread = rd_detach_thread,
+	.detach = rd_detach,
+	.teardown = rd_teardown,
+};
+
+/* The same commands, c->pipeline in flight per connection. */
+const struct bench_sys bench_sys_redis_pipe = {
+	.name = "redis-pipe",
 	.supports = rd_supports,
 	.setup = rd_setup,
 	.attach = rd_attach,

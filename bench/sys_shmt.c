@@ -35,9 +35,9 @@ struct shmt_worker {
 	char *value;          /* dict: read into, written from */
 };
 
-/* Dictionary and counter shards: enough that writers rarely meet on one
- * shard's lock with 8 workers. */
-#define SHMT_BENCH_SHARDS 16
+/* Dictionary and counter shards: BENCH_SHARDS (bench.h), as many as the
+ * mutex design's. */
+#define SHMT_BENCH_SHARDS BENCH_SHARDS
 
 static int
 shmt_supports(const struct bench_conf *c)

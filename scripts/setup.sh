@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config git
       libck-dev liburcu-dev libsodium-dev libcmocka-dev libinih-dev libsystemd-dev libjansson-dev
-      spin redis-server libhiredis-dev libxxhash-dev gnuplot-nox clang libclang-rt-14-dev valgrind tmux
+      spin redis-server libhiredis-dev liblmdb-dev libxxhash-dev gnuplot-nox clang libclang-rt-14-dev valgrind tmux
       libmicrohttpd-dev curl prometheus mandoc
       python3-dev python3-pytest gunicorn python3-redis)
 

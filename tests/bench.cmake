@@ -8,6 +8,14 @@ if(TARGET shmthrottle-bench)
             --bench $<TARGET_FILE:shmthrottle-bench>
             --out ${CMAKE_CURRENT_BINARY_DIR}/bench-smoke)
   set_tests_properties(bench_smoke PROPERTIES LABELS unit TIMEOUT 120)
+
+  # The mutex design's locks: one per limiter, robust (a holder killed
+  # with kill -9 is taken over), and the one-lock variant as labelled.
+  shmt_add_test(test_bench_mutex
+    SOURCES ${PROJECT_SOURCE_DIR}/bench/test_bench_mutex.c
+            ${PROJECT_SOURCE_DIR}/bench/sys_mutex.c
+    LIBS shmthrottle_internal Threads::Threads TIMEOUT 60)
+  target_include_directories(test_bench_mutex PRIVATE ${PROJECT_SOURCE_DIR}/bench)
 endif()
 
 # The bench's histogram and Zipf table, tested on their own: they build in
