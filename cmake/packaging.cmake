@@ -7,6 +7,8 @@
 #   shmthrottle         shmthrottled, the CLI, the systemd unit, the
 #                       sysusers file, the configs, manuals 1, 5 and 8
 #                       (component tools)
+#   python3-shmthrottle the Python module for Debian's python3, when the
+#                       binding is built (component python)
 # The demo (component demo) is left out.  Packages install into /usr
 # whatever the build's CMAKE_INSTALL_PREFIX: cpack runs the install with
 # DESTDIR set and the prefix /usr, so the install-time script that writes
@@ -26,6 +28,9 @@ set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/packages)
 
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL runtime dev tools)
+if(TARGET shmthrottle_python)
+  list(APPEND CPACK_COMPONENTS_ALL python)
+endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${SHMT_PACKAGE_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
@@ -60,5 +65,19 @@ set(CPACK_DEBIAN_TOOLS_PACKAGE_CONTROL_EXTRA
   ${CMAKE_CURRENT_LIST_DIR}/deb/conffiles
   ${CMAKE_CURRENT_LIST_DIR}/deb/postinst
   ${CMAKE_CURRENT_LIST_DIR}/deb/prerm)
+
+if(TARGET shmthrottle_python)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-shmthrottle)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+  # A C extension is built for one minor version of the interpreter.
+  math(EXPR _shmt_py_next "${SHMT_PY_MINOR} + 1")
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS
+    "python3 (>= ${SHMT_PY_MAJOR}.${SHMT_PY_MINOR}), python3 (<< ${SHMT_PY_MAJOR}.${_shmt_py_next})")
+  set(CPACK_COMPONENT_PYTHON_DESCRIPTION
+    "shared-memory rate limiters (Python 3 module)
+ import shmthrottle: limiters, the dictionary, counters and hot keys of a
+ libshmthrottle segment from Python, with WSGI and ASGI middleware that
+ answer 429 with Retry-After.  The library is linked into the module.")
+endif()
 
 include(CPack)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The Debian packages: `cpack -G DEB` on the build tree gives
-# libshmthrottle0, libshmthrottle-dev and shmthrottle; each is unpacked
+# libshmthrottle0, libshmthrottle-dev and shmthrottle (and
+# python3-shmthrottle when the binding is built); each is unpacked
 # with `dpkg -x` into a scratch root (nothing is installed on this
 # machine), where the CLI answers --help and --version, the daemon accepts
 # the packaged config with --check-config, the unit names /usr/sbin and
@@ -99,6 +100,32 @@ if command -v systemd-analyze >/dev/null; then
   ! grep -q shmthrottled "$work/verify.log" || { cat "$work/verify.log" >&2; fail "verify warns"; }
 else
   echo "test_packages: SKIP systemd-analyze verify: systemd-analyze not found"
+fi
+
+# The Python module's package, when the binding was built: Debian's
+# python3 imports it from the scratch root and opens a segment with it.
+py=$(ls "$work"/pkgs/python3-shmthrottle_"${version}"_*.deb 2>/dev/null | head -n1 || true)
+if grep -q '^SHMT_PY_MINOR:INTERNAL=' "$build/CMakeCache.txt"; then
+  [ -n "$py" ] || fail "the binding is built but there is no python3-shmthrottle package"
+  dpkg-deb -f "$py" Depends | grep -q '^python3 (>= 3\.' ||
+    fail "python3-shmthrottle depends on '$(dpkg-deb -f "$py" Depends)'"
+  dpkg -x "$py" "$root"
+  [ -f "$root/usr/lib/python3/dist-packages/shmthrottle/__init__.py" ] ||
+    fail "no module in python3-shmthrottle"
+  ! find "$root/usr" -name shmthrottle.pth | grep -q . || fail "the package writes a .pth"
+  case "$(sed -n 's/^SHMT_SANITIZE:[A-Z]*=//p' "$build/CMakeCache.txt")" in
+    address|thread) echo "test_packages: SKIP importing the module: a sanitizer build's module needs its runtime preloaded" ;;
+    *)
+      pyout=$(PYTHONPATH=$root/usr/lib/python3/dist-packages /usr/bin/python3 -c '
+import shmthrottle
+print(shmthrottle.__file__, shmthrottle.version())
+') || fail "importing the packaged module with /usr/bin/python3"
+      case "$pyout" in
+        "$root"/usr/lib/python3/dist-packages/shmthrottle/__init__.py\ "$version") ;;
+        *) fail "the packaged module printed '$pyout'" ;;
+      esac
+      echo "test_packages: /usr/bin/python3 imported the packaged module: $pyout" ;;
+  esac
 fi
 
 # A program built against the -dev files, run on libshmthrottle0's library
