@@ -11,7 +11,6 @@ struct shmt_chk;
 enum { CE_NEVER = 0, CE_LIVE = 1, CE_FREE = 2, CE_CLAIMING = 3 };
 
 #define CE_EPOCH_MASK 0x3fffU
-
 #define CE_TAG(state, ep) (((uint32_t)(state) << 14) | ((ep) & CE_EPOCH_MASK))
 
 /*

@@ -39,7 +39,6 @@
  * the caller's clock value: it writes no byte of the segment (not even the
  * releases a grant would make, nor a client entry it would claim).
  */
-
 #include "decide.h"
 
 #include "analyzer.h"

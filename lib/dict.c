@@ -15,11 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Bounded retries of an optimistic read.  A write holds the version odd
- * only for one store, so a reader retries only when a write linked or
- * unlinked in its shard during its copy. */
-#define READ_RETRIES 4096
-
 enum put_mode { PUT_SET, PUT_ADD, PUT_REPLACE };
 
 /* ---- Writes ------------------------------------------------------------------ */
@@ -278,14 +273,66 @@ out:
 }
 
 
+/*
+ * A read without the lock: what it looks for in bucket B of shard SH (a
+ * key and its hash, or a position), where it copies what it finds (BUF,
+ * CAP bytes), and what it found.  Its copy function runs under seq_read()
+ * and sets only the fields below the line; the caller acts on them once
+ * the version says the copy is whole.
+ */
+struct dict_read {
+	const struct shmt_store *st;
+	struct shmt_shard *sh;
+	uint64_t b, hash;
+	const void *key;
+	size_t klen;
+	uint64_t pos, now;              /* shmt_dict_next */
+	void *buf;
+	size_t cap;
+	/* ---- */
+	int found;                      /* shmt_dict_next: 1 live, 2 expired */
+	size_t len;                     /* the value's or the key's length */
+	uint64_t expire;                /* the item's expiry */
+};
+
+/* The read of bucket HASH names, in the shard it names. */
+static struct dict_read
+dict_read_of(const struct shmt_store *st, uint64_t hash)
+{
+	return (struct dict_read){ .st = st,
+		.sh = shard_at(st, shard_of(st, hash)),
+		.b = bucket_of(st, hash), .hash = hash };
+}
+
+/* shmt_get's copy: the value of KEY. */
+static int
+get_copy(void *arg)
+{
+	struct dict_read *g = arg;
+	struct shmt_item *it;
+	struct chain c;
+
+	chain_start(&c, g->st, g->sh, g->b);
+	it = chain_find_key(&c, g->hash, g->key, g->klen);
+	if (it == NULL)
+		return -ENOENT;
+	g->len = it->it_vlen;
+	g->expire = it->it_expire;
+	if (g->len > g->cap)
+		return -ERANGE;
+	if (g->len > 0)
+		memcpy(g->buf, (char *)(it + 1) + g->klen, g->len);
+	return 0;
+}
+
 SHMT_EXPORT int
 shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
     size_t *vlen)
 {
 	const struct shmt_store *st = h != NULL ? h->dict : NULL;
-	struct shmt_shard *sh;
-	uint64_t hash, b, *index, now;
-	char *heap;
+	struct dict_read g;
+	uint32_t *at;
+	uint64_t hash, now;
 	int rc;
 
 	if (h == NULL || vlen == NULL || (buf == NULL && cap != 0))
@@ -300,60 +347,46 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 	/* Every get is a request the analyzer counts, found or not. */
 	if (h->an != NULL)
 		shmt__an_feed(h, hash, key, klen, SHMT_HOT_DICT, now);
-	sh = shard_at(st, shard_of(st, hash));
-	b = bucket_of(st, hash);
-	index = shard_index(st, sh);
-	heap = shard_heap(st, sh);
-	for (unsigned t = 0; t < READ_RETRIES; t++) {
-		uint64_t s = seq_begin(st, sh), off,
-		    steps = st->heap_bytes / 64;
-		uint64_t expire = 0;
-		size_t len = 0;
-
-		if (s & 1)
-			return -EAGAIN;
-		rc = -ENOENT;
-		off = __atomic_load_n(&index[b], __ATOMIC_RELAXED);
-		while (off != 0 && steps-- > 0) {
-			struct shmt_item *it = item_at(st, heap, off - 1);
-
-			if (it == NULL)
-				break;  /* moved under us: the version says so */
-			if (it->it_hash == hash && it->it_klen == klen &&
-			    memcmp(item_key(it), key, klen) == 0) {
-				len = it->it_vlen;
-				expire = it->it_expire;
-				if (len <= cap) {
-					if (len > 0)
-						memcpy(buf,
-						    (char *)(it + 1) + klen,
-						    len);
-					rc = 0;
-				} else {
-					rc = -ERANGE;
-				}
-				break;
-			}
-			off = __atomic_load_n(&it->it_next, __ATOMIC_RELAXED);
-		}
-		if (!seq_valid(sh, s))
-			continue;
-		if (rc != -ENOENT) {
-			uint32_t *at = &shard_atime(st, sh)[b];
-
-			if (expire != 0 && expire <= now)
-				return -ENOENT;
-			*vlen = len;
-			/* The access time lives beside the index, never in an
-			 * item, so this store cannot land in a reused block. */
-			if (__atomic_load_n(at,
-			    __ATOMIC_RELAXED) != coarse(now))
-				__atomic_store_n(at, coarse(now),
-				    __ATOMIC_RELAXED);
-		}
+	g = dict_read_of(st, hash);
+	g.key = key;
+	g.klen = klen;
+	g.buf = buf;
+	g.cap = cap;
+	rc = seq_read(st, g.sh, get_copy, &g);
+	if (rc == -ENOENT || rc == -EAGAIN)
 		return rc;
-	}
-	return -EAGAIN;
+	if (g.expire != 0 && g.expire <= now)
+		return -ENOENT;
+	*vlen = g.len;
+	/* The access time lives beside the index, never in an item, so this
+	 * store cannot land in a reused block. */
+	at = &shard_atime(st, g.sh)[g.b];
+	if (__atomic_load_n(at, __ATOMIC_RELAXED) != coarse(now))
+		__atomic_store_n(at, coarse(now), __ATOMIC_RELAXED);
+	return rc;
+}
+
+/* shmt__dict_key_by_hash's copy: the key of the item with HASH. */
+static int
+key_copy(void *arg)
+{
+	struct dict_read *k = arg;
+	struct shmt_item *it;
+	struct chain c;
+
+	chain_start(&c, k->st, k->sh, k->b);
+	/* The analyzer keeps the hash's top bit for itself. */
+	while ((it = chain_item(&c)) != NULL &&
+	    (it->it_hash & ~SHMT_AN_CLIENT_BIT) !=
+	    (k->hash & ~SHMT_AN_CLIENT_BIT))
+		chain_next(&c, it);
+	if (it == NULL)
+		return -ENOENT;
+	k->len = it->it_klen;
+	if (k->len > k->cap)
+		return -ENOENT;
+	memcpy(k->buf, item_key(it), k->len);
+	return 0;
 }
 
 /* Find the key whose hash is HASH (for the analyzer's report).  Returns 0
@@ -363,49 +396,46 @@ shmt__dict_key_by_hash(shmt_t *h, uint64_t hash, void *buf, size_t cap,
     size_t *klen)
 {
 	const struct shmt_store *st = h->dict;
-	struct shmt_shard *sh;
-	uint64_t b;
+	struct dict_read k;
+	int rc;
 
 	if (st == NULL || st->shards == 0)
 		return -ENOENT;
-	sh = shard_at(st, shard_of(st, hash));
-	b = bucket_of(st, hash);
-	for (unsigned t = 0; t < READ_RETRIES; t++) {
-		uint64_t s = seq_begin(st, sh), off,
-		    steps = st->heap_bytes / 64;
-		char *heap = shard_heap(st, sh);
-		size_t len = 0;
-		int found = 0;
+	k = dict_read_of(st, hash);
+	k.buf = buf;
+	k.cap = cap;
+	rc = seq_read(st, k.sh, key_copy, &k);
+	if (rc == 0)
+		*klen = k.len;
+	return rc;
+}
 
-		if (s & 1)
-			return -EAGAIN;
-		off = __atomic_load_n(&shard_index(st, sh)[b],
-		    __ATOMIC_RELAXED);
-		while (off != 0 && steps-- > 0) {
-			struct shmt_item *it = item_at(st, heap, off - 1);
+/* shmt_dict_next's copy: the key at position POS of bucket B's chain,
+ * found 1 (live) or 2 (expired), or 0 (none there). */
+static int
+next_copy(void *arg)
+{
+	struct dict_read *n = arg;
+	struct shmt_item *it;
+	struct chain c;
 
-			if (it == NULL)
-				break;
-			/* The analyzer keeps the hash's top bit for itself. */
-			if ((it->it_hash & ~SHMT_AN_CLIENT_BIT) ==
-			    (hash & ~SHMT_AN_CLIENT_BIT)) {
-				len = it->it_klen;
-				if (len <= cap) {
-					memcpy(buf, item_key(it), len);
-					found = 1;
-				}
-				break;
-			}
-			off = __atomic_load_n(&it->it_next, __ATOMIC_RELAXED);
+	n->found = 0;
+	n->len = 0;
+	chain_start(&c, n->st, n->sh, n->b);
+	/* The whole chain, not just up to POS: a chain that comes round to
+	 * itself must be found at its first visit, before it hands out one
+	 * key twice. */
+	for (uint64_t k = 0; (it = chain_item(&c)) != NULL; k++) {
+		if (k == n->pos) {
+			n->found = it->it_expire == 0 ||
+			    it->it_expire > n->now ? 1 : 2;
+			n->len = it->it_klen;
+			if (n->found == 1 && n->len <= n->cap)
+				memcpy(n->buf, item_key(it), n->len);
 		}
-		if (!seq_valid(sh, s))
-			continue;
-		if (!found)
-			return -ENOENT;
-		*klen = len;
-		return 0;
+		chain_next(&c, it);
 	}
-	return -EAGAIN;
+	return c.cut ? SHMT_ECORRUPT : 0;
 }
 
 SHMT_EXPORT int
@@ -424,9 +454,9 @@ shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf, size_t kcap,
 	for (;;) {
 		uint64_t c = *cursor, shard = c >> 52;
 		uint64_t b = (c >> 20) & 0xffffffffULL, pos = c & 0xfffff;
-		struct shmt_shard *sh;
-		int found = 0, tries = 0;
 		uint64_t now = shmt__now(h);
+		struct dict_read n;
+		int rc;
 
 		if (shard >= st->shards)
 			return 0;
@@ -434,55 +464,23 @@ shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf, size_t kcap,
 			*cursor = (shard + 1) << 52;
 			continue;
 		}
-		sh = shard_at(st, (uint32_t)shard);
-		for (;;) {
-			uint64_t s = seq_begin(st, sh), k = 0, off;
-			char *heap = shard_heap(st, sh);
-			size_t len = 0;
-
-			if ((s & 1) || ++tries > READ_RETRIES)
-				return -EAGAIN;
-			found = 0;
-			off = __atomic_load_n(&shard_index(st, sh)[b],
-			    __ATOMIC_RELAXED);
-			/* The whole chain, not just up to POS: a chain that
-			 * comes round to itself must be found at its first
-			 * visit, before it hands out one key twice. */
-			while (off != 0 && k <= chain_bound(st)) {
-				struct shmt_item *it = item_at(st, heap,
-				    off - 1);
-
-				if (it == NULL)
-					break;
-				if (k == pos) {
-					found = it->it_expire == 0 ||
-					    it->it_expire > now ? 1 : 2;
-					len = it->it_klen;
-					if (found == 1 && len <= kcap)
-						memcpy(kbuf, item_key(it), len);
-				}
-				k++;
-				off = __atomic_load_n(&it->it_next,
-				    __ATOMIC_RELAXED);
+		n = (struct dict_read){ .st = st,
+			.sh = shard_at(st, (uint32_t)shard), .b = b, .pos = pos,
+			.now = now, .buf = kbuf, .cap = kcap };
+		if ((rc = seq_read(st, n.sh, next_copy, &n)) != 0)
+			return rc;
+		if (n.found == 1 && n.len > kcap) {
+			*klen = n.len;
+			return -ERANGE;
+		}
+		if (n.found == 0) {
+			*cursor = (shard << 52) | ((b + 1) << 20);
+		} else {
+			*cursor = (shard << 52) | (b << 20) | (pos + 1);
+			if (n.found == 1) {
+				*klen = n.len;
+				return 1;
 			}
-			if (!seq_valid(sh, s))
-				continue;
-			if (k > chain_bound(st))
-				return SHMT_ECORRUPT;
-			if (found == 1 && len > kcap) {
-				*klen = len;
-				return -ERANGE;
-			}
-			if (found == 0) {
-				*cursor = (shard << 52) | ((b + 1) << 20);
-			} else {
-				*cursor = (shard << 52) | (b << 20) | (pos + 1);
-				if (found == 1) {
-					*klen = len;
-					return 1;
-				}
-			}
-			break;
 		}
 	}
 }

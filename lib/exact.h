@@ -20,8 +20,8 @@ int64_t shmt__ex_reset(const struct shmt_lview *v, uint64_t now);
 
 /*
  * An exact log (see shmt__ex_take).  With the grant hint n read unchanged
- * before and after the scan, slot i holds the record of the latest grant m < n
- * with m = i mod L (m < 0: none yet), or, for slot n mod L only, grant n
+ * before and after the scan, slot i holds the record of the latest grant
+ * m < n with m = i mod L (m < 0: none yet), or, for slot n mod L only, grant n
  * itself (recorded, the hint not moved on yet).  A record ahead of that
  * makes every try spin until SHMT_EBUSYLOOP, one behind makes it return
  * SHMT_ECORRUPT, and so does a negative hint.  Each kind of damage is

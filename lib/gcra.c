@@ -42,13 +42,12 @@
  * request of one use at the same instant passes iff TAT + j * T - D <= now,
  * which is j <= remaining; at now + reset (TAT) the limiter is full again.
  */
-
 #include "gcra.h"
 
 #include "clients.h"
 #include "ring.h"
-#include "wait.h"
 #include "util.h"
+#include "wait.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -363,28 +363,13 @@ shmt__store_find(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t hash,
     const void *key, size_t klen, uint64_t **linkp)
 {
-	char *heap = shard_heap(st, sh);
-	uint64_t *link = &shard_index(st, sh)[bucket_of(st, hash)];
-	uint64_t steps = chain_bound(st);
+	struct shmt_item *it;
+	struct chain c;
 
-	while (*link != 0) {
-		struct shmt_item *it = item_at(st, heap, *link - 1);
-
-		if (it == NULL)
-			break;
-		if (steps-- == 0) {
-			*linkp = NULL;
-			return NULL;
-		}
-		if (it->it_hash == hash && it->it_klen == klen &&
-		    memcmp(item_key(it), key, klen) == 0) {
-			*linkp = link;
-			return it;
-		}
-		link = &it->it_next;
-	}
-	*linkp = link;
-	return NULL;
+	chain_start(&c, st, sh, bucket_of(st, hash));
+	it = chain_find_key(&c, hash, key, klen);
+	*linkp = c.cut ? NULL : c.link;
+	return it;
 }
 
 
@@ -414,26 +399,22 @@ shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t now,
     uint64_t *next)
 {
-	uint64_t *index = shard_index(st, sh), n = 0;
-	char *heap = shard_heap(st, sh);
+	uint64_t n = 0;
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
-		uint64_t *link = &index[b], steps = st->heap_bytes / 64;
+		struct shmt_item *it;
+		struct chain c;
 
-		/* The step bound stops a cycle in a damaged chain. */
-		while (*link != 0 && steps-- > 0) {
-			struct shmt_item *it = item_at(st, heap, *link - 1);
-
-			if (it == NULL)
-				break;
+		chain_start(&c, st, sh, b);
+		while ((it = chain_item(&c)) != NULL) {
 			if (expired(it, now)) {
-				shmt__store_unlink(st, sh, link, it);
+				shmt__store_unlink(st, sh, c.link, it);
 				n++;
 				continue;
 			}
 			if (it->it_expire != 0 && it->it_expire < *next)
 				*next = it->it_expire;
-			link = &it->it_next;
+			chain_next(&c, it);
 		}
 	}
 	sh->ds_expirations += n;
@@ -451,37 +432,34 @@ static int
 evict_one(const struct shmt_store *st, struct shmt_shard *sh, uint64_t now,
     const struct shmt_item *except)
 {
-	uint64_t *index = shard_index(st, sh), *best_link = NULL;
+	uint64_t *best_link = NULL;
 	uint32_t *atime = shard_atime(st, sh), best_age = 0;
 	struct shmt_item *best = NULL;
-	char *heap = shard_heap(st, sh);
 	uint64_t seen = 0;
 
 	for (uint64_t k = 0; k < st->nbuckets && seen < 16; k++) {
 		uint64_t b = (sh->ds_hand + k) & (st->nbuckets - 1);
-		uint64_t *link = &index[b], steps = st->heap_bytes / 64;
 		uint32_t age = coarse(now) - atime[b];
+		struct shmt_item *it;
+		struct chain c;
 
-		while (*link != 0 && steps-- > 0) {
-			struct shmt_item *it = item_at(st, heap, *link - 1);
-
-			if (it == NULL)
-				break;
+		chain_start(&c, st, sh, b);
+		while ((it = chain_item(&c)) != NULL) {
 			if (it != except) {
 				if (expired(it, now)) {
-					shmt__store_unlink(st, sh, link, it);
+					shmt__store_unlink(st, sh, c.link, it);
 					sh->ds_expirations++;
 					return 1;
 				}
 				if (best == NULL || age > best_age ||
 				    (age == best_age && it->it_born < best->it_born)) {
 					best = it;
-					best_link = link;
+					best_link = c.link;
 					best_age = age;
 				}
 				seen++;
 			}
-			link = &it->it_next;
+			chain_next(&c, it);
 		}
 	}
 	sh->ds_hand = (sh->ds_hand + 16) & (st->nbuckets - 1);
@@ -575,18 +553,13 @@ store_rebase(const struct shmt_store *st, int64_t d)
 {
 	for (uint32_t i = 0; st != NULL && i < st->shards; i++) {
 		struct shmt_shard *sh = shard_at(st, i);
-		uint64_t *index = shard_index(st, sh);
-		char *heap = shard_heap(st, sh);
 
 		for (uint64_t b = 0; b < st->nbuckets; b++) {
-			uint64_t off = index[b], steps = st->heap_bytes / 64;
+			struct shmt_item *it;
+			struct chain c;
 
-			while (off != 0 && steps-- > 0) {
-				struct shmt_item *it = item_at(st, heap,
-				    off - 1);
-
-				if (it == NULL)
-					break;
+			chain_start(&c, st, sh, b);
+			while ((it = chain_item(&c)) != NULL) {
 				if (it->it_expire != 0) {
 					int64_t e = (int64_t)it->it_expire + d;
 
@@ -594,7 +567,7 @@ store_rebase(const struct shmt_store *st, int64_t d)
 				}
 				if (st->counters && shmt__cnt_item_ok(st, it))
 					shmt__cnt_rebase(st, it, d);
-				off = it->it_next;
+				chain_next(&c, it);
 			}
 		}
 	}

@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <stdalign.h>
 #include <stdint.h>
+#include <string.h>
 
 /*
  * A store is a region of shards.  Each shard is
@@ -296,6 +297,83 @@ expired(const struct shmt_item *it, uint64_t now)
 	return it->it_expire != 0 && it->it_expire <= now;
 }
 
+/* IT holds KEY (KLEN bytes) whose hash is HASH. */
+static inline int
+item_is(const struct shmt_item *it, uint64_t hash, const void *key,
+    size_t klen)
+{
+	return it->it_hash == hash && it->it_klen == klen &&
+	    memcmp(item_key(it), key, klen) == 0;
+}
+
+/* ---- Walking a chain ------------------------------------------------------- */
+
+/*
+ * A walk along one chain of a shard, the one way every walk goes: from the
+ * bucket's head, link by link, each link checked by item_at(), and at most
+ * chain_bound() items, so that a cycle in a damaged chain ends the walk.
+ * Links are loaded relaxed, so a lock-free reader walks exactly as a writer
+ * does (its version check, seq_read(), says whether what it saw was
+ * whole).  A writer that unlinks the current item goes on from the same
+ * link: it calls chain_item() again without chain_next().
+ */
+struct chain {
+	const struct shmt_store *st;
+	char *heap;
+	uint64_t *link;          /* the link that names the current item */
+	uint64_t left;           /* items the walk may still pass */
+	int cut;                 /* 1: stopped at chain_bound() (a cycle) */
+};
+
+static inline void
+chain_start(struct chain *c, const struct shmt_store *st,
+    struct shmt_shard *sh, uint64_t b)
+{
+	c->st = st;
+	c->heap = shard_heap(st, sh);
+	c->link = &shard_index(st, sh)[b];
+	c->left = chain_bound(st);
+	c->cut = 0;
+}
+
+/* The item C's link names, or NULL: at the chain's end, at a link that
+ * names no valid item (for a reader without the lock: moved under it, the
+ * version says so), or past chain_bound() items (then C->cut is set). */
+static inline struct shmt_item *
+chain_item(struct chain *c)
+{
+	uint64_t off = __atomic_load_n(c->link, __ATOMIC_RELAXED);
+	struct shmt_item *it;
+
+	if (off == 0 || (it = item_at(c->st, c->heap, off - 1)) == NULL)
+		return NULL;
+	if (c->left == 0) {
+		c->cut = 1;
+		return NULL;
+	}
+	c->left--;
+	return it;
+}
+
+/* Step past IT, the item chain_item() returned. */
+static inline void
+chain_next(struct chain *c, struct shmt_item *it)
+{
+	c->link = &it->it_next;
+}
+
+/* The first item from C's link on that holds KEY (KLEN bytes, hash HASH),
+ * or NULL as chain_item() ends; C's link then names the item, or the end. */
+static inline struct shmt_item *
+chain_find_key(struct chain *c, uint64_t hash, const void *key, size_t klen)
+{
+	struct shmt_item *it;
+
+	while ((it = chain_item(c)) != NULL && !item_is(it, hash, key, klen))
+		chain_next(c, it);
+	return it;
+}
+
 /* ---- Reads (no lock) --------------------------------------------------------- */
 
 /* How long a reader waits for a version held odd: a writer holds it odd
@@ -346,6 +424,36 @@ seq_valid(struct shmt_shard *sh, uint64_t s)
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	return __atomic_load_n(&sh->ds_seq, __ATOMIC_RELAXED) == s;
 #endif
+}
+
+/* Bounded retries of an optimistic read.  A write holds the version odd
+ * only for one store, so a reader retries only when a write linked or
+ * unlinked in its shard during its copy. */
+#define READ_RETRIES 4096
+
+/*
+ * The optimistic read, written once: wait for an even version, run COPY
+ * (ARG) (which reads SH without the lock and must not act on what it read
+ * yet), and keep its result only when the version did not move meanwhile.
+ * Returns COPY's result from a whole copy, or -EAGAIN when a writer held
+ * the version odd past READ_WAIT_NS or READ_RETRIES copies were torn.
+ * Inlined with a constant COPY, the call is a direct one.
+ */
+static inline int
+seq_read(const struct shmt_store *st, struct shmt_shard *sh,
+    int (*copy)(void *arg), void *arg)
+{
+	for (unsigned t = 0; t < READ_RETRIES; t++) {
+		uint64_t s = seq_begin(st, sh);
+		int rc;
+
+		if (s & 1)
+			return -EAGAIN;
+		rc = copy(arg);
+		if (seq_valid(sh, s))
+			return rc;
+	}
+	return -EAGAIN;
 }
 
 static inline struct shmt_fblock *

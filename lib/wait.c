@@ -28,14 +28,12 @@
  * that cools while nobody calls) wakes nobody: the waiter's timeout is the
  * retry-after, so it tries again exactly then.
  */
-
 #include "wait.h"
 
 #include "decide.h"
 #include "table.h"
 
 #include <errno.h>
-
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -51,15 +51,6 @@ struct sk_shared {
 	struct sk_grant log[SK_LOG];
 };
 
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* A self-checking value: 16 bytes of header (length, seed), then bytes
  * that follow from the seed. */
 static size_t
@@ -118,15 +109,15 @@ worker(struct sk_shared *sh, const char *name, uint64_t seed)
 		uint64_t r = tu_rand(&rng), s, e;
 		unsigned c = (unsigned)(r % SK_CLIENTS);
 
-		s = mono_ns();
+		s = tu_mono_ns();
 		rc = shmt_try_use_key(h, "soak");
-		e = mono_ns();
+		e = tu_mono_ns();
 		if (rc == 1)
 			log_grant(sh, s, e, 0);
 		snprintf(k, sizeof(k), "client-%u", c);
-		s = mono_ns();
+		s = tu_mono_ns();
 		rc = shmt_try_use(h, "pc", k, strlen(k));
-		e = mono_ns();
+		e = tu_mono_ns();
 		if (rc == 1)
 			log_grant(sh, s, e, 1 + c);
 		snprintf(k, sizeof(k), "%s-%u", r & 1 ? "key" : "sentinel",
@@ -280,9 +271,9 @@ test_soak(void **state)
 	for (int i = 0; i < SK_WORKERS; i++)
 		pids[i] = spawn_worker(sh, name, tu_rand(&rng));
 	dpid = spawn_daemon(daemon, conf, name);
-	end = mono_ns() + (uint64_t)(secs * 1e9);
-	next_dkill = mono_ns() + 2000000000ULL;
-	while (mono_ns() < end) {
+	end = tu_mono_ns() + (uint64_t)(secs * 1e9);
+	next_dkill = tu_mono_ns() + 2000000000ULL;
+	while (tu_mono_ns() < end) {
 		struct timespec pause = { 0, (long)(5 + tu_rand(&rng) % 95) * 1000000L };
 		int w = (int)(tu_rand(&rng) % SK_WORKERS);
 
@@ -291,7 +282,7 @@ test_soak(void **state)
 		waitpid(pids[w], NULL, 0);
 		kills++;
 		pids[w] = spawn_worker(sh, name, tu_rand(&rng));
-		if (dpid > 0 && mono_ns() > next_dkill) {
+		if (dpid > 0 && tu_mono_ns() > next_dkill) {
 			int ds = 0;
 
 			kill(dpid, SIGKILL);
@@ -302,7 +293,7 @@ test_soak(void **state)
 			else
 				dexits++;
 			dpid = spawn_daemon(daemon, conf, name);
-			next_dkill = mono_ns() + 500000000ULL +
+			next_dkill = tu_mono_ns() + 500000000ULL +
 			    tu_rand(&rng) % 3000000000ULL;
 		}
 	}

@@ -57,31 +57,15 @@ static void
 fx_make(struct fx *f, const char *tag)
 {
 	shmt_config_t cfg;
-	shmt_limit_t l;
 
 	memset(f, 0, sizeof(*f));
 	tu_segname(f->seg, sizeof(f->seg), tag);
-	shmt_config_init(&cfg);
-	cfg.max_limiters = 8;
-	cfg.max_slots = 16;
-	cfg.arena_bytes = 1 << 20;
-	cfg.dict_bytes = 4 << 20;
-	cfg.dict_shards = 2;
-	cfg.counters_bytes = 256 << 10;
-	cfg.counters_shards = 2;
+	tu_config_small(&cfg);
 	assert_int_equal(shmt_create(f->seg, &cfg, &f->h), 0);
 	f->clk.now = T0;
 	assert_int_equal(shmt_set_clock(f->h, tu_clock_read, &f->clk), 0);
 
-	memset(&l, 0, sizeof(l));
-	l.limit = 10, l.window_ns = HOUR, l.slack_ns = NS_S, l.slack_uses = 4;
-	assert_int_equal(shmt_limiter_define(f->h, "api", &l), 0);
-	l.per_client = 1, l.client_capacity = 16;
-	assert_int_equal(shmt_limiter_define(f->h, "pc", &l), 0);
-	memset(&l, 0, sizeof(l));
-	l.limit = 3, l.window_ns = HOUR, l.mode = SHMT_MODE_EXACT;
-	l.slack_uses = 1;
-	assert_int_equal(shmt_limiter_define(f->h, "exact", &l), 0);
+	tu_define_check_limiters(f->h);
 
 	/* api: one bucket sealed full, one active with one use. */
 	for (int i = 0; i < 5; i++)
@@ -106,8 +90,7 @@ fx_make(struct fx *f, const char *tag)
 static void
 fx_free(struct fx *f)
 {
-	shmt_close(f->h);
-	assert_int_equal(shmt_unlink(f->seg), 0);
+	tu_close_unlink(f->h, f->seg);
 }
 
 /* Run the read-only check into *S and require it to leave every byte of
@@ -154,25 +137,6 @@ expect_clean(struct fx *f)
 		fail_msg("check finds problems in a sound segment:\n%s", s.text);
 }
 
-static struct shmt_lim *
-row_of(shmt_t *h, const char *name)
-{
-	struct shmt_lim *lim = shmt__region(h, SHMT_R_LIMITERS);
-	uint32_t n = (uint32_t)(h->reg[SHMT_R_LIMITERS].rg_size / sizeof(*lim));
-
-	for (uint32_t i = 0; i < n; i++)
-		if (strcmp(lim[i].lm_name, name) == 0)
-			return &lim[i];
-	fail_msg("no row %s", name);
-	return NULL;
-}
-
-static char *
-arena(shmt_t *h)
-{
-	return shmt__region(h, SHMT_R_ARENA);
-}
-
 /* The slot of the active bucket of the ring RING with word W. */
 static struct shmt_ring_slot *
 active_slot(struct shmt_ring_slot *ring, uint32_t nb, struct shmt_w w)
@@ -186,7 +150,7 @@ static struct shmt_client *
 live_client(shmt_t *h, struct shmt_lim *row)
 {
 	for (uint32_t i = 0; i < row->lm_capacity; i++) {
-		struct shmt_client *e = (struct shmt_client *)(arena(h) +
+		struct shmt_client *e = (struct shmt_client *)(tu_arena(h) +
 		    row->lm_clients_off + (uint64_t)i * row->lm_entsize);
 
 		if (e->ce_hash[0] != 0 && SHMT_W_ACTIVE(e->ce_w))
@@ -211,8 +175,8 @@ test_bucket_close_future(void **state)
 	(void)state;
 	fx_make(&f, "bkfut");
 	expect_clean(&f);
-	row = row_of(f.h, "api");
-	s = active_slot((struct shmt_ring_slot *)(arena(f.h) + row->lm_ring_off),
+	row = tu_row_of(f.h, "api");
+	s = active_slot((struct shmt_ring_slot *)(tu_arena(f.h) + row->lm_ring_off),
 	    row->lm_nbuckets, row->lm_w);
 	saved = s->r[0];
 	/* Exactly at the bound is legitimate; one past it is not. */
@@ -239,8 +203,8 @@ test_bucket_order(void **state)
 
 	(void)state;
 	fx_make(&f, "bkord");
-	row = row_of(f.h, "api");
-	ring = (struct shmt_ring_slot *)(arena(f.h) + row->lm_ring_off);
+	row = tu_row_of(f.h, "api");
+	ring = (struct shmt_ring_slot *)(tu_arena(f.h) + row->lm_ring_off);
 	tail = SHMT_W_TAIL(row->lm_w);
 	assert_int_equal(SHMT_W_NSEALED(row->lm_w), 1);
 	sealed = &ring[(tail - 1) % row->lm_nbuckets];
@@ -265,9 +229,9 @@ test_client_close_future(void **state)
 	(void)state;
 	fx_make(&f, "clfut");
 	expect_clean(&f);
-	e = live_client(f.h, row_of(f.h, "pc"));
+	e = live_client(f.h, tu_row_of(f.h, "pc"));
 	s = active_slot((struct shmt_ring_slot *)(e + 1),
-	    row_of(f.h, "pc")->lm_nbuckets, e->ce_w);
+	    tu_row_of(f.h, "pc")->lm_nbuckets, e->ce_w);
 	saved = s->r[0];
 	s->r[0] = f.clk.now + 10 * HOUR;
 	expect_named(&f, 1, "limiter pc client entry");
@@ -280,7 +244,7 @@ test_client_close_future(void **state)
 static struct shmt_log_slot *
 log_of(shmt_t *h, struct shmt_lim *row)
 {
-	return (struct shmt_log_slot *)(arena(h) + row->lm_ring_off);
+	return (struct shmt_log_slot *)(tu_arena(h) + row->lm_ring_off);
 }
 
 /* Log records far ahead of the grant hint (each still in its own slot):
@@ -294,7 +258,7 @@ test_exact_ahead(void **state)
 
 	(void)state;
 	fx_make(&f, "exahead");
-	row = row_of(f.h, "exact");
+	row = tu_row_of(f.h, "exact");
 	log = log_of(f.h, row);
 	for (uint64_t i = 0; i < row->lm_limit; i++)
 		log[i].ls_seq += 3000;
@@ -322,7 +286,7 @@ test_exact_time_future(void **state)
 	(void)state;
 	fx_make(&f, "extime");
 	expect_clean(&f);
-	log = log_of(f.h, row_of(f.h, "exact"));
+	log = log_of(f.h, tu_row_of(f.h, "exact"));
 	assert_int_equal(log[1].ls_seq, 1);
 	saved = log[1].ls_time;
 	log[1].ls_time = f.clk.now;
@@ -346,7 +310,7 @@ test_exact_negative_hint(void **state)
 
 	(void)state;
 	fx_make(&f, "exneg");
-	row = row_of(f.h, "exact");
+	row = tu_row_of(f.h, "exact");
 	saved = row->lm_w.w[0];
 	row->lm_w.w[0] = (uint64_t)-5;
 	assert_int_equal(shmt_try_use_key(f.h, "exact"), SHMT_ECORRUPT);
@@ -385,8 +349,8 @@ test_repair_limiters(void **state)
 
 	(void)state;
 	fx_make(&f, "replim");
-	row = row_of(f.h, "api");
-	ring = (struct shmt_ring_slot *)(arena(f.h) + row->lm_ring_off);
+	row = tu_row_of(f.h, "api");
+	ring = (struct shmt_ring_slot *)(tu_arena(f.h) + row->lm_ring_off);
 	s = active_slot(ring, row->lm_nbuckets, row->lm_w);
 	s->r[0] = f.clk.now + 10 * HOUR;
 	repair_one(&f, "close time in the future");
@@ -398,14 +362,14 @@ test_repair_limiters(void **state)
 	assert_int_equal(s->r[0], f.clk.now + NS_S / 2 + 1);
 	assert_true(shmt_try_use_key(f.h, "api") >= 0);
 
-	e = live_client(f.h, row_of(f.h, "pc"));
+	e = live_client(f.h, tu_row_of(f.h, "pc"));
 	s = active_slot((struct shmt_ring_slot *)(e + 1),
-	    row_of(f.h, "pc")->lm_nbuckets, e->ce_w);
+	    tu_row_of(f.h, "pc")->lm_nbuckets, e->ce_w);
 	s->r[0] = f.clk.now + 10 * HOUR;
 	repair_one(&f, "limiter pc client entry");
 	assert_true(shmt_try_use(f.h, "pc", "alice", 5) >= 0);
 
-	row = row_of(f.h, "exact");
+	row = tu_row_of(f.h, "exact");
 	log = log_of(f.h, row);
 	for (uint64_t i = 0; i < row->lm_limit; i++)
 		log[i].ls_seq += 3000;
@@ -433,26 +397,6 @@ test_repair_limiters(void **state)
 
 /* ---- Stores ------------------------------------------------------------ */
 
-static struct shmt_shard *
-shard(const struct shmt_store *st, uint32_t i)
-{
-	return (struct shmt_shard *)(st->base + (uint64_t)i * st->stride);
-}
-
-/* The first item of the first non-empty chain of ST's shard I. */
-static struct shmt_item *
-first_item(const struct shmt_store *st, uint32_t i)
-{
-	char *sh = (char *)shard(st, i);
-	uint64_t *index = (uint64_t *)(sh + st->index_off);
-
-	for (uint64_t b = 0; b < st->nbuckets; b++)
-		if (index[b] != 0)
-			return (struct shmt_item *)(sh + st->heap_off +
-			    index[b] - 1);
-	return NULL;
-}
-
 /* A counter whose value is shorter than its ring of sub-windows. */
 static void
 test_counter_short_value(void **state)
@@ -465,7 +409,7 @@ test_counter_short_value(void **state)
 	fx_make(&f, "cshort");
 	expect_clean(&f);
 	for (i = 0; i < f.h->counters->shards && it == NULL; i++)
-		it = first_item(f.h->counters, i);
+		it = tu_first_item(f.h->counters, i);
 	assert_non_null(it);
 	saved = it->it_vlen;
 	assert_int_equal(saved, 8 + 4 * f.h->counters->subw);
@@ -489,7 +433,7 @@ test_chain_loop(void **state)
 	(void)state;
 	fx_make(&f, "loop");
 	st = f.h->dict;
-	sh = (char *)shard(st, 0);
+	sh = (char *)tu_shard(st, 0);
 	index = (uint64_t *)(sh + st->index_off);
 	/* The last item of the first chain. */
 	for (uint64_t b = 0; b < st->nbuckets && off == 0; b++)
@@ -540,7 +484,7 @@ test_dead_writer_readonly(void **state)
 	(void)state;
 	fx_make(&f, "deadro");
 	expect_clean(&f);
-	sh = shard(f.h->dict, 1);
+	sh = tu_shard(f.h->dict, 1);
 	items = sh->ds_items;
 	assert_true(items > 0);
 	sh->ds_items = items + 3;
@@ -574,7 +518,7 @@ test_own_id_in_lock(void **state)
 
 	(void)state;
 	fx_make(&f, "ownid");
-	sh = shard(f.h->dict, 0);
+	sh = tu_shard(f.h->dict, 0);
 	sh->ds_lock.lk_owner = (uint32_t)getpid();
 	expect_named(&f, 1, "dictionary shard 0: lock names thread");
 	sh->ds_lock.lk_owner = 0;
@@ -592,7 +536,7 @@ test_repair_on_request(void **state)
 
 	(void)state;
 	fx_make(&f, "repair");
-	sh = shard(f.h->dict, 0);
+	sh = tu_shard(f.h->dict, 0);
 	sh->ds_used += 64;
 	expect_named(&f, 1, "dictionary shard 0: counts");
 	expect_named(&f, 1, "dictionary shard 0: counts");
@@ -613,10 +557,7 @@ attached_child(shmt_t *h, const char *seg, int *fd)
 	char c = 0;
 	pid_t pid;
 
-	assert_int_equal(pipe(p), 0);
-	fflush(stdout);
-	pid = fork();
-	assert_true(pid >= 0);
+	pid = tu_fork_pipe(p);
 	if (pid == 0) {
 		shmt_t *ch = NULL;
 
@@ -678,7 +619,7 @@ test_live_owner_not_stalled(void **state)
 	(void)state;
 	fx_make(&f, "liveown");
 	pid = attached_child(f.h, f.seg, &fd);
-	sh = shard(f.h->dict, 0);
+	sh = tu_shard(f.h->dict, 0);
 	sh->ds_lock.lk_owner = (uint32_t)pid;
 	t = mono_s();
 	assert_int_equal(check_ro(f.h, &s), 1);
@@ -724,7 +665,7 @@ test_live_owners_everywhere(void **state)
 	assert_int_equal(h->counters->shards, 64);
 	pid = attached_child(h, seg, &fd);
 	for (uint32_t i = 0; i < h->counters->shards; i++)
-		shard(h->counters, i)->ds_lock.lk_owner = (uint32_t)pid;
+		tu_shard(h->counters, i)->ds_lock.lk_owner = (uint32_t)pid;
 	t = mono_s();
 	n = check_ro(h, &s);
 	t = mono_s() - t;

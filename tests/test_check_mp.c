@@ -123,20 +123,15 @@ cm_writer(const char *seg, uint64_t seed, unsigned ops)
 	_exit(0);
 }
 
-/* The first item of counters shard I, or NULL. */
+/* The first item of any shard of ST (the counters), or NULL. */
 static struct shmt_item *
 first_counter(const struct shmt_store *st)
 {
-	for (uint32_t i = 0; i < st->shards; i++) {
-		char *sh = st->base + (uint64_t)i * st->stride;
-		uint64_t *index = (uint64_t *)(sh + st->index_off);
+	struct shmt_item *it = NULL;
 
-		for (uint64_t b = 0; b < st->nbuckets; b++)
-			if (index[b] != 0)
-				return (struct shmt_item *)(sh + st->heap_off +
-				    index[b] - 1);
-	}
-	return NULL;
+	for (uint32_t i = 0; i < st->shards && it == NULL; i++)
+		it = tu_first_item(st, i);
+	return it;
 }
 
 static void
@@ -159,14 +154,7 @@ test_check_beside_writers(void **state)
 	if (ops < 1000)
 		ops = 1000;
 	tu_segname(seg, sizeof(seg), "checkmp");
-	shmt_config_init(&cfg);
-	cfg.max_limiters = 8;
-	cfg.max_slots = 16;
-	cfg.arena_bytes = 1 << 20;
-	cfg.dict_bytes = 4 << 20;
-	cfg.dict_shards = 2;
-	cfg.counters_bytes = 256 << 10;
-	cfg.counters_shards = 2;
+	tu_config_small(&cfg);
 	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
 	cm_define(h);
 	assert_int_equal(shmt_check(h, NULL, NULL), 0);

@@ -111,16 +111,7 @@ fx_make(struct fx *f, const char *tag, int limiters)
 	memset(f, 0, sizeof(*f));
 	tu_segname(f->seg, sizeof(f->seg), tag);
 	tc_track(f->seg);
-	shmt_config_init(&cfg);
-	cfg.max_limiters = 8;
-	cfg.max_slots = 16;
-	cfg.arena_bytes = 1 << 20;
-	/* The smallest dictionary and counters the library makes: two
-	 * shards each, so tests can damage one and find the other intact. */
-	cfg.dict_bytes = 4 << 20;
-	cfg.dict_shards = 2;
-	cfg.counters_bytes = 256 << 10;
-	cfg.counters_shards = 2;
+	tu_config_small(&cfg);
 	assert_int_equal(shmt_create(f->seg, &cfg, &f->h), 0);
 	fx_fixed_secret(f->h);
 	if (!limiters)
@@ -165,18 +156,7 @@ fx_dict(struct fx *f)
 static void
 fx_free(struct fx *f)
 {
-	shmt_close(f->h);
-	assert_int_equal(shmt_unlink(f->seg), 0);
-}
-
-/* Run and expect exit STATUS; returns the run for more checks. */
-static void
-expect_run(struct tc_run *r, int status, const char *const *argv)
-{
-	tc_run(r, NULL, argv);
-	if (r->status != status)
-		fail_msg("%s: exit %d, expected %d\nstdout: %s\nstderr: %s",
-		    argv[0], r->status, status, r->out, r->err);
+	tu_close_unlink(f->h, f->seg);
 }
 
 static void
@@ -285,14 +265,14 @@ test_stat(void **state)
 	assert_int_equal(shmt_segment_stat(f.h, &st), 0);
 	snprintf(fmtword, sizeof(fmtword), "0x%016" PRIx64, st.format);
 
-	expect_run(&r, 0, ARGV("-s", f.seg, "stat"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "stat"));
 	tc_replace(&r.out, f.seg, "{SEG}");
 	tc_replace(&r.out, fmtword, "{FORMAT}");
 	tc_mask(&r.out, "^created .*$", "created    {CREATED}");
 	tc_golden("stat.txt", r.out);
 	tc_run_free(&r);
 
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "stat"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "stat"));
 	j = parse(&r);
 	assert_string_equal(json_string_value(json_object_get(j, "segment")),
 	    f.seg);
@@ -349,12 +329,12 @@ test_daemon_states(void **state)
 	f.h->hdr->sh_daemon_start = shmt__proc_start(getpid());
 	f.h->hdr->sh_heartbeat_ns = shmt_now(f.h) - 250000000;
 	f.h->hdr->sh_lag_ns = 35000;
-	expect_run(&r, 0, ARGV("-s", f.seg, "stat"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "stat"));
 	if (strstr(r.out, "daemon     up, pid ") == NULL ||
 	    strstr(r.out, "lag 35us") == NULL)
 		fail_msg("stat: %s", r.out);
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "stat"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "stat"));
 	j = parse(&r);
 	{
 		json_t *d = json_object_get(j, "daemon");
@@ -378,11 +358,11 @@ test_daemon_states(void **state)
 	assert_int_equal(waitpid(dead, NULL, 0), dead);
 	f.h->hdr->sh_daemon_pid = dead;
 	f.h->hdr->sh_daemon_start = 0;
-	expect_run(&r, 0, ARGV("-s", f.seg, "stat"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "stat"));
 	if (strstr(r.out, "daemon     down, pid ") == NULL)
 		fail_msg("stat: %s", r.out);
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", f.seg, "check"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "check"));
 	if (strstr(r.out, "warning: daemon: down (pid ") == NULL)
 		fail_msg("check: %s", r.out);
 	tc_run_free(&r);
@@ -399,11 +379,11 @@ test_limiters(void **state)
 	json_t *j, *api;
 
 	fx_make(&f, "limiters", 1);
-	expect_run(&r, 0, ARGV("-s", f.seg, "limiters"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "limiters"));
 	tc_golden("limiters.txt", r.out);
 	tc_run_free(&r);
 
-	expect_run(&r, 0, ARGV("-s", f.seg, "limiters", "--json"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "limiters", "--json"));
 	j = parse(&r);
 	expect_now_inside(j, &r);
 	/* What the fixture did, independently of the golden file. */
@@ -523,14 +503,14 @@ test_buckets(void **state)
 	n = shmt_limiter_buckets(f.h, "api", b, 32);
 	assert_int_equal(n, 3);
 
-	expect_run(&r, 0, ARGV("-s", f.seg, "buckets", "api"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "buckets", "api"));
 	check_bucket_rows(&r, b, n);
 	tc_mask(&r.out, "in [0-9][0-9.a-z]*|[0-9][0-9.a-z]* ago", "{REL}");
 	tc_mask(&r.out, " +", " ");
 	tc_golden("buckets.txt", r.out);
 	tc_run_free(&r);
 
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "buckets", "api"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "buckets", "api"));
 	j = parse(&r);
 	expect_now_inside(j, &r);
 	assert_int_equal(json_array_size(json_object_get(j, "buckets")), 3);
@@ -551,10 +531,10 @@ test_buckets(void **state)
 	json_decref(j);
 	tc_run_free(&r);
 
-	expect_run(&r, 1, ARGV("-s", f.seg, "buckets", "nosuch"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "buckets", "nosuch"));
 	expect_err(&r, "no limiter 'nosuch'");
 	tc_run_free(&r);
-	expect_run(&r, 2, ARGV("-s", f.seg, "buckets", "exact1"));
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "buckets", "exact1"));
 	expect_err(&r, "exact mode");
 	tc_run_free(&r);
 	fx_free(&f);
@@ -567,7 +547,7 @@ expect_out(struct fx *f, int status, const char *out, const char *const *argv)
 {
 	struct tc_run r;
 
-	expect_run(&r, status, argv);
+	tc_expect_run(&r, status, argv);
 	assert_string_equal(r.out, out);
 	tc_run_free(&r);
 }
@@ -579,7 +559,7 @@ expect_prefix(struct fx *f, int status, const char *prefix,
 	struct tc_run r;
 
 	(void)f;
-	expect_run(&r, status, argv);
+	tc_expect_run(&r, status, argv);
 	if (strncmp(r.out, prefix, strlen(prefix)) != 0)
 		fail_msg("stdout \"%s\" does not begin with \"%s\"", r.out,
 		    prefix);
@@ -608,7 +588,7 @@ test_try(void **state)
 	    "api"));
 	expect_prefix(&f, 0, "granted: 0 of 3 remaining, all back in ",
 	    ARGV("-s", f.seg, "try", "exact1"));
-	expect_run(&r, 1, ARGV("-s", f.seg, "try", "exact1", "--json"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "try", "exact1", "--json"));
 	j = parse(&r);
 	assert_true(json_is_false(json_object_get(j, "granted")));
 	assert_string_equal(json_string_value(json_object_get(j, "limiter")),
@@ -625,7 +605,7 @@ test_try(void **state)
 
 	expect_prefix(&f, 0, "granted: 1 of 2 remaining", ARGV("-s", f.seg,
 	    "try", "per", "alice"));
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "try", "per", "alice"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "try", "per", "alice"));
 	j = parse(&r);
 	assert_true(json_is_true(json_object_get(j, "granted")));
 	assert_string_equal(json_string_value(json_object_get(j, "client")),
@@ -636,7 +616,7 @@ test_try(void **state)
 	    "per", "alice"));
 	/* A peek takes nothing: twice the same answer, then a try. */
 	for (int i = 0; i < 2; i++) {
-		expect_run(&r, 0, ARGV("-s", f.seg, "--json", "try", "per", "bob",
+		tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "try", "per", "bob",
 		    "--peek"));
 		j = parse(&r);
 		assert_true(json_is_true(json_object_get(j, "peek")));
@@ -647,31 +627,31 @@ test_try(void **state)
 	expect_prefix(&f, 0, "would be granted: 1 of 2", ARGV("-s", f.seg, "try",
 	    "per", "bob", "--peek"));
 	/* per takes one use a bucket: no cost of 2. */
-	expect_run(&r, 2, ARGV("-s", f.seg, "try", "per", "carol", "--cost",
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "try", "per", "carol", "--cost",
 	    "2"));
 	expect_err(&r, "takes no cost of 2");
 	tc_run_free(&r);
 	expect_prefix(&f, 0, "granted: 1 of 2", ARGV("-s", f.seg, "try", "per",
 	    "bob"));
 
-	expect_run(&r, 2, ARGV("-s", f.seg, "try", "per"));
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "try", "per"));
 	expect_err(&r, "is per client: give a CLIENT");
 	tc_run_free(&r);
-	expect_run(&r, 2, ARGV("-s", f.seg, "try", "api", "bob"));
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "try", "api", "bob"));
 	expect_err(&r, "is not per client");
 	tc_run_free(&r);
-	expect_run(&r, 2, ARGV("-s", f.seg, "try", "api", "--cost", "5"));
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "try", "api", "--cost", "5"));
 	expect_err(&r, "takes no cost of 5");
 	tc_run_free(&r);
-	expect_run(&r, 2, ARGV("-s", f.seg, "try", "api", "--cost", "0"));
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "try", "api", "--cost", "0"));
 	tc_run_free(&r);
 	/* An unknown limiter has its own exit code. */
-	expect_run(&r, 5, ARGV("-s", f.seg, "try", "nosuch"));
+	tc_expect_run(&r, 5, ARGV("-s", f.seg, "try", "nosuch"));
 	expect_err(&r, "no limiter 'nosuch'");
 	tc_run_free(&r);
-	expect_run(&r, 5, ARGV("-s", f.seg, "wait", "nosuch"));
+	tc_expect_run(&r, 5, ARGV("-s", f.seg, "wait", "nosuch"));
 	tc_run_free(&r);
-	expect_run(&r, 5, ARGV("-s", f.seg, "next-key", "nosuch"));
+	tc_expect_run(&r, 5, ARGV("-s", f.seg, "next-key", "nosuch"));
 	tc_run_free(&r);
 
 	/* wait: granted at once when there is room; a real timeout when
@@ -682,7 +662,7 @@ test_try(void **state)
 	expect_prefix(&f, 1, "throttled: retry in ", ARGV("-s", f.seg, "wait",
 	    "api", "--timeout", "60ms"));
 	assert_true(shmt__mono_ns() - t0 >= 60000000ULL);
-	expect_run(&r, 2, ARGV("-s", f.seg, "wait", "api", "--timeout", "soon"));
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "wait", "api", "--timeout", "soon"));
 	tc_run_free(&r);
 	fx_free(&f);
 }
@@ -696,7 +676,7 @@ test_next_key(void **state)
 
 	fx_make(&f, "nextkey", 1);
 	expect_out(&f, 0, "key-a\n", ARGV("-s", f.seg, "next-key", "pool"));
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "next-key", "pool"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "next-key", "pool"));
 	j = parse(&r);
 	assert_string_equal(json_string_value(json_object_get(j, "key")),
 	    "key-b");
@@ -704,17 +684,17 @@ test_next_key(void **state)
 	tc_run_free(&r);
 	expect_out(&f, 0, "key-c\n", ARGV("-s", f.seg, "next-key", "pool"));
 	/* Throttled: nothing on stdout, so $(...) is empty. */
-	expect_run(&r, 1, ARGV("-s", f.seg, "next-key", "pool"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "next-key", "pool"));
 	assert_string_equal(r.out, "");
 	expect_err(&r, "throttled");
 	tc_run_free(&r);
-	expect_run(&r, 1, ARGV("-s", f.seg, "next-key", "pool", "--json"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "next-key", "pool", "--json"));
 	j = parse(&r);
 	assert_true(json_is_false(json_object_get(j, "granted")));
 	assert_true(json_is_null(json_object_get(j, "key")));
 	json_decref(j);
 	tc_run_free(&r);
-	expect_run(&r, 2, ARGV("-s", f.seg, "next-key", "api"));
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "next-key", "api"));
 	expect_err(&r, "has no key pool");
 	tc_run_free(&r);
 	fx_free(&f);
@@ -735,9 +715,9 @@ test_limiter_live(void **state)
 	expect_out(&f, 0, "limiter api: limit 6 per 1h, slack 1s/4; 10 uses in "
 	    "flight kept\n", ARGV("-s", f.seg, "limiter", "set", "api",
 	    "limit=6"));
-	expect_run(&r, 1, ARGV("-s", f.seg, "try", "api"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "try", "api"));
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "limiter", "set", "api",
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "limiter", "set", "api",
 	    "limit=20", "slack_time=1500ms"));
 	j = parse(&r);
 	assert_true(jint(j, "limit") == 20 && jint(j, "in_flight") == 10);
@@ -745,76 +725,63 @@ test_limiter_live(void **state)
 	json_decref(j);
 	tc_run_free(&r);
 	/* 7200 + 5 buckets: more than the ring holds. */
-	expect_run(&r, 1, ARGV("-s", f.seg, "limiter", "set", "api",
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "limiter", "set", "api",
 	    "window=2h"));
 	expect_err(&r, "cannot change in place: the new parameters need 4805 "
 	    "buckets");
 	tc_run_free(&r);
-	expect_run(&r, 1, ARGV("-s", f.seg, "limiter", "set", "exact1",
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "limiter", "set", "exact1",
 	    "limit=2"));
 	expect_err(&r, "exact mode");
 	tc_run_free(&r);
-	expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api", "mode=1"));
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api", "mode=1"));
 	expect_err(&r, "the keys are limit, window, slack_time and slack_uses");
 	tc_run_free(&r);
-	expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api",
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api",
 	    "window=soon"));
 	expect_err(&r, "a whole number and a unit");
 	tc_run_free(&r);
-	expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api"));
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api"));
 	tc_run_free(&r);
-	expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "rename", "api"));
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "rename", "api"));
 	tc_run_free(&r);
 
 	/* reset: everything back, counted; the per-client one by client. */
 	expect_out(&f, 0, "reset api: 10 uses given back\n",
 	    ARGV("-s", f.seg, "reset", "api"));
-	expect_run(&r, 0, ARGV("-s", f.seg, "try", "api"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "try", "api"));
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
 	tc_run_free(&r);
-	expect_run(&r, 1, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "reset", "per",
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "reset", "per",
 	    "10.0.0.1"));
 	j = parse(&r);
 	assert_true(jint(j, "given_back") == 2);
 	json_decref(j);
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "try", "per", "10.0.0.1"));
 	tc_run_free(&r);
-	expect_run(&r, 2, ARGV("-s", f.seg, "reset", "api", "10.0.0.1"));
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "reset", "api", "10.0.0.1"));
 	tc_run_free(&r);
-	expect_run(&r, 1, ARGV("-s", f.seg, "reset", "nope"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "reset", "nope"));
 	tc_run_free(&r);
 
 	/* delete */
 	expect_out(&f, 0, "deleted limiter exact1\n",
 	    ARGV("-s", f.seg, "limiter", "delete", "exact1"));
-	expect_run(&r, 5, ARGV("-s", f.seg, "try", "exact1"));
+	tc_expect_run(&r, 5, ARGV("-s", f.seg, "try", "exact1"));
 	tc_run_free(&r);
-	expect_run(&r, 1, ARGV("-s", f.seg, "limiter", "delete", "exact1"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "limiter", "delete", "exact1"));
 	expect_err(&r, "no limiter 'exact1'");
 	tc_run_free(&r);
 	fx_free(&f);
 }
 
 /* ---- check ------------------------------------------------------------ */
-
-static struct shmt_lim *
-row_of(shmt_t *h, const char *name)
-{
-	struct shmt_lim *lim = shmt__region(h, SHMT_R_LIMITERS);
-	uint32_t n = (uint32_t)(h->reg[SHMT_R_LIMITERS].rg_size / sizeof(*lim));
-
-	for (uint32_t i = 0; i < n; i++)
-		if (strcmp(lim[i].lm_name, name) == 0)
-			return &lim[i];
-	fail_msg("no row %s", name);
-	return NULL;
-}
 
 static void
 test_check_healthy(void **state)
@@ -828,11 +795,11 @@ test_check_healthy(void **state)
 	 * times lie ahead, which is no problem. */
 	assert_int_equal(shmt_set_clock(f.h, NULL, NULL), 0);
 	grants(&f, "pool", 2, 1);
-	expect_run(&r, 0, ARGV("-s", f.seg, "check"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "check"));
 	tc_replace(&r.out, f.seg, "{SEG}");
 	tc_golden("check.txt", r.out);
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", f.seg, "check", "--json"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "check", "--json"));
 	j = parse(&r);
 	assert_true(json_is_true(json_object_get(j, "ok")));
 	assert_int_equal(json_array_size(json_object_get(j, "problems")), 0);
@@ -854,13 +821,13 @@ test_check_damaged_limiter(void **state)
 	json_t *j;
 
 	fx_make(&f, "checkbad", 1);
-	row = row_of(f.h, "api");
+	row = tu_row_of(f.h, "api");
 	row->lm_w.w[0] += (uint64_t)5 << 32;
-	expect_run(&r, 4, ARGV("-s", f.seg, "check"));
+	tc_expect_run(&r, 4, ARGV("-s", f.seg, "check"));
 	if (strstr(r.out, "problem: limiter api: ") == NULL)
 		fail_msg("check does not name limiter api: %s", r.out);
 	tc_run_free(&r);
-	expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check"));
+	tc_expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check"));
 	j = parse(&r);
 	assert_true(json_is_false(json_object_get(j, "ok")));
 	assert_true(json_array_size(json_object_get(j, "problems")) >= 1);
@@ -913,18 +880,18 @@ test_get(void **state)
 	/* The exact bytes: no newline added. */
 	expect_out(&f, 0, "alice", ARGV("-s", f.seg, "get", "user:1"));
 	expect_out(&f, 0, "", ARGV("-s", f.seg, "get", "back\\slash"));
-	expect_run(&r, 0, ARGV("-s", f.seg, "get", "--key-hex", "01FE"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "get", "--key-hex", "01FE"));
 	assert_int_equal(r.outlen, 2);
 	assert_memory_equal(r.out, BINVAL, 2);
 	tc_run_free(&r);
 
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "get", "user:2"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "get", "user:2"));
 	j = parse(&r);
 	golden_json("get.json", j);
 	json_decref(j);
 	tc_run_free(&r);
 	/* Neither key nor value is UTF-8: both come as base64. */
-	expect_run(&r, 0, ARGV("-s", f.seg, "get", "--json", "--key-hex",
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "get", "--json", "--key-hex",
 	    "01fe"));
 	j = parse(&r);
 	golden_json("get-binary.json", j);
@@ -932,11 +899,11 @@ test_get(void **state)
 	tc_run_free(&r);
 
 	/* Expired 9 s before the CLI ran, and never there: exit 1. */
-	expect_run(&r, 1, ARGV("-s", f.seg, "get", "gone"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "get", "gone"));
 	assert_string_equal(r.out, "");
 	expect_err(&r, "no key 'gone'");
 	tc_run_free(&r);
-	expect_run(&r, 1, ARGV("-s", f.seg, "get", "--json", "nosuch"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "get", "--json", "nosuch"));
 	j = parse(&r);
 	assert_true(json_is_false(json_object_get(j, "found")));
 	assert_null(json_object_get(j, "value"));
@@ -957,7 +924,7 @@ test_set(void **state)
 	fx_dict(&f);
 	expect_out(&f, 0, "", ARGV("-s", f.seg, "set", "user:3", "carol"));
 	assert_string_equal(lib_get(f.h, "user:3"), "carol");
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "set", "user:3", "dave",
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "set", "user:3", "dave",
 	    "--ttl", "10m"));
 	j = parse(&r);
 	golden_json("set.json", j);
@@ -966,10 +933,10 @@ test_set(void **state)
 	assert_string_equal(lib_get(f.h, "user:3"), "dave");
 
 	/* --nx only adds, --xx only replaces; a refusal changes nothing. */
-	expect_run(&r, 1, ARGV("-s", f.seg, "set", "--nx", "user:1", "eve"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "set", "--nx", "user:1", "eve"));
 	expect_err(&r, "key 'user:1' already exists");
 	tc_run_free(&r);
-	expect_run(&r, 1, ARGV("-s", f.seg, "set", "--xx", "user:9", "eve"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "set", "--xx", "user:9", "eve"));
 	expect_err(&r, "no key 'user:9'");
 	tc_run_free(&r);
 	assert_string_equal(lib_get(f.h, "user:1"), "alice");
@@ -982,7 +949,7 @@ test_set(void **state)
 
 	/* --ttl 500ms: the item expires between 500 ms after the run began
 	 * and 500 ms after it ended, seen through the injected clock. */
-	expect_run(&r, 0, ARGV("-s", f.seg, "set", "short", "v", "--ttl",
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "set", "short", "v", "--ttl",
 	    "500ms"));
 	f.clk.now = r.t_start + ttl_ms * 1000000 - 1;
 	assert_string_equal(lib_get(f.h, "short"), "v");
@@ -1023,7 +990,7 @@ test_set_stdin(void **state)
 	assert_int_equal(shmt_get(h, "b", 1, big, SHMT_VALUE_MAX, &n), 0);
 	assert_int_equal(n, sizeof(bin) - 1);
 	assert_memory_equal(big, bin, n);
-	expect_run(&r, 0, ARGV("-s", seg, "get", "b"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "get", "b"));
 	assert_int_equal(r.outlen, sizeof(bin) - 1);
 	assert_memory_equal(r.out, bin, r.outlen);
 	tc_run_free(&r);
@@ -1033,7 +1000,7 @@ test_set_stdin(void **state)
 	expect_run_in(&r, 0, big, SHMT_VALUE_MAX, ARGV("-s", seg, "set", "big",
 	    "-"));
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", seg, "get", "big"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "get", "big"));
 	assert_int_equal(r.outlen, SHMT_VALUE_MAX);
 	assert_memory_equal(r.out, big, SHMT_VALUE_MAX);
 	tc_run_free(&r);
@@ -1064,10 +1031,10 @@ test_del_incr(void **state)
 	fx_dict(&f);
 	expect_out(&f, 0, "", ARGV("-s", f.seg, "del", "user:1"));
 	assert_null(lib_get(f.h, "user:1"));
-	expect_run(&r, 1, ARGV("-s", f.seg, "del", "user:1"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "del", "user:1"));
 	expect_err(&r, "no key 'user:1'");
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "del", "--key-hex",
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "del", "--key-hex",
 	    "01fe"));
 	j = parse(&r);
 	golden_json("del.json", j);
@@ -1080,18 +1047,18 @@ test_del_incr(void **state)
 	    "-60"));
 	assert_string_equal(lib_get(f.h, "count"), "-10");
 	expect_out(&f, 0, "1\n", ARGV("-s", f.seg, "incr", "fresh"));
-	expect_run(&r, 0, ARGV("-s", f.seg, "incr", "--json", "fresh", "2"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "incr", "--json", "fresh", "2"));
 	j = parse(&r);
 	golden_json("incr.json", j);
 	json_decref(j);
 	tc_run_free(&r);
 
-	expect_run(&r, 1, ARGV("-s", f.seg, "incr", "user:2"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "incr", "user:2"));
 	expect_err(&r, "not a decimal integer");
 	tc_run_free(&r);
 	assert_int_equal(shmt_set(f.h, "max", 3, "9223372036854775807", 19, 0),
 	    0);
-	expect_run(&r, 1, ARGV("-s", f.seg, "incr", "max"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "incr", "max"));
 	expect_err(&r, "overflows");
 	tc_run_free(&r);
 	assert_string_equal(lib_get(f.h, "max"), "9223372036854775807");
@@ -1108,7 +1075,7 @@ test_keys(void **state)
 	fx_make(&f, "keys", 1);
 	fx_dict(&f);
 	/* Sorted by bytes, escaped; the expired key is not listed. */
-	expect_run(&r, 0, ARGV("-s", f.seg, "keys"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "keys"));
 	tc_golden("keys.txt", r.out);
 	tc_run_free(&r);
 	expect_out(&f, 0, "user:1\nuser:2\n", ARGV("-s", f.seg, "keys",
@@ -1116,7 +1083,7 @@ test_keys(void **state)
 	expect_out(&f, 0, "\\x01\\xfe\n", ARGV("-s", f.seg, "keys",
 	    "\\\\x01*"));
 	expect_out(&f, 0, "", ARGV("-s", f.seg, "keys", "nomatch*"));
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "keys"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "keys"));
 	j = parse(&r);
 	null_field(j, "segment");
 	golden_json("keys.json", j);
@@ -1225,13 +1192,13 @@ test_hit(void **state)
 	fx_dict(&f);
 	/* Three hits 8 s earlier lie in the window: the CLI's is the 4th. */
 	expect_out(&f, 0, "4\n", ARGV("-s", f.seg, "hit", "ip:10.0.0.1"));
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "hit", "ip:10.0.0.1"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "hit", "ip:10.0.0.1"));
 	j = parse(&r);
 	golden_json("hit.json", j);
 	json_decref(j);
 	tc_run_free(&r);
 	expect_out(&f, 0, "1\n", ARGV("-s", f.seg, "hit", "--key-hex", "00"));
-	f.clk.now = tc_mono_ns();
+	f.clk.now = tu_mono_ns();
 	assert_int_equal(shmt_hit(f.h, "ip:10.0.0.1", 11, &n), 0);
 	assert_int_equal(n, 6);
 	fx_free(&f);
@@ -1261,31 +1228,31 @@ test_no_dict(void **state)
 	cfg.counters_bytes = 0;
 	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-		expect_run(&r, 3, ARGV("-s", seg, cmds[i][0], cmds[i][1],
+		tc_expect_run(&r, 3, ARGV("-s", seg, cmds[i][0], cmds[i][1],
 		    cmds[i][2], cmds[i][3]));
 		expect_err(&r, "has no dictionary");
 		assert_string_equal(r.out, "");
 		tc_run_free(&r);
 	}
-	expect_run(&r, 3, ARGV("-s", seg, "hit", "k"));
+	tc_expect_run(&r, 3, ARGV("-s", seg, "hit", "k"));
 	expect_err(&r, "has no counters");
 	tc_run_free(&r);
-	expect_run(&r, 3, ARGV("-s", seg, "count", "k"));
+	tc_expect_run(&r, 3, ARGV("-s", seg, "count", "k"));
 	expect_err(&r, "has no counters");
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", seg, "stat"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "stat"));
 	if (strstr(r.out, "dictionary none") == NULL ||
 	    strstr(r.out, "counters   none") == NULL ||
 	    strstr(r.out, "\ndictionary  ") == NULL)
 		fail_msg("stat: %s", r.out);
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", seg, "--json", "stat"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "stat"));
 	j = parse(&r);
 	assert_true(json_is_null(json_object_get(j, "dictionary")));
 	assert_true(json_is_null(json_object_get(j, "counters")));
 	json_decref(j);
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", seg, "check"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "check"));
 	tc_run_free(&r);
 	shmt_close(h);
 	assert_int_equal(shmt_unlink(seg), 0);
@@ -1335,14 +1302,14 @@ test_check_damaged_dict(void **state)
 	index = (uint64_t *)(st->base + st->stride + st->index_off);
 	saved = index[3];
 	index[3] = st->heap_bytes + 4096 + 1;
-	expect_run(&r, 4, ARGV("-s", f.seg, "check"));
+	tc_expect_run(&r, 4, ARGV("-s", f.seg, "check"));
 	if (strstr(r.out, "problem: dictionary shard 1: bucket 3 links to an "
 	    "invalid item") == NULL)
 		fail_msg("check does not name dictionary shard 1: %s", r.out);
 	if (strstr(r.out, "shard 0") != NULL)
 		fail_msg("check blames shard 0: %s", r.out);
 	tc_run_free(&r);
-	expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check"));
+	tc_expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check"));
 	j = parse(&r);
 	assert_true(json_is_false(json_object_get(j, "ok")));
 	json_array_foreach(json_object_get(j, "problems"), i, e)
@@ -1352,7 +1319,7 @@ test_check_damaged_dict(void **state)
 	json_decref(j);
 	tc_run_free(&r);
 	index[3] = saved;
-	expect_run(&r, 0, ARGV("-s", f.seg, "check"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "check"));
 	tc_run_free(&r);
 	fx_free(&f);
 }
@@ -1531,7 +1498,7 @@ test_top(void **state)
 	json_t *j;
 
 	fx_top(&f, "top");
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "top"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "top"));
 	j = parse(&r);
 	top_check_truth(j);
 	expect_now_inside(j, &r);
@@ -1554,7 +1521,7 @@ test_top(void **state)
 	json_decref(j);
 	tc_run_free(&r);
 
-	expect_run(&r, 0, ARGV("-s", f.seg, "top"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "top"));
 	{
 		char span[32], ago[48];
 
@@ -1575,12 +1542,12 @@ test_top(void **state)
 	tc_run_free(&r);
 
 	/* -n cuts the list and says how many more there are. */
-	expect_run(&r, 0, ARGV("-s", f.seg, "top", "-n", "1"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "top", "-n", "1"));
 	assert_non_null(strstr(r.out, "\ndict  user:hot "));
 	assert_non_null(strstr(r.out, "\n... 3 more (-n 0 shows all)\n"));
 	assert_null(strstr(r.out, "bob"));
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", f.seg, "top", "--json", "-n", "2"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "top", "--json", "-n", "2"));
 	j = parse(&r);
 	assert_int_equal(jint(j, "hot"), 4);
 	assert_int_equal(json_array_size(json_object_get(j, "keys")), 2);
@@ -1601,14 +1568,14 @@ test_top_hash_only(void **state)
 	size_t n;
 
 	fx_make(&f, "tophash", 0);
-	expect_run(&r, 0, ARGV("-s", f.seg, "top"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "top"));
 	assert_non_null(strstr(r.out, ": 0 requests, error <= 0 per key "
 	    "(0.00% of them; bound total / 129 = 0), 0 in the exact window, "
 	    "threshold 10%, certified for the exact window\n"
 	    "(no key over the threshold)\n"));
 	tc_run_free(&r);
 	assert_int_equal(shmt_get(f.h, "solo", 4, NULL, 0, &n), -ENOENT);
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "top"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "top"));
 	j = parse(&r);
 	assert_int_equal(jint(j, "total"), 1);
 	e = json_array_get(json_object_get(j, "keys"), 0);
@@ -1619,7 +1586,7 @@ test_top_hash_only(void **state)
 	    json_string_value(json_object_get(e, "hash")));
 	json_decref(j);
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", f.seg, "top"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "top"));
 	if (strstr(r.out, want) == NULL)
 		fail_msg("top lacks \"%s\": %s", want, r.out);
 	tc_run_free(&r);
@@ -1647,21 +1614,21 @@ test_no_analyzer(void **state)
 	cfg.counters_bytes = 0;
 	cfg.analyzer_bytes = 0;
 	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
-	expect_run(&r, 3, ARGV("-s", seg, "top"));
+	tc_expect_run(&r, 3, ARGV("-s", seg, "top"));
 	expect_err(&r, "has no analyzer");
 	expect_err(&r, seg);
 	assert_string_equal(r.out, "");
 	tc_run_free(&r);
-	expect_run(&r, 3, ARGV("-s", seg, "--json", "top", "-n", "3"));
+	tc_expect_run(&r, 3, ARGV("-s", seg, "--json", "top", "-n", "3"));
 	expect_err(&r, "has no analyzer");
 	assert_string_equal(r.out, "");
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", seg, "stat"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "stat"));
 	if (strstr(r.out, "\nanalyzer   none (created with its size 0)\n") ==
 	    NULL)
 		fail_msg("stat: %s", r.out);
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", seg, "--json", "stat"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "stat"));
 	j = parse(&r);
 	assert_true(json_is_null(json_object_get(j, "analyzer")));
 	json_decref(j);
@@ -1691,12 +1658,12 @@ test_count(void **state)
 	expect_out(&f, 0, "0\n", ARGV("-s", f.seg, "count", "--window", "1s",
 	    "ip:10.0.0.1"));
 	expect_out(&f, 0, "0\n", ARGV("-s", f.seg, "count", "never"));
-	expect_run(&r, 0, ARGV("-s", f.seg, "--json", "count", "ip:10.0.0.1"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "count", "ip:10.0.0.1"));
 	j = parse(&r);
 	assert_int_equal(json_integer_value(json_object_get(j, "count")), 3);
 	json_decref(j);
 	tc_run_free(&r);
-	expect_run(&r, 1, ARGV("-s", f.seg, "count", "--window", "25h",
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "count", "--window", "25h",
 	    "ip:10.0.0.1"));
 	expect_err(&r, "longer than the counters' window");
 	tc_run_free(&r);
@@ -1704,7 +1671,7 @@ test_count(void **state)
 	expect_usage(ARGV("count"), "missing KEY");
 	expect_out(&f, 0, "4\n", ARGV("-s", f.seg, "hit", "ip:10.0.0.1"));
 	expect_out(&f, 0, "4\n", ARGV("-s", f.seg, "count", "ip:10.0.0.1"));
-	f.clk.now = tc_mono_ns();
+	f.clk.now = tu_mono_ns();
 	assert_int_equal(shmt_hit(f.h, "ip:10.0.0.1", 11, &n), 0);
 	assert_int_equal(n, 5);
 	fx_free(&f);
@@ -1729,7 +1696,7 @@ test_missing(void **state)
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		struct tc_run r;
 
-		expect_run(&r, 3, ARGV("-s", seg, cmds[i][0], cmds[i][1],
+		tc_expect_run(&r, 3, ARGV("-s", seg, cmds[i][0], cmds[i][1],
 		    cmds[i][2]));
 		expect_err(&r, "does not exist");
 		expect_err(&r, seg);
@@ -1757,19 +1724,19 @@ test_incompatible(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
 	close(fd);
-	expect_run(&r, 3, ARGV("-s", seg, "stat"));
+	tc_expect_run(&r, 3, ARGV("-s", seg, "stat"));
 	expect_err(&r, "is incompatible: not a shmthrottle segment");
 	tc_run_free(&r);
-	expect_run(&r, 3, ARGV("-s", seg, "--json", "check"));
+	tc_expect_run(&r, 3, ARGV("-s", seg, "--json", "check"));
 	expect_err(&r, "not a shmthrottle segment");
 	tc_run_free(&r);
-	expect_run(&r, 3, ARGV("-s", seg, "destroy"));
+	tc_expect_run(&r, 3, ARGV("-s", seg, "destroy"));
 	expect_err(&r, "not removed");
 	tc_run_free(&r);
 	fd = shm_open(seg, O_RDONLY, 0);
 	assert_true(fd >= 0);
 	close(fd);
-	expect_run(&r, 0, ARGV("-s", seg, "destroy", "--force"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "destroy", "--force"));
 	tc_run_free(&r);
 	assert_int_equal(shmt_unlink(seg), -ENOENT);
 }
@@ -1783,7 +1750,7 @@ test_other_format(void **state)
 
 	fx_make(&f, "format", 0);
 	f.h->hdr->sh_format ^= 1;
-	expect_run(&r, 3, ARGV("-s", f.seg, "limiters"));
+	tc_expect_run(&r, 3, ARGV("-s", f.seg, "limiters"));
 	expect_err(&r, "is incompatible: segment format differs");
 	tc_run_free(&r);
 	f.h->hdr->sh_format ^= 1;
@@ -1799,16 +1766,16 @@ test_damaged_header(void **state)
 
 	fx_make(&f, "damaged", 0);
 	f.h->hdr->sh_regions[SHMT_R_ARENA].rg_off += 64;
-	expect_run(&r, 4, ARGV("-s", f.seg, "stat"));
+	tc_expect_run(&r, 4, ARGV("-s", f.seg, "stat"));
 	expect_err(&r, "segment is corrupted");
 	tc_run_free(&r);
-	expect_run(&r, 4, ARGV("-s", f.seg, "check"));
+	tc_expect_run(&r, 4, ARGV("-s", f.seg, "check"));
 	if (strstr(r.out, "problem: segment: segment is corrupted") == NULL)
 		fail_msg("check output: %s", r.out);
 	tc_run_free(&r);
 	f.h->hdr->sh_regions[SHMT_R_ARENA].rg_off -= 64;
 	f.h->hdr->sh_size += 4096;
-	expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check"));
+	tc_expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check"));
 	assert_non_null(strstr(r.out, "segment size differs"));
 	tc_run_free(&r);
 	f.h->hdr->sh_size -= 4096;
@@ -1822,7 +1789,7 @@ expect_usage(const char *const *argv, const char *msg)
 {
 	struct tc_run r;
 
-	expect_run(&r, 2, argv);
+	tc_expect_run(&r, 2, argv);
 	expect_err(&r, msg);
 	expect_err(&r, "usage:");
 	tc_run_free(&r);
@@ -1851,7 +1818,7 @@ test_usage_errors(void **state)
 	{
 		struct tc_run r;
 
-		expect_run(&r, 2, ARGV("-s", "no-slash", "stat"));
+		tc_expect_run(&r, 2, ARGV("-s", "no-slash", "stat"));
 		expect_err(&r, "bad segment name 'no-slash'");
 		tc_run_free(&r);
 	}
@@ -1866,7 +1833,7 @@ test_help(void **state)
 		"get", "set", "del", "incr", "keys", "hit", "count", "top" };
 	struct tc_run r, r2;
 
-	expect_run(&r, 0, ARGV("--help"));
+	tc_expect_run(&r, 0, ARGV("--help"));
 	tc_golden("help.txt", r.out);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		char want[64];
@@ -1874,11 +1841,11 @@ test_help(void **state)
 		snprintf(want, sizeof(want), "\n    %s ", cmds[i]);
 		if (strstr(r.out, want) == NULL)
 			fail_msg("--help does not list %s", cmds[i]);
-		expect_run(&r2, 0, ARGV("help", cmds[i]));
+		tc_expect_run(&r2, 0, ARGV("help", cmds[i]));
 		{
 			struct tc_run r3;
 
-			expect_run(&r3, 0, ARGV(cmds[i], "--help"));
+			tc_expect_run(&r3, 0, ARGV(cmds[i], "--help"));
 			assert_string_equal(r2.out, r3.out);
 			tc_run_free(&r3);
 		}
@@ -1902,7 +1869,7 @@ test_create_destroy(void **state)
 
 	tu_segname(seg, sizeof(seg), "create");
 	tc_track(seg);
-	expect_run(&r, 0, ARGV("-s", seg, "--json", "create", "--max-limiters",
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "create", "--max-limiters",
 	    "5", "--max-slots", "7", "--arena", "128K", "--mode", "0640"));
 	j = parse(&r);
 	assert_true(json_is_true(json_object_get(j, "created")));
@@ -1915,11 +1882,11 @@ test_create_destroy(void **state)
 	assert_int_equal(st.regions[3].size, 128 << 10);
 	assert_int_equal(st.mode, 0640);
 	shmt_close(h);
-	expect_run(&r, 0, ARGV("-s", seg, "destroy"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "destroy"));
 	tc_run_free(&r);
 
 	/* The dictionary and counters options reach the library. */
-	expect_run(&r, 0, ARGV("-s", seg, "create", "--dict", "8M",
+	tc_expect_run(&r, 0, ARGV("-s", seg, "create", "--dict", "8M",
 	    "--dict-shards", "2", "--no-eviction", "--counters", "0"));
 	tc_run_free(&r);
 	assert_int_equal(shmt_open(seg, &h), 0);
@@ -1934,21 +1901,21 @@ test_create_destroy(void **state)
 		assert_int_equal(shmt_hit(h, "k", 1, &n), -ENODEV);
 	}
 	shmt_close(h);
-	expect_run(&r, 0, ARGV("-s", seg, "destroy"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "destroy"));
 	tc_run_free(&r);
-	expect_run(&r, 2, ARGV("-s", seg, "create", "--dict-shards", "3"));
+	tc_expect_run(&r, 2, ARGV("-s", seg, "create", "--dict-shards", "3"));
 	expect_err(&r, "cannot create");
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", seg, "create"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "create"));
 	tc_run_free(&r);
 
-	expect_run(&r, 1, ARGV("-s", seg, "create"));
+	tc_expect_run(&r, 1, ARGV("-s", seg, "create"));
 	expect_err(&r, "already exists");
 	tc_run_free(&r);
-	expect_run(&r, 0, ARGV("-s", seg, "destroy"));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "destroy"));
 	tc_run_free(&r);
 	assert_int_equal(shmt_open(seg, &h), -ENOENT);
-	expect_run(&r, 3, ARGV("-s", seg, "destroy"));
+	tc_expect_run(&r, 3, ARGV("-s", seg, "destroy"));
 	expect_err(&r, "does not exist");
 	tc_run_free(&r);
 }
@@ -1973,7 +1940,7 @@ test_create_config(void **state)
 	    "\n[limiter web]\nlimit = 50\nwindow = 2s\nslack_time = 500ms\n"
 	    "slack_uses = 5\n");
 	fclose(f);
-	expect_run(&r, 0, ARGV("-s", seg, "create", "-c", path));
+	tc_expect_run(&r, 0, ARGV("-s", seg, "create", "-c", path));
 	tc_run_free(&r);
 	assert_int_equal(shmt_open(seg, &h), 0);
 	assert_int_equal(shmt_limiter_stat(h, "web", &l), 0);
@@ -1985,7 +1952,7 @@ test_create_config(void **state)
 	f = fopen(path, "w");
 	fprintf(f, "[limiter web]\nlimit = many\n");
 	fclose(f);
-	expect_run(&r, 2, ARGV("-s", seg, "create", "-c", path));
+	tc_expect_run(&r, 2, ARGV("-s", seg, "create", "-c", path));
 	expect_err(&r, "limit");
 	tc_run_free(&r);
 	assert_int_equal(shmt_open(seg, &h), -ENOENT);

@@ -37,29 +37,13 @@ static void
 fx_make(struct fx *f, const char *tag)
 {
 	shmt_config_t cfg;
-	shmt_limit_t l;
 
 	memset(f, 0, sizeof(*f));
 	tu_segname(f->seg, sizeof(f->seg), tag);
 	tc_track(f->seg);
-	shmt_config_init(&cfg);
-	cfg.max_limiters = 8;
-	cfg.max_slots = 16;
-	cfg.arena_bytes = 1 << 20;
-	cfg.dict_bytes = 4 << 20;
-	cfg.dict_shards = 2;
-	cfg.counters_bytes = 256 << 10;
-	cfg.counters_shards = 2;
+	tu_config_small(&cfg);
 	assert_int_equal(shmt_create(f->seg, &cfg, &f->h), 0);
-	memset(&l, 0, sizeof(l));
-	l.limit = 10, l.window_ns = HOUR, l.slack_ns = NS_S, l.slack_uses = 4;
-	assert_int_equal(shmt_limiter_define(f->h, "api", &l), 0);
-	l.per_client = 1, l.client_capacity = 16;
-	assert_int_equal(shmt_limiter_define(f->h, "pc", &l), 0);
-	memset(&l, 0, sizeof(l));
-	l.limit = 3, l.window_ns = HOUR, l.mode = SHMT_MODE_EXACT;
-	l.slack_uses = 1;
-	assert_int_equal(shmt_limiter_define(f->h, "exact", &l), 0);
+	tu_define_check_limiters(f->h);
 	assert_int_equal(shmt_try_use_key(f->h, "api"), 1);
 	assert_int_equal(shmt_try_use(f->h, "pc", "alice", 5), 1);
 	assert_int_equal(shmt_try_use_key(f->h, "exact"), 1);
@@ -75,17 +59,7 @@ fx_make(struct fx *f, const char *tag)
 static void
 fx_free(struct fx *f)
 {
-	shmt_close(f->h);
-	assert_int_equal(shmt_unlink(f->seg), 0);
-}
-
-static void
-expect_run(struct tc_run *r, int status, const char *const *argv)
-{
-	tc_run(r, NULL, argv);
-	if (r->status != status)
-		fail_msg("%s: exit %d, expected %d\nstdout: %s\nstderr: %s",
-		    argv[0], r->status, status, r->out, r->err);
+	tu_close_unlink(f->h, f->seg);
 }
 
 /* `check` exits 4 with exactly one problem, on a line that holds LINE;
@@ -99,11 +73,11 @@ expect_one_problem(const struct fx *f, const char *line, const char *where)
 	json_t *j, *p;
 	const char *w;
 
-	expect_run(&r, 4, ARGV("-s", f->seg, "check"));
+	tc_expect_run(&r, 4, ARGV("-s", f->seg, "check"));
 	if (strstr(r.out, ": 1 problem,") == NULL || strstr(r.out, line) == NULL)
 		fail_msg("check does not name \"%s\" alone:\n%s", line, r.out);
 	tc_run_free(&r);
-	expect_run(&r, 4, ARGV("-s", f->seg, "--json", "check"));
+	tc_expect_run(&r, 4, ARGV("-s", f->seg, "--json", "check"));
 	j = json_loads(r.out, 0, &e);
 	assert_non_null(j);
 	assert_true(json_is_false(json_object_get(j, "ok")));
@@ -124,35 +98,10 @@ expect_clean(const struct fx *f)
 {
 	struct tc_run r;
 
-	expect_run(&r, 0, ARGV("-s", f->seg, "check"));
+	tc_expect_run(&r, 0, ARGV("-s", f->seg, "check"));
 	if (strstr(r.out, ": 0 problems,") == NULL)
 		fail_msg("check: %s", r.out);
 	tc_run_free(&r);
-}
-
-static struct shmt_lim *
-row_of(shmt_t *h, const char *name)
-{
-	struct shmt_lim *lim = shmt__region(h, SHMT_R_LIMITERS);
-	uint32_t n = (uint32_t)(h->reg[SHMT_R_LIMITERS].rg_size / sizeof(*lim));
-
-	for (uint32_t i = 0; i < n; i++)
-		if (strcmp(lim[i].lm_name, name) == 0)
-			return &lim[i];
-	fail_msg("no row %s", name);
-	return NULL;
-}
-
-static char *
-arena(shmt_t *h)
-{
-	return shmt__region(h, SHMT_R_ARENA);
-}
-
-static struct shmt_shard *
-shard(const struct shmt_store *st, uint32_t i)
-{
-	return (struct shmt_shard *)(st->base + (uint64_t)i * st->stride);
 }
 
 /* Each kind of limiter damage, one at a time, as the tool prints it. */
@@ -171,8 +120,8 @@ test_limiter_kinds(void **state)
 	expect_clean(&f);
 
 	/* A bucket's close time hours ahead. */
-	row = row_of(f.h, "api");
-	s = (struct shmt_ring_slot *)(arena(f.h) + row->lm_ring_off) +
+	row = tu_row_of(f.h, "api");
+	s = (struct shmt_ring_slot *)(tu_arena(f.h) + row->lm_ring_off) +
 	    SHMT_W_TAIL(row->lm_w) % row->lm_nbuckets;
 	saved = s->r[0];
 	s->r[0] += 10 * HOUR;
@@ -181,9 +130,9 @@ test_limiter_kinds(void **state)
 	s->r[0] = saved;
 
 	/* A client's bucket likewise. */
-	row = row_of(f.h, "pc");
+	row = tu_row_of(f.h, "pc");
 	for (uint32_t i = 0; i < row->lm_capacity && e == NULL; i++) {
-		struct shmt_client *c = (struct shmt_client *)(arena(f.h) +
+		struct shmt_client *c = (struct shmt_client *)(tu_arena(f.h) +
 		    row->lm_clients_off + (uint64_t)i * row->lm_entsize);
 
 		if (SHMT_W_ACTIVE(c->ce_w))
@@ -200,8 +149,8 @@ test_limiter_kinds(void **state)
 
 	/* An exact log ahead of its hint; a grant time ahead; a negative
 	 * hint. */
-	row = row_of(f.h, "exact");
-	log = (struct shmt_log_slot *)(arena(f.h) + row->lm_ring_off);
+	row = tu_row_of(f.h, "exact");
+	log = (struct shmt_log_slot *)(tu_arena(f.h) + row->lm_ring_off);
 	for (uint64_t i = 0; i < row->lm_limit; i++)
 		log[i].ls_seq += 30;
 	expect_one_problem(&f, "ahead of the grant hint", "limiter exact");
@@ -236,7 +185,7 @@ test_store_kinds_and_repair(void **state)
 
 	(void)state;
 	fx_make(&f, "clirepair");
-	sh = shard(f.h->dict, 0);
+	sh = tu_shard(f.h->dict, 0);
 	items = sh->ds_items;
 	pid = fork();
 	assert_true(pid >= 0);
@@ -249,7 +198,7 @@ test_store_kinds_and_repair(void **state)
 	before = malloc(len);
 	assert_non_null(before);
 	memcpy(before, shmt__region(f.h, SHMT_R_DICT), len);
-	expect_run(&r, 4, ARGV("-s", f.seg, "check"));
+	tc_expect_run(&r, 4, ARGV("-s", f.seg, "check"));
 	if (strstr(r.out, "problem: dictionary shard 0: lock names thread") ==
 	    NULL || strstr(r.out, "problem: dictionary shard 0: counts") == NULL ||
 	    strstr(r.out, ": 2 problems,") == NULL)
@@ -258,7 +207,7 @@ test_store_kinds_and_repair(void **state)
 	assert_memory_equal(before, shmt__region(f.h, SHMT_R_DICT), len);
 	free(before);
 
-	expect_run(&r, 0, ARGV("-s", f.seg, "check", "--repair"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "check", "--repair"));
 	if (strstr(r.out, "problem: dictionary shard 0: counts") == NULL ||
 	    strstr(r.out, "repaired: 0 problems left") == NULL)
 		fail_msg("check --repair: %s", r.out);
@@ -269,9 +218,9 @@ test_store_kinds_and_repair(void **state)
 
 	/* A negative exact hint is repaired; a state word out of range is
 	 * only named: exit 4, and it is left. */
-	row_of(f.h, "exact")->lm_w.w[0] = (uint64_t)-1;
-	row_of(f.h, "api")->lm_w.w[0] += (uint64_t)50 << 32;
-	expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check", "--repair"));
+	tu_row_of(f.h, "exact")->lm_w.w[0] = (uint64_t)-1;
+	tu_row_of(f.h, "api")->lm_w.w[0] += (uint64_t)50 << 32;
+	tc_expect_run(&r, 4, ARGV("-s", f.seg, "--json", "check", "--repair"));
 	{
 		json_error_t e;
 		json_t *j = json_loads(r.out, 0, &e), *left;
@@ -288,8 +237,8 @@ test_store_kinds_and_repair(void **state)
 		json_decref(j);
 	}
 	tc_run_free(&r);
-	assert_int_equal(row_of(f.h, "exact")->lm_w.w[0], 1);
-	row_of(f.h, "api")->lm_w.w[0] -= (uint64_t)50 << 32;
+	assert_int_equal(tu_row_of(f.h, "exact")->lm_w.w[0], 1);
+	tu_row_of(f.h, "api")->lm_w.w[0] -= (uint64_t)50 << 32;
 	expect_clean(&f);
 	fx_free(&f);
 }
@@ -306,7 +255,7 @@ test_counter_short(void **state)
 	fx_make(&f, "clicshort");
 	for (uint32_t i = 0; i < f.h->counters->shards && it == NULL; i++) {
 		const struct shmt_store *st = f.h->counters;
-		char *sh = (char *)shard(st, i);
+		char *sh = (char *)tu_shard(st, i);
 		uint64_t *index = (uint64_t *)(sh + st->index_off);
 
 		for (uint64_t b = 0; b < st->nbuckets && it == NULL; b++)

@@ -42,15 +42,6 @@ tc_cleanup(void **state)
 	return 0;
 }
 
-uint64_t
-tc_mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static void
 child(const char *const *env, const char *const *argv, int in, int out,
     int err)
@@ -104,7 +95,7 @@ run_fd(struct tc_run *r, const char *const *env, const char *const *argv,
 	assert_int_equal(pipe2(po, O_CLOEXEC), 0);
 	assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
 	fflush(NULL);
-	r->t_start = tc_mono_ns();
+	r->t_start = tu_mono_ns();
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0)
@@ -114,7 +105,7 @@ run_fd(struct tc_run *r, const char *const *env, const char *const *argv,
 	p[0] = (struct pollfd){ po[0], POLLIN, 0 };
 	p[1] = (struct pollfd){ pe[0], POLLIN, 0 };
 	while (p[0].fd >= 0 || p[1].fd >= 0) {
-		if (tc_mono_ns() - r->t_start > RUN_LIMIT_NS) {
+		if (tu_mono_ns() - r->t_start > RUN_LIMIT_NS) {
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			fail_msg("%s %s: no exit within 60 s", tc_bin, argv[0]);
@@ -129,7 +120,7 @@ run_fd(struct tc_run *r, const char *const *env, const char *const *argv,
 	close(po[0]);
 	close(pe[0]);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
-	r->t_end = tc_mono_ns();
+	r->t_end = tu_mono_ns();
 	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	if (r->out == NULL)
 		r->out = strdup("");
@@ -279,4 +270,13 @@ tc_golden(const char *name, const char *actual)
 		fail_msg("output differs from golden file %s", name);
 	}
 	free(expected);
+}
+
+void
+tc_expect_run(struct tc_run *r, int status, const char *const *argv)
+{
+	tc_run(r, NULL, argv);
+	if (r->status != status)
+		fail_msg("%s: exit %d, expected %d\nstdout: %s\nstderr: %s",
+		    argv[0], r->status, status, r->out, r->err);
 }

@@ -47,7 +47,9 @@ void tc_golden(const char *name, const char *actual);
 void tc_track(const char *seg);
 int tc_cleanup(void **state);
 
-/* CLOCK_MONOTONIC now. */
-uint64_t tc_mono_ns(void);
+/* tc_run without an environment, failing the test (with both outputs)
+ * unless the exit status is STATUS; R is left for more checks. */
+void tc_expect_run(struct tc_run *r, int status, const char *const *argv);
+
 
 #endif /* SHMT_TEST_CLI_UTIL_H */

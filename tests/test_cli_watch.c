@@ -104,10 +104,10 @@ frames(const struct term *t)
 static void
 wait_frames(struct term *t, int n)
 {
-	uint64_t start = tc_mono_ns();
+	uint64_t start = tu_mono_ns();
 
 	while (frames(t) < n) {
-		if (tc_mono_ns() - start > LIMIT_NS) {
+		if (tu_mono_ns() - start > LIMIT_NS) {
 			kill(t->pid, SIGKILL);
 			fail_msg("%d frames in 30 s, %d wanted: %s", frames(t), n,
 			    t->out ? t->out : "");
@@ -120,11 +120,11 @@ wait_frames(struct term *t, int n)
 static int
 term_wait(struct term *t)
 {
-	uint64_t start = tc_mono_ns();
+	uint64_t start = tu_mono_ns();
 	int st;
 
 	while (waitpid(t->pid, &st, WNOHANG) == 0) {
-		if (tc_mono_ns() - start > LIMIT_NS) {
+		if (tu_mono_ns() - start > LIMIT_NS) {
 			kill(t->pid, SIGKILL);
 			waitpid(t->pid, &st, 0);
 			fail_msg("watch did not stop: %s", t->out ? t->out : "");

@@ -46,22 +46,13 @@ struct env {
  * leaves its stack by longjmp and the teardown still needs it. */
 static struct env the_env;
 
-static void
-pause_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
 static struct env *
 env_init(const char *tag)
 {
 	struct env *e = &the_env;
 
 	memset(e, 0, sizeof(*e));
-	snprintf(e->dir, sizeof(e->dir), "/tmp/shmt-test-daemon-XXXXXX");
-	assert_non_null(mkdtemp(e->dir));
+	tu_tmpdir(e->dir, sizeof(e->dir), "daemon");
 	tu_segname(e->seg, sizeof(e->seg), tag);
 	snprintf(e->conf, sizeof(e->conf), "%.63s/d.conf", e->dir);
 	snprintf(e->log, sizeof(e->log), "%.63s/d.log", e->dir);
@@ -94,9 +85,6 @@ static int
 env_done(void **state)
 {
 	struct env *e = &the_env;
-	DIR *d;
-	struct dirent *de;
-	char p[512];
 
 	for (int i = 0; i < 8; i++)
 		if (e->pids[i] > 0) {
@@ -107,29 +95,10 @@ env_done(void **state)
 	if (e->dir[0] == '\0')
 		return 0;
 	shmt_unlink(e->seg);
-	if ((d = opendir(e->dir)) == NULL)
-		return -1;
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", e->dir, de->d_name);
-		unlink(p);
-	}
-	closedir(d);
-	if (rmdir(e->dir) != 0)
+	if (tu_rmdir(e->dir) != 0)
 		return -1;
 	e->dir[0] = '\0';
 	return 0;
-}
-
-static void
-write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	fputs(text, f);
-	assert_int_equal(fclose(f), 0);
 }
 
 /* Start the daemon on E's segment and config with extra ARGS (NULL-ended)
@@ -137,81 +106,33 @@ write_text(const char *path, const char *text)
 static pid_t
 spawn(const struct env *e, const char *const *args, const char *const *envs)
 {
-	const char *argv[16];
-	int n = 0;
-	pid_t pid;
+	pid_t pid = tu_daemon_spawn(daemon_bin, e->conf, e->seg, e->log, args,
+	    envs);
 
-	argv[n++] = daemon_bin;
-	argv[n++] = "-f";
-	argv[n++] = "-c";
-	argv[n++] = e->conf;
-	argv[n++] = "-s";
-	argv[n++] = e->seg;
-	for (; args != NULL && *args != NULL && n < 15; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open(e->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-
-		if (fd < 0 || dup2(fd, STDERR_FILENO) < 0)
-			_exit(126);
-		for (; envs != NULL && *envs != NULL; envs++)
-			putenv((char *)*envs);
-		execv(daemon_bin, (char *const *)argv);
-		_exit(127);
-	}
 	track(pid);
 	return pid;
 }
 
-/* Wait for PID to exit; returns its exit status, or fails the test (after
- * kill -9) when it does not exit in time. */
+/* Wait for PID to exit; returns its exit status, or fails the test when
+ * it died of a signal or does not exit in time (the teardown kills it). */
 static int
 wait_exit(pid_t pid)
 {
-	int st;
+	pid_t *slot = NULL, mine = pid;
 
-	for (int i = 0; i < WAIT_MS / 5; i++) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		assert_true(r >= 0);
-		if (r == pid) {
-			untrack(pid);
-			if (WIFSIGNALED(st))
-				fail_msg("pid %d died of signal %d", (int)pid,
-				    WTERMSIG(st));
-			return WEXITSTATUS(st);
-		}
-		pause_ms(5);
-	}
-	fail_msg("pid %d did not exit", (int)pid);
-	return -1;
-}
-
-static int
-log_has(const char *path, const char *needle)
-{
-	char buf[65536];
-	FILE *f = fopen(path, "r");
-	size_t n;
-
-	if (f == NULL)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	return strstr(buf, needle) != NULL;
+	for (int i = 0; i < 8; i++)
+		if (the_env.pids[i] == pid)
+			slot = &the_env.pids[i];
+	return tu_wait_exit(slot != NULL ? slot : &mine, WAIT_MS);
 }
 
 static void
 wait_log(const struct env *e, const char *needle)
 {
 	for (int i = 0; i < WAIT_MS / 5; i++) {
-		if (log_has(e->log, needle))
+		if (tu_file_has(e->log, needle))
 			return;
-		pause_ms(5);
+		tu_pause_ms(5);
 	}
 	fail_msg("log %s never said \"%s\"", e->log, needle);
 }
@@ -231,14 +152,14 @@ wait_ready(const struct env *e, pid_t pid)
 		if (h == NULL && shmt_open(e->seg, &h) != 0)
 			h = NULL;
 		if (h != NULL && shmt_segment_stat(h, &st) == 0 &&
-		    st.daemon_pid == pid && log_has(e->log, "running on segment"))
+		    st.daemon_pid == pid && tu_file_has(e->log, "running on segment"))
 			return h;
-		pause_ms(5);
+		tu_pause_ms(5);
 	}
 	fail_msg("daemon %d never became ready (open: %s, daemon pid %" PRId64
 	    ", log: %s)", (int)pid, h != NULL ? "yes" : "no",
 	    h != NULL && shmt_segment_stat(h, &st) == 0 ? st.daemon_pid : -1,
-	    log_has(e->log, "running on segment") ? "running" : "silent");
+	    tu_file_has(e->log, "running on segment") ? "running" : "silent");
 	return NULL;
 }
 
@@ -275,18 +196,18 @@ test_check_config(void **state)
 	char cmd[1024];
 
 	e = env_init("chk");
-	write_text(e->conf, "[segment]\nname = /x\n\n[limiter a]\nlimit = 1\n"
+	tu_write_text(e->conf, "[segment]\nname = /x\n\n[limiter a]\nlimit = 1\n"
 	    "window = 1 fortnight\n");
 	snprintf(cmd, sizeof(cmd), "%s --check-config %s 2>%s", daemon_bin,
 	    e->conf, e->log);
 	assert_int_equal(WEXITSTATUS(system(cmd)), 2);
 	snprintf(cmd, sizeof(cmd), "%s:6: key 'window': cannot read", e->conf);
-	assert_true(log_has(e->log, cmd));
-	write_text(e->conf, LONG_LIMITER("a", 3));
+	assert_true(tu_file_has(e->log, cmd));
+	tu_write_text(e->conf, LONG_LIMITER("a", 3));
 	snprintf(cmd, sizeof(cmd), "%s --check-config %s >%s", daemon_bin,
 	    e->conf, e->log);
 	assert_int_equal(WEXITSTATUS(system(cmd)), 0);
-	assert_true(log_has(e->log, "[limiter a]\nlimit = 3\nwindow = 1h\n"));
+	assert_true(tu_file_has(e->log, "[limiter a]\nlimit = 3\nwindow = 1h\n"));
 }
 
 
@@ -302,14 +223,14 @@ test_check_config_library_rules(void **state)
 	pid_t pid;
 
 	e = env_init("chklib");
-	write_text(e->conf, "[segment]\nname = /x\n[dictionary]\nsize = 1MiB\n"
+	tu_write_text(e->conf, "[segment]\nname = /x\n[dictionary]\nsize = 1MiB\n"
 	    "shards = 8\n");
 	snprintf(cmd, sizeof(cmd), "%s --check-config %s 2>%s", daemon_bin,
 	    e->conf, e->log);
 	assert_int_equal(WEXITSTATUS(system(cmd)), 2);
 	snprintf(cmd, sizeof(cmd), "%s:4: key 'size': dict_bytes: each shard "
 	    "needs at least 2 MiB", e->conf);
-	assert_true(log_has(e->log, cmd));
+	assert_true(tu_file_has(e->log, cmd));
 	pid = spawn(e, NULL, NULL);
 	assert_int_equal(wait_exit(pid), 2);
 	assert_int_equal(shmt_open(e->seg, &h), -ENOENT);
@@ -317,7 +238,7 @@ test_check_config_library_rules(void **state)
 	snprintf(cmd, sizeof(cmd), "%s --check-config %s 2>%s", daemon_bin,
 	    e->dir, e->log);
 	assert_int_equal(WEXITSTATUS(system(cmd)), 2);
-	assert_true(log_has(e->log, "not a regular file (a directory)"));
+	assert_true(tu_file_has(e->log, "not a regular file (a directory)"));
 }
 
 /* Start, use, stop: the segment and its state outlive the daemon, the
@@ -332,7 +253,7 @@ test_start_stop(void **state)
 	pid_t pid;
 
 	e = env_init("startstop");
-	write_text(e->conf, LONG_LIMITER("a", 5));
+	tu_write_text(e->conf, LONG_LIMITER("a", 5));
 	pid = spawn(e, NULL, NULL);
 	h = wait_ready(e, pid);
 	assert_int_equal(drain(h, "a", 100), 5);
@@ -341,7 +262,7 @@ test_start_stop(void **state)
 		assert_int_equal(shmt_segment_stat(h, &st), 0);
 		if (st.housekeeping_runs > 0 && st.daemon_heartbeat_ns > 0)
 			break;
-		pause_ms(5);
+		tu_pause_ms(5);
 	}
 	assert_true(st.daemon_alive && st.housekeeping_runs > 0);
 	assert_true(st.daemon_heartbeat_ns > 0);
@@ -360,7 +281,7 @@ test_start_stop(void **state)
 	assert_int_equal(wait_exit(pid), 0);
 	assert_int_equal(shmt_open(e->seg, &h2), -ENOENT);
 	shmt_close(h);
-	assert_true(log_has(e->log, "attached to segment"));
+	assert_true(tu_file_has(e->log, "attached to segment"));
 }
 
 /* The system call that stopped process PID is blocked in, or -1 when it is
@@ -395,7 +316,7 @@ stop_idle(pid_t pid)
 		if (blocked_in(pid) == SYS_rt_sigtimedwait)
 			return;
 		assert_int_equal(kill(pid, SIGCONT), 0);
-		pause_ms(1);
+		tu_pause_ms(1);
 	}
 	fail_msg("daemon %d never found waiting", (int)pid);
 }
@@ -415,7 +336,7 @@ test_truncated(void **state)
 
 	(void)state;
 	e = env_init("trunc");
-	write_text(e->conf, LONG_LIMITER("a", 5));
+	tu_write_text(e->conf, LONG_LIMITER("a", 5));
 	pid = spawn(e, NULL, NULL);
 	h = wait_ready(e, pid);
 	stop_idle(pid);
@@ -425,7 +346,7 @@ test_truncated(void **state)
 	close(fd);
 	assert_int_equal(kill(pid, SIGCONT), 0);
 	assert_int_equal(wait_exit(pid), 1);  /* the daemon's failure code */
-	assert_true(log_has(e->log, "truncated"));
+	assert_true(tu_file_has(e->log, "truncated"));
 	shmt_close(h);
 	assert_int_equal(shmt_unlink(e->seg), 0);
 }
@@ -476,7 +397,7 @@ test_untrusted(void **state)
 	if (geteuid() != 0)
 		skip();
 	e = env_init("untrusted");
-	write_text(e->conf, LONG_LIMITER("a", 5));
+	tu_write_text(e->conf, LONG_LIMITER("a", 5));
 	shmt_config_init(&cfg);
 	cfg.dict_bytes = 0;
 	cfg.counters_bytes = 0;
@@ -487,8 +408,8 @@ test_untrusted(void **state)
 	assert_int_equal(chown(path, 65532, (gid_t)-1), 0);
 	pid = spawn(e, NULL, NULL);
 	assert_int_equal(wait_exit(pid), 1);
-	assert_true(log_has(e->log, "owned by uid 65532"));
-	assert_true(log_has(e->log, "not trusted"));
+	assert_true(tu_file_has(e->log, "owned by uid 65532"));
+	assert_true(tu_file_has(e->log, "not trusted"));
 	assert_int_equal(shmt_unlink(e->seg), 0);
 }
 
@@ -501,13 +422,13 @@ test_second_refused(void **state)
 	pid_t a, b;
 
 	e = env_init("second");
-	write_text(e->conf, LONG_LIMITER("a", 5));
+	tu_write_text(e->conf, LONG_LIMITER("a", 5));
 	a = spawn(e, NULL, NULL);
 	h = wait_ready(e, a);
 	b = spawn(e, NULL, NULL);
 	assert_int_equal(wait_exit(b), 1);
 	snprintf(want, sizeof(want), "already running as pid %d", (int)a);
-	assert_true(log_has(e->log, want));
+	assert_true(tu_file_has(e->log, want));
 	assert_int_equal(kill(a, SIGTERM), 0);
 	assert_int_equal(wait_exit(a), 0);
 	shmt_close(h);
@@ -531,44 +452,44 @@ test_sighup(void **state)
 	pid_t pid;
 
 	e = env_init("hup");
-	write_text(e->conf, LONG_LIMITER("a", 5));
+	tu_write_text(e->conf, LONG_LIMITER("a", 5));
 	pid = spawn(e, NULL, NULL);
 	h = wait_ready(e, pid);
 	assert_int_equal(drain(h, "a", 2), 2);
 	assert_int_equal(shmt_limiter_stat(h, "b", &st), -ENOENT);
 
 	/* 60 + 5 buckets: the ring made for limit 5 holds it. */
-	write_text(e->conf, LIMITER_USES("a", 50, 10) LONG_LIMITER("b", 7));
+	tu_write_text(e->conf, LIMITER_USES("a", 50, 10) LONG_LIMITER("b", 7));
 	assert_int_equal(kill(pid, SIGHUP), 0);
 	wait_log(e, "reloaded: 2 limiters");
 	assert_int_equal(shmt_limiter_stat(h, "b", &st), 0);
 	assert_true(st.limit == 7);
-	assert_true(log_has(e->log, "limiter 'b' added"));
-	assert_true(log_has(e->log, "limiter 'a' changed in place: limit 50"));
+	assert_true(tu_file_has(e->log, "limiter 'b' added"));
+	assert_true(tu_file_has(e->log, "limiter 'a' changed in place: limit 50"));
 	assert_int_equal(shmt_limiter_stat(h, "a", &st), 0);
 	assert_true(st.limit == 50 && st.in_flight == 2);
 	assert_int_equal(drain(h, "a", 100), 48);
 
 	/* 60 + 500 buckets: not in place; the log gives the commands. */
-	write_text(e->conf, LONG_LIMITER("a", 500) LONG_LIMITER("b", 7));
+	tu_write_text(e->conf, LONG_LIMITER("a", 500) LONG_LIMITER("b", 7));
 	assert_int_equal(kill(pid, SIGHUP), 0);
 	wait_log(e, "it cannot change in place");
-	assert_true(log_has(e->log, "limiter delete a && kill -HUP"));
+	assert_true(tu_file_has(e->log, "limiter delete a && kill -HUP"));
 	assert_int_equal(shmt_limiter_stat(h, "a", &st), 0);
 	assert_true(st.limit == 50 && st.in_flight == 50);
 
-	write_text(e->conf, LIMITER_USES("a", 50, 10));
+	tu_write_text(e->conf, LIMITER_USES("a", 50, 10));
 	assert_int_equal(kill(pid, SIGHUP), 0);
 	wait_log(e, "limiter 'b' is no longer in the config; it stays");
-	assert_true(log_has(e->log, "limiter delete b' (with [daemon] "
+	assert_true(tu_file_has(e->log, "limiter delete b' (with [daemon] "
 	    "delete_removed = yes"));
 	assert_int_equal(shmt_limiter_stat(h, "b", &st), 0);
 	/* Back in the config, then removed by a config that deletes. */
-	write_text(e->conf, LIMITER_USES("a", 50, 10) LONG_LIMITER("b", 7)
+	tu_write_text(e->conf, LIMITER_USES("a", 50, 10) LONG_LIMITER("b", 7)
 	    LONG_LIMITER("c", 3));
 	assert_int_equal(kill(pid, SIGHUP), 0);
 	wait_log(e, "reloaded: 3 limiters");
-	write_text(e->conf, LIMITER_USES("a", 50, 10) LONG_LIMITER("c", 3)
+	tu_write_text(e->conf, LIMITER_USES("a", 50, 10) LONG_LIMITER("c", 3)
 	    "[daemon]\ndelete_removed = yes\n");
 	assert_int_equal(kill(pid, SIGHUP), 0);
 	wait_log(e, "limiter 'b' is no longer in the config: deleted");
@@ -576,7 +497,7 @@ test_sighup(void **state)
 	assert_int_equal(shmt_limiter_stat(h, "a", &st), 0);
 	assert_true(st.limit == 50 && st.in_flight == 50);
 
-	write_text(e->conf, "[limiter a\n");
+	tu_write_text(e->conf, "[limiter a\n");
 	assert_int_equal(kill(pid, SIGHUP), 0);
 	wait_log(e, "reload failed, keeping the running config");
 	assert_int_equal(kill(pid, SIGTERM), 0);
@@ -597,7 +518,7 @@ test_incompatible(void **state)
 	int fd;
 
 	e = env_init("incompat");
-	write_text(e->conf, LONG_LIMITER("a", 5));
+	tu_write_text(e->conf, LONG_LIMITER("a", 5));
 	fd = shm_open(e->seg, O_RDWR | O_CREAT | O_EXCL, 0600);
 	assert_true(fd >= 0);
 	memset(junk, 'x', sizeof(junk));
@@ -605,9 +526,9 @@ test_incompatible(void **state)
 	close(fd);
 	pid = spawn(e, NULL, NULL);
 	assert_int_equal(wait_exit(pid), 1);
-	assert_true(log_has(e->log, "is not a shmthrottle segment (magic "
+	assert_true(tu_file_has(e->log, "is not a shmthrottle segment (magic "
 	    "0x7878787878787878"));
-	assert_true(log_has(e->log, "--recreate"));
+	assert_true(tu_file_has(e->log, "--recreate"));
 	pid = spawn(e, recreate, NULL);
 	h = wait_ready(e, pid);
 	assert_int_equal(drain(h, "a", 100), 5);
@@ -677,7 +598,7 @@ test_kill9_restart(void **state)
 	int i;
 
 	e = env_init("kill9");
-	write_text(e->conf, LONG_LIMITER("a", 300));
+	tu_write_text(e->conf, LONG_LIMITER("a", 300));
 	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(b != MAP_FAILED);
@@ -695,7 +616,7 @@ test_kill9_restart(void **state)
 	 * death; then the workers keep asking, far past the limit. */
 	b->allow = 10;
 	for (i = 0; i < WAIT_MS / 5 && total(b, NW) < 10; i++)
-		pause_ms(5);
+		tu_pause_ms(5);
 	/* Workers race past the allowance by at most one grant each. */
 	assert_true(total(b, NW) >= 10 && total(b, NW) <= 10 + NW);
 	assert_int_equal(kill(pid, SIGKILL), 0);
@@ -710,7 +631,7 @@ test_kill9_restart(void **state)
 			    (untrack(w[j]), 1))
 				fail_msg("worker %d quit, status %#x", j, st);
 		}
-		pause_ms(5);
+		tu_pause_ms(5);
 	}
 	if (total(b, NW) != LIMIT)
 		fail_msg("workers took %" PRIu64 " of %d", total(b, NW), LIMIT);
@@ -723,7 +644,7 @@ test_kill9_restart(void **state)
 		assert_int_equal(wait_exit(w[i]), 0);
 	assert_true(total(b, NW) == LIMIT);
 	assert_true(in_flight(h, "a") == LIMIT);
-	assert_true(log_has(e->log, "taking over segment"));
+	assert_true(tu_file_has(e->log, "taking over segment"));
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);
@@ -737,7 +658,7 @@ conf_with_snapshot(const struct env *e, const char *limiters)
 
 	snprintf(text, sizeof(text), "%s[daemon]\nsnapshot = %s\n"
 	    "snapshot_interval = 1h\n", limiters, e->snap);
-	write_text(e->conf, text);
+	tu_write_text(e->conf, text);
 }
 
 /* Stop writes a snapshot; after the segment is removed, a new daemon
@@ -764,7 +685,7 @@ test_snapshot_roundtrip(void **state)
 
 	pid = spawn(e, NULL, NULL);
 	h = wait_ready(e, pid);
-	assert_true(log_has(e->log, "restored from"));
+	assert_true(tu_file_has(e->log, "restored from"));
 	assert_true(in_flight(h, "a") == 3 && in_flight(h, "b") == 9);
 	assert_int_equal(drain(h, "a", 100), 2);
 	assert_int_equal(shmt_try_use_key(h, "b"), 0);
@@ -869,7 +790,7 @@ expect_refused(struct env *e, const char *why)
 	unlink(e->log);
 	pid = spawn(e, NULL, NULL);
 	assert_int_equal(wait_exit(pid), 2);
-	if (!log_has(e->log, why))
+	if (!tu_file_has(e->log, why))
 		fail_msg("log lacks \"%s\"", why);
 }
 
@@ -907,7 +828,7 @@ test_snapshot_damaged(void **state)
 	unlink(e->log);
 	pid = spawn(e, ignore, NULL);
 	h = wait_ready(e, pid);
-	assert_true(log_has(e->log, "ignored (--ignore-snapshot)"));
+	assert_true(tu_file_has(e->log, "ignored (--ignore-snapshot)"));
 	assert_true(in_flight(h, "a") == 0);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
@@ -927,7 +848,7 @@ test_background(void **state)
 	int i;
 
 	e = env_init("bg");
-	write_text(e->conf, LONG_LIMITER("a", 5));
+	tu_write_text(e->conf, LONG_LIMITER("a", 5));
 	snprintf(cmd, sizeof(cmd), "%s -c %s -s %s 2>>%s", daemon_bin, e->conf,
 	    e->seg, e->log);
 	assert_int_equal(WEXITSTATUS(system(cmd)), 0);
@@ -944,7 +865,7 @@ test_background(void **state)
 		assert_int_equal(shmt_segment_stat(h, &st), 0);
 		if (st.daemon_pid == 0)
 			break;
-		pause_ms(5);
+		tu_pause_ms(5);
 	}
 	assert_true(st.daemon_pid == 0);
 	untrack(pid);
@@ -982,7 +903,7 @@ test_systemd_notify(void **state)
 	int fd;
 
 	e = env_init("notify");
-	write_text(e->conf, LONG_LIMITER("a", 5));
+	tu_write_text(e->conf, LONG_LIMITER("a", 5));
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify", e->dir);

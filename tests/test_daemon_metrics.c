@@ -44,22 +44,13 @@ struct env {
 
 static struct env the_env;
 
-static void
-pause_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
 static struct env *
 env_init(const char *tag)
 {
 	struct env *e = &the_env;
 
 	memset(e, 0, sizeof(*e));
-	snprintf(e->dir, sizeof(e->dir), "/tmp/shmt-test-metrics-XXXXXX");
-	assert_non_null(mkdtemp(e->dir));
+	tu_tmpdir(e->dir, sizeof(e->dir), "metrics");
 	tu_segname(e->seg, sizeof(e->seg), tag);
 	snprintf(e->conf, sizeof(e->conf), "%.63s/d.conf", e->dir);
 	snprintf(e->log, sizeof(e->log), "%.63s/d.log", e->dir);
@@ -71,7 +62,7 @@ static int
 env_done(void **state)
 {
 	struct env *e = &the_env;
-	char cmd[256];
+	int rc;
 
 	if (e->pid > 0) {
 		kill(e->pid, SIGKILL);
@@ -81,94 +72,29 @@ env_done(void **state)
 	if (e->dir[0] == '\0')
 		return 0;
 	shmt_unlink(e->seg);
-	snprintf(cmd, sizeof(cmd), "rm -rf -- '%.63s'", e->dir);
+	rc = tu_rmdir(e->dir);
 	e->dir[0] = '\0';
-	return system(cmd) == 0 ? 0 : -1;
-}
-
-static void
-write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	fputs(text, f);
-	assert_int_equal(fclose(f), 0);
-}
-
-/* The whole of PATH, NUL-terminated, in a malloc'd buffer. */
-static char *
-read_all(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf;
-	long n;
-
-	assert_non_null(f);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	assert_true(n >= 0);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	assert_non_null(buf);
-	assert_true(fread(buf, 1, (size_t)n, f) == (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
+	return rc;
 }
 
 static int
 log_has(const struct env *e, const char *needle)
 {
-	struct stat st;
-	char *text;
-	int found;
-
-	if (stat(e->log, &st) != 0)
-		return 0;
-	text = read_all(e->log);
-	found = strstr(text, needle) != NULL;
-	free(text);
-	return found;
+	return tu_file_has(e->log, needle);
 }
 
 static void
 spawn(struct env *e)
 {
-	pid_t pid = fork();
-
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open(e->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-
-		if (fd < 0 || dup2(fd, STDERR_FILENO) < 0)
-			_exit(126);
-		execl(daemon_bin, daemon_bin, "-f", "-c", e->conf, "-s", e->seg,
-		    (char *)NULL);
-		_exit(127);
-	}
-	e->pid = pid;
+	e->pid = tu_daemon_spawn(daemon_bin, e->conf, e->seg, e->log, NULL,
+	    NULL);
 }
 
 /* Wait for the daemon to exit; returns its exit status. */
 static int
 wait_exit(struct env *e)
 {
-	int st;
-
-	for (int i = 0; i < WAIT_MS / 5; i++) {
-		pid_t r = waitpid(e->pid, &st, WNOHANG);
-
-		assert_true(r >= 0);
-		if (r == e->pid) {
-			e->pid = 0;
-			assert_true(WIFEXITED(st));
-			return WEXITSTATUS(st);
-		}
-		pause_ms(5);
-	}
-	fail_msg("the daemon did not exit");
-	return -1;
+	return tu_wait_exit(&e->pid, WAIT_MS);
 }
 
 /* Wait until the daemon runs and says where its metrics are; fills
@@ -188,11 +114,11 @@ wait_metrics(struct env *e)
 		if (log_has(e, "running on segment") &&
 		    shmt_open(e->seg, &h) == 0)
 			break;
-		pause_ms(5);
+		tu_pause_ms(5);
 	}
 	assert_non_null(h);
 	{
-		char *text = read_all(e->log);
+		char *text = tu_read_all(e->log);
 		char *p = strstr(text, tag);
 		size_t n;
 
@@ -225,7 +151,7 @@ request(struct env *e, const char *method, const char *path, char *type,
 	    curl_bin, method, e->out, base, path, meta, e->log);
 	rc = system(cmd);
 	assert_true(rc != -1 && WIFEXITED(rc));
-	text = read_all(meta);
+	text = tu_read_all(meta);
 	assert_int_equal(sscanf(text, "%d", &status), 1);
 	if (type != NULL)
 		snprintf(type, cap, "%s", strchr(text, ' ') != NULL ?
@@ -429,7 +355,7 @@ test_scrape(void **state)
 	int granted = 0, n;
 	shmt_t *h;
 
-	write_text(e->conf, CONF_LIMITERS
+	tu_write_text(e->conf, CONF_LIMITERS
 	    "[daemon]\nmetrics = 127.0.0.1:0\n");
 	spawn(e);
 	h = wait_metrics(e);
@@ -456,7 +382,7 @@ test_scrape(void **state)
 		assert_int_equal(shmt_segment_stat(h, &st), 0);
 		if (st.housekeeping_runs >= 2)
 			break;
-		pause_ms(5);
+		tu_pause_ms(5);
 	}
 	assert_true(st.housekeeping_runs >= 2);
 
@@ -464,7 +390,7 @@ test_scrape(void **state)
 	    200);
 	assert_non_null(strstr(type, "text/plain"));
 	assert_non_null(strstr(type, "version=0.0.4"));
-	text = read_all(e->out);
+	text = tu_read_all(e->out);
 	n = check_format(text);
 	assert_true(n > 20);
 
@@ -542,10 +468,10 @@ test_scrape(void **state)
 	assert_int_equal(request(e, "POST", "/metrics", NULL, 0), 405);
 
 	/* A reload keeps the endpoint where it is, and says so. */
-	write_text(e->conf, CONF_LIMITERS "[daemon]\nmetrics = 127.0.0.1:1\n");
+	tu_write_text(e->conf, CONF_LIMITERS "[daemon]\nmetrics = 127.0.0.1:1\n");
 	assert_int_equal(kill(e->pid, SIGHUP), 0);
 	for (int i = 0; i < WAIT_MS / 5 && !log_has(e, "reloaded:"); i++)
-		pause_ms(5);
+		tu_pause_ms(5);
 	assert_true(log_has(e, "[daemon] metrics changed to '127.0.0.1:1': "
 	    "ignored until restart"));
 	assert_int_equal(request(e, "GET", "/metrics", NULL, 0), 200);
@@ -569,10 +495,10 @@ test_config(void **state)
 	shmt_t *h;
 	int fd;
 
-	write_text(e->conf, CONF_LIMITERS);
+	tu_write_text(e->conf, CONF_LIMITERS);
 	spawn(e);
 	for (int i = 0; i < WAIT_MS / 5 && !log_has(e, "running on"); i++)
-		pause_ms(5);
+		tu_pause_ms(5);
 	assert_true(log_has(e, "running on segment"));
 	assert_false(log_has(e, "metrics on"));
 	assert_int_equal(kill(e->pid, SIGTERM), 0);
@@ -584,7 +510,7 @@ test_config(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(text, sizeof(text), CONF_LIMITERS "[daemon]\n"
 		    "metrics = %s\n", bad[i]);
-		write_text(e->conf, text);
+		tu_write_text(e->conf, text);
 		snprintf(cmd, sizeof(cmd), "'%s' --check-config '%s' "
 		    ">/dev/null 2>'%s'", daemon_bin, e->conf, e->log);
 		assert_int_equal(WEXITSTATUS(system(cmd)), 2);
@@ -592,7 +518,7 @@ test_config(void **state)
 	}
 	snprintf(text, sizeof(text), CONF_LIMITERS "[daemon]\n"
 	    "metrics = [::1]:9464\n");
-	write_text(e->conf, text);
+	tu_write_text(e->conf, text);
 	snprintf(cmd, sizeof(cmd), "'%s' --check-config '%s' | grep -q "
 	    "'^metrics = \\[::1\\]:9464$'", daemon_bin, e->conf);
 	assert_int_equal(system(cmd), 0);
@@ -606,7 +532,7 @@ test_config(void **state)
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
 	snprintf(text, sizeof(text), CONF_LIMITERS "[daemon]\n"
 	    "metrics = 127.0.0.1:%u\n", ntohs(sa.sin_port));
-	write_text(e->conf, text);
+	tu_write_text(e->conf, text);
 	spawn(e);
 	assert_int_equal(wait_exit(e), 1);
 	assert_true(log_has(e, "cannot listen on 127.0.0.1:"));

@@ -69,28 +69,11 @@ struct hs_shared {
 	struct hs_worker w[HS_WORKERS];
 };
 
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static void
 small_config(shmt_config_t *cfg)
 {
-	shmt_config_init(cfg);
+	tu_config_tiny(cfg);
 	cfg->max_limiters = 8;
-	cfg->max_slots = 16;
-	cfg->arena_bytes = 64ULL << 10;
-	cfg->dict_bytes = 2ULL << 20;
-	cfg->dict_shards = 1;
-	cfg->counters_bytes = 64ULL << 10;
-	cfg->counters_shards = 1;
-	cfg->counters_subwindows = 4;
-	cfg->counters_window_ns = 4000000000ULL;
 	cfg->analyzer_bytes = 64ULL << 10;
 	cfg->analyzer_window_ns = 4000000000ULL;
 	cfg->analyzer_subwindows = 4;
@@ -148,14 +131,14 @@ static void
 begin(struct hs_ctx *c, enum hs_op op)
 {
 	atomic_store(&c->w->op, (int)op);
-	atomic_store(&c->w->call_start, mono_ns());
+	atomic_store(&c->w->call_start, tu_mono_ns());
 	c->clock.now += 1000000ULL;
 }
 
 static void
 end(struct hs_ctx *c, int rc)
 {
-	uint64_t d = mono_ns() - atomic_load(&c->w->call_start);
+	uint64_t d = tu_mono_ns() - atomic_load(&c->w->call_start);
 	int op = atomic_load(&c->w->op);
 
 	if (d > atomic_load(&c->w->max_ns[op]))
@@ -438,8 +421,8 @@ watch(struct hs_shared *sh, uint64_t deadline, uint64_t *stuck_ns)
 {
 	struct timespec poll = { 0, 10000000 };
 
-	while (mono_ns() < deadline) {
-		uint64_t now = mono_ns();
+	while (tu_mono_ns() < deadline) {
+		uint64_t now = tu_mono_ns();
 
 		for (int i = 0; i < HS_WORKERS; i++) {
 			uint64_t s = atomic_load(&sh->w[i].call_start);
@@ -459,10 +442,10 @@ watch(struct hs_shared *sh, uint64_t deadline, uint64_t *stuck_ns)
 static int
 reap(pid_t pid, int *status)
 {
-	uint64_t until = mono_ns() + HS_CALL_LIMIT_NS + 1000000000ULL;
+	uint64_t until = tu_mono_ns() + HS_CALL_LIMIT_NS + 1000000000ULL;
 	struct timespec poll = { 0, 5000000 };
 
-	while (mono_ns() < until) {
+	while (tu_mono_ns() < until) {
 		pid_t r = waitpid(pid, status, WNOHANG);
 
 		if (r == pid)
@@ -484,10 +467,7 @@ bounded_check(const char *name)
 	int p[2], n = -1, st = 0;
 	pid_t pid;
 
-	assert_int_equal(pipe(p), 0);
-	fflush(stdout);
-	pid = fork();
-	assert_true(pid >= 0);
+	pid = tu_fork_pipe(p);
 	if (pid == 0) {
 		shmt_t *h = NULL;
 		int found = 0, rc;
@@ -550,7 +530,7 @@ test_chaos(void **state)
 		if (pids[i] == 0)
 			scribbler(sh, &m, seed);
 	}
-	stuck = watch(sh, mono_ns() + len, &stuck_ns);
+	stuck = watch(sh, tu_mono_ns() + len, &stuck_ns);
 	atomic_store(&sh->stop, 1);
 	if (stuck >= 0) {
 		printf("# worker %d stuck in %s for %.1f s (seed %" PRIu64 ")\n",

@@ -35,28 +35,11 @@
 #define HC_PROMPT_BUSY_NS 2500000000ULL
 #define HC_ALARM 30
 
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static void
 small_config(shmt_config_t *cfg)
 {
-	shmt_config_init(cfg);
+	tu_config_tiny(cfg);
 	cfg->max_limiters = 4;
-	cfg->max_slots = 16;
-	cfg->arena_bytes = 64ULL << 10;
-	cfg->dict_bytes = 2ULL << 20;
-	cfg->dict_shards = 1;
-	cfg->counters_bytes = 64ULL << 10;
-	cfg->counters_shards = 1;
-	cfg->counters_subwindows = 4;
-	cfg->counters_window_ns = 4000000000ULL;
 	cfg->analyzer_bytes = 0;
 }
 
@@ -151,9 +134,9 @@ test_lock_live_owner(void **state)
 
 	/* The child is alive and attached, but holds nothing. */
 	__atomic_store_n(&sh->ds_lock.lk_owner, (uint32_t)child, __ATOMIC_RELEASE);
-	t0 = mono_ns();
+	t0 = tu_mono_ns();
 	rc = shmt_set(h, "k", 1, "v", 1, 0);
-	dt = mono_ns() - t0;
+	dt = tu_mono_ns() - t0;
 	printf("# set on a lock naming live pid %d: %s after %.3f s\n",
 	    (int)child, shmt_strerror(rc), dt / 1e9);
 	assert_int_equal(rc, SHMT_ELOCKED);
@@ -163,9 +146,9 @@ test_lock_live_owner(void **state)
 	    (uint32_t)child);
 
 	/* The check names the owner, promptly. */
-	t0 = mono_ns();
+	t0 = tu_mono_ns();
 	rc = shmt_check(h, keep_report, &rep);
-	dt = mono_ns() - t0;
+	dt = tu_mono_ns() - t0;
 	printf("# check: %d problems after %.3f s: %s\n", rc, dt / 1e9, rep.text);
 	assert_true(rc >= 1);
 	assert_true(dt < HC_PROMPT_NS);
@@ -180,9 +163,9 @@ test_lock_live_owner(void **state)
 	memset(&l, 0, sizeof(l));
 	l.limit = 5, l.window_ns = 1000000000ULL, l.slack_ns = 1000000ULL;
 	l.slack_uses = 1;
-	t0 = mono_ns();
+	t0 = tu_mono_ns();
 	rc = shmt_limiter_define(h, "x", &l);
-	dt = mono_ns() - t0;
+	dt = tu_mono_ns() - t0;
 	printf("# define: %s after %.3f s\n", shmt_strerror(rc), dt / 1e9);
 	assert_int_equal(rc, SHMT_ELOCKED);
 	assert_true(dt < HC_PROMPT_NS);
@@ -197,9 +180,9 @@ test_lock_live_owner(void **state)
 	 * gets the longer bound, and is not taken either. */
 	child = attached_child(name, 2);
 	__atomic_store_n(&sh->ds_lock.lk_owner, (uint32_t)child, __ATOMIC_RELEASE);
-	t0 = mono_ns();
+	t0 = tu_mono_ns();
 	rc = shmt_set(h, "k", 1, "v", 1, 0);
-	dt = mono_ns() - t0;
+	dt = tu_mono_ns() - t0;
 	printf("# set on a lock naming busy pid %d: %s after %.3f s\n",
 	    (int)child, shmt_strerror(rc), dt / 1e9);
 	assert_int_equal(rc, SHMT_ELOCKED);
@@ -239,9 +222,9 @@ test_lock_stopped_holder(void **state)
 	assert_int_equal(waitpid(child, &st, WUNTRACED), child);
 	assert_true(WIFSTOPPED(st));
 	for (int i = 0; i < 3; i++) {
-		t0 = mono_ns();
+		t0 = tu_mono_ns();
 		rc = shmt_set(h, "k", 1, "new", 3, 0);
-		dt = mono_ns() - t0;
+		dt = tu_mono_ns() - t0;
 		assert_int_equal(rc, SHMT_ELOCKED);
 		assert_true(dt < HC_PROMPT_NS);
 		assert_int_equal(__atomic_load_n(&sh->ds_lock.lk_owner,

@@ -33,38 +33,38 @@
  * supplementary groups SUPP (NSUPP of them), trusting OWNER too ((uid_t)-1:
  * nobody more).  Returns shmt_open_opts's result, or INT_MIN when the child
  * could not switch. */
+struct open_as_args {
+	const char *name;
+	gid_t gid;
+	const gid_t *supp;
+	size_t nsupp;
+	uid_t owner;
+};
+
+static int
+open_as_child(void *arg)
+{
+	const struct open_as_args *a = arg;
+	shmt_open_opts_t o;
+	shmt_t *h = NULL;
+	int rc = INT_MIN;
+
+	shmt_open_opts_init(&o);
+	o.owner = a->owner;
+	if (setgroups(a->nsupp, a->supp) == 0 && setgid(a->gid) == 0 &&
+	    setuid(OTHER_UID) == 0)
+		rc = shmt_open_opts(a->name, &o, &h);
+	shmt_close(h);
+	return rc;
+}
+
 static int
 open_as_owner(const char *name, gid_t gid, const gid_t *supp, size_t nsupp,
     uid_t owner)
 {
-	int p[2], rc = INT_MIN, st;
-	pid_t pid;
+	struct open_as_args a = { name, gid, supp, nsupp, owner };
 
-	assert_int_equal(pipe(p), 0);
-	fflush(stdout);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		shmt_t *h = NULL;
-
-		alarm(10);
-		close(p[0]);
-		shmt_open_opts_t o;
-
-		shmt_open_opts_init(&o);
-		o.owner = owner;
-		if (setgroups(nsupp, supp) == 0 && setgid(gid) == 0 &&
-		    setuid(OTHER_UID) == 0)
-			rc = shmt_open_opts(name, &o, &h);
-		shmt_close(h);
-		_exit(write(p[1], &rc, sizeof(rc)) == sizeof(rc) ? 0 : 1);
-	}
-	close(p[1]);
-	assert_int_equal(read(p[0], &rc, sizeof(rc)), sizeof(rc));
-	close(p[0]);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	return rc;
+	return tu_child_result(open_as_child, &a, 10);
 }
 
 static int
@@ -89,41 +89,39 @@ perm_config(shmt_config_t *cfg)
  * MODE, then set the object's mode to CHMOD (when not 0), as that user
  * may.  Returns shmt_create's result, or INT_MIN when it could not
  * switch. */
+struct create_as_args {
+	const char *name;
+	mode_t mode, chmod_to;
+};
+
+static int
+create_as_child(void *arg)
+{
+	const struct create_as_args *a = arg;
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	char path[192];
+	int rc = INT_MIN;
+
+	perm_config(&cfg);
+	cfg.mode = a->mode;
+	if (setgroups(0, NULL) == 0 && setgid(SEG_GID) == 0 &&
+	    setuid(CREATOR_UID) == 0) {
+		rc = shmt_create(a->name, &cfg, &h);
+		snprintf(path, sizeof(path), "/dev/shm%s", a->name);
+		if (rc == 0 && a->chmod_to != 0 && chmod(path, a->chmod_to) != 0)
+			rc = -errno;
+	}
+	shmt_close(h);
+	return rc;
+}
+
 static int
 create_as_creator(const char *name, mode_t mode, mode_t chmod_to)
 {
-	int p[2], rc = INT_MIN, st;
-	pid_t pid;
+	struct create_as_args a = { name, mode, chmod_to };
 
-	assert_int_equal(pipe(p), 0);
-	fflush(stdout);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		shmt_config_t cfg;
-		shmt_t *h = NULL;
-		char path[192];
-
-		alarm(10);
-		close(p[0]);
-		perm_config(&cfg);
-		cfg.mode = mode;
-		if (setgroups(0, NULL) == 0 && setgid(SEG_GID) == 0 &&
-		    setuid(CREATOR_UID) == 0) {
-			rc = shmt_create(name, &cfg, &h);
-			snprintf(path, sizeof(path), "/dev/shm%s", name);
-			if (rc == 0 && chmod_to != 0 && chmod(path, chmod_to) != 0)
-				rc = -errno;
-		}
-		shmt_close(h);
-		_exit(write(p[1], &rc, sizeof(rc)) == sizeof(rc) ? 0 : 1);
-	}
-	close(p[1]);
-	assert_int_equal(read(p[0], &rc, sizeof(rc)), sizeof(rc));
-	close(p[0]);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	return rc;
+	return tu_child_result(create_as_child, &a, 10);
 }
 
 /* Root's open in this process, trusting OWNER too. */

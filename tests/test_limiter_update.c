@@ -682,15 +682,6 @@ struct mp_shared {
 	uint64_t before[MP_CAP], after[MP_CAP];
 };
 
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static void
 mp_child(const char *seg, struct mp_shared *s)
 {
@@ -699,9 +690,9 @@ mp_child(const char *seg, struct mp_shared *s)
 	if (shmt_open(seg, &h) != 0)
 		_exit(2);
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = tu_mono_ns();
 		int rc = shmt_try_use_key(h, "mp");
-		uint64_t t1 = mono_ns();
+		uint64_t t1 = tu_mono_ns();
 
 		if (rc == 1) {
 			uint64_t i = __atomic_fetch_add(&s->n, 1,
@@ -768,7 +759,7 @@ test_update_mp(void **state)
 		if (pid[i] == 0)
 			mp_child(seg, s);
 	}
-	s->ch_start[0] = s->ch_end[0] = mono_ns();
+	s->ch_start[0] = s->ch_end[0] = tu_mono_ns();
 	for (int p = 1; p < MP_PHASES; p++) {
 		struct timespec ts = { 0, (long)phase_ns };
 
@@ -776,9 +767,9 @@ test_update_mp(void **state)
 		l.limit = s->limit[p];
 		l.window_ns = s->window[p];
 		l.slack_uses = plan[p][2];
-		s->ch_start[p] = mono_ns();
+		s->ch_start[p] = tu_mono_ns();
 		urc = shmt_limiter_update(h, "mp", &l, why, sizeof(why));
-		s->ch_end[p] = mono_ns();
+		s->ch_end[p] = tu_mono_ns();
 		if (urc != 0)
 			break;      /* stop the workers first, then fail */
 	}

@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: MIT */
-/* Helpers shared by the tests: unique names, an injected clock, seeds. */
+/* Helpers shared by the tests: unique names, an injected clock, seeds, the
+ * small segment, files, child processes and the daemon, and the places
+ * inside a segment that tests damage. */
 #include "testutil.h"
 
+#include "limiter.h"
+#include "store.h"
+
 #include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,4 +112,274 @@ tu_sweep(void **state)
 	}
 	closedir(d);
 	return 0;
+}
+
+uint64_t
+tu_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void
+tu_pause_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+void
+tu_config_small(shmt_config_t *cfg)
+{
+	shmt_config_init(cfg);
+	cfg->max_limiters = 8;
+	cfg->max_slots = 16;
+	cfg->arena_bytes = 1 << 20;
+	cfg->dict_bytes = 4 << 20;
+	cfg->dict_shards = 2;
+	cfg->counters_bytes = 256 << 10;
+	cfg->counters_shards = 2;
+}
+
+void
+tu_config_tiny(shmt_config_t *cfg)
+{
+	shmt_config_init(cfg);
+	cfg->max_slots = 16;
+	cfg->arena_bytes = 64ULL << 10;
+	cfg->dict_bytes = 2ULL << 20;
+	cfg->dict_shards = 1;
+	cfg->counters_bytes = 64ULL << 10;
+	cfg->counters_shards = 1;
+	cfg->counters_subwindows = 4;
+	cfg->counters_window_ns = 4000000000ULL;
+}
+
+void
+tu_close_unlink(shmt_t *h, const char *seg)
+{
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+void
+tu_define_check_limiters(shmt_t *h)
+{
+	const uint64_t s = 1000000000ULL, hour = 3600 * s;
+	shmt_limit_t l;
+
+	memset(&l, 0, sizeof(l));
+	l.limit = 10, l.window_ns = hour, l.slack_ns = s, l.slack_uses = 4;
+	assert_int_equal(shmt_limiter_define(h, "api", &l), 0);
+	l.per_client = 1, l.client_capacity = 16;
+	assert_int_equal(shmt_limiter_define(h, "pc", &l), 0);
+	memset(&l, 0, sizeof(l));
+	l.limit = 3, l.window_ns = hour, l.mode = SHMT_MODE_EXACT;
+	l.slack_uses = 1;
+	assert_int_equal(shmt_limiter_define(h, "exact", &l), 0);
+}
+
+/* ---- Files ------------------------------------------------------------------ */
+
+void
+tu_write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+char *
+tu_read_all(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf;
+	long n;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n >= 0);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_true(fread(buf, 1, (size_t)n, f) == (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+int
+tu_file_has(const char *path, const char *needle)
+{
+	char *text;
+	int found;
+
+	if (access(path, R_OK) != 0)
+		return 0;
+	text = tu_read_all(path);
+	found = strstr(text, needle) != NULL;
+	free(text);
+	return found;
+}
+
+void
+tu_tmpdir(char *dir, size_t cap, const char *tag)
+{
+	snprintf(dir, cap, "/tmp/shmt-test-%s-XXXXXX", tag);
+	assert_non_null(mkdtemp(dir));
+}
+
+int
+tu_rmdir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[512];
+
+	if (d == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		unlink(p);
+	}
+	closedir(d);
+	return rmdir(dir) == 0 ? 0 : -1;
+}
+
+/* ---- Processes -------------------------------------------------------------- */
+
+pid_t
+tu_fork_pipe(int p[2])
+{
+	pid_t pid;
+
+	assert_int_equal(pipe(p), 0);
+	fflush(stdout);
+	pid = fork();
+	assert_true(pid >= 0);
+	return pid;
+}
+
+int
+tu_child_result(int (*fn)(void *arg), void *arg, unsigned alarm_s)
+{
+	int p[2], rc = 0, st;
+	pid_t pid;
+
+	pid = tu_fork_pipe(p);
+	if (pid == 0) {
+		alarm(alarm_s);
+		close(p[0]);
+		rc = fn(arg);
+		_exit(write(p[1], &rc, sizeof(rc)) == sizeof(rc) ? 0 : 1);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &rc, sizeof(rc)), sizeof(rc));
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return rc;
+}
+
+pid_t
+tu_daemon_spawn(const char *bin, const char *conf, const char *seg,
+    const char *log, const char *const *args, const char *const *envs)
+{
+	const char *argv[16];
+	int n = 0;
+	pid_t pid;
+
+	argv[n++] = bin;
+	argv[n++] = "-f";
+	argv[n++] = "-c";
+	argv[n++] = conf;
+	argv[n++] = "-s";
+	argv[n++] = seg;
+	for (; args != NULL && *args != NULL && n < 15; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		if (fd < 0 || dup2(fd, STDERR_FILENO) < 0)
+			_exit(126);
+		for (; envs != NULL && *envs != NULL; envs++)
+			putenv((char *)*envs);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+int
+tu_wait_exit(pid_t *pidp, int wait_ms)
+{
+	pid_t pid = *pidp;
+	int st;
+
+	for (int i = 0; i < wait_ms / 5; i++) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		assert_true(r >= 0);
+		if (r == pid) {
+			*pidp = 0;
+			if (WIFSIGNALED(st))
+				fail_msg("pid %d died of signal %d", (int)pid,
+				    WTERMSIG(st));
+			return WEXITSTATUS(st);
+		}
+		tu_pause_ms(5);
+	}
+	fail_msg("pid %d did not exit", (int)pid);
+	return -1;
+}
+
+/* ---- Inside a segment -------------------------------------------------------- */
+
+struct shmt_lim *
+tu_row_of(shmt_t *h, const char *name)
+{
+	struct shmt_lim *lim = shmt__region(h, SHMT_R_LIMITERS);
+	uint32_t n = (uint32_t)(h->reg[SHMT_R_LIMITERS].rg_size / sizeof(*lim));
+
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(lim[i].lm_name, name) == 0)
+			return &lim[i];
+	fail_msg("no row %s", name);
+	return NULL;
+}
+
+char *
+tu_arena(shmt_t *h)
+{
+	return shmt__region(h, SHMT_R_ARENA);
+}
+
+struct shmt_shard *
+tu_shard(const struct shmt_store *st, uint32_t i)
+{
+	return (struct shmt_shard *)(st->base + (uint64_t)i * st->stride);
+}
+
+struct shmt_item *
+tu_first_item(const struct shmt_store *st, uint32_t i)
+{
+	char *sh = (char *)tu_shard(st, i);
+	uint64_t *index = (uint64_t *)(sh + st->index_off);
+
+	for (uint64_t b = 0; b < st->nbuckets; b++)
+		if (index[b] != 0)
+			return (struct shmt_item *)(sh + st->heap_off +
+			    index[b] - 1);
+	return NULL;
 }
