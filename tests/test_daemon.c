@@ -366,7 +366,7 @@ test_removed(void **state)
 
 		(void)state;
 		e = env_init(by_hand ? "rmhand" : "rmlib");
-		write_text(e->conf, LONG_LIMITER("a", 5));
+		tu_write_text(e->conf, LONG_LIMITER("a", 5));
 		pid = spawn(e, NULL, NULL);
 		h = wait_ready(e, pid);
 		assert_int_equal(shmt_try_use_key(h, "a"), 1);
@@ -375,7 +375,7 @@ test_removed(void **state)
 		else
 			assert_int_equal(shmt_unlink(e->seg), 0);
 		assert_int_equal(wait_exit(pid), 1);
-		assert_true(log_has(e->log, "was removed"));
+		assert_true(tu_file_has(e->log, "was removed"));
 		assert_int_equal(shmt_try_use_key(h, "a"), SHMT_ESTALE);
 		shmt_close(h);
 		env_done(NULL);
@@ -720,7 +720,7 @@ test_snapshot_keeps_state(void **state)
 		assert_int_equal(shmt_hit(h, "visits", 6, NULL), 0);
 	for (int i = 0; i < 40; i++)
 		assert_int_equal(shmt_get(h, "kept", 4, buf, sizeof(buf), &n), 0);
-	pause_ms(5);            /* "brief" expires */
+	tu_pause_ms(5);            /* "brief" expires */
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);
@@ -728,7 +728,7 @@ test_snapshot_keeps_state(void **state)
 
 	pid = spawn(e, NULL, NULL);
 	h = wait_ready(e, pid);
-	assert_true(log_has(e->log, "restored from"));
+	assert_true(tu_file_has(e->log, "restored from"));
 	assert_int_equal(shmt_top_keys(h, top, 4, NULL), 1);
 	assert_true(top[0].lower == 40 && top[0].klen == 4 &&
 	    memcmp(top[0].key, "kept", 4) == 0);
