@@ -86,6 +86,7 @@ struct bench_sys {
 };
 
 extern const struct bench_sys bench_sys_shmt;
+extern const struct bench_sys bench_sys_shmt_resolved;
 extern const struct bench_sys bench_sys_mutex;
 extern const struct bench_sys bench_sys_mutex_1lock;
 extern const struct bench_sys bench_sys_redis;

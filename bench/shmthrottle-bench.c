@@ -58,7 +58,8 @@ static const struct workload workloads[] = {
 #define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
 
 static const struct bench_sys *const systems[] = {
-	&bench_sys_shmt, &bench_sys_mutex, &bench_sys_mutex_1lock,
+	&bench_sys_shmt, &bench_sys_shmt_resolved, &bench_sys_mutex,
+	&bench_sys_mutex_1lock,
 	&bench_sys_redis, &bench_sys_redis_pipe, &bench_sys_lmdb,
 };
 #define NSYSTEMS (sizeof(systems) / sizeof(systems[0]))

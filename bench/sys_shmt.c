@@ -28,6 +28,7 @@ struct shmt_proc {
 
 struct shmt_worker {
 	shmt_t *h;
+	shmt_limiter_t *lim;  /* shmt-resolved: the limiter, resolved once */
 	char name[SHMT_LIMITER_NAME_MAX + 1];
 	char key[SHMT_KEYNAME_MAX + 1];
 	uint32_t vsize;       /* dict: the value's size */
@@ -223,6 +224,7 @@ shmt_op_key(void *wctx, uint64_t arg)
 static void
 shmt_free(void *p)
 {
+	shmt_limiter_close(((struct shmt_worker *)p)->lim);
 	free(((struct shmt_worker *)p)->value);
 	free(p);
 }
@@ -364,6 +366,61 @@ const struct bench_sys bench_sys_shmt = {
 	.setup = shmt_setup,
 	.attach = shmt_attach,
 	.attach_thread = shmt_attach_thread,
+	.detach_thread = shmt_free,
+	.detach = shmt_detach,
+	.teardown = shmt_teardown,
+};
+
+/* ---- shmt-resolved: the same segment, grants through shmt_limiter_try ---- */
+
+static int
+resolved_supports(const struct bench_conf *c)
+{
+	return c->kind == BK_THROTTLE_SAME || c->kind == BK_THROTTLE_DISTINCT ||
+	    c->kind == BK_THROTTLE_CLIENTS;
+}
+
+static int
+resolved_op_key(void *wctx, uint64_t arg)
+{
+	struct shmt_worker *w = wctx;
+
+	(void)arg;
+	return shmt_limiter_try(w->lim, NULL, 0);
+}
+
+static int
+resolved_op_client(void *wctx, uint64_t arg)
+{
+	struct shmt_worker *w = wctx;
+
+	return shmt_limiter_try(w->lim, &arg, sizeof(arg));
+}
+
+static int
+resolved_attach_thread(void *pctx, int worker, void **wctx, bench_op_fn *op)
+{
+	struct shmt_worker *w;
+	int rc;
+
+	if ((rc = shmt_attach_thread(pctx, worker, wctx, op)) != 0)
+		return rc;
+	w = *wctx;
+	if ((rc = shmt_limiter_open(w->h, w->name, &w->lim)) != 0) {
+		shmt_free(w);
+		return rc;
+	}
+	*op = ((const struct shmt_proc *)pctx)->c->kind == BK_THROTTLE_CLIENTS ?
+	    resolved_op_client : resolved_op_key;
+	return 0;
+}
+
+const struct bench_sys bench_sys_shmt_resolved = {
+	.name = "shmt-resolved",
+	.supports = resolved_supports,
+	.setup = shmt_setup,
+	.attach = shmt_attach,
+	.attach_thread = resolved_attach_thread,
 	.detach_thread = shmt_free,
 	.detach = shmt_detach,
 	.teardown = shmt_teardown,
