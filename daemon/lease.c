@@ -33,8 +33,7 @@
 #include "addr.h"
 #include "log.h"
 
-#include "global.h"
-#include "util.h"
+#include "daemon.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>

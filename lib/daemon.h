@@ -102,4 +102,42 @@ int shmt__image_restore(const unsigned char *image, size_t len,
     const char *name, const struct shmt__host_time *now, shmt_clock_fn clock,
     void *clock_ctx, char *err, size_t cap);
 
+/* ---- Global limiters (global.c, where the lease protocol is proved) -------- */
+
+/* Lease slots per global limiter, and their states (the low two bits of a
+ * slot's second word). */
+#define SHMT_GL_SLOTS 2
+enum { SHMT_GL_EMPTY = 0, SHMT_GL_OPEN = 1, SHMT_GL_CLOSED = 2 };
+struct shmt_glease;
+
+struct shmt__gref {
+	struct shmt_glease *g;
+	uint32_t *wake;              /* the row's waiters' word */
+	uint64_t limit, window, slack, slack_uses;
+};
+/* Find the global limiter NAME in H and check its row: 0, -ENOENT (no
+ * such limiter), -EPERM (not global), SHMT_ECORRUPT. */
+int shmt__global_ref(shmt_t *h, const char *name, struct shmt__gref *ref);
+/* Install a lease of CAP uses usable until DEADLINE (local ns) in slot I,
+ * which must be EMPTY or CLOSED with an earlier deadline: 0, -EBUSY (slot
+ * open, or its deadline not earlier), -EINVAL, SHMT_ECORRUPT.  Wakes the
+ * limiter's waiters. */
+int shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
+    uint64_t deadline, uint64_t now);
+/* Close slot I (OPEN -> CLOSED, one CAS, after which no grant succeeds)
+ * and give its final count and cap: 1 closed now, 0 it was not open,
+ * -EINVAL, SHMT_ECORRUPT.  *DEADLINE gets the slot's deadline. */
+int shmt__global_close(const struct shmt__gref *r, unsigned i, uint32_t *used,
+    uint32_t *cap, uint64_t *deadline);
+/* Read slot I without changing it. */
+int shmt__global_read(const struct shmt__gref *r, unsigned i, uint32_t *state,
+    uint32_t *used, uint32_t *cap, uint64_t *deadline);
+/* Refusals counted by workers so far (uses asked and refused). */
+uint64_t shmt__global_denied(const struct shmt__gref *r);
+/* Publish what the CLI shows (the display fields of S, plus the retry
+ * hint RETRY_AT, local ns). */
+void shmt__global_publish(const struct shmt__gref *r,
+    const shmt_global_stat_t *s, uint64_t retry_at, uint64_t now);
+
+
 #endif /* SHMT_DAEMON_H */

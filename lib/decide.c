@@ -419,10 +419,7 @@ ex_decide_now(const struct shmt_lview *v, uint64_t now, int granted,
 
 /* ---- Receipts --------------------------------------------------------------- */
 
-/* What a grant must remember to be given back (shmt_receipt_t, opaque):
- * r[0] = kind:8 | row:24 | entry:32, r[1] = bucket serial or arrival time,
- * r[2] = cost, r[3] = the client entry's tag. */
-enum { RC_NONE = 0, RC_BUCKET, RC_CLIENT, RC_GCRA, RC_EXACT };
+/* The receipt's layout: decide.h (RC_*). */
 
 static void
 rcpt_set(shmt_receipt_t *r, unsigned kind, uint32_t row, uint32_t entry,
@@ -439,8 +436,8 @@ rcpt_set(shmt_receipt_t *r, unsigned kind, uint32_t row, uint32_t entry,
 
 /* The largest cost a grant of V may take: B in bucket mode, 1 for exact
  * mode and key pools. */
-static uint64_t
-cost_max(const struct shmt_lview *v)
+uint64_t
+shmt__cost_max(const struct shmt_lview *v)
 {
 	if (v->mode == SHMT_MODE_GCRA)
 		return v->burst;
@@ -477,7 +474,7 @@ shmt__decide_check(const struct shmt_lview *v, const void *client, size_t len,
 		return -E2BIG;
 	if ((client != NULL) != ((v->flags & SHMT_LIMF_PER_CLIENT) != 0))
 		return -EPERM;
-	if (cost == 0 || cost > cost_max(v))
+	if (cost == 0 || cost > shmt__cost_max(v))
 		return -EINVAL;
 	return 0;
 }
@@ -532,7 +529,7 @@ shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 			return SHMT_EBUSYLOOP;
 		if ((rc = shmt__view_renew(h, &v)) != 0)
 			return rc;
-		if (cost > cost_max(v))
+		if (cost > shmt__cost_max(v))
 			return -EINVAL;
 	}
 	if (rc >= 0) {
@@ -553,8 +550,8 @@ shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 	return drc < 0 ? drc : rc;
 }
 
-static int
-peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+int
+shmt__peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out)
 {
 	struct bk_ctx c;
@@ -595,7 +592,7 @@ peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 				return rc;
 			/* The new slack_uses may be below COST, as
 			 * shmt__acquire_shared checks too. */
-			if (cost > cost_max(v))
+			if (cost > shmt__cost_max(v))
 				return -EINVAL;
 			shmt__bk_ctx_init(&c, v, v->ring);
 			rc = SLOT_STALE;
@@ -723,8 +720,8 @@ ce_peek_idle(const struct shmt_lview *v, struct shmt_client *e, uint64_t now)
 	return sim_init(&s, &c, w, now) == 0 && s.first == s.n;
 }
 
-static int
-peek_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+int
+shmt__peek_client(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len, uint64_t cost, shmt_decision_t *out)
 {
 	uint32_t cap = v->capacity, home;
@@ -828,9 +825,9 @@ shmt_peek(shmt_t *h, const char *name, const void *client, size_t client_len,
 	if (out == NULL)
 		out = &tmp;
 	if (client != NULL)
-		return enforce(v, peek_client(h, v, client, client_len, cost,
+		return enforce(v, shmt__peek_client(h, v, client, client_len, cost,
 		    out));
-	return enforce(v, peek_shared(h, v, cost, out));
+	return enforce(v, shmt__peek_shared(h, v, cost, out));
 }
 
 SHMT_EXPORT int
@@ -850,157 +847,4 @@ shmt_next_key_decide(shmt_t *h, const char *name, char *buf, size_t cap,
 	if ((rc = shmt__acquire_shared(h, v, 1, &cursor, out, NULL)) != 1)
 		return rc;
 	return shmt__key_copy(v, cursor, buf);
-}
-
-/* ---- Several limits in one step, and refunds ------------------------------------ */
-
-/*
- * Bucket mode cannot give a grant back.  Lowering the active bucket's
- * count in W would break the rule that a bucket's slot never holds more
- * than the W that seals it shows: a caller that read W before the give-back
- * may still raise the slot to the old count (shmt__slot_raise is a
- * monotone max, made before its own CAS fails), and the release would then
- * return uses that other buckets hold.  So a bucket-mode receipt gives nothing back.
- */
-static int
-refund_view(const struct shmt_lview *v, const shmt_receipt_t *r)
-{
-	unsigned kind = (unsigned)(r->r_[0] & 0xff);
-	uint32_t entry = (uint32_t)(r->r_[0] >> 32);
-	uint64_t cost = r->r_[2];
-
-	if (kind == RC_NONE)
-		return 1;       /* nothing was recorded (shadow mode) */
-	if (((r->r_[0] >> 8) & 0xffffffU) != v->lv_row || cost == 0 ||
-	    cost > cost_max(v))
-		return -EINVAL;
-	switch (kind) {
-	case RC_GCRA:
-		return v->mode == SHMT_MODE_GCRA ?
-		    shmt__gcra_refund(v, r->r_[1], cost) : -EINVAL;
-	case RC_EXACT:
-		return v->mode == SHMT_MODE_EXACT ? 0 : -EINVAL;
-	case RC_BUCKET:
-		if (v->mode != SHMT_MODE_BUCKETS ||
-		    (v->flags & SHMT_LIMF_PER_CLIENT))
-			return -EINVAL;
-		return 0;
-	case RC_CLIENT:
-		/* Per client, no mode gives back (rate mode's arrival time
-		 * may belong to another client by then). */
-		if (!(v->flags & SHMT_LIMF_PER_CLIENT) || entry >= v->capacity)
-			return -EINVAL;
-		return 0;
-	default:
-		return -EINVAL;
-	}
-}
-
-SHMT_EXPORT int
-shmt_refund(shmt_t *h, const char *name, shmt_receipt_t *receipt)
-{
-	struct shmt_lview scratch;
-	const struct shmt_lview *v;
-	int rc;
-
-	if (receipt == NULL)
-		return -EINVAL;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
-		return rc;
-	if ((rc = refund_view(v, receipt)) == 1)
-		memset(receipt, 0, sizeof(*receipt));  /* once only */
-	return rc;
-}
-
-/* The request of REQ as a view, checked. */
-static int
-request_view(shmt_t *h, const shmt_request_t *q, struct shmt_lview *scratch,
-    const struct shmt_lview **vp)
-{
-	return shmt__decide_find(h, q->limiter, q->client, q->client_len, q->cost,
-	    scratch, vp);
-}
-
-/* A request's answer now, without taking anything. */
-static int
-request_peek(shmt_t *h, const struct shmt_lview *v, const shmt_request_t *q,
-    shmt_decision_t *d)
-{
-	if (q->client != NULL)
-		return enforce(v, peek_client(h, v, q->client, q->client_len,
-		    q->cost, d));
-	return enforce(v, peek_shared(h, v, q->cost, d));
-}
-
-SHMT_EXPORT int
-shmt_acquire_all(shmt_t *h, const shmt_request_t *req, size_t n,
-    shmt_decision_t *out, shmt_receipt_t *receipts)
-{
-	struct shmt_lview scratch[SHMT_ACQUIRE_ALL_MAX];
-	const struct shmt_lview *v[SHMT_ACQUIRE_ALL_MAX];
-	shmt_receipt_t held[SHMT_ACQUIRE_ALL_MAX];
-	shmt_decision_t d[SHMT_ACQUIRE_ALL_MAX];
-	size_t order[SHMT_ACQUIRE_ALL_MAX], k = 0;
-	int rc = 1, all = 1;
-
-	if (h == NULL || req == NULL || n == 0 || n > SHMT_ACQUIRE_ALL_MAX)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		if ((rc = request_view(h, &req[i], &scratch[i], &v[i])) != 0)
-			return rc;
-		/* One limit asked twice would pass each look alone and
-		 * fail the second take: ask for the sum once instead. */
-		for (size_t j = 0; j < i; j++)
-			if (v[j]->lv_row == v[i]->lv_row &&
-			    req[j].client_len == req[i].client_len &&
-			    (req[i].client == NULL || memcmp(req[j].client,
-			    req[i].client, req[i].client_len) == 0))
-				return -EINVAL;
-	}
-	/* First look: if any would be refused, take nothing. */
-	for (size_t i = 0; i < n; i++) {
-		if ((rc = request_peek(h, v[i], &req[i], &d[i])) < 0)
-			return rc;
-		all &= rc;
-	}
-	if (out != NULL)
-		memcpy(out, d, n * sizeof(*out));
-	if (!all)
-		return 0;
-	/* Then take them, those that can be given back (rate mode) first. */
-	for (size_t i = 0; i < n; i++)
-		if (v[i]->mode == SHMT_MODE_GCRA)
-			order[k++] = i;
-	for (size_t i = 0; i < n; i++)
-		if (v[i]->mode != SHMT_MODE_GCRA)
-			order[k++] = i;
-	for (k = 0; k < n; k++) {
-		size_t i = order[k];
-		uint64_t cursor = 0;
-		shmt_decision_t *o = out != NULL ? &out[i] : NULL;
-
-		if (req[i].client != NULL)
-			rc = shmt__acquire_client(h, v[i], req[i].client,
-			    req[i].client_len, req[i].cost, o, &held[i]);
-		else
-			rc = shmt__acquire_shared(h, v[i], req[i].cost, &cursor, o,
-			    &held[i]);
-		if (rc == 0 && (v[i]->flags & SHMT_LIMF_SHADOW)) {
-			memset(&held[i], 0, sizeof(held[i]));
-			rc = 1;
-		}
-		if (rc != 1)
-			break;
-	}
-	if (rc != 1) {
-		/* Another caller took what the first look saw.  Give back
-		 * what can be; the rest stays held until it is released:
-		 * never an over-grant. */
-		while (k-- > 0)
-			refund_view(v[order[k]], &held[order[k]]);
-		return rc < 0 ? rc : 0;
-	}
-	if (receipts != NULL)
-		memcpy(receipts, held, n * sizeof(*receipts));
-	return 1;
 }

@@ -28,4 +28,19 @@ int shmt__acquire_client(shmt_t *h, const struct shmt_lview *v,
     const void *client, size_t len, uint64_t cost, shmt_decision_t *out,
     shmt_receipt_t *rcpt);
 
+/* What a grant must remember to be given back (shmt_receipt_t, opaque):
+ * r[0] = kind:8 | row:24 | entry:32, r[1] = bucket serial or arrival time,
+ * r[2] = cost, r[3] = the client entry's tag. */
+enum { RC_NONE = 0, RC_BUCKET, RC_CLIENT, RC_GCRA, RC_EXACT };
+
+/* The largest cost a grant of V may take: B in bucket mode, the burst in
+ * rate mode, 1 for exact mode and key pools. */
+uint64_t shmt__cost_max(const struct shmt_lview *v);
+/* What a grant of COST would answer on a shared limiter, or for CLIENT
+ * (LEN bytes) of a per-client one, changing nothing (shmt_peek). */
+int shmt__peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+    shmt_decision_t *out);
+int shmt__peek_client(shmt_t *h, const struct shmt_lview *v,
+    const void *client, size_t len, uint64_t cost, shmt_decision_t *out);
+
 #endif /* SHMT_DECIDE_H */

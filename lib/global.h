@@ -4,21 +4,19 @@
  * A global limiter's row carries two lease slots, filled by the host's
  * daemon with blocks of uses leased from Redis and spent by the workers
  * with one CAS each (the protocol and its proof are at the top of
- * global.c).  The daemon's calls are the shmt__global_* functions below;
- * shmthrottled includes this header for them and touches no field itself.
+ * global.c).  The daemon's calls (shmt__global_ref, _install, _close, ...)
+ * are declared in daemon.h, the one private header shmthrottled includes;
+ * it touches no field itself.
  */
 #ifndef SHMT_GLOBAL_H
 #define SHMT_GLOBAL_H
 
+#include "daemon.h"
 #include "segment.h"
 
 #include <stdalign.h>
 #include <stdint.h>
 
-#define SHMT_GL_SLOTS 2
-
-/* Slot states, the low two bits of gs_w[1]. */
-enum { SHMT_GL_EMPTY = 0, SHMT_GL_OPEN = 1, SHMT_GL_CLOSED = 2 };
 
 /*
  * One lease, 16 bytes, changed only by a 16-byte CAS:
@@ -79,35 +77,5 @@ int shmt__global_peek(shmt_t *h, struct shmt_glease *g, uint64_t limit,
 /* Empty both slots: for a segment nobody else uses yet (a new row, a
  * restored snapshot, whose leases belong to another boot). */
 void shmt__global_forget(struct shmt_glease *g);
-
-/* Daemon side. */
-struct shmt__gref {
-	struct shmt_glease *g;
-	uint32_t *wake;              /* the row's waiters' word */
-	uint64_t limit, window, slack, slack_uses;
-};
-/* Find the global limiter NAME in H and check its row: 0, -ENOENT (no
- * such limiter), -EPERM (not global), SHMT_ECORRUPT. */
-int shmt__global_ref(shmt_t *h, const char *name, struct shmt__gref *ref);
-/* Install a lease of CAP uses usable until DEADLINE (local ns) in slot I,
- * which must be EMPTY or CLOSED with an earlier deadline: 0, -EBUSY (slot
- * open, or its deadline not earlier), -EINVAL, SHMT_ECORRUPT.  Wakes the
- * limiter's waiters. */
-int shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
-    uint64_t deadline, uint64_t now);
-/* Close slot I (OPEN -> CLOSED, one CAS, after which no grant succeeds)
- * and give its final count and cap: 1 closed now, 0 it was not open,
- * -EINVAL, SHMT_ECORRUPT.  *DEADLINE gets the slot's deadline. */
-int shmt__global_close(const struct shmt__gref *r, unsigned i, uint32_t *used,
-    uint32_t *cap, uint64_t *deadline);
-/* Read slot I without changing it. */
-int shmt__global_read(const struct shmt__gref *r, unsigned i, uint32_t *state,
-    uint32_t *used, uint32_t *cap, uint64_t *deadline);
-/* Refusals counted by workers so far (uses asked and refused). */
-uint64_t shmt__global_denied(const struct shmt__gref *r);
-/* Publish what the CLI shows (the display fields of S, plus the retry
- * hint RETRY_AT, local ns). */
-void shmt__global_publish(const struct shmt__gref *r,
-    const shmt_global_stat_t *s, uint64_t retry_at, uint64_t now);
 
 #endif /* SHMT_GLOBAL_H */
