@@ -183,6 +183,12 @@ typedef struct shmt_config {
 	uint32_t dict_max_key;
 	uint32_t dict_max_value;
 	uint64_t dict_default_ttl_ms;
+	/* Windowed counters: the error eps of shmt_hit and shmt_count, in
+	 * parts per million (default 10000: 1%; from 1000: 0.1%, to 500000:
+	 * 50%; 0 stands for the default).  Every answer is within max(1, eps
+	 * x the exact count), and exact while that count is at most
+	 * k = ceil(2 / (3 eps)) (67 at 1%). */
+	uint32_t counters_error_ppm;
 } shmt_config_t;
 
 /* shmt_config_init: fill *CFG with the defaults stated above (NULL: no-op). */
