@@ -843,3 +843,44 @@ shmt_count(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
 	shmt__unlock(&sh->ds_lock);
 	return rc;
 }
+
+/* The C that answer A may stand for: C = A when C <= k, else |A - C| <=
+ * max(1, eps C), i.e. min(A - 1, ceil(A / (1 + eps))) <= C <= max(A + 1,
+ * floor(A / (1 - eps))), an interval; with C <= k only A itself. */
+SHMT_EXPORT int
+shmt_count_bound(shmt_t *h, uint64_t count, uint64_t *lo, uint64_t *hi,
+    uint32_t *error_ppm)
+{
+	const struct shmt_store *st = h != NULL ? h->counters : NULL;
+	unsigned __int128 a = count, e, up, dn;
+	uint64_t l, u, k;
+
+	if (h == NULL)
+		return -EINVAL;
+	if (st == NULL || st->shards == 0)
+		return -ENODEV;
+	e = st->cnt_error_ppm;
+	k = st->cnt_k;
+	dn = (a * 1000000 + 1000000 + e - 1) / (1000000 + e);
+	up = a * 1000000 / (1000000 - e);
+	l = count == 0 ? 0 : count - 1;
+	if (dn < l)
+		l = (uint64_t)dn;
+	u = up > UINT64_MAX ? UINT64_MAX : (uint64_t)up;
+	if (u < count + (count < UINT64_MAX))
+		u = count + (count < UINT64_MAX);
+	if (l <= k)
+		l = k + 1;
+	if (count <= k) {
+		/* A itself, and the C above k next to it (none unless A = k). */
+		u = l <= u && l == count + 1 ? u : count;
+		l = count;
+	}
+	if (lo != NULL)
+		*lo = l;
+	if (hi != NULL)
+		*hi = u;
+	if (error_ppm != NULL)
+		*error_ppm = st->cnt_error_ppm;
+	return 0;
+}
