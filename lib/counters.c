@@ -262,9 +262,9 @@ cnt_metas(const struct cnt *c, uint32_t *out)
 	return 0;
 }
 
-/* Under the lock, with ch_state CS_DIRTY: merge the two oldest buckets of
- * level I into one of level I + 1 (the caller checked I + 1 < levels, level
- * I holds two and level I + 1 has a free slot).  The journal makes the two
+/* Under the lock, with ch_state set: merge the two oldest buckets of level
+ * I into one of level I + 1 (the caller checked I + 1 < levels, level I
+ * holds two and level I + 1 has a free slot).  The journal makes the two
  * meta stores one step for whoever settles after a kill. */
 static void
 cnt_merge(const struct cnt *c, uint32_t i)
@@ -280,7 +280,8 @@ cnt_merge(const struct cnt *c, uint32_t i)
 	put32(&c->meta[i], m_make(s2, ni - 2));
 	if (c->h->ch_top < i + 1)
 		put64(&c->h->ch_top, i + 1);
-	put64(&c->h->ch_state, CS_DIRTY);
+	/* The journal stays until the next merge's replaces it or the update
+	 * ends: no meta word changes in between, so redoing it is a no-op. */
 }
 
 /* Merge upward from level FROM while a level holds M buckets or more. */
@@ -442,12 +443,14 @@ cnt_estimate(uint64_t newer, uint32_t j, int whole)
 }
 
 /* Under the lock, C at rest: drop the buckets older than LO (their newest
- * hit is, so all of theirs are), oldest first: the top level's oldest. */
+ * hit is, so all of theirs are), oldest first: the top level's oldest.
+ * Leaves ch_state CS_DIRTY when it dropped any (*DIRTY set), for the
+ * caller's update to go on under the same mark.  -1 on a meta word out of
+ * its ring. */
 static int
-cnt_expire(const struct cnt *c, uint64_t lo)
+cnt_expire(const struct cnt *c, uint64_t lo, int *dirty)
 {
 	uint64_t top = c->h->ch_top;
-	int dirty = 0;
 
 	while (top < c->levels) {
 		uint32_t mt = c->meta[top], s = m_start(mt), n = m_n(mt);
@@ -457,9 +460,9 @@ cnt_expire(const struct cnt *c, uint64_t lo)
 			return -1;
 		if (n == 0 || (t = *slot(c, (uint32_t)top, s, 0)) >= lo)
 			break;
-		if (!dirty) {
+		if (!*dirty) {
 			put64(&c->h->ch_state, CS_DIRTY);
-			dirty = 1;
+			*dirty = 1;
 		}
 		put32(&c->meta[top], m_make(s + 1 == c->cap ? 0 : s + 1, n - 1));
 		put64(&c->h->ch_total, c->h->ch_total - (1ULL << top));
@@ -470,9 +473,7 @@ cnt_expire(const struct cnt *c, uint64_t lo)
 			put64(&c->h->ch_top, --top);
 		}
 	}
-	if (dirty)
-		put64(&c->h->ch_state, 0);
-	return top < c->levels ? 0 : -1;
+	return 0;
 }
 
 /* The shape C needs so that one more hit and its carries fit: *LEVELS
@@ -507,6 +508,14 @@ static uint64_t
 cnt_bytes(uint32_t klen, uint32_t levels, uint32_t cap)
 {
 	return sizeof(struct shmt_item) + klen + cnt_vlen(klen, levels, cap);
+}
+
+/* order_for (store.h) without its loop: the hit path asks on every hit. */
+static inline uint32_t
+cnt_order(uint64_t bytes)
+{
+	return bytes <= 64 ? 0 : (uint32_t)(64 - __builtin_clzll(bytes - 1)) -
+	    SHMT_BLOCK_MIN_SHIFT;
 }
 
 /* The shape that fills a block of ORDER for a counter that needs LEVELS of
@@ -639,26 +648,32 @@ cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
  */
 static int
 cnt_hit(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
-    const void *key, size_t klen, struct shmt_item *it, uint64_t now,
-    uint64_t *sum)
+    const void *key, size_t klen, struct shmt_item *it, struct cnt c,
+    uint64_t now, uint64_t *sum)
 {
 	uint64_t lo = now >= st->window ? now - st->window + 1 : 0, t = now;
 	uint32_t m = st->cnt_k + 2, lv, cp, m0, n0, top;
-	struct cnt c;
-	int rc;
+	int rc, dirty = 0;
 
-	if (it == NULL && (rc = cnt_place(st, sh, hash, key, klen, NULL, 1, 1,
-	    now, &it)) != 0)
-		return rc;
-	if (cnt_at(it, &c) != 0)
-		return SHMT_ECORRUPT;
+	if (it == NULL) {
+		if ((rc = cnt_place(st, sh, hash, key, klen, NULL, 1, 1, now,
+		    &it)) != 0)
+			return rc;
+		if (cnt_at(it, &c) != 0)
+			return SHMT_ECORRUPT;
+	}
 	if (c.h->ch_state != 0 && (rc = cnt_settle(&c, m)) != 0)
 		return rc;
-	if (c.h->ch_top >= c.levels || cnt_expire(&c, lo) != 0 ||
+	if (c.h->ch_top >= c.levels || cnt_expire(&c, lo, &dirty) != 0 ||
 	    cnt_need(&c, m, &lv, &cp) != 0)
 		return SHMT_ECORRUPT;
 	if (!cnt_fits(&c, lv, cp) ||
-	    order_for(cnt_bytes(it->it_klen, lv, cp)) + 2 <= it->it_order) {
+	    cnt_order(cnt_bytes(it->it_klen, lv, cp)) + 2 <= it->it_order) {
+		/* The sums are exact between the expiry's steps, so the item
+		 * is at rest: the move copies it, or it stays as it is. */
+		if (dirty)
+			put64(&c.h->ch_state, 0);
+		dirty = 0;
 		if ((rc = cnt_place(st, sh, hash, key, klen, it, lv, cp, now,
 		    &it)) != 0)
 			return rc;
@@ -667,13 +682,17 @@ cnt_hit(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 	}
 	m0 = c.meta[0];
 	n0 = m_n(m0);
-	if (n0 >= c.cap)
+	if (n0 >= c.cap) {
+		if (dirty)
+			put64(&c.h->ch_state, 0);
 		return SHMT_ECORRUPT;
+	}
 	/* Times only grow along the buckets (a clock injected per process may
 	 * step back): a hit is never stored older than the newest. */
 	if (n0 > 0 && *slot(&c, 0, m_start(m0), n0 - 1) > now)
 		t = *slot(&c, 0, m_start(m0), n0 - 1);
-	put64(&c.h->ch_state, CS_DIRTY);
+	if (!dirty)
+		put64(&c.h->ch_state, CS_DIRTY);
 	*slot(&c, 0, m_start(m0), n0) = t;
 	put32(&c.meta[0], m_make(m_start(m0), n0 + 1));
 	put64(&c.h->ch_total, c.h->ch_total + 1);
@@ -695,6 +714,7 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 	struct shmt_shard *sh;
 	struct shmt_item *it;
 	uint64_t hash, *link, now, sum = 0;
+	struct cnt c = { NULL, NULL, NULL, 0, 0 };
 	int rc;
 
 	if ((rc = shmt__store_lock_key(h, st, key, klen, &hash, &sh)) != 0)
@@ -703,7 +723,7 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 	it = shmt__store_find(st, sh, hash, key, klen, &link);
 	/* A value not of a counter's shape (damage) would make the update
 	 * write past the item. */
-	if (link == NULL || (it != NULL && !shmt__cnt_item_ok(st, it))) {
+	if (link == NULL || (it != NULL && cnt_at(it, &c) != 0)) {
 		rc = SHMT_ECORRUPT;
 		goto out;
 	}
@@ -712,7 +732,7 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 		sh->ds_expirations++;
 		it = NULL;
 	}
-	if ((rc = cnt_hit(st, sh, hash, key, klen, it, now, &sum)) == 0 &&
+	if ((rc = cnt_hit(st, sh, hash, key, klen, it, c, now, &sum)) == 0 &&
 	    count != NULL)
 		*count = sum;
 out:
