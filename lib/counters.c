@@ -67,28 +67,29 @@
  *
  * Memory.  An item is a buddy block: 64 << order bytes holding the 48-byte
  * item header, the key, up to 7 bytes of padding, the 40-byte value header
- * and 4 L + 8 L cap bytes of rings (meta padded to 8).  A key with at most
- * k + 1 hits kept has one level (L = 1) whose ring grows with the block, cap
- * = what the block holds (3 in a 128-byte block with a 6-byte key); past
- * that every level has cap = m = k + 2 and L levels, with L - 1 <=
- * log2((N - 1) / k + 1) for N the count at the last hit (by P).  So a key
- * takes at most the smallest power of two of
+ * and, for L levels of rings of cap slots, 4 L bytes of meta words (padded
+ * to 8) and 8 L cap bytes of times.  While a key holds at most k + 1
+ * buckets it has one level (L = 1) whose ring is as long as its block
+ * allows (3 slots in a 128-byte block with a 6-byte key), the block
+ * doubling as the hits do; past that every level has cap = m = k + 2, and
+ * by P a key whose count at its last hit was N > k + 1 has
  *
- *     bytes(N) = 48 + klen + 7 + 40 + 12 L + 8 (k + 2) L,  L = 1 +
- *                floor(log2((N - 1) / k + 1))     (N > k + 1; less below)
+ *     L <= 1 + floor(log2((N - 1) / k + 1))  levels, so at most
+ *     bytes(N) = 48 + klen + 7 + 40 + 4 L + 4 + 8 (k + 2) L,
  *
- * times 2 (the block is shrunk only when one two orders smaller would do,
- * so that a key on the edge does not move on every hit): 128 bytes for a
- * key hit a few times; at 1%, 1 KiB for N = 100, about 16 KiB for 10^6
- * (L = 15) and 32 KiB for a million hits a second over 24 h (N = 8.64e10,
- * L = 31; the block is filled with as many levels as fit, so it never
- * moves again).  O((1/eps) log^2 N) bits, the lower bound's order.  A block
- * grows (or shrinks) by filling a fresh block, linking it with one store,
- * then freeing the old one, as the dictionary writes (store.c); growing may
- * evict other keys (by last hit, below), never this one; when the key
- * cannot fit in its shard at all the hit fails with -ENOSPC and changes
- * nothing.  Moves are rare: growth doubles the block, so they cost O(1)
- * amortised.
+ * in the smallest block that holds it, times 2 at most (a block is shrunk
+ * only when one two orders smaller would do, so that a key on the edge
+ * does not move on every hit).  Measured at 1% (k = 67) with a 6-byte key
+ * (test_memory_per_key): 128 bytes for 1 or 2 hits, 256 for 10, 1 KiB for
+ * 67, 2 KiB for 100 (L = 2), 4 KiB for 1000, 8 KiB for 10^4 to 10^6 (L =
+ * 14); by the formula 32 KiB for a million hits a second over 24 h (N =
+ * 8.64e10, L = 31).  A block is filled with as many levels as fit, so a key
+ * moves O(log N) times in all.  That is O((1/eps) log^2 N) bits, the lower
+ * bound's order.  A block grows (or shrinks) by filling a fresh block,
+ * linking it with one store, then freeing the old one, as the dictionary
+ * writes (store.c); growing may evict other keys (by last hit, below),
+ * never this one; when the key cannot fit in its shard at all the hit
+ * fails with -ENOSPC and changes nothing.
  *
  * Updates.  A hit drops expired buckets (amortised one a hit: each is
  * dropped once), appends one, and merges while a level is full (amortised
@@ -103,7 +104,9 @@
  * ch_top are then stale until the end, where ch_state = 0.  A merge writes
  * the new bucket's time into a free slot of level i + 1, then the journal
  * (CS_MERGE, i, level i's old start and count, level i + 1's old count) in
- * ch_state, then the two meta words, then CS_DIRTY again.  Whoever takes the
+ * ch_state, then the two meta words; the journal stays until the next
+ * merge's replaces it or the update ends (no meta word changes in between,
+ * so redoing a finished merge from it changes nothing).  Whoever takes the
  * lock next and finds ch_state set settles the item: it redoes the
  * journalled merge from the old values (idempotent), finishes any merge a
  * level at m still needs, and recomputes ch_total and ch_top from the meta
