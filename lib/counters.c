@@ -582,6 +582,8 @@ cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 	}
 	if (levels >= 2 && cap < m)
 		cap = m;
+	if (levels > CNT_LEVELS_MAX)
+		return -ENOSPC;
 	order = order_for(cnt_bytes(kl, levels, cap));
 	if (cnt_vlen(kl, levels, cap) > SHMT_VALUE_MAX ||
 	    (off = shmt__store_alloc(st, sh, cnt_bytes(kl, levels, cap), now,
