@@ -18,6 +18,7 @@
  * store is full the least recently hit keys go first.
  */
 #include "testutil.h"
+#include "counters.h"
 #include "store.h"
 
 #include <dirent.h>
@@ -870,6 +871,117 @@ test_hit_million(void **state)
 	ht_close(&r);
 }
 
+/* ---- A writer killed in the middle of a hit ---------------------------- */
+
+/* The counter item of the only key of a one-shard store, and its parts as
+ * counters.c lays them out (white box: the test plays a writer's stores). */
+struct kc {
+	struct shmt_item *it;
+	struct shmt_cnt_hdr *h;
+	uint32_t *meta, levels, cap;
+	uint64_t *ts;
+};
+
+static void
+kc_find(shmt_t *h, struct kc *k)
+{
+	const struct shmt_store *st = h->counters;
+	struct shmt_shard *sh = shard_at(st, 0);
+	uint64_t *index = shard_index(st, sh);
+
+	k->it = NULL;
+	for (uint64_t b = 0; b < st->nbuckets && k->it == NULL; b++)
+		if (index[b] != 0)
+			k->it = (struct shmt_item *)(shard_heap(st, sh) +
+			    index[b] - 1);
+	assert_non_null(k->it);
+	k->h = (struct shmt_cnt_hdr *)((char *)(k->it + 1) + k->it->it_klen +
+	    (8 - k->it->it_klen % 8) % 8);
+	k->cap = (uint32_t)(k->h->ch_shape >> 16) & 0xffff;
+	k->levels = (uint32_t)(k->h->ch_shape >> 32);
+	k->meta = (uint32_t *)(k->h + 1);
+	k->ts = (uint64_t *)((char *)k->meta + ((4 * k->levels + 7) & ~7U));
+}
+
+/* Level L's ring: start, count, and bucket X's time. */
+static uint32_t kc_s(struct kc *k, int l) { return k->meta[l] & 0xffff; }
+static uint32_t kc_n(struct kc *k, int l) { return k->meta[l] >> 16; }
+static uint64_t *
+kc_ts(struct kc *k, int l, uint32_t x)
+{
+	return &k->ts[(uint64_t)l * k->cap + (kc_s(k, l) + x) % k->cap];
+}
+
+/*
+ * A writer killed at each point of a hit that merges: the key holds 72
+ * hits at 1% (level 0: 68 buckets, level 1: 2), and the 73rd hit appends
+ * a 69th bucket at level 0, which merges its two oldest into level 1.  The
+ * test plays the writer's stores up to a point (counters.c's order: mark,
+ * slot, level 0's count, total; the merge's slot, journal, level 1's count,
+ * level 0's start and count) and stops there, as a kill -9 would.  After
+ * each: shmt_count answers 72 or 73 (the killed hit counted or not; counts
+ * this size are exact: the key was born inside the window), every later
+ * hit one more, and shmt_check finds nothing wrong.
+ */
+static void
+test_hit_killed_midway(void **state)
+{
+	(void)state;
+	for (int stop = 0; stop <= 8; stop++) {
+		struct ht_run r;
+		struct kc k;
+		uint64_t c = 0, t, c2 = 0;
+		uint32_t s0, n0, s1, n1;
+
+		ht_open(&r, 3600 * SEC, 10000, 256ULL << 10, 1);
+		for (int i = 0; i < 72; i++) {
+			r.clk.now += 1000;
+			assert_int_equal(hit(&r, "victim"), (uint64_t)i + 1);
+		}
+		kc_find(r.h, &k);
+		assert_true(k.levels >= 2 && k.cap == 69);
+		assert_true(kc_n(&k, 0) == 68 && kc_n(&k, 1) == 2);
+		s0 = kc_s(&k, 0), n0 = kc_n(&k, 0);
+		s1 = kc_s(&k, 1), n1 = kc_n(&k, 1);
+		r.clk.now += 1000;
+		t = r.clk.now;
+		/* The hit's stores, in counters.c's order, up to STOP. */
+		if (stop > 0)
+			k.h->ch_state = 1ULL << 63;
+		if (stop > 1)
+			*kc_ts(&k, 0, n0) = t;
+		if (stop > 2)
+			k.meta[0] = s0 | (n0 + 1) << 16;
+		if (stop > 3)
+			k.h->ch_total++;
+		if (stop > 4)
+			k.ts[(uint64_t)k.cap + (s1 + n1) % k.cap] =
+			    k.ts[(s0 + 1) % k.cap];
+		if (stop > 5)
+			k.h->ch_state = 3ULL << 62 | (uint64_t)s0 << 40 |
+			    (uint64_t)(n0 + 1) << 24 | (uint64_t)n1 << 8;
+		if (stop > 6)
+			k.meta[1] = s1 | (n1 + 1) << 16;
+		if (stop > 7)
+			k.meta[0] = (s0 + 2) % k.cap | (n0 - 1) << 16;
+		assert_int_equal(shmt_count(r.h, "victim", 6, 0, &c), 0);
+		/* Counted once its level 0 count moved (stop 3 on). */
+		if (c != (stop > 2 ? 73U : 72U))
+			fail_msg("killed at step %d: shmt_count %" PRIu64, stop,
+			    c);
+		r.clk.now += 1000;
+		assert_int_equal(shmt_hit(r.h, "victim", 6, &c2), 0);
+		assert_int_equal(c2, c + 1);
+		r.clk.now += 1000;
+		assert_int_equal(shmt_hit(r.h, "victim", 6, &c2), 0);
+		assert_int_equal(c2, c + 2);
+		kc_find(r.h, &k);
+		assert_int_equal(k.h->ch_state, 0);
+		assert_int_equal(shmt_check(r.h, NULL, NULL), 0);
+		ht_close(&r);
+	}
+}
+
 /* shmt_count's refusals, and an absent key's zero. */
 static void
 test_count_errors(void **state)
@@ -912,6 +1024,7 @@ main(void)
 		cmocka_unit_test_teardown(test_hit_bursts, tu_sweep),
 		cmocka_unit_test_teardown(test_hit_daily, tu_sweep),
 		cmocka_unit_test_teardown(test_hit_million, tu_sweep),
+		cmocka_unit_test_teardown(test_hit_killed_midway, tu_sweep),
 		cmocka_unit_test_teardown(test_hit_edges, tu_sweep),
 		cmocka_unit_test_teardown(test_silent_key, tu_sweep),
 		cmocka_unit_test_teardown(test_memory_per_key, tu_sweep),
