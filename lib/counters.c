@@ -52,8 +52,12 @@
  *     struct shmt_cnt_hdr (counters.h):
  *       ch_shape  magic "EH" | cap << 16 | levels << 32  (fixed per block)
  *       ch_state  0 at rest; CS_DIRTY while a writer changes the item;
- *                 CS_MERGE with the merge's level and old meta words while
- *                 one merge is half done (see crash safety)
+ *                 CS_MERGE with the last merge's level and old meta
+ *                 words from its start to the next merge or the end of
+ *                 the update (see crash safety); bits: 63 dirty, 62
+ *                 merge, 56-61 level, 40-55 level's old start, 24-39 its
+ *                 old count, 8-23 the next level's old count
+ *     (moving ch_state's times is never needed: it holds none)
  *       ch_total  the hits of all buckets kept
  *       ch_top    the highest level holding a bucket (0 when none)
  *       ch_floor  no hit the buckets hold is older than this (ns)
