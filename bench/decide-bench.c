@@ -2,7 +2,8 @@
 /*
  * decide-bench: what decisions cost, single-threaded, one process.
  *   - shmt_try_use_key against shmt_acquire without and with a decision
- *     (the decision must not make the plain call slower);
+ *     (the decision must not make the plain call slower), and against a
+ *     resolved limiter (shmt_limiter_try) and a 40-byte name;
  *   - a rate-mode grant against its floor: one clock read and one 8-byte
  *     CAS (target: at most 1.3 x);
  *   - the wake latency of shmt_wait across processes: from a give-back in
@@ -21,6 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A name of 40 bytes: what the thread's last-limiter check compares. */
+#define LONG_NAME "a-rather-long-limiter-name-of-forty-byte"
+
 static uint64_t
 mono(void)
 {
@@ -38,7 +42,10 @@ cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-enum { OP_TRY, OP_ACQ_NULL, OP_ACQ_DECIDE, OP_FLOOR8 };
+enum { OP_TRY, OP_ACQ_NULL, OP_ACQ_DECIDE, OP_FLOOR8, OP_RESOLVED };
+
+/* The resolved limiter of OP_RESOLVED. */
+static shmt_limiter_t *resolved;
 
 /* ns per op of OP on limiter NAME, the best of 5 runs of N ops. */
 static double
@@ -55,6 +62,10 @@ run(shmt_t *h, const char *name, int op, uint64_t n)
 			switch (op) {
 			case OP_TRY:
 				sink += (uint64_t)shmt_try_use_key(h, name);
+				break;
+			case OP_RESOLVED:
+				sink += (uint64_t)shmt_limiter_try(resolved,
+				    NULL, 0);
 				break;
 			case OP_ACQ_NULL:
 				sink += (uint64_t)shmt_acquire(h, name, NULL, 0,
@@ -177,12 +188,22 @@ main(int argc, char **argv)
 	cfg.max_limiters = (uint32_t)(wakes > 0 ? wakes : 0) + 8;
 	if ((rc = shmt_create(seg, &cfg, &h)) != 0 ||
 	    (rc = shmt_limiter_define(h, "bk", &bk)) != 0 ||
-	    (rc = shmt_limiter_define(h, "gc", &gc)) != 0) {
+	    (rc = shmt_limiter_define(h, "gc", &gc)) != 0 ||
+	    (rc = shmt_limiter_define(h, LONG_NAME, &bk)) != 0) {
 		fprintf(stderr, "decide-bench: %s\n", shmt_strerror(rc));
 		return 1;
 	}
 	printf("SUMMARY bench=decide what=try_use_key mode=buckets ops=%" PRIu64
 	    " ns_per_op=%.1f\n", n, run(h, "bk", OP_TRY, n));
+	if ((rc = shmt_limiter_open(h, "bk", &resolved)) != 0) {
+		fprintf(stderr, "decide-bench: %s\n", shmt_strerror(rc));
+		return 1;
+	}
+	printf("SUMMARY bench=decide what=limiter_try mode=buckets ops=%" PRIu64
+	    " ns_per_op=%.1f\n", n, run(h, "bk", OP_RESOLVED, n));
+	printf("SUMMARY bench=decide what=try_use_key_name40 mode=buckets ops=%"
+	    PRIu64 " ns_per_op=%.1f\n", n, run(h, LONG_NAME, OP_TRY, n));
+	shmt_limiter_close(resolved);
 	printf("SUMMARY bench=decide what=acquire_null mode=buckets ops=%" PRIu64
 	    " ns_per_op=%.1f\n", n, run(h, "bk", OP_ACQ_NULL, n));
 	printf("SUMMARY bench=decide what=acquire_decision mode=buckets ops=%"
@@ -191,6 +212,13 @@ main(int argc, char **argv)
 	    " ns_per_op=%.1f\n", n, run(h, "gc", OP_FLOOR8, n));
 	printf("SUMMARY bench=decide what=try_use_key mode=gcra ops=%" PRIu64
 	    " ns_per_op=%.1f\n", n, run(h, "gc", OP_TRY, n));
+	if ((rc = shmt_limiter_open(h, "gc", &resolved)) != 0) {
+		fprintf(stderr, "decide-bench: %s\n", shmt_strerror(rc));
+		return 1;
+	}
+	printf("SUMMARY bench=decide what=limiter_try mode=gcra ops=%" PRIu64
+	    " ns_per_op=%.1f\n", n, run(h, "gc", OP_RESOLVED, n));
+	shmt_limiter_close(resolved);
 	printf("SUMMARY bench=decide what=acquire_decision mode=gcra ops=%"
 	    PRIu64 " ns_per_op=%.1f\n", n, run(h, "gc", OP_ACQ_DECIDE, n));
 	if (wakes > 0) {

@@ -9,10 +9,12 @@
 #include "env.h"
 #include "fmt.h"
 #include "hot.h"
+#include "prom.h"
 #include "table.h"
 #include "util.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
@@ -271,19 +273,56 @@ stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
 	return rc == 0 ? SHMTC_OK : SHMTC_MISSING;
 }
 
+/* The options of stat: --prometheus (not with --json).  0 to go on, -1
+ * after help, or the exit code of a usage error. */
+static int
+stat_parse(struct shmtc *c, int argc, char **argv, int *prometheus)
+{
+	static const struct option longopts[] = {
+		{ "prometheus", no_argument, NULL, 'P' },
+		{ NULL, 0, NULL, 0 }
+	};
+	char *arg;
+	int opt;
+
+	while ((opt = shmtc_getopt(c, argc, argv, "", longopts, &arg)) >= 0)
+		*prometheus = 1;
+	if (opt == -2)
+		return -1;
+	if (opt != -1)
+		return shmtc_getopt_exit(opt);
+	if (*prometheus && c->json)
+		return shmtc_usage_error(c, "--prometheus and --json exclude "
+		    "each other");
+	return shmtc_operands(c, argc, argv, 0, 0);
+}
+
 int
 shmtc_cmd_stat(struct shmtc *c, int argc, char **argv)
 {
 	shmt_dict_stat_t d;
 	shmt_segment_stat_t st;
 	shmt_top_info_t a;
-	int have_dict, have_an;
+	int have_dict, have_an, prometheus = 0;
 	shmt_t *h = NULL;
 	shmt_time_t now;
 	int rc;
 
-	if ((rc = shmtc_prologue(c, argc, argv, 0, 0, &h)) != SHMTC_GO)
+	if ((rc = stat_parse(c, argc, argv, &prometheus)) != 0)
+		return rc < 0 ? SHMTC_OK : rc;
+	if ((rc = shmtc_open(c, &h)) != 0)
 		return rc;
+	if (prometheus) {
+		rc = shmtd_prom_write(stdout, h, NULL);
+		if (rc == 0 && fflush(stdout) != 0)
+			rc = -EIO;
+		if (rc != 0) {
+			shmtc_err("%s: metrics: %s", c->segment,
+			    shmt_strerror(rc));
+			rc = rc == -EIO ? SHMTC_NO : shmtc_exit_for(rc);
+		}
+		goto out;
+	}
 	if ((rc = shmt_segment_stat(h, &st)) != 0) {
 		shmtc_err("%s: %s", c->segment, shmt_strerror(rc));
 		rc = shmtc_exit_for(rc);

@@ -13,7 +13,11 @@ const char shmtc_help_stat[] =
 "the dictionary (shards, items, bytes used, room for a value now, eviction,\n"
 "evictions, expirations, repairs after a dead writer) and the counters.\n"
 "A region of size 0 is one the segment was created without.  Works\n"
-"whether or not the daemon runs, and says which.\n";
+"whether or not the daemon runs, and says which.  --prometheus prints the\n"
+"segment's metrics in Prometheus' text format instead, with the names the\n"
+"daemon's /metrics endpoint uses (the same code writes both; the daemon's\n"
+"housekeeping lag histogram is its own), for a node exporter's textfile\n"
+"collector or a look without the daemon.\n";
 
 const char shmtc_help_limiters[] =
 "One row per limiter: NAME, MODE (buckets or exact), LIMIT uses per WINDOW,\n"

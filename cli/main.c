@@ -34,7 +34,7 @@ extern const char shmtc_help_stat[], shmtc_help_limiters[],
     shmtc_help_limiter[], shmtc_help_reset[];
 
 const struct shmtc_cmd shmtc_commands[] = {
-	{ "stat", "", "the segment, its regions, daemon and slots",
+	{ "stat", "[--prometheus]", "the segment, its regions, daemon and slots",
 	  shmtc_help_stat, 1, shmtc_cmd_stat },
 	{ "limiters", "", "one row per limiter: limits, use and counters",
 	  shmtc_help_limiters, 1, shmtc_cmd_limiters },
@@ -76,7 +76,7 @@ const struct shmtc_cmd shmtc_commands[] = {
 	  shmtc_help_watch, 0, shmtc_cmd_watch },
 	{ "create", "[-c CONFIG] [OPTIONS]", "create the segment",
 	  shmtc_help_create, 1, shmtc_cmd_create },
-	{ "destroy", "[--force]", "remove the segment's name",
+	{ "destroy", "[--force]", "retire the segment and remove its name",
 	  shmtc_help_destroy, 1, shmtc_cmd_destroy },
 	{ "help", "[COMMAND]", "this text, or a command's page",
 	  shmtc_help_help, 0, shmtc_cmd_help },
@@ -284,6 +284,14 @@ shmtc_open_error(const struct shmtc *c, int err)
 		    (unsigned)(st.st_mode & 07777));
 		break;
 	}
+	case SHMT_ENAMESPACE:
+		shmtc_err("segment %s was created in another PID or time "
+		    "namespace: its processes are named by pid and its times "
+		    "are CLOCK_MONOTONIC, so every process of a segment must "
+		    "share both (for containers: --pid=host or the daemon's "
+		    "container's namespace, and the same time namespace)",
+		    c->segment);
+		break;
 	default:
 		shmtc_err("segment %s: %s", c->segment, shmt_strerror(err));
 		break;

@@ -639,6 +639,15 @@ run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 			    d->cfg.segment);
 			exit(EXIT_FAIL);
 		}
+		if (rc == SHMT_ESTALE) {
+			/* Removed (shmthrottle destroy, or by hand): its
+			 * processes were told; serving it would help no one. */
+			shmtd_log(LOG_ERR, "segment %s was removed: its "
+			    "processes get SHMT_ESTALE and reopen it by name; "
+			    "exiting so that a restart creates it again",
+			    d->cfg.segment);
+			exit(EXIT_FAIL);
+		}
 		if (rc < 0)
 			shmtd_log(LOG_ERR, "housekeeping: %s", shmt_strerror(rc));
 		shmt__daemon_lag(d->h, now - t->hk);

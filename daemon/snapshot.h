@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * snapshot.h: the segment's state saved to a file and restored from it, so
- * that limits in flight survive a reboot.
+ * that limits in flight, the dictionary, the windowed counters and the
+ * analyzer's hot keys survive a restart and a reboot.  The image's format
+ * is the library's (lib/image.c); this is the file around it.
  */
 #ifndef SHMTD_SNAPSHOT_H
 #define SHMTD_SNAPSHOT_H
@@ -45,6 +47,17 @@ int shmtd_snapshot_restore(const char *path, const char *name, shmt_t **out,
  * thread-safe; set it before restoring.
  */
 void shmtd_snapshot_check_clock(shmt_clock_fn fn, void *ctx);
+
+/*
+ * shmtd_snapshot_host_time: what the snapshot code takes for the host's
+ * clocks and boot id (lib/daemon.h, struct shmt__host_time) when it writes
+ * (RESTORING 0) or restores (1); NULL: the real ones.  A test knob, to
+ * make a restore look like one after a reboot some wall time later.  Not
+ * thread-safe; set it before writing or restoring.
+ */
+struct shmt__host_time;
+typedef void (*shmtd_host_time_fn)(int restoring, struct shmt__host_time *t);
+void shmtd_snapshot_host_time(shmtd_host_time_fn fn);
 
 /*
  * shmtd_snapshot_delta: how far a monotonic time of the snapshot's boot

@@ -988,3 +988,120 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 	free(m.e);
 	return hot > INT32_MAX ? INT32_MAX : (int)hot;
 }
+
+/* ---- Snapshots ------------------------------------------------------------- */
+
+/*
+ * What a snapshot keeps of the analyzer: a geometry line, then the
+ * summaries (every sub-window ring of every stripe, the shared one too)
+ * and the name table, as they are in the region.  Stripe owners and the
+ * shared stripe's lock name processes of the old segment and are left
+ * out.  Words are copied one by one with atomic loads: a summary copied
+ * while its owner counted is one the owner could have left by dying, and
+ * its bounds hold (see the top of this file); one copied while it was
+ * being cleared (odd version) is not brought back.
+ */
+struct an_image {
+	uint32_t ai_rings, ai_stripes;
+	uint32_t ai_groups, ai_probe;
+	uint64_t ai_sum_size;
+	uint64_t ai_names;
+	uint64_t ai_window;
+};
+
+static uint64_t
+an_image_bytes(const struct shmt_an *an)
+{
+	return sizeof(struct an_image) + an->names_off - an->sums_off +
+	    (uint64_t)an->names * sizeof(struct shmt_an_name);
+}
+
+int64_t
+shmt__an_export(shmt_t *h, void *buf, uint64_t cap)
+{
+	const struct shmt_an *an = h->an;
+	struct an_image ai;
+	uint64_t n, words;
+	unsigned char *b = buf;
+
+	if (an == NULL)
+		return 0;
+	n = an_image_bytes(an);
+	if (buf == NULL)
+		return (int64_t)n;
+	if (cap < n)
+		return -ENOSPC;
+	memset(&ai, 0, sizeof(ai));
+	ai.ai_rings = an->rings;
+	ai.ai_stripes = an->stripes;
+	ai.ai_groups = an->groups;
+	ai.ai_probe = an->probe;
+	ai.ai_sum_size = an->sum_size;
+	ai.ai_names = an->names;
+	ai.ai_window = an->window;
+	memcpy(b, &ai, sizeof(ai));
+	words = (n - sizeof(ai)) / 8;
+	for (uint64_t i = 0; i < words; i++) {
+		uint64_t w = __atomic_load_n((const uint64_t *)(const void *)
+		    (an->base + an->sums_off) + i, __ATOMIC_RELAXED);
+
+		memcpy(b + sizeof(ai) + 8 * i, &w, 8);
+	}
+	return (int64_t)n;
+}
+
+int
+shmt__an_import(shmt_t *h, const void *buf, uint64_t len, int64_t delta_ns)
+{
+	const struct shmt_an *an = h->an;
+	const unsigned char *b = buf;
+	struct an_image ai;
+	unsigned __int128 a;
+	uint64_t k;
+
+	if (an == NULL || len != an_image_bytes(an))
+		return -EINVAL;
+	memcpy(&ai, b, sizeof(ai));
+	if (ai.ai_rings != an->rings || ai.ai_stripes != an->stripes ||
+	    ai.ai_groups != an->groups || ai.ai_probe != an->probe ||
+	    ai.ai_sum_size != an->sum_size || ai.ai_names != an->names ||
+	    ai.ai_window != an->window)
+		return -EINVAL;
+	b += sizeof(ai);
+	/* Sub-windows move by whole sub-windows, toward the past, as the
+	 * counters' do (counters.c, shmt__cnt_rebase): k = floor(d n / W)
+	 * for d >= 0, -ceil(-d n / W) for d < 0, so no request is kept
+	 * longer than its window. */
+	a = (unsigned __int128)(delta_ns >= 0 ? (uint64_t)delta_ns :
+	    -(uint64_t)delta_ns) * an->subw;
+	a = delta_ns >= 0 ? a / an->window : (a + an->window - 1) / an->window;
+	k = a > UINT64_MAX ? UINT64_MAX : (uint64_t)a;
+	for (uint32_t r = 0; r < an->rings; r++) {
+		for (uint32_t p = 0; p < an->stripes; p++) {
+			const unsigned char *src = b +
+			    ((uint64_t)r * an->stripes + p) * an->sum_size;
+			struct shmt_an_sum hd;
+			uint64_t id;
+
+			memcpy(&hd, src, sizeof(hd));
+			if ((hd.am_ver & 1) || hd.am_id % an->rings != r)
+				continue;
+			if (delta_ns >= 0) {
+				if (hd.am_id > UINT64_MAX - k)
+					continue;
+				id = hd.am_id + k;
+			} else {
+				if (hd.am_id < k)
+					continue;
+				id = hd.am_id - k;
+			}
+			/* The segment is private: plain copies will do. */
+			memcpy(sum_at(an, (uint32_t)(id % an->rings), p), src,
+			    an->sum_size);
+			sum_at(an, (uint32_t)(id % an->rings), p)->am_id = id;
+		}
+	}
+	memcpy(names(an), b + (an->names_off - an->sums_off),
+	    (uint64_t)an->names * sizeof(struct shmt_an_name));
+	return 0;
+}

@@ -116,4 +116,16 @@ void shmt__an_release(shmt_t *h);
 /* Free the stripes of dead processes. */
 int shmt__an_reap(shmt_t *h);
 
+/* Snapshots.  Copy H's summaries and names into BUF (CAP bytes) as the
+ * analyzer's own bytes, never read outside this module: how many bytes,
+ * -ENOSPC when CAP is short; with BUF NULL, how many it would take.  Safe
+ * beside writers (each word is copied atomically; see analyzer.c). */
+int64_t shmt__an_export(shmt_t *h, void *buf, uint64_t cap);
+/* Bring back what shmt__an_export wrote (LEN bytes) into H, a segment not
+ * yet shared, moving its sub-windows by DELTA_NS toward the past.  0, or
+ * -EINVAL when the bytes are not of this analyzer's geometry (nothing is
+ * changed then). */
+int shmt__an_import(shmt_t *h, const void *buf, uint64_t len,
+    int64_t delta_ns);
+
 #endif /* SHMT_ANALYZER_H */

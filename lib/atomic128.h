@@ -92,7 +92,7 @@ shmt__cas128(void *p, uint64_t expected[2], const uint64_t desired[2])
  * A cheaper read of a 16-byte word: the high half, then the low half, each
  * an atomic 8-byte load.  The pair may never have been in memory at once.
  * It is only used where a later CAS validates it and the word's fields only
- * move one way (see "Torn reads" in limiter.c): then a successful CAS proves
+ * move one way (see "Torn reads" in ring.c): then a successful CAS proves
  * that the word held exactly this value from the second load on.
  */
 static inline void

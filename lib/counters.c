@@ -913,3 +913,39 @@ shmt_count_bound(shmt_t *h, uint64_t count, uint64_t *lo, uint64_t *hi,
 		*error_ppm = st->cnt_error_ppm;
 	return 0;
 }
+
+/* ---- Snapshot restore ----------------------------------------------------- */
+
+/* The value is the counters' own bytes (padding, head, rings), so it goes
+ * back as it was; its times move by DELTA_NS (shmt__cnt_rebase).  A value
+ * left by a writer killed midway keeps its mark: the next hit settles it. */
+int
+shmt__cnt_restore(shmt_t *h, const void *key, size_t klen, const void *val,
+    size_t vlen, uint64_t expire, int64_t delta_ns)
+{
+	const struct shmt_store *st = h->counters;
+	uint32_t metas[CNT_LEVELS_MAX];
+	struct shmt_shard *sh;
+	struct shmt_item *it;
+	uint64_t hash, *link;
+	struct cnt c;
+	int rc;
+
+	if ((rc = shmt__store_lock_key(h, st, key, klen, &hash, &sh)) != 0)
+		return rc;
+	rc = shmt__store_add(h, st, sh, hash, key, klen, val, vlen, expire);
+	if (rc == 0) {
+		it = shmt__store_find(st, sh, hash, key, klen, &link);
+		if (it == NULL || link == NULL)
+			rc = SHMT_ECORRUPT;
+		else if (cnt_at(it, &c) != 0 || cnt_metas(&c, metas) != 0 ||
+		    c.h->ch_top >= c.levels) {
+			shmt__store_unlink(st, sh, link, it);
+			rc = -EINVAL;
+		} else {
+			shmt__cnt_rebase(st, it, delta_ns);
+		}
+	}
+	shmt__unlock(&sh->ds_lock);
+	return rc;
+}

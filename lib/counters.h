@@ -43,4 +43,14 @@ void shmt__cnt_check_item(const struct shmt_store *st,
     const struct shmt_item *it, struct shmt_chk *c, const char *who,
     uint64_t off);
 
+/* Snapshot restore, in a segment not yet shared: add counter KEY of H with
+ * the value VAL of VLEN bytes as an image holds it (the counters' own
+ * bytes, never read outside this module) and expiry EXPIRE (already on
+ * this boot's clock), then move its times by DELTA_NS as
+ * shmt__cnt_rebase does.  0; -EINVAL when VAL is not a counter's value
+ * (its shape, or a ring outside its slots: nothing is added); -EEXIST,
+ * -ENOSPC or another negative errno from the store. */
+int shmt__cnt_restore(shmt_t *h, const void *key, size_t klen,
+    const void *val, size_t vlen, uint64_t expire, int64_t delta_ns);
+
 #endif /* SHMT_COUNTERS_H */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What only the daemon may call: claiming a segment as its one daemon, the
- * heartbeat and lag it publishes, and the few facts of the format it names
- * in its messages.  Private to libshmthrottle and shmthrottled; the daemon
+ * heartbeat and lag it publishes, the few facts of the format it names in
+ * its messages, and the segment's image that its snapshots hold (image.c).  Private to libshmthrottle and shmthrottled; the daemon
  * includes this and the public header, nothing else of lib/.
  */
 #ifndef SHMT_DAEMON_H
@@ -50,5 +50,56 @@ struct shmt__hdr_facts {
 	unsigned abi;                   /* the ABI version this build writes */
 };
 int shmt__hdr_facts(const char *name, struct shmt__hdr_facts *f);
+
+/* ---- Segment images: the snapshot format (image.c) ---------------------- */
+
+#define SHMT_BOOT_ID_LEN 40
+#define SHMT_IMAGE_HDR_BYTES 112
+
+/* Where and when an image is taken or restored: the host's clocks and the
+ * boot it is on.  An empty boot id never matches another. */
+struct shmt__host_time {
+	uint64_t wall_ns;               /* CLOCK_REALTIME */
+	uint64_t mono_ns;               /* CLOCK_MONOTONIC */
+	char boot_id[SHMT_BOOT_ID_LEN]; /* /proc/sys/kernel/random/boot_id */
+};
+/* The host's clocks and boot id now. */
+void shmt__host_time_now(struct shmt__host_time *t);
+
+/* How far a monotonic time of the image's boot must move to mean the same
+ * instant on this boot: 0 on the same boot, else now_mono - (then_mono +
+ * elapsed), elapsed = now_wall - then_wall taken as 0 when the wall clock
+ * went back (things stay held longer, never shorter). */
+int64_t shmt__image_delta(uint64_t then_wall, uint64_t then_mono,
+    uint64_t now_wall, uint64_t now_mono, int same_boot);
+
+/*
+ * Take the image of H's segment, stamped with NOW: the limiters' part,
+ * every live dictionary item and counter (each shard copied under its
+ * writer lock, which its writers wait for), the analyzer's summaries.
+ * *IMAGE (malloc'd; the caller frees it) gets *LEN bytes.  Returns 0,
+ * -EINVAL, -ENOMEM, SHMT_ECORRUPT (a shard holds more than its heap: run
+ * shmthrottle check) or a shard lock's error.  Writers and readers of H
+ * may run meanwhile; kill -9 in the middle leaves at most a shard lock
+ * held by a dead process, which the next writer repairs.
+ */
+int shmt__image_build(shmt_t *h, const struct shmt__host_time *now,
+    unsigned char **image, size_t *len);
+
+/*
+ * Build segment NAME from IMAGE (LEN bytes, untrusted: every length,
+ * count and offset is checked), its times moved to NOW's boot, under a
+ * private name; check it with shmt_check (on CLOCK, when not NULL, which
+ * the private segment reads throughout: a test knob); publish it with one
+ * link(2), so no process ever sees it half built.  Returns 0; -EEXIST
+ * when NAME exists; SHMT_EMAGIC (not an image), SHMT_EFORMAT (another
+ * build or version), SHMT_ECORRUPT (damaged, inconsistent, or it fails the
+ * check) or another negative errno; ERR (CAP bytes) says why, without the
+ * file's name.  kill -9 in the middle leaves at most the private segment
+ * NAME.restore.PID, which the next restore by that pid removes.
+ */
+int shmt__image_restore(const unsigned char *image, size_t len,
+    const char *name, const struct shmt__host_time *now, shmt_clock_fn clock,
+    void *clock_ctx, char *err, size_t cap);
 
 #endif /* SHMT_DAEMON_H */

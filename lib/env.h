@@ -22,8 +22,10 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +37,7 @@ uint32_t shmt__env_tid(void);
 uint64_t shmt__env_clock_ns(clockid_t id);
 ssize_t shmt__env_getrandom(void *buf, size_t n, unsigned flags);
 int shmt__env_kill0(pid_t pid);
+void shmt__env_ns(const char *which, uint64_t id[2]);
 
 #else
 
@@ -75,6 +78,26 @@ static inline int
 shmt__env_kill0(pid_t pid)
 {
 	return kill(pid, 0);
+}
+
+/* The namespace WHICH ("pid", "time") of this process as the device and
+ * inode of /proc/self/ns/WHICH; both 0 when /proc cannot tell (not
+ * mounted, or a kernel without that namespace). */
+static inline void
+shmt__env_ns(const char *which, uint64_t id[2])
+{
+	char path[32] = "/proc/self/ns/";
+	struct stat st;
+	size_t n = strlen(path);
+
+	id[0] = id[1] = 0;
+	if (strlen(which) >= sizeof(path) - n)
+		return;
+	memcpy(path + n, which, strlen(which) + 1);
+	if (stat(path, &st) == 0) {
+		id[0] = (uint64_t)st.st_dev;
+		id[1] = (uint64_t)st.st_ino;
+	}
 }
 
 #endif /* SHMT_FUZZ_ENV */

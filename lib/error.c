@@ -32,6 +32,10 @@ shmt_strerror(int err)
 		return "lock held by a live process (busy too long, or damaged)";
 	case SHMT_EUNTRUSTED:
 		return "segment not trusted (owned by another user, or world-writable)";
+	case SHMT_ENAMESPACE:
+		return "segment created in another PID or time namespace";
+	case SHMT_ESTALE:
+		return "segment removed since this handle opened it (reopen it by name)";
 	case -EINVAL:
 		return "invalid argument";
 	case -ENOENT:

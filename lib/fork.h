@@ -15,15 +15,20 @@ extern unsigned shmt__fork_generation;
 
 /* At attach: register the atfork handler (once) and stamp H. */
 void shmt__fork_attach(shmt_t *h);
-/* Slow path of SHMT_FORK_CHECK: reattach H in this process. */
+/* Slow path of SHMT_FORK_CHECK: SHMT_ESTALE when H's segment was retired,
+ * else reattach H in this process. */
 int shmt__fork_reattach(shmt_t *h);
 
+/* Also the one place a call learns that its segment was retired (the
+ * header's sh_retired, set by shmt_unlink() or the daemon): a load of a
+ * read-mostly line, and SHMT_ESTALE from then on. */
 static inline int
 shmt__fork_check(shmt_t *h)
 {
 	if (__builtin_expect(h != NULL &&
-	    __atomic_load_n(&h->fork_gen, __ATOMIC_ACQUIRE) !=
-	    __atomic_load_n(&shmt__fork_generation, __ATOMIC_RELAXED), 0))
+	    (__atomic_load_n(&h->fork_gen, __ATOMIC_ACQUIRE) !=
+	    __atomic_load_n(&shmt__fork_generation, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&h->hdr->sh_retired, __ATOMIC_RELAXED) != 0), 0))
 		return shmt__fork_reattach(h);
 	return 0;
 }

@@ -26,6 +26,11 @@ shmt_housekeep(shmt_t *h, shmt_time_t *next_ns)
 	/* A truncated object: every page past its end raises SIGBUS. */
 	if (shmt__size_check(h, &now_size) != 0)
 		return SHMT_ESIZE;
+	/* A segment removed by hand writes nothing into the mappings: this
+	 * is where its processes learn of it (each answers SHMT_ESTALE from
+	 * its next call on). */
+	if ((n = shmt__gone_check(h)) != 0)
+		return n;
 	n = shmt__limiters_housekeep(h, shmt__now(h), &next);
 	if (n < 0)
 		return n;

@@ -30,11 +30,11 @@ shmt_config_init(shmt_config_t *cfg)
 	cfg->gid = (gid_t)-1;
 	cfg->max_limiters = 64;
 	cfg->max_slots = 256;
-	cfg->arena_bytes = 16ULL << 20;
-	cfg->dict_bytes = 32ULL << 20;
+	cfg->arena_bytes = 8ULL << 20;
+	cfg->dict_bytes = 16ULL << 20;
 	cfg->dict_shards = 8;
 	cfg->dict_eviction = 1;
-	cfg->counters_bytes = 8ULL << 20;
+	cfg->counters_bytes = 4ULL << 20;
 	cfg->counters_shards = 4;
 	cfg->counters_subwindows = 24;
 	cfg->counters_window_ns = 24ULL * 3600 * 1000000000ULL;
@@ -65,6 +65,8 @@ shmt__format_word(void)
 		offsetof(struct shmt_hdr, sh_daemon_pid),
 		offsetof(struct shmt_hdr, sh_table_lock),
 		offsetof(struct shmt_hdr, sh_secret), SHMT_SECRET_BYTES,
+		offsetof(struct shmt_hdr, sh_retired),
+		offsetof(struct shmt_hdr, sh_timens_ino),
 		sizeof(struct shmt_lock),
 		sizeof(struct shmt_slot), alignof(struct shmt_slot),
 		sizeof(struct shmt_lim), alignof(struct shmt_lim),
@@ -296,6 +298,40 @@ shmt__hdr_init(struct shmt_hdr *hdr, const struct shmt_params *p, uint64_t size,
 	hdr->sh_created_wall_ns = shmt__clock_ns(CLOCK_REALTIME);
 	hdr->sh_created_mono_ns = shmt__mono_ns();
 	hdr->sh_generation = 1;
+	shmt__ns_get(hdr);
+}
+
+void
+shmt__ns_get(struct shmt_hdr *hdr)
+{
+	uint64_t id[2];
+
+	shmt__env_ns("pid", id);
+	hdr->sh_pidns_dev = id[0];
+	hdr->sh_pidns_ino = id[1];
+	shmt__env_ns("time", id);
+	hdr->sh_timens_dev = id[0];
+	hdr->sh_timens_ino = id[1];
+}
+
+/* SHMT_ENAMESPACE when the creator recorded in HDR (a validated copy) ran
+ * in another PID or time namespace than this process, else 0.  A part the
+ * creator or this process could not read (0) is not compared. */
+int
+shmt__ns_check(const struct shmt_hdr *hdr)
+{
+	struct shmt_hdr me;
+
+	shmt__ns_get(&me);
+	if (hdr->sh_pidns_ino != 0 && me.sh_pidns_ino != 0 &&
+	    (hdr->sh_pidns_ino != me.sh_pidns_ino ||
+	    hdr->sh_pidns_dev != me.sh_pidns_dev))
+		return SHMT_ENAMESPACE;
+	if (hdr->sh_timens_ino != 0 && me.sh_timens_ino != 0 &&
+	    (hdr->sh_timens_ino != me.sh_timens_ino ||
+	    hdr->sh_timens_dev != me.sh_timens_dev))
+		return SHMT_ENAMESPACE;
+	return 0;
 }
 
 /*

@@ -32,6 +32,10 @@ extern const char *const shmt__region_names[SHMT_R_COUNT];
 /* Fill in a new header (creation only). */
 void shmt__hdr_init(struct shmt_hdr *hdr, const struct shmt_params *p,
     uint64_t size, const struct shmt_region reg[SHMT_R_COUNT]);
+/* The namespaces of this process, into HDR's sh_*ns_* fields. */
+void shmt__ns_get(struct shmt_hdr *hdr);
+/* SHMT_ENAMESPACE when HDR's creator ran in another PID or time namespace. */
+int shmt__ns_check(const struct shmt_hdr *hdr);
 /* Validate a copy of a header against the object's SIZE and fill in REG:
  * 0, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE or SHMT_ECORRUPT. */
 int shmt__hdr_validate(const struct shmt_hdr *hdr, uint64_t size,

@@ -34,7 +34,7 @@ enum shmt_lim_state {
  * nsealed   sealed buckets not yet released.
  * active    1 while bucket `tail` takes uses.
  * tag       key pools: the cursor (name index of the next grant, mod nkeys).
- *           Client entries: state:2 | epoch:14 (see limiter.c).
+ *           Client entries: state:2 | epoch:14 (see clients.h).
  *           A shared limiter without keys: the parameter generation, which
  *           names the parameters in force (lm_p, see shmt_limiter_update).
  */
@@ -68,7 +68,7 @@ shmt__w_make(uint32_t inflight, uint32_t count, uint32_t tail,
  * Opening bucket s writes {close, s, 0} unless the slot already holds serial
  * s (first opener wins).  Sealing raises count to the bucket's final count
  * (a monotone max), so a late, stale writer can never lower or raise the
- * final value (see the proof at the top of limiter.c).
+ * final value (see the proof at the top of ring.c).
  */
 struct shmt_ring_slot {
 	uint64_t r[2];
@@ -152,7 +152,7 @@ struct shmt_lim {
 	uint64_t lm_would_deny;      /* shadow mode: refusals not enforced */
 	uint64_t lm_reset_uses;      /* uses given back by shmt_limiter_reset */
 
-	/* Waiters (wait.inc): a futex word, bit 0 set while someone may
+	/* Waiters (wait.c): a futex word, bit 0 set while someone may
 	 * sleep on it, the rest a count of releases; on its own line. */
 	alignas(SHMT_LINE) uint32_t lm_wake;
 

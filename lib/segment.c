@@ -384,8 +384,14 @@ shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 	/* Everything the handle trusts (regions, store and analyzer geometry,
 	 * limiter table size) comes from this one private copy, never from a
 	 * second read of the segment. */
-	if ((rc = header_read(fd, size, &hc, reg)) != 0)
+	if ((rc = header_read(fd, size, &hc, reg)) != 0 ||
+	    (rc = shmt__ns_check(&hc)) != 0)
 		goto fail;
+	if (hc.sh_retired != 0) {
+		/* Opened in the moment between the mark and the unlink. */
+		rc = SHMT_ESTALE;
+		goto fail;
+	}
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		rc = -errno;
@@ -429,6 +435,23 @@ shmt__size_check(shmt_t *h, uint64_t *now_size)
 	return rc;
 }
 
+int
+shmt__gone_check(shmt_t *h)
+{
+	int saved = errno;
+	struct stat st;
+	int rc = 0;
+
+	if (__atomic_load_n(&h->hdr->sh_retired, __ATOMIC_ACQUIRE) != 0)
+		rc = SHMT_ESTALE;
+	else if (h->fd >= 0 && fstat(h->fd, &st) == 0 && st.st_nlink == 0) {
+		shmt__retire(h);
+		rc = SHMT_ESTALE;
+	}
+	errno = saved;
+	return rc;
+}
+
 SHMT_EXPORT void
 shmt_close(shmt_t *h)
 {
@@ -448,6 +471,47 @@ shmt_close(shmt_t *h)
 	errno = saved;
 }
 
+/*
+ * Mark the segment NAME retired before its last name goes, so that every process
+ * still attached answers SHMT_ESTALE from its next call instead of enforcing
+ * limits on an object no new process can see.  Best effort: an object this
+ * caller may not write, that is not a segment of this format, or that is
+ * shorter than its header is left as it is (the unlink still happens).  The
+ * mark is one store into the header, read back through a private copy
+ * first, so a hostile object cannot steer it.
+ */
+static void
+retire(const char *name)
+{
+	struct shmt_region reg[SHMT_R_COUNT];
+	struct shmt_hdr hc, *hdr;
+	struct stat st;
+	void *base;
+	int fd;
+
+	if (object_open(name, (uid_t)-1, &fd, &st) != 0)
+		return;
+	/* Only the last name retires it: removing the temporary name of a
+	 * segment published under another (a restore) must not. */
+	if (st.st_nlink == 1 &&
+	    header_read(fd, (uint64_t)st.st_size, &hc, reg) == 0) {
+		base = mmap(NULL, sizeof(hc), PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, 0);
+		if (base != MAP_FAILED) {
+			hdr = base;
+			__atomic_store_n(&hdr->sh_retired, 1, __ATOMIC_RELEASE);
+			munmap(base, sizeof(hc));
+		}
+	}
+	close(fd);
+}
+
+void
+shmt__retire(shmt_t *h)
+{
+	__atomic_store_n(&h->hdr->sh_retired, 1, __ATOMIC_RELEASE);
+}
+
 SHMT_EXPORT int
 shmt_unlink(const char *name)
 {
@@ -456,6 +520,7 @@ shmt_unlink(const char *name)
 
 	if ((rc = shmt__name_check(name)) != 0)
 		return rc;
+	retire(name);
 	rc = shm_unlink(name) == 0 ? 0 : -errno;
 	errno = saved;
 	return rc;

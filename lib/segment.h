@@ -27,7 +27,7 @@
  */
 
 #define SHMT_MAGIC 0x31544d4854524853ULL /* "SHRTHMT1" little-endian */
-#define SHMT_ABI_VERSION 4U
+#define SHMT_ABI_VERSION 5U
 
 /* Hot shared words are padded to 128 bytes: x86 prefetches adjacent lines
  * in pairs, so 64-byte padding still lets two writers fight. */
@@ -90,6 +90,22 @@ struct shmt_hdr {
 	 * from getrandom() at creation, or the snapshot's own on a restore
 	 * (its stored hashes stay valid).  Read once per handle, at open. */
 	uint8_t sh_secret[SHMT_SECRET_BYTES];
+	/* The creator's PID and time namespaces (device and inode of
+	 * /proc/self/ns/pid and ns/time; 0 when /proc could not tell).  Slots
+	 * name processes by pid and the segment keeps CLOCK_MONOTONIC times,
+	 * so a process in another namespace is refused at open
+	 * (SHMT_ENAMESPACE) instead of corrupting slots and windows. */
+	uint64_t sh_pidns_dev;
+	uint64_t sh_pidns_ino;
+	uint64_t sh_timens_dev;
+	uint64_t sh_timens_ino;
+	/* 0, then 1 for good once the segment's name is removed by
+	 * shmt_unlink() (or by the daemon, when it finds its object unlinked
+	 * by hand): every handle then answers SHMT_ESTALE instead of enforcing
+	 * limits no new process can see.  Read on every call, written once:
+	 * it shares the read-mostly identity lines. */
+	uint32_t sh_retired;
+	uint32_t sh_pad_id;
 
 	/* The daemon: its own line, written on every heartbeat. */
 	alignas(SHMT_LINE) int64_t sh_daemon_pid;
@@ -149,7 +165,7 @@ struct shmt {
 	/* The segment's secret, copied from the validated header at open. */
 	struct shmt_hkey key;
 	struct shmt_lcache lcache;
-	/* Validated process-local copies of limiter rows (limiter.c). */
+	/* Validated process-local copies of limiter rows (table.c). */
 	struct shmt_lview *lviews;   /* one per limiter row */
 	/* Trusted geometry of the dictionary and the counters (dict.c);
 	 * shards == 0 when the segment has none. */
@@ -172,6 +188,13 @@ void shmt__secret_set(shmt_t *h, const uint8_t key[SHMT_SECRET_BYTES]);
  * touching the missing pages would raise SIGBUS), else 0; *NOW_SIZE gets
  * its size. */
 int shmt__size_check(shmt_t *h, uint64_t *now_size);
+/* Mark H's segment retired (sh_retired): every handle on it answers
+ * SHMT_ESTALE from its next call. */
+void shmt__retire(shmt_t *h);
+/* SHMT_ESTALE when H's segment is retired, or when its object has no name
+ * left (st_nlink 0: removed by hand, with rm or shm_unlink), which marks it
+ * retired; else 0.  One fstat(2). */
+int shmt__gone_check(shmt_t *h);
 
 /* Pointer to a region, already validated at open. */
 static inline void *

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# Decisions, cost and peeking (lib/decide.inc): every field against reference
+# Decisions, cost and peeking (lib/decide.c): every field against reference
 # models with an injected clock, and peeks that change no byte.
 shmt_add_test(test_decide SOURCES test_decide.c LABELS unit TIMEOUT 300)
 # Many processes with the real clock, costs above one, rate mode, kill -9.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# Tests of the throttle (lib/limiter.c): the seed's model call for call, the
+# Tests of the throttle (lib/limiter.c and its modes' files): the seed's model call for call, the
 # bucket bound, bad input, per-client limiters, many processes, kill -9, and
 # the protocol model-checked with spin (tests/model/throttle.pml).
 set(SHMT_TL_UTIL ${CMAKE_CURRENT_SOURCE_DIR}/test_limiter_util.c)
@@ -45,3 +45,7 @@ if(NOT SHMT_SANITIZE)
       LABELS unit TIMEOUT 900)
   endforeach()
 endif()
+# Resolved limiters: the same answers as the named calls, deletion, removal,
+# threads and a forked child.
+shmt_add_test(test_limiter_handle SOURCES test_limiter_handle.c LABELS unit
+  TIMEOUT 120 LIBS Threads::Threads)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-# Operations: the daemon's metrics endpoint scraped over HTTP, its log's
-# priorities, the library's version.
+# Operations: the daemon's metrics endpoint scraped over HTTP and the CLI's
+# `stat --prometheus` beside it, the log's priorities, the library's
+# version.
 if(TARGET shmthrottled)
   shmt_add_test(test_daemon_log
     SOURCES test_daemon_log.c
@@ -25,6 +26,16 @@ if(TARGET shmthrottled)
       LIBS m
       LABELS unit TIMEOUT 120)
     add_dependencies(test_daemon_metrics shmthrottled)
+    # The CLI's `stat --prometheus` against the endpoint: the same
+    # families, checked by promtool when found.
+    if(TARGET shmthrottle)
+      find_program(SHMT_BASH bash REQUIRED)
+      add_test(NAME test_cli_prom
+        COMMAND ${SHMT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_prom.sh
+                $<TARGET_FILE:shmthrottle> $<TARGET_FILE:shmthrottled>
+                ${SHMT_CURL} ${_promtool})
+      set_tests_properties(test_cli_prom PROPERTIES LABELS unit TIMEOUT 60)
+    endif()
   else()
     message(STATUS "curl not found: test_daemon_metrics is not built")
   endif()

@@ -27,3 +27,5 @@ target_compile_options(header_cxx PRIVATE ${SHMT_HEADER_FLAGS})
 target_link_libraries(header_cxx PRIVATE shmthrottle_shared)
 add_test(NAME header_cxx COMMAND header_cxx)
 set_tests_properties(header_cxx PROPERTIES LABELS unit TIMEOUT 30)
+# A removed segment answers SHMT_ESTALE; another namespace SHMT_ENAMESPACE.
+shmt_add_test(test_stale SOURCES test_stale.c LABELS unit TIMEOUT 60)

@@ -430,6 +430,37 @@ test_truncated(void **state)
 	assert_int_equal(shmt_unlink(e->seg), 0);
 }
 
+/* A segment removed under the daemon, by shmt_unlink (shmthrottle destroy)
+ * or by hand: its workers get SHMT_ESTALE, never a limit enforced on a
+ * segment nobody can open, and the daemon exits (1) so that a restart
+ * creates the segment again.  By hand, the daemon's housekeeping is what
+ * finds it: within a heartbeat (1 s), so the wait is bounded by the log. */
+static void
+test_removed(void **state)
+{
+	for (int by_hand = 0; by_hand < 2; by_hand++) {
+		struct env *e;
+		shmt_t *h;
+		pid_t pid;
+
+		(void)state;
+		e = env_init(by_hand ? "rmhand" : "rmlib");
+		write_text(e->conf, LONG_LIMITER("a", 5));
+		pid = spawn(e, NULL, NULL);
+		h = wait_ready(e, pid);
+		assert_int_equal(shmt_try_use_key(h, "a"), 1);
+		if (by_hand)
+			assert_int_equal(shm_unlink(e->seg), 0);
+		else
+			assert_int_equal(shmt_unlink(e->seg), 0);
+		assert_int_equal(wait_exit(pid), 1);
+		assert_true(log_has(e->log, "was removed"));
+		assert_int_equal(shmt_try_use_key(h, "a"), SHMT_ESTALE);
+		shmt_close(h);
+		env_done(NULL);
+	}
+}
+
 /* A segment another user made first is not attached: the daemon says
  * whose it is and exits with an error, leaving it as it was. */
 static void
@@ -742,6 +773,58 @@ test_snapshot_roundtrip(void **state)
 	shmt_close(h);
 }
 
+/* Stop writes the dictionary, the counters and the analyzer too; a new
+ * daemon brings them back: live items with their values (an expired one
+ * is not kept), a count of hits, the hot key.  (Expiry times across a
+ * reboot are checked on an injected clock in test_daemon_snapshot.) */
+static void
+test_snapshot_keeps_state(void **state)
+{
+	shmt_hotkey_t top[4];
+	char buf[16];
+	struct env *e;
+	uint64_t c = 0;
+	size_t n = 0;
+	shmt_t *h;
+	pid_t pid;
+
+	e = env_init("snapst");
+	conf_with_snapshot(e, LONG_LIMITER("a", 5));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	assert_int_equal(shmt_set(h, "kept", 4, "value", 5, 3600000), 0);
+	assert_int_equal(shmt_set(h, "always", 6, "v", 1, 0), 0);
+	assert_int_equal(shmt_set(h, "brief", 5, "v", 1, 1), 0);
+	for (int i = 0; i < 7; i++)
+		assert_int_equal(shmt_hit(h, "visits", 6, NULL), 0);
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(shmt_get(h, "kept", 4, buf, sizeof(buf), &n), 0);
+	pause_ms(5);            /* "brief" expires */
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(e->seg), 0);
+
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	assert_true(log_has(e->log, "restored from"));
+	assert_int_equal(shmt_top_keys(h, top, 4, NULL), 1);
+	assert_true(top[0].lower == 40 && top[0].klen == 4 &&
+	    memcmp(top[0].key, "kept", 4) == 0);
+	assert_int_equal(shmt_get(h, "kept", 4, buf, sizeof(buf), &n), 0);
+	assert_true(n == 5 && memcmp(buf, "value", 5) == 0);
+	assert_int_equal(shmt_get(h, "always", 6, buf, sizeof(buf), &n), 0);
+	assert_int_equal(shmt_get(h, "brief", 5, buf, sizeof(buf), &n),
+	    -ENOENT);
+	assert_int_equal(shmt_count(h, "visits", 6, 0, &c), 0);
+	assert_int_equal(c, 7);
+	assert_int_equal(shmt_hit(h, "visits", 6, &c), 0);
+	assert_int_equal(c, 8);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+}
+
 static void
 copy_file(const char *from, const char *to)
 {
@@ -931,10 +1014,12 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_start_stop, env_done),
 		cmocka_unit_test_teardown(test_second_refused, env_done),
 		cmocka_unit_test_teardown(test_truncated, env_done),
+		cmocka_unit_test_teardown(test_removed, env_done),
 		cmocka_unit_test_teardown(test_untrusted, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),
 		cmocka_unit_test_teardown(test_incompatible, env_done),
 		cmocka_unit_test_teardown(test_snapshot_roundtrip, env_done),
+		cmocka_unit_test_teardown(test_snapshot_keeps_state, env_done),
 		cmocka_unit_test_teardown(test_snapshot_damaged, env_done),
 		cmocka_unit_test_teardown(test_systemd_notify, env_done),
 		cmocka_unit_test_teardown(test_background, env_done),

@@ -131,8 +131,8 @@ test_builtin(void **state)
 	assert_true(l->limit.per_client && l->limit.client_capacity == 4096);
 	assert_true(c.dict.enabled && c.analyzer.enabled && c.counters.enabled);
 	/* The sections land in the library's creation parameters. */
-	assert_true(c.seg.dict_bytes == 32ULL << 20 && c.seg.dict_shards == 8);
-	assert_true(c.seg.counters_bytes == 8ULL << 20);
+	assert_true(c.seg.dict_bytes == 16ULL << 20 && c.seg.dict_shards == 8);
+	assert_true(c.seg.counters_bytes == 4ULL << 20);
 	assert_string_equal(c.log_target, "stderr");
 	shmtd_config_free(&c);
 }
@@ -152,7 +152,7 @@ test_example_parses(void **state)
 	assert_non_null(l = find(&c, "keys"));
 	assert_int_equal(l->limit.nkeys, 4);
 	assert_string_equal(l->limit.keys[2], "key-3");
-	assert_true(c.seg.arena_bytes == 16ULL << 20);
+	assert_true(c.seg.arena_bytes == 8ULL << 20);
 	assert_true(c.analyzer.window_ns == 60000000000ULL);
 	assert_int_equal(c.analyzer.threshold_pct, 10);
 	assert_true(c.seg.analyzer_bytes == 1ULL << 20 &&

@@ -9,6 +9,7 @@
  */
 #include "snapshot.h"
 
+#include "daemon.h"
 #include "segment.h"
 #include "testutil.h"
 
@@ -85,8 +86,10 @@ fixture_init(struct fixture *f, const char *tag)
 	assert_int_equal(shmt_create(f->seg, NULL, &f->h), 0);
 	assert_int_equal(shmt_set_clock(f->h, tu_clock_read, &f->clk), 0);
 	assert_int_equal(shmt_limiter_define(f->h, "a", &l), 0);
-	/* The restored image is checked on the clock that wrote it. */
+	/* The restored image is checked on the clock that wrote it, and the
+	 * host is the real one (a failed test may have left a fake one). */
 	shmtd_snapshot_check_clock(tu_clock_read, &f->clk);
+	shmtd_snapshot_host_time(NULL);
 }
 
 static void
@@ -534,6 +537,586 @@ test_random_files(void **state)
 	fixture_done(&f);
 }
 
+
+/* ---- The dictionary, the counters and the analyzer ------------------------ */
+
+/* What the test says the host's clocks and boot are: THEN when a snapshot
+ * is written, NOW when it is restored. */
+static struct shmt__host_time fake_then, fake_now;
+
+static void
+fake_host(int restoring, struct shmt__host_time *t)
+{
+	*t = restoring ? fake_now : fake_then;
+}
+
+static void
+host(struct shmt__host_time *t, uint64_t wall, uint64_t mono, const char *boot)
+{
+	memset(t, 0, sizeof(*t));
+	t->wall_ns = wall;
+	t->mono_ns = mono;
+	snprintf(t->boot_id, sizeof(t->boot_id), "%s", boot);
+}
+
+static int
+has(shmt_t *h, const char *key, const char *want)
+{
+	char buf[256];
+	size_t n = 0;
+	int rc = shmt_get(h, key, strlen(key), buf, sizeof(buf), &n);
+
+	if (rc == -ENOENT)
+		return 0;
+	assert_int_equal(rc, 0);
+	if (want != NULL) {
+		assert_int_equal(n, strlen(want));
+		assert_memory_equal(buf, want, n);
+	}
+	return 1;
+}
+
+static uint64_t
+count_of(shmt_t *h, const char *key)
+{
+	uint64_t c = 0;
+
+	assert_int_equal(shmt_count(h, key, strlen(key), 0, &c), 0);
+	return c;
+}
+
+static uint64_t
+dict_items(shmt_t *h)
+{
+	shmt_dict_stat_t ds;
+
+	assert_int_equal(shmt_dict_stat(h, &ds), 0);
+	return ds.items;
+}
+
+static void
+restore_ok(struct fixture *f)
+{
+	char err[512];
+
+	if (shmtd_snapshot_restore(f->path, f->seg, &f->h, err,
+	    sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(shmt_set_clock(f->h, tu_clock_read, &f->clk), 0);
+}
+
+static void
+write_ok(struct fixture *f)
+{
+	char err[512];
+
+	if (shmtd_snapshot_write(f->h, f->path, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	shmt_close(f->h);
+	f->h = NULL;
+	assert_int_equal(shmt_unlink(f->seg), 0);
+}
+
+/*
+ * A restart on the same boot keeps every live item with its bytes and its
+ * expiry, binary keys and large values included, and the items that had
+ * expired are not written; many random items all come back (the restore
+ * places the largest blocks first, so everything that fitted fits again).
+ */
+static void
+test_dict_roundtrip(void **state)
+{
+	uint64_t seed0 = tu_seed("snapshot_dict"), seed = seed0;
+	static char big[200000], got[200000];
+	struct fixture f;
+	char key[32], val[64];
+	size_t n;
+
+	(void)state;
+	fixture_init(&f, "snapdict");
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)tu_rand(&seed);
+	assert_int_equal(shmt_set(f.h, "ten", 3, "minutes", 7, 600000), 0);
+	assert_int_equal(shmt_set(f.h, "forever", 7, "", 0, 0), 0);
+	assert_int_equal(shmt_set(f.h, "a\0b", 3, "nul", 3, 0), 0);
+	assert_int_equal(shmt_set(f.h, "big", 3, big, sizeof(big), 0), 0);
+	assert_int_equal(shmt_set(f.h, "gone", 4, "x", 1, 1000), 0);
+	for (int i = 0; i < 3000; i++) {
+		int kl = snprintf(key, sizeof(key), "k%d", i);
+		size_t vl = 1 + tu_rand(&seed) % sizeof(val);
+
+		memset(val, 'a' + i % 26, vl);
+		assert_int_equal(shmt_set(f.h, key, (size_t)kl, val, vl,
+		    i % 2 ? 3600000 : 0), 0);
+	}
+	f.clk.now += 2 * S;     /* "gone" expires */
+	assert_int_equal(dict_items(f.h), 3005);
+	write_ok(&f);
+	restore_ok(&f);
+	assert_int_equal(dict_items(f.h), 3004);
+	assert_true(has(f.h, "ten", "minutes"));
+	assert_true(has(f.h, "forever", ""));
+	assert_false(has(f.h, "gone", NULL));
+	assert_int_equal(shmt_get(f.h, "a\0b", 3, val, sizeof(val), &n), 0);
+	assert_true(n == 3 && memcmp(val, "nul", 3) == 0);
+	assert_int_equal(shmt_get(f.h, "big", 3, got, sizeof(got), &n), 0);
+	assert_true(n == sizeof(big) && memcmp(got, big, n) == 0);
+	seed = seed0;
+	for (size_t i = 0; i < sizeof(big); i++)
+		(void)tu_rand(&seed);
+	for (int i = 0; i < 3000; i++) {
+		size_t vl = 1 + tu_rand(&seed) % sizeof(val), m = 0;
+		int kl = snprintf(key, sizeof(key), "k%d", i);
+
+		assert_int_equal(shmt_get(f.h, key, (size_t)kl, val, sizeof(val),
+		    &m), 0);
+		assert_int_equal(m, vl);
+		assert_true(val[0] == 'a' + i % 26 && val[vl - 1] == val[0]);
+	}
+	/* The expiry is the one the item had: "ten" lives 600 s from its
+	 * write, 2 s of which passed before the snapshot. */
+	f.clk.now += 598 * S - 1;
+	assert_true(has(f.h, "ten", "minutes"));
+	f.clk.now += 1;
+	assert_false(has(f.h, "ten", NULL));
+	assert_true(has(f.h, "forever", ""));
+	fixture_done(&f);
+}
+
+/*
+ * After a reboot (another boot id) 3 minutes of wall time later, an item
+ * with 10 minutes left has 7, one with 2 minutes left is gone; counters
+ * keep their hits, less those older than the window by then; the
+ * analyzer's window has passed, so its hot keys are gone.  The same file
+ * restored as after a reboot with no wall time lost keeps the hot keys.
+ */
+static void
+test_reboot(void **state)
+{
+	const uint64_t W0 = 1700000000 * S, T0 = 1000000 * S;
+	shmt_hotkey_t top[4];
+	struct fixture f;
+	uint64_t M;
+
+	(void)state;
+	fixture_init(&f, "snapboot");
+	/* Hits 22.5 h, 19 h and 0 h before the snapshot.  The window is 24 h
+	 * in sub-windows of 1 h: a count keeps every hit up to 23 h old, and
+	 * a restore across boots moves the sub-windows by whole ones toward
+	 * the past, so every hit up to 22 h old is kept, none older than
+	 * 24 h. */
+	f.clk.now = T0 - 81000 * S;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(shmt_hit(f.h, "old", 3, NULL), 0);
+	f.clk.now = T0 - 68400 * S;
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(shmt_hit(f.h, "mid", 3, NULL), 0);
+	f.clk.now = T0;
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(shmt_hit(f.h, "new", 3, NULL), 0);
+	assert_int_equal(shmt_set(f.h, "ten", 3, "v", 1, 600000), 0);
+	assert_int_equal(shmt_set(f.h, "two", 3, "v", 1, 120000), 0);
+	assert_int_equal(shmt_set(f.h, "hot", 3, "v", 1, 0), 0);
+	for (int i = 0; i < 50; i++)
+		assert_true(has(f.h, "hot", "v"));
+	assert_int_equal(shmt_top_keys(f.h, top, 4, NULL), 1);
+	assert_int_equal(top[0].lower, 50);
+	host(&fake_then, W0, T0, "boot-a");
+	shmtd_snapshot_host_time(fake_host);
+	write_ok(&f);
+
+	/* 3 minutes later, on a boot whose clock reads 50 s.  The counters'
+	 * hits fall before that boot's clock began: they cannot be placed
+	 * and are never counted more than they were. */
+	M = 50 * S;
+	host(&fake_now, W0 + 180 * S, M, "boot-b");
+	f.clk.now = M;
+	restore_ok(&f);
+	assert_int_equal(shmt_top_keys(f.h, top, 4, NULL), 0);
+	assert_int_equal(dict_items(f.h), 2);
+	assert_false(has(f.h, "two", NULL));
+	f.clk.now = M + 420 * S - 1;
+	assert_true(has(f.h, "ten", "v"));
+	f.clk.now = M + 420 * S;
+	assert_false(has(f.h, "ten", NULL));
+	f.clk.now = M;
+	assert_true(count_of(f.h, "old") <= 3 && count_of(f.h, "mid") <= 4 &&
+	    count_of(f.h, "new") <= 5);
+	shmt_close(f.h);
+	assert_int_equal(shmt_unlink(f.seg), 0);
+
+	/* The same 3 minutes, on a boot whose clock reads 2 days (its
+	 * daemon restored late): every hit up to 22 h old is there. */
+	M = 172800 * S;
+	host(&fake_now, W0 + 180 * S, M, "boot-b");
+	f.clk.now = M;
+	restore_ok(&f);
+	assert_true(count_of(f.h, "old") <= 3 && count_of(f.h, "mid") == 4 &&
+	    count_of(f.h, "new") == 5);
+	f.clk.now = M + 420 * S - 1;
+	assert_true(has(f.h, "ten", "v"));
+	f.clk.now = M + 420 * S;
+	assert_false(has(f.h, "ten", NULL));
+	shmt_close(f.h);
+	assert_int_equal(shmt_unlink(f.seg), 0);
+
+	/* 2 hours later: the hits of 22.5 h ago are now 24.5 h old. */
+	host(&fake_now, W0 + 7200 * S, M, "boot-b");
+	f.clk.now = M;
+	restore_ok(&f);
+	assert_true(count_of(f.h, "old") == 0 && count_of(f.h, "mid") == 4 &&
+	    count_of(f.h, "new") == 5);
+	assert_int_equal(shmt_hit(f.h, "new", 3, NULL), 0);
+	assert_int_equal(count_of(f.h, "new"), 6);
+	assert_int_equal(dict_items(f.h), 1);
+	shmt_close(f.h);
+	assert_int_equal(shmt_unlink(f.seg), 0);
+
+	/* Another boot, no wall time lost: the hot key is still hot. */
+	host(&fake_now, W0, M, "boot-c");
+	restore_ok(&f);
+	assert_int_equal(shmt_top_keys(f.h, top, 4, NULL), 1);
+	assert_int_equal(top[0].lower, 50);
+	assert_true(top[0].klen == 3 && memcmp(top[0].key, "hot", 3) == 0);
+	shmtd_snapshot_host_time(NULL);
+	fixture_done(&f);
+}
+
+/* A restart on the same boot keeps the counters and the hot keys as they
+ * were: the same counts, the same top keys with the same bounds. */
+static void
+test_counters_analyzer_roundtrip(void **state)
+{
+	shmt_hotkey_t before[8], after[8];
+	struct fixture f;
+	char key[16];
+	int n;
+
+	(void)state;
+	fixture_init(&f, "snapcnt");
+	for (int i = 0; i < 500; i++) {
+		int kl = snprintf(key, sizeof(key), "c%d", i);
+
+		for (int k = 0; k <= i % 7; k++)
+			assert_int_equal(shmt_hit(f.h, key, (size_t)kl, NULL), 0);
+	}
+	assert_int_equal(shmt_set(f.h, "h1", 2, "v", 1, 0), 0);
+	assert_int_equal(shmt_set(f.h, "h2", 2, "v", 1, 0), 0);
+	for (int i = 0; i < 300; i++) {
+		int kl = snprintf(key, sizeof(key), "cold%d", i);
+
+		assert_true(has(f.h, "h1", "v"));
+		if (i % 2)
+			assert_true(has(f.h, "h2", "v"));
+		assert_int_equal(shmt_get(f.h, key, (size_t)kl, NULL, 0,
+		    &(size_t){ 0 }), -ENOENT);
+	}
+	n = shmt_top_keys(f.h, before, 8, NULL);
+	assert_int_equal(n, 2);
+	write_ok(&f);
+	restore_ok(&f);
+	for (int i = 0; i < 500; i++) {
+		snprintf(key, sizeof(key), "c%d", i);
+		if (count_of(f.h, key) != (uint64_t)(i % 7 + 1))
+			fail_msg("%s: %" PRIu64 " hits after the restore, %d "
+			    "before", key, count_of(f.h, key), i % 7 + 1);
+	}
+	assert_int_equal(shmt_top_keys(f.h, after, 8, NULL), n);
+	for (int i = 0; i < n; i++)
+		assert_true(after[i].hash == before[i].hash &&
+		    after[i].lower == before[i].lower &&
+		    after[i].upper == before[i].upper);
+	assert_true(after[0].klen == 2 && memcmp(after[0].key, "h1", 2) == 0);
+	fixture_done(&f);
+}
+
+/* ---- Damaged sections ---------------------------------------------------- */
+
+/* A snapshot file in memory, with its sections found. */
+struct snapfile {
+	unsigned char *b;
+	size_t len;
+	size_t sec[4];                  /* offset of section kind k's header */
+};
+
+static void
+snap_load(struct snapfile *sf, const char *path)
+{
+	uint64_t hreg, lreg, arena;
+	size_t at;
+	FILE *in = fopen(path, "rb");
+
+	assert_non_null(in);
+	assert_int_equal(fseek(in, 0, SEEK_END), 0);
+	sf->len = (size_t)ftell(in);
+	rewind(in);
+	sf->b = malloc(sf->len);
+	assert_non_null(sf->b);
+	assert_true(fread(sf->b, 1, sf->len, in) == sf->len);
+	fclose(in);
+	memcpy(&hreg, sf->b + 112 + offsetof(struct shmt_hdr,
+	    sh_regions[SHMT_R_HEADER].rg_size), 8);
+	memcpy(&lreg, sf->b + 112 + offsetof(struct shmt_hdr,
+	    sh_regions[SHMT_R_LIMITERS].rg_size), 8);
+	memcpy(&arena, sf->b + 88, 8);
+	memset(sf->sec, 0, sizeof(sf->sec));
+	for (at = 112 + hreg + lreg + arena; at + 24 <= sf->len;) {
+		uint32_t kind;
+		uint64_t bytes;
+
+		memcpy(&kind, sf->b + at, 4);
+		memcpy(&bytes, sf->b + at + 16, 8);
+		assert_true(kind >= 1 && kind <= 3);
+		sf->sec[kind] = at;
+		at += 24 + bytes;
+	}
+	assert_true(at == sf->len);
+}
+
+/* Write SF back to PATH, cut to LEN bytes, with its size and both checksums
+ * made right: the file is whole, what it says is not. */
+static void
+snap_store(struct snapfile *sf, const char *path, size_t len)
+{
+	uint64_t v = len - 112;
+	FILE *out;
+
+	memcpy(sf->b + 80, &v, 8);
+	v = fnv1a_words(sf->b + 112, len - 112);
+	memcpy(sf->b + 96, &v, 8);
+	v = fnv1a(sf->b, 104);
+	memcpy(sf->b + 104, &v, 8);
+	out = fopen(path, "wb");
+	assert_non_null(out);
+	assert_true(fwrite(sf->b, 1, len, out) == len);
+	assert_int_equal(fclose(out), 0);
+}
+
+static void
+put_u32(struct snapfile *sf, size_t at, uint32_t v)
+{
+	memcpy(sf->b + at, &v, 4);
+}
+
+static void
+put_u64(struct snapfile *sf, size_t at, uint64_t v)
+{
+	memcpy(sf->b + at, &v, 8);
+}
+
+/* The offset of the record of KEY in section KIND. */
+static size_t
+rec_of(const struct snapfile *sf, int kind, const char *key)
+{
+	uint64_t count, at = sf->sec[kind] + 24;
+
+	memcpy(&count, sf->b + sf->sec[kind] + 8, 8);
+	for (uint64_t i = 0; i < count; i++) {
+		uint32_t kl, vl;
+
+		memcpy(&kl, sf->b + at, 4);
+		memcpy(&vl, sf->b + at + 4, 4);
+		if (kl == strlen(key) && memcmp(sf->b + at + 16, key, kl) == 0)
+			return at;
+		at += 16 + kl + vl;
+	}
+	fail_msg("no record of %s", key);
+	return 0;
+}
+
+/*
+ * Files whose checksums are right but whose sections lie: cut short, a
+ * count past the records, a key or value length past the section's end or
+ * past the segment's limits, a key twice, a counter's value of the wrong
+ * shape, an analyzer of another geometry, a section in the wrong place.
+ * Each is refused with its reason; nothing is published, nothing crashes.
+ */
+static void
+test_damaged_sections(void **state)
+{
+	struct snapfile sf, good;
+	struct fixture f;
+	uint64_t c;
+	size_t r;
+
+	(void)state;
+	fixture_init(&f, "snapsec");
+	assert_int_equal(shmt_set(f.h, "dupA", 4, "1", 1, 0), 0);
+	assert_int_equal(shmt_set(f.h, "dupB", 4, "2", 1, 0), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(shmt_set(f.h, (char[]){ 'x', (char)('0' + i) },
+		    2, "v", 1, 0), 0);
+	assert_int_equal(shmt_hit(f.h, "cnt", 3, NULL), 0);
+	assert_true(has(f.h, "dupA", "1"));
+	write_ok(&f);
+	snap_load(&good, f.path);
+	assert_true(good.sec[1] != 0 && good.sec[2] != 0 && good.sec[3] != 0);
+	sf = good;
+	sf.b = malloc(good.len);
+	assert_non_null(sf.b);
+
+#define RESET() memcpy(sf.b, good.b, good.len)
+	/* Cut in the middle of the dictionary's records. */
+	RESET();
+	snap_store(&sf, f.path, sf.sec[1] + 24 + 20);
+	expect_refused(&f, SHMT_ECORRUPT, "section 1 claims");
+	/* One record more than there are. */
+	RESET();
+	memcpy(&c, sf.b + sf.sec[1] + 8, 8);
+	put_u64(&sf, sf.sec[1] + 8, c + 1);
+	snap_store(&sf, f.path, sf.len);
+	expect_refused(&f, SHMT_ECORRUPT, "is cut short");
+	/* A count no section can hold. */
+	put_u64(&sf, sf.sec[1] + 8, 1ULL << 60);
+	snap_store(&sf, f.path, sf.len);
+	expect_refused(&f, SHMT_ECORRUPT, "records in");
+	/* One record fewer: bytes are left over. */
+	put_u64(&sf, sf.sec[1] + 8, c - 1);
+	snap_store(&sf, f.path, sf.len);
+	expect_refused(&f, SHMT_ECORRUPT, "bytes past its");
+	/* A key length past the section's end, a value length past the
+	 * limit, a key of no bytes. */
+	RESET();
+	r = rec_of(&sf, 1, "dupB");
+	put_u32(&sf, r, 1000000);
+	snap_store(&sf, f.path, sf.len);
+	expect_refused(&f, SHMT_ECORRUPT, "past its limits or the section's end");
+	RESET();
+	put_u32(&sf, r + 4, 0xffffffffU);
+	snap_store(&sf, f.path, sf.len);
+	expect_refused(&f, SHMT_ECORRUPT, "past its limits or the section's end");
+	RESET();
+	put_u32(&sf, r, 0);
+	put_u32(&sf, r + 4, 5);
+	snap_store(&sf, f.path, sf.len);
+	expect_refused(&f, SHMT_ECORRUPT, "past its limits or the section's end");
+	/* The same key twice. */
+	RESET();
+	memcpy(sf.b + r + 16, "dupA", 4);
+	snap_store(&sf, f.path, sf.len);
+	expect_refused(&f, SHMT_ECORRUPT, "appears twice");
+	/* A counter whose value is one byte short (its key one longer). */
+	RESET();
+	r = rec_of(&sf, 2, "cnt");
+	put_u32(&sf, r, 4);
+	memcpy(&c, sf.b + r + 4, 4);
+	put_u32(&sf, r + 4, (uint32_t)c - 1);
+	snap_store(&sf, f.path, sf.len);
+	expect_refused(&f, SHMT_ECORRUPT, "value of its shape");
+	/* An analyzer of another geometry. */
+	RESET();
+	put_u32(&sf, sf.sec[3] + 24, 99);
+	snap_store(&sf, f.path, sf.len);
+	expect_refused(&f, SHMT_ECORRUPT, "analyzer's section is refused");
+	/* Sections out of order. */
+	RESET();
+	put_u32(&sf, sf.sec[2], 1);
+	snap_store(&sf, f.path, sf.len);
+	expect_refused(&f, SHMT_ECORRUPT, "out of place");
+	/* And the file as it was still restores. */
+	RESET();
+	snap_store(&sf, f.path, sf.len);
+	restore_ok(&f);
+	assert_true(has(f.h, "dupA", "1") && has(f.h, "dupB", "2"));
+	assert_int_equal(count_of(f.h, "cnt"), 1);
+#undef RESET
+	free(sf.b);
+	free(good.b);
+	fixture_done(&f);
+}
+
+/* A segment without a dictionary, counters or analyzer round-trips with no
+ * sections; a file that adds a section for a part the segment lacks is
+ * refused. */
+static void
+test_sections_without_regions(void **state)
+{
+	struct snapfile sf;
+	shmt_config_t cfg;
+	struct fixture f;
+	size_t len;
+
+	(void)state;
+	fixture_init(&f, "snapnone");
+	shmt_close(f.h);
+	assert_int_equal(shmt_unlink(f.seg), 0);
+	shmt_config_init(&cfg);
+	cfg.dict_bytes = 0;
+	cfg.counters_bytes = 0;
+	cfg.analyzer_bytes = 0;
+	assert_int_equal(shmt_create(f.seg, &cfg, &f.h), 0);
+	write_ok(&f);
+	snap_load(&sf, f.path);
+	assert_true(sf.sec[1] == 0 && sf.sec[2] == 0 && sf.sec[3] == 0);
+	restore_ok(&f);
+	assert_int_equal(shmt_set(f.h, "k", 1, "v", 1, 0), -ENODEV);
+	shmt_close(f.h);
+	f.h = NULL;
+	assert_int_equal(shmt_unlink(f.seg), 0);
+
+	len = sf.len;
+	sf.b = realloc(sf.b, len + 24 + 5);
+	assert_non_null(sf.b);
+	memset(sf.b + len, 0, 24 + 5);
+	for (uint32_t kind = 1; kind <= 3; kind++) {
+		put_u32(&sf, len, kind);
+		put_u64(&sf, len + 16, 5);
+		snap_store(&sf, f.path, len + 24 + 5);
+		expect_refused(&f, SHMT_ECORRUPT, kind == 3 ?
+		    "without an analyzer" : "the segment has no");
+	}
+	free(sf.b);
+	fixture_done(&f);
+}
+
+/* A version 2 file (the limiters' pieces only, as earlier builds wrote)
+ * still restores; one that claims version 2 but carries sections is
+ * refused. */
+static void
+test_version2(void **state)
+{
+	struct snapfile sf;
+	shmt_config_t cfg;
+	struct fixture f;
+	uint32_t v2 = 2;
+
+	(void)state;
+	fixture_init(&f, "snapv2");
+	shmt_close(f.h);
+	assert_int_equal(shmt_unlink(f.seg), 0);
+	shmt_config_init(&cfg);
+	cfg.dict_bytes = 0;
+	cfg.counters_bytes = 0;
+	cfg.analyzer_bytes = 0;
+	assert_int_equal(shmt_create(f.seg, &cfg, &f.h), 0);
+	assert_int_equal(shmt_set_clock(f.h, tu_clock_read, &f.clk), 0);
+	assert_int_equal(shmt_limiter_define(f.h, "a", &(shmt_limit_t){
+	    .limit = 2, .window_ns = 3600 * S, .slack_ns = 60 * S,
+	    .slack_uses = 1 }), 0);
+	assert_int_equal(shmt_try_use_key(f.h, "a"), 1);
+	write_ok(&f);
+	snap_load(&sf, f.path);
+	memcpy(sf.b + 8, &v2, 4);
+	snap_store(&sf, f.path, sf.len);
+	restore_ok(&f);
+	assert_int_equal(shmt_try_use_key(f.h, "a"), 1);
+	assert_int_equal(shmt_try_use_key(f.h, "a"), 0);
+	shmt_close(f.h);
+	f.h = NULL;
+	assert_int_equal(shmt_unlink(f.seg), 0);
+	free(sf.b);
+
+	/* Version 2 with sections after the pieces. */
+	fixture_init(&f, "snapv2s");
+	write_ok(&f);
+	snap_load(&sf, f.path);
+	memcpy(sf.b + 8, &v2, 4);
+	snap_store(&sf, f.path, sf.len);
+	expect_refused(&f, SHMT_ECORRUPT, "do not add up");
+	free(sf.b);
+	fixture_done(&f);
+}
+
 int
 main(void)
 {
@@ -547,6 +1130,12 @@ main(void)
 		cmocka_unit_test(test_damaged_state_refused),
 		cmocka_unit_test(test_not_a_regular_file),
 		cmocka_unit_test(test_restore_keeps_dict_limits),
+		cmocka_unit_test(test_dict_roundtrip),
+		cmocka_unit_test(test_reboot),
+		cmocka_unit_test(test_counters_analyzer_roundtrip),
+		cmocka_unit_test(test_damaged_sections),
+		cmocka_unit_test(test_sections_without_regions),
+		cmocka_unit_test(test_version2),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -96,7 +96,9 @@ extern "C" {
 #define SHMT_ENOSLOT   (SHMT_ERRBASE - 7) /* process slot table is full */
 #define SHMT_ELOCKED   (SHMT_ERRBASE - 8) /* lock held by a live process */
 #define SHMT_EUNTRUSTED (SHMT_ERRBASE - 9) /* segment owner or mode untrusted */
-#define SHMT_ERRLAST   SHMT_EUNTRUSTED
+#define SHMT_ENAMESPACE (SHMT_ERRBASE - 10) /* created in another PID/time namespace */
+#define SHMT_ESTALE    (SHMT_ERRBASE - 11) /* segment removed: reopen it by name */
+#define SHMT_ERRLAST   SHMT_ESTALE
 
 /* Longest segment name, including the leading '/', excluding the NUL. */
 #define SHMT_SEGNAME_MAX 200
@@ -143,9 +145,9 @@ typedef struct shmt_config {
 	/* Process slots (default 256, at most 65536). */
 	uint32_t max_slots;
 	/* Bytes for limiter storage: bucket rings, exact logs, key pools and
-	 * per-client tables (default 16 MiB, at least 64 KiB). */
+	 * per-client tables (default 8 MiB, at least 64 KiB). */
 	uint64_t arena_bytes;
-	/* The dictionary: heap bytes in all (default 32 MiB), split evenly
+	/* The dictionary: heap bytes in all (default 16 MiB), split evenly
 	 * over dict_shards shards (default 8, a power of two, at most 1024).
 	 * Each shard's heap is a power of two of at least 2 MiB, so that the
 	 * largest item (1 KiB key + 1 MiB value) fits in every shard; 0 bytes
@@ -156,7 +158,7 @@ typedef struct shmt_config {
 	 * (default) evicts the least recently used, and 0 makes the write
 	 * fail with -ENOSPC. */
 	uint32_t dict_eviction;
-	/* Windowed counters (shmt_hit): heap bytes (default 8 MiB, 0: none),
+	/* Windowed counters (shmt_hit): heap bytes (default 4 MiB, 0: none),
 	 * shards (default 4) and the window (default 24 h).  The counters no
 	 * longer keep sub-windows: counters_subwindows is still checked (1 to
 	 * 256, default 24) so that configs that set it load, and changes
@@ -282,7 +284,11 @@ SHMT_EXPORT int shmt_create(const char *name, const shmt_config_t *cfg,
  * -ELOOP (the name is a symbolic link: never followed), -ENOMEM,
  * SHMT_ENOTREG, SHMT_EUNTRUSTED, SHMT_EMAGIC, SHMT_EFORMAT, SHMT_ESIZE
  * (also: shorter than its header says, i.e. truncated), SHMT_ECORRUPT,
- * SHMT_ENOSLOT.  On error *OUT is untouched.
+ * SHMT_ENOSLOT, SHMT_ENAMESPACE (the segment was created in another PID or
+ * time namespace: its slots name processes by pid and its times are
+ * CLOCK_MONOTONIC, so all its processes must share both; not compared
+ * where /proc cannot tell), SHMT_ESTALE (removed as it was opened).  On
+ * error *OUT is untouched.
  */
 SHMT_EXPORT int shmt_open(const char *name, shmt_t **out);
 
@@ -343,8 +349,20 @@ SHMT_EXPORT void shmt_close(shmt_t *h);
  */
 
 /*
- * shmt_unlink: remove the name NAME.  Processes attached keep their mapping
- * until they close.  Errors: -EINVAL, -ENAMETOOLONG, -ENOENT, -EACCES.
+ * shmt_unlink: remove the name NAME, retiring the segment first: every
+ * handle on it, in every process, answers SHMT_ESTALE from its next call on
+ * (limiters, dictionary, counters, analyzer, waits), so no process goes on
+ * enforcing limits on an object no new process can see; it should close the
+ * handle and open NAME again once a new segment is there.  The mark is one
+ * store into the header, made only when the caller may write the object and
+ * it is a valid segment of this format; the name is removed either way.
+ * Reading calls (stat, limiters, check) still work on a retired handle.
+ * Removing the name by other means (rm, shm_unlink) writes nothing into
+ * the mapping: the next shmt_housekeep (the daemon's, every heartbeat at
+ * the latest) finds the object without a name and retires it.
+ * Errors: -EINVAL, -ENAMETOOLONG, -ENOENT, -EACCES.  kill -9 between the
+ * mark and the unlink leaves a retired segment under its name: opens give
+ * SHMT_ESTALE until it is removed (shmthrottle destroy).
  */
 SHMT_EXPORT int shmt_unlink(const char *name);
 
@@ -820,6 +838,53 @@ SHMT_EXPORT int shmt_wait(shmt_t *h, const char *name, const void *client,
     size_t client_len, uint64_t cost, uint64_t timeout_ns,
     shmt_decision_t *out);
 
+/* ---- Resolved limiters ------------------------------------------------------- */
+
+/*
+ * A limiter resolved once, for callers that grant on the same limiter in a
+ * loop: the calls below skip the name (no lookup, no compare, whatever its
+ * length) and decide exactly as the named calls do.
+ */
+typedef struct shmt_limiter shmt_limiter_t;
+
+/*
+ * shmt_limiter_open: resolve limiter NAME of H into *OUT.
+ * Errors: -EINVAL, -ENAMETOOLONG, -ENOENT (no such limiter), -ENOMEM,
+ * SHMT_ECORRUPT (its row fails validation), SHMT_ESTALE, SHMT_EBUSYLOOP.
+ * Ownership: *OUT belongs to the caller, who frees it with
+ * shmt_limiter_close() before closing H (it refers to H's memory).
+ * Concurrency: thread-safe; one resolved limiter may be used by any number
+ * of threads at once, like H.  Nothing is written to the segment.
+ */
+SHMT_EXPORT int shmt_limiter_open(shmt_t *h, const char *name,
+    shmt_limiter_t **out);
+/* Free L (NULL is fine).  No call on L may be running or follow. */
+SHMT_EXPORT void shmt_limiter_close(shmt_limiter_t *l);
+
+/*
+ * shmt_limiter_try: one use of L: shmt_try_use_key() when CLIENT is NULL
+ * (LEN 0), shmt_try_use() for CLIENT (LEN bytes) of a per-client limiter.
+ * Returns 1 when granted, 0 when throttled, or an error: those of the
+ * named call, and -ENOENT once the limiter was deleted (for good: a
+ * limiter defined again under the same name is another row, which L never
+ * reaches; open it again), SHMT_ESTALE once the segment was removed.
+ * A change of parameters (shmt_limiter_update) is followed on the next
+ * call; after fork() the child's first call takes a slot of its own, as
+ * for every call on H.  Lock-free, like the named calls; kill -9 at any
+ * instruction loses at most the use being granted.
+ */
+SHMT_EXPORT int shmt_limiter_try(shmt_limiter_t *l, const void *client,
+    size_t len);
+
+/*
+ * shmt_limiter_acquire: shmt_acquire() on L: COST uses for CLIENT (NULL,
+ * LEN 0: a shared limiter) with the decision in OUT (may be NULL).
+ * Returns and errors as shmt_acquire, plus -ENOENT and SHMT_ESTALE as
+ * shmt_limiter_try.
+ */
+SHMT_EXPORT int shmt_limiter_acquire(shmt_limiter_t *l, const void *client,
+    size_t len, uint64_t cost, shmt_decision_t *out);
+
 /*
  * shmt_next_key_wait: shmt_next_key, waiting as shmt_wait does.  Returns the
  * name's length (> 0), 0 when the timeout ran out, -EINTR, or the errors of
@@ -1285,7 +1350,9 @@ SHMT_EXPORT int shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report,
  * earliest time at which there will be work again (UINT64_MAX: none
  * known).  Returns the number of actions taken, or an error (among them
  * SHMT_ESIZE when the object was truncated after the open: then nothing is
- * touched, and the caller should let go of the segment).
+ * touched, and the caller should let go of the segment; SHMT_ESTALE when the
+ * segment was removed, by shmt_unlink or by hand: an object left without a
+ * name is retired here, so that every process attached learns of it).
  * Any number of processes may call it at once; the daemon calls it on time.
  */
 SHMT_EXPORT int shmt_housekeep(shmt_t *h, shmt_time_t *next_ns);

@@ -19,10 +19,11 @@ from collections import namedtuple
 from collections.abc import MutableMapping
 import functools
 
-from ._native import (Segment as _Segment, Decision, Error, SegmentError, DamagedError,
+from ._native import (Segment as _Segment, Decision, Error, SegmentError, StaleError,
+                      DamagedError,
                       TableFullError, LockedError, version, strerror)
 
-__all__ = ["Segment", "Decision", "Dict", "TopKey", "Error", "SegmentError",
+__all__ = ["Segment", "Decision", "Dict", "TopKey", "Error", "SegmentError", "StaleError",
            "DamagedError", "TableFullError", "LockedError", "Throttled",
            "version", "strerror"]
 

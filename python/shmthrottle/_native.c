@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-static PyObject *Error, *SegmentError, *DamagedError, *TableFullError,
+static PyObject *Error, *SegmentError, *StaleError, *DamagedError, *TableFullError,
     *LockedError;
 
 typedef struct {
@@ -134,8 +134,11 @@ raise_rc(int rc, const char *what)
 
 	switch (rc) {
 	case SHMT_EMAGIC: case SHMT_EFORMAT: case SHMT_ESIZE:
-	case SHMT_ENOTREG: case SHMT_EUNTRUSTED:
+	case SHMT_ENOTREG: case SHMT_EUNTRUSTED: case SHMT_ENAMESPACE:
 		cls = SegmentError;
+		break;
+	case SHMT_ESTALE:
+		cls = StaleError;
 		break;
 	case SHMT_ECORRUPT: case SHMT_EBUSYLOOP:
 		cls = DamagedError;
@@ -1158,6 +1161,9 @@ PyInit__native(void)
 	    add_exc(m, &SegmentError, "SegmentError", Error,
 	    "The segment is missing, not a segment, of another format, "
 	    "or not trusted.") < 0 ||
+	    add_exc(m, &StaleError, "StaleError", SegmentError,
+	    "The segment was removed since this Segment opened it "
+	    "(shmthrottle destroy, or by hand): open it again by name.") < 0 ||
 	    add_exc(m, &DamagedError, "DamagedError", Error,
 	    "The segment is damaged (inconsistent header or a retry bound "
 	    "exhausted).") < 0 ||

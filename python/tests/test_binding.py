@@ -270,6 +270,31 @@ def _keys(obj, prefix=""):
     return out
 
 
+def test_destroyed_segment_is_a_stale_error(seg):
+    """A segment destroyed under a live Segment answers StaleError (a
+    SegmentError) on the next call, never a decision from a segment no
+    new process can see; a Segment opened again on the new one works."""
+    name = seg.name
+    assert seg.try_use("shared") is True
+    r = subprocess.run([cli(), "-s", name, "destroy"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(shmthrottle.StaleError) as ei:
+        seg.try_use("shared")
+    assert isinstance(ei.value, shmthrottle.SegmentError)
+    assert ei.value.errno == 3111  # -SHMT_ESTALE
+    with pytest.raises(shmthrottle.StaleError):
+        seg.dict[b"k"] = b"v"
+    r = subprocess.run([cli(), "-s", name, "create"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    with shmthrottle.Segment(name) as fresh:
+        fresh.dict[b"k"] = b"v"
+        assert fresh.dict[b"k"] == b"v"
+    with pytest.raises(shmthrottle.StaleError):
+        seg.hit(b"c")
+
+
 def _cli_json(name, *args):
     r = subprocess.run([cli(), "-s", name, "--json"] + list(args),
                        capture_output=True, text=True, timeout=30)

@@ -1,23 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_snapshot: the snapshot loader of shmthrottled
- * (shmtd_snapshot_restore).  The first byte of an input picks the form:
- * odd, the rest is the whole file as it is; even, the rest is patches
- * (fuzz_util.h) to the image of a real snapshot made at start, after which
- * the harness sets both checksums again, so that mutations reach the
- * segment image behind them.  A restored segment is checked, used and
- * removed.
+ * (shmtd_snapshot_restore, over lib/image.c).  The first byte of an input
+ * picks the form: odd, the rest is the whole file as it is; even, the rest
+ * is patches (fuzz_util.h) to the image of a real snapshot made at start,
+ * after which the harness sets both checksums again, so that mutations
+ * reach the image behind them.  A patch's region is a part of the image:
+ * 0 the segment header, 1 the limiter table, 2 the used arena, then the
+ * sections in order (dictionary, counters, analyzer), each from its
+ * section header.  A restored segment is checked, used and removed.
  */
 #include "fuzz_util.h"
 #include "snapshot.h"
 
+#include "segment.h"
+
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* The file header as daemon/snapshot.c writes it (112 bytes); only the
- * checksum fields are rewritten here. */
+/* The file header as lib/image.c writes it (112 bytes); only the checksum
+ * fields are rewritten here. */
 #define SNAP_HDR 112
 #define SNAP_SUM_OFF 96      /* FNV-1a 64 over the image's 8-byte words */
 #define SNAP_HDR_SUM_OFF 104 /* FNV-1a 64 of the 104 bytes before it */
@@ -65,6 +70,43 @@ fnv1a_words(const void *p, size_t n)
 	return h;
 }
 
+#define SNAP_ARENA_OFF 88    /* the used arena's bytes, in the header */
+
+/* The parts of the image (after the file header) as patch regions. */
+static void
+image_parts(void)
+{
+	uint64_t hreg, lreg, arena, at;
+	uint32_t n = 0;
+
+	memcpy(&hreg, base.bytes + offsetof(struct shmt_hdr,
+	    sh_regions[SHMT_R_HEADER].rg_size), 8);
+	memcpy(&lreg, base.bytes + offsetof(struct shmt_hdr,
+	    sh_regions[SHMT_R_LIMITERS].rg_size), 8);
+	memcpy(&arena, hdr + SNAP_ARENA_OFF, 8);
+	memset(&base.stat, 0, sizeof(base.stat));
+	base.stat.regions[n++] = (shmt_region_stat_t){ .offset = 0,
+		.size = hreg };
+	base.stat.regions[n++] = (shmt_region_stat_t){ .offset = hreg,
+		.size = lreg };
+	base.stat.regions[n++] = (shmt_region_stat_t){ .offset = hreg + lreg,
+		.size = arena };
+	for (at = hreg + lreg + arena; at + 24 <= base.size &&
+	    n < SHMT_REGIONS_MAX;) {
+		uint64_t bytes;
+
+		memcpy(&bytes, base.bytes + at + 16, 8);
+		if (bytes > base.size - at - 24)
+			abort();
+		base.stat.regions[n++] = (shmt_region_stat_t){ .offset = at,
+			.size = 24 + bytes };
+		at += 24 + bytes;
+	}
+	if (n != 6)     /* the harness's segment has all three sections */
+		abort();
+	base.stat.nregions = n;
+}
+
 static void
 cleanup(void)
 {
@@ -90,7 +132,6 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (shmt_create(name, &cfg, &h) != 0)
 		abort();
 	fz_populate(h);
-	shmt_segment_stat(h, &base.stat);
 	if (shmtd_snapshot_write(h, path, err, sizeof(err)) != 0) {
 		fprintf(stderr, "fuzz harness: %s\n", err);
 		abort();
@@ -109,6 +150,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	    fread(base.bytes, 1, base.size, f) != base.size)
 		abort();
 	fclose(f);
+	image_parts();
 	return 0;
 }
 

@@ -96,6 +96,14 @@ shmt__env_kill0(pid_t pid)
 	return -1;
 }
 
+/* One fixed namespace pair: the fuzzed host never moves between them. */
+void
+shmt__env_ns(const char *which, uint64_t id[2])
+{
+	id[0] = 1;
+	id[1] = which[0] == 'p' ? 2 : 3;
+}
+
 /* The /proc files the library reads, for FZ_PID alone; any other is
  * missing, as for a process that has exited. */
 int

@@ -4,11 +4,11 @@
 # parameter set and runs it to completion.  Usage:
 #   spin_throttle.sh MODEL.pml SET
 # SET is one of:
-#   safety   the protocol as limiter.c implements it, several bounds: every
+#   safety   the protocol as lib/ring.c implements it, several bounds: every
 #            run must explore its whole state space and find no error;
 #   broken   the clock read before W: every run must find an over-grant
 #            (shows that the monitor can fail);
-#   account  the bookkeeping of limiter.c (inflight equals the uses W names;
+#   account  the bookkeeping of lib/ring.c (inflight equals the uses W names;
 #            no SHMT_ECORRUPT from a merely stale W): must find no error,
 #            and each of two earlier versions (OLD_STALE, OLD_SKIP) must
 #            fail it.
@@ -86,7 +86,7 @@ broken)
     -DDAEMON=0 -DBROKEN
   ;;
 account)
-  # The bookkeeping as well as safety, as limiter.c does it now.
+  # The bookkeeping as well as safety, as lib/ring.c does it now.
   run L1B1-3c-account pass -DL=1 -DB=1 -DC=1 -DS=1 -DTMAX=3 -DCALLS=1 -DDAEMON=0 \
     -DKILL=0 -DACCOUNT
   run L1B1-2c-daemon-account pass -DL=1 -DB=1 -DC=1 -DS=1 -DTMAX=3 -DNCALLERS=2 \

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * throttle.pml: the lock-free ring of buckets of lib/limiter.c (bk_take,
- * bk_release_step, bk_housekeep, slot_open, slot_raise) as a Promela model,
+ * throttle.pml: the lock-free ring of buckets of lib/ring.c and lib/ring.h
+ * (bk_take_loop, bk_release_step, shmt__bk_housekeep, slot_open,
+ * shmt__slot_raise) as a Promela model,
  * so that spin checks the safety promise over every interleaving of three
  * callers, a ticker and a daemon at small bounds.  Keep it in step with
- * limiter.c: the comments below name the C code each part stands for.
+ * ring.c and ring.h: the comments below name the C code each part stands for.
  *
  * What is modelled
  *  - W = {inflight, count, tail, nsealed, active} read and CASed as one
@@ -27,7 +28,7 @@
  * over-grant); ACCOUNT (also assert the bookkeeping: inflight equals the
  * uses in the buckets W names, and no caller gets SHMT_ECORRUPT from a
  * merely stale copy of W); KILL (0: no explicit kills); OLD_STALE and
- * OLD_SKIP (two earlier versions of limiter.c, kept so that the ACCOUNT
+ * OLD_SKIP (two earlier versions of the ring's code, kept so that the ACCOUNT
  * runs show the model finds their bugs: a stale copy of W taken for
  * corruption, and a skipped serial that dropped the oldest sealed bucket).
  * The defaults
@@ -339,8 +340,8 @@ retry_clk:
 	if
 	:: sc <= now ->
 		/* A stale opener set this serial's close in the past: skip it.
-		 * limiter.c keeps nsealed2 here, which drops the oldest sealed
-		 * bucket from W's range; the skip counts the skipped serial as
+		 * An earlier version (OLD_SKIP) kept nsealed2 here, which dropped
+		 * the oldest sealed bucket from W's range; the skip counts the skipped serial as
 		 * a sealed, empty bucket instead. */
 		cas_w(inf, 0, tl2 + 1, ns2 + SKIP_SEALED, 0);
 		STOP;

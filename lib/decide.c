@@ -1,18 +1,20 @@
-/* This file is private to libshmthrottle: decisions, cost and peeking. */
 /* SPDX-License-Identifier: MIT */
 /*
+ * Decisions, cost and peeking: shmt_acquire, shmt_peek,
+ * shmt_next_key_decide, shmt_acquire_all and shmt_refund, with the replay
+ * of a ring and of a log that computes what a decision says.
+ *
  * A decision says what a grant or a refusal means for the caller: how many
  * uses are left now, when a refused request would pass, when every use in
- * flight is back.  This file is compiled as part of limiter.c (it is
- * included at the end of it), because a decision reads the ring and the log
- * exactly as the grant path does, through the same private views; it is not
- * a translation unit of its own.
+ * flight is back.  A decision reads the ring and the log exactly as the
+ * grant path does, through the same private views (table.h) and the ring's
+ * inline steps (ring.h).
  *
  * Cost.  A grant of k uses (bucket mode, 1 <= k <= B) is the same single
  * CAS on W as a grant of one: it adds k to inflight and to the active
  * bucket's count when count + k <= B and the bucket is still open, and
  * otherwise seals the active bucket as it stands and opens a new one that
- * holds k.  The safety argument at the top of limiter.c is unchanged: it
+ * holds k.  The safety argument at the top of ring.c is unchanged: it
  * counts uses, every use of a bucket is decided before its close, and the
  * CAS either records all k uses or none.  Key pools take cost 1 only (a
  * grant hands out one name), and so does exact mode (a grant is one CAS on
@@ -37,6 +39,19 @@
  * the caller's clock value: it writes no byte of the segment (not even the
  * releases a grant would make, nor a client entry it would claim).
  */
+
+#include "decide.h"
+
+#include "analyzer.h"
+#include "clients.h"
+#include "exact.h"
+#include "gcra.h"
+#include "grant.h"
+#include "ring.h"
+#include "util.h"
+
+#include <errno.h>
+#include <string.h>
 
 /* ---- The ring, replayed --------------------------------------------------- */
 
@@ -435,9 +450,8 @@ cost_max(const struct shmt_lview *v)
 	return v->slack_uses;
 }
 
-/* Find NAME and check CLIENT/LEN against it and COST against its mode. */
-static int
-decide_find(shmt_t *h, const char *name, const void *client, size_t len,
+int
+shmt__decide_find(shmt_t *h, const char *name, const void *client, size_t len,
     uint64_t cost, struct shmt_lview *scratch, const struct shmt_lview **vp)
 {
 	const struct shmt_lview *v;
@@ -447,20 +461,30 @@ decide_find(shmt_t *h, const char *name, const void *client, size_t len,
 		return -EINVAL;
 	if (len > SHMT_CLIENT_MAX)
 		return -E2BIG;
-	if ((rc = lim_find(h, name, scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, scratch, &v)) != 0 ||
+	    (rc = shmt__decide_check(v, client, len, cost)) != 0)
 		return rc;
-	if ((client != NULL) != ((v->flags & SHMT_LIMF_PER_CLIENT) != 0))
-		return -EPERM;
-	if (cost == 0 || cost > cost_max(v))
-		return -EINVAL;
 	*vp = v;
 	return 0;
 }
 
-/* One grant of COST on a shared limiter, with its decision in OUT (may be
- * NULL) and the key-pool cursor in *CURSOR. */
-static int
-acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+int
+shmt__decide_check(const struct shmt_lview *v, const void *client, size_t len,
+    uint64_t cost)
+{
+	if ((client == NULL) != (len == 0))
+		return -EINVAL;
+	if (len > SHMT_CLIENT_MAX)
+		return -E2BIG;
+	if ((client != NULL) != ((v->flags & SHMT_LIMF_PER_CLIENT) != 0))
+		return -EPERM;
+	if (cost == 0 || cost > cost_max(v))
+		return -EINVAL;
+	return 0;
+}
+
+int
+shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     uint64_t *cursor, shmt_decision_t *out, shmt_receipt_t *rcpt)
 {
 	struct bk_ctx c;
@@ -474,7 +498,7 @@ acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 	if (v->mode == SHMT_MODE_GCRA) {
 		uint64_t tat = 0;
 
-		rc = gcra_acquire_at(h, v, cost, out, &tat);
+		rc = shmt__gcra_acquire_at(h, v, cost, out, &tat);
 		if (rc == 1 && rcpt != NULL)
 			rcpt_set(rcpt, RC_GCRA, v->lv_row, 0, tat, cost, 0);
 		return rc;
@@ -491,11 +515,11 @@ acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 		drc = ex_decide_now(v, now, rc, 0, out);
 		return drc < 0 ? drc : rc;
 	}
-	/* Through bk_take, so that this thread's guess of W stays the last
+	/* Through shmt__bk_take, so that this thread's guess of W stays the last
 	 * word it saw: a stale guess would make the next shmt_try_use_key
 	 * open a bucket early (safe, but no longer the seed's answer). */
 	for (int tries = 0;; tries++) {
-		bk_ctx_init(&c, v, v->ring);
+		shmt__bk_ctx_init(&c, v, v->ring);
 		c.torn_ok = 1;
 		rc = bk_take_n(h, &c, &v->lim->lm_w, &tag, &why,
 		    (uint32_t)cost, &now);
@@ -504,7 +528,7 @@ acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 		/* The parameters changed since this view was built. */
 		if (tries == 64)
 			return SHMT_EBUSYLOOP;
-		if ((rc = view_renew(h, &v)) != 0)
+		if ((rc = shmt__view_renew(h, &v)) != 0)
 			return rc;
 		if (cost > cost_max(v))
 			return -EINVAL;
@@ -512,13 +536,13 @@ acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 	if (rc >= 0) {
 		unsigned gs = wguess_slot(&v->lim->lm_w);
 
-		w.w[0] = wguess[gs].w[0];
-		w.w[1] = wguess[gs].w[1];
+		w.w[0] = shmt__wguess[gs].w[0];
+		w.w[1] = shmt__wguess[gs].w[1];
 	}
 	if (rc == 1)
 		*cursor = tag;
 	else if (rc == 0)
-		count_denial(v->lim, why);
+		shmt__count_denial(v->lim, why);
 	if (rc == 1 && rcpt != NULL)
 		rcpt_set(rcpt, RC_BUCKET, v->lv_row, 0, SHMT_W_TAIL(w), cost, 0);
 	if (rc < 0 || out == NULL)
@@ -537,7 +561,7 @@ peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 	int rc = SHMT_EBUSYLOOP;
 
 	if (v->mode == SHMT_MODE_GCRA)
-		return gcra_peek(h, v, cost, out);
+		return shmt__gcra_peek(h, v, cost, out);
 	if (v->mode == SHMT_MODE_EXACT) {
 		int64_t n;
 		int free;
@@ -555,20 +579,20 @@ peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 		}
 		return SHMT_EBUSYLOOP;
 	}
-	bk_ctx_init(&c, v, v->ring);
+	shmt__bk_ctx_init(&c, v, v->ring);
 	for (int tries = 0; tries < 8; tries++) {
 		struct bk_sim s;
 
 		shmt__load128(&v->lim->lm_w, w.w);
 		if (c.check_tag && SHMT_W_TAG(w) != c.tag_expect) {
 			/* The parameters changed since this view was built. */
-			if ((rc = view_renew(h, &v)) != 0)
+			if ((rc = shmt__view_renew(h, &v)) != 0)
 				return rc;
 			/* The new slack_uses may be below COST, as
-			 * acquire_shared checks too. */
+			 * shmt__acquire_shared checks too. */
 			if (cost > cost_max(v))
 				return -EINVAL;
-			bk_ctx_init(&c, v, v->ring);
+			shmt__bk_ctx_init(&c, v, v->ring);
 			rc = SLOT_STALE;
 			continue;
 		}
@@ -588,8 +612,8 @@ peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 
 /* ---- Per client ------------------------------------------------------------- */
 
-static int
-acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+int
+shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len, uint64_t cost, shmt_decision_t *out, shmt_receipt_t *rcpt)
 {
 	struct shmt_client *e;
@@ -604,9 +628,9 @@ acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
 		    SHMT_HOT_CLIENT, shmt__now(h));
 	for (int tries = 0; tries < 64; tries++) {
-		rc = ce_find_or_claim(h, v, hash, client, len, &expect);
+		rc = shmt__ce_find_or_claim(h, v, hash, client, len, &expect);
 		if (rc == -ENOSPC) {
-			count_denial(v->lim, WHY_TABLE_FULL);
+			shmt__count_denial(v->lim, WHY_TABLE_FULL);
 			if (out != NULL)
 				decide_unknown(v->limit,
 				    sat_add(v->window, v->slack), 0, out);
@@ -618,7 +642,7 @@ acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		if (v->mode == SHMT_MODE_GCRA) {
 			uint64_t tat = 0;
 
-			rc = gcra_ce_take(h, v, e, expect, cost, &now, &tat);
+			rc = shmt__gcra_ce_take(h, v, e, expect, cost, &now, &tat);
 			if (rc == -EAGAIN)
 				continue;
 			if (rc < 0)
@@ -627,7 +651,7 @@ acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 				__atomic_store_n(&e->ce_last_ns, now,
 				    __ATOMIC_RELAXED);
 			else
-				count_denial(v->lim, WHY_EXHAUSTED);
+				shmt__count_denial(v->lim, WHY_EXHAUSTED);
 			if (rcpt != NULL) {
 				memset(rcpt, 0, sizeof(*rcpt));
 				if (rc == 1)
@@ -636,10 +660,10 @@ acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 					    v->entsize), tat, cost, expect);
 			}
 			if (out != NULL)
-				gcra_decide(v, tat, now, cost, rc, out);
+				shmt__gcra_decide(v, tat, now, cost, rc, out);
 			return rc;
 		}
-		bk_ctx_init(&c, v, ce_ring(e));
+		shmt__bk_ctx_init(&c, v, ce_ring(e));
 		c.ntags = 0;
 		c.check_tag = 1;
 		c.tag_expect = expect;
@@ -652,7 +676,7 @@ acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		if (rc == 1)
 			__atomic_store_n(&e->ce_last_ns, now, __ATOMIC_RELAXED);
 		else
-			count_denial(v->lim, why);
+			shmt__count_denial(v->lim, why);
 		if (rcpt != NULL)
 			memset(rcpt, 0, sizeof(*rcpt));
 		if (rc == 1 && rcpt != NULL)
@@ -689,7 +713,7 @@ ce_peek_idle(const struct shmt_lview *v, struct shmt_client *e, uint64_t now)
 		return 0;
 	if (v->mode == SHMT_MODE_GCRA)
 		return w.w[0] <= now;
-	bk_ctx_init(&c, v, ce_ring(e));
+	shmt__bk_ctx_init(&c, v, ce_ring(e));
 	c.ntags = 0;
 	return sim_init(&s, &c, w, now) == 0 && s.first == s.n;
 }
@@ -727,8 +751,8 @@ peek_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 			break;
 		}
 		if (v->mode == SHMT_MODE_GCRA)
-			return gcra_peek_tat(v, w.w[0], now, cost, out);
-		bk_ctx_init(&c, v, ce_ring(e));
+			return shmt__gcra_peek_tat(v, w.w[0], now, cost, out);
+		shmt__bk_ctx_init(&c, v, ce_ring(e));
 		c.ntags = 0;
 		for (int tries = 0; tries < 8; tries++) {
 			struct bk_sim s;
@@ -752,7 +776,7 @@ peek_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		return 0;
 	}
 	if (v->mode == SHMT_MODE_GCRA)
-		return gcra_peek_tat(v, 0, now, cost, out);
+		return shmt__gcra_peek_tat(v, 0, now, cost, out);
 	/* A fresh limit: an empty ring. */
 	out->granted = 1;
 	out->limit = v->limit;
@@ -775,13 +799,13 @@ shmt_acquire(shmt_t *h, const char *name, const void *client,
 	uint64_t cursor = 0;
 	int rc;
 
-	if ((rc = decide_find(h, name, client, client_len, cost, &scratch,
+	if ((rc = shmt__decide_find(h, name, client, client_len, cost, &scratch,
 	    &v)) != 0)
 		return rc;
 	if (client != NULL)
-		return enforce(v, acquire_client(h, v, client, client_len,
+		return enforce(v, shmt__acquire_client(h, v, client, client_len,
 		    cost, out, NULL));
-	return enforce(v, acquire_shared(h, v, cost, &cursor, out, NULL));
+	return enforce(v, shmt__acquire_shared(h, v, cost, &cursor, out, NULL));
 }
 
 SHMT_EXPORT int
@@ -793,7 +817,7 @@ shmt_peek(shmt_t *h, const char *name, const void *client, size_t client_len,
 	shmt_decision_t tmp;
 	int rc;
 
-	if ((rc = decide_find(h, name, client, client_len, cost, &scratch,
+	if ((rc = shmt__decide_find(h, name, client, client_len, cost, &scratch,
 	    &v)) != 0)
 		return rc;
 	if (out == NULL)
@@ -811,29 +835,16 @@ shmt_next_key_decide(shmt_t *h, const char *name, char *buf, size_t cap,
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
 	uint64_t cursor = 0;
-	const char *key;
-	size_t len;
 	int rc;
 
 	if (buf == NULL && cap != 0)
 		return -EINVAL;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
+	    (rc = shmt__keys_check(v, buf, cap)) != 0)
 		return rc;
-	if (v->flags & SHMT_LIMF_PER_CLIENT)
-		return -EPERM;
-	if (!(v->flags & SHMT_LIMF_KEYS))
-		return -ENOKEY;
-	if (cap < (size_t)v->keymax + 1)
-		return -ERANGE;
-	if ((rc = acquire_shared(h, v, 1, &cursor, out, NULL)) != 1)
+	if ((rc = shmt__acquire_shared(h, v, 1, &cursor, out, NULL)) != 1)
 		return rc;
-	if (cursor >= v->nkeys)
-		return SHMT_ECORRUPT;
-	key = v->keys + cursor * v->keystride;
-	memcpy(buf, key, v->keymax);
-	buf[v->keymax] = '\0';
-	len = strlen(buf);
-	return len == 0 ? SHMT_ECORRUPT : (int)len;
+	return shmt__key_copy(v, cursor, buf);
 }
 
 /* ---- Several limits in one step, and refunds ------------------------------------ */
@@ -842,9 +853,9 @@ shmt_next_key_decide(shmt_t *h, const char *name, char *buf, size_t cap,
  * Bucket mode cannot give a grant back.  Lowering the active bucket's
  * count in W would break the rule that a bucket's slot never holds more
  * than the W that seals it shows: a caller that read W before the give-back
- * may still raise the slot to the old count (slot_raise is a monotone max,
- * made before its own CAS fails), and the release would then return uses
- * that other buckets hold.  So a bucket-mode receipt gives nothing back.
+ * may still raise the slot to the old count (shmt__slot_raise is a
+ * monotone max, made before its own CAS fails), and the release would then
+ * return uses that other buckets hold.  So a bucket-mode receipt gives nothing back.
  */
 static int
 refund_view(const struct shmt_lview *v, const shmt_receipt_t *r)
@@ -861,7 +872,7 @@ refund_view(const struct shmt_lview *v, const shmt_receipt_t *r)
 	switch (kind) {
 	case RC_GCRA:
 		return v->mode == SHMT_MODE_GCRA ?
-		    gcra_refund(v, r->r_[1], cost) : -EINVAL;
+		    shmt__gcra_refund(v, r->r_[1], cost) : -EINVAL;
 	case RC_EXACT:
 		return v->mode == SHMT_MODE_EXACT ? 0 : -EINVAL;
 	case RC_BUCKET:
@@ -901,7 +912,7 @@ static int
 request_view(shmt_t *h, const shmt_request_t *q, struct shmt_lview *scratch,
     const struct shmt_lview **vp)
 {
-	return decide_find(h, q->limiter, q->client, q->client_len, q->cost,
+	return shmt__decide_find(h, q->limiter, q->client, q->client_len, q->cost,
 	    scratch, vp);
 }
 
@@ -964,10 +975,10 @@ shmt_acquire_all(shmt_t *h, const shmt_request_t *req, size_t n,
 		shmt_decision_t *o = out != NULL ? &out[i] : NULL;
 
 		if (req[i].client != NULL)
-			rc = acquire_client(h, v[i], req[i].client,
+			rc = shmt__acquire_client(h, v[i], req[i].client,
 			    req[i].client_len, req[i].cost, o, &held[i]);
 		else
-			rc = acquire_shared(h, v[i], req[i].cost, &cursor, o,
+			rc = shmt__acquire_shared(h, v[i], req[i].cost, &cursor, o,
 			    &held[i]);
 		if (rc == 0 && (v[i]->flags & SHMT_LIMF_SHADOW)) {
 			memset(&held[i], 0, sizeof(held[i]));

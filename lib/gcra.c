@@ -1,4 +1,3 @@
-/* This file is private to libshmthrottle: rate mode (the generic cell rate algorithm). */
 /* SPDX-License-Identifier: MIT */
 /*
  * Rate mode keeps one number per limiter: the theoretical arrival time TAT,
@@ -16,8 +15,8 @@
  * which is the algorithm redis-cell implements for CL.THROTTLE with
  * max_burst = burst - 1, count_per_period = limit and period = window,
  * decided in nanoseconds (redis-cell: limit = max_burst + 1, tolerance =
- * T * (max_burst + 1)).  It is compiled as part of limiter.c (included at
- * its end), since it shares the limiter rows and views.
+ * T * (max_burst + 1)).  It reads the limiter rows through the views of
+ * table.h, as the other modes do.
  *
  * The safety promise (its own, not the ring's): at most burst + floor(d/T)
  * uses are granted with decision times in any half-open interval [a, a+d).
@@ -44,11 +43,21 @@
  * which is j <= remaining; at now + reset (TAT) the limiter is full again.
  */
 
+#include "gcra.h"
+
+#include "clients.h"
+#include "ring.h"
+#include "wait.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+
 /* The largest tolerance accepted: D = T * burst, with room to add NOW. */
 #define GCRA_D_MAX (UINT64_MAX / 4)
 
-static int
-gcra_check(const shmt_limit_t *l)
+int
+shmt__gcra_check(const shmt_limit_t *l)
 {
 	uint64_t T;
 
@@ -67,10 +76,8 @@ gcra_T(const struct shmt_lview *v)
 	return v->window / v->limit;
 }
 
-/* Fill OUT for a request of K at NOW that saw TAT (refused), or that
- * installed TAT (granted). */
-static void
-gcra_decide(const struct shmt_lview *v, uint64_t tat, uint64_t now,
+void
+shmt__gcra_decide(const struct shmt_lview *v, uint64_t tat, uint64_t now,
     uint64_t k, int granted, shmt_decision_t *out)
 {
 	uint64_t T = gcra_T(v), D = T * v->burst;
@@ -113,15 +120,13 @@ gcra_take(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 			*tatp = nt;
 			return 1;
 		}
-		cas_backoff(&lost);
+		shmt__cas_backoff(&lost);
 	}
 	return SHMT_EBUSYLOOP;
 }
 
-/* A grant of COST with its decision in OUT (may be NULL); *TATP (may be
- * NULL) gets the arrival time a grant installed, for a refund. */
-static int
-gcra_acquire_at(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+int
+shmt__gcra_acquire_at(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out, uint64_t *tatp)
 {
 	uint64_t now = 0, tat = 0;
@@ -133,28 +138,14 @@ gcra_acquire_at(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 		__atomic_fetch_add(&v->lim->lm_exact_grants, cost,
 		    __ATOMIC_RELAXED);
 	else if (rc == 0)
-		count_denial(v->lim, WHY_EXHAUSTED);
+		shmt__count_denial(v->lim, WHY_EXHAUSTED);
 	if (rc >= 0 && out != NULL)
-		gcra_decide(v, tat, now, cost, rc, out);
+		shmt__gcra_decide(v, tat, now, cost, rc, out);
 	return rc;
 }
 
-static int
-gcra_acquire(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
-    shmt_decision_t *out)
-{
-	return gcra_acquire_at(h, v, cost, out, NULL);
-}
-
-/*
- * Give back a grant of COST that installed TAT: only while TAT is still
- * the limiter's arrival time (no grant since).  It then goes back to
- * max(previous TAT, the grant's time), which is never below what it was
- * before the grant, so the promise above holds as if the grant had not
- * been made.  Returns 1 given back, 0 not (a later grant built on it).
- */
-static int
-gcra_refund(const struct shmt_lview *v, uint64_t tat, uint64_t cost)
+int
+shmt__gcra_refund(const struct shmt_lview *v, uint64_t tat, uint64_t cost)
 {
 	uint64_t *tp = &v->lim->lm_w.w[0], back = gcra_T(v) * cost;
 
@@ -164,37 +155,32 @@ gcra_refund(const struct shmt_lview *v, uint64_t tat, uint64_t cost)
 	    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
 		return 0;
 	__atomic_fetch_sub(&v->lim->lm_exact_grants, cost, __ATOMIC_RELAXED);
-	wake_waiters(&v->lim->lm_wake);
+	shmt__wake_waiters(&v->lim->lm_wake);
 	return 1;
 }
 
-/* What a grant of COST would answer at NOW on arrival time TAT. */
-static int
-gcra_peek_tat(const struct shmt_lview *v, uint64_t tat, uint64_t now,
+int
+shmt__gcra_peek_tat(const struct shmt_lview *v, uint64_t tat, uint64_t now,
     uint64_t cost, shmt_decision_t *out)
 {
 	uint64_t T = gcra_T(v), nt = sat_add(tat > now ? tat : now, T * cost);
 	int ok = nt <= sat_add(now, T * v->burst);
 
-	gcra_decide(v, ok ? nt : tat, now, cost, ok, out);
+	shmt__gcra_decide(v, ok ? nt : tat, now, cost, ok, out);
 	return ok;
 }
 
-/* What gcra_acquire would answer now; reads the word once, writes nothing. */
-static int
-gcra_peek(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+int
+shmt__gcra_peek(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out)
 {
 	uint64_t tat = __atomic_load_n(&v->lim->lm_w.w[0], __ATOMIC_ACQUIRE);
 
-	return gcra_peek_tat(v, tat, shmt__now(h), cost, out);
+	return shmt__gcra_peek_tat(v, tat, shmt__now(h), cost, out);
 }
 
-/* In flight: the uses not yet back, ceil((TAT - now) / T) (per client:
- * summed over the live clients); free: what would be granted now (per
- * client: 0, as for the ring). */
-static void
-gcra_stat(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
+void
+shmt__gcra_stat(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 {
 	uint64_t now = shmt__now(h), T = gcra_T(v), D = T * v->burst, ttl;
 	uint64_t tat = __atomic_load_n(&v->lim->lm_w.w[0], __ATOMIC_ACQUIRE);
@@ -220,14 +206,8 @@ gcra_stat(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 
 /* ---- Per client ------------------------------------------------------------ */
 
-/*
- * A client entry in rate mode keeps its arrival time in the first half of
- * its 16-byte word and its state and epoch in the tag of the second, so a
- * grant is one 16-byte CAS that also checks the entry is still the
- * caller's (as the ring's grant does).  Its ring is empty.
- */
-static int
-gcra_ce_take(shmt_t *h, const struct shmt_lview *v, struct shmt_client *e,
+int
+shmt__gcra_ce_take(shmt_t *h, const struct shmt_lview *v, struct shmt_client *e,
     uint32_t expect, uint64_t cost, uint64_t *nowp, uint64_t *tatp)
 {
 	uint64_t inc = gcra_T(v) * cost, D = gcra_T(v) * v->burst;
@@ -257,15 +237,13 @@ gcra_ce_take(shmt_t *h, const struct shmt_lview *v, struct shmt_client *e,
 			    __ATOMIC_RELAXED);
 			return 1;
 		}
-		cas_backoff(&lost);
+		shmt__cas_backoff(&lost);
 	}
 	return SHMT_EBUSYLOOP;
 }
 
-/* Reclaim entry E (called under the client lock) once its arrival time has
- * passed: it then holds nothing.  Returns 1 when E is free afterwards. */
-static int
-gcra_ce_reclaim(struct shmt_client *e, uint64_t now)
+int
+shmt__gcra_ce_reclaim(struct shmt_client *e, uint64_t now)
 {
 	struct shmt_w w, nw;
 
@@ -274,4 +252,21 @@ gcra_ce_reclaim(struct shmt_client *e, uint64_t now)
 		return 0;
 	nw = ce_word(SHMT_W_TAIL(w), CE_FREE, SHMT_W_TAG(w) & CE_EPOCH_MASK);
 	return shmt__cas128(&e->ce_w, w.w, nw.w);
+}
+
+int64_t
+shmt__gcra_reset(struct shmt_w *wp, int is_client)
+{
+	struct shmt_w w, nw;
+
+	shmt__load128(wp, w.w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		if ((is_client && SHMT_W_TAG(w) >> 14 != CE_LIVE) || w.w[0] == 0)
+			return 0;
+		nw = w;
+		nw.w[0] = 0;
+		if (shmt__cas128(wp, w.w, nw.w))
+			return 0;
+	}
+	return SHMT_EBUSYLOOP;
 }

@@ -1,4 +1,3 @@
-/* This file is private to libshmthrottle: waiting for a grant. */
 /* SPDX-License-Identifier: MIT */
 /*
  * A waiter sleeps on a futex word in the limiter's row (lm_wake), shared
@@ -6,8 +5,7 @@
  * kind), with a timeout at the retry-after its refusal named.  Whoever
  * returns uses to the limiter (a caller or the daemon releasing a bucket)
  * bumps the word and, only when bit 0 says someone may sleep, makes the one
- * system call that wakes every sleeper, which then tries again.  Compiled as
- * part of limiter.c (included at its end).
+ * system call that wakes every sleeper, which then tries again.
  *
  * No lost wake-up.  The word is lm_wake = count << 1 | sleeper.
  *   waiter:   refused once; set bit 0 (CAS), read the word as SEEN, try
@@ -30,6 +28,14 @@
  * that cools while nobody calls) wakes nobody: the waiter's timeout is the
  * retry-after, so it tries again exactly then.
  */
+
+#include "wait.h"
+
+#include "decide.h"
+#include "table.h"
+
+#include <errno.h>
+
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -38,8 +44,8 @@
 
 #define WAKE_SLEEPER 1U
 
-static void
-wake_waiters(uint32_t *wake)
+void
+shmt__wake_waiters(uint32_t *wake)
 {
 	uint32_t old = __atomic_load_n(wake, __ATOMIC_SEQ_CST), nv;
 	unsigned i;
@@ -98,20 +104,13 @@ wait_try(shmt_t *h, const struct shmt_lview *v, const void *client,
 	int rc;
 
 	if (client != NULL)
-		rc = acquire_client(h, v, client, len, cost, d, NULL);
+		rc = shmt__acquire_client(h, v, client, len, cost, d, NULL);
 	else
-		rc = acquire_shared(h, v, cost, &cursor, d, NULL);
+		rc = shmt__acquire_shared(h, v, cost, &cursor, d, NULL);
 	if (rc == 0 && (v->flags & SHMT_LIMF_SHADOW))
 		rc = 1;
-	if (rc == 1 && buf != NULL) {
-		if (cursor >= v->nkeys)
-			return SHMT_ECORRUPT;
-		memcpy(buf, v->keys + cursor * v->keystride, v->keymax);
-		buf[v->keymax] = '\0';
-		rc = (int)strlen(buf);
-		if (rc == 0)
-			return SHMT_ECORRUPT;
-	}
+	if (rc == 1 && buf != NULL)
+		rc = shmt__key_copy(v, cursor, buf);
 	return rc;
 }
 
@@ -167,7 +166,7 @@ shmt_wait(shmt_t *h, const char *name, const void *client, size_t client_len,
 	const struct shmt_lview *v;
 	int rc;
 
-	if ((rc = decide_find(h, name, client, client_len, cost, &scratch,
+	if ((rc = shmt__decide_find(h, name, client, client_len, cost, &scratch,
 	    &v)) != 0)
 		return rc;
 	return wait_loop(h, v, client, client_len, cost, timeout_ns, NULL, out);
@@ -183,13 +182,8 @@ shmt_next_key_wait(shmt_t *h, const char *name, char *buf, size_t cap,
 
 	if (buf == NULL && cap != 0)
 		return -EINVAL;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
+	    (rc = shmt__keys_check(v, buf, cap)) != 0)
 		return rc;
-	if (v->flags & SHMT_LIMF_PER_CLIENT)
-		return -EPERM;
-	if (!(v->flags & SHMT_LIMF_KEYS))
-		return -ENOKEY;
-	if (cap < (size_t)v->keymax + 1)
-		return -ERANGE;
 	return wait_loop(h, v, NULL, 0, 1, timeout_ns, buf, out);
 }

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * prom.h: private to shmthrottled.  The segment's state in Prometheus' text
- * exposition format (version 0.0.4), read through the public API only, and
- * the histogram of the daemon's housekeeping lag.
+ * prom.h: shared by shmthrottled (its /metrics endpoint) and shmthrottle
+ * (`stat --prometheus`), so that both write the same metric names.  The
+ * segment's state in Prometheus' text exposition format (version 0.0.4),
+ * read through the public API only, and the histogram of the daemon's
+ * housekeeping lag.
  */
 #ifndef SHMTD_PROM_H
 #define SHMTD_PROM_H
@@ -35,7 +37,7 @@ void shmtd_lag_observe(struct shmtd_lag_hist *lh, uint64_t lag_ns);
 
 /*
  * shmtd_prom_write: write every metric of the segment of H (and LAG, when
- * not NULL) to F.  Returns 0, -ENOMEM, -EIO (F failed) or an error of
+ * not NULL: the daemon's own histogram, which the CLI has not) to F.  Returns 0, -ENOMEM, -EIO (F failed) or an error of
  * shmt_segment_stat.  Each value is read atomically, but the whole is not
  * one consistent picture while workers run.
  */

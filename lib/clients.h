@@ -1,0 +1,94 @@
+/* This file is private to libshmthrottle: per-client tables of a limiter. */
+/* SPDX-License-Identifier: MIT */
+#ifndef SHMT_CLIENTS_H
+#define SHMT_CLIENTS_H
+
+#include "table.h"
+
+struct shmt_chk;
+
+/* Client entry states (W tag bits 15..14) and epoch (bits 13..0). */
+enum { CE_NEVER = 0, CE_LIVE = 1, CE_FREE = 2, CE_CLAIMING = 3 };
+
+#define CE_EPOCH_MASK 0x3fffU
+
+#define CE_TAG(state, ep) (((uint32_t)(state) << 14) | ((ep) & CE_EPOCH_MASK))
+
+/*
+ * Look HASH up along its probe path without a lock.  Returns the index of
+ * the entry that holds it (reviving it if it was free) with *LIVE set when
+ * its word is LIVE with the hash's epoch; -ENOENT when the path ends (a
+ * never-used entry, or the whole table) without it; 1 << 30 when the entry
+ * is mid-claim or inconsistent (the caller takes the lock).
+ */
+#define CE_SLOWPATH (1 << 30)
+
+/* A client lives within CE_PROBE entries of its home, so a lookup or a
+ * claim never scans more than that, however full the table: past it the
+ * table counts as full for that client (throttled, "table full"), which
+ * costs a denial instead of a scan of the whole table on every call. */
+#define CE_PROBE 64U
+
+/* The entry of the client with HASH (ID, IDLEN bytes kept for display),
+ * claimed under the client lock when it has none: its index, with the tag
+ * (LIVE, epoch) its word must carry in *TAGP; -ENOSPC when its probe
+ * path is full (the caller counts a refusal, "table full"), or an error. */
+int shmt__ce_find_or_claim(shmt_t *h, const struct shmt_lview *v,
+    const uint64_t hash[2], const void *id, size_t idlen, uint32_t *tagp);
+
+/* Give back every use of client entry E (its ring or its arrival time):
+ * the uses given back, or an error. */
+int64_t shmt__ce_reset(const struct shmt_lview *v, struct shmt_client *e);
+
+/* Housekeep every live entry of V's client table under the client lock:
+ * release cooled buckets, reclaim idle entries; *NEXT gets the next time
+ * there is work.  Returns the entries changed, or an error. */
+int shmt__hk_clients(shmt_t *h, const struct shmt_lview *v, uint64_t now,
+    uint64_t *next);
+
+/* Check V's client table (the limiter's part of shmt_check()). */
+void shmt__chk_clients(shmt_t *h, struct shmt_chk *c,
+    const struct shmt_lview *v);
+
+/* The number of entries a lookup or a claim may scan. */
+static inline uint32_t
+ce_probe(const struct shmt_lview *v)
+{
+	return v->capacity < CE_PROBE ? v->capacity : CE_PROBE;
+}
+
+static inline struct shmt_client *
+ce_at(const struct shmt_lview *v, uint32_t i)
+{
+	return (struct shmt_client *)(v->clients + (uint64_t)i * v->entsize);
+}
+
+static inline struct shmt_ring_slot *
+ce_ring(struct shmt_client *e)
+{
+	return (struct shmt_ring_slot *)(e + 1);
+}
+
+static inline int
+ce_hash_match(const uint64_t hw[2], const uint64_t hash[2])
+{
+	return hw[0] == hash[0] && (hw[1] & ~0xffffULL) == hash[1];
+}
+
+/* Fresh word of a client entry in STATE with EPOCH, keeping TAIL so that
+ * the serials of its ring only grow. */
+static inline struct shmt_w
+ce_word(uint32_t tail, uint32_t state, uint32_t epoch)
+{
+	return shmt__w_make(0, 0, tail == 0 ? 1 : tail, 0, 0,
+	    CE_TAG(state, epoch));
+}
+
+static inline int
+ce_idle(struct shmt_w w)
+{
+	return SHMT_W_INFLIGHT(w) == 0 && SHMT_W_NSEALED(w) == 0 &&
+	    !SHMT_W_ACTIVE(w);
+}
+
+#endif /* SHMT_CLIENTS_H */

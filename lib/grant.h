@@ -1,0 +1,59 @@
+/* This file is private to libshmthrottle: one use of a shared limiter, inline. */
+/* SPDX-License-Identifier: MIT */
+/*
+ * One use of a shared limiter of any mode, always inlined into its callers
+ * (shmt_try_use_key and shmt_next_key in limiter.c, shmt_acquire's exact
+ * path in decide.c), so that the plain grant is compiled with its
+ * constants and calls nothing it does not need.
+ */
+#ifndef SHMT_GRANT_H
+#define SHMT_GRANT_H
+
+#include "exact.h"
+#include "gcra.h"
+#include "ring.h"
+#include "table.h"
+
+static inline __attribute__((always_inline)) int
+take_shared_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+{
+	struct bk_ctx c;
+	uint32_t tag = 0;
+	int why = WHY_NONE, rc;
+
+	if (v->mode != SHMT_MODE_BUCKETS) {
+		uint64_t seq = 0;
+
+		if (v->mode == SHMT_MODE_GCRA)
+			return gcra_acquire(h, v, 1, NULL);
+
+		rc = shmt__ex_take(h, v, &seq);
+		if (rc == 1) {
+			__atomic_fetch_add(&v->lim->lm_exact_grants, 1,
+			    __ATOMIC_RELAXED);
+			*cursor = v->nkeys != 0 ? seq % v->nkeys : 0;
+		} else if (rc == 0) {
+			shmt__count_denial(v->lim, WHY_EXHAUSTED);
+		}
+		return rc;
+	}
+	for (int tries = 0;; tries++) {
+		shmt__bk_ctx_init(&c, v, v->ring);
+		c.torn_ok = 1;
+		rc = shmt__bk_take(h, &c, &v->lim->lm_w, &tag, &why);
+		if (__builtin_expect(rc != -EAGAIN, 1))
+			break;
+		/* The parameters changed since this view was built. */
+		if (tries == 64)
+			return SHMT_EBUSYLOOP;
+		if ((rc = shmt__view_renew(h, &v)) != 0)
+			return rc;
+	}
+	if (rc == 1)
+		*cursor = tag;
+	else if (rc == 0)
+		shmt__count_denial(v->lim, why);
+	return rc;
+}
+
+#endif /* SHMT_GRANT_H */

@@ -1,0 +1,874 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Segment images: the bytes a snapshot holds (the limiters' part of the
+ * segment, then every live dictionary item, every counter and the
+ * analyzer's summaries), how they are taken from a live segment, and how a
+ * segment is rebuilt from them, checked and published.  The daemon only
+ * moves these bytes to and from files (daemon/snapshot.c).
+ *
+ * The image.  A 112-byte header (struct img_hdr: magic, version, the
+ * segment format word, the wall and monotonic clocks and the boot id when
+ * it was taken, sizes, two checksums), then three pieces copied word by
+ * word from the segment (the header region, the limiter table, the used
+ * part of the arena), then sections, each a struct img_sec and its bytes:
+ *   dictionary  records {u32 klen, u32 vlen, u64 expire} key value
+ *   counters    the same records; the values are the counters' own bytes
+ *               (counters.c reads them back: shmt__cnt_restore)
+ *   analyzer    the analyzer's own bytes (analyzer.c: shmt__an_export)
+ * Slots, stripe owners and every lock word are left out: they name
+ * processes and threads of the old segment, and after a reboot a lock's
+ * owner id may name a live, unrelated thread.  Version 2 images (the
+ * pieces only) are still read: their dictionary comes back empty.
+ *
+ * Consistency.  The pieces are copied word by word (see copy_range): the
+ * image is what a kill -9 of everyone at each word's copy would leave,
+ * which the library recovers from by design.  A shard of the dictionary or
+ * of the counters is copied whole under its writer lock: writers of that
+ * shard wait for the copy (readers never do), so the image holds each
+ * shard as it was at one instant.  (An optimistic copy under the shard's
+ * version would not block writers, but counters change in place under the
+ * lock without touching the version, and one code path for both is worth
+ * a millisecond of a writer's wait per megabyte of shard.)
+ *
+ * Time base.  Stored times are CLOCK_MONOTONIC, which restarts near zero
+ * at every boot.  On the same boot (same boot id) they are still valid and
+ * kept as they are.  Across a reboot a time T of the old boot becomes
+ * T + delta with delta = mono_now - (mono_then + elapsed), elapsed being
+ * the wall-clock time between image and restore, never taken below 0: a
+ * release time or an expiry stays as far in the future as it was, minus
+ * the time that truly passed (an item with 10 minutes to live, restored 3
+ * minutes of wall time later, has 7).  A wall clock stepped back keeps
+ * things longer (safe for limits); only a wall clock stepped forward
+ * between the two could release them early, and nothing on the host can
+ * tell.
+ *
+ * Restore.  Nothing in an image is trusted: the header, every region of
+ * the segment header, every section and record is checked for bounds and
+ * counts before use.  The segment is created under a private name, its
+ * limiters filled from the pieces and rebased, its items re-inserted
+ * through the store's own calls (largest blocks first, so the buddy
+ * allocator places every item that fitted before), checked with
+ * shmt_check, and only then published under its name with one link(2).
+ */
+#include "daemon.h"
+
+#include "analyzer.h"
+#include "counters.h"
+#include "dict.h"
+#include "layout.h"
+#include "limiter.h"
+#include "proc.h"
+#include "segment.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define IMG_MAGIC 0x31504e5354484d53ULL /* "SMHTSNP1" little-endian */
+#define IMG_VERSION 3U
+#define IMG_VERSION_PIECES 2U           /* pieces only, still read */
+
+struct img_hdr {
+	uint64_t ih_magic;
+	uint32_t ih_version;
+	uint32_t ih_hdr_size;
+	uint64_t ih_format;             /* the segment's format word */
+	uint64_t ih_wall_ns;            /* CLOCK_REALTIME when taken */
+	uint64_t ih_mono_ns;            /* CLOCK_MONOTONIC when taken */
+	char ih_boot_id[SHMT_BOOT_ID_LEN]; /* /proc/sys/kernel/random/boot_id */
+	uint64_t ih_size;               /* image bytes that follow */
+	uint64_t ih_arena_bytes;        /* of which the arena's used part */
+	uint64_t ih_sum;                /* FNV-1a 64 (words) of the image */
+	uint64_t ih_hdr_sum;            /* FNV-1a 64 of the fields above */
+};
+_Static_assert(sizeof(struct img_hdr) == SHMT_IMAGE_HDR_BYTES,
+    "no hidden padding");
+
+enum { IMG_S_DICT = 1, IMG_S_COUNTERS = 2, IMG_S_ANALYZER = 3 };
+
+struct img_sec {
+	uint32_t is_kind;
+	uint32_t is_pad;
+	uint64_t is_count;              /* records (dictionary, counters) */
+	uint64_t is_bytes;              /* bytes that follow this header */
+};
+_Static_assert(sizeof(struct img_sec) == 24, "no hidden padding");
+
+struct img_rec {
+	uint32_t ir_klen;
+	uint32_t ir_vlen;
+	uint64_t ir_expire;             /* ns on the image's clock; 0: never */
+};
+_Static_assert(sizeof(struct img_rec) == 16, "no hidden padding");
+
+enum { P_HEADER, P_LIMITERS, P_ARENA, P_COUNT };
+
+struct piece {
+	uint64_t off, len;
+};
+
+typedef unsigned __int128 u128;
+
+static int
+img_bad(char *err, size_t cap, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int
+img_bad(char *err, size_t cap, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cap > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, cap, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+static void
+pieces_of(const struct shmt_region *reg, uint64_t arena_used,
+    struct piece p[P_COUNT])
+{
+	p[P_HEADER] = (struct piece){ reg[SHMT_R_HEADER].rg_off,
+		reg[SHMT_R_HEADER].rg_size };
+	p[P_LIMITERS] = (struct piece){ reg[SHMT_R_LIMITERS].rg_off,
+		reg[SHMT_R_LIMITERS].rg_size };
+	p[P_ARENA] = (struct piece){ reg[SHMT_R_ARENA].rg_off, arena_used };
+}
+
+void
+shmt__host_time_now(struct shmt__host_time *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->wall_ns = shmt__clock_ns(CLOCK_REALTIME);
+	t->mono_ns = shmt__clock_ns(CLOCK_MONOTONIC);
+	if (shmt__proc_read("/proc/sys/kernel/random/boot_id", t->boot_id,
+	    sizeof(t->boot_id)) != 0)
+		memset(t->boot_id, 0, sizeof(t->boot_id));
+	t->boot_id[sizeof(t->boot_id) - 1] = '\0';
+	t->boot_id[strcspn(t->boot_id, "\n")] = '\0';
+}
+
+int64_t
+shmt__image_delta(uint64_t then_wall, uint64_t then_mono, uint64_t now_wall,
+    uint64_t now_mono, int same_boot)
+{
+	uint64_t elapsed = now_wall > then_wall ? now_wall - then_wall : 0;
+
+	if (same_boot)
+		return 0;
+	return (int64_t)(now_mono - then_mono - elapsed);
+}
+
+/* ---- Taking an image ---------------------------------------------------- */
+
+/* The image under construction: a buffer sized once, before any lock is
+ * taken, for the most the segment can hold. */
+struct out {
+	unsigned char *b;
+	uint64_t len, cap;
+};
+
+/*
+ * Copy the mapping 16 bytes at a time with atomic 16-byte loads.  Every
+ * shared word of the segment (8 or 16 bytes, naturally aligned) lies inside
+ * one such chunk, so no word is ever copied half old, half new while
+ * workers change it.
+ */
+static void
+copy_range(const shmt_t *h, unsigned char *dst, uint64_t off, uint64_t len)
+{
+	const u128 *src = (const u128 *)(const void *)(h->base + off);
+
+	for (uint64_t i = 0; i < len / sizeof(u128); i++) {
+		u128 v = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+
+		memcpy(dst + i * sizeof(u128), &v, sizeof(v));
+	}
+}
+
+/*
+ * Copy the pieces, packed.  The limiter table goes first, the arena's fill
+ * level is read after it: a row that is ready in the copy had its storage
+ * allocated before it was published, so that storage lies below the level
+ * read and is copied too.  The header region is copied after the level, so
+ * its own copy of the level is at least the one used here; *ARENA gets the
+ * level used.
+ */
+static void
+copy_pieces(const shmt_t *h, struct out *o, uint64_t *arena)
+{
+	uint64_t size = h->reg[SHMT_R_ARENA].rg_size & ~(uint64_t)15;
+	uint64_t hlen = h->reg[SHMT_R_HEADER].rg_size;
+	uint64_t llen = h->reg[SHMT_R_LIMITERS].rg_size;
+	uint64_t used;
+
+	copy_range(h, o->b + o->len + hlen, h->reg[SHMT_R_LIMITERS].rg_off,
+	    llen);
+	used = __atomic_load_n(&h->hdr->sh_arena_used, __ATOMIC_ACQUIRE);
+	used = (used + 15) & ~(uint64_t)15;
+	if (used > size)
+		used = size;
+	copy_range(h, o->b + o->len, 0, hlen);
+	copy_range(h, o->b + o->len + hlen + llen, h->reg[SHMT_R_ARENA].rg_off,
+	    used);
+	o->len += hlen + llen + used;
+	*arena = used;
+}
+
+/* Append the live items of shard SH (held locked) as records; *COUNT
+ * counts them.  SHMT_ECORRUPT when the shard holds more than its heap
+ * (chains that share items: damage). */
+static int
+shard_records(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t now, struct out *o, uint64_t *count)
+{
+	uint64_t *index = shard_index(st, sh);
+	char *heap = shard_heap(st, sh);
+
+	for (uint64_t b = 0; b < st->nbuckets; b++) {
+		uint64_t off = index[b], steps = chain_bound(st);
+
+		while (off != 0 && steps-- > 0) {
+			struct shmt_item *it = item_at(st, heap, off - 1);
+			struct img_rec r;
+
+			if (it == NULL)
+				break;
+			off = it->it_next;
+			if (expired(it, now))
+				continue;
+			r.ir_klen = it->it_klen;
+			r.ir_vlen = it->it_vlen;
+			r.ir_expire = it->it_expire;
+			if (o->cap - o->len < sizeof(r) + r.ir_klen + r.ir_vlen)
+				return SHMT_ECORRUPT;
+			memcpy(o->b + o->len, &r, sizeof(r));
+			memcpy(o->b + o->len + sizeof(r), item_key(it),
+			    (size_t)r.ir_klen + r.ir_vlen);
+			o->len += sizeof(r) + r.ir_klen + r.ir_vlen;
+			(*count)++;
+		}
+	}
+	return 0;
+}
+
+/* Append store ST's section of KIND: every shard copied under its lock. */
+static int
+store_section(shmt_t *h, const struct shmt_store *st, uint32_t kind,
+    struct out *o)
+{
+	struct img_sec s = { .is_kind = kind };
+	uint64_t at = o->len;
+	int rc = 0;
+
+	if (st == NULL || st->shards == 0)
+		return 0;
+	o->len += sizeof(s);
+	for (uint32_t i = 0; i < st->shards && rc == 0; i++) {
+		struct shmt_shard *sh = shard_at(st, i);
+
+		if ((rc = shmt__shard_lock(st, sh)) < 0)
+			return rc;
+		rc = shard_records(st, sh, shmt__now(h), o, &s.is_count);
+		shmt__unlock(&sh->ds_lock);
+	}
+	s.is_bytes = o->len - at - sizeof(s);
+	memcpy(o->b + at, &s, sizeof(s));
+	return rc;
+}
+
+/* Append the analyzer's section. */
+static int
+analyzer_section(shmt_t *h, struct out *o)
+{
+	struct img_sec s = { .is_kind = IMG_S_ANALYZER };
+	int64_t n;
+
+	if (h->an == NULL)
+		return 0;
+	n = shmt__an_export(h, o->b + o->len + sizeof(s),
+	    o->cap - o->len - sizeof(s));
+	if (n < 0)
+		return (int)n;
+	s.is_bytes = (uint64_t)n;
+	memcpy(o->b + o->len, &s, sizeof(s));
+	o->len += sizeof(s) + (uint64_t)n;
+	return 0;
+}
+
+int
+shmt__image_build(shmt_t *h, const struct shmt__host_time *now,
+    unsigned char **image, size_t *len)
+{
+	struct img_hdr ih;
+	struct out o = { 0 };
+	uint64_t cap, arena;
+	int rc;
+
+	if (h == NULL || now == NULL || image == NULL || len == NULL)
+		return -EINVAL;
+	/* The most the image can take: the pieces, and each store's heap
+	 * (a record is smaller than the block of its item). */
+	cap = sizeof(ih) + h->reg[SHMT_R_HEADER].rg_size +
+	    h->reg[SHMT_R_LIMITERS].rg_size + h->reg[SHMT_R_ARENA].rg_size +
+	    3 * sizeof(struct img_sec);
+	if (h->dict != NULL)
+		cap += h->dict->heap_bytes * h->dict->shards;
+	if (h->counters != NULL)
+		cap += h->counters->heap_bytes * h->counters->shards;
+	if (h->an != NULL)
+		cap += shmt__an_export(h, NULL, 0);
+	if ((o.b = malloc(cap)) == NULL)
+		return -ENOMEM;
+	o.cap = cap;
+	o.len = sizeof(ih);
+	copy_pieces(h, &o, &arena);
+	if ((rc = store_section(h, h->dict, IMG_S_DICT, &o)) != 0 ||
+	    (rc = store_section(h, h->counters, IMG_S_COUNTERS, &o)) != 0 ||
+	    (rc = analyzer_section(h, &o)) != 0) {
+		free(o.b);
+		return rc;
+	}
+	memset(&ih, 0, sizeof(ih));
+	ih.ih_magic = IMG_MAGIC;
+	ih.ih_version = IMG_VERSION;
+	ih.ih_hdr_size = sizeof(ih);
+	ih.ih_format = shmt__format_word();
+	ih.ih_wall_ns = now->wall_ns;
+	ih.ih_mono_ns = now->mono_ns;
+	memcpy(ih.ih_boot_id, now->boot_id, sizeof(ih.ih_boot_id));
+	ih.ih_boot_id[sizeof(ih.ih_boot_id) - 1] = '\0';
+	ih.ih_size = o.len - sizeof(ih);
+	ih.ih_arena_bytes = arena;
+	ih.ih_sum = shmt__fnv1a_words(SHMT_FNV_INIT, o.b + sizeof(ih),
+	    ih.ih_size);
+	ih.ih_hdr_sum = shmt__fnv1a(SHMT_FNV_INIT, &ih,
+	    offsetof(struct img_hdr, ih_hdr_sum));
+	memcpy(o.b, &ih, sizeof(ih));
+	*image = o.b;
+	*len = o.len;
+	return 0;
+}
+
+/* ---- Checking an image ---------------------------------------------------- */
+
+/* Check the image header IH of an image of LEN bytes. */
+static int
+check_header(const struct img_hdr *ih, uint64_t len, char *err, size_t cap)
+{
+	if (ih->ih_magic != IMG_MAGIC)
+		return img_bad(err, cap, SHMT_EMAGIC,
+		    "not a shmthrottle snapshot");
+	if (ih->ih_version != IMG_VERSION &&
+	    ih->ih_version != IMG_VERSION_PIECES)
+		return img_bad(err, cap, SHMT_EFORMAT, "snapshot version %u, "
+		    "this build reads versions %u and %u", ih->ih_version,
+		    IMG_VERSION_PIECES, IMG_VERSION);
+	if (ih->ih_hdr_size != sizeof(*ih))
+		return img_bad(err, cap, SHMT_ECORRUPT, "header of %u bytes, "
+		    "version %u has %zu", ih->ih_hdr_size, ih->ih_version,
+		    sizeof(*ih));
+	if (ih->ih_hdr_sum != shmt__fnv1a(SHMT_FNV_INIT, ih,
+	    offsetof(struct img_hdr, ih_hdr_sum)))
+		return img_bad(err, cap, SHMT_ECORRUPT, "header checksum "
+		    "mismatch (the file is damaged)");
+	if (ih->ih_format != shmt__format_word())
+		return img_bad(err, cap, SHMT_EFORMAT, "written for segment "
+		    "format %#" PRIx64 ", this build uses %#" PRIx64,
+		    ih->ih_format, shmt__format_word());
+	if (ih->ih_size != len - sizeof(*ih))
+		return img_bad(err, cap, SHMT_ECORRUPT, "truncated or padded: "
+		    "%" PRIu64 " bytes of image, the header says %" PRIu64,
+		    len - sizeof(*ih), ih->ih_size);
+	return 0;
+}
+
+/* Check the segment header HDR that opens the image, that the pieces it
+ * implies are what the image holds, and set *REST to where the sections
+ * start (relative to the pieces). */
+static int
+check_pieces(const struct shmt_hdr *hdr, const struct img_hdr *ih,
+    uint64_t *rest, char *err, size_t cap)
+{
+	struct shmt_region reg[SHMT_R_COUNT];
+	struct piece p[P_COUNT];
+	uint64_t sum;
+	int rc;
+
+	/* The segment header's own checks, as for a segment being opened:
+	 * magic, format, regions in order, aligned, inside the size it
+	 * claims, and the layout its creation parameters give. */
+	if ((rc = shmt__hdr_validate(hdr, hdr->sh_size, reg)) != 0)
+		return img_bad(err, cap, SHMT_ECORRUPT, "the image's segment "
+		    "header is inconsistent (%s)", shmt_strerror(rc));
+	pieces_of(reg, ih->ih_arena_bytes, p);
+	sum = p[P_HEADER].len + p[P_LIMITERS].len + p[P_ARENA].len;
+	if (p[P_HEADER].off != 0 || p[P_HEADER].len < sizeof(*hdr) ||
+	    p[P_HEADER].len % 16 != 0 || p[P_LIMITERS].len % 16 != 0 ||
+	    ih->ih_arena_bytes % 16 != 0 ||
+	    ih->ih_arena_bytes > reg[SHMT_R_ARENA].rg_size ||
+	    sum > ih->ih_size ||
+	    (ih->ih_version == IMG_VERSION_PIECES && sum != ih->ih_size))
+		return img_bad(err, cap, SHMT_ECORRUPT, "its pieces do not add "
+		    "up to the image's layout");
+	*rest = sum;
+	return 0;
+}
+
+/* The sections of an image, found and bounded. */
+struct sections {
+	const unsigned char *at[4];     /* by kind; NULL: absent */
+	uint64_t count[4], bytes[4];
+};
+
+/* Split [B, B + LEN) into sections: each kind at most once, in order,
+ * each wholly inside. */
+static int
+find_sections(const unsigned char *b, uint64_t len, struct sections *s,
+    char *err, size_t cap)
+{
+	uint64_t at = 0;
+	uint32_t last = 0;
+
+	memset(s, 0, sizeof(*s));
+	while (at < len) {
+		struct img_sec sec;
+
+		if (len - at < sizeof(sec))
+			return img_bad(err, cap, SHMT_ECORRUPT, "a section header "
+			    "is cut short at byte %" PRIu64, at);
+		memcpy(&sec, b + at, sizeof(sec));
+		at += sizeof(sec);
+		if (sec.is_kind <= last || sec.is_kind > IMG_S_ANALYZER ||
+		    sec.is_pad != 0)
+			return img_bad(err, cap, SHMT_ECORRUPT, "section of kind "
+			    "%u out of place", sec.is_kind);
+		if (sec.is_bytes > len - at)
+			return img_bad(err, cap, SHMT_ECORRUPT, "section %u claims "
+			    "%" PRIu64 " bytes, %" PRIu64 " are left", sec.is_kind,
+			    sec.is_bytes, len - at);
+		s->at[sec.is_kind] = b + at;
+		s->count[sec.is_kind] = sec.is_count;
+		s->bytes[sec.is_kind] = sec.is_bytes;
+		at += sec.is_bytes;
+		last = sec.is_kind;
+	}
+	return 0;
+}
+
+/* ---- Restoring ------------------------------------------------------------ */
+
+/* Copy the limiters' pieces of IMG into the fresh segment T and set the
+ * header fields that go with them. */
+static int
+fill_limiters(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
+    const struct img_hdr *ih, char *err, size_t cap)
+{
+	struct shmt_hdr *th = t->hdr;
+
+	for (int i = 0; i < SHMT_R_COUNT; i++)
+		if (t->reg[i].rg_off != sh->sh_regions[i].rg_off ||
+		    t->reg[i].rg_size != sh->sh_regions[i].rg_size)
+			return img_bad(err, cap, SHMT_ECORRUPT, "region %d of "
+			    "the image does not match its own parameters", i);
+	memcpy(t->base + t->reg[SHMT_R_LIMITERS].rg_off,
+	    img + t->reg[SHMT_R_HEADER].rg_size,
+	    t->reg[SHMT_R_LIMITERS].rg_size);
+	memcpy(t->base + t->reg[SHMT_R_ARENA].rg_off,
+	    img + t->reg[SHMT_R_HEADER].rg_size +
+	    t->reg[SHMT_R_LIMITERS].rg_size, ih->ih_arena_bytes);
+	th->sh_generation = sh->sh_generation + 1;
+	th->sh_arena_used = ih->ih_arena_bytes;
+	th->sh_nlimiters = sh->sh_nlimiters;
+	th->sh_hk_runs = sh->sh_hk_runs;
+	th->sh_reaped = sh->sh_reaped;
+	return 0;
+}
+
+/* A record kept for re-insertion: where it is, its block order, shard. */
+struct keep {
+	uint64_t off;
+	uint32_t order, shard;
+	uint64_t expire;                /* on this boot's clock */
+};
+
+static int
+keep_cmp(const void *a, const void *b)
+{
+	const struct keep *x = a, *y = b;
+
+	if (x->order != y->order)
+		return x->order > y->order ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Shift expiry E by D; 0 (never) stays 0, a result at or before the
+ * clock's start becomes 1 (long expired). */
+static uint64_t
+shift_expire(uint64_t e, int64_t d)
+{
+	if (e == 0)
+		return 0;
+	if (d < 0)
+		return e > (uint64_t)-d ? e - (uint64_t)-d : 1;
+	return e > UINT64_MAX - (uint64_t)d ? UINT64_MAX : e + (uint64_t)d;
+}
+
+/*
+ * Check the records of a store's section S (COUNT records in BYTES) against
+ * the fresh store ST of T, and list in *KEPT those still alive at NOW after
+ * the shift D, largest blocks first.  Every length and count is checked
+ * before it is used, and the blocks of each shard must fit its heap.
+ */
+static int
+scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
+    const unsigned char *s, uint64_t count, uint64_t bytes, int64_t d,
+    uint64_t now, struct keep **kept, uint64_t *nkept, char *err, size_t cap)
+{
+	uint64_t at = 0, n = 0, *load = NULL;
+	struct keep *k = NULL;
+	int rc = 0;
+
+	*kept = NULL;
+	*nkept = 0;
+	if (count > bytes / (sizeof(struct img_rec) + 1))
+		return img_bad(err, cap, SHMT_ECORRUPT, "%s section claims "
+		    "%" PRIu64 " records in %" PRIu64 " bytes", what, count,
+		    bytes);
+	if (st == NULL || st->shards == 0) {
+		if (count > 0 || bytes > 0)
+			return img_bad(err, cap, SHMT_ECORRUPT, "%s section holds "
+			    "records, the segment has no %s", what, what);
+		return 0;
+	}
+	if (count == 0 && bytes == 0)
+		return 0;
+	if ((k = calloc(count > 0 ? count : 1, sizeof(*k))) == NULL ||
+	    (load = calloc(st->shards, sizeof(*load))) == NULL) {
+		rc = img_bad(err, cap, -ENOMEM, "no memory for %" PRIu64
+		    " records", count);
+		goto out;
+	}
+	for (uint64_t i = 0; i < count; i++) {
+		struct img_rec r;
+		uint64_t e, blk;
+
+		if (bytes - at < sizeof(r)) {
+			rc = img_bad(err, cap, SHMT_ECORRUPT, "%s record %" PRIu64
+			    " of %" PRIu64 " is cut short", what, i, count);
+			goto out;
+		}
+		memcpy(&r, s + at, sizeof(r));
+		if (r.ir_klen == 0 || r.ir_klen > SHMT_KEY_MAX ||
+		    r.ir_vlen > SHMT_VALUE_MAX ||
+		    (!st->counters && (r.ir_klen > st->max_key ||
+		    r.ir_vlen > st->max_value)) ||
+		    (uint64_t)r.ir_klen + r.ir_vlen > bytes - at - sizeof(r)) {
+			rc = img_bad(err, cap, SHMT_ECORRUPT, "%s record %" PRIu64
+			    " has a key of %u and a value of %u bytes, past "
+			    "its limits or the section's end", what, i,
+			    r.ir_klen, r.ir_vlen);
+			goto out;
+		}
+		blk = 64ULL << order_for(sizeof(struct shmt_item) + r.ir_klen +
+		    r.ir_vlen);
+		e = shift_expire(r.ir_expire, d);
+		if (e == 0 || e > now) {
+			uint64_t hash = key_hash(t, s + at + sizeof(r),
+			    r.ir_klen);
+
+			k[n].off = at;
+			k[n].order = order_for(sizeof(struct shmt_item) +
+			    r.ir_klen + r.ir_vlen);
+			k[n].shard = shard_of(st, hash);
+			k[n].expire = e;
+			if (k[n].order > st->order_max ||
+			    blk > st->heap_bytes - load[k[n].shard]) {
+				rc = img_bad(err, cap, SHMT_ECORRUPT, "%s records "
+				    "of shard %u do not fit its %" PRIu64 " bytes",
+				    what, k[n].shard, st->heap_bytes);
+				goto out;
+			}
+			load[k[n].shard] += blk;
+			n++;
+		}
+		at += sizeof(r) + r.ir_klen + r.ir_vlen;
+	}
+	if (at != bytes) {
+		rc = img_bad(err, cap, SHMT_ECORRUPT, "%s section has %" PRIu64
+		    " bytes past its %" PRIu64 " records", what, bytes - at,
+		    count);
+		goto out;
+	}
+	/* Largest first: a buddy heap whose blocks are all at least as large
+	 * as the next one always has room for it while the bytes fit. */
+	qsort(k, n, sizeof(*k), keep_cmp);
+	*kept = k;
+	*nkept = n;
+	k = NULL;
+out:
+	free(k);
+	free(load);
+	return rc;
+}
+
+/* Put a dictionary record back, with expiry E, through the store. */
+static int
+dict_insert(shmt_t *t, const unsigned char *key, uint32_t klen,
+    const unsigned char *val, uint32_t vlen, uint64_t e, int64_t d)
+{
+	struct shmt_shard *sh;
+	uint64_t hash;
+	int rc;
+
+	(void)d;
+	if ((rc = shmt__store_lock_key(t, t->dict, key, klen, &hash, &sh)) != 0)
+		return rc;
+	rc = shmt__store_add(t, t->dict, sh, hash, key, klen, val, vlen, e);
+	shmt__unlock(&sh->ds_lock);
+	return rc;
+}
+
+/* Put a counter record back: the counters read their own bytes. */
+static int
+cnt_insert(shmt_t *t, const unsigned char *key, uint32_t klen,
+    const unsigned char *val, uint32_t vlen, uint64_t e, int64_t d)
+{
+	return shmt__cnt_restore(t, key, klen, val, vlen, e, d);
+}
+
+typedef int (*insert_fn)(shmt_t *, const unsigned char *, uint32_t,
+    const unsigned char *, uint32_t, uint64_t, int64_t);
+
+/* Re-insert the live records of section S into store ST of T. */
+static int
+restore_store(shmt_t *t, const struct shmt_store *st, const char *what,
+    const unsigned char *s, uint64_t count, uint64_t bytes, int64_t d,
+    insert_fn ins, char *err, size_t cap)
+{
+	struct keep *k;
+	uint64_t n;
+	int rc;
+
+	rc = scan_records(t, st, what, s, count, bytes, d, shmt__now(t), &k, &n,
+	    err, cap);
+	for (uint64_t i = 0; rc == 0 && i < n; i++) {
+		struct img_rec r;
+		const unsigned char *p = s + k[i].off;
+
+		memcpy(&r, p, sizeof(r));
+		rc = ins(t, p + sizeof(r), r.ir_klen, p + sizeof(r) + r.ir_klen,
+		    r.ir_vlen, k[i].expire, d);
+		if (rc == -EEXIST)
+			rc = img_bad(err, cap, SHMT_ECORRUPT, "%s key of record "
+			    "at byte %" PRIu64 " appears twice", what, k[i].off);
+		else if (rc == -EINVAL)
+			rc = img_bad(err, cap, SHMT_ECORRUPT, "%s record at byte "
+			    "%" PRIu64 " does not hold a value of its shape",
+			    what, k[i].off);
+		else if (rc != 0)
+			rc = img_bad(err, cap, rc, "cannot restore %s record at "
+			    "byte %" PRIu64 ": %s", what, k[i].off,
+			    shmt_strerror(rc));
+	}
+	free(k);
+	return rc;
+}
+
+/* The problems shmt_check reports on a restored image, joined. */
+struct problems {
+	char text[768];
+	size_t len;
+	int count;
+};
+
+static void
+collect(void *ctx, const char *problem)
+{
+	struct problems *pr = ctx;
+
+	pr->count++;
+	if (pr->len + 1 >= sizeof(pr->text))
+		return;
+	pr->len += (size_t)snprintf(pr->text + pr->len,
+	    sizeof(pr->text) - pr->len, "%s%s", pr->len > 0 ? "; " : "",
+	    problem);
+	if (pr->len >= sizeof(pr->text))
+		pr->len = sizeof(pr->text) - 1;
+}
+
+/* Check the restored segment T while it is still private, with the
+ * library's own checker: an image whose checksums are right but whose
+ * state is not is refused, never published. */
+static int
+check_restored(shmt_t *t, char *err, size_t cap)
+{
+	struct problems pr;
+	int n;
+
+	memset(&pr, 0, sizeof(pr));
+	n = shmt_check(t, collect, &pr);
+	if (n < 0)
+		return img_bad(err, cap, n, "cannot check the restored image: "
+		    "%s", shmt_strerror(n));
+	if (n == 0)
+		return 0;
+	return img_bad(err, cap, SHMT_ECORRUPT, "the restored image fails its "
+	    "check (%d problem%s): %s", n, n == 1 ? "" : "s", pr.text);
+}
+
+/* The creation parameters of the image's segment header SH. */
+static void
+params_of(const struct shmt_hdr *sh, shmt_config_t *c)
+{
+	const struct shmt_params *p = &sh->sh_params;
+
+	shmt_config_init(c);
+	c->mode = (mode_t)(p->sp_mode & 0777);
+	c->gid = (gid_t)p->sp_gid;
+	c->max_limiters = p->sp_max_limiters;
+	c->max_slots = p->sp_max_slots;
+	c->arena_bytes = p->sp_arena_bytes;
+	c->dict_bytes = p->sp_dict_bytes;
+	c->dict_shards = p->sp_dict_shards;
+	c->dict_eviction = p->sp_dict_eviction;
+	c->counters_bytes = p->sp_counters_bytes;
+	c->counters_shards = p->sp_counters_shards;
+	c->counters_subwindows = p->sp_counters_subwindows;
+	c->counters_window_ns = p->sp_counters_window_ns;
+	c->counters_error_ppm = p->sp_counters_error_ppm;
+	c->analyzer_bytes = p->sp_analyzer_bytes;
+	c->analyzer_window_ns = p->sp_analyzer_window_ns;
+	c->analyzer_subwindows = p->sp_analyzer_subwindows;
+	c->analyzer_threshold_ppm = p->sp_analyzer_threshold_ppm;
+	c->analyzer_clients = p->sp_analyzer_clients;
+	c->dict_max_key = p->sp_dict_max_key;
+	c->dict_max_value = p->sp_dict_max_value;
+	c->dict_default_ttl_ms = p->sp_dict_default_ttl_ms;
+}
+
+/* Fill the fresh, private segment T from the image: limiters, secret,
+ * rebase, then the stores and the analyzer, then the check. */
+static int
+fill(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
+    const struct img_hdr *ih, const struct sections *s, int64_t d, char *err,
+    size_t cap)
+{
+	int rc;
+
+	if ((rc = fill_limiters(t, img, sh, ih, err, cap)) != 0)
+		return rc;
+	/* The image's secret, not the fresh one shmt_create made: the
+	 * per-client tables and the analyzer hold hashes keyed with it, and
+	 * the items are re-inserted under it. */
+	shmt__secret_set(t, sh->sh_secret);
+	/* The stores are empty here: only the limiters move. */
+	if ((rc = shmt__rebase_times(t, d)) != 0)
+		return img_bad(err, cap, rc, "cannot rebase its times: %s",
+		    shmt_strerror(rc));
+	if ((rc = restore_store(t, t->dict, "dictionary", s->at[IMG_S_DICT],
+	    s->count[IMG_S_DICT], s->bytes[IMG_S_DICT], d, dict_insert, err,
+	    cap)) != 0)
+		return rc;
+	if ((rc = restore_store(t, t->counters, "counters",
+	    s->at[IMG_S_COUNTERS], s->count[IMG_S_COUNTERS],
+	    s->bytes[IMG_S_COUNTERS], d, cnt_insert, err, cap)) != 0)
+		return rc;
+	if (s->at[IMG_S_ANALYZER] != NULL) {
+		if (t->an == NULL)
+			return img_bad(err, cap, SHMT_ECORRUPT, "analyzer section "
+			    "without an analyzer in the segment");
+		if ((rc = shmt__an_import(t, s->at[IMG_S_ANALYZER],
+		    s->bytes[IMG_S_ANALYZER], d)) != 0)
+			return img_bad(err, cap, rc == -EINVAL ? SHMT_ECORRUPT :
+			    rc, "the analyzer's section is refused: %s",
+			    rc == -EINVAL ? "inconsistent" : shmt_strerror(rc));
+	}
+	return check_restored(t, err, cap);
+}
+
+/* Check IMG (LEN bytes) whole: header, pieces, sections. */
+static int
+image_check(const unsigned char *img, size_t len, struct img_hdr *ih,
+    struct shmt_hdr *hdr, struct sections *s, char *err, size_t cap)
+{
+	const unsigned char *body;
+	uint64_t rest = 0;
+	int rc;
+
+	if (len < sizeof(*ih))
+		return img_bad(err, cap, SHMT_ECORRUPT, "truncated: %zu bytes, "
+		    "shorter than its header", len);
+	memcpy(ih, img, sizeof(*ih));
+	if ((rc = check_header(ih, len, err, cap)) != 0)
+		return rc;
+	body = img + sizeof(*ih);
+	if (shmt__fnv1a_words(SHMT_FNV_INIT, body, ih->ih_size) != ih->ih_sum)
+		return img_bad(err, cap, SHMT_ECORRUPT, "image checksum mismatch "
+		    "(the file is damaged)");
+	if (ih->ih_size < sizeof(struct shmt_hdr))
+		return img_bad(err, cap, SHMT_ECORRUPT, "image shorter than a "
+		    "segment header");
+	memcpy(hdr, body, sizeof(*hdr));
+	if ((rc = check_pieces(hdr, ih, &rest, err, cap)) != 0)
+		return rc;
+	return find_sections(body + rest, ih->ih_size - rest, s, err, cap);
+}
+
+int
+shmt__image_restore(const unsigned char *img, size_t len, const char *name,
+    const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,
+    char *err, size_t cap)
+{
+	char tmp[SHMT_SEGNAME_MAX + 64];
+	char from[SHMT_SEGNAME_MAX + 80], to[SHMT_SEGNAME_MAX + 16];
+	const unsigned char *body;
+	struct img_hdr ih;
+	struct shmt_hdr sh;
+	struct sections s;
+	shmt_config_t c;
+	shmt_t *t;
+	int64_t d;
+	int rc;
+
+	if (img == NULL || name == NULL || now == NULL)
+		return img_bad(err, cap, -EINVAL, "no image");
+	if ((rc = shmt__name_check(name)) != 0)
+		return img_bad(err, cap, rc, "bad segment name %s", name);
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.restore.%d", name,
+	    (int)shmt__env_pid()) > SHMT_SEGNAME_MAX)
+		return img_bad(err, cap, -ENAMETOOLONG, "segment name %s is too "
+		    "long to restore under a temporary name", name);
+	if ((rc = image_check(img, len, &ih, &sh, &s, err, cap)) != 0)
+		return rc;
+	body = img + sizeof(ih);
+	params_of(&sh, &c);
+	d = shmt__image_delta(ih.ih_wall_ns, ih.ih_mono_ns, now->wall_ns,
+	    now->mono_ns, now->boot_id[0] != '\0' &&
+	    strncmp(now->boot_id, ih.ih_boot_id, sizeof(ih.ih_boot_id)) == 0);
+	shmt_unlink(tmp); /* a leftover of a restore killed midway */
+	if ((rc = shmt_create(tmp, &c, &t)) != 0)
+		return img_bad(err, cap, rc, "cannot create segment %s: %s", tmp,
+		    shmt_strerror(rc));
+	if (clock != NULL && (rc = shmt_set_clock(t, clock, clock_ctx)) != 0)
+		img_bad(err, cap, rc, "cannot set the clock: %s",
+		    shmt_strerror(rc));
+	if (rc == 0)
+		rc = fill(t, body, &sh, &ih, &s, d, err, cap);
+	snprintf(from, sizeof(from), "/dev/shm%s", tmp);
+	snprintf(to, sizeof(to), "/dev/shm%s", name);
+	if (rc == 0 && link(from, to) != 0) {
+		rc = -errno;
+		img_bad(err, cap, rc, "cannot publish %s: %s", name,
+		    strerror(-rc));
+	}
+	shmt_close(t);
+	shmt_unlink(tmp);
+	return rc;
+}

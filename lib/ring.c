@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ring of buckets: the seed's limiter as a lock-free multi-process
+ * protocol, with its bound and its proof (below), the grant's out-of-line
+ * steps, housekeeping, resetting and checking a ring.  The grant's inline
+ * steps are in ring.h.
+ *
+ * Parameters: L uses per window C; a bucket stays open for S (slack_ns) or
+ * until it holds B (slack_uses) uses, then cools for C, and its uses come
+ * back at close + C.
+ *
+ * The bound: ceil(C/S) + ceil(L/B) buckets suffice
+ * -------------------------------------------------
+ * Look at the buckets in use (not yet released) at the moment a new bucket
+ * must be opened, at time t.  Call a bucket "timed" if it closed because its
+ * S elapsed with fewer than B uses, "full" if it holds B uses.
+ *  - Every bucket in use holds at least one use, and all of them are in
+ *    flight, so the full ones number at most floor(L/B); when a new bucket is
+ *    needed at least one use is free (else the call is denied before it
+ *    opens anything), so the full ones hold at most L - 1 uses: at most
+ *    floor((L-1)/B) = ceil(L/B) - 1 of them.
+ *  - A bucket opened at time o closes at o + S and is released at
+ *    o + S + C.  Timed buckets in use at t were opened in (t - S - C, t - S]
+ *    (each closed by time, so o + S <= t; not yet released, so
+ *    o + S + C > t).  Buckets are opened one after another and two openings
+ *    are at least S apart when the earlier bucket closed by time, so that
+ *    half-open interval of length C holds at most ceil(C/S) of them.
+ *  - Plus the new bucket itself: ceil(L/B) - 1 + ceil(C/S) + 1.
+ * The seed's author expected one less; the new bucket is the one.  A trace
+ * that reaches the bound: C = 10, S = 1, L = 500, B = 50.  At t = 0 take
+ * 451 uses: 9 full buckets and a tenth with one use, which closes by time
+ * at 1.  Then take one use at each of t = 1, 2, ..., 9: each opens a bucket
+ * that closes by time.  At t = 10 nothing is released yet (the first bucket
+ * goes at 0 + 1 + 10 = 11), 9 full and 10 timed buckets are in use, 40 uses
+ * are free, and the next use opens the 20th = ceil(10/1) + ceil(500/50).
+ * tests/test_limiter_bound.c drives such traces with the injected clock.
+ *
+ * The protocol (why one CAS per grant is safe)
+ * --------------------------------------------
+ * All state a decision depends on lives in the 16-byte word W (limiter.h)
+ * and in the ring slots it names.  A call:
+ *
+ *   w = load(W)
+ *   loop:
+ *     now = clock()                   -- after reading W, never before
+ *     if oldest bucket cooled (close + C <= now): CAS W to release it
+ *     elif inflight == L: deny
+ *     elif active bucket takes uses (count < B, now < close):
+ *       CAS W {inflight+1, count+1}   -- decides and records at once
+ *     else: seal the active bucket (raise its slot's count), open serial
+ *       tail' (write its slot once: first opener wins), then
+ *       CAS W {inflight+1, count=1, tail', active}
+ *     on CAS failure: w = the value the CAS returned, loop
+ *
+ * Safety.  Order the successful CASes on W; each carries the clock value
+ * its caller read after reading the W it replaced, hence after every
+ * earlier CAS.  A release of bucket b happens in a call whose clock said
+ * close(b) + C <= now; every use in b was decided before close(b) (a grant
+ * into b needs now < close(b), and a grant CAS only succeeds if W is
+ * unchanged since the caller's read, so its clock read came after every
+ * earlier transition and before its own CAS).  Hence the uses a release
+ * returns were decided at least C before any decision that can spend them,
+ * and at any time at most L uses decided within the last C are in flight.
+ * If the clock were read before W, a caller preempted between the two could
+ * spend a use released "in its future": tests/model/throttle.pml checks both orders.
+ *
+ * Slots.  A slot changes only by CAS: opening writes {close, serial, 0} only
+ * over an older serial, so a stale opener never overwrites a newer bucket;
+ * sealing raises the count monotonically, only for the same serial, and the
+ * count of a bucket never exceeds what the W that sealed it showed.  So a
+ * sealed slot holds exactly the count released from it.
+ *
+ * Liveness.  Every transition is one CAS; a process killed anywhere leaves
+ * W consistent, and the use it was being granted is either recorded (and
+ * released after C) or not taken.  A CAS fails only because another
+ * succeeded, so some caller always progresses (lock-free).  Retries are
+ * bounded (SHMT_RETRY_MAX) so a damaged segment yields SHMT_EBUSYLOOP, not
+ * an endless loop.
+ *
+ * Torn reads.  A 16-byte atomic load is a locked cmpxchg16b on most x86-64
+ * CPUs, as dear as the CAS itself.  A shared limiter's W is therefore read
+ * as two 8-byte loads, high half (tail, nsealed, active, tag) first.  Every
+ * transition raises (tail, active, count - nsealed) lexicographically: a
+ * grant raises count, a release of a sealed bucket lowers nsealed, every
+ * other step raises tail or turns active on.  So if a CAS succeeds against
+ * the pair, tail and active were constant since the high load, hence only
+ * grants and sealed releases can have happened; nsealed is unchanged, so no
+ * release; count is unchanged since the low load, so no grant: W held the
+ * pair from the low load (before the clock read) to the CAS.  The ring slot
+ * a decision reads is then fixed for the same span (a slot is reused only
+ * after its bucket is released), so it too is read half by half.  A denial
+ * has no CAS to validate it, so it is confirmed with a full atomic load.
+ * Client entries can cycle LIVE -> FREE -> LIVE with an identical word, so
+ * they always use full loads.  This argument, and the one for the per-thread
+ * guess below, hold as long as tail does not wrap around 2^32 between an
+ * observation and the CAS that matches it (four billion buckets opened).
+ *
+ * Cost.  A grant of k <= B uses is the same one CAS with inflight and count
+ * raised by k (decide.c): every argument above counts uses, not calls,
+ * and holds unchanged; only the ring's bound assumes grants of one.
+ */
+#include "ring.h"
+
+#include "clients.h"
+#include "wait.h"
+
+#include <stdio.h>
+
+int
+shmt__slot_raise(struct shmt_ring_slot *slot, uint32_t serial, uint32_t count)
+{
+	uint64_t s[2], d[2];
+
+	shmt__load128(slot, s);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		int32_t age = (int32_t)(SLOT_SERIAL(s) - serial);
+
+		if (age > 0)
+			return 0;
+		if (age < 0)
+			return SHMT_ECORRUPT;
+		if (SLOT_COUNT(s) >= count)
+			return 0;
+		d[0] = s[0];
+		d[1] = ((uint64_t)serial << 32) | count;
+		if (shmt__cas128(slot, s, d))
+			return 0;
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+void
+shmt__bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
+    struct shmt_ring_slot *ring)
+{
+	c->limit = v->limit;
+	c->window = v->window;
+	c->slack = v->slack;
+	c->slack_uses = (uint32_t)v->slack_uses;
+	c->nb = v->nb;
+	c->ntags = v->nkeys;
+	c->limit_cap = v->limit_cap;
+	c->uses_cap = v->uses_cap;
+	c->hold_window = v->hold_window;
+	c->hold_serial = v->hold_serial;
+	/* A shared ring's tag is its parameter generation: a grant or a
+	 * release on a view of another generation must not commit. */
+	c->check_tag = ring == v->ring && v->pgen_check;
+	c->tag_expect = v->pgen;
+	c->ring = ring;
+	c->released = &v->lim->lm_released_uses;
+	c->torn_ok = 0;
+	c->nb_magic = v->nb_magic;
+}
+
+int
+shmt__bk_commit_release(const struct bk_ctx *c, struct shmt_w *wp,
+    struct shmt_w *w, struct shmt_w nw)
+{
+	uint32_t returned = SHMT_W_INFLIGHT(*w) - SHMT_W_INFLIGHT(nw);
+
+	if (!shmt__cas128(wp, w->w, nw.w))
+		return 0;
+	*w = nw;
+	if (returned != 0) {
+		__atomic_fetch_add(c->released, returned, __ATOMIC_RELAXED);
+		/* The row's futex word, found from its counter. */
+		shmt__wake_waiters((uint32_t *)(void *)((char *)c->released -
+		    offsetof(struct shmt_lim, lm_released_uses) +
+		    offsetof(struct shmt_lim, lm_wake)));
+	}
+	return 1;
+}
+
+int
+shmt__bk_why(const struct bk_ctx *c, struct shmt_w w, uint64_t now)
+{
+	uint32_t serial = SHMT_W_TAIL(w) - SHMT_W_NSEALED(w);
+	uint64_t s[2];
+
+	shmt__load128(slot_of(c, serial), s);
+	if (SLOT_SERIAL(s) == serial && s[0] >= c->slack &&
+	    sat_add(s[0] - c->slack, c->window) <= now)
+		return WHY_SLACK;
+	return WHY_EXHAUSTED;
+}
+
+/* The per-thread guesses of W (see ring.h). */
+__thread struct shmt_wguess shmt__wguess[WGUESS]
+    __attribute__((tls_model("local-dynamic")));
+
+/*
+ * Contention.  A CAS that loses to another writer has just pulled the line
+ * away from the winner; trying again at once makes every call of both pay
+ * a transfer.  The loser waits a little (a random number of pauses, up to
+ * twice as many after each loss in a row, at most BACKOFF_MAX), then reads
+ * W afresh: meanwhile the winner's calls succeed on its own line, one after
+ * the other.  Only throughput depends on it, never safety, and the wait is
+ * bounded, so no caller waits on another's progress.
+ */
+#ifndef SHMT_BACKOFF_MAX
+
+#define SHMT_BACKOFF_MAX 64U
+
+#endif
+
+static __thread uint32_t backoff_rnd;
+
+void
+shmt__cas_backoff(unsigned *lost)
+{
+	uint32_t x = backoff_rnd, cap, n;
+
+	if (x == 0)
+		x = (uint32_t)(uintptr_t)&backoff_rnd | 1;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	backoff_rnd = x;
+	cap = *lost < 8 ? 4U << *lost : SHMT_BACKOFF_MAX;
+	if (cap > SHMT_BACKOFF_MAX)
+		cap = SHMT_BACKOFF_MAX;
+	(*lost)++;
+	for (n = x % cap; n > 0; n--)
+		ck_pr_stall();
+}
+
+int
+shmt__bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
+    uint32_t *tag, int *why)
+{
+	return bk_take_n(h, c, wp, tag, why, 1, NULL);
+}
+
+int
+shmt__bk_housekeep(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
+    uint64_t now, uint64_t *next)
+{
+	struct shmt_w w, nw;
+	uint64_t s[2], due;
+	int n = 0;
+
+	shmt__load128(wp, w.w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		int rc;
+
+		if (c->check_tag && SHMT_W_TAG(w) != c->tag_expect)
+			return -EAGAIN;
+		if (!w_valid(c, w))
+			return SHMT_ECORRUPT;
+		rc = bk_release_step(c, w, now, &nw, &due);
+		if (rc < 0)
+			return rc;
+		if (rc == SLOT_STALE) {
+			shmt__load128(wp, w.w);
+			continue;
+		}
+		if (rc == 0 && SHMT_W_ACTIVE(w)) {
+			uint32_t tail = SHMT_W_TAIL(w);
+
+			shmt__load128(slot_of(c, tail), s);
+			if ((rc = slot_is(s, tail)) == SLOT_STALE) {
+				shmt__load128(wp, w.w);
+				continue;
+			}
+			if (rc != SLOT_OK)
+				return rc;
+			if (now < s[0] && SHMT_W_COUNT(w) < c->slack_uses) {
+				if (s[0] < due)
+					due = s[0];
+				break;
+			}
+			rc = shmt__slot_raise(slot_of(c, tail), tail,
+			    SHMT_W_COUNT(w));
+			if (rc != 0)
+				return rc;
+			nw = shmt__w_make(SHMT_W_INFLIGHT(w), 0, tail + 1,
+			    SHMT_W_NSEALED(w) + 1, 0, SHMT_W_TAG(w));
+		} else if (rc == 0) {
+			break;
+		}
+		if (shmt__bk_commit_release(c, wp, &w, nw))
+			n++;
+	}
+	if (due < *next)
+		*next = due;
+	return n;
+}
+
+int64_t
+shmt__bk_reset(struct shmt_w *wp, int is_client)
+{
+	struct shmt_w w, nw;
+
+	shmt__load128(wp, w.w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		uint32_t tag = SHMT_W_TAG(w);
+
+		if (is_client && tag >> 14 != CE_LIVE)
+			return 0;
+		if (SHMT_W_INFLIGHT(w) == 0 && SHMT_W_NSEALED(w) == 0 &&
+		    !SHMT_W_ACTIVE(w))
+			return 0;
+		/* Raises tail (past the active bucket) or, with none active,
+		 * count - nsealed: the order "Torn reads" relies on. */
+		nw = shmt__w_make(0, 0, SHMT_W_TAIL(w) + SHMT_W_ACTIVE(w), 0, 0,
+		    tag);
+		if (shmt__cas128(wp, w.w, nw.w))
+			return SHMT_W_INFLIGHT(w);
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+void
+shmt__fix_ring_times(const struct bk_ctx *bc, uint32_t first, uint32_t n,
+    uint64_t now)
+{
+	uint64_t cap = sat_add(now, bc->slack), prev = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct shmt_ring_slot *slot = slot_of(bc, first + i);
+		uint64_t s[2], d[2];
+
+		shmt__load128(slot, s);
+		d[0] = s[0] > cap ? cap : s[0];
+		if (d[0] < prev)
+			d[0] = prev;
+		d[1] = s[1];
+		if (d[0] != s[0])
+			shmt__cas128(slot, s, d);
+		prev = d[0];
+	}
+}
+
+void
+shmt__chk_ring(shmt_t *h, struct shmt_chk *c, const char *who,
+    const struct bk_ctx *bc, struct shmt_w *wp)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		struct shmt_w w, w2;
+		uint64_t s[2], sum = 0, prev_close = 0, late = 0, now;
+		uint32_t tail, nsealed, late_serial = 0, n;
+		char bad[160] = "", order[160] = "";
+
+		shmt__load128(wp, w.w);
+		if (!w_valid(bc, w)) {
+			shmt__chk(c, "%s: state word out of range (in flight %u, "
+			    "count %u, sealed %u)", who, SHMT_W_INFLIGHT(w),
+			    SHMT_W_COUNT(w), SHMT_W_NSEALED(w));
+			return;
+		}
+		tail = SHMT_W_TAIL(w);
+		nsealed = SHMT_W_NSEALED(w);
+		n = nsealed + SHMT_W_ACTIVE(w);
+		for (uint32_t i = 0; i < n && bad[0] == '\0'; i++) {
+			uint32_t serial = tail - nsealed + i;
+
+			shmt__load128(slot_of(bc, serial), s);
+			if (serial == tail) {
+				/* The active bucket. */
+				if (SLOT_SERIAL(s) != tail)
+					snprintf(bad, sizeof(bad), "active bucket "
+					    "%u: slot holds serial %u", tail,
+					    SLOT_SERIAL(s));
+			} else {
+				if (SLOT_SERIAL(s) != serial ||
+				    SLOT_COUNT(s) > bc->uses_cap)
+					snprintf(bad, sizeof(bad), "sealed bucket "
+					    "%u: slot holds serial %u with %u "
+					    "uses", serial, SLOT_SERIAL(s),
+					    SLOT_COUNT(s));
+				sum += SLOT_COUNT(s);
+			}
+			if (bad[0] != '\0')
+				break;
+			if (s[0] < prev_close && order[0] == '\0')
+				snprintf(order, sizeof(order), "bucket %u closes "
+				    "before bucket %u", serial, serial - 1);
+			prev_close = s[0];
+			if (s[0] > late) {
+				late = s[0];
+				late_serial = serial;
+			}
+		}
+		if (bad[0] == '\0' && sum + SHMT_W_COUNT(w) != SHMT_W_INFLIGHT(w))
+			snprintf(bad, sizeof(bad), "%u uses in flight but the "
+			    "buckets hold %llu", SHMT_W_INFLIGHT(w),
+			    (unsigned long long)(sum + SHMT_W_COUNT(w)));
+		shmt__load128(wp, w2.w);
+		if (w2.w[0] != w.w[0] || w2.w[1] != w.w[1])
+			continue;
+		/* After every stored time was read: see "Times" above. */
+		now = shmt__now(h);
+		if (bad[0] != '\0') {
+			shmt__chk(c, "%s: %s", who, bad);
+			return;
+		}
+		if (order[0] != '\0')
+			shmt__chk(c, "%s: %s", who, order);
+		if (late > sat_add(now, bc->slack))
+			shmt__chk(c, "%s: bucket %u closes %llu ns after now + "
+			    "slack (close time in the future)", who, late_serial,
+			    (unsigned long long)(late - sat_add(now, bc->slack)));
+		if (c->repair && (order[0] != '\0' ||
+		    late > sat_add(now, bc->slack)))
+			shmt__fix_ring_times(bc, tail - nsealed, n, now);
+		return;
+	}
+}

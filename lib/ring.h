@@ -1,0 +1,435 @@
+/* This file is private to libshmthrottle: the ring of buckets, the grant's inline steps. */
+/* SPDX-License-Identifier: MIT */
+/*
+ * The steps of a grant on a ring of buckets, inline because every grant
+ * (shmt_try_use_key, shmt_try_use, shmt_acquire) runs them: the ring slots,
+ * the context a ring is read with, the release of a cooled bucket and the
+ * one-CAS grant loop.  Why it is safe, and the rest of the protocol
+ * (housekeeping, checking), are in ring.c.
+ */
+#ifndef SHMT_RING_H
+#define SHMT_RING_H
+
+#include "atomic128.h"
+#include "table.h"
+
+/* The fields of a slot's second word (limiter.h). */
+#define SLOT_SERIAL(s) ((uint32_t)((s)[1] >> 32))
+#define SLOT_COUNT(s) ((uint32_t)(s)[1])
+
+/* A slot read for serial SERIAL: SLOT_OK when it holds it, SLOT_STALE when
+ * it holds a newer one (the caller's W is stale: the ring has moved on, so
+ * reload W and retry), or SHMT_ECORRUPT when it holds an older one (a
+ * bucket's slot is written before any W names the bucket). */
+#define SLOT_OK 0
+#define SLOT_STALE 2
+
+struct bk_ctx {
+	uint64_t limit, window, slack;
+	uint32_t slack_uses, nb;
+	uint64_t limit_cap, hold_window; /* see shmt_limiter_update */
+	uint32_t uses_cap, hold_serial;
+	uint32_t ntags;               /* key pool size, or 0: tag is fixed */
+	int check_tag;                /* client entries: W must carry... */
+	uint32_t tag_expect;          /* ...this tag (LIVE, epoch) */
+	struct shmt_ring_slot *ring;
+	uint64_t *released;           /* statistics: uses released */
+	int torn_ok;                  /* reads may be half by half */
+	uint64_t nb_magic;            /* for slot_of: 2^64 / nb, rounded up */
+};
+
+/*
+ * The last word each thread saw of each shared limiter it used lately, to
+ * CAS against directly instead of reading the word first: under contention
+ * that read pulls the line across cores once more for nothing, since a
+ * failed CAS returns the current word anyway.  A value observed atomically
+ * (by a CAS) and later matched by a successful CAS was held by W all along
+ * in between (its fields only move one way, see "Torn reads"), so the
+ * observation counts as the read that precedes the clock.  Keyed by the
+ * word's address and the handle's uid, so a remapped segment never matches.
+ */
+#define WGUESS 8
+
+struct shmt_wguess {
+	const void *wp;
+	uint32_t uid;
+	uint64_t w[2];
+};
+extern __thread struct shmt_wguess shmt__wguess[WGUESS]
+    __attribute__((visibility("hidden"), tls_model("local-dynamic")));
+
+/* Raise the count of SERIAL's slot to COUNT (a monotone max).  Returns 0,
+ * or SHMT_ECORRUPT when the slot holds an older serial (impossible: a bucket
+ * is opened in its slot before any W names it).  A newer serial means the
+ * caller's W is stale; its CAS on W will fail, so nothing is written. */
+int shmt__slot_raise(struct shmt_ring_slot *slot, uint32_t serial,
+    uint32_t count);
+
+/* Fill C to read the ring RING (V's own, or a client entry's) with V's
+ * parameters; the caller sets torn_ok and, for client entries, ntags. */
+void shmt__bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
+    struct shmt_ring_slot *ring);
+
+/* CAS *WP from *W to NW, a release; on success count the uses it returned
+ * and make *W the new word.  Returns 1 on success. */
+int shmt__bk_commit_release(const struct bk_ctx *c, struct shmt_w *wp,
+    struct shmt_w *w, struct shmt_w nw);
+
+/* Classify a denial at NOW with W: the seed's allowed false negative
+ * ("slack") when the oldest bucket's first use may be older than the
+ * window, else plain exhaustion. */
+int shmt__bk_why(const struct bk_ctx *c, struct shmt_w w, uint64_t now);
+
+/* After a lost CAS: wait a random, growing, bounded number of pauses
+ * (see "Contention" in ring.c).  *LOST counts the losses in a row. */
+void shmt__cas_backoff(unsigned *lost);
+
+/* One use (the plain path). */
+int shmt__bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
+    uint32_t *tag, int *why);
+
+/* Release every cooled bucket and seal an active bucket that closed (by
+ * time or by count).  Sets *NEXT to the next time this ring has work.
+ * Returns the number of transitions made, or an error. */
+int shmt__bk_housekeep(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
+    uint64_t now, uint64_t *next);
+
+/* Give back every use in the ring word at WP: one CAS to an empty ring
+ * (tail moves past an active bucket; the tag is kept).  Returns the uses
+ * given back, or an error. */
+int64_t shmt__bk_reset(struct shmt_w *wp, int is_client);
+
+/*
+ * Repair the close times of the N buckets in use from serial FIRST: none
+ * later than NOW + slack, none earlier than the bucket before it.  Both
+ * only delay a release (a bucket's uses were all decided before the latest
+ * legitimate close time), so the limit still holds.  Each slot changes by
+ * a CAS on its whole record, which fails harmlessly when the slot was
+ * reused meanwhile.
+ */
+void shmt__fix_ring_times(const struct bk_ctx *bc, uint32_t first, uint32_t n,
+    uint64_t now);
+
+/* Check a ring and its word: the word's fields, each sealed bucket's slot,
+ * that the uses in flight are the sealed counts plus the active count, and
+ * the close times (see above).  The word is read before and after; a change
+ * means a concurrent call, so the check runs again (a few times at most). */
+void shmt__chk_ring(shmt_t *h, struct shmt_chk *c, const char *who,
+    const struct bk_ctx *bc, struct shmt_w *wp);
+
+/* Open bucket SERIAL with close time CLOSE unless someone already did (first
+ * opener wins).  Returns the close time of SERIAL, or 0 when the slot
+ * already holds a newer serial (the caller's W is stale). */
+static inline uint64_t
+slot_open(struct shmt_ring_slot *slot, uint32_t serial, uint64_t close)
+{
+	uint64_t s[2], d[2] = { close, (uint64_t)serial << 32 };
+
+	shmt__load128(slot, s);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		int32_t age = (int32_t)(serial - SLOT_SERIAL(s));
+
+		if (age == 0)
+			return s[0];
+		if (age < 0)
+			return 0;
+		if (shmt__cas128(slot, s, d))
+			return close;
+	}
+	return 0;
+}
+
+static inline int
+slot_is(const uint64_t s[2], uint32_t serial)
+{
+	int32_t age = (int32_t)(SLOT_SERIAL(s) - serial);
+
+	return age == 0 ? SLOT_OK : age > 0 ? SLOT_STALE : SHMT_ECORRUPT;
+}
+
+/*
+ * The ring slot of serial S: S mod nb without a division.  A 32-bit
+ * modulus by a constant that is only known at run time costs a 20-40 cycle
+ * DIV on every grant; with M = ceil(2^64 / nb), the product M * S keeps the
+ * fraction S / nb in its low 64 bits, and multiplying that fraction by nb
+ * gives the remainder exactly for every 32-bit S (Lemire, Kaser and Kurz,
+ * "Faster remainder by direct computation", 2019).
+ */
+static inline struct shmt_ring_slot *
+slot_of(const struct bk_ctx *c, uint32_t s)
+{
+	uint64_t frac = c->nb_magic * s;
+
+	return &c->ring[(uint32_t)(((shmt_u128)frac * c->nb) >> 64)];
+}
+
+static inline void
+bk_load(const struct bk_ctx *c, const void *p, uint64_t out[2])
+{
+	if (c->torn_ok)
+		shmt__load128_hilo(p, out);
+	else
+		shmt__load128(p, out);
+}
+
+static inline int
+w_valid(const struct bk_ctx *c, struct shmt_w w)
+{
+	uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
+	uint32_t nsealed = SHMT_W_NSEALED(w), active = SHMT_W_ACTIVE(w);
+
+	return inflight <= c->limit_cap && count <= c->uses_cap &&
+	    count <= inflight && nsealed + active <= c->nb &&
+	    (active || count == 0) &&
+	    (c->ntags == 0 || SHMT_W_TAG(w) < c->ntags);
+}
+
+/* The time bucket SERIAL, closed at CLOSE, is due: a bucket sealed before
+ * the last change of parameters keeps the longer of the two windows. */
+static inline uint64_t
+bk_due(const struct bk_ctx *c, uint32_t serial, uint64_t close)
+{
+	uint64_t win = c->window;
+
+	if (__builtin_expect(c->hold_window > win, 0) &&
+	    (int32_t)(serial - c->hold_serial) < 0)
+		win = c->hold_window;
+	return sat_add(close, win);
+}
+
+/*
+ * If the oldest bucket in use has cooled at NOW, compute in *NW the word
+ * that releases it and return 1; return 0 when nothing is due, SLOT_STALE
+ * when W is stale, or an error.  *DUE gets the time the oldest bucket will
+ * be due.  A sealed bucket may hold no use: a serial skipped because a
+ * stale opener gave it a close time in the past.
+ */
+static inline __attribute__((always_inline)) int
+bk_release_step(const struct bk_ctx *c, struct shmt_w w, uint64_t now,
+    struct shmt_w *nw, uint64_t *due)
+{
+	uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
+	uint32_t tail = SHMT_W_TAIL(w), nsealed = SHMT_W_NSEALED(w);
+	uint32_t tag = SHMT_W_TAG(w);
+	uint64_t s[2];
+	int rc;
+
+	*due = UINT64_MAX;
+	if (nsealed > 0) {
+		uint32_t serial = tail - nsealed;
+
+		bk_load(c, slot_of(c, serial), s);
+		if ((rc = slot_is(s, serial)) != SLOT_OK)
+			return rc;
+		if (SLOT_COUNT(s) > inflight)
+			return SHMT_ECORRUPT;
+		*due = bk_due(c, serial, s[0]);
+		if (*due > now)
+			return 0;
+		*nw = shmt__w_make(inflight - SLOT_COUNT(s), count, tail,
+		    nsealed - 1, SHMT_W_ACTIVE(w), tag);
+		return 1;
+	}
+	if (!SHMT_W_ACTIVE(w))
+		return 0;
+	bk_load(c, slot_of(c, tail), s);
+	if ((rc = slot_is(s, tail)) != SLOT_OK)
+		return rc;
+	*due = bk_due(c, tail, s[0]);
+	if (*due > now)
+		return 0;
+	if ((rc = shmt__slot_raise(slot_of(c, tail), tail, count)) != 0)
+		return rc;
+	*nw = shmt__w_make(inflight - count, 0, tail + 1, 0, 0, tag);
+	return 1;
+}
+
+static inline unsigned
+wguess_slot(const void *wp)
+{
+	return (unsigned)((uintptr_t)wp >> 7) & (WGUESS - 1);
+}
+
+/*
+ * A denial decided on a word that may be stale (a guess, or read half by
+ * half) is confirmed with a full atomic load: 1 when W still holds *W, else
+ * 0 with the current word in *W.
+ */
+static inline int
+bk_confirm(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w)
+{
+	struct shmt_w cur;
+
+	if (!c->torn_ok)
+		return 1;
+	shmt__load128(wp, cur.w);
+	if (cur.w[0] == w->w[0] && cur.w[1] == w->w[1])
+		return 1;
+	*w = cur;
+	return 0;
+}
+
+/*
+ * The loop of shmt__bk_take from the word *W (read, or guessed); leaves in
+ * *W the last word known to be current.  A grant takes COST uses; AT (may be
+ * NULL) gets the decision's clock value.  Always inlined, so that the
+ * plain path (COST 1, AT NULL) is compiled with those constants.
+ */
+static inline __attribute__((always_inline)) int
+bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
+    struct shmt_w *wio, uint32_t *tag, int *why, uint32_t cost, uint64_t *at)
+{
+	struct shmt_w w = *wio, nw;
+	uint64_t s[2], due, now = 0;
+	int rc = SHMT_EBUSYLOOP;
+	unsigned lost = 0, i;
+
+	for (i = 0; i < SHMT_RETRY_MAX; i++) {
+		now = shmt__now(h);
+		uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
+		uint32_t tail = SHMT_W_TAIL(w), nsealed = SHMT_W_NSEALED(w);
+		uint32_t wtag = SHMT_W_TAG(w), ntag, tail2, nsealed2;
+		uint64_t close;
+
+		if (c->check_tag && wtag != c->tag_expect) {
+			/* A guess may be of another time. */
+			if (!bk_confirm(c, wp, &w))
+				continue;
+			rc = -EAGAIN;
+			break;
+		}
+		if (!w_valid(c, w)) {
+			/* A guess may be of another time: check before
+			 * calling the segment damaged. */
+			if (!bk_confirm(c, wp, &w))
+				continue;
+			rc = SHMT_ECORRUPT;
+			break;
+		}
+		rc = bk_release_step(c, w, now, &nw, &due);
+		if (rc < 0)
+			break;
+		if (rc == SLOT_STALE) {
+			shmt__load128(wp, w.w);
+			continue;
+		}
+		if (rc == 1) {
+			shmt__bk_commit_release(c, wp, &w, nw);
+			continue;
+		}
+		if ((uint64_t)inflight + cost > c->limit) {
+			if (!bk_confirm(c, wp, &w))
+				continue;
+			*why = shmt__bk_why(c, w, now);
+			rc = 0;
+			break;
+		}
+		ntag = c->ntags != 0 ? (wtag + 1) % c->ntags : wtag;
+		tail2 = tail;
+		nsealed2 = nsealed;
+		if (SHMT_W_ACTIVE(w)) {
+			struct shmt_ring_slot *slot = slot_of(c, tail);
+
+			bk_load(c, slot, s);
+			if ((rc = slot_is(s, tail)) == SLOT_STALE) {
+				shmt__load128(wp, w.w);
+				continue;
+			}
+			if (rc != SLOT_OK)
+				break;
+			if ((uint64_t)count + cost <= c->slack_uses &&
+			    now < s[0]) {
+				nw = shmt__w_make(inflight + cost,
+				    count + cost, tail,
+				    nsealed, 1, ntag);
+				if (shmt__cas128(wp, w.w, nw.w)) {
+					*tag = wtag;
+					w = nw;
+					rc = 1;
+					break;
+				}
+				shmt__cas_backoff(&lost);
+				bk_load(c, wp, w.w);
+				continue;
+			}
+			if ((rc = shmt__slot_raise(slot, tail, count)) != 0)
+				break;
+			tail2 = tail + 1;
+			nsealed2 = nsealed + 1;
+		}
+		if (nsealed2 + 1 > c->nb) {
+			if (!bk_confirm(c, wp, &w))
+				continue;
+			*why = WHY_RING_FULL;
+			rc = 0;
+			break;
+		}
+		close = slot_open(slot_of(c, tail2), tail2,
+		    sat_add(now, c->slack));
+		if (close <= now) {
+			/* A stale opener set this serial's close in the past
+			 * (or W is stale): skip the serial, which stays in the
+			 * ring as an empty sealed bucket until it is due. */
+			nw = shmt__w_make(inflight, 0, tail2 + 1, nsealed2 + 1,
+			    0, wtag);
+			shmt__cas128(wp, w.w, nw.w) ? (void)(w = nw) : (void)0;
+			continue;
+		}
+		nw = shmt__w_make(inflight + cost, cost, tail2, nsealed2,
+		    1, ntag);
+		if (shmt__cas128(wp, w.w, nw.w)) {
+			*tag = wtag;
+			w = nw;
+			rc = 1;
+			break;
+		}
+		shmt__cas_backoff(&lost);
+		bk_load(c, wp, w.w);
+	}
+	/* Every way out of the loop but this one sets rc; a loop that ran
+	 * out (a segment changed under us without end) is an error, whatever
+	 * the last step left in rc. */
+	if (i == SHMT_RETRY_MAX)
+		rc = SHMT_EBUSYLOOP;
+	if (at != NULL)
+		*at = now;
+	*wio = w;
+	return rc;
+}
+
+/*
+ * Take one use from the ring whose word is at WP.  Returns 1 granted (with
+ * the key-pool cursor in *TAG), 0 denied (reason in *WHY), or an error.
+ * The tag is advanced mod ntags on every grant, or kept when ntags is 0
+ * (client entries keep their state and epoch there; the CAS then also checks
+ * that the entry is still the caller's).
+ */
+static inline __attribute__((always_inline)) int
+bk_take_n(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
+    int *why, uint32_t cost, uint64_t *at)
+{
+	unsigned g = wguess_slot(wp);
+	int guessed = c->torn_ok && shmt__wguess[g].wp == wp &&
+	    shmt__wguess[g].uid == h->uid;
+	struct shmt_w w;
+	int rc;
+
+	if (guessed) {
+		w.w[0] = shmt__wguess[g].w[0];
+		w.w[1] = shmt__wguess[g].w[1];
+	} else {
+		bk_load(c, wp, w.w);
+	}
+	rc = bk_take_loop(h, c, wp, &w, tag, why, cost, at);
+	if (c->torn_ok) {
+		/* Keep the last word seen for the next call, but only one
+		 * known to be current: from a CAS or a full load. */
+		shmt__wguess[g].wp = rc >= 0 ? wp : NULL;
+		shmt__wguess[g].uid = h->uid;
+		shmt__wguess[g].w[0] = w.w[0];
+		shmt__wguess[g].w[1] = w.w[1];
+	}
+	return rc;
+}
+
+#endif /* SHMT_RING_H */
