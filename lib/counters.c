@@ -50,7 +50,8 @@
  * The value (after the key, padded so that it starts 8-byte aligned):
  *
  *     struct shmt_cnt_hdr (counters.h):
- *       ch_shape  magic "EH" | cap << 16 | levels << 32  (fixed per block)
+ *       ch_shape  magic "EH" | cap << 16 | levels << 32 | padding << 40
+ *                 (fixed per block)
  *       ch_state  0 at rest; CS_DIRTY while a writer changes the item;
  *                 CS_MERGE with the last merge's level and old meta
  *                 words from its start to the next merge or the end of
@@ -163,10 +164,13 @@ cnt_vlen(uint32_t klen, uint32_t levels, uint32_t cap)
 	    8ULL * levels * cap;
 }
 
+/* The shape names the padding too, so that a value read back after its
+ * key (a snapshot record) with the key's length changed is refused. */
 static inline uint64_t
-cnt_shape(uint32_t levels, uint32_t cap)
+cnt_shape(uint32_t klen, uint32_t levels, uint32_t cap)
 {
-	return CNT_MAGIC | (uint64_t)cap << 16 | (uint64_t)levels << 32;
+	return CNT_MAGIC | (uint64_t)cap << 16 | (uint64_t)levels << 32 |
+	    (uint64_t)cnt_pad(klen) << 40;
 }
 
 /* The view of IT's value, or -1 when its shape does not match its length.
@@ -185,8 +189,9 @@ cnt_at(const struct shmt_item *it, struct cnt *c)
 	c->h = (struct shmt_cnt_hdr *)v;
 	shape = __atomic_load_n(&c->h->ch_shape, __ATOMIC_RELAXED);
 	c->cap = (uint32_t)(shape >> 16) & 0xffff;
-	c->levels = (uint32_t)(shape >> 32);
-	if ((shape & 0xffff) != CNT_MAGIC || c->cap == 0 || c->levels == 0 ||
+	c->levels = (uint32_t)(shape >> 32) & 0xff;
+	if ((shape & 0xffff) != CNT_MAGIC || shape >> 43 != 0 ||
+	    (shape >> 40 & 7) != cnt_pad(klen) || c->cap == 0 || c->levels == 0 ||
 	    c->levels > CNT_LEVELS_MAX ||
 	    vlen != cnt_vlen(klen, c->levels, c->cap))
 		return -1;
@@ -606,7 +611,7 @@ cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 	memcpy((char *)(it + 1), key, klen);
 	memset((char *)(it + 1) + klen, 0, it->it_vlen);
 	nc.h = (struct shmt_cnt_hdr *)((char *)(it + 1) + klen + cnt_pad(kl));
-	nc.h->ch_shape = cnt_shape(lv, cp);
+	nc.h->ch_shape = cnt_shape(kl, lv, cp);
 	if (cnt_at(it, &nc) != 0) {
 		shmt__blk_free(st, sh, off, order);
 		return SHMT_ECORRUPT;

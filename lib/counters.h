@@ -9,7 +9,7 @@
 /* The head of a counter item's value (counters.c says what each field
  * means and how the item is laid out): 8-byte aligned after the key. */
 struct shmt_cnt_hdr {
-	uint64_t ch_shape;      /* magic | ring slots << 16 | levels << 32 */
+	uint64_t ch_shape;      /* magic | slots << 16 | levels << 32 | pad << 40 */
 	uint64_t ch_state;      /* 0 at rest; a writer's mark and journal */
 	uint64_t ch_total;      /* hits in all buckets kept */
 	uint64_t ch_top;        /* highest level holding a bucket */

@@ -898,7 +898,7 @@ kc_find(shmt_t *h, struct kc *k)
 	k->h = (struct shmt_cnt_hdr *)((char *)(k->it + 1) + k->it->it_klen +
 	    (8 - k->it->it_klen % 8) % 8);
 	k->cap = (uint32_t)(k->h->ch_shape >> 16) & 0xffff;
-	k->levels = (uint32_t)(k->h->ch_shape >> 32);
+	k->levels = (uint32_t)(k->h->ch_shape >> 32) & 0xff;
 	k->meta = (uint32_t *)(k->h + 1);
 	k->ts = (uint64_t *)((char *)k->meta + ((4 * k->levels + 7) & ~7U));
 }
