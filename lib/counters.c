@@ -767,18 +767,28 @@ shift(uint64_t t, int64_t d)
 }
 
 /* Move every time of counter IT by D ns, clamped, which keeps their order
- * (every slot, used or not: the meta words are not trusted here). */
+ * (every slot, used or not).  A time that would fall before the clock's
+ * zero (after a reboot, the new boot's clock began after it) cannot be
+ * placed: those buckets, the oldest, are dropped, so no hit is counted
+ * past its window (kept at zero, they would count for a whole window of
+ * the new clock).  The store calls this on a segment no one else uses yet
+ * (snapshot restore), so the item is settled in place first. */
 void
 shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it, int64_t d)
 {
+	int dirty = 0;
 	struct cnt c;
 
-	(void)st;
-	if (cnt_at(it, &c) != 0)
+	if (cnt_at(it, &c) != 0 ||
+	    (c.h->ch_state != 0 && cnt_settle(&c, st->cnt_k + 2) != 0))
 		return;
-	c.h->ch_floor = shift(c.h->ch_floor, d);
 	for (uint64_t i = 0; i < (uint64_t)c.levels * c.cap; i++)
 		c.ts[i] = shift(c.ts[i], d);
+	c.h->ch_floor = shift(c.h->ch_floor, d);
+	/* Times of 0 are the ones that could not be placed (a clock reading
+	 * 0 is the boot itself): drop them as expired. */
+	if (c.h->ch_top < c.levels && cnt_expire(&c, 1, &dirty) == 0 && dirty)
+		put64(&c.h->ch_state, 0);
 }
 
 /* The shape of the value, each ring inside its slots, a journal that names
