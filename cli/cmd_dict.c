@@ -415,6 +415,49 @@ out:
 	return rc;
 }
 
+/* A counter's answer with its bound: "1234 (within 1%: exact in [1222,
+ * 1247])", or "3 (exact)" when only one count is possible; in JSON, the
+ * key, "count", "exact" (a bool), "error" (eps as a fraction) and "low",
+ * "high" (the exact count lies in [low, high]). */
+static int
+count_answer(struct shmtc *c, shmt_t *h, const struct key *k, uint64_t count)
+{
+	uint64_t lo = count, hi = count;
+	uint32_t ppm = 0;
+	char pct[32];
+	json_t *o;
+	size_t n;
+
+	if (shmt_count_bound(h, count, &lo, &hi, &ppm) != 0)
+		lo = hi = count;
+	if (c->json) {
+		o = key_json(k);
+		if (o == NULL || json_object_set_new(o, "count",
+		    shmtc_json_u64(count)) != 0 ||
+		    json_object_set_new(o, "exact", json_boolean(lo == hi)) != 0 ||
+		    json_object_set_new(o, "error", json_real(ppm / 1e6)) != 0 ||
+		    json_object_set_new(o, "low", shmtc_json_u64(lo)) != 0 ||
+		    json_object_set_new(o, "high", shmtc_json_u64(hi)) != 0) {
+			json_decref(o);
+			return shmtc_json_emit(NULL);
+		}
+		return shmtc_json_emit(o);
+	}
+	if (lo == hi) {
+		printf("%" PRIu64 " (exact)\n", count);
+		return SHMTC_OK;
+	}
+	/* eps in percent, exactly: ppm / 10^4, trailing zeros dropped. */
+	snprintf(pct, sizeof(pct), "%u.%04u", ppm / 10000, ppm % 10000);
+	for (n = strlen(pct); pct[n - 1] == '0'; n--)
+		pct[n - 1] = '\0';
+	if (pct[n - 1] == '.')
+		pct[n - 1] = '\0';
+	printf("%" PRIu64 " (within %s%%: exact in [%" PRIu64 ", %" PRIu64
+	    "])\n", count, pct, lo, hi);
+	return SHMTC_OK;
+}
+
 int
 shmtc_cmd_hit(struct shmtc *c, int argc, char **argv)
 {
@@ -431,10 +474,8 @@ shmtc_cmd_hit(struct shmtc *c, int argc, char **argv)
 	rc = shmt_hit(h, k.p, k.len, &count);
 	if (rc != 0)
 		rc = dict_error(c, &k, rc);
-	else if (c->json)
-		rc = key_answer(&k, "count", shmtc_json_u64(count));
 	else
-		printf("%" PRIu64 "\n", count);
+		rc = count_answer(c, h, &k, count);
 out:
 	shmt_close(h);
 	free(k.shown);
@@ -496,10 +537,8 @@ shmtc_cmd_count(struct shmtc *c, int argc, char **argv)
 		rc = SHMTC_NO;
 	} else if (rc != 0)
 		rc = dict_error(c, &k, rc);
-	else if (c->json)
-		rc = key_answer(&k, "count", shmtc_json_u64(count));
 	else
-		printf("%" PRIu64 "\n", count);
+		rc = count_answer(c, h, &k, count);
 out:
 	shmt_close(h);
 	free(k.shown);

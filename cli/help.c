@@ -140,9 +140,11 @@ NO_DICT;
 
 const char shmtc_help_hit[] =
 "Counts one hit of KEY now and prints how many hits KEY had in the\n"
-"trailing window of the segment's counters (24 h by default).  The count\n"
-"may miss the hits of one sub-window (the oldest one) but never counts a\n"
-"hit older than the window.\n"
+"trailing window of the segment's counters (24 h by default), this one\n"
+"included, with the exact counts it may stand for: \"3 (exact)\", or\n"
+"\"1234 (within 1%: exact in [1222, 1247])\".  The count is within\n"
+"max(1, eps x the exact count), eps the counters' error (1% by default),\n"
+"and exact up to ceil(2 / (3 eps)) (67 at 1%).\n"
 KEY_RULES
 "Exit 3 when the segment was created without counters.\n"
 "\n"
@@ -152,11 +154,9 @@ KEY_RULES
 const char shmtc_help_count[] =
 "Prints how many hits KEY had in the trailing window D (default and at\n"
 "most: the window of the segment's counters, 24 h by default) without\n"
-"counting one.  It sums the sub-windows wholly inside the window, so it\n"
-"never counts a hit older than D and may miss the hits of the one\n"
-"sub-window that straddles its start; a window shorter than a sub-window\n"
-"may print 0.  A key never hit, evicted or silent for the whole window\n"
-"prints 0.\n"
+"counting one, with the same bound as hit relative to the exact count of\n"
+"that window, shown the same way.  A key never hit, evicted or silent for\n"
+"the whole window prints 0.\n"
 KEY_RULES
 "Exit 1 when D is longer than the counters' window, 3 when the segment\n"
 "was created without counters.\n"

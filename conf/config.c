@@ -54,7 +54,7 @@ static const char builtin_config[] =
 /* ---- Key tables ---------------------------------------------------------- */
 
 enum ktype { K_U32, K_U64, K_DUR, K_SIZE, K_BOOL, K_STR, K_SEGNAME, K_MODE,
-	K_GROUP, K_LMODE, K_KEYS, K_EVICT, K_LOG, K_PCT, K_ADDR, K_REDIS };
+	K_GROUP, K_LMODE, K_KEYS, K_EVICT, K_LOG, K_PCT, K_ADDR, K_REDIS, K_ERR };
 
 struct keydef {
 	const char *name;
@@ -123,6 +123,7 @@ static const struct keydef counters_keys[] = {
 	{ "shards", K_U32, CF(counters.shards), 0 },
 	{ "window", K_DUR, CF(counters.window_ns), 0 },
 	{ "subwindows", K_U32, CF(counters.subwindows), 0 },
+	{ "error", K_ERR, CF(counters.error_ppm), 0 },
 	{ NULL, 0, 0, 0 }
 };
 
@@ -345,6 +346,35 @@ parse_u64(const char *v, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/* An error bound: a percentage ("1%", "0.25%") or a fraction ("0.01"),
+ * into parts per million, rounded to the nearest.  Only its form is read
+ * here (above 0, below 100%); the library's check says which values it
+ * takes (shmt_config_check: counters_error_ppm). */
+static int
+parse_error_ppm(const char *v, uint32_t *out)
+{
+	char num[32], *end;
+	size_t n = strlen(v);
+	int pct = n > 0 && v[n - 1] == '%';
+	double x;
+
+	if (pct)
+		n--;
+	if (n == 0 || n >= sizeof(num) || !(isdigit((unsigned char)v[0]) ||
+	    v[0] == '.'))
+		return -EINVAL;
+	snprintf(num, sizeof(num), "%.*s", (int)n, v);
+	errno = 0;
+	x = strtod(num, &end);
+	if (*end != '\0' || errno != 0)
+		return -EINVAL;
+	x *= pct ? 10000.0 : 1000000.0;
+	if (!(x > 0.0) || x >= 1000000.0)
+		return -ERANGE;
+	*out = (uint32_t)(x + 0.5);
+	return *out == 0 ? -ERANGE : 0;
+}
+
 static int
 parse_bool(const char *v, int *out)
 {
@@ -559,6 +589,9 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 	case K_LOG:
 		rc = choose(v, logs, dst, 16);
 		break;
+	case K_ERR:
+		rc = parse_error_ppm(v, (uint32_t *)dst);
+		break;
 	case K_PCT: {
 		char num[32];
 		size_t n = strlen(v);
@@ -585,6 +618,8 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 		    k->type == K_EVICT ? "lru or none" :
 		    k->type == K_LOG ? "stderr or syslog" :
 		    k->type == K_PCT ? "a percentage from 1 to 99" :
+		    k->type == K_ERR ? "an error as a percentage or a fraction "
+		    "(e.g. 1% or 0.01)" :
 		    k->type == K_ADDR ? "IPV4:PORT or [IPV6]:PORT" :
 		    "a whole number");
 	return rc;
@@ -768,6 +803,7 @@ defaults(struct shmtd_config *c)
 	c->counters.shards = c->seg.counters_shards;
 	c->counters.window_ns = c->seg.counters_window_ns;
 	c->counters.subwindows = c->seg.counters_subwindows;
+	c->counters.error_ppm = c->seg.counters_error_ppm;
 	c->snapshot_interval_ns = 60 * 1000000000ULL;
 	snprintf(c->log_target, sizeof(c->log_target), "stderr");
 }
@@ -831,6 +867,7 @@ static const struct field_key config_fields[] = {
 	{ "counters_shards", S_COUNTERS, "shards" },
 	{ "counters_subwindows", S_COUNTERS, "subwindows" },
 	{ "counters_window_ns", S_COUNTERS, "window" },
+	{ "counters_error_ppm", S_COUNTERS, "error" },
 	{ "analyzer_bytes", S_ANALYZER, "size" },
 	{ "analyzer_window_ns", S_ANALYZER, "window" },
 	{ "analyzer_subwindows", S_ANALYZER, "subwindows" },
@@ -954,6 +991,7 @@ resolve(struct parse *p)
 	c->seg.counters_shards = c->counters.shards;
 	c->seg.counters_window_ns = c->counters.window_ns;
 	c->seg.counters_subwindows = c->counters.subwindows;
+	c->seg.counters_error_ppm = c->counters.error_ppm;
 	c->seg.analyzer_bytes = c->analyzer.enabled ? c->analyzer.size : 0;
 	c->seg.analyzer_window_ns = c->analyzer.window_ns;
 	c->seg.analyzer_subwindows = c->analyzer.subwindows;
@@ -1243,6 +1281,18 @@ shmtd_config_print(FILE *f, const struct shmtd_config *c)
 	fprintf(f, "window = %s\nsubwindows = %u\n",
 	    shmtd_format_duration(c->counters.window_ns, b, sizeof(b)),
 	    c->counters.subwindows);
+	/* The error in percent, exactly: ppm / 10^4 with its four decimals,
+	 * trailing zeros dropped. */
+	snprintf(b, sizeof(b), "%u.%04u", c->counters.error_ppm / 10000,
+	    c->counters.error_ppm % 10000);
+	for (size_t n = strlen(b); b[n - 1] == '0' || b[n - 1] == '.'; n--) {
+		int dot = b[n - 1] == '.';
+
+		b[n - 1] = '\0';
+		if (dot)
+			break;
+	}
+	fprintf(f, "error = %s%%\n", b);
 	fprintf(f, "\n[daemon]\n");
 	if (c->snapshot[0] != '\0')
 		fprintf(f, "snapshot = %s\n", c->snapshot);

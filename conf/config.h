@@ -53,13 +53,15 @@ struct shmtd_analyzer {
 };
 
 /* [counters]: windowed per-key hit counters.  Resolved into
- * seg.counters_bytes (0 when disabled), _shards, _window_ns, _subwindows. */
+ * seg.counters_bytes (0 when disabled), _shards, _window_ns, _subwindows,
+ * _error_ppm. */
 struct shmtd_counters {
 	int enabled;
 	uint64_t size;        /* heap bytes in all */
 	uint32_t shards;
 	uint64_t window_ns;
-	uint32_t subwindows;  /* 1..256 */
+	uint32_t subwindows;  /* 1..256; no longer used by the counters */
+	uint32_t error_ppm;   /* the error bound, parts per million */
 };
 
 /* [global]: where global limiters lease their uses. */

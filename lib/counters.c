@@ -1,56 +1,348 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The windowed counters of shmt_hit() and shmt_count(): one item per key in
- * the counters' store (store.c), changed in place under the shard's lock.
+ * the counters' store (store.c), an exponential histogram (Datar, Gionis,
+ * Indyk and Motwani, 2002, in its deterministic form) changed in place under
+ * the shard's lock.  Its error is relative to the count, whatever the trace.
  *
- * Structure.  The window W is cut into n sub-windows that tile the clock
- * exactly (tiles.h): sub-window k spans [floor(k W / n), floor((k+1) W / n)),
- * each w = floor(W / n) or c = ceil(W / n) ns long, and any n in a row span
- * exactly W.  A key's item holds the index of the newest sub-window it has
- * counted and a ring of n 32-bit counts, slot k % n for sub-window k.
+ * Structure.  A key's hits, in time order, are cut into buckets of 2^i
+ * consecutive hits (level i); a bucket keeps one time, its newest hit's.
+ * Levels hold older hits the higher they are: every bucket of level i + 1
+ * is older than every bucket of level i.  A hit appends a bucket of one hit
+ * at level 0; when a level holds m = k + 2 buckets, its two oldest merge
+ * into one bucket of the next level (keeping the newer time), and so on up
+ * (a carry, as in a binary counter: amortised at most 2 merges a hit).  A
+ * bucket whose time is older than the window goes, oldest first.  With
+ * eps the configured error (counters_error_ppm, 1% by default),
  *
- * Bound of shmt_hit.  It sums the n sub-windows up to now's, which span
- * (s, s + W] with s + W > now >= s + W - c: so it counts no hit with
- * now - t >= W and every hit with now - t < W - c + 1; it misses at most
- * the hits of one sub-window, the oldest.  (The error is relative to that
- * sub-window's hits, not to the count: a key hit only in its oldest
- * sub-window can be under-counted by all of them.)
+ *     k = ceil(2 / (3 eps))            (67 at 1%, 667 at 0.1%, 2 at 50%)
  *
- * Bound of shmt_count(w), w <= W.  It sums the sub-windows whose start is
- * at least now - w + 1, newest first, stopping at the first that starts
- * earlier.  Each summed sub-window lies inside (now - w, now], so no hit
- * with now - t >= w is counted.  A hit with now - t <= w - c lies in a
- * sub-window of start > t - c >= now - w, so it is counted.  Those
- * sub-windows are all in the ring: the n up to now's reach back past
- * now - W + 1 > now - w.  So
- *   #{t : now - t <= w - c}  <=  shmt_count(w)  <=  #{t : now - t < w},
- * and with w = W it is shmt_hit's sum.  A read never writes.
+ * Invariant P: if level j >= 1 holds a bucket, every level i < j holds at
+ * least k.  (A merge at level i leaves k there and is the only way level
+ * i + 1 gets a bucket; after it level i loses buckets only by merging, back
+ * to k, or by expiring, which takes a level's buckets only once every
+ * higher level is empty.)
  *
- * Memory.  Per key: a 48-byte item header, the key, and 8 + 4 n bytes,
- * rounded up to a power of two of at least 64 bytes (the store's buddy
- * blocks); fixed whatever the count.  A count saturates at 2^32 - 1 per
- * sub-window.
+ * The estimate.  For a window w (shmt_hit: w = W) let lo = now - w + 1; a
+ * hit counts when its time t >= lo.  Let B be the oldest bucket with time
+ * >= lo, at level j, and S the hits of the buckets newer than B.  Buckets
+ * older than B hold only hits older than lo; those newer than B hold only
+ * hits at or after B's time, so inside; B's newest hit is inside.  So the
+ * exact count C lies in [S + 1, S + 2^j], and the answer is
  *
- * Crash safety.  Stale slots are zeroed before the index moves (a repeat
- * zeroes them again), and a count is one 4-byte store: a writer killed at
- * any instruction leaves each sub-window's count old or new, so every
- * answer keeps its bound with at most the killed writer's one hit missing.
+ *     S + 1 (j = 0),   S + 2^(j-1) (j >= 1),
+ *
+ * or S + 2^j when B is the oldest bucket kept and no hit the item ever held
+ * is older than lo (ch_floor below, e.g. a key born inside the window).  By
+ * P, S >= k (2^j - 1).  The error is at most 1 for j <= 1 and for j >= 2
+ * at most 2^(j-1), while C >= S + 1 > k (2^j - 1) >= 2 (2^j - 1) / (3 eps)
+ * >= 2^(j-1) / eps (as 2 (2^j - 1) >= 3 2^(j-1) for j >= 2).  Hence
+ *
+ *     |answer - C| <= max(1, eps C)   for every window w <= W, every trace,
+ *
+ * and the answer is exact while C <= k (j >= 1 forces C >= k + 1).
+ * shmt_hit answers the estimate for w = W just after counting; shmt_count
+ * for any w <= W (the bucket straddling now - w is bounded by the newer
+ * buckets whatever w is, which is why P is about every level below j).
+ * Buckets older than W are dropped before each hit is counted, so the
+ * buckets kept all end inside the window at the last hit.
+ *
+ * The value (after the key, padded so that it starts 8-byte aligned):
+ *
+ *     struct shmt_cnt_hdr (counters.h):
+ *       ch_shape  magic "EH" | cap << 16 | levels << 32 | padding << 40
+ *                 (fixed per block)
+ *       ch_state  0 at rest; CS_DIRTY while a writer changes the item;
+ *                 CS_MERGE with the last merge's level and old meta
+ *                 words from its start to the next merge or the end of
+ *                 the update (see crash safety); bits: 63 dirty, 62
+ *                 merge, 56-61 level, 40-55 level's old start, 24-39 its
+ *                 old count, 8-23 the next level's old count
+ *     (moving ch_state's times is never needed: it holds none)
+ *       ch_total  the hits of all buckets kept
+ *       ch_top    the highest level holding a bucket (0 when none)
+ *       ch_floor  no hit the buckets hold is older than this (ns)
+ *     u32 meta[levels] (padded to 8 bytes): level i's ring, start | n << 16
+ *     u64 ts[levels][cap]: level i's bucket times (absolute ns of the
+ *                 library's clock), oldest at ring slot start
+ *
+ * Every time is an absolute clock value (ch_floor and ts[][]), so moving a
+ * counter to another clock adds one delta to each of them, clamped to
+ * [0, UINT64_MAX], which keeps their order.
+ *
+ * Memory.  An item is a buddy block: 64 << order bytes holding the 48-byte
+ * item header, the key, up to 7 bytes of padding, the 40-byte value header
+ * and, for L levels of rings of cap slots, 4 L bytes of meta words (padded
+ * to 8) and 8 L cap bytes of times.  While a key holds at most k + 1
+ * buckets it has one level (L = 1) whose ring is as long as its block
+ * allows (3 slots in a 128-byte block with a 6-byte key), the block
+ * doubling as the hits do; past that every level has cap = m = k + 2, and
+ * by P a key whose count at its last hit was N > k + 1 has
+ *
+ *     L <= 1 + floor(log2((N - 1) / k + 1))  levels, so at most
+ *     bytes(N) = 48 + klen + 7 + 40 + 4 L + 4 + 8 (k + 2) L,
+ *
+ * in the smallest block that holds it, times 2 at most (a block is shrunk
+ * only when one two orders smaller would do, so that a key on the edge
+ * does not move on every hit).  Measured at 1% (k = 67) with a 6-byte key
+ * (test_memory_per_key): 128 bytes for 1 or 2 hits, 256 for 10, 1 KiB for
+ * 67, 2 KiB for 100 (L = 2), 4 KiB for 1000, 8 KiB for 10^4 to 10^6 (L =
+ * 14); by the formula 32 KiB for a million hits a second over 24 h (N =
+ * 8.64e10, L = 31).  A block is filled with as many levels as fit, so a key
+ * moves O(log N) times in all.  That is O((1/eps) log^2 N) bits, the lower
+ * bound's order.  A block grows (or shrinks) by filling a fresh block,
+ * linking it with one store, then freeing the old one, as the dictionary
+ * writes (store.c); growing may evict other keys (by last hit, below),
+ * never this one; when the key cannot fit in its shard at all the hit
+ * fails with -ENOSPC and changes nothing.
+ *
+ * Updates.  A hit drops expired buckets (amortised one a hit: each is
+ * dropped once), appends one, and merges while a level is full (amortised
+ * two), each a constant number of stores; ch_total and ch_top make the
+ * answer O(1).  shmt_count walks the levels, binary-searching the one that
+ * straddles now - w: O(L + log k).
+ *
+ * Crash safety.  Under the shard lock the item changes in place, store by
+ * store, and every store that changes what the item says is one aligned
+ * 4- or 8-byte release store.  A writer first stores ch_state = CS_DIRTY;
+ * each meta word moves a ring's start or count in one store; ch_total and
+ * ch_top are then stale until the end, where ch_state = 0.  A merge writes
+ * the new bucket's time into a free slot of level i + 1, then the journal
+ * (CS_MERGE, i, level i's old start and count, level i + 1's old count) in
+ * ch_state, then the two meta words; the journal stays until the next
+ * merge's replaces it or the update ends (no meta word changes in between,
+ * so redoing a finished merge from it changes nothing).  Whoever takes the
+ * lock next and finds ch_state set settles the item: it redoes the
+ * journalled merge from the old values (idempotent), finishes any merge a
+ * level at m still needs, and recomputes ch_total and ch_top from the meta
+ * words, then clears ch_state (a reader, which writes nothing, settles a
+ * copy of the meta words).  So a writer killed at any instruction leaves the
+ * buckets of some moment of its update: the hits before it, with or without
+ * its own one, and P holds at each such moment, so every answer keeps its
+ * bound (the killed writer's hit counted or not).  A block move is a fresh
+ * block linked by one store: the old item or the new one, both settled.
  */
 #include "counters.h"
-
-#include "tiles.h"
 
 #include <errno.h>
 #include <string.h>
 
-/* CNT_VLEN (store.h): the value length of every counter item of ST, the
- * index of the newest sub-window, then one count per sub-window.
- * item_val and expired are the store's (store.h). */
+/* ---- The value ---------------------------------------------------------- */
+
+#define CNT_MAGIC 0x4845U               /* "EH" */
+#define CNT_LEVELS_MAX 64
+#define CNT_CAP_MAX 0xffffU
+
+#define CS_DIRTY (1ULL << 63)
+#define CS_MERGE (1ULL << 62)
+
+/* Where a counter item's value lies: a process-local view, made by cnt_at
+ * from the item's shape after checking it against the item's length. */
+struct cnt {
+	struct shmt_cnt_hdr *h;
+	uint32_t *meta;
+	uint64_t *ts;
+	uint32_t levels, cap;
+};
+
+static inline uint32_t
+cnt_pad(uint32_t klen)
+{
+	return (8 - klen % 8) % 8;
+}
+
+static inline uint64_t
+meta_bytes(uint32_t levels)
+{
+	return (4ULL * levels + 7) & ~7ULL;
+}
+
+static uint64_t
+cnt_vlen(uint32_t klen, uint32_t levels, uint32_t cap)
+{
+	return cnt_pad(klen) + sizeof(struct shmt_cnt_hdr) + meta_bytes(levels) +
+	    8ULL * levels * cap;
+}
+
+/* The shape names the padding too, so that a value read back after its
+ * key (a snapshot record) with the key's length changed is refused. */
+static inline uint64_t
+cnt_shape(uint32_t klen, uint32_t levels, uint32_t cap)
+{
+	return CNT_MAGIC | (uint64_t)cap << 16 | (uint64_t)levels << 32 |
+	    (uint64_t)cnt_pad(klen) << 40;
+}
+
+/* The view of IT's value, or -1 when its shape does not match its length.
+ * Reads the shape once: a racy reader (the check) gets a consistent view of
+ * what it read. */
+static int
+cnt_at(const struct shmt_item *it, struct cnt *c)
+{
+	uint32_t klen = it->it_klen, vlen = it->it_vlen;
+	uint64_t shape;
+	char *v;
+
+	if (vlen < cnt_pad(klen) + sizeof(struct shmt_cnt_hdr))
+		return -1;
+	v = (char *)(it + 1) + klen + cnt_pad(klen);
+	c->h = (struct shmt_cnt_hdr *)v;
+	shape = __atomic_load_n(&c->h->ch_shape, __ATOMIC_RELAXED);
+	c->cap = (uint32_t)(shape >> 16) & 0xffff;
+	c->levels = (uint32_t)(shape >> 32) & 0xff;
+	if ((shape & 0xffff) != CNT_MAGIC || shape >> 43 != 0 ||
+	    (shape >> 40 & 7) != cnt_pad(klen) || c->cap == 0 || c->levels == 0 ||
+	    c->levels > CNT_LEVELS_MAX ||
+	    vlen != cnt_vlen(klen, c->levels, c->cap))
+		return -1;
+	c->meta = (uint32_t *)(c->h + 1);
+	c->ts = (uint64_t *)((char *)c->meta + meta_bytes(c->levels));
+	return 0;
+}
 
 int
 shmt__cnt_item_ok(const struct shmt_store *st, const struct shmt_item *it)
 {
-	return it->it_vlen == CNT_VLEN(st);
+	struct cnt c;
+
+	(void)st;
+	return cnt_at(it, &c) == 0;
+}
+
+/* A meta word: a level's ring starts at slot START and holds N buckets. */
+static inline uint32_t m_start(uint32_t m) { return m & 0xffff; }
+static inline uint32_t m_n(uint32_t m) { return m >> 16; }
+static inline uint32_t m_make(uint32_t s, uint32_t n) { return s | n << 16; }
+
+static inline int
+m_ok(const struct cnt *c, uint32_t m)
+{
+	return m_start(m) < c->cap && m_n(m) <= c->cap;
+}
+
+/* Bucket X (0: oldest) of a level whose ring starts at S < cap, X <= cap. */
+static inline uint64_t *
+slot(const struct cnt *c, uint32_t level, uint32_t s, uint32_t x)
+{
+	uint32_t p = s + x;
+
+	if (p >= c->cap)
+		p -= c->cap;
+	return &c->ts[(uint64_t)level * c->cap + p];
+}
+
+/* The stores a killed writer's successor relies on: whole, and in order
+ * after every store before them (release: the compiler keeps them in
+ * program order; x86 keeps stores in order). */
+static inline void
+put32(uint32_t *p, uint32_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+static inline void
+put64(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+/* The meta words of C as the item means them: copied into OUT, with a
+ * half-done merge's journal applied.  -1 when one is out of its ring. */
+static int
+cnt_metas(const struct cnt *c, uint32_t *out)
+{
+	uint64_t s = __atomic_load_n(&c->h->ch_state, __ATOMIC_RELAXED);
+
+	for (uint32_t l = 0; l < c->levels; l++) {
+		out[l] = __atomic_load_n(&c->meta[l], __ATOMIC_RELAXED);
+		if (!m_ok(c, out[l]))
+			return -1;
+	}
+	if (s & CS_MERGE) {
+		uint32_t i = (uint32_t)(s >> 56) & 63;
+		uint32_t si = (uint32_t)(s >> 40) & 0xffff;
+		uint32_t ni = (uint32_t)(s >> 24) & 0xffff;
+		uint32_t nj = (uint32_t)(s >> 8) & 0xffff;
+
+		if (i + 1 >= c->levels || si >= c->cap || ni < 2 ||
+		    ni > c->cap || nj + 1 > c->cap)
+			return -1;
+		out[i + 1] = m_make(m_start(out[i + 1]), nj + 1);
+		si += 2;
+		out[i] = m_make(si >= c->cap ? si - c->cap : si, ni - 2);
+	}
+	return 0;
+}
+
+/* Under the lock, with ch_state set: merge the two oldest buckets of level
+ * I into one of level I + 1 (the caller checked I + 1 < levels, level I
+ * holds two and level I + 1 has a free slot).  The journal makes the two
+ * meta stores one step for whoever settles after a kill. */
+static void
+cnt_merge(const struct cnt *c, uint32_t i)
+{
+	uint32_t mi = c->meta[i], mj = c->meta[i + 1];
+	uint32_t si = m_start(mi), ni = m_n(mi), sj = m_start(mj), nj = m_n(mj);
+	uint32_t s2 = si + 2 >= c->cap ? si + 2 - c->cap : si + 2;
+
+	*slot(c, i + 1, sj, nj) = *slot(c, i, si, 1);
+	put64(&c->h->ch_state, CS_DIRTY | CS_MERGE | (uint64_t)i << 56 |
+	    (uint64_t)si << 40 | (uint64_t)ni << 24 | (uint64_t)nj << 8);
+	put32(&c->meta[i + 1], m_make(sj, nj + 1));
+	put32(&c->meta[i], m_make(s2, ni - 2));
+	if (c->h->ch_top < i + 1)
+		put64(&c->h->ch_top, i + 1);
+	/* The journal stays until the next merge's replaces it or the update
+	 * ends: no meta word changes in between, so redoing it is a no-op. */
+}
+
+/* Merge upward from level FROM while a level holds M buckets or more. */
+static void
+cnt_carry(const struct cnt *c, uint32_t from, uint32_t m)
+{
+	for (uint32_t i = from; i + 1 < c->levels && m_n(c->meta[i]) >= m;
+	    i++)
+		while (m_n(c->meta[i]) >= m &&
+		    m_n(c->meta[i + 1]) < c->cap)
+			cnt_merge(c, i);
+}
+
+/* ch_total and ch_top from the meta words. */
+static void
+cnt_sums(const struct cnt *c)
+{
+	uint64_t total = 0, top = 0;
+
+	for (uint32_t l = 0; l < c->levels; l++) {
+		uint32_t n = m_n(c->meta[l]);
+
+		total += (uint64_t)n << l;
+		if (n > 0)
+			top = l;
+	}
+	put64(&c->h->ch_total, total);
+	put64(&c->h->ch_top, top);
+}
+
+/* Under the lock: a writer was killed while it changed C (ch_state set).
+ * Redo its half-done merge, finish the merges a full level still needs,
+ * recompute the sums, then mark it at rest.  Each step can be repeated, so
+ * a kill in here is settled by the next locker the same way. */
+static int
+cnt_settle(const struct cnt *c, uint32_t m)
+{
+	uint32_t metas[CNT_LEVELS_MAX];
+
+	if (cnt_metas(c, metas) != 0)
+		return SHMT_ECORRUPT;
+	for (uint32_t l = 0; l < c->levels; l++)
+		put32(&c->meta[l], metas[l]);
+	put64(&c->h->ch_state, CS_DIRTY);
+	for (uint32_t l = 0; l + 1 < c->levels; l++)
+		cnt_carry(c, l, m);
+	cnt_sums(c);
+	put64(&c->h->ch_state, 0);
+	return 0;
 }
 
 /* ---- Eviction --------------------------------------------------------------- */
@@ -150,56 +442,283 @@ shmt__cnt_evict(const struct shmt_store *st, struct shmt_shard *sh,
 
 /* ---- Counting --------------------------------------------------------------- */
 
-/*
- * A counter item's value: the index of the newest sub-window it has counted
- * (u64), then one u32 count per sub-window, sub-window i in slot i % n.
- * Counters change in place under the shard lock; no lock-free reader reads
- * them.  Each step is crash-safe: stale slots are zeroed before the index
- * moves (so a repeat zeroes them again), and a count is one 4-byte store.
- */
-/* Counts follow a key of any length, so they are unaligned: memcpy moves
- * each one with a single 4-byte load or store (one instruction, so a kill
- * -9 cannot split it). */
-static uint32_t
-cnt_get(const char *c, uint64_t i)
-{
-	uint32_t v;
-
-	memcpy(&v, c + 4 * i, sizeof(v));
-	return v;
-}
-
-static void
-cnt_put(char *c, uint64_t i, uint32_t v)
-{
-	memcpy(c + 4 * i, &v, sizeof(v));
-}
-
+/* The answer when the oldest bucket kept is at level TOP and every newer
+ * bucket holds TOTAL - 2^TOP hits: the straddling bucket counts half (one
+ * when it is a single hit), or whole when FLOOR shows no hit older than LO
+ * was ever kept. */
 static uint64_t
-hit_update(const struct shmt_store *st, struct shmt_item *it, uint64_t now)
+cnt_estimate(uint64_t newer, uint32_t j, int whole)
 {
-	uint64_t idx = shmt__tile_of(now, st->window, st->subw), cur, sum = 0;
-	char *v = item_val(it), *cnt = v + sizeof(cur);
-	uint32_t c;
+	if (whole || j == 0)
+		return newer + (1ULL << j);
+	return newer + (1ULL << (j - 1));
+}
 
-	memcpy(&cur, v, sizeof(cur));
-	if (idx > cur) {
-		uint64_t gap = idx - cur < st->subw ? idx - cur : st->subw;
+/* Under the lock, C at rest: drop the buckets older than LO (their newest
+ * hit is, so all of theirs are), oldest first: the top level's oldest.
+ * Leaves ch_state CS_DIRTY when it dropped any (*DIRTY set), for the
+ * caller's update to go on under the same mark.  -1 on a meta word out of
+ * its ring. */
+static int
+cnt_expire(const struct cnt *c, uint64_t lo, int *dirty)
+{
+	uint64_t top = c->h->ch_top;
 
-		for (uint64_t i = 1; i <= gap; i++)
-			cnt_put(cnt, (cur + i) % st->subw, 0);
-		memcpy(v, &idx, sizeof(idx));
-		cur = idx;
+	while (top < c->levels) {
+		uint32_t mt = c->meta[top], s = m_start(mt), n = m_n(mt);
+		uint64_t t;
+
+		if (!m_ok(c, mt))
+			return -1;
+		if (n == 0 || (t = *slot(c, (uint32_t)top, s, 0)) >= lo)
+			break;
+		if (!*dirty) {
+			put64(&c->h->ch_state, CS_DIRTY);
+			*dirty = 1;
+		}
+		put32(&c->meta[top], m_make(s + 1 == c->cap ? 0 : s + 1, n - 1));
+		put64(&c->h->ch_total, c->h->ch_total - (1ULL << top));
+		put64(&c->h->ch_floor, t);
+		if (n == 1) {
+			if (top == 0)
+				break;
+			put64(&c->h->ch_top, --top);
+		}
 	}
-	c = cnt_get(cnt, cur % st->subw);
-	if (c != UINT32_MAX)
-		cnt_put(cnt, cur % st->subw, c + 1);
-	for (uint32_t i = 0; i < st->subw; i++)
-		sum += cnt_get(cnt, i);
+	return 0;
+}
+
+/* The shape C needs so that one more hit and its carries fit: *LEVELS
+ * levels and rings of *CAP.  The carry stops at the first level below m - 1
+ * buckets (at rest every level holds fewer than m). */
+static int
+cnt_need(const struct cnt *c, uint32_t m, uint32_t *levels, uint32_t *cap)
+{
+	uint32_t i = 0, top = (uint32_t)c->h->ch_top;
+
+	/* The levels the carry reads, checked (the rest are not read). */
+	for (;;) {
+		if (i < c->levels && !m_ok(c, c->meta[i]))
+			return -1;
+		if (i >= c->levels || m_n(c->meta[i]) + 1 < m)
+			break;
+		i++;
+	}
+	*levels = (i > top ? i : top) + 1;
+	*cap = *levels >= 2 ? m : m_n(c->meta[0]) + 1;
+	return 0;
+}
+
+static int
+cnt_fits(const struct cnt *c, uint32_t levels, uint32_t cap)
+{
+	return levels <= c->levels && cap <= c->cap;
+}
+
+/* The bytes of an item of KLEN with LEVELS rings of CAP. */
+static uint64_t
+cnt_bytes(uint32_t klen, uint32_t levels, uint32_t cap)
+{
+	return sizeof(struct shmt_item) + klen + cnt_vlen(klen, levels, cap);
+}
+
+/* order_for (store.h) without its loop: the hit path asks on every hit. */
+static inline uint32_t
+cnt_order(uint64_t bytes)
+{
+	return bytes <= 64 ? 0 : (uint32_t)(64 - __builtin_clzll(bytes - 1)) -
+	    SHMT_BLOCK_MIN_SHIFT;
+}
+
+/* The shape that fills a block of ORDER for a counter that needs LEVELS of
+ * CAP (fits by the choice of ORDER): as many levels of M as fit once it
+ * has two, else one ring as long as fits, up to M. */
+static void
+cnt_fill(uint32_t klen, uint32_t order, uint32_t m, uint32_t levels,
+    uint32_t cap, uint32_t *lv, uint32_t *cp)
+{
+	uint64_t block = 64ULL << order;
+
+	if (cap < m && cnt_bytes(klen, 2, m) <= block)
+		cap = m;
+	if (levels >= 2 || cap >= m) {
+		*cp = cap;
+		*lv = levels;
+		while (*lv < CNT_LEVELS_MAX &&
+		    cnt_bytes(klen, *lv + 1, cap) <= block &&
+		    cnt_vlen(klen, *lv + 1, cap) <= SHMT_VALUE_MAX)
+			(*lv)++;
+		return;
+	}
+	*lv = 1;
+	*cp = cap;
+	while (*cp < m && cnt_bytes(klen, 1, *cp + 1) <= block)
+		(*cp)++;
+}
+
+/* Under the lock: a fresh block for KEY's counter with room for LEVELS
+ * rings of CAP, filled with OLD's buckets (OLD at rest; NULL: none, a key
+ * hit first at NOW), then linked in OLD's place by one store and OLD freed
+ * (store.c's write: a kill leaves OLD or the new item, and a block the
+ * repair reclaims).  *OUT gets the new item.  May evict other keys, never
+ * OLD.  0, -ENOSPC (the key cannot fit in its shard), SHMT_ECORRUPT. */
+static int
+cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
+    const void *key, size_t klen, struct shmt_item *old, uint32_t levels,
+    uint32_t cap, uint64_t now, struct shmt_item **out)
+{
+	uint32_t m = st->cnt_k + 2, kl = (uint32_t)klen, order, lv, cp;
+	char *heap = shard_heap(st, sh);
+	struct cnt oc, nc;
+	struct shmt_item *it, *o2;
+	uint64_t off, *link;
+
+	if (old != NULL) {
+		if (cnt_at(old, &oc) != 0)
+			return SHMT_ECORRUPT;
+		/* Room for every ring as it is (a counter made under another
+		 * error setting may hold more than m - 1 in a level). */
+		for (uint32_t l = 0; l < oc.levels; l++) {
+			uint32_t n = m_n(oc.meta[l]) + (l == 0);
+
+			if (!m_ok(&oc, oc.meta[l]))
+				return SHMT_ECORRUPT;
+			if (m_n(oc.meta[l]) > 0 && l + 1 > levels)
+				levels = l + 1;
+			if (n > cap)
+				cap = n > CNT_CAP_MAX ? CNT_CAP_MAX : n;
+		}
+	}
+	if (levels >= 2 && cap < m)
+		cap = m;
+	if (levels > CNT_LEVELS_MAX)
+		return -ENOSPC;
+	order = order_for(cnt_bytes(kl, levels, cap));
+	if (cnt_vlen(kl, levels, cap) > SHMT_VALUE_MAX ||
+	    (off = shmt__store_alloc(st, sh, cnt_bytes(kl, levels, cap), now,
+	    old)) == UINT64_MAX)
+		return -ENOSPC;
+	cnt_fill(kl, order, m, levels, cap, &lv, &cp);
+	it = (struct shmt_item *)(heap + off);
+	it->it_order = (uint8_t)order;
+	it->it_flags = 0;
+	it->it_pad = 0;
+	it->it_klen = kl;
+	it->it_vlen = (uint32_t)cnt_vlen(kl, lv, cp);
+	it->it_hash = hash;
+	it->it_expire = now + st->window;
+	it->it_born = now;
+	memcpy((char *)(it + 1), key, klen);
+	memset((char *)(it + 1) + klen, 0, it->it_vlen);
+	nc.h = (struct shmt_cnt_hdr *)((char *)(it + 1) + klen + cnt_pad(kl));
+	nc.h->ch_shape = cnt_shape(kl, lv, cp);
+	if (cnt_at(it, &nc) != 0) {
+		shmt__blk_free(st, sh, off, order);
+		return SHMT_ECORRUPT;
+	}
+	nc.h->ch_floor = now;
+	if (old != NULL) {
+		for (uint32_t l = 0; l < oc.levels && l < nc.levels; l++) {
+			uint32_t mo = oc.meta[l], n = m_n(mo);
+
+			for (uint32_t x = 0; x < n; x++)
+				nc.ts[(uint64_t)l * nc.cap + x] =
+				    *slot(&oc, l, m_start(mo), x);
+			nc.meta[l] = m_make(0, n);
+		}
+		nc.h->ch_total = oc.h->ch_total;
+		nc.h->ch_top = oc.h->ch_top;
+		nc.h->ch_floor = oc.h->ch_floor;
+		it->it_expire = old->it_expire;
+	}
+	/* Evictions may have moved the chain: find the link again. */
+	o2 = shmt__store_find(st, sh, hash, key, klen, &link);
+	if (link == NULL || o2 != old) {
+		shmt__blk_free(st, sh, off, order);
+		return SHMT_ECORRUPT;
+	}
+	it->it_next = old != NULL ? old->it_next : 0;
+	it->it_magic = SHMT_IT_ALLOC;
+	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(link, off + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
+	sh->ds_items++;
+	if (old != NULL) {
+		old->it_magic = 0;
+		shmt__blk_free(st, sh, (uint64_t)((char *)old - heap),
+		    old->it_order);
+		sh->ds_items--;
+	}
+	*out = it;
+	return 0;
+}
+
+/*
+ * Under the lock: count one hit of KEY at NOW in IT (NULL: a new key) and
+ * set *SUM to the estimate for the window W.  The steps: settle a killed
+ * writer's item; drop the buckets older than the window; move to a block
+ * of the right size when the hit's carries would not fit (or when one two
+ * orders smaller would do); then append the hit and carry.
+ */
+static int
+cnt_hit(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
+    const void *key, size_t klen, struct shmt_item *it, struct cnt c,
+    uint64_t now, uint64_t *sum)
+{
+	uint64_t lo = now >= st->window ? now - st->window + 1 : 0, t = now;
+	uint32_t m = st->cnt_k + 2, lv, cp, m0, n0, top;
+	int rc, dirty = 0;
+
+	if (it == NULL) {
+		if ((rc = cnt_place(st, sh, hash, key, klen, NULL, 1, 1, now,
+		    &it)) != 0)
+			return rc;
+		if (cnt_at(it, &c) != 0)
+			return SHMT_ECORRUPT;
+	}
+	if (c.h->ch_state != 0 && (rc = cnt_settle(&c, m)) != 0)
+		return rc;
+	if (c.h->ch_top >= c.levels || cnt_expire(&c, lo, &dirty) != 0 ||
+	    cnt_need(&c, m, &lv, &cp) != 0)
+		return SHMT_ECORRUPT;
+	if (!cnt_fits(&c, lv, cp) ||
+	    cnt_order(cnt_bytes(it->it_klen, lv, cp)) + 2 <= it->it_order) {
+		/* The sums are exact between the expiry's steps, so the item
+		 * is at rest: the move copies it, or it stays as it is. */
+		if (dirty)
+			put64(&c.h->ch_state, 0);
+		dirty = 0;
+		if ((rc = cnt_place(st, sh, hash, key, klen, it, lv, cp, now,
+		    &it)) != 0)
+			return rc;
+		if (cnt_at(it, &c) != 0)
+			return SHMT_ECORRUPT;
+	}
+	m0 = c.meta[0];
+	n0 = m_n(m0);
+	if (n0 >= c.cap) {
+		if (dirty)
+			put64(&c.h->ch_state, 0);
+		return SHMT_ECORRUPT;
+	}
+	/* Times only grow along the buckets (a clock injected per process may
+	 * step back): a hit is never stored older than the newest. */
+	if (n0 > 0 && *slot(&c, 0, m_start(m0), n0 - 1) > now)
+		t = *slot(&c, 0, m_start(m0), n0 - 1);
+	if (!dirty)
+		put64(&c.h->ch_state, CS_DIRTY);
+	*slot(&c, 0, m_start(m0), n0) = t;
+	put32(&c.meta[0], m_make(m_start(m0), n0 + 1));
+	put64(&c.h->ch_total, c.h->ch_total + 1);
+	cnt_carry(&c, 0, m);
+	put64(&c.h->ch_state, 0);
 	it->it_expire = now + st->window;
 	/* Counters are evicted by their last hit, not by their creation. */
 	it->it_born = now;
-	return sum;
+	top = (uint32_t)c.h->ch_top;
+	*sum = cnt_estimate(c.h->ch_total - (1ULL << top), top,
+	    c.h->ch_floor >= lo);
+	return 0;
 }
 
 SHMT_EXPORT int
@@ -208,16 +727,17 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 	const struct shmt_store *st = h != NULL ? h->counters : NULL;
 	struct shmt_shard *sh;
 	struct shmt_item *it;
-	uint64_t hash, *link, now, sum;
+	uint64_t hash, *link, now, sum = 0;
+	struct cnt c = { NULL, NULL, NULL, 0, 0 };
 	int rc;
 
 	if ((rc = shmt__store_lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
 	now = shmt__now(h);
 	it = shmt__store_find(st, sh, hash, key, klen, &link);
-	/* A counter item's value is exactly its index and ring: a shorter
-	 * one (damage) would make the update write past the item. */
-	if (link == NULL || (it != NULL && !shmt__cnt_item_ok(st, it))) {
+	/* A value not of a counter's shape (damage) would make the update
+	 * write past the item. */
+	if (link == NULL || (it != NULL && cnt_at(it, &c) != 0)) {
 		rc = SHMT_ECORRUPT;
 		goto out;
 	}
@@ -226,24 +746,8 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 		sh->ds_expirations++;
 		it = NULL;
 	}
-	if (it == NULL) {
-		uint64_t vlen = CNT_VLEN(st);
-		uint64_t idx = shmt__tile_of(now, st->window, st->subw);
-		char zero[8 + 4 * 256];
-
-		memset(zero, 0, sizeof(zero));
-		memcpy(zero, &idx, sizeof(idx));
-		if ((rc = shmt__store_add(h, st, sh, hash, key, klen, zero, vlen,
-		    now + st->window)) != 0)
-			goto out;
-		it = shmt__store_find(st, sh, hash, key, klen, &link);
-		if (it == NULL || !shmt__cnt_item_ok(st, it)) {
-			rc = SHMT_ECORRUPT;
-			goto out;
-		}
-	}
-	sum = hit_update(st, it, now);
-	if (count != NULL)
+	if ((rc = cnt_hit(st, sh, hash, key, klen, it, c, now, &sum)) == 0 &&
+	    count != NULL)
 		*count = sum;
 out:
 	shmt__unlock(&sh->ds_lock);
@@ -252,81 +756,105 @@ out:
 
 /* ---- Rebasing and checking ------------------------------------------------- */
 
-/* Move a counter's sub-windows with the clock, rounding toward the past so
- * no count is kept longer than its window.  Moving every index by k moves
- * each sub-window's start by floor(k W / n) or ceil(k W / n) (tiles.h);
- * k = floor(d n / W) keeps that at most d, and for d < 0, k = -ceil(-d n / W)
- * makes it at least -d in size.  Each count moves with its sub-window, from
- * slot s % n to slot (s + k) % n; a sub-window that would start before the
- * clock's zero (after a reboot, the new boot's clock began after it)
- * cannot be placed and its count is dropped. */
+static uint64_t
+shift(uint64_t t, int64_t d)
+{
+	uint64_t a = d >= 0 ? (uint64_t)d : -(uint64_t)d;
+
+	if (d >= 0)
+		return t > UINT64_MAX - a ? UINT64_MAX : t + a;
+	return t > a ? t - a : 0;
+}
+
+/* Move every time of counter IT by D ns, clamped, which keeps their order
+ * (every slot, used or not).  A time that would fall before the clock's
+ * zero (after a reboot, the new boot's clock began after it) cannot be
+ * placed: those buckets, the oldest, are dropped, so no hit is counted
+ * past its window (kept at zero, they would count for a whole window of
+ * the new clock).  The store calls this on a segment no one else uses yet
+ * (snapshot restore), so the item is settled in place first. */
 void
 shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it, int64_t d)
 {
-	unsigned __int128 a = (unsigned __int128)(d >= 0 ? (uint64_t)d :
-	    -(uint64_t)d) * st->subw;
-	char *cnt = item_val(it) + sizeof(uint64_t);
-	uint32_t old[256];
-	uint64_t k, cur, nc;
+	int dirty = 0;
+	struct cnt c;
 
-	if (!shmt__cnt_item_ok(st, it) || st->subw > 256)
+	if (cnt_at(it, &c) != 0 ||
+	    (c.h->ch_state != 0 && cnt_settle(&c, st->cnt_k + 2) != 0))
 		return;
-	a = d >= 0 ? a / st->window : (a + st->window - 1) / st->window;
-	k = a > UINT64_MAX ? UINT64_MAX : (uint64_t)a;
-	memcpy(&cur, item_val(it), sizeof(cur));
-	for (uint32_t i = 0; i < st->subw; i++) {
-		old[i] = cnt_get(cnt, i);
-		cnt_put(cnt, i, 0);
-	}
-	if (d >= 0)
-		nc = cur > UINT64_MAX - k ? UINT64_MAX : cur + k;
-	else
-		nc = cur > k ? cur - k : 0;
-	for (uint64_t j = 0; j < st->subw && j <= cur && j <= nc; j++) {
-		if (nc == UINT64_MAX || (d < 0 && cur < k))
-			break;
-		cnt_put(cnt, (nc - j) % st->subw, old[(cur - j) % st->subw]);
-	}
-	memcpy(item_val(it), &nc, sizeof(nc));
+	for (uint64_t i = 0; i < (uint64_t)c.levels * c.cap; i++)
+		c.ts[i] = shift(c.ts[i], d);
+	c.h->ch_floor = shift(c.h->ch_floor, d);
+	/* Times of 0 are the ones that could not be placed (a clock reading
+	 * 0 is the boot itself): drop them as expired. */
+	if (c.h->ch_top < c.levels && cnt_expire(&c, 1, &dirty) == 0 && dirty)
+		put64(&c.h->ch_state, 0);
 }
 
-/* shmt_hit writes the whole ring of sub-window counts into the value. */
+/* The shape of the value, each ring inside its slots, a journal that names
+ * a level with one above it.  What a writer killed midway leaves (ch_state
+ * set, ch_total stale) is not a problem: the next locker settles it.  Reads
+ * racy memory (the check does not lock): each word once. */
 void
 shmt__cnt_check_item(const struct shmt_store *st, const struct shmt_item *it,
     struct shmt_chk *c, const char *who, uint64_t off)
 {
-	if (!shmt__cnt_item_ok(st, it))
+	uint32_t metas[CNT_LEVELS_MAX];
+	struct cnt v;
+
+	(void)st;
+	if (cnt_at(it, &v) != 0) {
 		shmt__chk(c, "%s: counter item at %llu has a value of %u bytes, "
-		    "its ring of %u sub-windows takes %llu", who,
-		    (unsigned long long)off, it->it_vlen, st->subw,
-		    (unsigned long long)CNT_VLEN(st));
+		    "not a counter's shape for its header", who,
+		    (unsigned long long)off, it->it_vlen);
+		return;
+	}
+	if (cnt_metas(&v, metas) != 0)
+		shmt__chk(c, "%s: counter item at %llu has a level ring outside "
+		    "its %u slots, or a merge journal naming no level", who,
+		    (unsigned long long)off, v.cap);
 }
 
 /* ---- Reading without counting ------------------------------------------------ */
 
 /*
- * The sum of the sub-windows of IT that lie wholly inside (now - w, now]:
- * sub-window k counts when its start is at least now - w + 1.  Those are
- * within the ring (the n sub-windows up to now's span exactly W >= w), so no
- * slot older than the ring is read; walking from the newest, the first
- * sub-window that starts too early ends the sum.
+ * The estimate for the window (now - w, now] from C's meta words METAS
+ * (settled): the oldest bucket with time >= lo is found in the highest
+ * level whose newest bucket is at or after lo, by binary search (times grow
+ * along a ring); every bucket after it counts whole.
  */
 static uint64_t
-count_read(const struct shmt_store *st, struct shmt_item *it, uint64_t now,
+count_read(const struct cnt *c, const uint32_t *metas, uint64_t now,
     uint64_t w)
 {
-	char *v = item_val(it), *cnt = v + sizeof(uint64_t);
-	uint64_t cur, sum = 0, lo = now + 1 >= w ? now + 1 - w : 0;
+	uint64_t lo = now + 1 >= w ? now + 1 - w : 0, sum;
+	int oldest = 1;
 
-	memcpy(&cur, v, sizeof(cur));
-	for (uint64_t j = 0; j < st->subw && j <= cur; j++) {
-		uint64_t k = cur - j;
+	for (uint32_t i = c->levels; i-- > 0;) {
+		uint32_t s = m_start(metas[i]), n = m_n(metas[i]), a = 0, b;
 
-		if (shmt__tile_start(k, st->window, st->subw) < lo)
-			break;
-		sum += cnt_get(cnt, k % st->subw);
+		if (n == 0)
+			continue;
+		if (*slot(c, i, s, n - 1) < lo) {
+			oldest = 0;
+			continue;
+		}
+		b = n - 1;
+		while (a < b) {
+			uint32_t mid = a + (b - a) / 2;
+
+			if (*slot(c, i, s, mid) >= lo)
+				b = mid;
+			else
+				a = mid + 1;
+		}
+		sum = (uint64_t)(n - a - 1) << i;
+		for (uint32_t l = 0; l < i; l++)
+			sum += (uint64_t)m_n(metas[l]) << l;
+		return cnt_estimate(sum, i, oldest && a == 0 &&
+		    c->h->ch_floor >= lo);
 	}
-	return sum;
+	return 0;
 }
 
 SHMT_EXPORT int
@@ -334,9 +862,11 @@ shmt_count(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
     uint64_t *count)
 {
 	const struct shmt_store *st = h != NULL ? h->counters : NULL;
+	uint32_t metas[CNT_LEVELS_MAX];
 	struct shmt_shard *sh;
 	struct shmt_item *it;
 	uint64_t hash, *link, now;
+	struct cnt c;
 	int rc;
 
 	if (count == NULL)
@@ -348,25 +878,72 @@ shmt_count(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
 		return rc;
 	now = shmt__now(h);
 	it = shmt__store_find(st, sh, hash, key, klen, &link);
-	if (link == NULL || (it != NULL && !shmt__cnt_item_ok(st, it)))
+	if (link == NULL || (it != NULL && (cnt_at(it, &c) != 0 ||
+	    cnt_metas(&c, metas) != 0)))
 		rc = SHMT_ECORRUPT;
 	else if (it != NULL && !expired(it, now))
-		*count = count_read(st, it, now, window_ns == 0 ? st->window :
-		    window_ns);
+		*count = count_read(&c, metas, now, window_ns == 0 ?
+		    st->window : window_ns);
 	shmt__unlock(&sh->ds_lock);
 	return rc;
 }
 
+/* The C that answer A may stand for: C = A when C <= k, else |A - C| <=
+ * max(1, eps C), i.e. min(A - 1, ceil(A / (1 + eps))) <= C <= max(A + 1,
+ * floor(A / (1 - eps))), an interval; with C <= k only A itself. */
+SHMT_EXPORT int
+shmt_count_bound(shmt_t *h, uint64_t count, uint64_t *lo, uint64_t *hi,
+    uint32_t *error_ppm)
+{
+	const struct shmt_store *st = h != NULL ? h->counters : NULL;
+	unsigned __int128 a = count, e, up, dn;
+	uint64_t l, u, k;
+
+	if (h == NULL)
+		return -EINVAL;
+	if (st == NULL || st->shards == 0)
+		return -ENODEV;
+	e = st->cnt_error_ppm;
+	k = st->cnt_k;
+	dn = (a * 1000000 + 1000000 + e - 1) / (1000000 + e);
+	up = a * 1000000 / (1000000 - e);
+	l = count == 0 ? 0 : count - 1;
+	if (dn < l)
+		l = (uint64_t)dn;
+	u = up > UINT64_MAX ? UINT64_MAX : (uint64_t)up;
+	if (u < count + (count < UINT64_MAX))
+		u = count + (count < UINT64_MAX);
+	if (l <= k)
+		l = k + 1;
+	if (count <= k) {
+		/* A itself, and the C above k next to it (none unless A = k). */
+		u = l <= u && l == count + 1 ? u : count;
+		l = count;
+	}
+	if (lo != NULL)
+		*lo = l;
+	if (hi != NULL)
+		*hi = u;
+	if (error_ppm != NULL)
+		*error_ppm = st->cnt_error_ppm;
+	return 0;
+}
+
 /* ---- Snapshot restore ----------------------------------------------------- */
 
+/* The value is the counters' own bytes (padding, head, rings), so it goes
+ * back as it was; its times move by DELTA_NS (shmt__cnt_rebase).  A value
+ * left by a writer killed midway keeps its mark: the next hit settles it. */
 int
 shmt__cnt_restore(shmt_t *h, const void *key, size_t klen, const void *val,
     size_t vlen, uint64_t expire, int64_t delta_ns)
 {
 	const struct shmt_store *st = h->counters;
+	uint32_t metas[CNT_LEVELS_MAX];
 	struct shmt_shard *sh;
 	struct shmt_item *it;
 	uint64_t hash, *link;
+	struct cnt c;
 	int rc;
 
 	if ((rc = shmt__store_lock_key(h, st, key, klen, &hash, &sh)) != 0)
@@ -376,7 +953,8 @@ shmt__cnt_restore(shmt_t *h, const void *key, size_t klen, const void *val,
 		it = shmt__store_find(st, sh, hash, key, klen, &link);
 		if (it == NULL || link == NULL)
 			rc = SHMT_ECORRUPT;
-		else if (!shmt__cnt_item_ok(st, it)) {
+		else if (cnt_at(it, &c) != 0 || cnt_metas(&c, metas) != 0 ||
+		    c.h->ch_top >= c.levels) {
 			shmt__store_unlink(st, sh, link, it);
 			rc = -EINVAL;
 		} else {

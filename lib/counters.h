@@ -6,6 +6,27 @@
 
 #include "dict.h"
 
+/* The head of a counter item's value (counters.c says what each field
+ * means and how the item is laid out): 8-byte aligned after the key. */
+struct shmt_cnt_hdr {
+	uint64_t ch_shape;      /* magic | slots << 16 | levels << 32 | pad << 40 */
+	uint64_t ch_state;      /* 0 at rest; a writer's mark and journal */
+	uint64_t ch_total;      /* hits in all buckets kept */
+	uint64_t ch_top;        /* highest level holding a bucket */
+	uint64_t ch_floor;      /* no hit kept is older than this (ns) */
+};
+_Static_assert(sizeof(struct shmt_cnt_hdr) == 40, "counter head: 40 bytes");
+
+/* The version of the counters' value format, in the format word. */
+#define SHMT_CNT_FORMAT 2
+
+/* k of the error EPS_PPM (parts per million): ceil(2 / (3 eps)). */
+static inline uint32_t
+shmt__cnt_k(uint32_t eps_ppm)
+{
+	return (2000000U + 3U * eps_ppm - 1) / (3U * eps_ppm);
+}
+
 /* IT's value has the shape of a counter of ST (repair, check, update). */
 int shmt__cnt_item_ok(const struct shmt_store *st,
     const struct shmt_item *it);
@@ -13,8 +34,8 @@ int shmt__cnt_item_ok(const struct shmt_store *st,
  * EXCEPT is never chosen.  Returns how many were evicted. */
 int shmt__cnt_evict(const struct shmt_store *st, struct shmt_shard *sh,
     const struct shmt_item *except);
-/* Shift counter IT's sub-window index by D ns (snapshot restore); an item
- * not of a counter's shape is left alone. */
+/* Shift every time counter IT holds by D ns, clamped to [0, UINT64_MAX]
+ * (snapshot restore); an item not of a counter's shape is left alone. */
 void shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it,
     int64_t d);
 /* Report to C each problem of counter item IT at heap offset OFF. */
@@ -25,10 +46,10 @@ void shmt__cnt_check_item(const struct shmt_store *st,
 /* Snapshot restore, in a segment not yet shared: add counter KEY of H with
  * the value VAL of VLEN bytes as an image holds it (the counters' own
  * bytes, never read outside this module) and expiry EXPIRE (already on
- * this boot's clock), then move its sub-windows by DELTA_NS as
+ * this boot's clock), then move its times by DELTA_NS as
  * shmt__cnt_rebase does.  0; -EINVAL when VAL is not a counter's value
- * (nothing is added); -EEXIST, -ENOSPC or another negative errno from the
- * store. */
+ * (its shape, or a ring outside its slots: nothing is added); -EEXIST,
+ * -ENOSPC or another negative errno from the store. */
 int shmt__cnt_restore(shmt_t *h, const void *key, size_t klen,
     const void *val, size_t vlen, uint64_t expire, int64_t delta_ns);
 

@@ -742,6 +742,7 @@ params_of(const struct shmt_hdr *sh, shmt_config_t *c)
 	c->counters_shards = p->sp_counters_shards;
 	c->counters_subwindows = p->sp_counters_subwindows;
 	c->counters_window_ns = p->sp_counters_window_ns;
+	c->counters_error_ppm = p->sp_counters_error_ppm;
 	c->analyzer_bytes = p->sp_analyzer_bytes;
 	c->analyzer_window_ns = p->sp_analyzer_window_ns;
 	c->analyzer_subwindows = p->sp_analyzer_subwindows;

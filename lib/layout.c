@@ -8,6 +8,7 @@
 #include "layout.h"
 
 #include "analyzer.h"
+#include "counters.h"
 #include "dict.h"
 #include "limiter.h"
 
@@ -37,6 +38,7 @@ shmt_config_init(shmt_config_t *cfg)
 	cfg->counters_shards = 4;
 	cfg->counters_subwindows = 24;
 	cfg->counters_window_ns = 24ULL * 3600 * 1000000000ULL;
+	cfg->counters_error_ppm = 10000;
 	cfg->analyzer_bytes = 1ULL << 20;
 	cfg->analyzer_window_ns = 60ULL * 1000000000ULL;
 	cfg->analyzer_subwindows = 12;
@@ -82,6 +84,8 @@ shmt__format_word(void)
 		SHMT_AN_TAG_SHIFT, SHMT_AN_PROBE_STEP, SHMT_AN_PROBE_MAX,
 		SHMT_AN_SLICES, sizeof(struct shmt_an_name),
 		SHMT_AN_STRIPES, SHMT_ORDER_MAX,
+		offsetof(struct shmt_params, sp_counters_error_ppm),
+		sizeof(struct shmt_cnt_hdr), SHMT_CNT_FORMAT,
 	};
 
 	for (size_t i = 0; i < sizeof(facts) / sizeof(facts[0]); i++)
@@ -126,16 +130,24 @@ shmt__stores_geometry(const struct shmt_params *p, struct shmt_store *dict,
 	dict->max_value = p->sp_dict_max_value;
 	dict->default_ttl_ms = p->sp_dict_default_ttl_ms;
 	ctr->eviction = 1;
-	ctr->subw = p->sp_counters_subwindows;
 	ctr->window = p->sp_counters_window_ns;
+	ctr->cnt_error_ppm = p->sp_counters_error_ppm;
 	ctr->max_key = SHMT_KEY_MAX;
 	ctr->max_value = SHMT_VALUE_MAX;
-	if (p->sp_counters_bytes != 0 &&
-	    (ctr->subw == 0 || ctr->subw > 256))
+	/* The counters keep no sub-windows any more; the field is still
+	 * checked as before so that configs and snapshots that set it load
+	 * alike. */
+	if (p->sp_counters_bytes != 0 && (p->sp_counters_subwindows == 0 ||
+	    p->sp_counters_subwindows > 256))
 		REFUSE("counters_subwindows: must be from 1 to 256");
-	if (p->sp_counters_bytes != 0 && ctr->window / ctr->subw == 0)
-		REFUSE("counters_window_ns: must be at least "
-		    "counters_subwindows nanoseconds");
+	if (p->sp_counters_bytes != 0 && ctr->window == 0)
+		REFUSE("counters_window_ns: must be at least 1 nanosecond");
+	if (p->sp_counters_bytes != 0 && (ctr->cnt_error_ppm < 1000 ||
+	    ctr->cnt_error_ppm > 500000))
+		REFUSE("counters_error_ppm: must be from 1000 (0.1%%) to 500000 "
+		    "(50%%)");
+	ctr->cnt_k = ctr->cnt_error_ppm != 0 ?
+	    shmt__cnt_k(ctr->cnt_error_ppm) : 1;
 	return 0;
 }
 
@@ -155,6 +167,9 @@ shmt__params_from(const shmt_config_t *cfg, struct shmt_params *p)
 	p->sp_counters_shards = cfg->counters_shards;
 	p->sp_counters_subwindows = cfg->counters_subwindows;
 	p->sp_counters_window_ns = cfg->counters_window_ns;
+	/* 0 stands for the default, as for the dictionary's limits below. */
+	p->sp_counters_error_ppm = cfg->counters_error_ppm != 0 ?
+	    cfg->counters_error_ppm : 10000;
 	p->sp_analyzer_bytes = cfg->analyzer_bytes;
 	p->sp_analyzer_window_ns = cfg->analyzer_window_ns;
 	p->sp_analyzer_subwindows = cfg->analyzer_subwindows;

@@ -71,7 +71,7 @@ struct shmt_params {
 	uint32_t sp_analyzer_clients;
 	uint32_t sp_dict_max_key;       /* 1..SHMT_KEY_MAX */
 	uint32_t sp_dict_max_value;     /* 0..SHMT_VALUE_MAX */
-	uint32_t sp_pad1;
+	uint32_t sp_counters_error_ppm; /* 1000..500000 */
 	uint64_t sp_dict_default_ttl_ms; /* 0: items without a TTL never expire */
 };
 

@@ -84,7 +84,8 @@ struct shmt_store {
 	uint64_t index_off, atime_off, heap_off, stride;
 	int eviction;
 	int counters;                   /* 1: counters store */
-	uint32_t subw;                  /* counters: sub-windows */
+	uint32_t cnt_k;                 /* counters: k of the error bound */
+	uint32_t cnt_error_ppm;         /* counters: the error eps (ppm) */
 	uint64_t window;                /* counters: window (ns) */
 	/* dictionary: the creation limits every writer enforces */
 	uint32_t max_key;               /* 1..SHMT_KEY_MAX */
@@ -253,10 +254,6 @@ item_at(const struct shmt_store *st, char *heap, uint64_t off)
 		return NULL;
 	return it;
 }
-
-/* The value length of every counter item of ST: the index of the newest
- * sub-window, then one count per sub-window. */
-#define CNT_VLEN(st) (sizeof(uint64_t) + 4ULL * (st)->subw)
 
 static inline const char *
 item_key(const struct shmt_item *it)

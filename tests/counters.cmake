@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: MIT
-# Tests of the windowed counters (lib/counters.c) across processes: writers
-# on the same keys lose no hit, and kill -9 of writers leaves every count
-# within its bound.  (The model tests of shmt_hit and shmt_count are in
-# test_hit, dict.cmake.)
+# Tests of the windowed counters (lib/counters.c).  test_hit: shmt_hit and
+# shmt_count against the exact log of every hit on an injected clock (random
+# traces over days, bursts in the oldest part of the window, silences, keys
+# hit once a day, a million hits a second, window edges), the memory
+# formula, eviction by last hit.  test_count_mp: writers on the same keys
+# lose no hit, and kill -9 of writers, on a frozen and on a moving clock,
+# leaves every count within its bound.
+shmt_add_test(test_hit SOURCES test_hit.c LABELS unit TIMEOUT 300)
 shmt_add_test(test_count_mp SOURCES test_count_mp.c LABELS stress TIMEOUT 600)

@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: MIT
-# Tests of the dictionary and the windowed counters (lib/dict.c): a model
-# call for call, the size limits and the room promise, TTLs and eviction,
-# torn-read checks across processes, kill -9 of writers, and shmt_hit
-# against the exact count of the seed.
+# Tests of the dictionary (lib/dict.c): a model call for call, the size
+# limits and the room promise, TTLs and eviction, torn-read checks across
+# processes and kill -9 of writers.  (The windowed counters' tests are in
+# counters.cmake.)
 shmt_add_test(test_dict_model SOURCES test_dict_model.c LABELS unit TIMEOUT 300)
 shmt_add_test(test_dict_limits SOURCES test_dict_limits.c LABELS unit TIMEOUT 300)
 shmt_add_test(test_dict_evict SOURCES test_dict_evict.c LABELS unit TIMEOUT 120)
-shmt_add_test(test_hit SOURCES test_hit.c LABELS unit TIMEOUT 300)
 shmt_add_test(test_dict_mp SOURCES test_dict_mp.c LABELS stress TIMEOUT 600)
 shmt_add_test(test_dict_kill SOURCES test_dict_kill.c LABELS stress TIMEOUT 600)

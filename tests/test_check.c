@@ -397,7 +397,8 @@ test_repair_limiters(void **state)
 
 /* ---- Stores ------------------------------------------------------------ */
 
-/* A counter whose value is shorter than its ring of sub-windows. */
+/* A counter whose value is shorter than its header says (the 40-byte head
+ * and the rings its shape names). */
 static void
 test_counter_short_value(void **state)
 {
@@ -412,9 +413,9 @@ test_counter_short_value(void **state)
 		it = tu_first_item(f.h->counters, i);
 	assert_non_null(it);
 	saved = it->it_vlen;
-	assert_int_equal(saved, 8 + 4 * f.h->counters->subw);
+	assert_true(saved > 40);
 	it->it_vlen = 8;
-	expect_named(&f, 1, "has a value of 8 bytes, its ring of");
+	expect_named(&f, 1, "has a value of 8 bytes, not a counter's shape");
 	it->it_vlen = saved;
 	expect_clean(&f);
 	fx_free(&f);

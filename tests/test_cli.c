@@ -1191,13 +1191,15 @@ test_hit(void **state)
 	fx_make(&f, "hit", 1);
 	fx_dict(&f);
 	/* Three hits 8 s earlier lie in the window: the CLI's is the 4th. */
-	expect_out(&f, 0, "4\n", ARGV("-s", f.seg, "hit", "ip:10.0.0.1"));
+	expect_out(&f, 0, "4 (exact)\n", ARGV("-s", f.seg, "hit",
+	    "ip:10.0.0.1"));
 	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "hit", "ip:10.0.0.1"));
 	j = parse(&r);
 	golden_json("hit.json", j);
 	json_decref(j);
 	tc_run_free(&r);
-	expect_out(&f, 0, "1\n", ARGV("-s", f.seg, "hit", "--key-hex", "00"));
+	expect_out(&f, 0, "1 (exact)\n", ARGV("-s", f.seg, "hit", "--key-hex",
+	    "00"));
 	f.clk.now = tu_mono_ns();
 	assert_int_equal(shmt_hit(f.h, "ip:10.0.0.1", 11, &n), 0);
 	assert_int_equal(n, 6);
@@ -1638,8 +1640,8 @@ test_no_analyzer(void **state)
 }
 
 /* count reads without counting: the fixture's three hits, 8 s old, lie in
- * the default window (24 h in 24 sub-windows of 1 h) and in none shorter
- * than a sub-window; a window longer than the counters' is refused. */
+ * the default window (24 h) and not in the last second, exactly (counts
+ * this small are exact); a window longer than the counters' is refused. */
 static void
 test_count(void **state)
 {
@@ -1650,14 +1652,16 @@ test_count(void **state)
 
 	fx_make(&f, "count", 1);
 	fx_dict(&f);
-	expect_out(&f, 0, "3\n", ARGV("-s", f.seg, "count", "ip:10.0.0.1"));
-	expect_out(&f, 0, "3\n", ARGV("-s", f.seg, "count", "ip:10.0.0.1"));
-	expect_out(&f, 0, "3\n", ARGV("-s", f.seg, "count", "--window", "24h",
+	expect_out(&f, 0, "3 (exact)\n", ARGV("-s", f.seg, "count",
 	    "ip:10.0.0.1"));
+	expect_out(&f, 0, "3 (exact)\n", ARGV("-s", f.seg, "count",
+	    "ip:10.0.0.1"));
+	expect_out(&f, 0, "3 (exact)\n", ARGV("-s", f.seg, "count", "--window",
+	    "24h", "ip:10.0.0.1"));
 	/* Younger than 1 s: no hit, and the bound allows no other answer. */
-	expect_out(&f, 0, "0\n", ARGV("-s", f.seg, "count", "--window", "1s",
-	    "ip:10.0.0.1"));
-	expect_out(&f, 0, "0\n", ARGV("-s", f.seg, "count", "never"));
+	expect_out(&f, 0, "0 (exact)\n", ARGV("-s", f.seg, "count", "--window",
+	    "1s", "ip:10.0.0.1"));
+	expect_out(&f, 0, "0 (exact)\n", ARGV("-s", f.seg, "count", "never"));
 	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "count", "ip:10.0.0.1"));
 	j = parse(&r);
 	assert_int_equal(json_integer_value(json_object_get(j, "count")), 3);
@@ -1669,11 +1673,37 @@ test_count(void **state)
 	tc_run_free(&r);
 	expect_usage(ARGV("count", "--window", "soon", "k"), "bad window");
 	expect_usage(ARGV("count"), "missing KEY");
-	expect_out(&f, 0, "4\n", ARGV("-s", f.seg, "hit", "ip:10.0.0.1"));
-	expect_out(&f, 0, "4\n", ARGV("-s", f.seg, "count", "ip:10.0.0.1"));
+	expect_out(&f, 0, "4 (exact)\n", ARGV("-s", f.seg, "hit",
+	    "ip:10.0.0.1"));
+	expect_out(&f, 0, "4 (exact)\n", ARGV("-s", f.seg, "count",
+	    "ip:10.0.0.1"));
 	f.clk.now = tu_mono_ns();
 	assert_int_equal(shmt_hit(f.h, "ip:10.0.0.1", 11, &n), 0);
 	assert_int_equal(n, 5);
+	/* Past k (67 at the default 1%) the answer comes with the exact
+	 * counts it may stand for: 1000 hits, so 1000 in [low, high], and
+	 * low and high those of max(1, 1% x exact). */
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(shmt_hit(f.h, "many", 4, NULL), 0);
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "count", "many"));
+	{
+		unsigned long long got, lo, hi;
+
+		if (sscanf(r.out, "%llu (within 1%%: exact in [%llu, %llu])",
+		    &got, &lo, &hi) != 3)
+			fail_msg("count many: %s", r.out);
+		assert_true(lo <= 1000 && 1000 <= hi && lo <= got && got <= hi);
+		assert_true(got - lo <= got / 100 + 1 && hi - got <= hi / 100 + 1);
+	}
+	tc_run_free(&r);
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "count", "many"));
+	j = parse(&r);
+	assert_false(json_is_true(json_object_get(j, "exact")));
+	assert_true(json_integer_value(json_object_get(j, "low")) <= 1000 &&
+	    json_integer_value(json_object_get(j, "high")) >= 1000);
+	assert_true(json_real_value(json_object_get(j, "error")) == 0.01);
+	json_decref(j);
+	tc_run_free(&r);
 	fx_free(&f);
 }
 

@@ -266,7 +266,7 @@ test_counter_short(void **state)
 	assert_non_null(it);
 	saved = it->it_vlen;
 	it->it_vlen = 4;
-	expect_one_problem(&f, "has a value of 4 bytes, its ring of", NULL);
+	expect_one_problem(&f, "has a value of 4 bytes, not a counter's shape", NULL);
 	it->it_vlen = saved;
 	expect_clean(&f);
 	fx_free(&f);

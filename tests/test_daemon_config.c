@@ -158,6 +158,7 @@ test_example_parses(void **state)
 	assert_true(c.seg.analyzer_bytes == 1ULL << 20 &&
 	    c.seg.analyzer_subwindows == 12 &&
 	    c.seg.analyzer_threshold_ppm == 100000);
+	assert_int_equal(c.seg.counters_error_ppm, 10000);
 	shmtd_config_free(&c);
 }
 
@@ -205,6 +206,13 @@ test_bad_files(void **state)
 		  ":4: key 'slack_time': [limiter a]: slack_ns: window_ns / slack_ns + limit / slack_uses needs" },
 		{ "[daemon]\nlog = journal\n", ":2: key 'log': cannot read 'journal' as stderr or syslog" },
 		{ "[analyzer]\nthreshold = 100%\n", ":2: key 'threshold': value '100%' is out of range" },
+		{ "[counters]\nerror = lots\n",
+		  ":2: key 'error': cannot read 'lots' as an error as a percentage or a fraction" },
+		{ "[counters]\nerror = 100%\n", ":2: key 'error': value '100%' is out of range" },
+		{ "[counters]\nerror = 0.0001\n",
+		  ":2: key 'error': counters_error_ppm: must be from 1000 (0.1%) to 500000 (50%)" },
+		{ "[counters]\nerror = 60%\n",
+		  ":2: key 'error': counters_error_ppm: must be from 1000 (0.1%) to 500000 (50%)" },
 		{ "[limiter a]\nlimit = 1\nwindow = 1s\nper_client = maybe\n",
 		  ":4: key 'per_client': cannot read 'maybe' as yes or no" },
 		{ "[limiter a]\nwindow = 1s\nkeys = x, y\nshadow = yes\n",
@@ -408,7 +416,8 @@ test_print_roundtrip(void **state)
 	snprintf(big + off, sizeof(big) - off, "\n[limiter ex]\nlimit = 7\n"
 	    "window = 1.5s\nmode = exact\n[daemon]\nsnapshot = /tmp/x.snap\n"
 	    "snapshot_interval = 90s\nlog = syslog\n[dictionary]\nenabled = no\n"
-	    "[analyzer]\nthreshold = 25\n[counters]\nwindow = 1h\n");
+	    "[analyzer]\nthreshold = 25\n[counters]\nwindow = 1h\n"
+	    "error = 0.0025\n");
 	write_file(path, sizeof(path), big);
 	assert_int_equal(shmtd_config_load(path, &a, err, sizeof(err)), 0);
 	assert_int_equal(a.limiters[0].limit.nkeys, 300);
@@ -435,6 +444,9 @@ test_print_roundtrip(void **state)
 	assert_true(b.seg.mode == 0640 && b.seg.arena_bytes == 1ULL << 30);
 	assert_true(b.seg.dict_bytes == 0 && b.seg.analyzer_threshold_ppm == 250000);
 	assert_true(b.seg.counters_window_ns == 3600000000000ULL);
+	assert_int_equal(a.seg.counters_error_ppm, 2500);
+	assert_int_equal(b.seg.counters_error_ppm, 2500);
+	assert_non_null(strstr(text1, "error = 0.25%\n"));
 	assert_string_equal(b.snapshot, "/tmp/x.snap");
 	assert_string_equal(b.log_target, "syslog");
 	snprintf(b.source, sizeof(b.source), "%s", a.source);

@@ -159,8 +159,10 @@ typedef struct shmt_config {
 	 * fail with -ENOSPC. */
 	uint32_t dict_eviction;
 	/* Windowed counters (shmt_hit): heap bytes (default 4 MiB, 0: none),
-	 * shards (default 4), the window (default 24 h) and the number of
-	 * sub-windows it is counted in (default 24, at most 256). */
+	 * shards (default 4) and the window (default 24 h).  The counters no
+	 * longer keep sub-windows: counters_subwindows is still checked (1 to
+	 * 256, default 24) so that configs that set it load, and changes
+	 * nothing; the error is counters_error_ppm, at the end. */
 	uint64_t counters_bytes;
 	uint32_t counters_shards;
 	uint32_t counters_subwindows;
@@ -185,6 +187,12 @@ typedef struct shmt_config {
 	uint32_t dict_max_key;
 	uint32_t dict_max_value;
 	uint64_t dict_default_ttl_ms;
+	/* Windowed counters: the error eps of shmt_hit and shmt_count, in
+	 * parts per million (default 10000: 1%; from 1000: 0.1%, to 500000:
+	 * 50%; 0 stands for the default).  Every answer is within max(1, eps
+	 * x the exact count), and exact while that count is at most
+	 * k = ceil(2 / (3 eps)) (67 at 1%). */
+	uint32_t counters_error_ppm;
 } shmt_config_t;
 
 /* shmt_config_init: fill *CFG with the defaults stated above (NULL: no-op). */
@@ -1128,26 +1136,31 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
 
 /*
  * shmt_hit: count one occurrence of KEY now and set *COUNT (may be NULL) to
- * the number of its occurrences in the trailing window W (counters_window_ns,
- * counted in n = counters_subwindows sub-windows).  The sub-windows tile the
- * clock exactly, whether or not n divides W: sub-window i spans
- * [floor(i W / n), floor((i + 1) W / n)), so each is w = floor(W / n) or
- * w + 1 ns long and any n in a row span exactly W.  The answer is the sum of
- * the current sub-window and the n - 1 before it, so it covers between
- * W - w and W of the past: it never counts a hit older than the window
- * (now - t >= W), and it misses at most the hits of one sub-window, the
- * oldest (every hit with now - t < W - w is counted).  Memory per key is fixed;
- * a key silent for a whole window disappears.  When a counter shard is
- * full, the keys last hit longest ago are evicted in a batch: those of the
- * oldest of 64 equal slices of the shard's last-hit times that together
- * hold at most N / 8 of its N keys, or else the one key hit least recently.
- * So a key hit again before 7N/8 other keys of its shard were hit keeps its
- * count, and every key evicted was hit no later than every key kept.
- * A full shard walk pays for N / 8 evictions, in the
- * call that triggers it, under the shard's lock.  Errors: -EINVAL, -E2BIG,
- * -ENOSPC (only when one key cannot fit), -ENODEV, SHMT_ELOCKED (as
- * shmt_set), SHMT_ECORRUPT (the key's item is not the size of its ring, or
- * its chain loops: nothing is written).
+ * the number of its occurrences in the trailing window W (counters_window_ns):
+ * those at times t with now - t < W, this one included.  The answer is
+ * within max(1, eps x exact) of the exact number, eps = counters_error_ppm
+ * (1% by default), on every trace (bursts in the oldest part of the window,
+ * keys hit once a day or a million times a second), and exact while the
+ * exact number is at most k = ceil(2 / (3 eps)) (67 at 1%).  Each key keeps
+ * an exponential histogram (lib/counters.c proves the bound): its memory
+ * grows with the logarithm of its count, from one 128-byte block for a key
+ * hit a few times (short keys) to at most 32 KiB at 1% for a key hit a
+ * million times a second all day; an update costs O(1) amortised.  A key
+ * silent for a whole window disappears.  When a counter shard is full, the
+ * keys last hit longest ago are evicted in a batch: those of the oldest of
+ * 64 equal slices of the shard's last-hit times that together hold at most
+ * N / 8 of its N keys, or else the one key hit least recently.  So a key
+ * hit again before 7N/8 other keys of its shard were hit keeps its count,
+ * and every key evicted was hit no later than every key kept.  A full shard
+ * walk pays for N / 8 evictions, in the call that triggers it, under the
+ * shard's lock.  Concurrency: any number of threads and processes; calls
+ * on keys of one shard take its lock in turn.  A kill -9 in the middle
+ * leaves the key's count within its bound, with or without the killed
+ * call's hit (the next locker settles the item).  Errors: -EINVAL, -E2BIG,
+ * -ENOSPC (only when the key's histogram cannot fit in its shard: nothing
+ * is counted), -ENODEV, SHMT_ELOCKED (as shmt_set), SHMT_ECORRUPT (the
+ * key's item is not of a counter's shape, or its chain loops: nothing is
+ * written).
  */
 SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
     uint64_t *count);
@@ -1155,25 +1168,37 @@ SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
 /*
  * shmt_count: set *COUNT to the number of KEY's hits in the trailing window
  * (now - w, now], w = WINDOW_NS (0: the configured window W), without
- * counting one.  It sums the sub-windows of shmt_hit's ring that lie wholly
- * inside that window, so with c = ceil(W / n) (the longest sub-window):
+ * counting one, within the same bound as shmt_hit relative to the exact
+ * number in that window:
  *
- *   #{hits t : now - t <= w - c}  <=  *COUNT  <=  #{hits t : now - t < w}
+ *   |*COUNT - #{hits t : now - t < w}|  <=  max(1, eps x that number)
  *
- * it never counts a hit older than w and misses at most the hits of one
- * sub-window, the one that straddles now - w (a window shorter than c may
- * answer 0).  With w = W it answers what shmt_hit would, less the hit
- * shmt_hit adds.  A key never hit, evicted or silent for W answers 0.  It
- * takes the key's shard lock (as shmt_hit) and writes nothing, so a kill -9
- * in the middle leaves the segment as it was (the next locker takes the
- * lock over).  Returns 0.  Errors: -EINVAL (H, KEY or COUNT NULL, KLEN 0,
- * WINDOW_NS above W), -E2BIG (KLEN above SHMT_KEY_MAX), -ENODEV (no
- * counters in the segment), SHMT_ELOCKED (as shmt_set), SHMT_ECORRUPT (the
- * key's item is not the size of its ring, or its chain loops).  *COUNT is 0
- * on every error.
+ * and exact while that number is at most k (see shmt_hit).  With w = W at
+ * the time of a hit it answers what that shmt_hit answered.  A key never
+ * hit, evicted or silent for W answers 0.  It takes the key's shard lock
+ * (as shmt_hit) and writes nothing, so a kill -9 in the middle leaves the
+ * segment as it was (the next locker takes the lock over).  Costs O(log
+ * count) under the lock.  Returns 0.  Errors: -EINVAL (H, KEY or COUNT
+ * NULL, KLEN 0, WINDOW_NS above W), -E2BIG (KLEN above SHMT_KEY_MAX),
+ * -ENODEV (no counters in the segment), SHMT_ELOCKED (as shmt_set),
+ * SHMT_ECORRUPT (the key's item is not of a counter's shape, or its chain
+ * loops).  *COUNT is 0 on every error.
  */
 SHMT_EXPORT int shmt_count(shmt_t *h, const void *key, size_t klen,
     uint64_t window_ns, uint64_t *count);
+
+/*
+ * shmt_count_bound: the exact counts that an answer COUNT of shmt_hit or
+ * shmt_count may stand for under this segment's counters: every exact
+ * count C with |COUNT - C| <= max(1, eps C), where C is COUNT itself when
+ * C <= k (see shmt_hit).  Sets *LO and *HI (each may be NULL) to the least
+ * and the greatest such C (equal when COUNT is exact: below k), and
+ * *ERROR_PPM (may be NULL) to eps in parts per million.  Arithmetic on the
+ * segment's parameters only: no lock, nothing written, any thread.
+ * Returns 0.  Errors: -EINVAL (H NULL), -ENODEV (no counters).
+ */
+SHMT_EXPORT int shmt_count_bound(shmt_t *h, uint64_t count, uint64_t *lo,
+    uint64_t *hi, uint32_t *error_ppm);
 
 /* ---- Hot keys ------------------------------------------------------------ */
 
