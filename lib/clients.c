@@ -175,7 +175,8 @@ ce_claim(shmt_t *h, const struct shmt_lview *v, const uint64_t hash[2],
 
 int
 shmt__ce_find_or_claim(shmt_t *h, const struct shmt_lview *v,
-    const uint64_t hash[2], const void *id, size_t idlen, uint32_t *tagp)
+    const uint64_t hash[2], const void *id, size_t idlen, uint32_t *tagp,
+    uint64_t *t0)
 {
 	int rc = ce_lookup(v, hash, tagp);
 
@@ -194,6 +195,8 @@ shmt__ce_find_or_claim(shmt_t *h, const struct shmt_lview *v,
 		shmt__unlock(&v->lim->lm_client_lock);
 		if (rc != -EAGAIN)
 			return rc;
+		if (ce_retry_spent(t0))
+			break;
 	}
 	return SHMT_EBUSYLOOP;
 }

@@ -28,12 +28,35 @@ enum { CE_NEVER = 0, CE_LIVE = 1, CE_FREE = 2, CE_CLAIMING = 3 };
  * costs a denial instead of a scan of the whole table on every call. */
 #define CE_PROBE 64U
 
+/*
+ * A call that keeps finding its client's entry changed under it (a claim
+ * racing with a reclaim, or a damaged table) retries, and each retry may
+ * wait for the client lock (up to 1 s when its holder is stopped).  So the
+ * retries of one call share a budget of time: past SHMT_CE_RETRY_NS since
+ * its first retry, the call gives up with SHMT_EBUSYLOOP.  *T0 is 0 before
+ * the first retry; the clock is read on retries only.
+ */
+#define SHMT_CE_RETRY_NS 250000000ULL
+static inline int
+ce_retry_spent(uint64_t *t0)
+{
+	uint64_t now = shmt__mono_ns();
+
+	if (*t0 == 0) {
+		*t0 = now;
+		return 0;
+	}
+	return now - *t0 > SHMT_CE_RETRY_NS;
+}
+
 /* The entry of the client with HASH (ID, IDLEN bytes kept for display),
  * claimed under the client lock when it has none: its index, with the tag
  * (LIVE, epoch) its word must carry in *TAGP; -ENOSPC when its probe
- * path is full (the caller counts a refusal, "table full"), or an error. */
+ * path is full (the caller counts a refusal, "table full"), or an error
+ * (SHMT_EBUSYLOOP once the call's retries spent their budget, *T0). */
 int shmt__ce_find_or_claim(shmt_t *h, const struct shmt_lview *v,
-    const uint64_t hash[2], const void *id, size_t idlen, uint32_t *tagp);
+    const uint64_t hash[2], const void *id, size_t idlen, uint32_t *tagp,
+    uint64_t *t0);
 
 /* Give back every use of client entry E (its ring or its arrival time):
  * the uses given back, or an error. */

@@ -621,7 +621,7 @@ shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 	struct shmt_client *e;
 	struct bk_ctx c;
 	struct shmt_w w;
-	uint64_t hash[2], now = 0;
+	uint64_t hash[2], now = 0, t0 = 0;
 	uint32_t tag, expect = 0;
 	int why = WHY_NONE, rc, drc;
 
@@ -630,7 +630,8 @@ shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
 		    SHMT_HOT_CLIENT, shmt__now(h));
 	for (int tries = 0; tries < 64; tries++) {
-		rc = shmt__ce_find_or_claim(h, v, hash, client, len, &expect);
+		rc = shmt__ce_find_or_claim(h, v, hash, client, len, &expect,
+		    &t0);
 		if (rc == -ENOSPC) {
 			shmt__count_denial(v->lim, WHY_TABLE_FULL);
 			if (out != NULL)
@@ -645,8 +646,11 @@ shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 			uint64_t tat = 0;
 
 			rc = shmt__gcra_ce_take(h, v, e, expect, cost, &now, &tat);
-			if (rc == -EAGAIN)
+			if (rc == -EAGAIN) {
+				if (ce_retry_spent(&t0))
+					break;
 				continue;
+			}
 			if (rc < 0)
 				return rc;
 			if (rc == 1)
@@ -671,8 +675,12 @@ shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		c.tag_expect = expect;
 		rc = bk_take_n(h, &c, &e->ce_w, &tag, &why, (uint32_t)cost,
 		    &now);
-		if (rc == -EAGAIN)
-			continue;   /* the entry changed hands: look again */
+		if (rc == -EAGAIN) {
+			/* The entry changed hands: look again. */
+			if (ce_retry_spent(&t0))
+				break;
+			continue;
+		}
 		if (rc < 0)
 			return rc;
 		if (rc == 1)

@@ -123,7 +123,7 @@ try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 {
 	struct shmt_client *e;
 	struct bk_ctx c;
-	uint64_t hash[2], now = 0;
+	uint64_t hash[2], now = 0, t0 = 0;
 	uint32_t tag, expect = 0;
 	int why = WHY_NONE, rc = SHMT_EBUSYLOOP;
 
@@ -131,7 +131,8 @@ try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		return -EPERM;
 	shmt__client_hash(h, client, len, hash);
 	for (int tries = 0; tries < 64; tries++) {
-		rc = shmt__ce_find_or_claim(h, v, hash, client, len, &expect);
+		rc = shmt__ce_find_or_claim(h, v, hash, client, len, &expect,
+		    &t0);
 		if (rc == -ENOSPC) {
 			shmt__count_denial(v->lim, WHY_TABLE_FULL);
 			rc = enforce(v, 0);
@@ -161,6 +162,8 @@ try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		if (rc != -EAGAIN)
 			return rc;
 		rc = SHMT_EBUSYLOOP;
+		if (ce_retry_spent(&t0))
+			break;
 	}
 	if (h->an != NULL && rc >= 0)
 		shmt__an_feed(h, hash[0] ^ hash[1], client, len,

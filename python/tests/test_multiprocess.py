@@ -55,6 +55,10 @@ def _worker(args):
     return os.getpid(), grants, slots, calls
 
 
+def _run_worker(results, args):
+    results.put(_worker(args))
+
+
 def _worst_window(grants):
     """The most grants that certainly lie in one window [t, t + W)."""
     grants = sorted(grants)
@@ -78,9 +82,18 @@ def test_processes_keep_the_limit(make_segment, method, limiter):
     try:
         start_at = time.monotonic_ns() + (300_000_000 if method == "fork"
                                           else 3_000_000_000)
-        with ctx.Pool(PROCS) as pool:
-            res = pool.map(_worker, [(name, limiter, start_at)] * PROCS,
-                           chunksize=1)
+        # One process per worker (a pool may hand two tasks to one process
+        # when the machine is slow to start the others).
+        results = ctx.Queue()
+        procs = [ctx.Process(target=_run_worker,
+                             args=(results, (name, limiter, start_at)))
+                 for _ in range(PROCS)]
+        for p in procs:
+            p.start()
+        res = [results.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+            assert p.exitcode == 0
     finally:
         if _inherited is not None:
             _inherited.close()
