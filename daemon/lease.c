@@ -346,7 +346,9 @@ close_due(struct shmtd_lease *l, struct glim *g, unsigned i, uint64_t now,
 	if (shmt__global_read(&g->ref, i, &st, &used, &cap, &dl) != 0 ||
 	    st != SHMT_GL_OPEN)
 		return;
-	if (!force && now < dl && used < cap)
+	/* A deadline more than the slack ahead is damage (no lease of
+	 * ours has one): close it, so its slot takes a lease again. */
+	if (!force && now < dl && used < cap && dl - now <= g->ref.slack)
 		return;
 	if (shmt__global_close(&g->ref, i, &used, &cap, &dl) != 1)
 		return;

@@ -144,6 +144,19 @@ gl_load(const struct shmt_glslot *s, uint64_t limit, struct gl_view *v)
 	return 0;
 }
 
+/* An open lease's deadline is the daemon's send time plus less than the
+ * slack, and every reader reads its clock after the lease went in, so
+ * one more than SLACK ahead of NOW is damage: it would grant its cap at
+ * any time, however late.  SHMT_ECORRUPT then. */
+static int
+gl_sane(const struct gl_view *v, uint64_t now, uint64_t slack)
+{
+	if (v->state == SHMT_GL_OPEN && v->deadline > now &&
+	    v->deadline - now > slack)
+		return SHMT_ECORRUPT;
+	return 0;
+}
+
 /* The slot a grant of COST at NOW should spend: the open one that closes
  * first among those with room, or -1. */
 static int
@@ -204,6 +217,9 @@ gl_try(shmt_t *h, struct shmt_glease *g, uint64_t limit, uint64_t window,
 			if ((rc = gl_load(&g->gl_slot[i], limit, &v[i])) != 0)
 				return rc;
 		now = shmt__now(h);
+		for (i = 0; i < SHMT_GL_SLOTS; i++)
+			if ((rc = gl_sane(&v[i], now, slack)) != 0)
+				return rc;
 		i = gl_pick(v, now, cost);
 		if (i < 0) {
 			if (take) {
@@ -382,8 +398,15 @@ shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
 		if ((rc = gl_load(s, r->limit, &v)) != 0)
 			return rc;
 		/* The high half must grow: a new lease never repeats a word
-		 * a worker may still hold (see the top of the file). */
-		if (v.state == SHMT_GL_OPEN || deadline <= v.deadline)
+		 * a worker may still hold (see the top of the file).  A
+		 * deadline more than the slack past NOW is damage no lease
+		 * wrote (gl_sane); waiting for it would stop the slot for
+		 * good, so the new lease goes in over it (a word a worker
+		 * read holds that deadline, which no lease reaches before
+		 * the clock has gone past it by more than a lease's span). */
+		if (v.state == SHMT_GL_OPEN || (deadline <= v.deadline &&
+		    gl_sane(&(struct gl_view){ .state = SHMT_GL_OPEN,
+		    .deadline = v.deadline }, now, r->slack) == 0))
 			return -EBUSY;
 		__atomic_store_n(&s->gs_opened_ns, now, __ATOMIC_RELAXED);
 		exp[0] = v.lo;
@@ -478,6 +501,8 @@ shmt_global_stat(shmt_t *h, const char *name, shmt_global_stat_t *out)
 		struct gl_view v;
 
 		if ((rc = gl_load(&g->gl_slot[i], lim->lm_limit, &v)) != 0)
+			return rc;
+		if ((rc = gl_sane(&v, now, lim->lm_slack)) != 0)
 			return rc;
 		if (v.state != SHMT_GL_OPEN || now >= v.deadline)
 			continue;

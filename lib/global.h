@@ -70,7 +70,8 @@ struct shmt_glease {
  * SHMT_LIMF_GLOBAL).  G is the row's lease area, LIMIT its limit.
  * shmt__global_take: grant COST uses at the handle's clock if an open lease
  * holds them; 1 granted, 0 refused, SHMT_ECORRUPT (a slot word breaks its
- * rules), SHMT_EBUSYLOOP.  OUT (may be NULL) gets the host's view. */
+ * rules, or an open lease's deadline is more than the slack ahead of the
+ * clock), SHMT_EBUSYLOOP.  OUT (may be NULL) gets the host's view. */
 int shmt__global_take(shmt_t *h, struct shmt_glease *g, uint64_t limit,
     uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out);
 /* What shmt__global_take would answer, changing nothing. */
@@ -90,9 +91,9 @@ struct shmt__gref {
  * such limiter), -EPERM (not global), SHMT_ECORRUPT. */
 int shmt__global_ref(shmt_t *h, const char *name, struct shmt__gref *ref);
 /* Install a lease of CAP uses usable until DEADLINE (local ns) in slot I,
- * which must be EMPTY or CLOSED with an earlier deadline: 0, -EBUSY (slot
- * open, or its deadline not earlier), -EINVAL, SHMT_ECORRUPT.  Wakes the
- * limiter's waiters. */
+ * which must be EMPTY or CLOSED with an earlier deadline (or a damaged one,
+ * more than the slack after NOW): 0, -EBUSY (slot open, or its deadline not
+ * earlier), -EINVAL, SHMT_ECORRUPT.  Wakes the limiter's waiters. */
 int shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
     uint64_t deadline, uint64_t now);
 /* Close slot I (OPEN -> CLOSED, one CAS, after which no grant succeeds)

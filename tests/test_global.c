@@ -301,6 +301,26 @@ test_lease_hostile(void **state)
 		    SHMT_ECORRUPT);
 	}
 	s->gs_w[0] = s->gs_w[1] = 0;
+	/* A deadline no lease can have: the daemon sets it to the time it
+	 * sent its request plus less than the slack, and a worker reads its
+	 * clock after the lease is in, so an open lease's deadline is never
+	 * more than the slack (100 ms) ahead.  One far ahead would grant its
+	 * whole cap at any time, however late: refused as damage. */
+	s->gs_w[0] = 4;
+	s->gs_w[1] = ((f.clk.now + 100 * MSEC + 1) << 2) | SHMT_GL_OPEN;
+	assert_int_equal(shmt_try_use_key(f.h, "g"), SHMT_ECORRUPT);
+	assert_int_equal(shmt_global_stat(f.h, "g", &gs), SHMT_ECORRUPT);
+	assert_int_equal(SHMT_GL_COUNT(s->gs_w[0]), 0);
+	s->gs_w[1] = ((f.clk.now + 100 * MSEC) << 2) | SHMT_GL_OPEN;
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
+	/* The daemon closes such a lease, and its next lease goes in over
+	 * the far deadline (no lease could ever have gone in after it). */
+	s->gs_w[1] = (SHMT_GL_DEADLINE_MAX << 2) | SHMT_GL_OPEN;
+	assert_int_equal(shmt__global_close(&f.ref, 1, &used, &cap, &dl), 1);
+	assert_int_equal(shmt__global_install(&f.ref, 1, 2,
+	    f.clk.now + 50 * MSEC, f.clk.now), 0);
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
+	s->gs_w[0] = s->gs_w[1] = 0;
 	/* A row whose flags say global with parameters that break the
 	 * rules is refused by the daemon's lookup. */
 	((struct shmt_lim *)(void *)((char *)f.ref.g -
