@@ -215,6 +215,28 @@ test_lease_rules(void **state)
 	l = glimit();
 	l.global = 2;
 	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	/* The daemon's hold is window + slack plus 0.1%, its local deadline
+	 * the send time plus the slack, and Redis's script counts in
+	 * microseconds in doubles: a span that wraps 64 bits (here to a
+	 * hold of nothing, for a lease open 146 years) or that the script
+	 * cannot count exactly is refused. */
+	l = glimit();
+	l.window_ns = 3ULL << 62;
+	l.slack_ns = 1ULL << 62;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l.window_ns = SHMT_GLOBAL_SPAN_MAX / 2;
+	l.slack_ns = SHMT_GLOBAL_SPAN_MAX / 2 - 1;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), 0);
+	l.slack_ns++;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l.window_ns = 1000 * MSEC;
+	l.slack_ns = SHMT_GLOBAL_SPAN_MAX - 1000 * MSEC - 1;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), 0);
+	l.slack_ns++;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	/* A local limiter has no such bound. */
+	l.global = 0;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), 0);
 	ufix_open(&f);
 	l = glimit();
 	assert_int_equal(shmt_limiter_define(f.h, "g", &l), 0);
