@@ -111,6 +111,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <string.h>
@@ -275,6 +276,31 @@ void
 shmt__global_forget(struct shmt_glease *g)
 {
 	memset(g, 0, sizeof(*g));
+}
+
+void
+shmt__global_chk(shmt_t *h, struct shmt_chk *c, const char *name,
+    struct shmt_glease *g, uint64_t limit, uint64_t slack)
+{
+	struct gl_view v[SHMT_GL_SLOTS];
+	int bad[SHMT_GL_SLOTS];
+	uint64_t now;
+
+	for (int i = 0; i < SHMT_GL_SLOTS; i++)
+		bad[i] = gl_load(&g->gl_slot[i], limit, &v[i]) != 0;
+	now = shmt__now(h);      /* after the words, as a grant reads it */
+	for (int i = 0; i < SHMT_GL_SLOTS; i++) {
+		if (bad[i])
+			shmt__chk(c, "limiter %s: lease slot %d: word %#" PRIx64
+			    " %#" PRIx64 " breaks its rules (state %u, %u of "
+			    "%u uses, limit %" PRIu64 ")", name, i, v[i].lo,
+			    v[i].hi, v[i].state, v[i].count, v[i].cap, limit);
+		else if (gl_sane(&v[i], now, slack) != 0)
+			shmt__chk(c, "limiter %s: lease slot %d: open until %"
+			    PRIu64 ", more than the slack (%" PRIu64 " ns) "
+			    "after now (%" PRIu64 ")", name, i, v[i].deadline,
+			    slack, now);
+	}
 }
 
 /* ---- Finding a global row ------------------------------------------------ */

@@ -77,6 +77,10 @@ int shmt__global_take(shmt_t *h, struct shmt_glease *g, uint64_t limit,
 /* What shmt__global_take would answer, changing nothing. */
 int shmt__global_peek(shmt_t *h, struct shmt_glease *g, uint64_t limit,
     uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out);
+/* The self-check of G's lease words (shmt_check): each word within its
+ * rules, no open lease more than SLACK past the handle's clock. */
+void shmt__global_chk(shmt_t *h, struct shmt_chk *c, const char *name,
+    struct shmt_glease *g, uint64_t limit, uint64_t slack);
 /* Empty both slots: for a segment nobody else uses yet (a new row, a
  * restored snapshot, whose leases belong to another boot). */
 void shmt__global_forget(struct shmt_glease *g);

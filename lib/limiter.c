@@ -948,6 +948,9 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 			snprintf(who, sizeof(who), "limiter %s", v.name);
 			shmt__bk_ctx_init(&bc, &v, v.ring);
 			shmt__chk_ring(h, c, who, &bc, &v.lim->lm_w);
+			if (v.flags & SHMT_LIMF_GLOBAL)
+				shmt__global_chk(h, c, v.name, &v.lim->lm_g,
+				    v.limit, v.slack);
 		}
 	}
 }

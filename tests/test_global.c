@@ -321,6 +321,8 @@ test_lease_hostile(void **state)
 		    &dl), SHMT_ECORRUPT);
 		assert_int_equal(shmt__global_install(&f.ref, 1, 1, 99999, 0),
 		    SHMT_ECORRUPT);
+		/* The self-check names what the grants refuse. */
+		assert_int_equal(shmt_check(f.h, NULL, NULL), 1);
 	}
 	s->gs_w[0] = s->gs_w[1] = 0;
 	/* A deadline no lease can have: the daemon sets it to the time it
@@ -332,8 +334,10 @@ test_lease_hostile(void **state)
 	s->gs_w[1] = ((f.clk.now + 100 * MSEC + 1) << 2) | SHMT_GL_OPEN;
 	assert_int_equal(shmt_try_use_key(f.h, "g"), SHMT_ECORRUPT);
 	assert_int_equal(shmt_global_stat(f.h, "g", &gs), SHMT_ECORRUPT);
+	assert_int_equal(shmt_check(f.h, NULL, NULL), 1);
 	assert_int_equal(SHMT_GL_COUNT(s->gs_w[0]), 0);
 	s->gs_w[1] = ((f.clk.now + 100 * MSEC) << 2) | SHMT_GL_OPEN;
+	assert_int_equal(shmt_check(f.h, NULL, NULL), 0);
 	assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
 	/* The daemon closes such a lease, and its next lease goes in over
 	 * the far deadline (no lease could ever have gone in after it). */

@@ -1307,6 +1307,9 @@ typedef void (*shmt_check_fn)(void *ctx, const char *problem);
  *   ring of buckets (the limiter's own and each client entry's), each
  *   sealed and active bucket's slot, the sealed counts adding up to the
  *   uses in flight, close times in serial order;
+ * - every global limiter's lease words: state, count within cap, cap
+ *   within the limit, and no open lease's deadline after now + slack_ns
+ *   (its daemon sets it less than slack_ns after it asked Redis);
  * - every exact log: each slot holding the grant the grant hint implies
  *   (a slot ahead of it makes every try return SHMT_EBUSYLOOP, one behind
  *   or a negative hint SHMT_ECORRUPT);
