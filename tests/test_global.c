@@ -1056,6 +1056,53 @@ test_fleet_daemon_kill(void **state)
 }
 
 /*
+ * Leases follow demand: they shrink while leases close by time mostly
+ * unused, down to a use or two.  A request that costs more than the next
+ * lease would hold must still be served: its refusal tells the daemon how
+ * many uses were asked, and the next lease holds at least that many (up
+ * to slack_uses), rather than refusing it lease after lease for ever.
+ */
+static void
+test_fleet_big_cost(void **state)
+{
+	struct fleet f;
+	shmt_global_stat_t gs;
+	shmt_decision_t d;
+	uint64_t give_up;
+	shmt_t *h;
+	int rc = 0, small = 0;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	fleet_up(&f, "bigcost");
+	assert_int_equal(shmt_open(f.seg[0], &h), 0);
+	/* One use now and then, each lease closing by time with one use of
+	 * its cap spent, until a lease of at most 2 uses has been seen. */
+	give_up = mono() + 10000 * MSEC;
+	while (!small) {
+		assert_true(mono() < give_up);
+		if (shmt_wait(h, "g", NULL, 0, 1, 100 * MSEC, NULL) == 1 &&
+		    shmt_global_stat(h, "g", &gs) == 0 && gs.leases_open == 1 &&
+		    gs.lease_cap <= 2)
+			small = 1;
+		nap(3 * F_SLACK_MS * MSEC);
+	}
+	/* Now a request of 5 uses, and only such requests. */
+	give_up = mono() + 2000 * MSEC;
+	while (mono() < give_up &&
+	    (rc = shmt_wait(h, "g", NULL, 0, 5, 100 * MSEC, &d)) == 0)
+		;
+	assert_int_equal(shmt_global_stat(h, "g", &gs), 0);
+	printf("# a request of 5 uses after leases of 2: %d (%llu leases, "
+	    "%llu uses leased)\n", rc, (unsigned long long)gs.leases,
+	    (unsigned long long)gs.leased_uses);
+	shmt_close(h);
+	fleet_down(&f);
+	assert_int_equal(rc, 1);
+}
+
+/*
  * A daemon killed while its lease still holds uses, and not restarted: the
  * host's one slow worker asks again long after the lease's deadline (400
  * ms later, past the lease's release in Redis), while the other hosts take
@@ -1293,6 +1340,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_redis_restart_aof),
 		cmocka_unit_test(test_fleet_daemon_kill),
 		cmocka_unit_test(test_fleet_dead_daemon_lease),
+		cmocka_unit_test(test_fleet_big_cost),
 		cmocka_unit_test(test_fleet_fail_closed),
 		cmocka_unit_test(test_fleet_offline_limit),
 		cmocka_unit_test(test_fleet_slow_redis),
