@@ -81,6 +81,10 @@
  *    sent + S'; the next daemon closes them and does not give back what
  *    is left (it does not know their Redis records: a loss of uses, never
  *    a gain).
+ *  - a damaged lease word: a grant refuses it with SHMT_ECORRUPT (as
+ *    does shmt_check), a deadline more than S ahead of the clock
+ *    included (no lease has one; it would grant its cap at any time);
+ *    the daemon closes such a lease and installs the next one over it.
  *  - Redis slow: a reply after sent + S' is a lease nobody can use; its
  *    uses go back at once.  Redis unreachable: the open leases run out by
  *    time, then every request is refused (or offline_limit applies: a
@@ -414,7 +418,7 @@ shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
 	struct shmt_glslot *s;
 	uint64_t exp[2], des[2];
 	struct gl_view v;
-	int rc;
+	int rc, damaged;
 
 	if (r == NULL || i >= SHMT_GL_SLOTS || cap == 0 || cap > r->limit ||
 	    deadline == 0 || deadline > SHMT_GL_DEADLINE_MAX)
@@ -424,15 +428,16 @@ shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
 		if ((rc = gl_load(s, r->limit, &v)) != 0)
 			return rc;
 		/* The high half must grow: a new lease never repeats a word
-		 * a worker may still hold (see the top of the file).  A
+		 * a worker may still hold (see the top of the file).  But a
 		 * deadline more than the slack past NOW is damage no lease
-		 * wrote (gl_sane); waiting for it would stop the slot for
-		 * good, so the new lease goes in over it (a word a worker
-		 * read holds that deadline, which no lease reaches before
-		 * the clock has gone past it by more than a lease's span). */
-		if (v.state == SHMT_GL_OPEN || (deadline <= v.deadline &&
-		    gl_sane(&(struct gl_view){ .state = SHMT_GL_OPEN,
-		    .deadline = v.deadline }, now, r->slack) == 0))
+		 * wrote (gl_sane), and waiting for it would stop the slot
+		 * for good: the new lease goes in below it.  A worker that
+		 * read that word open refused it unless its clock was
+		 * within the slack of that deadline, and no later lease
+		 * has that very deadline before the clock is as close. */
+		damaged = v.deadline > now && v.deadline - now > r->slack;
+		if (v.state == SHMT_GL_OPEN ||
+		    (deadline <= v.deadline && !damaged))
 			return -EBUSY;
 		__atomic_store_n(&s->gs_opened_ns, now, __ATOMIC_RELAXED);
 		exp[0] = v.lo;
