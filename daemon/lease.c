@@ -345,7 +345,9 @@ close_due(struct shmtd_lease *l, struct glim *g, unsigned i, uint64_t now,
 	if (shmt__global_read(&g->ref, i, &st, &used, &cap, &dl) != 0 ||
 	    st != SHMT_GL_OPEN)
 		return;
-	if (!force && now < dl && used < cap)
+	/* A deadline more than the slack ahead is damage (no lease of
+	 * ours has one): close it, so its slot takes a lease again. */
+	if (!force && now < dl && used < cap && dl - now <= g->ref.slack)
 		return;
 	if (shmt__global_close(&g->ref, i, &used, &cap, &dl) != 1)
 		return;
@@ -527,6 +529,13 @@ step(struct shmtd_lease *l, struct glim *g, uint64_t now)
 		close_due(l, g, j, now, 0);
 	denied = shmt__global_denied(&g->ref);
 	refused = denied != g->denied_seen;
+	/* The uses refused since the last look are at least the cost of
+	 * each refused request: the next lease holds that many (up to
+	 * slack_uses), or a request larger than the leases that demand
+	 * has shrunk would be refused lease after lease. */
+	if (refused && denied - g->denied_seen > g->want)
+		g->want = denied - g->denied_seen < g->ref.slack_uses ?
+		    denied - g->denied_seen : g->ref.slack_uses;
 	g->denied_seen = denied;
 	soon = now + 2 * g->st.rtt_ns + MS;
 	left = open_left(g, soon, &nopen, &used);

@@ -119,9 +119,9 @@ struct shmt__gref {
  * such limiter), -EPERM (not global), SHMT_ECORRUPT. */
 int shmt__global_ref(shmt_t *h, const char *name, struct shmt__gref *ref);
 /* Install a lease of CAP uses usable until DEADLINE (local ns) in slot I,
- * which must be EMPTY or CLOSED with an earlier deadline: 0, -EBUSY (slot
- * open, or its deadline not earlier), -EINVAL, SHMT_ECORRUPT.  Wakes the
- * limiter's waiters. */
+ * which must be EMPTY or CLOSED with an earlier deadline (or a damaged one,
+ * more than the slack after NOW): 0, -EBUSY (slot open, or its deadline not
+ * earlier), -EINVAL, SHMT_ECORRUPT.  Wakes the limiter's waiters. */
 int shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
     uint64_t deadline, uint64_t now);
 /* Close slot I (OPEN -> CLOSED, one CAS, after which no grant succeeds)

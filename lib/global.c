@@ -81,6 +81,10 @@
  *    sent + S'; the next daemon closes them and does not give back what
  *    is left (it does not know their Redis records: a loss of uses, never
  *    a gain).
+ *  - a damaged lease word: a grant refuses it with SHMT_ECORRUPT (as
+ *    does shmt_check), a deadline more than S ahead of the clock
+ *    included (no lease has one; it would grant its cap at any time);
+ *    the daemon closes such a lease and installs the next one over it.
  *  - Redis slow: a reply after sent + S' is a lease nobody can use; its
  *    uses go back at once.  Redis unreachable: the open leases run out by
  *    time, then every request is refused (or offline_limit applies: a
@@ -111,6 +115,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <string.h>
@@ -140,6 +145,19 @@ gl_load(const struct shmt_glslot *s, uint64_t limit, struct gl_view *v)
 	if (v->state > SHMT_GL_CLOSED || v->cap > limit || v->count > v->cap)
 		return SHMT_ECORRUPT;
 	if (v->state == SHMT_GL_EMPTY && v->lo != 0)
+		return SHMT_ECORRUPT;
+	return 0;
+}
+
+/* An open lease's deadline is the daemon's send time plus less than the
+ * slack, and every reader reads its clock after the lease went in, so
+ * one more than SLACK ahead of NOW is damage: it would grant its cap at
+ * any time, however late.  SHMT_ECORRUPT then. */
+static int
+gl_sane(const struct gl_view *v, uint64_t now, uint64_t slack)
+{
+	if (v->state == SHMT_GL_OPEN && v->deadline > now &&
+	    v->deadline - now > slack)
 		return SHMT_ECORRUPT;
 	return 0;
 }
@@ -204,6 +222,9 @@ gl_try(shmt_t *h, struct shmt_glease *g, uint64_t limit, uint64_t window,
 			if ((rc = gl_load(&g->gl_slot[i], limit, &v[i])) != 0)
 				return rc;
 		now = shmt__now(h);
+		for (i = 0; i < SHMT_GL_SLOTS; i++)
+			if ((rc = gl_sane(&v[i], now, slack)) != 0)
+				return rc;
 		i = gl_pick(v, now, cost);
 		if (i < 0) {
 			if (take) {
@@ -259,6 +280,31 @@ void
 shmt__global_forget(struct shmt_glease *g)
 {
 	memset(g, 0, sizeof(*g));
+}
+
+void
+shmt__global_chk(shmt_t *h, struct shmt_chk *c, const char *name,
+    struct shmt_glease *g, uint64_t limit, uint64_t slack)
+{
+	struct gl_view v[SHMT_GL_SLOTS];
+	int bad[SHMT_GL_SLOTS];
+	uint64_t now;
+
+	for (int i = 0; i < SHMT_GL_SLOTS; i++)
+		bad[i] = gl_load(&g->gl_slot[i], limit, &v[i]) != 0;
+	now = shmt__now(h);      /* after the words, as a grant reads it */
+	for (int i = 0; i < SHMT_GL_SLOTS; i++) {
+		if (bad[i])
+			shmt__chk(c, "limiter %s: lease slot %d: word %#" PRIx64
+			    " %#" PRIx64 " breaks its rules (state %u, %u of "
+			    "%u uses, limit %" PRIu64 ")", name, i, v[i].lo,
+			    v[i].hi, v[i].state, v[i].count, v[i].cap, limit);
+		else if (gl_sane(&v[i], now, slack) != 0)
+			shmt__chk(c, "limiter %s: lease slot %d: open until %"
+			    PRIu64 ", more than the slack (%" PRIu64 " ns) "
+			    "after now (%" PRIu64 ")", name, i, v[i].deadline,
+			    slack, now);
+	}
 }
 
 /* ---- Finding a global row ------------------------------------------------ */
@@ -372,7 +418,7 @@ shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
 	struct shmt_glslot *s;
 	uint64_t exp[2], des[2];
 	struct gl_view v;
-	int rc;
+	int rc, damaged;
 
 	if (r == NULL || i >= SHMT_GL_SLOTS || cap == 0 || cap > r->limit ||
 	    deadline == 0 || deadline > SHMT_GL_DEADLINE_MAX)
@@ -382,8 +428,16 @@ shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
 		if ((rc = gl_load(s, r->limit, &v)) != 0)
 			return rc;
 		/* The high half must grow: a new lease never repeats a word
-		 * a worker may still hold (see the top of the file). */
-		if (v.state == SHMT_GL_OPEN || deadline <= v.deadline)
+		 * a worker may still hold (see the top of the file).  But a
+		 * deadline more than the slack past NOW is damage no lease
+		 * wrote (gl_sane), and waiting for it would stop the slot
+		 * for good: the new lease goes in below it.  A worker that
+		 * read that word open refused it unless its clock was
+		 * within the slack of that deadline, and no later lease
+		 * has that very deadline before the clock is as close. */
+		damaged = v.deadline > now && v.deadline - now > r->slack;
+		if (v.state == SHMT_GL_OPEN ||
+		    (deadline <= v.deadline && !damaged))
 			return -EBUSY;
 		__atomic_store_n(&s->gs_opened_ns, now, __ATOMIC_RELAXED);
 		exp[0] = v.lo;
@@ -478,6 +532,8 @@ shmt_global_stat(shmt_t *h, const char *name, shmt_global_stat_t *out)
 		struct gl_view v;
 
 		if ((rc = gl_load(&g->gl_slot[i], lim->lm_limit, &v)) != 0)
+			return rc;
+		if ((rc = gl_sane(&v, now, lim->lm_slack)) != 0)
 			return rc;
 		if (v.state != SHMT_GL_OPEN || now >= v.deadline)
 			continue;

@@ -68,12 +68,17 @@ struct shmt_glease {
  * SHMT_LIMF_GLOBAL).  G is the row's lease area, LIMIT its limit.
  * shmt__global_take: grant COST uses at the handle's clock if an open lease
  * holds them; 1 granted, 0 refused, SHMT_ECORRUPT (a slot word breaks its
- * rules), SHMT_EBUSYLOOP.  OUT (may be NULL) gets the host's view. */
+ * rules, or an open lease's deadline is more than the slack ahead of the
+ * clock), SHMT_EBUSYLOOP.  OUT (may be NULL) gets the host's view. */
 int shmt__global_take(shmt_t *h, struct shmt_glease *g, uint64_t limit,
     uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out);
 /* What shmt__global_take would answer, changing nothing. */
 int shmt__global_peek(shmt_t *h, struct shmt_glease *g, uint64_t limit,
     uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out);
+/* The self-check of G's lease words (shmt_check): each word within its
+ * rules, no open lease more than SLACK past the handle's clock. */
+void shmt__global_chk(shmt_t *h, struct shmt_chk *c, const char *name,
+    struct shmt_glease *g, uint64_t limit, uint64_t slack);
 /* Empty both slots: for a segment nobody else uses yet (a new row, a
  * restored snapshot, whose leases belong to another boot). */
 void shmt__global_forget(struct shmt_glease *g);

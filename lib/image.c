@@ -516,7 +516,7 @@ shift_expire(uint64_t e, int64_t d)
 	if (e == 0)
 		return 0;
 	if (d < 0)
-		return e > (uint64_t)-d ? e - (uint64_t)-d : 1;
+		return e > 0 - (uint64_t)d ? e - (0 - (uint64_t)d) : 1;
 	return e > UINT64_MAX - (uint64_t)d ? UINT64_MAX : e + (uint64_t)d;
 }
 

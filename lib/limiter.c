@@ -593,7 +593,7 @@ static uint64_t
 shift(uint64_t t, int64_t d)
 {
 	if (d < 0)
-		return t < (uint64_t)-d ? 0 : t - (uint64_t)-d;
+		return t < 0 - (uint64_t)d ? 0 : t - (0 - (uint64_t)d);
 	return sat_add(t, (uint64_t)d);
 }
 
@@ -712,6 +712,9 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 			snprintf(who, sizeof(who), "limiter %s", v.name);
 			shmt__bk_ctx_init(&bc, &v, v.ring);
 			shmt__chk_ring(h, c, who, &bc, &v.lim->lm_w);
+			if (v.flags & SHMT_LIMF_GLOBAL)
+				shmt__global_chk(h, c, v.name, &v.lim->lm_g,
+				    v.limit, v.slack);
 		}
 	}
 }

@@ -50,6 +50,13 @@ shmt__limit_check(const shmt_limit_t *l, struct lim_geom *g, char *why,
 	    l->nkeys != 0 || l->per_client || l->shadow))
 		REFUSE("global: 0 or 1, and a global limiter is a shared "
 		    "buckets limiter (no key pool, not per client, not shadow)");
+	/* Each below the span first, so that the sum cannot wrap. */
+	if (l->global != 0 && (l->window_ns >= SHMT_GLOBAL_SPAN_MAX ||
+	    l->slack_ns >= SHMT_GLOBAL_SPAN_MAX ||
+	    l->window_ns + l->slack_ns >= SHMT_GLOBAL_SPAN_MAX))
+		REFUSE("global: window_ns + slack_ns must be below %llu ns "
+		    "(SHMT_GLOBAL_SPAN_MAX)",
+		    (unsigned long long)SHMT_GLOBAL_SPAN_MAX);
 	if (l->nkeys > 0) {
 		if (l->nkeys > SHMT_KEYS_MAX)
 			REFUSE("nkeys: at most SHMT_KEYS_MAX (%d) key names",

@@ -215,6 +215,28 @@ test_lease_rules(void **state)
 	l = glimit();
 	l.global = 2;
 	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	/* The daemon's hold is window + slack plus 0.1%, its local deadline
+	 * the send time plus the slack, and Redis's script counts in
+	 * microseconds in doubles: a span that wraps 64 bits (here to a
+	 * hold of nothing, for a lease open 146 years) or that the script
+	 * cannot count exactly is refused. */
+	l = glimit();
+	l.window_ns = 3ULL << 62;
+	l.slack_ns = 1ULL << 62;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l.window_ns = SHMT_GLOBAL_SPAN_MAX / 2;
+	l.slack_ns = SHMT_GLOBAL_SPAN_MAX / 2 - 1;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), 0);
+	l.slack_ns++;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	l.window_ns = 1000 * MSEC;
+	l.slack_ns = SHMT_GLOBAL_SPAN_MAX - 1000 * MSEC - 1;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), 0);
+	l.slack_ns++;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	/* A local limiter has no such bound. */
+	l.global = 0;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), 0);
 	ufix_open(&f);
 	l = glimit();
 	assert_int_equal(shmt_limiter_define(f.h, "g", &l), 0);
@@ -299,7 +321,31 @@ test_lease_hostile(void **state)
 		    &dl), SHMT_ECORRUPT);
 		assert_int_equal(shmt__global_install(&f.ref, 1, 1, 99999, 0),
 		    SHMT_ECORRUPT);
+		/* The self-check names what the grants refuse. */
+		assert_int_equal(shmt_check(f.h, NULL, NULL), 1);
 	}
+	s->gs_w[0] = s->gs_w[1] = 0;
+	/* A deadline no lease can have: the daemon sets it to the time it
+	 * sent its request plus less than the slack, and a worker reads its
+	 * clock after the lease is in, so an open lease's deadline is never
+	 * more than the slack (100 ms) ahead.  One far ahead would grant its
+	 * whole cap at any time, however late: refused as damage. */
+	s->gs_w[0] = 4;
+	s->gs_w[1] = ((f.clk.now + 100 * MSEC + 1) << 2) | SHMT_GL_OPEN;
+	assert_int_equal(shmt_try_use_key(f.h, "g"), SHMT_ECORRUPT);
+	assert_int_equal(shmt_global_stat(f.h, "g", &gs), SHMT_ECORRUPT);
+	assert_int_equal(shmt_check(f.h, NULL, NULL), 1);
+	assert_int_equal(SHMT_GL_COUNT(s->gs_w[0]), 0);
+	s->gs_w[1] = ((f.clk.now + 100 * MSEC) << 2) | SHMT_GL_OPEN;
+	assert_int_equal(shmt_check(f.h, NULL, NULL), 0);
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
+	/* The daemon closes such a lease, and its next lease goes in over
+	 * the far deadline (no lease could ever have gone in after it). */
+	s->gs_w[1] = (SHMT_GL_DEADLINE_MAX << 2) | SHMT_GL_OPEN;
+	assert_int_equal(shmt__global_close(&f.ref, 1, &used, &cap, &dl), 1);
+	assert_int_equal(shmt__global_install(&f.ref, 1, 2,
+	    f.clk.now + 50 * MSEC, f.clk.now), 0);
+	assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
 	s->gs_w[0] = s->gs_w[1] = 0;
 	/* A row whose flags say global with parameters that break the
 	 * rules is refused by the daemon's lookup. */
@@ -1020,6 +1066,53 @@ test_fleet_daemon_kill(void **state)
 }
 
 /*
+ * Leases follow demand: they shrink while leases close by time mostly
+ * unused, down to a use or two.  A request that costs more than the next
+ * lease would hold must still be served: its refusal tells the daemon how
+ * many uses were asked, and the next lease holds at least that many (up
+ * to slack_uses), rather than refusing it lease after lease for ever.
+ */
+static void
+test_fleet_big_cost(void **state)
+{
+	struct fleet f;
+	shmt_global_stat_t gs;
+	shmt_decision_t d;
+	uint64_t give_up;
+	shmt_t *h;
+	int rc = 0, small = 0;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	fleet_up(&f, "bigcost");
+	assert_int_equal(shmt_open(f.seg[0], &h), 0);
+	/* One use now and then, each lease closing by time with one use of
+	 * its cap spent, until a lease of at most 2 uses has been seen. */
+	give_up = mono() + 10000 * MSEC;
+	while (!small) {
+		assert_true(mono() < give_up);
+		if (shmt_wait(h, "g", NULL, 0, 1, 100 * MSEC, NULL) == 1 &&
+		    shmt_global_stat(h, "g", &gs) == 0 && gs.leases_open == 1 &&
+		    gs.lease_cap <= 2)
+			small = 1;
+		nap(3 * F_SLACK_MS * MSEC);
+	}
+	/* Now a request of 5 uses, and only such requests. */
+	give_up = mono() + 2000 * MSEC;
+	while (mono() < give_up &&
+	    (rc = shmt_wait(h, "g", NULL, 0, 5, 100 * MSEC, &d)) == 0)
+		;
+	assert_int_equal(shmt_global_stat(h, "g", &gs), 0);
+	printf("# a request of 5 uses after leases of 2: %d (%llu leases, "
+	    "%llu uses leased)\n", rc, (unsigned long long)gs.leases,
+	    (unsigned long long)gs.leased_uses);
+	shmt_close(h);
+	fleet_down(&f);
+	assert_int_equal(rc, 1);
+}
+
+/*
  * A daemon killed while its lease still holds uses, and not restarted: the
  * host's one slow worker asks again long after the lease's deadline (400
  * ms later, past the lease's release in Redis), while the other hosts take
@@ -1257,6 +1350,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_redis_restart_aof),
 		cmocka_unit_test(test_fleet_daemon_kill),
 		cmocka_unit_test(test_fleet_dead_daemon_lease),
+		cmocka_unit_test(test_fleet_big_cost),
 		cmocka_unit_test(test_fleet_fail_closed),
 		cmocka_unit_test(test_fleet_offline_limit),
 		cmocka_unit_test(test_fleet_slow_redis),

@@ -112,6 +112,10 @@ extern "C" {
 #define SHMT_CLIENT_MAX 1024
 /* Largest limit (uses per window). */
 #define SHMT_LIMIT_MAX 0x7fffffffULL
+/* A global limiter's window_ns + slack_ns stays below this (2^60 ns, about
+ * 36 years): the daemon's hold and deadlines, and Redis's script that
+ * counts microseconds in doubles, stay exact. */
+#define SHMT_GLOBAL_SPAN_MAX (1ULL << 60)
 /* Largest limit in exact mode (it keeps one 16-byte record per use). */
 #define SHMT_EXACT_LIMIT_MAX 1048576ULL
 /* Most buckets in one ring, ceil(window/slack) + ceil(limit/slack_uses). */
@@ -485,7 +489,8 @@ typedef struct shmt_limit {
 	 * the README, "Limits shared by many hosts").  Buckets mode only,
 	 * shared (no client, no key pool, not shadow); slack_ns is a lease's
 	 * open time and slack_uses the most uses one lease holds.  Without a
-	 * daemon holding a lease every request is refused.  Leases end at
+	 * daemon holding a lease every request is refused; window_ns +
+	 * slack_ns below SHMT_GLOBAL_SPAN_MAX.  Leases end at
 	 * CLOCK_MONOTONIC deadlines: handles that use a global limiter keep
 	 * the real clock (no shmt_set_clock). */
 	int global;
@@ -1327,6 +1332,9 @@ typedef void (*shmt_check_fn)(void *ctx, const char *problem);
  *   ring of buckets (the limiter's own and each client entry's), each
  *   sealed and active bucket's slot, the sealed counts adding up to the
  *   uses in flight, close times in serial order;
+ * - every global limiter's lease words: state, count within cap, cap
+ *   within the limit, and no open lease's deadline after now + slack_ns
+ *   (its daemon sets it less than slack_ns after it asked Redis);
  * - every exact log: each slot holding the grant the grant hint implies
  *   (a slot ahead of it makes every try return SHMT_EBUSYLOOP, one behind
  *   or a negative hint SHMT_ECORRUPT);
