@@ -132,7 +132,7 @@ int
 shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
     struct shmt_an *an, const char **why)
 {
-	uint64_t rest, per, names;
+	uint64_t rest, per, names, mk, room;
 	uint32_t minp;
 	const char *dummy;
 
@@ -175,18 +175,22 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	 * p >= 1.2 / threshold at least (see shmt_top_keys). */
 	minp = (uint32_t)((1200000ULL + ppm - 1) / ppm);
 	minp = (minp + SHMT_AN_PROBE_STEP - 1) & ~(SHMT_AN_PROBE_STEP - 1);
-	/* A quarter for names, the rest for summaries. */
-	names = pow2_floor(bytes / 4 / sizeof(struct shmt_an_name));
+	/* An eighth for names, the rest for summaries: a header, at least
+	 * SHMT_AN_PIECES_MIN piece marks, the counters, and the rest of the
+	 * room (up to SHMT_AN_PIECES_MAX) for more piece marks. */
+	names = pow2_floor(bytes / 8 / sizeof(struct shmt_an_name));
 	an->lock_off = SHMT_LINE * 2;   /* after the owners (16 x 16 bytes) */
 	an->sums_off = an->lock_off + SHMT_LINE;
 	rest = bytes - an->sums_off - names * sizeof(struct shmt_an_name);
 	per = rest / ((uint64_t)an->rings * an->stripes);
-	if (per <= sizeof(struct shmt_an_sum) + 64)
+	mk = sizeof(struct shmt_an_mark);
+	if (per <= sizeof(struct shmt_an_sum) + 64 + SHMT_AN_PIECES_MIN * mk)
 		return -EINVAL;
 	per -= sizeof(struct shmt_an_sum) + 64;  /* header, rounding */
 	an->probe = SHMT_AN_PROBE_MAX;
 	while (an->probe > SHMT_AN_PROBE_STEP &&
-	    meta_bytes_of(an->probe) + 8ULL * an->probe > per)
+	    meta_bytes_of(an->probe) + 8ULL * an->probe +
+	    SHMT_AN_PIECES_MIN * mk > per)
 		an->probe -= SHMT_AN_PROBE_STEP;
 	if (an->probe < minp) {
 		*why = "analyzer_bytes: too small for this threshold (each "
@@ -195,7 +199,8 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	}
 	an->tag_bytes = tag_bytes_of(an->probe);
 	an->meta_bytes = meta_bytes_of(an->probe);
-	an->groups = (uint32_t)(per / (an->meta_bytes + 8ULL * an->probe));
+	an->groups = (uint32_t)((per - SHMT_AN_PIECES_MIN * mk) /
+	    (an->meta_bytes + 8ULL * an->probe));
 	if (an->groups == 0 || an->groups > (1U << 16)) {
 		if (an->groups != 0)
 			*why = "analyzer_bytes: too large for this threshold "
@@ -203,7 +208,15 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 		return -EINVAL;
 	}
 	an->cap = an->groups * an->probe;
-	an->hashes_off = sizeof(struct shmt_an_sum) +
+	room = per - (uint64_t)an->groups * (an->meta_bytes + 8ULL * an->probe);
+	an->pieces = (uint32_t)(room / mk);
+	if (an->pieces > SHMT_AN_PIECES_MAX)
+		an->pieces = SHMT_AN_PIECES_MAX;
+	an->pieces &= ~1U;
+	an->marks_off = sizeof(struct shmt_an_sum);
+	an->groups_off = (an->marks_off + (uint64_t)an->pieces * mk + 63) &
+	    ~63ULL;
+	an->hashes_off = an->groups_off +
 	    (uint64_t)an->groups * an->meta_bytes;
 	an->sum_size = (an->hashes_off + 8ULL * an->cap + 63) & ~63ULL;
 	an->names_off = an->sums_off +
@@ -242,7 +255,7 @@ group_at_p(const struct shmt_an *an, struct shmt_an_sum *s, uint32_t g,
     uint32_t p)
 {
 	uint32_t tag_bytes = tag_bytes_of(p), meta_bytes = meta_bytes_of(p);
-	char *m = (char *)(s + 1) + (uint64_t)g * meta_bytes;
+	char *m = (char *)s + an->groups_off + (uint64_t)g * meta_bytes;
 
 	return (struct group){
 		.tags = (uint16_t *)m,
@@ -266,6 +279,13 @@ names(const struct shmt_an *an)
 	return (struct shmt_an_name *)(an->base + an->names_off);
 }
 
+/* Summary S's piece marks (an->pieces of them). */
+static inline struct shmt_an_mark *
+pieces_of(const struct shmt_an *an, struct shmt_an_sum *s)
+{
+	return (struct shmt_an_mark *)((char *)s + an->marks_off);
+}
+
 /* ---- Stripes: one per writer thread ------------------------------------- */
 
 /*
@@ -281,6 +301,7 @@ struct an_tls {
 	uint64_t sub_start, sub_end, id;
 	uint64_t slice_end;             /* where the next slice starts */
 	uint32_t slice;                 /* the slice of the last request */
+	uint64_t tmax;                  /* the latest time it counted at */
 	struct shmt_an_sum *sum;        /* this sub-window's summary */
 };
 static __thread struct an_tls an_tls[4];
@@ -377,6 +398,7 @@ tls_get(shmt_t *h)
 	t->fork_gen = h->fork_gen;
 	t->stripe = stripe_claim(h);
 	t->sub_start = t->sub_end = 0;
+	t->tmax = 0;
 	return t;
 }
 
@@ -515,9 +537,17 @@ sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 	__atomic_store_n(&s->am_d, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_n, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_slice, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_seq, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_step, an->probe + 1ULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_next, an->probe + 1ULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_pieces, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_mver, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_tmax, 0, __ATOMIC_RELAXED);
 	for (uint32_t k = 0; k + 1 < SHMT_AN_SLICES; k++) {
-		__atomic_store_n(&s->am_mark_d[k], 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&s->am_mark_n[k], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_smark[k].mk_t, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_smark[k].mk_d, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_smark[k].mk_n, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_smark[k].mk_sq, 0, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&s->am_id, id, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_ver, ver + 1, __ATOMIC_RELEASE);
@@ -551,13 +581,102 @@ tags_any8(tag8 eq)
 #endif
 }
 
+/* Write mark M: (T, D, N, SQ), one word at a time. */
+static inline void
+mark_put(struct shmt_an_mark *m, uint64_t t, uint64_t d, uint64_t n,
+    uint64_t sq)
+{
+	__atomic_store_n(&m->mk_t, t, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->mk_d, d, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->mk_n, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->mk_sq, sq, __ATOMIC_RELAXED);
+}
+
 /*
- * Count one request of HASH in summary S.  A counter is live when its count
- * is over d; the key's counter is the live one whose tag and hash match.
- * The tags are compared sixteen at a time, with no branch per counter; a miss
- * then looks for the first counter that is not live.  The writer is the
- * stripe's one owner, so its plain reads of its own tags see its own
- * stores; other threads read counts and hashes only, atomically.
+ * Perhaps take a piece mark of summary S before a request counted at T,
+ * the latest time counted before it being TP, with d D and n N (weight
+ * W = N + (probe + 1) D).  The piece since the last mark is cut when its
+ * weight reaches the step, or a quarter of it and T is later than TP (so
+ * that a burst at one moment is cut off at its end).  When the an->pieces
+ * marks are all used, every other one is dropped first (marks 1, 3, 5, ...
+ * are kept, so each piece is at most two of the old ones) and the step
+ * doubles; the marks' version is odd meanwhile, so a reader retries or
+ * takes no piece mark.  Marks are taken in the order of counting, with
+ * times that never go back.  Returns the sequence number of the latest
+ * mark.
+ */
+static __attribute__((noinline)) uint64_t
+piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
+    uint64_t t, uint64_t d, uint64_t n, uint64_t w)
+{
+	struct shmt_an_mark *mk = pieces_of(an, s);
+	uint64_t np = __atomic_load_n(&s->am_pieces, __ATOMIC_RELAXED);
+	uint64_t step = __atomic_load_n(&s->am_step, __ATOMIC_RELAXED);
+	uint64_t seq = __atomic_load_n(&s->am_seq, __ATOMIC_RELAXED);
+	uint64_t ver = __atomic_load_n(&s->am_mver, __ATOMIC_RELAXED);
+	uint64_t wl = 0, gap;
+
+	if (np > an->pieces)            /* damaged: start over */
+		np = 0;
+	if (step < 4 || step > (1ULL << 60))
+		step = an->probe + 1ULL;
+	if (np > 0) {
+		struct shmt_an_mark *l = &mk[np - 1];
+		uint64_t last = __atomic_load_n(&l->mk_t, __ATOMIC_RELAXED);
+
+		wl = __atomic_load_n(&l->mk_n, __ATOMIC_RELAXED) +
+		    (an->probe + 1ULL) * __atomic_load_n(&l->mk_d,
+		    __ATOMIC_RELAXED);
+		if (tp < last)
+			tp = last;
+		if (wl > w)
+			wl = w;
+	}
+	if (t < tp)
+		t = tp;
+	if (w - wl < step && t == tp)
+		return seq;             /* the same moment: not yet */
+	seq = (seq + 1) & 0xffffffffULL;
+	if (seq == 0)
+		seq = 0xffffffffULL;    /* saturated */
+	if (np >= an->pieces && an->pieces >= 2) {
+		__atomic_store_n(&s->am_mver, ver | 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		for (uint64_t i = 0; i < np / 2; i++) {
+			struct shmt_an_mark *from = &mk[2 * i + 1];
+
+			mark_put(&mk[i],
+			    __atomic_load_n(&from->mk_t, __ATOMIC_RELAXED),
+			    __atomic_load_n(&from->mk_d, __ATOMIC_RELAXED),
+			    __atomic_load_n(&from->mk_n, __ATOMIC_RELAXED),
+			    __atomic_load_n(&from->mk_sq, __ATOMIC_RELAXED));
+		}
+		np /= 2;
+		step *= 2;
+		__atomic_store_n(&s->am_pieces, np, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_step, step, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_mver, (ver | 1) + 1, __ATOMIC_RELEASE);
+	}
+	gap = t - tp < 0xffffffffULL ? t - tp : 0xffffffffULL;
+	if (np < an->pieces) {
+		mark_put(&mk[np], t, d, n, gap << 32 | seq);
+		__atomic_store_n(&s->am_pieces, np + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&s->am_seq, seq, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->am_next, w + step / 4, __ATOMIC_RELAXED);
+	return seq;
+}
+
+/*
+ * Count one request of HASH in summary S, at time T (for its marks).  A
+ * counter is live when its count is over d; the key's counter is the live
+ * one whose tag and hash match.  A counter's word is its count in the low
+ * 48 bits and, above them, the sequence number of the latest mark when it
+ * was last counted (saturated at SHMT_AN_SEQ_MAX).  The tags are compared
+ * sixteen at a time, with no branch per counter; a miss then looks for the
+ * first counter that is not live.  The writer is the stripe's one owner,
+ * so its plain reads of its own tags see its own stores; other threads
+ * read counts and hashes only, atomically.
  *
  * Claiming a free counter takes three stores: the tag, the hash, then the
  * count d + 1.  A free counter is not live (its count is at most d, and d
@@ -569,11 +688,12 @@ tags_any8(tag8 eq)
  */
 static inline __attribute__((always_inline)) void
 sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    uint32_t slice, uint64_t hash, const void *key, size_t klen, int kind,
-    const uint32_t p)
+    uint32_t slice, uint64_t tp, uint64_t t, uint64_t hash, const void *key,
+    size_t klen, int kind, const uint32_t p)
 {
 	struct group g = group_at_p(an, s, shmt__an_group(an->groups, hash), p);
-	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low;
+	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low, n;
+	uint64_t seq, sb, w;
 	uint16_t tag = (uint16_t)(hash >> SHMT_AN_TAG_SHIFT);
 	tag8 spread = (tag8){ 0 } + tag;
 	uint32_t j;
@@ -586,21 +706,29 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 	if (id != cur || (__atomic_load_n(&s->am_ver, __ATOMIC_RELAXED) & 1))
 		sum_reset(an, s, id);
 	d = __atomic_load_n(&s->am_d, __ATOMIC_RELAXED);
+	n = __atomic_load_n(&s->am_n, __ATOMIC_RELAXED);
+	seq = __atomic_load_n(&s->am_seq, __ATOMIC_RELAXED);
 	/* The first request of a later slice marks d and n as they are
 	 * before it, for every slice started since the last mark (a request
 	 * of an earlier slice, from a thread whose clock is behind, counts in
 	 * the latest).  A damaged am_slice (>= SHMT_AN_SLICES) marks nothing,
-	 * and readers then use no mark. */
+	 * and readers then use no slice mark. */
 	cur = __atomic_load_n(&s->am_slice, __ATOMIC_RELAXED);
 	if (slice > cur) {
-		uint64_t n = __atomic_load_n(&s->am_n, __ATOMIC_RELAXED);
-
-		for (uint64_t k = cur + 1; k <= slice; k++) {
-			__atomic_store_n(&s->am_mark_d[k - 1], d, __ATOMIC_RELAXED);
-			__atomic_store_n(&s->am_mark_n[k - 1], n, __ATOMIC_RELAXED);
-		}
+		if (seq < 0xffffffffULL)
+			seq++;
+		for (uint64_t k = cur + 1; k <= slice; k++)
+			mark_put(&s->am_smark[k - 1], t, d, n, seq);
+		__atomic_store_n(&s->am_seq, seq, __ATOMIC_RELEASE);
 		__atomic_store_n(&s->am_slice, slice, __ATOMIC_RELEASE);
 	}
+	/* Perhaps a piece mark, once the weight reaches am_next (see
+	 * piece_cut). */
+	w = n + (p + 1ULL) * d;
+	if (__builtin_expect(w >= __atomic_load_n(&s->am_next,
+	    __ATOMIC_RELAXED), 0))
+		seq = piece_cut(an, s, tp, t, d, n, w);
+	sb = (seq < SHMT_AN_SEQ_MAX ? seq : SHMT_AN_SEQ_MAX) << SHMT_AN_SEQ_SHIFT;
 	/* Most requests of a noisy stream match no tag: one pass over the
 	 * tags, sixteen at a time, tells, and only a match looks at counts and
 	 * hashes. */
@@ -619,11 +747,12 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 			if (g.tags[base + lane] != tag)
 				continue;
 			j = base + lane;
-			c = g.cnt[j];
+			c = g.cnt[j] & SHMT_AN_COUNT_MASK;
 			if (c <= d || __atomic_load_n(&g.hash[j],
 			    __ATOMIC_RELAXED) != hash)
 				continue;
-			__atomic_store_n(&g.cnt[j], c + 1, __ATOMIC_RELEASE);
+			__atomic_store_n(&g.cnt[j], (c + 1) | sb,
+			    __ATOMIC_RELEASE);
 			/* Name a key when its count here reaches NAME_AT:
 			 * at most once per summary, and never for the long
 			 * tail of a noisy stream, whose keys come and go
@@ -650,13 +779,14 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		j = (uint32_t)g.hint[0];
 		if (j >= p)
 			j = 0;
-		for (; j < p && g.cnt[j] > d; j++)
+		for (; j < p && (g.cnt[j] & SHMT_AN_COUNT_MASK) > d; j++)
 			;
 		if (j == p) {
 			low = UINT64_MAX;
-			for (j = 0; j < p && g.cnt[j] > d; j++)
-				if (g.cnt[j] < low)
-					low = g.cnt[j];
+			for (j = 0; j < p &&
+			    (g.cnt[j] & SHMT_AN_COUNT_MASK) > d; j++)
+				if ((g.cnt[j] & SHMT_AN_COUNT_MASK) < low)
+					low = g.cnt[j] & SHMT_AN_COUNT_MASK;
 			if (j == p)
 				__atomic_store_n(g.floor, low, __ATOMIC_RELAXED);
 		}
@@ -664,27 +794,29 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 	if (j < p) {
 		__atomic_store_n(&g.tags[j], tag, __ATOMIC_RELAXED);
 		__atomic_store_n(&g.hash[j], hash, __ATOMIC_RELEASE);
-		__atomic_store_n(&g.cnt[j], d + 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&g.cnt[j], (d + 1) | sb, __ATOMIC_RELEASE);
 		__atomic_store_n(g.hint, j + 1, __ATOMIC_RELAXED);
 	} else {
 		__atomic_store_n(&s->am_d, d + 1, __ATOMIC_RELEASE);
 		__atomic_store_n(g.hint, 0, __ATOMIC_RELAXED);
 	}
 counted:
-	__atomic_store_n(&s->am_n, __atomic_load_n(&s->am_n, __ATOMIC_RELAXED) + 1,
-	    __ATOMIC_RELEASE);
+	__atomic_store_n(&s->am_n, n + 1, __ATOMIC_RELEASE);
 }
 
 /* Count one request in summary S: the default group of 128 counters (1 MiB,
  * 12 sub-windows) has its own copy, with every size a constant. */
 static void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    uint32_t slice, uint64_t hash, const void *key, size_t klen, int kind)
+    uint32_t slice, uint64_t tp, uint64_t t, uint64_t hash, const void *key,
+    size_t klen, int kind)
 {
 	if (an->probe == 128)
-		sum_update_p(an, s, id, slice, hash, key, klen, kind, 128);
+		sum_update_p(an, s, id, slice, tp, t, hash, key, klen, kind,
+		    128);
 	else
-		sum_update_p(an, s, id, slice, hash, key, klen, kind, an->probe);
+		sum_update_p(an, s, id, slice, tp, t, hash, key, klen, kind,
+		    an->probe);
 }
 
 /* The slice of T in sub-window [S, E): floor((T - S) SLICES / (E - S)). */
@@ -709,6 +841,7 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 	struct shmt_an *an = h->an;
 	struct an_tls *t;
 	struct shmt_an_sum *s;
+	uint64_t tp;
 	int shared;
 
 	if (an == NULL || (kind == SHMT_HOT_CLIENT && !an->clients))
@@ -729,20 +862,37 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		t->slice_end = slice_start(t->sub_start, t->sub_end,
 		    t->slice + 1);
 	}
+	/* The time a request counts at, for the marks: never before the
+	 * latest this stripe counted at (the owner's, or under the shared
+	 * stripe's lock, the shared stripe's). */
 	s = t->sum;
 	shared = t->stripe == SHMT_AN_STRIPES;
-	if (shared && shared_lock(an) != 0)
-		return;
-	sum_update(an, s, t->id, t->slice, hash, key, klen, kind);
-	if (shared)
+	if (shared) {
+		uint64_t tm;
+
+		if (shared_lock(an) != 0)
+			return;
+		tm = __atomic_load_n(&s->am_tmax, __ATOMIC_RELAXED);
+		if (now > tm)
+			__atomic_store_n(&s->am_tmax, now, __ATOMIC_RELAXED);
+		sum_update(an, s, t->id, t->slice, tm, now > tm ? now : tm,
+		    hash, key, klen, kind);
 		shared_unlock(an);
+		return;
+	}
+	tp = t->tmax;
+	if (now > tp)
+		t->tmax = now;
+	sum_update(an, s, t->id, t->slice, tp, t->tmax, hash, key, klen,
+	    kind);
 }
 
 /* ---- Queries ----------------------------------------------------------------- */
 
 struct cand {
 	uint64_t hash;
-	uint64_t lower;
+	uint64_t lower;         /* in the newest subw sub-windows */
+	uint64_t old;           /* at most this in the oldest, from now - W */
 	int used;
 };
 
@@ -752,19 +902,21 @@ struct cmap {
 };
 
 static int
-cmap_add(struct cmap *m, uint64_t hash, uint64_t c)
+cmap_add(struct cmap *m, uint64_t hash, uint64_t lower, uint64_t old)
 {
 	uint64_t i = hash & (m->cap - 1);
 
 	for (uint64_t k = 0; k < m->cap; k++, i = (i + 1) & (m->cap - 1)) {
 		if (m->e[i].used && m->e[i].hash == hash) {
-			m->e[i].lower += c;
+			m->e[i].lower += lower;
+			m->e[i].old += old;
 			return 0;
 		}
 		if (!m->e[i].used) {
 			m->e[i].used = 1;
 			m->e[i].hash = hash;
-			m->e[i].lower = c;
+			m->e[i].lower = lower;
+			m->e[i].old = old;
 			m->n++;
 			return 0;
 		}
@@ -775,24 +927,108 @@ cmap_add(struct cmap *m, uint64_t hash, uint64_t c)
 /* What a summary adds to an answer. */
 struct sum_part {
 	uint64_t D, N;          /* offsets and requests, over the span */
-	uint64_t Dw, Nw;        /* the same from slice K0 on (see sum_read) */
+	uint64_t Dw, Nw;        /* the exact window's (see sum_read) */
 };
 
-/* Read summary S of sub-window ID into M (with SCRATCH, cap slots of
- * room); adds its d and n to P->D and P->N.  The exact window starts in
- * slice K0 of this sub-window (K0 = SHMT_AN_SLICES: before it): adds to
- * P->Dw what d grew by since the mark of slice K0 (the whole d when there
- * is no valid mark), and to P->Nw the requests after the mark of slice
- * K0 + 1 (all of them when K0 = SHMT_AN_SLICES).  A summary being
- * cleared, or holding another sub-window, adds nothing: what it held lies
- * outside the span. */
+/* The marks of the oldest summary around the exact window's start WS:
+ * B, the latest mark every request before which is before WS (d, n and
+ * sequence number; the summary's start when none), and A, the earliest
+ * every request after which is at or after WS (its n; none: an = n). */
+struct around {
+	uint64_t bd, bn, bseq, an;
+};
+
+static void
+around_consider(struct around *r, const struct shmt_an_mark *m, int before,
+    int after, uint64_t *aseq)
+{
+	uint64_t seq = __atomic_load_n(&m->mk_sq, __ATOMIC_RELAXED);
+
+	seq &= 0xffffffffULL;
+	if (before && seq >= r->bseq) {
+		r->bseq = seq;
+		r->bd = __atomic_load_n(&m->mk_d, __ATOMIC_RELAXED);
+		r->bn = __atomic_load_n(&m->mk_n, __ATOMIC_RELAXED);
+	}
+	if (after && seq < *aseq) {
+		*aseq = seq;
+		r->an = __atomic_load_n(&m->mk_n, __ATOMIC_RELAXED);
+	}
+}
+
+/* Find B and A in summary S of sub-window [SS, SE) (d D, n N) for the
+ * exact window starting at WS.  Marks that do not fit d and n (a damaged
+ * summary, or one read across its owner's writes) are not used. */
+static void
+sum_around(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t ss,
+    uint64_t se, uint64_t ws, uint64_t d, uint64_t n, struct around *r)
+{
+	struct shmt_an_mark *mk = pieces_of(an, s);
+	uint64_t sl = __atomic_load_n(&s->am_slice, __ATOMIC_ACQUIRE), aseq;
+	struct around best = { 0, 0, 0, n };
+
+	aseq = UINT64_MAX;
+	/* Slice k: every request before its mark is before its first moment,
+	 * every one after it at or after. */
+	for (uint64_t k = 1; sl < SHMT_AN_SLICES && k <= sl; k++) {
+		uint64_t t = slice_start(ss, se, k);
+
+		around_consider(&best, &s->am_smark[k - 1], t <= ws, t >= ws,
+		    &aseq);
+	}
+	/* Piece marks: every request before is at most mk_t - gap, every one
+	 * after at least mk_t.  Read under their version (odd while
+	 * thinned). */
+	for (int tries = 0; tries < 8; tries++) {
+		struct around r2 = best;
+		uint64_t v = __atomic_load_n(&s->am_mver, __ATOMIC_ACQUIRE);
+		uint64_t np = __atomic_load_n(&s->am_pieces, __ATOMIC_ACQUIRE);
+		uint64_t aseq2 = aseq;
+
+		if (v & 1)
+			continue;
+		if (np > an->pieces)
+			break;
+		for (uint64_t i = 0; i < np; i++) {
+			uint64_t t = __atomic_load_n(&mk[i].mk_t,
+			    __ATOMIC_RELAXED);
+			uint64_t gap = __atomic_load_n(&mk[i].mk_sq,
+			    __ATOMIC_RELAXED) >> 32;
+
+			around_consider(&r2, &mk[i], gap <= t && t - gap < ws,
+			    t >= ws, &aseq2);
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&s->am_mver, __ATOMIC_RELAXED) != v)
+			continue;
+		best = r2;
+		break;
+	}
+	if (best.bd > d || best.bn > n)
+		best.bd = best.bn = best.bseq = 0;
+	if (best.an > n)
+		best.an = n;
+	*r = best;
+}
+
+/* Read summary S of sub-window ID into M (with SCRATCH, cap slots of room);
+ * adds its d and n to P->D and P->N.  A summary of the newest subw
+ * sub-windows (OLDEST 0) lies inside the exact window: its effective counts
+ * go to the keys' lower bounds, its d and n to P->Dw and P->Nw.  The
+ * oldest one's (OLDEST 1, sub-window [SS, SE), the exact window starting
+ * at WS) go to the keys' `old` part, each capped by the requests after
+ * mark B and left out when the counter was last counted before mark B; it
+ * adds to P->Dw what d grew by since mark B, and to P->Nw the requests
+ * after mark A (see sum_around).  A summary being cleared, or holding
+ * another sub-window, adds nothing: what it held lies outside the span. */
 static int
 sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    uint32_t k0, struct cand *scratch, struct cmap *m, struct sum_part *P)
+    int oldest, uint64_t ss, uint64_t se, uint64_t ws, struct cand *scratch,
+    struct cmap *m, struct sum_part *P)
 {
 	for (int tries = 0; tries < 4; tries++) {
 		uint64_t v1 = __atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE), d, n;
-		uint64_t sl, md = 0, mn, dw, nw;
+		struct around r = { 0, 0, 0, 0 };
 		uint32_t k = 0;
 		int rc;
 
@@ -814,7 +1050,8 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 				 * while the owner keeps counting it.  A count
 				 * at most dd would give a lower bound of 0 or
 				 * less below anyway. */
-				if (c <= dd || shmt__an_group(an->groups, h) != g)
+				if ((c & SHMT_AN_COUNT_MASK) <= dd ||
+				    shmt__an_group(an->groups, h) != g)
 					continue;
 				scratch[k].hash = h;
 				scratch[k++].lower = c;
@@ -825,37 +1062,33 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		 * did meanwhile. */
 		d = __atomic_load_n(&s->am_d, __ATOMIC_ACQUIRE);
 		n = __atomic_load_n(&s->am_n, __ATOMIC_ACQUIRE);
-		/* A mark is taken before the requests of its slice; the marks
-		 * are read after d and n, so a mark newer than them only
-		 * lowers what they add below, and a mark over them (a
-		 * damaged summary) is not used. */
-		sl = __atomic_load_n(&s->am_slice, __ATOMIC_ACQUIRE);
-		dw = d;
-		nw = k0 >= SHMT_AN_SLICES ? n : 0;
-		if (k0 < SHMT_AN_SLICES && sl < SHMT_AN_SLICES) {
-			if (k0 >= 1 && k0 <= sl)
-				md = __atomic_load_n(&s->am_mark_d[k0 - 1],
-				    __ATOMIC_ACQUIRE);
-			if (k0 > sl)
-				dw = 0;         /* nothing from slice k0 on */
-			else if (md <= d)
-				dw = d - md;
-			if (k0 + 1 <= sl) {
-				mn = __atomic_load_n(&s->am_mark_n[k0],
-				    __ATOMIC_ACQUIRE);
-				nw = mn <= n ? n - mn : 0;
-			}
-		}
+		/* A mark is taken before the requests after it; the marks are
+		 * read after d and n, so a mark newer than them only lowers
+		 * what they add below, and one over them is not used. */
+		if (oldest)
+			sum_around(an, s, ss, se, ws, d, n, &r);
 		if (__atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE) != v1)
 			continue;
-		for (uint32_t j = 0; j < k; j++)
-			if (scratch[j].lower > d && (rc = cmap_add(m,
-			    scratch[j].hash, scratch[j].lower - d)) != 0)
+		for (uint32_t j = 0; j < k; j++) {
+			uint64_t c = scratch[j].lower & SHMT_AN_COUNT_MASK;
+			uint64_t seq = scratch[j].lower >> SHMT_AN_SEQ_SHIFT;
+
+			if (c <= d)
+				continue;
+			if (!oldest)
+				rc = cmap_add(m, scratch[j].hash, c - d, 0);
+			else if (seq < SHMT_AN_SEQ_MAX && seq < r.bseq)
+				continue;       /* not counted since mark B */
+			else
+				rc = cmap_add(m, scratch[j].hash, 0,
+				    c - d < n - r.bn ? c - d : n - r.bn);
+			if (rc != 0)
 				return rc;
+		}
 		P->D += d;
 		P->N += n;
-		P->Dw += dw;
-		P->Nw += nw;
+		P->Dw += oldest ? d - r.bd : d;
+		P->Nw += oldest ? n - r.an : n;
 		return 0;
 	}
 	return 0;
@@ -920,19 +1153,21 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 	i = shmt__tile_of(now, an->window, an->subw);
 	for (uint64_t k = 0; k <= an->subw && rc == 0; k++) {
 		uint64_t id = i - k;
-		uint32_t k0 = SHMT_AN_SLICES;
+		int oldest = k == an->subw;
+		uint64_t ss = 0, se = 0;
 
 		if (k > i)
 			break;
-		/* The oldest: the exact window starts in its slice k0
-		 * (start(i - subw) = start(i) - W <= now - W). */
-		if (k == an->subw)
-			k0 = slice_of(shmt__tile_start(id, an->window, an->subw),
-			    shmt__tile_start(id + 1, an->window, an->subw),
-			    now - an->window);
+		/* The oldest holds the exact window's start now - W (its
+		 * start is start(i) - W <= now - W). */
+		if (oldest) {
+			ss = shmt__tile_start(id, an->window, an->subw);
+			se = shmt__tile_start(id + 1, an->window, an->subw);
+		}
 		for (uint32_t p = 0; p < an->stripes && rc == 0; p++)
 			rc = sum_read(an, sum_at(an, (uint32_t)(id % an->rings), p),
-			    id, k0, scratch, &m, &part);
+			    id, oldest, ss, se, now - an->window, scratch, &m,
+			    &part);
 	}
 	D = part.D;
 	N = part.N;
@@ -943,15 +1178,17 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 		free(m.e);
 		return rc;
 	}
-	/* A key's requests from the start of slice k0 of the oldest
-	 * sub-window on (which holds the exact window) are at most
-	 * lower + Dw; Nwin requests are certainly in the exact window. */
+	/* A key's requests in the exact window are at least `lower` and at
+	 * most lower + old + Dw; Nwin requests are certainly in the exact
+	 * window.  Listed: every key whose upper bound is over the threshold
+	 * of Nwin. */
 	for (uint64_t k = 0; k < m.cap; k++) {
 		struct cand *c = &m.e[k];
 
 		if (!c->used)
 			continue;
-		if ((c->lower + Dw) * 1000000.0 > (double)an->ppm * (double)Nwin)
+		if ((c->lower + c->old + Dw) * 1000000.0 >
+		    (double)an->ppm * (double)Nwin)
 			m.e[hot++] = *c;
 	}
 	qsort(m.e, hot, sizeof(*m.e), cand_cmp);
@@ -963,7 +1200,7 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 		o->kind = 0;
 		o->hash = m.e[k].hash;
 		o->lower = m.e[k].lower;
-		o->upper = m.e[k].lower + D;
+		o->upper = m.e[k].lower + m.e[k].old + Dw;
 		o->share = N ? (double)o->lower / (double)N : 0;
 		fill_key(h, an, o->hash, o);
 	}

@@ -81,6 +81,10 @@ struct ta_run {
 	uint64_t max_error, max_total;
 	uint64_t unnamed;      /* listed with kind 0 and no key bytes */
 	uint64_t left_over_error; /* left out with more than `error` */
+	uint64_t missed;       /* over the threshold of the exact window, not
+	                        * listed (by an uncertified answer) */
+	uint64_t far_below;    /* listed with less than (threshold - error /
+	                        * total) of the exact window */
 	/* The last query's answer about WATCH (ta_watch), or 0. */
 	uint32_t watch;
 	int watch_reported;
