@@ -596,8 +596,10 @@ mark_put(struct shmt_an_mark *m, uint64_t t, uint64_t d, uint64_t n,
  * Perhaps take a piece mark of summary S before a request counted at T,
  * the latest time counted before it being TP, with d D and n N (weight
  * W = N + (probe + 1) D).  The piece since the last mark is cut when its
- * weight reaches the step, or a quarter of it and T is later than TP (so
- * that a burst at one moment is cut off at its end).  When the an->pieces
+ * weight reaches the step, or a quarter of it and T is later than TP; a
+ * request at TP past that quarter, or a cut at TP, makes the next one come
+ * here too, so a burst at one moment is cut off at its end, whatever its
+ * size (the first request of a later moment cuts).  When the an->pieces
  * marks are all used, every other one is dropped first (marks 1, 3, 5, ...
  * are kept, so each piece is at most two of the old ones) and the step
  * doubles; the marks' version is odd meanwhile, so a reader retries or
@@ -634,8 +636,13 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 	}
 	if (t < tp)
 		t = tp;
-	if (w - wl < step && t == tp)
-		return seq;             /* the same moment: not yet */
+	if ((w - wl < step && t == tp) || w == wl) {
+		/* The same moment as the last request: no cut yet, but the
+		 * first request of a later moment cuts (it comes back here),
+		 * so that a burst at one moment ends a piece. */
+		__atomic_store_n(&s->am_next, w + 1, __ATOMIC_RELAXED);
+		return seq;
+	}
 	seq = (seq + 1) & 0xffffffffULL;
 	if (seq == 0)
 		seq = 0xffffffffULL;    /* saturated */
@@ -663,7 +670,10 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 		__atomic_store_n(&s->am_pieces, np + 1, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&s->am_seq, seq, __ATOMIC_RELEASE);
-	__atomic_store_n(&s->am_next, w + step / 4, __ATOMIC_RELAXED);
+	/* After a cut at the moment of the last request, the next request
+	 * comes here too (the moment may go on); else after a quarter step. */
+	__atomic_store_n(&s->am_next, t == tp ? w + 1 : w + step / 4,
+	    __ATOMIC_RELAXED);
 	return seq;
 }
 
