@@ -680,9 +680,10 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 /*
  * Count one request of HASH in summary S, at time T (for its marks).  A
  * counter is live when its count is over d; the key's counter is the live
- * one whose tag and hash match.  A counter's word is its count in the low
- * 48 bits and, above them, the sequence number of the latest mark when it
- * was last counted (saturated at SHMT_AN_SEQ_MAX).  The tags are compared
+ * one whose tag and hash match.  A counter's word is its count shifted
+ * left by 16 bits and, below it, the sequence number of the latest mark
+ * when it was last counted (saturated at SHMT_AN_SEQ_MAX), so "live" is
+ * one comparison of the word with d << 16 | 0xffff.  The tags are compared
  * sixteen at a time, with no branch per counter; a miss then looks for the
  * first counter that is not live.  The writer is the stripe's one owner,
  * so its plain reads of its own tags see its own stores; other threads
@@ -703,7 +704,7 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 {
 	struct group g = group_at_p(an, s, shmt__an_group(an->groups, hash), p);
 	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low, n;
-	uint64_t seq, sb, w;
+	uint64_t seq, sb, w, dr;
 	uint16_t tag = (uint16_t)(hash >> SHMT_AN_TAG_SHIFT);
 	tag8 spread = (tag8){ 0 } + tag;
 	uint32_t j;
@@ -738,7 +739,8 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 	if (__builtin_expect(w >= __atomic_load_n(&s->am_next,
 	    __ATOMIC_RELAXED), 0))
 		seq = piece_cut(an, s, tp, t, d, n, w);
-	sb = (seq < SHMT_AN_SEQ_MAX ? seq : SHMT_AN_SEQ_MAX) << SHMT_AN_SEQ_SHIFT;
+	sb = seq < SHMT_AN_SEQ_MAX ? seq : SHMT_AN_SEQ_MAX;
+	dr = d << SHMT_AN_SEQ_BITS | SHMT_AN_SEQ_MAX;  /* word > dr: live */
 	/* Most requests of a noisy stream match no tag: one pass over the
 	 * tags, sixteen at a time, tells, and only a match looks at counts and
 	 * hashes. */
@@ -757,11 +759,12 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 			if (g.tags[base + lane] != tag)
 				continue;
 			j = base + lane;
-			c = g.cnt[j] & SHMT_AN_COUNT_MASK;
-			if (c <= d || __atomic_load_n(&g.hash[j],
+			c = g.cnt[j];
+			if (c <= dr || __atomic_load_n(&g.hash[j],
 			    __ATOMIC_RELAXED) != hash)
 				continue;
-			__atomic_store_n(&g.cnt[j], (c + 1) | sb,
+			c >>= SHMT_AN_SEQ_BITS;
+			__atomic_store_n(&g.cnt[j], (c + 1) << SHMT_AN_SEQ_BITS | sb,
 			    __ATOMIC_RELEASE);
 			/* Name a key when its count here reaches NAME_AT:
 			 * at most once per summary, and never for the long
@@ -789,22 +792,23 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		j = (uint32_t)g.hint[0];
 		if (j >= p)
 			j = 0;
-		for (; j < p && (g.cnt[j] & SHMT_AN_COUNT_MASK) > d; j++)
+		for (; j < p && g.cnt[j] > dr; j++)
 			;
 		if (j == p) {
 			low = UINT64_MAX;
-			for (j = 0; j < p &&
-			    (g.cnt[j] & SHMT_AN_COUNT_MASK) > d; j++)
-				if ((g.cnt[j] & SHMT_AN_COUNT_MASK) < low)
-					low = g.cnt[j] & SHMT_AN_COUNT_MASK;
+			for (j = 0; j < p && g.cnt[j] > dr; j++)
+				if (g.cnt[j] < low)
+					low = g.cnt[j];
 			if (j == p)
-				__atomic_store_n(g.floor, low, __ATOMIC_RELAXED);
+				__atomic_store_n(g.floor,
+				    low >> SHMT_AN_SEQ_BITS, __ATOMIC_RELAXED);
 		}
 	}
 	if (j < p) {
 		__atomic_store_n(&g.tags[j], tag, __ATOMIC_RELAXED);
 		__atomic_store_n(&g.hash[j], hash, __ATOMIC_RELEASE);
-		__atomic_store_n(&g.cnt[j], (d + 1) | sb, __ATOMIC_RELEASE);
+		__atomic_store_n(&g.cnt[j], (d + 1) << SHMT_AN_SEQ_BITS | sb,
+		    __ATOMIC_RELEASE);
 		__atomic_store_n(g.hint, j + 1, __ATOMIC_RELAXED);
 	} else {
 		__atomic_store_n(&s->am_d, d + 1, __ATOMIC_RELEASE);
@@ -851,7 +855,7 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 	struct shmt_an *an = h->an;
 	struct an_tls *t;
 	struct shmt_an_sum *s;
-	uint64_t tp;
+	uint64_t tp, tn;
 	int shared;
 
 	if (an == NULL || (kind == SHMT_HOT_CLIENT && !an->clients))
@@ -878,23 +882,18 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 	s = t->sum;
 	shared = t->stripe == SHMT_AN_STRIPES;
 	if (shared) {
-		uint64_t tm;
-
 		if (shared_lock(an) != 0)
 			return;
-		tm = __atomic_load_n(&s->am_tmax, __ATOMIC_RELAXED);
-		if (now > tm)
-			__atomic_store_n(&s->am_tmax, now, __ATOMIC_RELAXED);
-		sum_update(an, s, t->id, t->slice, tm, now > tm ? now : tm,
-		    hash, key, klen, kind);
-		shared_unlock(an);
-		return;
+		tp = __atomic_load_n(&s->am_tmax, __ATOMIC_RELAXED);
+		tn = now > tp ? now : tp;
+		__atomic_store_n(&s->am_tmax, tn, __ATOMIC_RELAXED);
+	} else {
+		tp = t->tmax;
+		tn = t->tmax = now > tp ? now : tp;
 	}
-	tp = t->tmax;
-	if (now > tp)
-		t->tmax = now;
-	sum_update(an, s, t->id, t->slice, tp, t->tmax, hash, key, klen,
-	    kind);
+	sum_update(an, s, t->id, t->slice, tp, tn, hash, key, klen, kind);
+	if (shared)
+		shared_unlock(an);
 }
 
 /* ---- Queries ----------------------------------------------------------------- */
@@ -1060,7 +1059,7 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 				 * while the owner keeps counting it.  A count
 				 * at most dd would give a lower bound of 0 or
 				 * less below anyway. */
-				if ((c & SHMT_AN_COUNT_MASK) <= dd ||
+				if ((c >> SHMT_AN_SEQ_BITS) <= dd ||
 				    shmt__an_group(an->groups, h) != g)
 					continue;
 				scratch[k].hash = h;
@@ -1080,8 +1079,8 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		if (__atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE) != v1)
 			continue;
 		for (uint32_t j = 0; j < k; j++) {
-			uint64_t c = scratch[j].lower & SHMT_AN_COUNT_MASK;
-			uint64_t seq = scratch[j].lower >> SHMT_AN_SEQ_SHIFT;
+			uint64_t c = scratch[j].lower >> SHMT_AN_SEQ_BITS;
+			uint64_t seq = scratch[j].lower & SHMT_AN_SEQ_MAX;
 
 			if (c <= d)
 				continue;

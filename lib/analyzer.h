@@ -55,12 +55,11 @@ struct shmt_an_owner {
  * summary's an->pieces piece marks are all used, every other one is
  * dropped and the step doubles.  Each mark has a sequence number, and each
  * counter keeps the sequence number of the latest mark at its last count
- * (its top SHMT_AN_SEQ_BITS bits), so a query knows whether a key was
+ * (its low SHMT_AN_SEQ_BITS bits), so a query knows whether a key was
  * counted after a mark at all.  See the top of analyzer.c. */
 #define SHMT_AN_SLICES 6U
-#define SHMT_AN_SEQ_SHIFT 48     /* a counter: seq << 48 | count */
+#define SHMT_AN_SEQ_BITS 16      /* a counter: count << 16 | seq */
 #define SHMT_AN_SEQ_MAX 0xffffULL  /* a saturated seq: "any mark" */
-#define SHMT_AN_COUNT_MASK ((1ULL << SHMT_AN_SEQ_SHIFT) - 1)
 #define SHMT_AN_PIECES_MIN 4U    /* piece marks per summary, at least */
 #define SHMT_AN_PIECES_MAX 64U   /* and at most (an even number) */
 
