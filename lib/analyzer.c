@@ -30,67 +30,124 @@
  *    cost asked of it): the default 1 MiB gives one group of 128 counters
  *    per summary (it has room for 184), d <= n / 129, and aiming at a
  *    group is moot.
- * 3. The answer.  A query adds the summaries of the sub-window holding now
- *    and the subw before it (the span, which holds the exact window, see
- *    shmt_top_keys): a key's count in the span lies in [L, L + D], L the
- *    sum of its effective counts and D the sum of the d, and a key absent
- *    everywhere had at most D <= N / (p + 1) requests in the span (N the
- *    span's requests).  Every key whose upper bound L + Dw is over the
- *    threshold of Nwin (requests all inside the exact window, see below)
- *    is listed, with `error` = D and Dw below in place of D.
- *    - The exact window.  The oldest sub-window is cut in SHMT_AN_SLICES
- *      slices (slice_of), and a summary marks d and n when the first
- *      request of each slice comes, before counting it.  For any key x and
- *      the mark of slice k: x's requests counted after the mark are at most
- *      c_end + (d_end - d_mark).  (Each of them raises c_x by one or is a
- *      step of d with x absent; each other step of d lowers c_x by at most
- *      one; so c_end >= c_mark + f' - (d_end - d_mark) >= f' - Delta d.)
- *      With k0 the slice of now - W, every request at or after now - W is
- *      counted after mark k0 (slice_of is monotone), and every request
- *      counted after mark k0 + 1 is after now - W.  So a key's requests in
- *      the exact window are at most L + Dw, with Dw (`error_window`) the d
- *      of the newest subw summaries plus the growth of the oldest ones' d
- *      since mark k0, and Nwin (`total_window`) counts the newest subw
- *      sub-windows and the oldest's requests after mark k0 + 1.
- *    - Missed keys: a key with more than theta of the exact window's
- *      requests had more than theta Nwin of them; if it is in some
- *      summary, L + Dw is at least that and it is listed; if it is in
- *      none, it had at most Dw.  So when Dw <= theta Nwin (`certified`)
- *      nothing over the threshold of the exact window is missing.
- *    - When that holds.  Dw <= D <= N / (p + 1), so every answer is
- *      certified when the oldest sub-window holds at most
- *      1 - 1 / (theta (p + 1)) of the span's requests (92.2% with the
- *      defaults, 10% and p = 128).  Past that, the oldest sub-window's
- *      offsets count only by their growth since mark k0, and each of those
- *      steps of d drops one request counted after the mark: their sum is
- *      at most the oldest sub-window's requests from slice k0 on.  So an
- *      answer can be uncertified only when the oldest sub-window holds
- *      more than 92.2% of the span AND its part from slice k0 on (the
- *      slice holding now - W, at most W / (6 subw) long, and after) holds
- *      more than theta Nwin less the newest offsets, about the threshold
- *      of the exact minute's other requests, while its summaries are full.
- *      A burst wholly before slice k0, however large, costs nothing; the
- *      answer says certified = 0 in the corner.
- *    - Listed keys: L + Dw > theta Nwin, so each had more than
- *      theta Nwin - Dw requests in the span.
+ * 3. The answer: the exact window.  A query at now reads the summaries of
+ *    the sub-window holding now and the subw before it (the span: it holds
+ *    the exact window [now - W, now], see shmt_top_keys).  The newest subw
+ *    sub-windows lie inside the exact window; the oldest holds its start
+ *    ws = now - W.  For the newest ones, by 1., a key's requests lie in
+ *    [sum c, sum c + sum d].  For the oldest, two kinds of marks record
+ *    (d, n, sequence number) before the request that takes them:
+ *    - slice marks: the first request of each of SHMT_AN_SLICES slices of
+ *      time (slice_of);
+ *    - piece marks, cut by count: the weight n + (p + 1) d grows by p + 2
+ *      at most per request; a piece mark is taken when the piece since the
+ *      last mark reaches the step (am_step), or a quarter of it at a
+ *      request whose time is later than the last one counted (so a burst
+ *      at one moment ends a piece where it ends).  A piece mark stores that
+ *      request's time t and the latest time counted before it, tb: every
+ *      request counted before it is at or before tb, every one after it at
+ *      or after t.  When the summary's marks are all used, every other one
+ *      is dropped and the step doubles.  Before a doubling the K =
+ *      an->pieces marks (42 by default) each close a piece of at least a
+ *      quarter step, so the step stays at most 8 W_tot / K (W_tot the
+ *      summary's weight), and a piece weighs less than the step plus
+ *      2 (p + 2): it steps d at most 8 W_tot / (K (p + 2)) + 2 times.
+ *    Let B be the latest mark all of whose earlier requests are before ws
+ *    (the sub-window's start when none), and A the earliest all of whose
+ *    later requests are at or after ws.  Then:
+ *    - Absent keys.  Of key x's requests after B, each raises c_x or is a
+ *      step of d with x absent, and each other step of d lowers c_x by at
+ *      most one, so they are at most c_x + (d - d_B); a key in no summary
+ *      had at most Dw = (sum of the newest d) + (d - d_B) requests in the
+ *      exact window (`error_window`).
+ *    - Last counted.  Each counter keeps the sequence number of the latest
+ *      mark when it was last counted (its low 16 bits).  A live counter
+ *      whose number is below B's had its last count before B, and its key
+ *      has no other live counter (a key has one at most, and a counter
+ *      goes from free to live only by a claim, which is a count), so its
+ *      key had no counted request after B: only the d - d_B bound applies.
+ *      Otherwise its contribution is min(c_x, n - n_B) (n - n_B: all the
+ *      requests after B).  This is `old`: a key hot before the window and
+ *      silent since adds nothing.
+ *    - Certain requests.  Every request counted after A is in the exact
+ *      window: Nwin (`total_window`) = the newest n + (n - n_A) <= Nexact.
+ *    - Bounds.  lower = sum of the newest c <= f_win <= upper = lower + old
+ *      + Dw, for every key, on every trace; a key absent from every
+ *      summary had at most Dw.
+ *    - Listed: every key with upper over theta Nwin.  A key over theta of
+ *      the exact window has f_win > theta Nexact >= theta Nwin, so it is
+ *      listed if it is in some summary, and has at most Dw if in none: when
+ *      Dw <= theta Nwin (`certified`), nothing over the threshold of the
+ *      exact window is missing.
+ *    - False positives.  A listed key has f_win >= lower > theta Nwin - Dw
+ *      - old, and old - (its requests in the oldest after ws) is at most its
+ *      requests in the oldest before ws: a listed key had more than theta
+ *      Nwin - Dw requests in the exact window, less those it had in the
+ *      oldest sub-window before ws (none for a key silent since B).
+ *    - When certified.  Dw <= newest d + (d - d_B), and d - d_B counts
+ *      only the steps after B: those before ws in B's piece (at most its
+ *      weight / (p + 2)) and those after ws (each drops one of the oldest's
+ *      requests after ws, which are in the exact window).  So a burst at
+ *      one moment before ws, of any size, costs nothing (the piece ends
+ *      with it), nor does a burst in an earlier piece.  An answer can be
+ *      uncertified only when ws falls inside a piece that stepped d by
+ *      more than theta Nwin less the newest offsets before ws, which needs
+ *      W_tot > K (p + 2) (theta Nwin - newest d - 2) / 8: for one-off keys
+ *      (W_tot about 2 n) the oldest sub-window holding more than about
+ *      34 times the exact window's requests with the defaults, spread over
+ *      time with ws in its last pieces.  That is a sufficient bound, not a
+ *      measure: with the defaults, bursts of 99, 300 and 1000 times a
+ *      minute's traffic at one moment or spread over a tenth of a slice,
+ *      at every slice, with the window starting just before, at and after
+ *      them, left every answer certified (test_analyzer_window); with 5%
+ *      and 6 sub-windows, spread bursts of 300 and 1000 times left 29-30
+ *      of 359 answers uncertified (the window starting in the burst's last
+ *      pieces), and 256 KiB (4 to 12 marks, 16 to 72 counters) spread
+ *      bursts of 99 times 27-31 of 683 and 359.
  *    A request whose thread's clock is behind its stripe's (the shared
- *    stripe, a clock that stepped back) counts at the stripe's time.
+ *    stripe, a clock that stepped back) counts at the stripe's time: the
+ *    owner's latest time (an_tls.tmax), or under the shared stripe's lock,
+ *    am_tmax.
+
  * 4. Cost.  A request compares the p tags of its group sixteen at a time
  *    and reads a count and a hash only on a tag match.  A miss looks for a
  *    free counter only when d has reached the group's floor (the least
  *    count a search that found none free saw): a full group steps d at
  *    once, and a search over the group happens at most once per step of d,
- *    which removes p + 1 units: O(1) reads per request, amortized.
+ *    which removes p + 1 units: O(1) reads per request, amortized.  The
+ *    pieces add a comparison of the weight with am_next (in the header line
+ *    a request reads anyway) and, once per quarter step at most, a mark
+ *    (a few stores, and a thinning of K marks when they are all used, once
+ *    per doubling of the weight): O(1) amortized; the counter word's mark
+ *    number costs no comparison (a counter is live when its word is over
+ *    d << 16 | 0xffff).
  * 5. Writers.  A summary is written by the one thread that owns its stripe
  *    (SHMT_AN_STRIPES of them); threads beyond that share one more stripe
  *    under a lock, and the lines of that stripe are then written by
  *    several processes in turn.  The bounds above hold in either case.
+ *
+ * Layout of a summary (see analyzer.h): a 320-byte header (am_ver, am_id,
+ * am_d, am_n, am_slice, am_seq, am_next, am_step, am_pieces, am_mver,
+ * am_tmax, then the 5 slice marks), an->pieces piece marks of 32 bytes
+ * ({mk_t, mk_d, mk_n, mk_sq = gap << 32 | sequence number}), the groups
+ * (tags, counter words count << 16 | sequence number, hint, floor), then
+ * the hashes.  The times in it are the handle's clock in ns (shmt_set_clock,
+ * CLOCK_MONOTONIC by default): am_tmax, each mark's mk_t, and a piece
+ * mark's mk_t - gap; am_id is the sub-window number of that clock.  A
+ * slice mark's mk_t is informative only (readers use the slice's first
+ * moment).
  *
  * Crash model: every change is one aligned store, ordered so that a
  * reader or a later owner never takes a counter half-claimed (a claim
  * writes the tag, the hash, then the count that makes it live).  A writer
  * killed between two stores leaves a summary whose bounds hold; its stripe
  * is freed when its process is found dead, and the next owner carries on.
+ * A mark is written before the count (am_slice, am_pieces) that makes
+ * readers use it; a thinning runs with am_mver odd, which a writer killed
+ * in it leaves odd: readers then use no piece mark (their bounds only
+ * widen), and the next owner's next piece mark drops them all and makes it
+ * even again.  Readers also use no piece mark when the marks are not in
+ * order (times, d, n and numbers never decrease along them).
  */
 #include "analyzer.h"
 
@@ -618,8 +675,13 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 	uint64_t ver = __atomic_load_n(&s->am_mver, __ATOMIC_RELAXED);
 	uint64_t wl = 0, gap;
 
-	if (np > an->pieces)            /* damaged: start over */
+	if (np > an->pieces || (ver & 1)) {
+		/* Damaged, or a thinning cut short: start over. */
 		np = 0;
+		__atomic_store_n(&s->am_pieces, 0, __ATOMIC_RELAXED);
+		ver |= 1;
+		__atomic_store_n(&s->am_mver, ++ver, __ATOMIC_RELEASE);
+	}
 	if (step < 4 || step > (1ULL << 60))
 		step = an->probe + 1ULL;
 	if (np > 0) {
@@ -998,19 +1060,30 @@ sum_around(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t ss,
 			continue;
 		if (np > an->pieces)
 			break;
-		for (uint64_t i = 0; i < np; i++) {
-			uint64_t t = __atomic_load_n(&mk[i].mk_t,
-			    __ATOMIC_RELAXED);
-			uint64_t gap = __atomic_load_n(&mk[i].mk_sq,
-			    __ATOMIC_RELAXED) >> 32;
+		struct shmt_an_mark prev = { 0, 0, 0, 0 };
+		int sorted = 1;
 
-			around_consider(&r2, &mk[i], gap <= t && t - gap < ws,
-			    t >= ws, &aseq2);
+		for (uint64_t i = 0; i < np && sorted; i++) {
+			struct shmt_an_mark m = {
+				__atomic_load_n(&mk[i].mk_t, __ATOMIC_RELAXED),
+				__atomic_load_n(&mk[i].mk_d, __ATOMIC_RELAXED),
+				__atomic_load_n(&mk[i].mk_n, __ATOMIC_RELAXED),
+				__atomic_load_n(&mk[i].mk_sq, __ATOMIC_RELAXED),
+			};
+			uint64_t gap = m.mk_sq >> 32;
+
+			sorted = gap <= m.mk_t && m.mk_t - gap >= prev.mk_t &&
+			    m.mk_d >= prev.mk_d && m.mk_n >= prev.mk_n &&
+			    (uint32_t)m.mk_sq > (uint32_t)prev.mk_sq;
+			around_consider(&r2, &m, m.mk_t - gap < ws,
+			    m.mk_t >= ws, &aseq2);
+			prev = m;
 		}
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&s->am_mver, __ATOMIC_RELAXED) != v)
 			continue;
-		best = r2;
+		if (sorted)
+			best = r2;
 		break;
 	}
 	if (best.bd > d || best.bn > n)
