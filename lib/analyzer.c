@@ -100,8 +100,8 @@
  *      minute's traffic at one moment or spread over a tenth of a slice,
  *      at every slice, with the window starting just before, at and after
  *      them, left every answer certified (test_analyzer_window); with 5%
- *      and 6 sub-windows, spread bursts of 300 and 1000 times left 29-30
- *      of 359 answers uncertified (the window starting in the burst's last
+ *      and 6 sub-windows, spread bursts of 99 times left 0-4 of 359
+ *      answers uncertified, of 300 and 1000 times 29-30 (the window starting in the burst's last
  *      pieces), and 256 KiB (4 to 12 marks, 16 to 72 counters) spread
  *      bursts of 99 times 27-31 of 683 and 359.
  *    A request whose thread's clock is behind its stripe's (the shared
@@ -128,10 +128,10 @@
  *
  * Layout of a summary (see analyzer.h): a 320-byte header (am_ver, am_id,
  * am_d, am_n, am_slice, am_seq, am_next, am_step, am_pieces, am_mver,
- * am_tmax, then the 5 slice marks), an->pieces piece marks of 32 bytes
- * ({mk_t, mk_d, mk_n, mk_sq = gap << 32 | sequence number}), the groups
- * (tags, counter words count << 16 | sequence number, hint, floor), then
- * the hashes.  The times in it are the handle's clock in ns (shmt_set_clock,
+ * am_tmax, then the 5 slice marks), the groups (tags, counter words
+ * count << 16 | sequence number, hint, floor), the hashes, then an->pieces
+ * piece marks of 32 bytes ({mk_t, mk_d, mk_n, mk_sq = gap << 32 |
+ * sequence number}).  The times in it are the handle's clock in ns (shmt_set_clock,
  * CLOCK_MONOTONIC by default): am_tmax, each mark's mk_t, and a piece
  * mark's mk_t - gap; am_id is the sub-window number of that clock.  A
  * slice mark's mk_t is informative only (readers use the slice's first
@@ -270,12 +270,14 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	if (an->pieces > SHMT_AN_PIECES_MAX)
 		an->pieces = SHMT_AN_PIECES_MAX;
 	an->pieces &= ~1U;
-	an->marks_off = sizeof(struct shmt_an_sum);
-	an->groups_off = (an->marks_off + (uint64_t)an->pieces * mk + 63) &
-	    ~63ULL;
+	/* The groups right after the header (a constant offset for the
+	 * request path), then the hashes, then the piece marks. */
+	an->groups_off = sizeof(struct shmt_an_sum);
 	an->hashes_off = an->groups_off +
 	    (uint64_t)an->groups * an->meta_bytes;
-	an->sum_size = (an->hashes_off + 8ULL * an->cap + 63) & ~63ULL;
+	an->marks_off = an->hashes_off + 8ULL * an->cap;
+	an->sum_size = (an->marks_off + (uint64_t)an->pieces * mk + 63) &
+	    ~63ULL;
 	an->names_off = an->sums_off +
 	    an->sum_size * an->rings * an->stripes;
 	an->names = (uint32_t)names;
@@ -312,7 +314,7 @@ group_at_p(const struct shmt_an *an, struct shmt_an_sum *s, uint32_t g,
     uint32_t p)
 {
 	uint32_t tag_bytes = tag_bytes_of(p), meta_bytes = meta_bytes_of(p);
-	char *m = (char *)s + an->groups_off + (uint64_t)g * meta_bytes;
+	char *m = (char *)(s + 1) + (uint64_t)g * meta_bytes;
 
 	return (struct group){
 		.tags = (uint16_t *)m,

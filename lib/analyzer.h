@@ -16,10 +16,10 @@
  *   summary  [header: am_ver, am_id, am_d, am_n, am_slice, am_seq,
  *             am_next, am_step, am_pieces, am_mver, am_tmax, 5 slice
  *             marks; 320 bytes]
- *            [pieces x piece mark {mk_t, mk_d, mk_n, mk_seq}]
- *            [groups x {probe u16 tags, probe u64 counts, hint, floor}
- *             on whole lines]
+ *            [groups x {probe u16 tags, probe u64 counter words
+ *             (count << 16 | mark number), hint, floor} on whole lines]
  *            [groups x probe u64 hashes]
+ *            [pieces x piece mark {mk_t, mk_d, mk_n, mk_sq}]
  *   name     {an_hash, an_klen, an_kind, an_kept, an_check, an_bytes[40]}
  *
  * A key's counters are one group: probe counters (as many as a summary
@@ -96,8 +96,8 @@ struct shmt_an_sum {
 	uint64_t am_pad[5];
 	struct shmt_an_mark am_smark[SHMT_AN_SLICES - 1]; /* [k - 1]: slice k */
 	uint64_t am_pad2[4];
-	/* Then an->pieces piece marks (struct shmt_an_mark), in the order
-	 * taken. */
+	/* Then the groups, the hashes, and an->pieces piece marks (struct
+	 * shmt_an_mark) in the order taken. */
 };
 _Static_assert(sizeof(struct shmt_an_sum) == 320, "a header is five lines");
 

@@ -78,7 +78,7 @@ tw_print(const char *what, const struct ta_conf *c, const struct tw_tally *t)
 }
 
 /*
- * Steady traffic (a hot key at 12%, one-off keys for the rest) over three
+ * Steady traffic (a hot key at 14%, one-off keys for the rest) over three
  * windows; in sub-window 1, a third into slice POS, a burst of MULT times a
  * minute's traffic of one-off keys, at one moment or (SPREAD) over a tenth
  * of a slice.  Queries are forced with the exact window starting 1 ns
@@ -95,7 +95,7 @@ tw_burst(const struct ta_conf *c, uint64_t seed, uint32_t mult, uint32_t pos,
 	uint64_t t, base = tw_base(), W = c->window_ns, slice, bt, be, big;
 	char scen[96];
 
-	hot.share[0] = (c->ppm / 10000 + 2) / 100.0;
+	hot.share[0] = (c->ppm / 10000 + 4) / 100.0;
 	snprintf(scen, sizeof(scen), "burst of %ux in slice %u%s", mult, pos,
 	    spread ? ", spread" : "");
 	ta_open(&r, c, scen, TA_SEC, seed);
