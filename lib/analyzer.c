@@ -48,7 +48,7 @@
  *      request counted before it is at or before tb, every one after it at
  *      or after t.  When the summary's marks are all used, every other one
  *      is dropped and the step doubles.  Before a doubling the K =
- *      an->pieces marks (42 by default) each close a piece of at least a
+ *      an->pieces marks (44 by default) each close a piece of at least a
  *      quarter step, so the step stays at most 8 W_tot / K (W_tot the
  *      summary's weight), and a piece weighs less than the step plus
  *      2 (p + 2): it steps d at most 8 W_tot / (K (p + 2)) + 2 times.
@@ -94,15 +94,15 @@
  *      more than theta Nwin less the newest offsets before ws, which needs
  *      W_tot > K (p + 2) (theta Nwin - newest d - 2) / 8: for one-off keys
  *      (W_tot about 2 n) the oldest sub-window holding more than about
- *      34 times the exact window's requests with the defaults, spread over
+ *      36 times the exact window's requests with the defaults, spread over
  *      time with ws in its last pieces.  That is a sufficient bound, not a
  *      measure: with the defaults, bursts of 99, 300 and 1000 times a
  *      minute's traffic at one moment or spread over a tenth of a slice,
  *      at every slice, with the window starting just before, at and after
  *      them, left every answer certified (test_analyzer_window); with 5%
- *      and 6 sub-windows, spread bursts of 99 times left 0-4 of 359
- *      answers uncertified, of 300 and 1000 times 29-30 (the window starting in the burst's last
- *      pieces), and 256 KiB (4 to 12 marks, 16 to 72 counters) spread
+ *      and 6 sub-windows, spread bursts of 99 to 1000 times left 0-30 of
+ *      359 answers uncertified (four runs) (the window starting in the burst's last
+ *      pieces), and 256 KiB (8 and 4 marks, 24 and 80 counters) spread
  *      bursts of 99 times 27-31 of 683 and 359.
  *    A request whose thread's clock is behind its stripe's (the shared
  *    stripe, a clock that stepped back) counts at the stripe's time: the
@@ -126,7 +126,7 @@
  *    under a lock, and the lines of that stripe are then written by
  *    several processes in turn.  The bounds above hold in either case.
  *
- * Layout of a summary (see analyzer.h): a 320-byte header (am_ver, am_id,
+ * Layout of a summary (see analyzer.h): a 256-byte header (am_ver, am_id,
  * am_d, am_n, am_slice, am_seq, am_next, am_step, am_pieces, am_mver,
  * am_tmax, then the 5 slice marks), the groups (tags, counter words
  * count << 16 | sequence number, hint, floor), the hashes, then an->pieces
@@ -189,7 +189,7 @@ int
 shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
     struct shmt_an *an, const char **why)
 {
-	uint64_t rest, per, names, mk, room;
+	uint64_t rest, per, names, mk, room, reserve;
 	uint32_t minp;
 	const char *dummy;
 
@@ -241,22 +241,32 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	rest = bytes - an->sums_off - names * sizeof(struct shmt_an_name);
 	per = rest / ((uint64_t)an->rings * an->stripes);
 	mk = sizeof(struct shmt_an_mark);
-	if (per <= sizeof(struct shmt_an_sum) + 64 + SHMT_AN_PIECES_MIN * mk)
+	if (per <= sizeof(struct shmt_an_sum) + 64)
 		return -EINVAL;
 	per -= sizeof(struct shmt_an_sum) + 64;  /* header, rounding */
-	an->probe = SHMT_AN_PROBE_MAX;
-	while (an->probe > SHMT_AN_PROBE_STEP &&
-	    meta_bytes_of(an->probe) + 8ULL * an->probe +
-	    SHMT_AN_PIECES_MIN * mk > per)
-		an->probe -= SHMT_AN_PROBE_STEP;
-	if (an->probe < minp) {
+	/* Room for SHMT_AN_PIECES_MIN piece marks, unless the counters the
+	 * threshold needs take it (the smallest summaries: no piece marks,
+	 * the slice marks alone). */
+	reserve = SHMT_AN_PIECES_MIN * mk;
+	for (;;) {
+		an->probe = SHMT_AN_PROBE_MAX;
+		while (an->probe > SHMT_AN_PROBE_STEP &&
+		    meta_bytes_of(an->probe) + 8ULL * an->probe + reserve > per)
+			an->probe -= SHMT_AN_PROBE_STEP;
+		if ((an->probe >= minp && meta_bytes_of(an->probe) +
+		    8ULL * an->probe + reserve <= per) || reserve == 0)
+			break;
+		reserve = 0;
+	}
+	if (an->probe < minp ||
+	    meta_bytes_of(an->probe) + 8ULL * an->probe > per) {
 		*why = "analyzer_bytes: too small for this threshold (each "
 		    "summary needs groups of 1.2 / threshold counters)";
 		return -EINVAL;
 	}
 	an->tag_bytes = tag_bytes_of(an->probe);
 	an->meta_bytes = meta_bytes_of(an->probe);
-	an->groups = (uint32_t)((per - SHMT_AN_PIECES_MIN * mk) /
+	an->groups = (uint32_t)((per - reserve) /
 	    (an->meta_bytes + 8ULL * an->probe));
 	if (an->groups == 0 || an->groups > (1U << 16)) {
 		if (an->groups != 0)
@@ -598,7 +608,8 @@ sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 	__atomic_store_n(&s->am_slice, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_seq, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_step, an->probe + 1ULL, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->am_next, an->probe + 1ULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_next, an->pieces ? an->probe + 1ULL :
+	    UINT64_MAX, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_pieces, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_mver, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_tmax, 0, __ATOMIC_RELAXED);

@@ -15,7 +15,7 @@
  *   owner    u64 (pid << 32 | handle uid), 0: free; u64 start time
  *   summary  [header: am_ver, am_id, am_d, am_n, am_slice, am_seq,
  *             am_next, am_step, am_pieces, am_mver, am_tmax, 5 slice
- *             marks; 320 bytes]
+ *             marks; 256 bytes]
  *            [groups x {probe u16 tags, probe u64 counter words
  *             (count << 16 | mark number), hint, floor} on whole lines]
  *            [groups x probe u64 hashes]
@@ -60,7 +60,8 @@ struct shmt_an_owner {
 #define SHMT_AN_SLICES 6U
 #define SHMT_AN_SEQ_BITS 16      /* a counter: count << 16 | seq */
 #define SHMT_AN_SEQ_MAX 0xffffULL  /* a saturated seq: "any mark" */
-#define SHMT_AN_PIECES_MIN 4U    /* piece marks per summary, at least */
+#define SHMT_AN_PIECES_MIN 4U    /* piece marks per summary, at least
+                                  * (none when the counters need the room) */
 #define SHMT_AN_PIECES_MAX 64U   /* and at most (an even number) */
 
 /* A mark: d, n and the sequence number as they were before the request
@@ -93,13 +94,12 @@ struct shmt_an_sum {
 	uint64_t am_pieces;      /* piece marks in use */
 	uint64_t am_mver;        /* odd while the piece marks are thinned */
 	uint64_t am_tmax;        /* the shared stripe: its latest time */
-	uint64_t am_pad[5];
+	uint64_t am_pad[1];
 	struct shmt_an_mark am_smark[SHMT_AN_SLICES - 1]; /* [k - 1]: slice k */
-	uint64_t am_pad2[4];
 	/* Then the groups, the hashes, and an->pieces piece marks (struct
 	 * shmt_an_mark) in the order taken. */
 };
-_Static_assert(sizeof(struct shmt_an_sum) == 320, "a header is five lines");
+_Static_assert(sizeof(struct shmt_an_sum) == 256, "a header is four lines");
 
 #define SHMT_AN_TAG_SHIFT 48    /* a tag is hash >> 48 */
 #define SHMT_AN_PROBE_STEP 8U   /* probe is a multiple of this */

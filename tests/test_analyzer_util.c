@@ -2,7 +2,10 @@
 /*
  * The exact oracle of the analyzer's tests: the requests fed, the hashes of
  * the test's keys as the library computes them, and the check of one
- * shmt_top_keys answer against the true counts.
+ * shmt_top_keys answer against the true counts: the bounds of every listed
+ * key hold its count in the exact window [now - W, now], and the span's
+ * and the exact window's totals and errors are checked as the header
+ * states them.
  */
 #include "test_analyzer_util.h"
 

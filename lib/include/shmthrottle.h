@@ -1101,8 +1101,8 @@ SHMT_EXPORT int shmt_count(shmt_t *h, const void *key, size_t klen,
  * default 1 MiB, 12 sub-windows and 10%, bursts of 99 to 1000 times a
  * minute's traffic at every slice, at one moment or spread over 83 ms, left
  * every answer certified in the tests (test_analyzer_window); with 5% and 6
- * sub-windows, spread bursts of 300 times and more left about 8% of the
- * answers around them uncertified.  A request whose thread's clock is
+ * sub-windows, spread bursts left up to 30 of the 359 answers around them
+ * uncertified.  A request whose thread's clock is
  * behind its stripe's counts at the stripe's time.
  * Keys are told apart by a 64-bit hash: the bounds could only be wrong for
  * two distinct keys with the same 64-bit hash (about n^2 / 2^65 for n keys).
