@@ -135,7 +135,8 @@
  * CLOCK_MONOTONIC by default): am_tmax, each mark's mk_t, and a piece
  * mark's mk_t - gap; am_id is the sub-window number of that clock.  A
  * slice mark's mk_t is informative only (readers use the slice's first
- * moment).
+ * moment).  A summary brought back on another clock must move all of them
+ * with its am_id: shmt__an_sum_retime (at the end of this file) does.
  *
  * Crash model: every change is one aligned store, ordered so that a
  * reader or a later owner never takes a counter half-claimed (a claim
@@ -1319,4 +1320,30 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 	}
 	free(m.e);
 	return hot > INT32_MAX ? INT32_MAX : (int)hot;
+}
+
+/* ---- Moving a summary in time --------------------------------------------- */
+
+void
+shmt__an_sum_retime(const struct shmt_an *an, struct shmt_an_sum *s,
+    uint64_t from_id, uint64_t to_id)
+{
+	uint64_t shift = shmt__tile_start(to_id, an->window, an->subw) -
+	    shmt__tile_start(from_id, an->window, an->subw);   /* mod 2^64 */
+	struct shmt_an_mark *mk = pieces_of(an, s);
+
+	/* Every time in a summary is the clock's ns: move each by the shift
+	 * of its sub-window's start (wrapping: a shift toward the past is a
+	 * large one), so the marks keep their place in the sub-window; a
+	 * piece mark's gap is a difference and stays. */
+	__atomic_store_n(&s->am_tmax, __atomic_load_n(&s->am_tmax,
+	    __ATOMIC_RELAXED) + shift, __ATOMIC_RELAXED);
+	for (uint32_t k = 0; k + 1 < SHMT_AN_SLICES; k++)
+		__atomic_store_n(&s->am_smark[k].mk_t, __atomic_load_n(
+		    &s->am_smark[k].mk_t, __ATOMIC_RELAXED) + shift,
+		    __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < an->pieces; i++)
+		__atomic_store_n(&mk[i].mk_t, __atomic_load_n(&mk[i].mk_t,
+		    __ATOMIC_RELAXED) + shift, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_id, to_id, __ATOMIC_RELAXED);
 }

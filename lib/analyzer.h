@@ -158,5 +158,12 @@ void shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 void shmt__an_release(shmt_t *h);
 /* Free the stripes of dead processes. */
 int shmt__an_reap(shmt_t *h);
+/* Move summary S of sub-window FROM_ID to sub-window TO_ID (a snapshot
+ * brought back on another clock): am_id becomes TO_ID, and every time in
+ * it (am_tmax, the marks' mk_t) moves by start(TO_ID) - start(FROM_ID).
+ * For a summary no one else uses yet (a private segment); S must lie in
+ * AN's region, at the place of TO_ID's ring. */
+void shmt__an_sum_retime(const struct shmt_an *an, struct shmt_an_sum *s,
+    uint64_t from_id, uint64_t to_id);
 
 #endif /* SHMT_ANALYZER_H */

@@ -25,10 +25,12 @@
 #include "test_analyzer_util.h"
 
 #include "analyzer.h"
+#include "tiles.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t tw_seed;
 
@@ -262,6 +264,76 @@ test_million(void **state)
 	ta_close(&r);
 }
 
+/*
+ * Moving a summary to another sub-window (a snapshot brought back on
+ * another clock) moves every time in it by the shift of the sub-window's
+ * start and nothing else: a summary with piece marks (a spread burst) is
+ * moved 1000 sub-windows on and back, and comes back byte for byte.
+ */
+static void
+test_retime(void **state)
+{
+	struct ta_mix noise = { 0, { 0 }, { 0 }, 1, 0, 0 };
+	const struct ta_conf *c = &ta_confs[0];
+	struct shmt_an_sum *s = NULL, *copy, *orig;
+	const struct shmt_an *an;
+	struct shmt_an_mark *mk, *mk0;
+	struct ta_run r;
+	uint64_t t, id, to, shift;
+
+	(void)state;
+	ta_open(&r, c, "retime", TA_SEC, tw_seed + 3000);
+	an = r.h->an;
+	t = tw_start(&r);
+	ta_traffic(&r, t, t + r.w / 10, 20000, &noise);
+	ta_traffic(&r, t + r.w / 10, t + r.w, 200, &noise);
+	id = shmt__tile_of(t, c->window_ns, c->subw);
+	for (uint32_t p = 0; p < an->stripes && s == NULL; p++) {
+		struct shmt_an_sum *x = (struct shmt_an_sum *)(an->base +
+		    an->sums_off + ((uint64_t)(id % an->rings) * an->stripes +
+		    p) * an->sum_size);
+
+		if (x->am_id == id && x->am_n > 0)
+			s = x;
+	}
+	assert_non_null(s);
+	assert_true(s->am_pieces >= 2 && s->am_slice >= 1);
+	orig = malloc(an->sum_size);
+	copy = malloc(an->sum_size);
+	assert_true(orig != NULL && copy != NULL);
+	memcpy(orig, s, an->sum_size);
+	memcpy(copy, s, an->sum_size);
+	to = id + 1000;
+	shift = shmt__tile_start(to, c->window_ns, c->subw) -
+	    shmt__tile_start(id, c->window_ns, c->subw);
+	shmt__an_sum_retime(an, copy, id, to);
+	mk = (struct shmt_an_mark *)((char *)copy + an->marks_off);
+	mk0 = (struct shmt_an_mark *)((char *)orig + an->marks_off);
+	assert_int_equal(copy->am_id, to);
+	assert_int_equal(copy->am_tmax, orig->am_tmax + shift);
+	for (uint32_t k = 0; k + 1 < SHMT_AN_SLICES; k++)
+		assert_int_equal(copy->am_smark[k].mk_t,
+		    orig->am_smark[k].mk_t + shift);
+	for (uint64_t i = 0; i < orig->am_pieces; i++) {
+		assert_int_equal(mk[i].mk_t, mk0[i].mk_t + shift);
+		assert_int_equal(mk[i].mk_sq, mk0[i].mk_sq);
+		assert_int_equal(mk[i].mk_d, mk0[i].mk_d);
+		assert_int_equal(mk[i].mk_n, mk0[i].mk_n);
+		assert_true(mk[i].mk_t >= shmt__tile_start(to, c->window_ns,
+		    c->subw));
+	}
+	assert_memory_equal((char *)copy + an->groups_off,
+	    (char *)orig + an->groups_off, an->marks_off - an->groups_off);
+	shmt__an_sum_retime(an, copy, to, id);
+	assert_memory_equal(copy, orig, an->sum_size);
+	printf("# retime: %" PRIu64 " piece marks and %" PRIu64 " slice marks "
+	    "moved by %" PRIu64 " ns and back\n", orig->am_pieces,
+	    orig->am_slice, shift);
+	free(orig);
+	free(copy);
+	ta_close(&r);
+}
+
 int
 main(void)
 {
@@ -269,6 +341,7 @@ main(void)
 		cmocka_unit_test(test_bursts),
 		cmocka_unit_test(test_gone_moving),
 		cmocka_unit_test(test_million),
+		cmocka_unit_test(test_retime),
 	};
 
 	tw_seed = tu_seed("test_analyzer_window");
