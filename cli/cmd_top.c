@@ -170,18 +170,22 @@ top_human(const shmt_top_info_t *in, const shmt_hotkey_t *v, size_t n,
 {
 	static const char *const hdr[] = { "KIND", "KEY", "LOWER", "UPPER",
 		"SHARE" };
-	char span[SHMTC_FMT_MAX], pct[16], lo[24], up[24], share[16];
+	char span[SHMTC_FMT_MAX], win[SHMTC_FMT_MAX], pct[16], lo[24], up[24];
+	char share[16];
 	struct shmtc_table t;
 	int rc = 0;
 
+	/* The span's count and error, then the exact window's: LOWER and
+	 * UPPER bound each key's requests in the exact window. */
 	printf("last %s: %" PRIu64 " requests, error <= %" PRIu64 " per key "
-	    "(%.2f%% of them; bound total / %u = %" PRIu64 "), %" PRIu64
-	    " in the exact window, "
+	    "(%.2f%% of them; bound total / %u = %" PRIu64 "); last %s "
+	    "exactly: >= %" PRIu64 " requests, error <= %" PRIu64 " per key; "
 	    "threshold %s, %scertified for the exact window\n",
 	    shmtc_fmt_dur(span, sizeof(span), in->span_end_ns -
 	    in->span_start_ns), in->total, in->error,
 	    in->total ? 100.0 * (double)in->error / (double)in->total : 0.0,
 	    in->probe + 1, in->total / ((uint64_t)in->probe + 1),
+	    shmtc_fmt_dur(win, sizeof(win), in->window_ns), in->total_window,
 	    in->error_window,
 	    shmtc_hot_pct_ppm(pct, sizeof(pct), in->threshold_ppm),
 	    in->certified ? "" : "not ");

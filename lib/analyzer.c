@@ -30,67 +30,125 @@
  *    cost asked of it): the default 1 MiB gives one group of 128 counters
  *    per summary (it has room for 184), d <= n / 129, and aiming at a
  *    group is moot.
- * 3. The answer.  A query adds the summaries of the sub-window holding now
- *    and the subw before it (the span, which holds the exact window, see
- *    shmt_top_keys): a key's count in the span lies in [L, L + D], L the
- *    sum of its effective counts and D the sum of the d, and a key absent
- *    everywhere had at most D <= N / (p + 1) requests in the span (N the
- *    span's requests).  Every key whose upper bound L + Dw is over the
- *    threshold of Nwin (requests all inside the exact window, see below)
- *    is listed, with `error` = D and Dw below in place of D.
- *    - The exact window.  The oldest sub-window is cut in SHMT_AN_SLICES
- *      slices (slice_of), and a summary marks d and n when the first
- *      request of each slice comes, before counting it.  For any key x and
- *      the mark of slice k: x's requests counted after the mark are at most
- *      c_end + (d_end - d_mark).  (Each of them raises c_x by one or is a
- *      step of d with x absent; each other step of d lowers c_x by at most
- *      one; so c_end >= c_mark + f' - (d_end - d_mark) >= f' - Delta d.)
- *      With k0 the slice of now - W, every request at or after now - W is
- *      counted after mark k0 (slice_of is monotone), and every request
- *      counted after mark k0 + 1 is after now - W.  So a key's requests in
- *      the exact window are at most L + Dw, with Dw (`error_window`) the d
- *      of the newest subw summaries plus the growth of the oldest ones' d
- *      since mark k0, and Nwin (`total_window`) counts the newest subw
- *      sub-windows and the oldest's requests after mark k0 + 1.
- *    - Missed keys: a key with more than theta of the exact window's
- *      requests had more than theta Nwin of them; if it is in some
- *      summary, L + Dw is at least that and it is listed; if it is in
- *      none, it had at most Dw.  So when Dw <= theta Nwin (`certified`)
- *      nothing over the threshold of the exact window is missing.
- *    - When that holds.  Dw <= D <= N / (p + 1), so every answer is
- *      certified when the oldest sub-window holds at most
- *      1 - 1 / (theta (p + 1)) of the span's requests (92.2% with the
- *      defaults, 10% and p = 128).  Past that, the oldest sub-window's
- *      offsets count only by their growth since mark k0, and each of those
- *      steps of d drops one request counted after the mark: their sum is
- *      at most the oldest sub-window's requests from slice k0 on.  So an
- *      answer can be uncertified only when the oldest sub-window holds
- *      more than 92.2% of the span AND its part from slice k0 on (the
- *      slice holding now - W, at most W / (6 subw) long, and after) holds
- *      more than theta Nwin less the newest offsets, about the threshold
- *      of the exact minute's other requests, while its summaries are full.
- *      A burst wholly before slice k0, however large, costs nothing; the
- *      answer says certified = 0 in the corner.
- *    - Listed keys: L + Dw > theta Nwin, so each had more than
- *      theta Nwin - Dw requests in the span.
+ * 3. The answer: the exact window.  A query at now reads the summaries of
+ *    the sub-window holding now and the subw before it (the span: it holds
+ *    the exact window [now - W, now], see shmt_top_keys).  The newest subw
+ *    sub-windows lie inside the exact window; the oldest holds its start
+ *    ws = now - W.  For the newest ones, by 1., a key's requests lie in
+ *    [sum c, sum c + sum d].  For the oldest, two kinds of marks record
+ *    (d, n, sequence number) before the request that takes them:
+ *    - slice marks: the first request of each of SHMT_AN_SLICES slices of
+ *      time (slice_of);
+ *    - piece marks, cut by count: the weight n + (p + 1) d grows by p + 2
+ *      at most per request; a piece mark is taken when the piece since the
+ *      last mark reaches the step (am_step), or a quarter of it at a
+ *      request whose time is later than the last one counted (so a burst
+ *      at one moment ends a piece where it ends).  A piece mark stores that
+ *      request's time t and the latest time counted before it, tb: every
+ *      request counted before it is at or before tb, every one after it at
+ *      or after t.  When the summary's marks are all used, every other one
+ *      is dropped and the step doubles.  Before a doubling the K =
+ *      an->pieces marks (44 by default) each close a piece of at least a
+ *      quarter step, so the step stays at most 8 W_tot / K (W_tot the
+ *      summary's weight), and a piece weighs less than the step plus
+ *      2 (p + 2): it steps d at most 8 W_tot / (K (p + 2)) + 2 times.
+ *    Let B be the latest mark all of whose earlier requests are before ws
+ *    (the sub-window's start when none), and A the earliest all of whose
+ *    later requests are at or after ws.  Then:
+ *    - Absent keys.  Of key x's requests after B, each raises c_x or is a
+ *      step of d with x absent, and each other step of d lowers c_x by at
+ *      most one, so they are at most c_x + (d - d_B); a key in no summary
+ *      had at most Dw = (sum of the newest d) + (d - d_B) requests in the
+ *      exact window (`error_window`).
+ *    - Last counted.  Each counter keeps the sequence number of the latest
+ *      mark when it was last counted (its low 16 bits).  A live counter
+ *      whose number is below B's had its last count before B, and its key
+ *      has no other live counter (a key has one at most, and a counter
+ *      goes from free to live only by a claim, which is a count), so its
+ *      key had no counted request after B: only the d - d_B bound applies.
+ *      Otherwise its contribution is min(c_x, n - n_B) (n - n_B: all the
+ *      requests after B).  This is `old`: a key hot before the window and
+ *      silent since adds nothing.
+ *    - Certain requests.  Every request counted after A is in the exact
+ *      window: Nwin (`total_window`) = the newest n + (n - n_A) <= Nexact.
+ *    - Bounds.  lower = sum of the newest c <= f_win <= upper = lower + old
+ *      + Dw, for every key, on every trace; a key absent from every
+ *      summary had at most Dw.
+ *    - Listed: every key with upper over theta Nwin.  A key over theta of
+ *      the exact window has f_win > theta Nexact >= theta Nwin, so it is
+ *      listed if it is in some summary, and has at most Dw if in none: when
+ *      Dw <= theta Nwin (`certified`), nothing over the threshold of the
+ *      exact window is missing.
+ *    - False positives.  A listed key has f_win >= lower > theta Nwin - Dw
+ *      - old, and old - (its requests in the oldest after ws) is at most its
+ *      requests in the oldest before ws: a listed key had more than theta
+ *      Nwin - Dw requests in the exact window, less those it had in the
+ *      oldest sub-window before ws (none for a key silent since B).
+ *    - When certified.  Dw <= newest d + (d - d_B), and d - d_B counts
+ *      only the steps after B: those before ws in B's piece (at most its
+ *      weight / (p + 2)) and those after ws (each drops one of the oldest's
+ *      requests after ws, which are in the exact window).  So a burst at
+ *      one moment before ws, of any size, costs nothing (the piece ends
+ *      with it), nor does a burst in an earlier piece.  An answer can be
+ *      uncertified only when ws falls inside a piece that stepped d by
+ *      more than theta Nwin less the newest offsets before ws, which needs
+ *      W_tot > K (p + 2) (theta Nwin - newest d - 2) / 8: for one-off keys
+ *      (W_tot about 2 n) the oldest sub-window holding more than about
+ *      36 times the exact window's requests with the defaults, spread over
+ *      time with ws in its last pieces.  That is a sufficient bound, not a
+ *      measure: with the defaults, bursts of 99, 300 and 1000 times a
+ *      minute's traffic at one moment or spread over a tenth of a slice,
+ *      at every slice, with the window starting just before, at and after
+ *      them, left every answer certified (test_analyzer_window); with 5%
+ *      and 6 sub-windows, spread bursts of 99 to 1000 times left 0-30 of
+ *      359 answers uncertified (four runs) (the window starting in the burst's last
+ *      pieces), and 256 KiB (8 and 4 marks, 24 and 80 counters) spread
+ *      bursts of 99 times 27-31 of 683 and 359.
  *    A request whose thread's clock is behind its stripe's (the shared
- *    stripe, a clock that stepped back) counts at the stripe's time.
+ *    stripe, a clock that stepped back) counts at the stripe's time: the
+ *    owner's latest time (an_tls.tmax), or under the shared stripe's lock,
+ *    am_tmax.
+
  * 4. Cost.  A request compares the p tags of its group sixteen at a time
  *    and reads a count and a hash only on a tag match.  A miss looks for a
  *    free counter only when d has reached the group's floor (the least
  *    count a search that found none free saw): a full group steps d at
  *    once, and a search over the group happens at most once per step of d,
- *    which removes p + 1 units: O(1) reads per request, amortized.
+ *    which removes p + 1 units: O(1) reads per request, amortized.  The
+ *    pieces add a comparison of the weight with am_next (in the header line
+ *    a request reads anyway) and, once per quarter step at most, a mark
+ *    (a few stores, and a thinning of K marks when they are all used, once
+ *    per doubling of the weight): O(1) amortized; the counter word's mark
+ *    number costs no comparison (a counter is live when its word is over
+ *    d << 16 | 0xffff).
  * 5. Writers.  A summary is written by the one thread that owns its stripe
  *    (SHMT_AN_STRIPES of them); threads beyond that share one more stripe
  *    under a lock, and the lines of that stripe are then written by
  *    several processes in turn.  The bounds above hold in either case.
+ *
+ * Layout of a summary (see analyzer.h): a 256-byte header (am_ver, am_id,
+ * am_d, am_n, am_slice, am_seq, am_next, am_step, am_pieces, am_mver,
+ * am_tmax, then the 5 slice marks), the groups (tags, counter words
+ * count << 16 | sequence number, hint, floor), the hashes, then an->pieces
+ * piece marks of 32 bytes ({mk_t, mk_d, mk_n, mk_sq = gap << 32 |
+ * sequence number}).  The times in it are the handle's clock in ns (shmt_set_clock,
+ * CLOCK_MONOTONIC by default): am_tmax, each mark's mk_t, and a piece
+ * mark's mk_t - gap; am_id is the sub-window number of that clock.  A
+ * slice mark's mk_t is informative only (readers use the slice's first
+ * moment).  A summary brought back on another clock must move all of them
+ * with its am_id: shmt__an_sum_retime (at the end of this file) does.
  *
  * Crash model: every change is one aligned store, ordered so that a
  * reader or a later owner never takes a counter half-claimed (a claim
  * writes the tag, the hash, then the count that makes it live).  A writer
  * killed between two stores leaves a summary whose bounds hold; its stripe
  * is freed when its process is found dead, and the next owner carries on.
+ * A mark is written before the count (am_slice, am_pieces) that makes
+ * readers use it; a thinning runs with am_mver odd, which a writer killed
+ * in it leaves odd: readers then use no piece mark (their bounds only
+ * widen), and the next owner's next piece mark drops them all and makes it
+ * even again.  Readers also use no piece mark when the marks are not in
+ * order (times, d, n and numbers never decrease along them).
  */
 #include "analyzer.h"
 
@@ -132,7 +190,7 @@ int
 shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
     struct shmt_an *an, const char **why)
 {
-	uint64_t rest, per, names;
+	uint64_t rest, per, names, mk, room, reserve;
 	uint32_t minp;
 	const char *dummy;
 
@@ -175,27 +233,42 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	 * p >= 1.2 / threshold at least (see shmt_top_keys). */
 	minp = (uint32_t)((1200000ULL + ppm - 1) / ppm);
 	minp = (minp + SHMT_AN_PROBE_STEP - 1) & ~(SHMT_AN_PROBE_STEP - 1);
-	/* A quarter for names, the rest for summaries. */
-	names = pow2_floor(bytes / 4 / sizeof(struct shmt_an_name));
+	/* An eighth for names, the rest for summaries: a header, at least
+	 * SHMT_AN_PIECES_MIN piece marks, the counters, and the rest of the
+	 * room (up to SHMT_AN_PIECES_MAX) for more piece marks. */
+	names = pow2_floor(bytes / 8 / sizeof(struct shmt_an_name));
 	an->lock_off = SHMT_LINE * 2;   /* after the owners (16 x 16 bytes) */
 	an->sums_off = an->lock_off + SHMT_LINE;
 	rest = bytes - an->sums_off - names * sizeof(struct shmt_an_name);
 	per = rest / ((uint64_t)an->rings * an->stripes);
+	mk = sizeof(struct shmt_an_mark);
 	if (per <= sizeof(struct shmt_an_sum) + 64)
 		return -EINVAL;
 	per -= sizeof(struct shmt_an_sum) + 64;  /* header, rounding */
-	an->probe = SHMT_AN_PROBE_MAX;
-	while (an->probe > SHMT_AN_PROBE_STEP &&
-	    meta_bytes_of(an->probe) + 8ULL * an->probe > per)
-		an->probe -= SHMT_AN_PROBE_STEP;
-	if (an->probe < minp) {
+	/* Room for SHMT_AN_PIECES_MIN piece marks, unless the counters the
+	 * threshold needs take it (the smallest summaries: no piece marks,
+	 * the slice marks alone). */
+	reserve = SHMT_AN_PIECES_MIN * mk;
+	for (;;) {
+		an->probe = SHMT_AN_PROBE_MAX;
+		while (an->probe > SHMT_AN_PROBE_STEP &&
+		    meta_bytes_of(an->probe) + 8ULL * an->probe + reserve > per)
+			an->probe -= SHMT_AN_PROBE_STEP;
+		if ((an->probe >= minp && meta_bytes_of(an->probe) +
+		    8ULL * an->probe + reserve <= per) || reserve == 0)
+			break;
+		reserve = 0;
+	}
+	if (an->probe < minp ||
+	    meta_bytes_of(an->probe) + 8ULL * an->probe > per) {
 		*why = "analyzer_bytes: too small for this threshold (each "
 		    "summary needs groups of 1.2 / threshold counters)";
 		return -EINVAL;
 	}
 	an->tag_bytes = tag_bytes_of(an->probe);
 	an->meta_bytes = meta_bytes_of(an->probe);
-	an->groups = (uint32_t)(per / (an->meta_bytes + 8ULL * an->probe));
+	an->groups = (uint32_t)((per - reserve) /
+	    (an->meta_bytes + 8ULL * an->probe));
 	if (an->groups == 0 || an->groups > (1U << 16)) {
 		if (an->groups != 0)
 			*why = "analyzer_bytes: too large for this threshold "
@@ -203,9 +276,19 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 		return -EINVAL;
 	}
 	an->cap = an->groups * an->probe;
-	an->hashes_off = sizeof(struct shmt_an_sum) +
+	room = per - (uint64_t)an->groups * (an->meta_bytes + 8ULL * an->probe);
+	an->pieces = (uint32_t)(room / mk);
+	if (an->pieces > SHMT_AN_PIECES_MAX)
+		an->pieces = SHMT_AN_PIECES_MAX;
+	an->pieces &= ~1U;
+	/* The groups right after the header (a constant offset for the
+	 * request path), then the hashes, then the piece marks. */
+	an->groups_off = sizeof(struct shmt_an_sum);
+	an->hashes_off = an->groups_off +
 	    (uint64_t)an->groups * an->meta_bytes;
-	an->sum_size = (an->hashes_off + 8ULL * an->cap + 63) & ~63ULL;
+	an->marks_off = an->hashes_off + 8ULL * an->cap;
+	an->sum_size = (an->marks_off + (uint64_t)an->pieces * mk + 63) &
+	    ~63ULL;
 	an->names_off = an->sums_off +
 	    an->sum_size * an->rings * an->stripes;
 	an->names = (uint32_t)names;
@@ -266,6 +349,13 @@ names(const struct shmt_an *an)
 	return (struct shmt_an_name *)(an->base + an->names_off);
 }
 
+/* Summary S's piece marks (an->pieces of them). */
+static inline struct shmt_an_mark *
+pieces_of(const struct shmt_an *an, struct shmt_an_sum *s)
+{
+	return (struct shmt_an_mark *)((char *)s + an->marks_off);
+}
+
 /* ---- Stripes: one per writer thread ------------------------------------- */
 
 /*
@@ -281,6 +371,7 @@ struct an_tls {
 	uint64_t sub_start, sub_end, id;
 	uint64_t slice_end;             /* where the next slice starts */
 	uint32_t slice;                 /* the slice of the last request */
+	uint64_t tmax;                  /* the latest time it counted at */
 	struct shmt_an_sum *sum;        /* this sub-window's summary */
 };
 static __thread struct an_tls an_tls[4];
@@ -377,6 +468,7 @@ tls_get(shmt_t *h)
 	t->fork_gen = h->fork_gen;
 	t->stripe = stripe_claim(h);
 	t->sub_start = t->sub_end = 0;
+	t->tmax = 0;
 	return t;
 }
 
@@ -515,9 +607,18 @@ sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 	__atomic_store_n(&s->am_d, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_n, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_slice, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_seq, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_step, an->probe + 1ULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_next, an->pieces ? an->probe + 1ULL :
+	    UINT64_MAX, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_pieces, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_mver, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_tmax, 0, __ATOMIC_RELAXED);
 	for (uint32_t k = 0; k + 1 < SHMT_AN_SLICES; k++) {
-		__atomic_store_n(&s->am_mark_d[k], 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&s->am_mark_n[k], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_smark[k].mk_t, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_smark[k].mk_d, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_smark[k].mk_n, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_smark[k].mk_sq, 0, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&s->am_id, id, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_ver, ver + 1, __ATOMIC_RELEASE);
@@ -551,13 +652,118 @@ tags_any8(tag8 eq)
 #endif
 }
 
+/* Write mark M: (T, D, N, SQ), one word at a time. */
+static inline void
+mark_put(struct shmt_an_mark *m, uint64_t t, uint64_t d, uint64_t n,
+    uint64_t sq)
+{
+	__atomic_store_n(&m->mk_t, t, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->mk_d, d, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->mk_n, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->mk_sq, sq, __ATOMIC_RELAXED);
+}
+
 /*
- * Count one request of HASH in summary S.  A counter is live when its count
- * is over d; the key's counter is the live one whose tag and hash match.
- * The tags are compared sixteen at a time, with no branch per counter; a miss
- * then looks for the first counter that is not live.  The writer is the
- * stripe's one owner, so its plain reads of its own tags see its own
- * stores; other threads read counts and hashes only, atomically.
+ * Perhaps take a piece mark of summary S before a request counted at T,
+ * the latest time counted before it being TP, with d D and n N (weight
+ * W = N + (probe + 1) D).  The piece since the last mark is cut when its
+ * weight reaches the step, or a quarter of it and T is later than TP; a
+ * request at TP past that quarter, or a cut at TP, makes the next one come
+ * here too, so a burst at one moment is cut off at its end, whatever its
+ * size (the first request of a later moment cuts).  When the an->pieces
+ * marks are all used, every other one is dropped first (marks 1, 3, 5, ...
+ * are kept, so each piece is at most two of the old ones) and the step
+ * doubles; the marks' version is odd meanwhile, so a reader retries or
+ * takes no piece mark.  Marks are taken in the order of counting, with
+ * times that never go back.  Returns the sequence number of the latest
+ * mark.
+ */
+static __attribute__((noinline)) uint64_t
+piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
+    uint64_t t, uint64_t d, uint64_t n, uint64_t w)
+{
+	struct shmt_an_mark *mk = pieces_of(an, s);
+	uint64_t np = __atomic_load_n(&s->am_pieces, __ATOMIC_RELAXED);
+	uint64_t step = __atomic_load_n(&s->am_step, __ATOMIC_RELAXED);
+	uint64_t seq = __atomic_load_n(&s->am_seq, __ATOMIC_RELAXED);
+	uint64_t ver = __atomic_load_n(&s->am_mver, __ATOMIC_RELAXED);
+	uint64_t wl = 0, gap;
+
+	if (np > an->pieces || (ver & 1)) {
+		/* Damaged, or a thinning cut short: start over. */
+		np = 0;
+		__atomic_store_n(&s->am_pieces, 0, __ATOMIC_RELAXED);
+		ver |= 1;
+		__atomic_store_n(&s->am_mver, ++ver, __ATOMIC_RELEASE);
+	}
+	if (step < 4 || step > (1ULL << 60))
+		step = an->probe + 1ULL;
+	if (np > 0) {
+		struct shmt_an_mark *l = &mk[np - 1];
+		uint64_t last = __atomic_load_n(&l->mk_t, __ATOMIC_RELAXED);
+
+		wl = __atomic_load_n(&l->mk_n, __ATOMIC_RELAXED) +
+		    (an->probe + 1ULL) * __atomic_load_n(&l->mk_d,
+		    __ATOMIC_RELAXED);
+		if (tp < last)
+			tp = last;
+		if (wl > w)
+			wl = w;
+	}
+	if (t < tp)
+		t = tp;
+	if ((w - wl < step && t == tp) || w == wl) {
+		/* The same moment as the last request: no cut yet, but the
+		 * first request of a later moment cuts (it comes back here),
+		 * so that a burst at one moment ends a piece. */
+		__atomic_store_n(&s->am_next, w + 1, __ATOMIC_RELAXED);
+		return seq;
+	}
+	seq = (seq + 1) & 0xffffffffULL;
+	if (seq == 0)
+		seq = 0xffffffffULL;    /* saturated */
+	if (np >= an->pieces && an->pieces >= 2) {
+		__atomic_store_n(&s->am_mver, ver | 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		for (uint64_t i = 0; i < np / 2; i++) {
+			struct shmt_an_mark *from = &mk[2 * i + 1];
+
+			mark_put(&mk[i],
+			    __atomic_load_n(&from->mk_t, __ATOMIC_RELAXED),
+			    __atomic_load_n(&from->mk_d, __ATOMIC_RELAXED),
+			    __atomic_load_n(&from->mk_n, __ATOMIC_RELAXED),
+			    __atomic_load_n(&from->mk_sq, __ATOMIC_RELAXED));
+		}
+		np /= 2;
+		step *= 2;
+		__atomic_store_n(&s->am_pieces, np, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_step, step, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->am_mver, (ver | 1) + 1, __ATOMIC_RELEASE);
+	}
+	gap = t - tp < 0xffffffffULL ? t - tp : 0xffffffffULL;
+	if (np < an->pieces) {
+		mark_put(&mk[np], t, d, n, gap << 32 | seq);
+		__atomic_store_n(&s->am_pieces, np + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&s->am_seq, seq, __ATOMIC_RELEASE);
+	/* After a cut at the moment of the last request, the next request
+	 * comes here too (the moment may go on); else after a quarter step. */
+	__atomic_store_n(&s->am_next, t == tp ? w + 1 : w + step / 4,
+	    __ATOMIC_RELAXED);
+	return seq;
+}
+
+/*
+ * Count one request of HASH in summary S, at time T (for its marks).  A
+ * counter is live when its count is over d; the key's counter is the live
+ * one whose tag and hash match.  A counter's word is its count shifted
+ * left by 16 bits and, below it, the sequence number of the latest mark
+ * when it was last counted (saturated at SHMT_AN_SEQ_MAX), so "live" is
+ * one comparison of the word with d << 16 | 0xffff.  The tags are compared
+ * sixteen at a time, with no branch per counter; a miss then looks for the
+ * first counter that is not live.  The writer is the stripe's one owner,
+ * so its plain reads of its own tags see its own stores; other threads
+ * read counts and hashes only, atomically.
  *
  * Claiming a free counter takes three stores: the tag, the hash, then the
  * count d + 1.  A free counter is not live (its count is at most d, and d
@@ -569,11 +775,12 @@ tags_any8(tag8 eq)
  */
 static inline __attribute__((always_inline)) void
 sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    uint32_t slice, uint64_t hash, const void *key, size_t klen, int kind,
-    const uint32_t p)
+    uint32_t slice, uint64_t tp, uint64_t t, uint64_t hash, const void *key,
+    size_t klen, int kind, const uint32_t p)
 {
 	struct group g = group_at_p(an, s, shmt__an_group(an->groups, hash), p);
-	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low;
+	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low, n;
+	uint64_t seq, sb, w, dr;
 	uint16_t tag = (uint16_t)(hash >> SHMT_AN_TAG_SHIFT);
 	tag8 spread = (tag8){ 0 } + tag;
 	uint32_t j;
@@ -586,21 +793,30 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 	if (id != cur || (__atomic_load_n(&s->am_ver, __ATOMIC_RELAXED) & 1))
 		sum_reset(an, s, id);
 	d = __atomic_load_n(&s->am_d, __ATOMIC_RELAXED);
+	n = __atomic_load_n(&s->am_n, __ATOMIC_RELAXED);
+	seq = __atomic_load_n(&s->am_seq, __ATOMIC_RELAXED);
 	/* The first request of a later slice marks d and n as they are
 	 * before it, for every slice started since the last mark (a request
 	 * of an earlier slice, from a thread whose clock is behind, counts in
 	 * the latest).  A damaged am_slice (>= SHMT_AN_SLICES) marks nothing,
-	 * and readers then use no mark. */
+	 * and readers then use no slice mark. */
 	cur = __atomic_load_n(&s->am_slice, __ATOMIC_RELAXED);
 	if (slice > cur) {
-		uint64_t n = __atomic_load_n(&s->am_n, __ATOMIC_RELAXED);
-
-		for (uint64_t k = cur + 1; k <= slice; k++) {
-			__atomic_store_n(&s->am_mark_d[k - 1], d, __ATOMIC_RELAXED);
-			__atomic_store_n(&s->am_mark_n[k - 1], n, __ATOMIC_RELAXED);
-		}
+		if (seq < 0xffffffffULL)
+			seq++;
+		for (uint64_t k = cur + 1; k <= slice; k++)
+			mark_put(&s->am_smark[k - 1], t, d, n, seq);
+		__atomic_store_n(&s->am_seq, seq, __ATOMIC_RELEASE);
 		__atomic_store_n(&s->am_slice, slice, __ATOMIC_RELEASE);
 	}
+	/* Perhaps a piece mark, once the weight reaches am_next (see
+	 * piece_cut). */
+	w = n + (p + 1ULL) * d;
+	if (__builtin_expect(w >= __atomic_load_n(&s->am_next,
+	    __ATOMIC_RELAXED), 0))
+		seq = piece_cut(an, s, tp, t, d, n, w);
+	sb = seq < SHMT_AN_SEQ_MAX ? seq : SHMT_AN_SEQ_MAX;
+	dr = d << SHMT_AN_SEQ_BITS | SHMT_AN_SEQ_MAX;  /* word > dr: live */
 	/* Most requests of a noisy stream match no tag: one pass over the
 	 * tags, sixteen at a time, tells, and only a match looks at counts and
 	 * hashes. */
@@ -620,10 +836,12 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 				continue;
 			j = base + lane;
 			c = g.cnt[j];
-			if (c <= d || __atomic_load_n(&g.hash[j],
+			if (c <= dr || __atomic_load_n(&g.hash[j],
 			    __ATOMIC_RELAXED) != hash)
 				continue;
-			__atomic_store_n(&g.cnt[j], c + 1, __ATOMIC_RELEASE);
+			c >>= SHMT_AN_SEQ_BITS;
+			__atomic_store_n(&g.cnt[j], (c + 1) << SHMT_AN_SEQ_BITS | sb,
+			    __ATOMIC_RELEASE);
 			/* Name a key when its count here reaches NAME_AT:
 			 * at most once per summary, and never for the long
 			 * tail of a noisy stream, whose keys come and go
@@ -650,41 +868,45 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		j = (uint32_t)g.hint[0];
 		if (j >= p)
 			j = 0;
-		for (; j < p && g.cnt[j] > d; j++)
+		for (; j < p && g.cnt[j] > dr; j++)
 			;
 		if (j == p) {
 			low = UINT64_MAX;
-			for (j = 0; j < p && g.cnt[j] > d; j++)
+			for (j = 0; j < p && g.cnt[j] > dr; j++)
 				if (g.cnt[j] < low)
 					low = g.cnt[j];
 			if (j == p)
-				__atomic_store_n(g.floor, low, __ATOMIC_RELAXED);
+				__atomic_store_n(g.floor,
+				    low >> SHMT_AN_SEQ_BITS, __ATOMIC_RELAXED);
 		}
 	}
 	if (j < p) {
 		__atomic_store_n(&g.tags[j], tag, __ATOMIC_RELAXED);
 		__atomic_store_n(&g.hash[j], hash, __ATOMIC_RELEASE);
-		__atomic_store_n(&g.cnt[j], d + 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&g.cnt[j], (d + 1) << SHMT_AN_SEQ_BITS | sb,
+		    __ATOMIC_RELEASE);
 		__atomic_store_n(g.hint, j + 1, __ATOMIC_RELAXED);
 	} else {
 		__atomic_store_n(&s->am_d, d + 1, __ATOMIC_RELEASE);
 		__atomic_store_n(g.hint, 0, __ATOMIC_RELAXED);
 	}
 counted:
-	__atomic_store_n(&s->am_n, __atomic_load_n(&s->am_n, __ATOMIC_RELAXED) + 1,
-	    __ATOMIC_RELEASE);
+	__atomic_store_n(&s->am_n, n + 1, __ATOMIC_RELEASE);
 }
 
 /* Count one request in summary S: the default group of 128 counters (1 MiB,
  * 12 sub-windows) has its own copy, with every size a constant. */
 static void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    uint32_t slice, uint64_t hash, const void *key, size_t klen, int kind)
+    uint32_t slice, uint64_t tp, uint64_t t, uint64_t hash, const void *key,
+    size_t klen, int kind)
 {
 	if (an->probe == 128)
-		sum_update_p(an, s, id, slice, hash, key, klen, kind, 128);
+		sum_update_p(an, s, id, slice, tp, t, hash, key, klen, kind,
+		    128);
 	else
-		sum_update_p(an, s, id, slice, hash, key, klen, kind, an->probe);
+		sum_update_p(an, s, id, slice, tp, t, hash, key, klen, kind,
+		    an->probe);
 }
 
 /* The slice of T in sub-window [S, E): floor((T - S) SLICES / (E - S)). */
@@ -709,6 +931,7 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 	struct shmt_an *an = h->an;
 	struct an_tls *t;
 	struct shmt_an_sum *s;
+	uint64_t tp, tn;
 	int shared;
 
 	if (an == NULL || (kind == SHMT_HOT_CLIENT && !an->clients))
@@ -729,11 +952,22 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		t->slice_end = slice_start(t->sub_start, t->sub_end,
 		    t->slice + 1);
 	}
+	/* The time a request counts at, for the marks: never before the
+	 * latest this stripe counted at (the owner's, or under the shared
+	 * stripe's lock, the shared stripe's). */
 	s = t->sum;
 	shared = t->stripe == SHMT_AN_STRIPES;
-	if (shared && shared_lock(an) != 0)
-		return;
-	sum_update(an, s, t->id, t->slice, hash, key, klen, kind);
+	if (shared) {
+		if (shared_lock(an) != 0)
+			return;
+		tp = __atomic_load_n(&s->am_tmax, __ATOMIC_RELAXED);
+		tn = now > tp ? now : tp;
+		__atomic_store_n(&s->am_tmax, tn, __ATOMIC_RELAXED);
+	} else {
+		tp = t->tmax;
+		tn = t->tmax = now > tp ? now : tp;
+	}
+	sum_update(an, s, t->id, t->slice, tp, tn, hash, key, klen, kind);
 	if (shared)
 		shared_unlock(an);
 }
@@ -742,7 +976,8 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 
 struct cand {
 	uint64_t hash;
-	uint64_t lower;
+	uint64_t lower;         /* in the newest subw sub-windows */
+	uint64_t old;           /* at most this in the oldest, from now - W */
 	int used;
 };
 
@@ -752,19 +987,21 @@ struct cmap {
 };
 
 static int
-cmap_add(struct cmap *m, uint64_t hash, uint64_t c)
+cmap_add(struct cmap *m, uint64_t hash, uint64_t lower, uint64_t old)
 {
 	uint64_t i = hash & (m->cap - 1);
 
 	for (uint64_t k = 0; k < m->cap; k++, i = (i + 1) & (m->cap - 1)) {
 		if (m->e[i].used && m->e[i].hash == hash) {
-			m->e[i].lower += c;
+			m->e[i].lower += lower;
+			m->e[i].old += old;
 			return 0;
 		}
 		if (!m->e[i].used) {
 			m->e[i].used = 1;
 			m->e[i].hash = hash;
-			m->e[i].lower = c;
+			m->e[i].lower = lower;
+			m->e[i].old = old;
 			m->n++;
 			return 0;
 		}
@@ -775,24 +1012,119 @@ cmap_add(struct cmap *m, uint64_t hash, uint64_t c)
 /* What a summary adds to an answer. */
 struct sum_part {
 	uint64_t D, N;          /* offsets and requests, over the span */
-	uint64_t Dw, Nw;        /* the same from slice K0 on (see sum_read) */
+	uint64_t Dw, Nw;        /* the exact window's (see sum_read) */
 };
 
-/* Read summary S of sub-window ID into M (with SCRATCH, cap slots of
- * room); adds its d and n to P->D and P->N.  The exact window starts in
- * slice K0 of this sub-window (K0 = SHMT_AN_SLICES: before it): adds to
- * P->Dw what d grew by since the mark of slice K0 (the whole d when there
- * is no valid mark), and to P->Nw the requests after the mark of slice
- * K0 + 1 (all of them when K0 = SHMT_AN_SLICES).  A summary being
- * cleared, or holding another sub-window, adds nothing: what it held lies
- * outside the span. */
+/* The marks of the oldest summary around the exact window's start WS:
+ * B, the latest mark every request before which is before WS (d, n and
+ * sequence number; the summary's start when none), and A, the earliest
+ * every request after which is at or after WS (its n; none: an = n). */
+struct around {
+	uint64_t bd, bn, bseq, an;
+};
+
+static void
+around_consider(struct around *r, const struct shmt_an_mark *m, int before,
+    int after, uint64_t *aseq)
+{
+	uint64_t seq = __atomic_load_n(&m->mk_sq, __ATOMIC_RELAXED);
+
+	seq &= 0xffffffffULL;
+	if (before && seq >= r->bseq) {
+		r->bseq = seq;
+		r->bd = __atomic_load_n(&m->mk_d, __ATOMIC_RELAXED);
+		r->bn = __atomic_load_n(&m->mk_n, __ATOMIC_RELAXED);
+	}
+	if (after && seq < *aseq) {
+		*aseq = seq;
+		r->an = __atomic_load_n(&m->mk_n, __ATOMIC_RELAXED);
+	}
+}
+
+/* Find B and A in summary S of sub-window [SS, SE) (d D, n N) for the
+ * exact window starting at WS.  Marks that do not fit d and n (a damaged
+ * summary, or one read across its owner's writes) are not used. */
+static void
+sum_around(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t ss,
+    uint64_t se, uint64_t ws, uint64_t d, uint64_t n, struct around *r)
+{
+	struct shmt_an_mark *mk = pieces_of(an, s);
+	uint64_t sl = __atomic_load_n(&s->am_slice, __ATOMIC_ACQUIRE), aseq;
+	struct around best = { 0, 0, 0, n };
+
+	aseq = UINT64_MAX;
+	/* Slice k: every request before its mark is before its first moment,
+	 * every one after it at or after. */
+	for (uint64_t k = 1; sl < SHMT_AN_SLICES && k <= sl; k++) {
+		uint64_t t = slice_start(ss, se, k);
+
+		around_consider(&best, &s->am_smark[k - 1], t <= ws, t >= ws,
+		    &aseq);
+	}
+	/* Piece marks: every request before is at most mk_t - gap, every one
+	 * after at least mk_t.  Read under their version (odd while
+	 * thinned). */
+	for (int tries = 0; tries < 8; tries++) {
+		struct around r2 = best;
+		uint64_t v = __atomic_load_n(&s->am_mver, __ATOMIC_ACQUIRE);
+		uint64_t np = __atomic_load_n(&s->am_pieces, __ATOMIC_ACQUIRE);
+		uint64_t aseq2 = aseq;
+
+		if (v & 1)
+			continue;
+		if (np > an->pieces)
+			break;
+		struct shmt_an_mark prev = { 0, 0, 0, 0 };
+		int sorted = 1;
+
+		for (uint64_t i = 0; i < np && sorted; i++) {
+			struct shmt_an_mark m = {
+				__atomic_load_n(&mk[i].mk_t, __ATOMIC_RELAXED),
+				__atomic_load_n(&mk[i].mk_d, __ATOMIC_RELAXED),
+				__atomic_load_n(&mk[i].mk_n, __ATOMIC_RELAXED),
+				__atomic_load_n(&mk[i].mk_sq, __ATOMIC_RELAXED),
+			};
+			uint64_t gap = m.mk_sq >> 32;
+
+			sorted = gap <= m.mk_t && m.mk_t - gap >= prev.mk_t &&
+			    m.mk_d >= prev.mk_d && m.mk_n >= prev.mk_n &&
+			    (uint32_t)m.mk_sq > (uint32_t)prev.mk_sq;
+			around_consider(&r2, &m, m.mk_t - gap < ws,
+			    m.mk_t >= ws, &aseq2);
+			prev = m;
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&s->am_mver, __ATOMIC_RELAXED) != v)
+			continue;
+		if (sorted)
+			best = r2;
+		break;
+	}
+	if (best.bd > d || best.bn > n)
+		best.bd = best.bn = best.bseq = 0;
+	if (best.an > n)
+		best.an = n;
+	*r = best;
+}
+
+/* Read summary S of sub-window ID into M (with SCRATCH, cap slots of room);
+ * adds its d and n to P->D and P->N.  A summary of the newest subw
+ * sub-windows (OLDEST 0) lies inside the exact window: its effective counts
+ * go to the keys' lower bounds, its d and n to P->Dw and P->Nw.  The
+ * oldest one's (OLDEST 1, sub-window [SS, SE), the exact window starting
+ * at WS) go to the keys' `old` part, each capped by the requests after
+ * mark B and left out when the counter was last counted before mark B; it
+ * adds to P->Dw what d grew by since mark B, and to P->Nw the requests
+ * after mark A (see sum_around).  A summary being cleared, or holding
+ * another sub-window, adds nothing: what it held lies outside the span. */
 static int
 sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
-    uint32_t k0, struct cand *scratch, struct cmap *m, struct sum_part *P)
+    int oldest, uint64_t ss, uint64_t se, uint64_t ws, struct cand *scratch,
+    struct cmap *m, struct sum_part *P)
 {
 	for (int tries = 0; tries < 4; tries++) {
 		uint64_t v1 = __atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE), d, n;
-		uint64_t sl, md = 0, mn, dw, nw;
+		struct around r = { 0, 0, 0, 0 };
 		uint32_t k = 0;
 		int rc;
 
@@ -814,7 +1146,8 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 				 * while the owner keeps counting it.  A count
 				 * at most dd would give a lower bound of 0 or
 				 * less below anyway. */
-				if (c <= dd || shmt__an_group(an->groups, h) != g)
+				if ((c >> SHMT_AN_SEQ_BITS) <= dd ||
+				    shmt__an_group(an->groups, h) != g)
 					continue;
 				scratch[k].hash = h;
 				scratch[k++].lower = c;
@@ -825,37 +1158,33 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		 * did meanwhile. */
 		d = __atomic_load_n(&s->am_d, __ATOMIC_ACQUIRE);
 		n = __atomic_load_n(&s->am_n, __ATOMIC_ACQUIRE);
-		/* A mark is taken before the requests of its slice; the marks
-		 * are read after d and n, so a mark newer than them only
-		 * lowers what they add below, and a mark over them (a
-		 * damaged summary) is not used. */
-		sl = __atomic_load_n(&s->am_slice, __ATOMIC_ACQUIRE);
-		dw = d;
-		nw = k0 >= SHMT_AN_SLICES ? n : 0;
-		if (k0 < SHMT_AN_SLICES && sl < SHMT_AN_SLICES) {
-			if (k0 >= 1 && k0 <= sl)
-				md = __atomic_load_n(&s->am_mark_d[k0 - 1],
-				    __ATOMIC_ACQUIRE);
-			if (k0 > sl)
-				dw = 0;         /* nothing from slice k0 on */
-			else if (md <= d)
-				dw = d - md;
-			if (k0 + 1 <= sl) {
-				mn = __atomic_load_n(&s->am_mark_n[k0],
-				    __ATOMIC_ACQUIRE);
-				nw = mn <= n ? n - mn : 0;
-			}
-		}
+		/* A mark is taken before the requests after it; the marks are
+		 * read after d and n, so a mark newer than them only lowers
+		 * what they add below, and one over them is not used. */
+		if (oldest)
+			sum_around(an, s, ss, se, ws, d, n, &r);
 		if (__atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE) != v1)
 			continue;
-		for (uint32_t j = 0; j < k; j++)
-			if (scratch[j].lower > d && (rc = cmap_add(m,
-			    scratch[j].hash, scratch[j].lower - d)) != 0)
+		for (uint32_t j = 0; j < k; j++) {
+			uint64_t c = scratch[j].lower >> SHMT_AN_SEQ_BITS;
+			uint64_t seq = scratch[j].lower & SHMT_AN_SEQ_MAX;
+
+			if (c <= d)
+				continue;
+			if (!oldest)
+				rc = cmap_add(m, scratch[j].hash, c - d, 0);
+			else if (seq < SHMT_AN_SEQ_MAX && seq < r.bseq)
+				continue;       /* not counted since mark B */
+			else
+				rc = cmap_add(m, scratch[j].hash, 0,
+				    c - d < n - r.bn ? c - d : n - r.bn);
+			if (rc != 0)
 				return rc;
+		}
 		P->D += d;
 		P->N += n;
-		P->Dw += dw;
-		P->Nw += nw;
+		P->Dw += oldest ? d - r.bd : d;
+		P->Nw += oldest ? n - r.an : n;
 		return 0;
 	}
 	return 0;
@@ -920,19 +1249,21 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 	i = shmt__tile_of(now, an->window, an->subw);
 	for (uint64_t k = 0; k <= an->subw && rc == 0; k++) {
 		uint64_t id = i - k;
-		uint32_t k0 = SHMT_AN_SLICES;
+		int oldest = k == an->subw;
+		uint64_t ss = 0, se = 0;
 
 		if (k > i)
 			break;
-		/* The oldest: the exact window starts in its slice k0
-		 * (start(i - subw) = start(i) - W <= now - W). */
-		if (k == an->subw)
-			k0 = slice_of(shmt__tile_start(id, an->window, an->subw),
-			    shmt__tile_start(id + 1, an->window, an->subw),
-			    now - an->window);
+		/* The oldest holds the exact window's start now - W (its
+		 * start is start(i) - W <= now - W). */
+		if (oldest) {
+			ss = shmt__tile_start(id, an->window, an->subw);
+			se = shmt__tile_start(id + 1, an->window, an->subw);
+		}
 		for (uint32_t p = 0; p < an->stripes && rc == 0; p++)
 			rc = sum_read(an, sum_at(an, (uint32_t)(id % an->rings), p),
-			    id, k0, scratch, &m, &part);
+			    id, oldest, ss, se, now - an->window, scratch, &m,
+			    &part);
 	}
 	D = part.D;
 	N = part.N;
@@ -943,15 +1274,17 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 		free(m.e);
 		return rc;
 	}
-	/* A key's requests from the start of slice k0 of the oldest
-	 * sub-window on (which holds the exact window) are at most
-	 * lower + Dw; Nwin requests are certainly in the exact window. */
+	/* A key's requests in the exact window are at least `lower` and at
+	 * most lower + old + Dw; Nwin requests are certainly in the exact
+	 * window.  Listed: every key whose upper bound is over the threshold
+	 * of Nwin. */
 	for (uint64_t k = 0; k < m.cap; k++) {
 		struct cand *c = &m.e[k];
 
 		if (!c->used)
 			continue;
-		if ((c->lower + Dw) * 1000000.0 > (double)an->ppm * (double)Nwin)
+		if ((c->lower + c->old + Dw) * 1000000.0 >
+		    (double)an->ppm * (double)Nwin)
 			m.e[hot++] = *c;
 	}
 	qsort(m.e, hot, sizeof(*m.e), cand_cmp);
@@ -963,7 +1296,7 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 		o->kind = 0;
 		o->hash = m.e[k].hash;
 		o->lower = m.e[k].lower;
-		o->upper = m.e[k].lower + D;
+		o->upper = m.e[k].lower + m.e[k].old + Dw;
 		o->share = N ? (double)o->lower / (double)N : 0;
 		fill_key(h, an, o->hash, o);
 	}
@@ -987,6 +1320,32 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 	}
 	free(m.e);
 	return hot > INT32_MAX ? INT32_MAX : (int)hot;
+}
+
+/* ---- Moving a summary in time --------------------------------------------- */
+
+void
+shmt__an_sum_retime(const struct shmt_an *an, struct shmt_an_sum *s,
+    uint64_t from_id, uint64_t to_id)
+{
+	uint64_t shift = shmt__tile_start(to_id, an->window, an->subw) -
+	    shmt__tile_start(from_id, an->window, an->subw);   /* mod 2^64 */
+	struct shmt_an_mark *mk = pieces_of(an, s);
+
+	/* Every time in a summary is the clock's ns: move each by the shift
+	 * of its sub-window's start (wrapping: a shift toward the past is a
+	 * large one), so the marks keep their place in the sub-window; a
+	 * piece mark's gap is a difference and stays. */
+	__atomic_store_n(&s->am_tmax, __atomic_load_n(&s->am_tmax,
+	    __ATOMIC_RELAXED) + shift, __ATOMIC_RELAXED);
+	for (uint32_t k = 0; k + 1 < SHMT_AN_SLICES; k++)
+		__atomic_store_n(&s->am_smark[k].mk_t, __atomic_load_n(
+		    &s->am_smark[k].mk_t, __ATOMIC_RELAXED) + shift,
+		    __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < an->pieces; i++)
+		__atomic_store_n(&mk[i].mk_t, __atomic_load_n(&mk[i].mk_t,
+		    __ATOMIC_RELAXED) + shift, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_id, to_id, __ATOMIC_RELAXED);
 }
 
 /* ---- Snapshots ------------------------------------------------------------- */
@@ -1098,7 +1457,10 @@ shmt__an_import(shmt_t *h, const void *buf, uint64_t len, int64_t delta_ns)
 			/* The segment is private: plain copies will do. */
 			memcpy(sum_at(an, (uint32_t)(id % an->rings), p), src,
 			    an->sum_size);
-			sum_at(an, (uint32_t)(id % an->rings), p)->am_id = id;
+			/* Its times (sub-window start, slice and piece
+			 * marks) move with it: the bounds read them. */
+			shmt__an_sum_retime(an, sum_at(an,
+			    (uint32_t)(id % an->rings), p), hd.am_id, id);
 		}
 	}
 	memcpy(names(an), b + (an->names_off - an->sums_off),

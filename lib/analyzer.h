@@ -13,10 +13,13 @@
  * summaries (sub-window r % rings, stripe p), then the name table.
  *
  *   owner    u64 (pid << 32 | handle uid), 0: free; u64 start time
- *   summary  [header line: am_ver, am_id, am_d, am_n, am_slice, marks]
- *            [groups x {probe u16 tags, probe u64 counts, hint, floor}
- *             on whole lines]
+ *   summary  [header: am_ver, am_id, am_d, am_n, am_slice, am_seq,
+ *             am_next, am_step, am_pieces, am_mver, am_tmax, 5 slice
+ *             marks; 256 bytes]
+ *            [groups x {probe u16 tags, probe u64 counter words
+ *             (count << 16 | mark number), hint, floor} on whole lines]
  *            [groups x probe u64 hashes]
+ *            [pieces x piece mark {mk_t, mk_d, mk_n, mk_sq}]
  *   name     {an_hash, an_klen, an_kind, an_kept, an_check, an_bytes[40]}
  *
  * A key's counters are one group: probe counters (as many as a summary
@@ -45,20 +48,58 @@ struct shmt_an_owner {
 
 /* A sub-window is cut into SHMT_AN_SLICES slices of time; a summary marks
  * d and n as they were when its first request of each slice came: slice k
- * of sub-window [S, E) starts at S + floor(k (E - S) / SHMT_AN_SLICES). */
+ * of sub-window [S, E) starts at S + ceil(k (E - S) / SHMT_AN_SLICES).  It
+ * is also cut into pieces by weight (n + (probe + 1) d): a piece mark is
+ * taken before a request that brings the piece's weight to am_step, or to
+ * a quarter of it with a time later than the last one counted; when the
+ * summary's an->pieces piece marks are all used, every other one is
+ * dropped and the step doubles.  Each mark has a sequence number, and each
+ * counter keeps the sequence number of the latest mark at its last count
+ * (its low SHMT_AN_SEQ_BITS bits), so a query knows whether a key was
+ * counted after a mark at all.  See the top of analyzer.c. */
 #define SHMT_AN_SLICES 6U
+#define SHMT_AN_SEQ_BITS 16      /* a counter: count << 16 | seq */
+#define SHMT_AN_SEQ_MAX 0xffffULL  /* a saturated seq: "any mark" */
+#define SHMT_AN_PIECES_MIN 4U    /* piece marks per summary, at least
+                                  * (none when the counters need the room) */
+#define SHMT_AN_PIECES_MAX 64U   /* and at most (an even number) */
+
+/* A mark: d, n and the sequence number as they were before the request
+ * that took it.  Slice marks: every request counted before one is before
+ * its slice's first moment, every one after at or after it (readers
+ * compute that moment; mk_t holds the time of the request that took it).
+ * Piece marks: every request counted after one is at or after mk_t, every
+ * one before it at or before mk_t - gap, gap = mk_sq >> 32 (the latest
+ * time counted before it, clamped: a gap over 2^32 - 1 ns is stored as
+ * that, which only makes the bound later).  Times are the clock's ns
+ * (shmt_set_clock's, CLOCK_MONOTONIC by default); a sequence number is
+ * mk_sq's low 32 bits. */
+struct shmt_an_mark {
+	uint64_t mk_t;
+	uint64_t mk_d;
+	uint64_t mk_n;
+	uint64_t mk_sq;          /* gap << 32 | sequence number */
+};
 
 struct shmt_an_sum {
 	uint64_t am_ver;
 	uint64_t am_id;
 	uint64_t am_d;
 	uint64_t am_n;
-	uint64_t am_slice;       /* marks 1 .. am_slice are set */
-	uint64_t am_mark_d[SHMT_AN_SLICES - 1];  /* [k - 1]: d at slice k */
-	uint64_t am_mark_n[SHMT_AN_SLICES - 1];  /* [k - 1]: n at slice k */
-	uint64_t am_pad[1];      /* the header has a 128-byte line to itself */
+	uint64_t am_slice;       /* slice marks 1 .. am_slice are set */
+	uint64_t am_seq;         /* the latest mark's sequence number */
+	uint64_t am_next;        /* the weight at which a piece mark is
+	                          * considered next */
+	uint64_t am_step;        /* the weight of a piece, at most */
+	uint64_t am_pieces;      /* piece marks in use */
+	uint64_t am_mver;        /* odd while the piece marks are thinned */
+	uint64_t am_tmax;        /* the shared stripe: its latest time */
+	uint64_t am_pad[1];
+	struct shmt_an_mark am_smark[SHMT_AN_SLICES - 1]; /* [k - 1]: slice k */
+	/* Then the groups, the hashes, and an->pieces piece marks (struct
+	 * shmt_an_mark) in the order taken. */
 };
-_Static_assert(sizeof(struct shmt_an_sum) == 128, "a header is one line");
+_Static_assert(sizeof(struct shmt_an_sum) == 256, "a header is four lines");
 
 #define SHMT_AN_TAG_SHIFT 48    /* a tag is hash >> 48 */
 #define SHMT_AN_PROBE_STEP 8U   /* probe is a multiple of this */
@@ -88,7 +129,9 @@ struct shmt_an {
 	uint32_t stripes;            /* SHMT_AN_STRIPES + 1 (the shared one) */
 	uint32_t cap, probe, names;   /* cap = groups x probe */
 	uint32_t groups;
+	uint32_t pieces;             /* piece marks per summary */
 	uint32_t tag_bytes, meta_bytes;  /* per group: tags, tags + counts */
+	uint64_t marks_off, groups_off;  /* in a summary */
 	uint64_t hashes_off;             /* in a summary */
 	uint32_t ppm;
 	int clients;
@@ -115,6 +158,13 @@ void shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 void shmt__an_release(shmt_t *h);
 /* Free the stripes of dead processes. */
 int shmt__an_reap(shmt_t *h);
+/* Move summary S of sub-window FROM_ID to sub-window TO_ID (a snapshot
+ * brought back on another clock): am_id becomes TO_ID, and every time in
+ * it (am_tmax, the marks' mk_t) moves by start(TO_ID) - start(FROM_ID).
+ * For a summary no one else uses yet (a private segment); S must lie in
+ * AN's region, at the place of TO_ID's ring. */
+void shmt__an_sum_retime(const struct shmt_an *an, struct shmt_an_sum *s,
+    uint64_t from_id, uint64_t to_id);
 
 /* Snapshots.  Copy H's summaries and names into BUF (CAP bytes) as the
  * analyzer's own bytes, never read outside this module: how many bytes,

@@ -83,6 +83,8 @@ shmt__format_word(void)
 		sizeof(struct shmt_an_owner), sizeof(struct shmt_an_sum),
 		SHMT_AN_TAG_SHIFT, SHMT_AN_PROBE_STEP, SHMT_AN_PROBE_MAX,
 		SHMT_AN_SLICES, sizeof(struct shmt_an_name),
+		sizeof(struct shmt_an_mark), SHMT_AN_SEQ_BITS,
+		SHMT_AN_PIECES_MIN, SHMT_AN_PIECES_MAX,
 		SHMT_AN_STRIPES, SHMT_ORDER_MAX,
 		offsetof(struct shmt_params, sp_counters_error_ppm),
 		sizeof(struct shmt_cnt_hdr), SHMT_CNT_FORMAT,

@@ -23,3 +23,9 @@ shmt_add_test(test_analyzer_edges SOURCES test_analyzer_edges.c
 # edge bursts, a moving hot key; every answer must be certified.
 shmt_add_test(test_analyzer_exact SOURCES test_analyzer_exact.c
   LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+# The exact window: bursts of 99 to 1000 times a minute's traffic at every
+# slice of the oldest sub-window, a hot key gone, moving hot keys, a million
+# distinct keys; every answer complete and its listed keys near the
+# threshold of the exact window.
+shmt_add_test(test_analyzer_window SOURCES test_analyzer_window.c
+  LIBS shmt_analyzer_util LABELS stress TIMEOUT 600)

@@ -21,7 +21,7 @@
 
 /* The key universe: ids below TA_IDS have learned hashes.  Ids from
  * TA_COLD are a cold pool, ids from TA_NOISE are handed out once each. */
-#define TA_IDS 65536U
+#define TA_IDS (1U << 20)
 #define TA_HOT 0U
 #define TA_COLD 256U
 #define TA_NOISE 4096U
@@ -81,6 +81,11 @@ struct ta_run {
 	uint64_t max_error, max_total;
 	uint64_t unnamed;      /* listed with kind 0 and no key bytes */
 	uint64_t left_over_error; /* left out with more than `error` */
+	uint64_t missed;       /* over the threshold of the exact window, not
+	                        * listed (by an uncertified answer) */
+	uint64_t far_below;    /* listed with less than (threshold - max(error
+	                        * / total, 1 / (probe + 1))) of the exact
+	                        * window */
 	/* The last query's answer about WATCH (ta_watch), or 0. */
 	uint32_t watch;
 	int watch_reported;

@@ -1224,31 +1224,42 @@ SHMT_EXPORT int shmt_count_bound(shmt_t *h, uint64_t count, uint64_t *lo,
  * now and the n before it.  The covered span [span_start_ns, now] always
  * holds the exact window [now - W, now]: its slop is extra time, never
  * missing time, less than W / n rounded up (span_end_ns - span_start_ns <
- * W + ceil(W / n)).  For each key it gives bounds lower <= true count <=
- * upper over the covered span; a key missing from every summary had at most
- * `error` requests, and error <= N / (probe + 1) on every trace (the groups
- * are as large as a summary allows, up to 128 counters: one group of 128
- * with the default 1 MiB, N / 129), with probe >= 1.2 / threshold, so below
- * the threshold: every key over the threshold in the covered span is
- * reported, always.  The newest n sub-windows lie inside
- * the exact window (total_window counts their requests); the answer lists
- * every key whose upper bound is over the threshold of total_window, so it
- * holds every key over the threshold of the exact window whenever error
- * itself is under that threshold, and says so in `certified`.  Each
- * sub-window is cut in 6 slices, and a summary marks its offset and count
- * at the first request of each slice: from the oldest sub-window only its
- * offset's growth since the slice where the exact window starts counts
- * against the exact window (error_window), and its requests after that
- * slice count in total_window.  error_window <= error <= N / (probe + 1),
- * so an answer is certified whenever the oldest sub-window holds at most
- * 1 - 1 / (threshold x (probe + 1)) of the span's requests (92.2% with the
- * defaults); past that, only when the oldest sub-window's part from the
- * slice holding now - W on (each slice at most W / (6 n) long, 833 ms by
- * default) stepped its offsets by more than the threshold of total_window
- * less the newest offsets (each such step drops one of that part's
- * requests).  A burst wholly before that slice costs nothing.  A listed key had more than threshold
- * x total_window - error_window requests in the span.  A request whose
- * thread's clock is behind its stripe's counts at the stripe's time.
+ * W + ceil(W / n)).  A key missing from every summary had at most `error`
+ * requests in the span, and error <= N / (probe + 1) on every trace (the
+ * groups are as large as a summary allows, up to 128 counters: one group of
+ * 128 with the default 1 MiB, N / 129), with probe >= 1.2 / threshold.
+ *
+ * The answer is about the exact window.  The newest n sub-windows lie
+ * inside it; the oldest holds its start now - W.  Each summary marks its
+ * offset and count at the first request of each of 6 slices of its
+ * sub-window and, cut by count, between pieces of its requests (a piece
+ * ends when its weight, requests plus probe + 1 per offset step, reaches a
+ * step that doubles as the summary fills its marks, or a quarter of it at
+ * a later moment, so a burst at one moment ends a piece); each counter
+ * keeps the number of the latest mark when it was last counted.  From the
+ * oldest sub-window only its offset's growth since the last mark before
+ * now - W counts against the exact window (error_window), only its
+ * requests after the first mark at or after now - W count in
+ * total_window, and a key last counted before that mark adds only to the
+ * offset's growth.  So for every key, lower <= its requests in the exact
+ * window <= upper (lower counts the newest n sub-windows only; upper - lower
+ * is error_window plus what the key may have in the oldest sub-window from
+ * now - W on), and a key in no summary had at most error_window of them.
+ * The answer lists every key whose upper bound is over the threshold of
+ * total_window, so it holds every key over the threshold of the exact
+ * window whenever error_window is not over that threshold, and says so in
+ * `certified`.  A listed key had more than threshold x total_window -
+ * error_window requests in the exact window, less those it had in the
+ * oldest sub-window before now - W.  A burst at one moment before now - W,
+ * of any size, costs nothing; an answer can be uncertified only when now -
+ * W falls inside a piece (spread over time) that stepped the offsets by
+ * more than the threshold of total_window less the newest offsets: with the
+ * default 1 MiB, 12 sub-windows and 10%, bursts of 99 to 1000 times a
+ * minute's traffic at every slice, at one moment or spread over 83 ms, left
+ * every answer certified in the tests (test_analyzer_window); with 5% and 6
+ * sub-windows, spread bursts left up to 30 of the 359 answers around them
+ * uncertified.  A request whose thread's clock is
+ * behind its stripe's counts at the stripe's time.
  * Keys are told apart by a 64-bit hash: the bounds could only be wrong for
  * two distinct keys with the same 64-bit hash (about n^2 / 2^65 for n keys).
  * A process killed in the middle of an update leaves bounds that hold.
@@ -1270,8 +1281,10 @@ typedef struct shmt_hotkey {
 	int kind;                /* SHMT_HOT_DICT or SHMT_HOT_CLIENT, always */
 	uint64_t hash;           /* keyed with the segment's secret: the same
 	                          * key has another hash in another segment */
-	uint64_t lower, upper;   /* bounds of its requests in the span */
-	double share;            /* lower / total */
+	uint64_t lower, upper;   /* bounds of its requests in the exact
+	                          * window [now - W, now] */
+	double share;            /* lower / total: at most its share of the
+	                          * exact window */
 } shmt_hotkey_t;
 
 typedef struct shmt_top_info {
@@ -1282,20 +1295,15 @@ typedef struct shmt_top_info {
 	uint64_t total_window;   /* of them, certainly in the exact window */
 	uint64_t error;          /* D, the sum of the summaries' offsets: a
 	                          * key in no summary had at most this many
-	                          * requests in the span.  A key absent from
-	                          * the answer had at most max(error,
-	                          * threshold_ppm x total_window / 10^6 +
-	                          * error - error_window) of them: either it
-	                          * is in no summary, or lower + error_window
-	                          * was not over that threshold; candidates
-	                          * under it are left out even when their
-	                          * count exceeds error. */
+	                          * requests in the span (<= total / (probe +
+	                          * 1)) */
 	uint64_t error_window;   /* at most error: a key in no summary had at
 	                          * most this many requests in the exact
-	                          * window, and any key at most its lower
-	                          * bound plus this; a key absent from the
+	                          * window, and upper - lower of a listed key
+	                          * is at least this; a key absent from the
 	                          * answer had at most max(error_window,
-	                          * threshold_ppm x total_window / 10^6) */
+	                          * threshold_ppm x total_window / 10^6) of
+	                          * them */
 	uint32_t threshold_ppm;
 	int certified;           /* every key with more than the threshold of
 	                          * the exact window's requests is listed

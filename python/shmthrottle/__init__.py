@@ -30,7 +30,7 @@ __all__ = ["Segment", "Decision", "Dict", "TopKey", "Error", "SegmentError", "St
 TopKey = namedtuple("TopKey", "kind key key_length truncated hash lower upper share")
 TopKey.__doc__ = """A hot key: KIND "dict" or "client"; KEY its bytes (the kept
 prefix when TRUNCATED, None when only its HASH is known); LOWER <= true count
-<= UPPER over the covered span; SHARE = lower / total."""
+<= UPPER over the exact window [now - window, now]; SHARE = lower / total."""
 
 
 class Throttled(Exception):
