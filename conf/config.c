@@ -122,7 +122,6 @@ static const struct keydef counters_keys[] = {
 	{ "size", K_SIZE, CF(counters.size), 0 },
 	{ "shards", K_U32, CF(counters.shards), 0 },
 	{ "window", K_DUR, CF(counters.window_ns), 0 },
-	{ "subwindows", K_U32, CF(counters.subwindows), 0 },
 	{ "error", K_ERR, CF(counters.error_ppm), 0 },
 	{ NULL, 0, 0, 0 }
 };
@@ -754,7 +753,13 @@ on_key(void *user, const char *section, const char *name, const char *value)
 		if (strcmp(keys[i].name, name) == 0)
 			break;
 	if (keys[i].name == NULL) {
-		fail(p, p->line, name, "unknown key in [%s]", section);
+		if (strcmp(section, "counters") == 0 &&
+		    strcmp(name, "subwindows") == 0)
+			fail(p, p->line, name, "no longer a key of [counters]: "
+			    "the counters keep exponential histograms, not "
+			    "sub-windows; their error is `error` (default 1%%)");
+		else
+			fail(p, p->line, name, "unknown key in [%s]", section);
 		return 0;
 	}
 	/* A key pool may go on over several lines, and inih hands indented
@@ -1278,9 +1283,8 @@ shmtd_config_print(FILE *f, const struct shmtd_config *c)
 	    c->counters.enabled ? "yes" : "no");
 	fprintf(f, "size = %s\nshards = %u\n", shmtd_format_size(
 	    c->counters.size, b, sizeof(b)), c->counters.shards);
-	fprintf(f, "window = %s\nsubwindows = %u\n",
-	    shmtd_format_duration(c->counters.window_ns, b, sizeof(b)),
-	    c->counters.subwindows);
+	fprintf(f, "window = %s\n",
+	    shmtd_format_duration(c->counters.window_ns, b, sizeof(b)));
 	/* The error in percent, exactly: ppm / 10^4 with its four decimals,
 	 * trailing zeros dropped. */
 	snprintf(b, sizeof(b), "%u.%04u", c->counters.error_ppm / 10000,

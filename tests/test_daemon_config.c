@@ -183,6 +183,8 @@ test_bad_files(void **state)
 		  ":3: key 'size': unknown key in [segment]" },
 		{ "[segmnt]\nname = /x\n",
 		  ":1: unknown section [segmnt]" },
+		{ "[counters]\nwindow = 1h\nsubwindows = 24\n",
+		  ":3: key 'subwindows': no longer a key of [counters]" },
 		{ "\n[limiter a]\nlimit = 10\nwindow = 10 parsecs\n",
 		  ":4: key 'window': cannot read '10 parsecs' as a duration" },
 		{ "[limiter a]\nlimit = 10\nwindow = 1s\nlimit = 11\n",
