@@ -542,18 +542,7 @@ cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 		shmt__blk_free(st, sh, off, order);
 		return SHMT_ECORRUPT;
 	}
-	it->it_next = old != NULL ? old->it_next : 0;
-	it->it_magic = SHMT_IT_ALLOC;
-	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
-	__atomic_store_n(link, off + 1, __ATOMIC_RELEASE);
-	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
-	sh->ds_items++;
-	if (old != NULL) {
-		old->it_magic = 0;
-		shmt__blk_free(st, sh, (uint64_t)((char *)old - heap),
-		    old->it_order);
-		sh->ds_items--;
-	}
+	shmt__store_link_new(st, sh, link, off, it, old);
 	*out = it;
 	return 0;
 }

@@ -73,18 +73,7 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 		shmt__blk_free(st, sh, off, it->it_order);
 		return SHMT_ECORRUPT;
 	}
-	it->it_next = old != NULL ? old->it_next : 0;
-	it->it_magic = SHMT_IT_ALLOC;
-	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
-	__atomic_store_n(link, off + 1, __ATOMIC_RELEASE);
-	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
-	sh->ds_items++;
-	if (old != NULL) {
-		old->it_magic = 0;
-		shmt__blk_free(st, sh, (uint64_t)((char *)old - heap),
-		    old->it_order);
-		sh->ds_items--;
-	}
+	shmt__store_link_new(st, sh, link, off, it, old);
 	return 0;
 }
 

@@ -376,6 +376,26 @@ shmt__store_find(const struct shmt_store *st, struct shmt_shard *sh,
 /* Unlink the item *LINK points to and free it; the version brackets the
  * one store that other readers could see. */
 void
+shmt__store_link_new(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t *link, uint64_t off, struct shmt_item *it, struct shmt_item *old)
+{
+	char *heap = shard_heap(st, sh);
+
+	it->it_next = old != NULL ? old->it_next : 0;
+	it->it_magic = SHMT_IT_ALLOC;
+	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(link, off + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
+	sh->ds_items++;
+	if (old != NULL) {
+		old->it_magic = 0;
+		shmt__blk_free(st, sh, (uint64_t)((char *)old - heap),
+		    old->it_order);
+		sh->ds_items--;
+	}
+}
+
+void
 shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t *link,
     struct shmt_item *it)

@@ -123,6 +123,14 @@ void shmt__shard_check_owner(const struct shmt_store *st,
 struct shmt_item *shmt__store_find(const struct shmt_store *st,
     struct shmt_shard *sh, uint64_t hash, const void *key, size_t klen,
     uint64_t **linkp);
+/* Under the shard lock: link IT, filled in the fresh block at heap offset
+ * OFF, where *LINK points, in place of OLD (NULL: a new key), with one
+ * release store between two bumps of the shard's version (the only store
+ * a lock-free reader can see), then free OLD's block.  A writer killed
+ * before the store leaves OLD in place and the block allocated but
+ * unlinked (repair frees it); after it, the new item. */
+void shmt__store_link_new(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t *link, uint64_t off, struct shmt_item *it, struct shmt_item *old);
 /* Unlink the item *LINK points to and free its block. */
 void shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t *link, struct shmt_item *it);
