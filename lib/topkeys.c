@@ -124,10 +124,13 @@ sum_around(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t ss,
 
 		for (uint64_t i = 0; i < np && sorted; i++) {
 			struct shmt_an_mark m = {
-				__atomic_load_n(&mk[i].mk_t, __ATOMIC_RELAXED),
-				__atomic_load_n(&mk[i].mk_d, __ATOMIC_RELAXED),
-				__atomic_load_n(&mk[i].mk_n, __ATOMIC_RELAXED),
-				__atomic_load_n(&mk[i].mk_sq, __ATOMIC_RELAXED),
+				/* Acquire loads: the version's second load
+				 * below cannot move before them (no fence:
+				 * gcc cannot instrument one for TSan). */
+				__atomic_load_n(&mk[i].mk_t, __ATOMIC_ACQUIRE),
+				__atomic_load_n(&mk[i].mk_d, __ATOMIC_ACQUIRE),
+				__atomic_load_n(&mk[i].mk_n, __ATOMIC_ACQUIRE),
+				__atomic_load_n(&mk[i].mk_sq, __ATOMIC_ACQUIRE),
 			};
 			uint64_t gap = m.mk_sq >> 32;
 
@@ -138,7 +141,6 @@ sum_around(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t ss,
 			    m.mk_t >= ws, &aseq2);
 			prev = m;
 		}
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&s->am_mver, __ATOMIC_RELAXED) != v)
 			continue;
 		if (sorted)
