@@ -27,6 +27,7 @@ add_library(shmt_fuzz_core STATIC ${SHMT_FUZZ_LIB_SOURCES}
   ${PROJECT_SOURCE_DIR}/conf/config.c
   ${PROJECT_SOURCE_DIR}/conf/units.c
   ${PROJECT_SOURCE_DIR}/conf/addr.c
+  ${PROJECT_SOURCE_DIR}/conf/prom.c
   ${PROJECT_SOURCE_DIR}/daemon/snapshot.c
   ${PROJECT_SOURCE_DIR}/daemon/log.c
   ${SHMT_FUZZ_DIR}/fuzz_util.c)
