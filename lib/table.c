@@ -388,7 +388,7 @@ shmt__view_get(shmt_t *h, uint32_t r, struct shmt_lview *scratch,
 	lim = shmt__rows(h, &n);
 	if (r >= n)
 		return -ENOENT;
-	v = &h->lviews[r];
+	v = &__atomic_load_n(&h->lviews, __ATOMIC_ACQUIRE)[r];
 	if (__atomic_load_n(&v->lv_state, __ATOMIC_ACQUIRE) == 2) {
 		*out = view_latest(v);
 		return 0;
@@ -499,7 +499,7 @@ shmt__view_renew(shmt_t *h, const struct shmt_lview **vp)
 	if ((rc = shmt__view_get(h, r, &scratch, &got)) != 0)
 		return rc;
 	shmt__rows(h, &n);
-	head = &h->lviews[r];
+	head = &__atomic_load_n(&h->lviews, __ATOMIC_ACQUIRE)[r];
 	if (__atomic_load_n(&head->lv_state, __ATOMIC_ACQUIRE) != 2)
 		return SHMT_EBUSYLOOP;    /* another thread is filling it */
 	nv = malloc(sizeof(*nv));
