@@ -77,15 +77,52 @@ dict_json(const shmt_dict_stat_t *d, int have)
 
 /* The counters as the region table shows them (the library has no
  * counters statistics of their own), or null when there are none. */
+/* The counters' error eps (*PPM) and k, the greatest exact count that is
+ * answered exactly (shmt_hit's contract: k = ceil(2 / (3 eps))), found
+ * from shmt_count_bound itself so that it shows what the library answers:
+ * the answers 1..k-1 stand for themselves only, the answer k may also
+ * stand for k + 1.  0 where the segment has no counters. */
+static uint64_t
+counters_exact_up_to(shmt_t *h, uint32_t *ppm)
+{
+	uint64_t lo, hi, a = 1, b = 1;
+
+	*ppm = 0;
+	if (shmt_count_bound(h, 1, &lo, &hi, ppm) != 0)
+		return 0;
+	if (lo != hi)
+		return 1;
+	/* Exactness holds for 1..k and fails above: double, then bisect. */
+	while (b < (UINT64_C(1) << 40)) {
+		b *= 2;
+		if (shmt_count_bound(h, b, &lo, &hi, NULL) != 0 || lo != hi)
+			break;
+		a = b;
+	}
+	while (b - a > 1) {
+		uint64_t m = a + (b - a) / 2;
+
+		if (shmt_count_bound(h, m, &lo, &hi, NULL) == 0 && lo == hi)
+			a = m;
+		else
+			b = m;
+	}
+	return a + 1;
+}
+
 static json_t *
-counters_json(const shmt_segment_stat_t *st)
+counters_json(shmt_t *h, const shmt_segment_stat_t *st)
 {
 	const shmt_region_stat_t *r = region_of(st, "counters");
+	uint32_t ppm = 0;
+	uint64_t k;
 
 	if (r == NULL || r->size == 0)
 		return json_null();
-	return json_pack("{s:o, s:o}", "region_size", shmtc_json_u64(r->size),
-	    "used", shmtc_json_u64(r->used));
+	k = counters_exact_up_to(h, &ppm);
+	return json_pack("{s:o, s:o, s:f, s:o}", "region_size",
+	    shmtc_json_u64(r->size), "used", shmtc_json_u64(r->used),
+	    "error", (double)ppm / 1e6, "exact_up_to", shmtc_json_u64(k));
 }
 
 /* The analyzer's geometry, or null when the segment has none. */
@@ -147,7 +184,7 @@ stat_json(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
 	    "max", (int)st->max_limiters,
 	    "in_use", (int)st->limiters,
 	    "dictionary", dict_json(d, have_dict),
-	    "counters", counters_json(st),
+	    "counters", counters_json(h, st),
 	    "analyzer", analyzer_json(a, have_an));
 }
 
@@ -186,8 +223,8 @@ print_created(uint64_t wall_ns)
 }
 
 static void
-print_dict(const shmt_segment_stat_t *st, const shmt_dict_stat_t *d,
-    int have)
+print_dict(shmt_t *h, const shmt_segment_stat_t *st,
+    const shmt_dict_stat_t *d, int have)
 {
 	const shmt_region_stat_t *r = region_of(st, "counters");
 	char used[SHMTC_FMT_MAX], bytes[SHMTC_FMT_MAX], room[SHMTC_FMT_MAX];
@@ -207,10 +244,16 @@ print_dict(const shmt_segment_stat_t *st, const shmt_dict_stat_t *d,
 	}
 	if (r == NULL || r->size == 0)
 		printf("counters   none (created with its size 0)\n");
-	else
-		printf("counters   %s of %s used\n",
+	else {
+		uint32_t ppm;
+		uint64_t k = counters_exact_up_to(h, &ppm);
+
+		printf("counters   %s of %s used, error %g%% (exact up to %"
+		    PRIu64 " hits)\n",
 		    shmtc_fmt_bytes(used, sizeof(used), r->used),
-		    shmtc_fmt_bytes(bytes, sizeof(bytes), r->size));
+		    shmtc_fmt_bytes(bytes, sizeof(bytes), r->size),
+		    (double)ppm / 1e4, k);
+	}
 }
 
 static void
@@ -290,7 +333,7 @@ stat_human(shmt_t *h, const shmt_segment_stat_t *st, shmt_time_t now,
 	printf("slots      %u of %u in use, %u stale, %" PRIu64 " reaped\n",
 	    st->slots, st->max_slots, st->slots_stale, st->slots_reaped);
 	printf("limiters   %u of %u\n", st->limiters, st->max_limiters);
-	print_dict(st, d, have_dict);
+	print_dict(h, st, d, have_dict);
 	print_analyzer(a, have_an);
 	print_global(h);
 	putchar('\n');

@@ -1708,6 +1708,54 @@ test_count(void **state)
 	fx_free(&f);
 }
 
+/* stat shows the counters' error and k, the greatest exact count answered
+ * exactly, as the library's bound gives them: 67 at the default 1%, 667
+ * at 0.1% (k = ceil(2 / (3 eps))). */
+static void
+test_stat_counters(void **state)
+{
+	static const struct {
+		uint32_t ppm;
+		const char *line;
+		double error;
+		int k;
+	} cases[] = {
+		{ 0, "error 1% (exact up to 67 hits)", 0.01, 67 },
+		{ 1000, "error 0.1% (exact up to 667 hits)", 0.001, 667 },
+	};
+	shmt_config_t cfg;
+	struct tc_run r;
+	char seg[128];
+	shmt_t *h;
+	json_t *j, *c;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tu_segname(seg, sizeof(seg), "cntstat");
+		tc_track(seg);
+		shmt_config_init(&cfg);
+		cfg.max_slots = 16;
+		cfg.arena_bytes = 64 << 10;
+		cfg.counters_error_ppm = cases[i].ppm;
+		assert_int_equal(shmt_create(seg, &cfg, &h), 0);
+		tc_expect_run(&r, 0, ARGV("-s", seg, "stat"));
+		if (strstr(r.out, cases[i].line) == NULL)
+			fail_msg("stat: no '%s' in:\n%s", cases[i].line, r.out);
+		tc_run_free(&r);
+		tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "stat"));
+		j = parse(&r);
+		c = json_object_get(j, "counters");
+		assert_true(json_real_value(json_object_get(c, "error")) ==
+		    cases[i].error);
+		assert_int_equal(json_integer_value(json_object_get(c,
+		    "exact_up_to")), cases[i].k);
+		json_decref(j);
+		tc_run_free(&r);
+		shmt_close(h);
+		assert_int_equal(shmt_unlink(seg), 0);
+	}
+}
+
 /* ---- errors: missing, incompatible, damaged ---------------------------- */
 
 static void
@@ -2053,6 +2101,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_set_locked, tc_cleanup),
 		cmocka_unit_test_teardown(test_hit, tc_cleanup),
 		cmocka_unit_test_teardown(test_count, tc_cleanup),
+		cmocka_unit_test_teardown(test_stat_counters, tc_cleanup),
 		cmocka_unit_test_teardown(test_no_dict, tc_cleanup),
 		cmocka_unit_test_teardown(test_dict_usage, tc_cleanup),
 		cmocka_unit_test_teardown(test_check_damaged_dict, tc_cleanup),

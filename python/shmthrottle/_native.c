@@ -723,6 +723,69 @@ Segment_hit(SegmentObject *self, PyObject *key)
 	return PyLong_FromUnsignedLongLong(count);
 }
 
+/* count(key, window=None): the hits of KEY in the trailing WINDOW seconds
+ * (None: the configured window), without counting one. */
+static PyObject *
+Segment_count(SegmentObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { (char *)"key", (char *)"window", NULL };
+	PyObject *key, *window = Py_None;
+	const char *p;
+	Py_ssize_t n;
+	Py_buffer view;
+	uint64_t count = 0, w = 0;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:count", kwlist, &key,
+	    &window))
+		return NULL;
+	if (window != Py_None) {
+		double t = PyFloat_AsDouble(window);
+
+		if (t == -1.0 && PyErr_Occurred())
+			return NULL;
+		/* 0 would mean the configured window to the C call. */
+		if (!(t > 0.0) || t * 1e9 >= 1.8e19) {
+			PyErr_SetString(PyExc_ValueError,
+			    "window must be > 0 seconds (at most the "
+			    "configured window) or None");
+			return NULL;
+		}
+		w = (uint64_t)(t * 1e9);
+		if (w == 0)
+			w = 1;
+	}
+	if (check_open(self) != 0 || key_bytes(key, &p, &n, &view) != 0)
+		return NULL;
+	rc = shmt_count(self->h, p, (size_t)n, w, &count);
+	key_done(&view);
+	if (rc < 0)
+		return raise_rc(rc, "count");
+	return PyLong_FromUnsignedLongLong(count);
+}
+
+/* count_bound(count) -> (lo, hi, error): the exact counts an answer may
+ * stand for, and eps as a fraction. */
+static PyObject *
+Segment_count_bound(SegmentObject *self, PyObject *arg)
+{
+	unsigned long long c;
+	uint64_t lo = 0, hi = 0;
+	uint32_t ppm = 0;
+	int rc;
+
+	c = PyLong_AsUnsignedLongLong(arg);
+	if (c == (unsigned long long)-1 && PyErr_Occurred())
+		return NULL;
+	if (check_open(self) != 0)
+		return NULL;
+	rc = shmt_count_bound(self->h, (uint64_t)c, &lo, &hi, &ppm);
+	if (rc < 0)
+		return raise_rc(rc, "count_bound");
+	return Py_BuildValue("(KKd)", (unsigned long long)lo,
+	    (unsigned long long)hi, (double)ppm / 1e6);
+}
+
 /* _top_keys() -> (list of (kind, key|None, key_length|None, truncated,
  * hash, lower, upper, share), info dict) */
 static PyObject *
@@ -1033,10 +1096,19 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 		Py_DECREF(regions);
 		return NULL;
 	}
-	if (counters != Py_None)
-		counters = Py_BuildValue("{s:O,s:O}", "region_size",
+	if (counters != Py_None) {
+		uint32_t ppm = 0;
+
+		/* k = ceil(2 / (3 eps)): the greatest exact count answered
+		 * exactly (shmt_hit's contract). */
+		(void)shmt_count_bound(self->h, 0, NULL, NULL, &ppm);
+		counters = Py_BuildValue("{s:O,s:O,s:d,s:K}", "region_size",
 		    PyDict_GetItemString(counters, "size"), "used",
-		    PyDict_GetItemString(counters, "used"));
+		    PyDict_GetItemString(counters, "used"), "error",
+		    (double)ppm / 1e6, "exact_up_to", ppm == 0 ? 0ULL :
+		    (unsigned long long)((2000000u + 3u * ppm - 1) /
+		    (3u * ppm)));
+	}
 	else
 		Py_INCREF(counters);
 	rc = shmt_top_keys(self->h, NULL, 0, &ti);
@@ -1147,6 +1219,18 @@ static PyMethodDef Segment_methods[] = {
 	  "hit(key)\n--\n\n"
 	  "Count one hit of KEY; the hits in the trailing window, this one "
 	  "included." },
+	{ "count", (PyCFunction)(void (*)(void))Segment_count,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "count(key, window=None)\n--\n\n"
+	  "The hits of KEY in the trailing WINDOW seconds (None: the "
+	  "configured\nwindow), without counting one; within the same bound "
+	  "as hit()." },
+	{ "count_bound", (PyCFunction)Segment_count_bound, METH_O,
+	  "count_bound(count)\n--\n\n"
+	  "(lo, hi, error): the least and greatest exact counts that the "
+	  "answer\nCOUNT of hit() or count() may stand for, and the "
+	  "counters' error eps\nas a fraction (lo == hi while COUNT is "
+	  "exact)." },
 	{ "_get", (PyCFunction)Segment_get, METH_O, NULL },
 	{ "_put", (PyCFunction)Segment_put, METH_VARARGS, NULL },
 	{ "_del", (PyCFunction)Segment_del, METH_O, NULL },

@@ -241,6 +241,28 @@ def test_dict_one_mib_values(seg):
     assert ei.value.errno in (errno.EMSGSIZE, errno.E2BIG)
 
 
+def test_count_and_bound(seg):
+    for _ in range(5):
+        seg.hit(b"n")
+    assert seg.count(b"n") == 5          # no hit counted by count()
+    assert seg.count("n") == 5
+    assert seg.count(b"never") == 0
+    assert seg.count(b"n", window=3.0) == 5
+    with pytest.raises(ValueError):
+        seg.count(b"n", window=0)
+    with pytest.raises(ValueError):
+        seg.count(b"n", window=-1.0)
+    lo, hi, err = seg.count_bound(5)       # exact below k = 67 at 1%
+    assert (lo, hi) == (5, 5) and err == pytest.approx(0.01)
+    lo, hi, err = seg.count_bound(10000)   # within max(1, eps C)
+    assert lo < 10000 < hi
+    assert abs(10000 - lo) <= err * lo + 1e-9 and abs(hi - 10000) <= err * hi + 1e-9
+    assert abs(10000 - (lo - 1)) > err * (lo - 1)
+    assert abs((hi + 1) - 10000) > err * (hi + 1)
+    with pytest.raises(OverflowError):
+        seg.count_bound(-1)
+
+
 def test_hit_and_top_keys(seg):
     assert [seg.hit("c") for _ in range(3)] == [1, 2, 3]
     assert seg.hit(b"c") == 4
@@ -315,6 +337,11 @@ def test_stat_has_the_fields_of_the_cli(seg):
     assert st["dictionary"]["shards"] == 4
     assert [r["name"] for r in st["regions"]] == \
         [r["name"] for r in ref["regions"]]
+    # The counters' k from the formula here, from the library's bound in
+    # the CLI: the two must agree.
+    assert st["counters"]["error"] == ref["counters"]["error"] == 0.01
+    assert st["counters"]["exact_up_to"] == \
+        ref["counters"]["exact_up_to"] == 67
 
 
 def test_limiters_have_the_fields_of_the_cli(seg):
