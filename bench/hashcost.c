@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shmthrottle-hashcost: the cost of the keyed hash (lib/hash.h) on short
- * keys, the lengths of client ids and dictionary keys, beside XXH3 with a
- * seed and with a secret (when libxxhash was found at build time), the
- * alternative that was measured and not taken.  One SUMMARY line per
+ * shmthrottle-hashcost: the cost of the keyed hash (lib/hash.h, SipHash-1-3
+ * inline) on short keys, the lengths of client ids and dictionary keys,
+ * beside libsodium's SipHash-2-4 (crypto_shorthash, the hash before) and
+ * XXH3 with a seed and with a secret (when libxxhash was found at build
+ * time), the alternative that was measured and not taken.  One SUMMARY line per
  * function and key length; the median of ROUNDS rounds of N calls each.
  *
  * Usage: shmthrottle-hashcost [N [ROUNDS]]   (defaults 2000000 and 7)
@@ -14,6 +15,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 #endif
+
+#include <sodium/crypto_shorthash_siphash24.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +53,24 @@ hc_sip128(const void *p, size_t n)
 
 	shmt__hash128(&hc_key, p, n, out);
 	return out[0] ^ out[1];
+}
+
+static uint64_t
+hc_sodium64(const void *p, size_t n)
+{
+	unsigned char out[crypto_shorthash_siphash24_BYTES];
+
+	crypto_shorthash_siphash24(out, p, n, hc_key.hk_key);
+	return shmt__le64(out);
+}
+
+static uint64_t
+hc_sodium128(const void *p, size_t n)
+{
+	unsigned char out[crypto_shorthash_siphashx24_BYTES];
+
+	crypto_shorthash_siphashx24(out, p, n, hc_key.hk_key);
+	return shmt__le64(out) ^ shmt__le64(out + 8);
 }
 
 #ifdef SHMT_HAVE_XXHASH
@@ -93,10 +114,12 @@ hc_cmp(const void *a, const void *b)
 int
 main(int argc, char **argv)
 {
-	static const size_t lens[] = { 8, 16, 24, 32, 48, 64 };
+	static const size_t lens[] = { 5, 8, 12, 16, 24, 32, 48, 64 };
 	const struct hc_fn fns[] = {
-		{ "siphash24-64", hc_sip64 },
-		{ "siphashx24-128", hc_sip128 },
+		{ "shmt-siphash13-64", hc_sip64 },
+		{ "shmt-siphash13-128", hc_sip128 },
+		{ "sodium-siphash24-64", hc_sodium64 },
+		{ "sodium-siphashx24-128", hc_sodium128 },
 #ifdef SHMT_HAVE_XXHASH
 		{ "xxh3-64-seed", hc_xxh3_seed },
 		{ "xxh3-64-secret", hc_xxh3_secret },

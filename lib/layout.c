@@ -88,6 +88,7 @@ shmt__format_word(void)
 		SHMT_AN_STRIPES, SHMT_ORDER_MAX,
 		offsetof(struct shmt_params, sp_counters_error_ppm),
 		sizeof(struct shmt_cnt_hdr), SHMT_CNT_FORMAT,
+		SHMT_HASH_ID,
 	};
 
 	for (size_t i = 0; i < sizeof(facts) / sizeof(facts[0]); i++)

@@ -103,12 +103,17 @@ echo "test_install: pkg-config gives: $pcflags"
 f_pc=$(run_consumer "$work/consumer_pc" pc)
 
 # The static library with pkg-config --static: its private dependencies
-# (libsodium's SipHash keys the segment's hashes) come from Requires.private.
+# (libatomic for the 16-byte CAS, librt, libpthread) come from Libs.private.
 pcstatic=$(pkg-config --static --libs shmthrottle) || fail "pkg-config --static"
 case " $pcstatic " in
-  *" -lsodium "*) ;;
-  *) fail "pkg-config --static --libs gives '$pcstatic', without -lsodium" ;;
+  *" -latomic "*) ;;
+  *) fail "pkg-config --static --libs gives '$pcstatic', without -latomic" ;;
 esac
+# The keyed hash is the library's own (lib/hash.h): the shared library
+# needs no crypto library at run time.
+if readelf -d "$libdir/libshmthrottle.so" | grep -q 'NEEDED.*sodium'; then
+  fail "libshmthrottle.so needs libsodium: $(readelf -d "$libdir/libshmthrottle.so" | grep NEEDED | tr '\n' ' ')"
+fi
 # shellcheck disable=SC2086
 "$cc" -std=c11 -Wall -Wextra -Werror $sanflags -o "$work/consumer_pcst" \
   "$src/tests/install/consumer.c" $(pkg-config --cflags shmthrottle) \

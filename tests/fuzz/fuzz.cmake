@@ -39,7 +39,7 @@ target_compile_options(shmt_fuzz_core PUBLIC ${SHMT_FUZZ_CFLAGS})
 # fixed host, defined in fuzz_util.c (lib/env.h): the same pid, clocks and
 # random bytes on every run.  Only the fuzz targets are built with it.
 target_compile_definitions(shmt_fuzz_core PUBLIC SHMT_STATIC=1 SHMT_FUZZ_ENV=1)
-target_link_libraries(shmt_fuzz_core PUBLIC PkgConfig::CK PkgConfig::SODIUM PkgConfig::FZ_INIH
+target_link_libraries(shmt_fuzz_core PUBLIC PkgConfig::CK PkgConfig::FZ_INIH
   Threads::Threads atomic rt)
 
 file(GLOB SHMT_FUZZ_CLI_SOURCES ${PROJECT_SOURCE_DIR}/cli/*.c)
