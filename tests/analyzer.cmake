@@ -29,3 +29,7 @@ shmt_add_test(test_analyzer_exact SOURCES test_analyzer_exact.c
 # threshold of the exact window.
 shmt_add_test(test_analyzer_window SOURCES test_analyzer_window.c
   LIBS shmt_analyzer_util LABELS stress TIMEOUT 600)
+# The oldest sub-window's corner: a key heavy before the exact window and
+# requested again inside it, counted and held to its stated bound.
+shmt_add_test(test_analyzer_oldest SOURCES test_analyzer_oldest.c
+  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
