@@ -33,3 +33,7 @@ shmt_add_test(test_analyzer_window SOURCES test_analyzer_window.c
 # requested again inside it, counted and held to its stated bound.
 shmt_add_test(test_analyzer_oldest SOURCES test_analyzer_oldest.c
   LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+# Forked writers, each with a stripe of its own, and this process querying:
+# every answer against the exact log of the writers' requests.
+shmt_add_test(test_analyzer_mp SOURCES test_analyzer_mp.c
+  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
