@@ -144,12 +144,63 @@ test_steady(void **state)
 	    PRIu64 " requests at most)\n", c->name, queries, fp, lack);
 }
 
+/*
+ * The key's old requests are the oldest sub-window's last ones: key 9 takes
+ * half a minute's traffic at one moment 1 ms before the sub-window ends (no
+ * request follows it there), then 2% of the traffic; key 7 has 30%.  Queries are forced
+ * with the exact window starting just before, at and after that moment.
+ * Once the exact window starts after the summary's last request, none of
+ * the summary's requests is in it and it adds nothing: key 9 is never
+ * listed below threshold x total_window - error_window.
+ */
+static void
+test_last(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < ta_nconfs; i++) {
+		const struct ta_conf *c = &ta_confs[i];
+		struct ta_mix hot = { 2, { 7, 9 }, { 0, 0.02 }, 1, 0, 0 };
+		uint64_t t0, s0, bt, base = to_base(), big = base * c->subw / 2;
+		struct ta_run r;
+
+		/* Key 7 far over the threshold, burst or not. */
+		hot.share[0] = 0.3;
+		ta_open(&r, c, "key heavy last in the oldest sub-window",
+		    TA_SEC, to_seed + 200 + i);
+		s0 = to_start(&r);
+		bt = s0 + 2 * r.w - TA_MS;
+		ta_force(&r, bt - 1 + c->window_ns);
+		ta_force(&r, bt + c->window_ns);
+		ta_force(&r, bt + 1 + c->window_ns);
+		ta_force(&r, bt + TA_MS / 2 + c->window_ns);
+		t0 = s0;
+		for (uint32_t s = 0; s < 3 * c->subw; s++, t0 += r.w) {
+			if (s != 1) {
+				ta_traffic(&r, t0, t0 + r.w, base, &hot);
+				continue;
+			}
+			ta_traffic(&r, t0, bt, base, &hot);
+			for (uint64_t j = 0; j < big; j++)
+				ta_get(&r, bt, 9);
+		}
+		ta_advance(&r, t0);
+		printf("# last on %s: %" PRIu64 " answers (%" PRIu64
+		    " certified), %" PRIu64 " missed, %" PRIu64 " listed below "
+		    "threshold x total_window - error_window\n", c->name,
+		    r.queries, r.certified, r.missed, r.fp);
+		assert_int_equal(r.missed, 0);
+		assert_int_equal(r.fp, 0);
+		ta_close(&r);
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_corner),
 		cmocka_unit_test(test_steady),
+		cmocka_unit_test(test_last),
 	};
 
 	to_seed = tu_seed("test_analyzer_oldest");
