@@ -16,6 +16,9 @@
  * error_window less min(its requests in the oldest sub-window before the
  * exact window, the oldest sub-window's requests from mark B's slice on).
  * The corner is counted and printed per geometry, and held to that bound.
+ * And a key whose requests are the oldest sub-window's last ones: once the
+ * exact window starts after them, the summary's latest time says it holds
+ * nothing of the window, and the key is not listed for them.
  */
 #include "test_analyzer_util.h"
 
