@@ -102,8 +102,32 @@ shmtc_hot_nodev(const struct shmtc *c)
 
 /* ---- top ------------------------------------------------------------------- */
 
+/* What a listed key's bound holds beyond error_window: its part of the
+ * oldest sub-window, which may lie before the exact window (the oldest
+ * sub-window's corner, see README "Hot keys"). */
+static uint64_t
+oldest_part(const shmt_hotkey_t *k, const shmt_top_info_t *in)
+{
+	uint64_t w = k->upper - k->lower;
+
+	return k->upper >= k->lower && w > in->error_window ?
+	    w - in->error_window : 0;
+}
+
+/* A listed key had more than this many requests of the exact window, less
+ * its oldest_part: threshold x total_window - error_window (0 when that is
+ * negative). */
+static double
+listed_floor(const shmt_top_info_t *in)
+{
+	double f = (double)in->threshold_ppm * (double)in->total_window / 1e6 -
+	    (double)in->error_window;
+
+	return f > 0 ? f : 0;
+}
+
 static json_t *
-key_json(const shmt_hotkey_t *k)
+key_json(const shmt_hotkey_t *k, const shmt_top_info_t *in)
 {
 	char hash[24];
 	json_t *o;
@@ -121,6 +145,8 @@ key_json(const shmt_hotkey_t *k)
 	    json_object_set_new(o, "hash", json_string(hash)) != 0 ||
 	    json_object_set_new(o, "lower", shmtc_json_u64(k->lower)) != 0 ||
 	    json_object_set_new(o, "upper", shmtc_json_u64(k->upper)) != 0 ||
+	    json_object_set_new(o, "oldest_part",
+	    shmtc_json_u64(oldest_part(k, in))) != 0 ||
 	    json_object_set_new(o, "share", json_real(k->share)) != 0) {
 		json_decref(o);
 		return NULL;
@@ -135,7 +161,7 @@ top_json(const struct shmtc *c, const shmt_top_info_t *in,
 	json_t *keys = json_array(), *root;
 
 	root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-	    " s:o, s:o, s:i, s:i, s:b, s:i, s:o}",
+	    " s:o, s:o, s:i, s:i, s:f, s:f, s:b, s:i, s:o}",
 	    "segment", c->segment,
 	    "now_ns", shmtc_json_u64(in->span_end_ns),
 	    "span_start_ns", shmtc_json_u64(in->span_start_ns),
@@ -150,11 +176,14 @@ top_json(const struct shmtc *c, const shmt_top_info_t *in,
 	    "error_bound", shmtc_json_u64(in->total / ((uint64_t)in->probe + 1)),
 	    "probe", (int)in->probe,
 	    "threshold_ppm", (int)in->threshold_ppm,
+	    "threshold_window", (double)in->threshold_ppm *
+	    (double)in->total_window / 1e6,
+	    "listed_floor", listed_floor(in),
 	    "certified", in->certified != 0,
 	    "hot", hot,
 	    "keys", keys);
 	for (size_t i = 0; root != NULL && i < n; i++) {
-		json_t *o = key_json(&v[i]);
+		json_t *o = key_json(&v[i], in);
 
 		if (o == NULL || json_array_append_new(keys, o) != 0) {
 			json_decref(root);
@@ -173,6 +202,7 @@ top_human(const shmt_top_info_t *in, const shmt_hotkey_t *v, size_t n,
 	char span[SHMTC_FMT_MAX], win[SHMTC_FMT_MAX], pct[16], lo[24], up[24];
 	char share[16];
 	struct shmtc_table t;
+	uint64_t old = 0;
 	int rc = 0;
 
 	/* The span's count and error, then the exact window's: LOWER and
@@ -193,6 +223,17 @@ top_human(const shmt_top_info_t *in, const shmt_hotkey_t *v, size_t n,
 		printf("(no key over the threshold)\n");
 		return SHMTC_OK;
 	}
+	/* The bounds a listed key is held to: more than threshold x
+	 * total_window - error_window of the exact window, less its part of
+	 * the oldest sub-window (upper - lower - error_window), which may lie
+	 * before the window. */
+	for (size_t i = 0; i < n; i++)
+		if (oldest_part(&v[i], in) > old)
+			old = oldest_part(&v[i], in);
+	printf("listed: each key had more than %.0f requests of the exact "
+	    "window, less its part of the oldest sub-window (upper - lower - "
+	    "%" PRIu64 ", here at most %" PRIu64 ")\n", listed_floor(in),
+	    in->error_window, old);
 	shmtc_table_init(&t, 5, hdr, "llrrr");
 	for (size_t i = 0; i < n; i++) {
 		char *name = shmtc_hot_name(&v[i]);

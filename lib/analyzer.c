@@ -104,6 +104,13 @@
  *      359 answers uncertified (four runs) (the window starting in the burst's last
  *      pieces), and 256 KiB (8 and 4 marks, 24 and 80 counters) spread
  *      bursts of 99 times 27-31 of 683 and 359.
+ *    - Last time.  A summary keeps the latest time it counted at
+ *      (am_tmax, stored before the request's count).  When that is before
+ *      ws, every request the summary counted is before the exact window:
+ *      B is its end (d, n, and no counter counted since), and it adds
+ *      nothing to any key, to Dw or to Nwin.  So a key whose requests end
+ *      the oldest sub-window (no request follows them in that summary to
+ *      cut a piece) is not listed for them once ws is past them.
  *    A request whose thread's clock is behind its stripe's (the shared
  *    stripe, a clock that stepped back) counts at the stripe's time: the
  *    owner's latest time (an_tls.tmax), or under the shared stripe's lock,
@@ -120,7 +127,8 @@
  *    (a few stores, and a thinning of K marks when they are all used, once
  *    per doubling of the weight): O(1) amortized; the counter word's mark
  *    number costs no comparison (a counter is live when its word is over
- *    d << 16 | 0xffff).
+ *    d << 16 | 0xffff); the latest time is one store per request (its
+ *    owner reads it back once per sub-window).
  * 5. Writers.  A summary is written by the one thread that owns its stripe
  *    (SHMT_AN_STRIPES of them); threads beyond that share one more stripe
  *    under a lock, and the lines of that stripe are then written by
@@ -725,6 +733,12 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 	}
 	if (id != cur || (__atomic_load_n(&s->am_ver, __ATOMIC_RELAXED) & 1))
 		sum_reset(an, s, id);
+	/* The latest time counted at, before the count (am_n's release
+	 * store below publishes it first): a reader that finds it before the
+	 * exact window's start knows every request it read came before.  T
+	 * is never below it: the owner's time starts from it when it takes
+	 * up a summary (shmt__an_feed), the shared stripe's under its lock. */
+	__atomic_store_n(&s->am_tmax, t, __ATOMIC_RELAXED);
 	d = __atomic_load_n(&s->am_d, __ATOMIC_RELAXED);
 	n = __atomic_load_n(&s->am_n, __ATOMIC_RELAXED);
 	seq = __atomic_load_n(&s->am_seq, __ATOMIC_RELAXED);
@@ -865,6 +879,13 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		t->sub_end = shmt__tile_start(t->id + 1, an->window, an->subw);
 		t->sum = sum_at(an, (uint32_t)(t->id % an->rings), t->stripe);
 		t->slice_end = 0;
+		/* An earlier owner of the stripe may have counted this
+		 * summary (or a newer one in its place) at later times: this
+		 * thread counts from its latest, so am_tmax never goes back. */
+		if (__atomic_load_n(&t->sum->am_id, __ATOMIC_RELAXED) >= t->id &&
+		    __atomic_load_n(&t->sum->am_tmax, __ATOMIC_RELAXED) > t->tmax)
+			t->tmax = __atomic_load_n(&t->sum->am_tmax,
+			    __ATOMIC_RELAXED);
 	}
 	if (now >= t->slice_end) {
 		t->slice = slice_of(t->sub_start, t->sub_end, now);

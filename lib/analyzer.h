@@ -93,7 +93,8 @@ struct shmt_an_sum {
 	uint64_t am_step;        /* the weight of a piece, at most */
 	uint64_t am_pieces;      /* piece marks in use */
 	uint64_t am_mver;        /* odd while the piece marks are thinned */
-	uint64_t am_tmax;        /* the shared stripe: its latest time */
+	uint64_t am_tmax;        /* the latest time counted at (readers: a
+	                          * summary all before the exact window) */
 	uint64_t am_pad[1];
 	struct shmt_an_mark am_smark[SHMT_AN_SLICES - 1]; /* [k - 1]: slice k */
 	/* Then the groups, the hashes, and an->pieces piece marks (struct

@@ -96,6 +96,7 @@ sum_around(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t ss,
 	struct shmt_an_mark *mk = pieces_of(an, s);
 	uint64_t sl = __atomic_load_n(&s->am_slice, __ATOMIC_ACQUIRE), aseq;
 	struct around best = { 0, 0, 0, n };
+	uint64_t tmax;
 
 	aseq = UINT64_MAX;
 	/* Slice k: every request before its mark is before its first moment,
@@ -151,6 +152,18 @@ sum_around(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t ss,
 		best.bd = best.bn = best.bseq = 0;
 	if (best.an > n)
 		best.an = n;
+	/* The summary's latest time counted at, read after d and n (it is
+	 * stored before each count): before WS, every request read is before
+	 * the exact window, and B is the summary's end.  A time outside the
+	 * sub-window (a damaged summary, or one kept by a build that stored
+	 * none) is not used. */
+	tmax = __atomic_load_n(&s->am_tmax, __ATOMIC_ACQUIRE);
+	if (tmax >= ss && tmax < se && tmax < ws) {
+		best.bd = d;
+		best.bn = n;
+		best.bseq = UINT64_MAX;
+		best.an = n;
+	}
 	*r = best;
 }
 

@@ -29,3 +29,12 @@ shmt_add_test(test_analyzer_exact SOURCES test_analyzer_exact.c
 # threshold of the exact window.
 shmt_add_test(test_analyzer_window SOURCES test_analyzer_window.c
   LIBS shmt_analyzer_util LABELS stress TIMEOUT 600)
+# The oldest sub-window's corner: a key heavy before the exact window and
+# requested again inside it, counted and held to its stated bound; a key
+# whose requests end the oldest sub-window, never listed for them.
+shmt_add_test(test_analyzer_oldest SOURCES test_analyzer_oldest.c
+  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+# Forked writers, each with a stripe of its own, and this process querying:
+# every answer against the exact log of the writers' requests.
+shmt_add_test(test_analyzer_mp SOURCES test_analyzer_mp.c
+  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)

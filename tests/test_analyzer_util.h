@@ -86,6 +86,16 @@ struct ta_run {
 	uint64_t far_below;    /* listed with less than (threshold - max(error
 	                        * / total, 1 / (probe + 1))) of the exact
 	                        * window */
+	uint64_t fp;           /* listed with less than threshold x total_window
+	                        * - error_window requests of the exact window,
+	                        * by one or more (the oldest sub-window's
+	                        * corner) */
+	uint64_t fp_cert;      /* of them, listed by certified answers */
+	uint64_t fp_excess;    /* the most such a key lacked, in requests */
+	uint64_t fp_frac;      /* listed short of it by less than a request */
+	uint64_t old_after;    /* the oldest sub-window's requests from mark
+	                        * B's slice on (one writer; ta_old_after) */
+	int writers;           /* processes feeding (0: this one alone) */
 	/* The last query's answer about WATCH (ta_watch), or 0. */
 	uint32_t watch;
 	int watch_reported;

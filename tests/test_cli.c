@@ -1467,8 +1467,9 @@ top_truth(json_t *e)
 	return 1;
 }
 
-/* Every key over 10% of the trace is listed, and each row's bounds hold
- * its true count. */
+/* Every key over 10% of the trace is listed, each row's bounds hold its
+ * true count, and each row had more than listed_floor less its
+ * oldest_part. */
 static void
 top_check_truth(json_t *j)
 {
@@ -1486,6 +1487,13 @@ top_check_truth(json_t *j)
 			    jint(e, "upper"));
 		assert_true(json_real_value(json_object_get(e, "share")) ==
 		    (double)jint(e, "lower") / (double)total);
+		/* The bounds a listed key is held to (README "Hot keys"). */
+		assert_true(jint(e, "oldest_part") == jint(e, "upper") -
+		    jint(e, "lower") - jint(j, "error_window"));
+		if ((double)(truth + jint(e, "oldest_part")) <=
+		    json_real_value(json_object_get(j, "listed_floor")))
+			fail_msg("row %zu: %" PRIu64 " requests, not over "
+			    "listed_floor less oldest_part", i, truth);
 		if (truth * 10 > total)
 			seen++;
 	}
