@@ -303,6 +303,23 @@ dict_read_of(const struct shmt_store *st, uint64_t hash)
 		.b = bucket_of(st, hash), .hash = hash };
 }
 
+/*
+ * A get's clock.  A get uses its time for the expiry and the access time
+ * only, where seconds would do, so without the analyzer (whose windows are
+ * exact) and without a clock of the caller's it reads CLOCK_MONOTONIC_COARSE:
+ * the time of the kernel's last tick (1-4 ms old with HZ 1000-250, never
+ * ahead of CLOCK_MONOTONIC), at the cost of a load instead of a timer read.
+ * So an item may still be read up to one tick after it expired, never
+ * before; every write reads the precise clock.
+ */
+static inline uint64_t
+get_now(shmt_t *h)
+{
+	if (h->clock == NULL && h->an == NULL)
+		return shmt__clock_ns(CLOCK_MONOTONIC_COARSE);
+	return shmt__now(h);
+}
+
 /* shmt_get's copy: the value of KEY. */
 static int
 get_copy(void *arg)
@@ -348,7 +365,7 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 	if (st == NULL || st->shards == 0)
 		return -ENODEV;
 	hash = key_hash(h, key, klen);
-	now = shmt__now(h);
+	now = get_now(h);
 	/* Every get is a request the analyzer counts, found or not. */
 	if (h->an != NULL)
 		shmt__an_feed(h, hash, key, klen, SHMT_HOT_DICT, now);
