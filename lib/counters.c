@@ -70,7 +70,7 @@
  * counter to another clock adds one delta to each of them, clamped to
  * [0, UINT64_MAX], which keeps their order.
  *
- * Memory.  An item is a buddy block: 64 << order bytes holding the 48-byte
+ * Memory.  An item is a buddy block: 64 << order bytes holding the 32-byte
  * item header, the key, up to 7 bytes of padding, the 40-byte value header
  * and, for L levels of rings of cap slots, 4 L bytes of meta words (padded
  * to 8) and 8 L cap bytes of times.  While a key holds at most k + 1
@@ -80,7 +80,7 @@
  * by P a key whose count at its last hit was N > k + 1 has
  *
  *     L <= 1 + floor(log2((N - 1) / k + 1))  levels, so at most
- *     bytes(N) = 48 + klen + 7 + 40 + 4 L + 4 + 8 (k + 2) L,
+ *     bytes(N) = 32 + klen + 7 + 40 + 4 L + 4 + 8 (k + 2) L,
  *
  * in the smallest block that holds it, times 2 at most (a block is shrunk
  * only when one two orders smaller would do, so that a key on the edge

@@ -478,8 +478,9 @@ shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
 			chain_next(&c, it);
 		}
 		/* The walk saw the whole chain: the filter loses the tags of
-		 * items gone (a cut chain keeps its filter). */
-		if (!c.cut)
+		 * items gone (a cut chain keeps its filter); a line is written
+		 * only where the filter changes. */
+		if (!c.cut && shard_index(st, sh)[b].bk_filter != filter)
 			__atomic_store_n(&shard_index(st, sh)[b].bk_filter,
 			    filter, __ATOMIC_RELAXED);
 	}
