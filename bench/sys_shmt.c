@@ -153,13 +153,13 @@ shmt_config_fill(const struct bench_conf *c, shmt_config_t *cfg)
 	if (bench_kind_dict(c->kind)) {
 		cfg->dict_shards = SHMT_BENCH_SHARDS;
 		cfg->dict_bytes = shmt_store_bytes(c->dict_keys,
-		    48 + 16 + c->value_size, 2ULL << 20);
+		    32 + 16 + c->value_size, 2ULL << 20);
 	} else if (c->kind == BK_HIT) {
 		/* A counter item: the header, the key and one count per
 		 * sub-window. */
 		cfg->counters_shards = SHMT_BENCH_SHARDS;
 		cfg->counters_bytes = shmt_store_bytes(c->dict_keys,
-		    48 + 16 + 8 * cfg->counters_subwindows, 64ULL << 10);
+		    32 + 16 + 8 * cfg->counters_subwindows, 64ULL << 10);
 	}
 }
 

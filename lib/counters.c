@@ -70,7 +70,7 @@
  * counter to another clock adds one delta to each of them, clamped to
  * [0, UINT64_MAX], which keeps their order.
  *
- * Memory.  An item is a buddy block: 64 << order bytes holding the 48-byte
+ * Memory.  An item is a buddy block: 64 << order bytes holding the 32-byte
  * item header, the key, up to 7 bytes of padding, the 40-byte value header
  * and, for L levels of rings of cap slots, 4 L bytes of meta words (padded
  * to 8) and 8 L cap bytes of times.  While a key holds at most k + 1
@@ -80,7 +80,7 @@
  * by P a key whose count at its last hit was N > k + 1 has
  *
  *     L <= 1 + floor(log2((N - 1) / k + 1))  levels, so at most
- *     bytes(N) = 48 + klen + 7 + 40 + 4 L + 4 + 8 (k + 2) L,
+ *     bytes(N) = 32 + klen + 7 + 40 + 4 L + 4 + 8 (k + 2) L,
  *
  * in the smallest block that holds it, times 2 at most (a block is shrunk
  * only when one two orders smaller would do, so that a key on the edge
@@ -179,7 +179,8 @@ cnt_shape(uint32_t klen, uint32_t levels, uint32_t cap)
 static int
 cnt_at(const struct shmt_item *it, struct cnt *c)
 {
-	uint32_t klen = it->it_klen, vlen = it->it_vlen;
+	uint32_t lens = __atomic_load_n(&it->it_lens, __ATOMIC_RELAXED);
+	uint32_t klen = lens_klen(lens), vlen = lens_vlen(lens);
 	uint64_t shape;
 	char *v;
 
@@ -507,14 +508,11 @@ cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 	it = (struct shmt_item *)(heap + off);
 	it->it_order = (uint8_t)order;
 	it->it_flags = 0;
-	it->it_pad = 0;
-	it->it_klen = kl;
-	it->it_vlen = (uint32_t)cnt_vlen(kl, lv, cp);
-	it->it_hash = hash;
+	it->it_lens = lens_make(kl, cnt_vlen(kl, lv, cp));
 	it->it_expire = now + st->window;
 	it->it_born = now;
 	memcpy((char *)(it + 1), key, klen);
-	memset((char *)(it + 1) + klen, 0, it->it_vlen);
+	memset((char *)(it + 1) + klen, 0, item_vlen(it));
 	nc.h = (struct shmt_cnt_hdr *)((char *)(it + 1) + klen + cnt_pad(kl));
 	nc.h->ch_shape = cnt_shape(kl, lv, cp);
 	if (cnt_at(it, &nc) != 0) {
@@ -542,7 +540,7 @@ cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 		shmt__blk_free(st, sh, off, order);
 		return SHMT_ECORRUPT;
 	}
-	shmt__store_link_new(st, sh, link, off, it, old);
+	shmt__store_link_new(st, sh, hash, link, off, it, old);
 	*out = it;
 	return 0;
 }
@@ -576,7 +574,7 @@ cnt_hit(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 	    cnt_need(&c, m, &lv, &cp) != 0)
 		return SHMT_ECORRUPT;
 	if (!cnt_fits(&c, lv, cp) ||
-	    cnt_order(cnt_bytes(it->it_klen, lv, cp)) + 2 <= it->it_order) {
+	    cnt_order(cnt_bytes(item_klen(it), lv, cp)) + 2 <= it->it_order) {
 		/* The sums are exact between the expiry's steps, so the item
 		 * is at rest: the move copies it, or it stays as it is. */
 		if (dirty)
@@ -700,7 +698,7 @@ shmt__cnt_check_item(const struct shmt_store *st, const struct shmt_item *it,
 	if (cnt_at(it, &v) != 0) {
 		shmt__chk(c, "%s: counter item at %llu has a value of %u bytes, "
 		    "not a counter's shape for its header", who,
-		    (unsigned long long)off, it->it_vlen);
+		    (unsigned long long)off, item_vlen(it));
 		return;
 	}
 	if (cnt_metas(&v, metas) != 0)

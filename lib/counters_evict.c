@@ -33,14 +33,16 @@ cnt_evict_pass(const struct shmt_store *st, struct shmt_shard *sh,
     const struct shmt_item *except, int mode, uint64_t lo, uint64_t width,
     uint64_t *acc)
 {
-	uint64_t *index = shard_index(st, sh), n = 0;
+	struct shmt_bucket *index = shard_index(st, sh);
+	uint64_t n = 0;
 	char *heap = shard_heap(st, sh);
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
-		uint64_t *link = &index[b], steps = st->heap_bytes / 64;
+		uint64_t *link = &index[b].bk_head, steps = st->heap_bytes / 64;
 
-		while (*link != 0 && steps-- > 0) {
-			struct shmt_item *it = item_at(st, heap, *link - 1);
+		while (link_unit(*link) != 0 && steps-- > 0) {
+			struct shmt_item *it = item_at(st, heap,
+			    link_off(*link));
 			uint64_t t;
 
 			if (it == NULL)

@@ -26,6 +26,7 @@ struct put {
 	const void *val;
 	size_t vlen;
 	uint64_t expire;
+	uint64_t now;                   /* the call's one clock read */
 	int keep_ttl;
 	enum put_mode mode;
 };
@@ -35,10 +36,11 @@ static int
 put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
     const struct put *p)
 {
-	uint64_t now = shmt__now(h), *link, off;
+	uint64_t now = p->now, *link, off, seq;
 	struct shmt_item *old, *it;
 	char *heap = shard_heap(st, sh);
 
+	(void)h;
 	old = shmt__store_find(st, sh, p->hash, p->key, p->klen, &link);
 	if (link == NULL)
 		return SHMT_ECORRUPT;
@@ -51,6 +53,10 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 		return -EEXIST;
 	if (p->mode == PUT_REPLACE && old == NULL)
 		return -ENOENT;
+	/* Every link or unlink moves the version: the same version after
+	 * the allocation means no chain changed, and LINK still names OLD's
+	 * place. */
+	seq = sh->ds_seq;
 	off = shmt__store_alloc(st, sh, sizeof(*it) + p->klen + p->vlen, now,
 	    old);
 	if (off == UINT64_MAX)
@@ -58,22 +64,23 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 	it = (struct shmt_item *)(heap + off);
 	it->it_order = (uint8_t)order_for(sizeof(*it) + p->klen + p->vlen);
 	it->it_flags = 0;
-	it->it_pad = 0;
-	it->it_klen = (uint32_t)p->klen;
-	it->it_vlen = (uint32_t)p->vlen;
-	it->it_hash = p->hash;
+	it->it_lens = lens_make(p->klen, p->vlen);
 	it->it_expire = p->keep_ttl && old != NULL ? old->it_expire : p->expire;
 	it->it_born = now;
 	memcpy((char *)(it + 1), p->key, p->klen);
 	if (p->vlen > 0)
 		memcpy((char *)(it + 1) + p->klen, p->val, p->vlen);
-	/* Evictions may have moved the chain: find the link again. */
-	old = shmt__store_find(st, sh, p->hash, p->key, p->klen, &link);
-	if (link == NULL) {
-		shmt__blk_free(st, sh, off, it->it_order);
-		return SHMT_ECORRUPT;
+	/* Expiries or evictions moved a chain: find the link again (the
+	 * second walk only then). */
+	if (sh->ds_seq != seq) {
+		old = shmt__store_find(st, sh, p->hash, p->key, p->klen,
+		    &link);
+		if (link == NULL) {
+			shmt__blk_free(st, sh, off, it->it_order);
+			return SHMT_ECORRUPT;
+		}
 	}
-	shmt__store_link_new(st, sh, link, off, it, old);
+	shmt__store_link_new(st, sh, p->hash, link, off, it, old);
 	return 0;
 }
 
@@ -113,7 +120,8 @@ dict_put(shmt_t *h, const void *key, size_t klen, const void *val,
 	p.vlen = vlen;
 	p.keep_ttl = 0;
 	p.mode = mode;
-	p.expire = ttl_ms == 0 ? 0 : shmt__now(h) + ttl_ms * 1000000ULL;
+	p.now = shmt__now(h);
+	p.expire = ttl_ms == 0 ? 0 : p.now + ttl_ms * 1000000ULL;
 	sh = shard_at(st, shard_of(st, p.hash));
 	if ((rc = shmt__shard_lock(st, sh)) < 0)
 		return rc;
@@ -216,7 +224,7 @@ shmt_incr(shmt_t *h, const void *key, size_t klen, int64_t delta,
 	struct shmt_shard *sh;
 	struct shmt_item *it;
 	char num[24];
-	uint64_t hash, *link;
+	uint64_t hash, *link, now;
 	int64_t cur = 0, sum;
 	struct put p;
 	int rc;
@@ -226,13 +234,14 @@ shmt_incr(shmt_t *h, const void *key, size_t klen, int64_t delta,
 		return -E2BIG;
 	if ((rc = lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
+	now = shmt__now(h);
 	it = shmt__store_find(st, sh, hash, key, klen, &link);
 	if (link == NULL) {
 		rc = SHMT_ECORRUPT;
 		goto out;
 	}
-	if (it != NULL && !expired(it, shmt__now(h)) &&
-	    (rc = parse_i64(item_val(it), it->it_vlen, &cur)) != 0)
+	if (it != NULL && !expired(it, now) &&
+	    (rc = parse_i64(item_val(it), item_vlen(it), &cur)) != 0)
 		goto out;
 	if (__builtin_add_overflow(cur, delta, &sum)) {
 		rc = -ERANGE;
@@ -249,8 +258,9 @@ shmt_incr(shmt_t *h, const void *key, size_t klen, int64_t delta,
 	}
 	/* A key created here gets the default TTL; one that exists keeps
 	 * its own (keep_ttl). */
+	p.now = now;
 	p.expire = st->default_ttl_ms == 0 ? 0 :
-	    shmt__now(h) + st->default_ttl_ms * 1000000ULL;
+	    now + st->default_ttl_ms * 1000000ULL;
 	p.keep_ttl = 1;
 	p.mode = PUT_SET;
 	rc = put_locked(h, st, sh, &p);
@@ -293,20 +303,43 @@ dict_read_of(const struct shmt_store *st, uint64_t hash)
 		.b = bucket_of(st, hash), .hash = hash };
 }
 
+/*
+ * A get's clock.  A get uses its time for the expiry and the access time
+ * only, where seconds would do, so without the analyzer (whose windows are
+ * exact) and without a clock of the caller's it reads CLOCK_MONOTONIC_COARSE:
+ * the time of the kernel's last tick (1-4 ms old with HZ 1000-250, never
+ * ahead of CLOCK_MONOTONIC), at the cost of a load instead of a timer read.
+ * So an item may still be read up to one tick after it expired, never
+ * before; every write reads the precise clock.
+ */
+static inline uint64_t
+get_now(shmt_t *h)
+{
+	if (h->clock == NULL && h->an == NULL)
+		return shmt__clock_ns(CLOCK_MONOTONIC_COARSE);
+	return shmt__now(h);
+}
+
 /* shmt_get's copy: the value of KEY. */
 static int
 get_copy(void *arg)
 {
 	struct dict_read *g = arg;
+	struct shmt_bucket *bk = &shard_index(g->st, g->sh)[g->b];
+	uint32_t bits = tag_bits(hash_tag(g->hash));
 	struct shmt_item *it;
 	struct chain c;
 
+	/* A key whose tag the bucket's filter lacks is not in the chain:
+	 * most misses end here, on the index's line. */
+	if ((__atomic_load_n(&bk->bk_filter, __ATOMIC_RELAXED) & bits) != bits)
+		return -ENOENT;
 	chain_start(&c, g->st, g->sh, g->b);
 	it = chain_find_key(&c, g->hash, g->key, g->klen);
 	if (it == NULL)
 		return -ENOENT;
-	g->len = it->it_vlen;
-	g->expire = it->it_expire;
+	g->len = lens_vlen(c.lens);
+	g->expire = __atomic_load_n(&it->it_expire, __ATOMIC_RELAXED);
 	if (g->len > g->cap)
 		return -ERANGE;
 	if (g->len > 0)
@@ -320,7 +353,7 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 {
 	const struct shmt_store *st = h != NULL ? h->dict : NULL;
 	struct dict_read g;
-	uint32_t *at;
+	uint32_t *at, t;
 	uint64_t hash, now;
 	int rc;
 
@@ -332,7 +365,7 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 	if (st == NULL || st->shards == 0)
 		return -ENODEV;
 	hash = key_hash(h, key, klen);
-	now = shmt__now(h);
+	now = get_now(h);
 	/* Every get is a request the analyzer counts, found or not. */
 	if (h->an != NULL)
 		shmt__an_feed(h, hash, key, klen, SHMT_HOT_DICT, now);
@@ -349,9 +382,10 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 	*vlen = g.len;
 	/* The access time lives beside the index, never in an item, so this
 	 * store cannot land in a reused block. */
-	at = &shard_atime(st, g.sh)[g.b];
-	if (__atomic_load_n(at, __ATOMIC_RELAXED) != coarse(now))
-		__atomic_store_n(at, coarse(now), __ATOMIC_RELAXED);
+	at = &shard_index(st, g.sh)[g.b].bk_atime;
+	t = coarse(now);
+	if (__atomic_load_n(at, __ATOMIC_RELAXED) != t)
+		__atomic_store_n(at, t, __ATOMIC_RELAXED);
 	return rc;
 }
 
@@ -364,14 +398,16 @@ key_copy(void *arg)
 	struct chain c;
 
 	chain_start(&c, k->st, k->sh, k->b);
-	/* The analyzer keeps the hash's top bit for itself. */
+	/* The analyzer keeps the hash's top bit for itself, so the tag
+	 * (which mixes every bit) cannot pick the item: each key of the
+	 * chain is hashed again (a report's few lookups, not a get's). */
 	while ((it = chain_item(&c)) != NULL &&
-	    (it->it_hash & ~SHMT_AN_CLIENT_BIT) !=
-	    (k->hash & ~SHMT_AN_CLIENT_BIT))
+	    (key_hash(k->st->h, item_key(it), lens_klen(c.lens)) &
+	    ~SHMT_AN_CLIENT_BIT) != (k->hash & ~SHMT_AN_CLIENT_BIT))
 		chain_next(&c, it);
 	if (it == NULL)
 		return -ENOENT;
-	k->len = it->it_klen;
+	k->len = lens_klen(c.lens);
 	if (k->len > k->cap)
 		return -ENOENT;
 	memcpy(k->buf, item_key(it), k->len);
@@ -418,7 +454,7 @@ next_copy(void *arg)
 		if (k == n->pos) {
 			n->found = it->it_expire == 0 ||
 			    it->it_expire > n->now ? 1 : 2;
-			n->len = it->it_klen;
+			n->len = lens_klen(c.lens);
 			if (n->found == 1 && n->len <= n->cap)
 				memcpy(n->buf, item_key(it), n->len);
 		}
@@ -533,7 +569,8 @@ shmt__store_add(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t expire)
 {
 	struct put p = { .hash = hash, .key = key, .klen = klen, .val = val,
-	    .vlen = vlen, .expire = expire, .mode = PUT_ADD };
+	    .vlen = vlen, .expire = expire, .now = shmt__now(h),
+	    .mode = PUT_ADD };
 
 	return put_locked(h, st, sh, &p);
 }

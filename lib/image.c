@@ -228,14 +228,16 @@ static int
 shard_records(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t now, struct out *o, uint64_t *count)
 {
-	uint64_t *index = shard_index(st, sh);
+	struct shmt_bucket *index = shard_index(st, sh);
 	char *heap = shard_heap(st, sh);
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
-		uint64_t off = index[b], steps = chain_bound(st);
+		uint64_t off = index[b].bk_head, steps = chain_bound(st);
 
-		while (off != 0 && steps-- > 0) {
-			struct shmt_item *it = item_at(st, heap, off - 1);
+		while (link_unit(off) != 0 && steps-- > 0) {
+			uint32_t lens;
+			struct shmt_item *it = item_at_lens(st, heap,
+			    link_off(off), &lens);
 			struct img_rec r;
 
 			if (it == NULL)
@@ -243,8 +245,8 @@ shard_records(const struct shmt_store *st, struct shmt_shard *sh,
 			off = it->it_next;
 			if (expired(it, now))
 				continue;
-			r.ir_klen = it->it_klen;
-			r.ir_vlen = it->it_vlen;
+			r.ir_klen = lens_klen(lens);
+			r.ir_vlen = lens_vlen(lens);
 			r.ir_expire = it->it_expire;
 			if (o->cap - o->len < sizeof(r) + r.ir_klen + r.ir_vlen)
 				return SHMT_ECORRUPT;

@@ -80,6 +80,7 @@ shmt__format_word(void)
 		sizeof(struct shmt_w), SHMT_LINE, SHMT_LIMITER_NAME_MAX,
 		sizeof(struct shmt_shard), offsetof(struct shmt_shard, ds_seq),
 		sizeof(struct shmt_item), sizeof(struct shmt_fblock),
+		sizeof(struct shmt_bucket), offsetof(struct shmt_item, it_lens),
 		sizeof(struct shmt_an_owner), sizeof(struct shmt_an_sum),
 		SHMT_AN_TAG_SHIFT, SHMT_AN_PROBE_STEP, SHMT_AN_PROBE_MAX,
 		SHMT_AN_SLICES, sizeof(struct shmt_an_name),

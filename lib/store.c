@@ -75,13 +75,14 @@ shmt__store_geometry(uint64_t bytes, uint32_t shards, int counters,
 	st->shards = shards;
 	st->heap_bytes = heap;
 	st->order_max = (uint32_t)(ilog2(heap) - SHMT_BLOCK_MIN_SHIFT);
-	/* About one chain per 256 heap bytes (128 for counters, whose items
-	 * are small): short chains at a typical fill. */
-	st->nbuckets = heap >> (counters ? 7 : 8);
+	/* One chain per 128 heap bytes: at most one item per chain on
+	 * average in a heap half full of the smallest items (64 bytes), so a
+	 * get seldom passes an item that is not its own.  The index is 1/8
+	 * of the heap (16 bytes a bucket). */
+	st->nbuckets = heap >> 7;
 	st->index_off = shmt__align_up(sizeof(struct shmt_shard), SHMT_LINE);
-	st->atime_off = st->index_off + st->nbuckets * sizeof(uint64_t);
-	st->heap_off = shmt__align_up(st->atime_off +
-	    st->nbuckets * sizeof(uint32_t), SHMT_PAGE);
+	st->heap_off = shmt__align_up(st->index_off +
+	    st->nbuckets * sizeof(struct shmt_bucket), SHMT_PAGE);
 	st->stride = st->heap_off + heap;
 	st->counters = counters;
 	*size = st->stride * shards;
@@ -233,32 +234,46 @@ shmt__span_clear(const uint64_t *bm, uint64_t u, uint64_t n)
 static void
 repair_chains(const struct shmt_store *st, struct shmt_shard *sh, uint64_t *bm)
 {
-	uint64_t *index = shard_index(st, sh);
+	struct shmt_bucket *index = shard_index(st, sh);
 	char *heap = shard_heap(st, sh);
 
 	sh->ds_items = 0;
 	sh->ds_used = 0;
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
-		uint64_t *link = &index[b];
+		uint64_t *link = &index[b].bk_head;
+		uint32_t filter = 0;
 
 		while (*link != 0) {
-			struct shmt_item *it = item_at(st, heap, *link - 1);
-			uint64_t size;
+			struct shmt_item *it = link_unit(*link) == 0 ? NULL :
+			    item_at(st, heap, link_off(*link));
+			uint64_t size, hash;
 
-			if (it == NULL || bucket_of(st, it->it_hash) != b ||
-			    (st->counters && !shmt__cnt_item_ok(st, it))) {
+			if (it == NULL || (st->counters &&
+			    !shmt__cnt_item_ok(st, it))) {
+				*link = 0;
+				break;
+			}
+			/* The item's place and its link's tag follow from its
+			 * key: an item that is not where its key puts it is
+			 * cut off with the rest of the chain. */
+			hash = key_hash(st->h, item_key(it), item_klen(it));
+			if (bucket_of(st, hash) != b ||
+			    shard_at(st, shard_of(st, hash)) != sh ||
+			    link_tag(*link) != hash_tag(hash)) {
 				*link = 0;
 				break;
 			}
 			size = 64ULL << it->it_order;
-			if (!shmt__mark_span(bm, *link - 1, size)) {
+			if (!shmt__mark_span(bm, link_off(*link), size)) {
 				*link = 0;
 				break;
 			}
 			sh->ds_items++;
 			sh->ds_used += size;
+			filter |= tag_bits(link_tag(*link));
 			link = &it->it_next;
 		}
+		index[b].bk_filter = filter;
 	}
 }
 
@@ -372,19 +387,42 @@ shmt__store_find(const struct shmt_store *st, struct shmt_shard *sh,
 	return it;
 }
 
+/* After LINK was stored: when LINK is a bucket's head and the chain is now
+ * empty, the bucket's filter is cleared (a filter only ever gains bits
+ * otherwise; reap and repair set it anew). */
+static void
+filter_settle(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t *link)
+{
+	struct shmt_bucket *index = shard_index(st, sh);
+	uint64_t at = (uint64_t)((char *)link - (char *)index);
+
+	if (at < st->nbuckets * sizeof(*index) && link_unit(*link) == 0)
+		__atomic_store_n(&index[at / sizeof(*index)].bk_filter, 0,
+		    __ATOMIC_RELAXED);
+}
+
 
 /* Unlink the item *LINK points to and free it; the version brackets the
  * one store that other readers could see. */
 void
 shmt__store_link_new(const struct shmt_store *st, struct shmt_shard *sh,
-    uint64_t *link, uint64_t off, struct shmt_item *it, struct shmt_item *old)
+    uint64_t hash, uint64_t *link, uint64_t off, struct shmt_item *it,
+    struct shmt_item *old)
 {
 	char *heap = shard_heap(st, sh);
+	uint32_t tag = hash_tag(hash), *filter =
+	    &shard_index(st, sh)[bucket_of(st, hash)].bk_filter;
 
-	it->it_next = old != NULL ? old->it_next : 0;
+	/* A new key goes where LINK points: the chain's end, or the place
+	 * of an expired item just unlinked (its successors follow). */
+	it->it_next = old != NULL ? old->it_next :
+	    __atomic_load_n(link, __ATOMIC_RELAXED);
 	it->it_magic = SHMT_IT_ALLOC;
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
-	__atomic_store_n(link, off + 1, __ATOMIC_RELEASE);
+	/* The filter gains the tag before the link names the item. */
+	__atomic_store_n(filter, *filter | tag_bits(tag), __ATOMIC_RELAXED);
+	__atomic_store_n(link, link_make(off, tag), __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
 	sh->ds_items++;
 	if (old != NULL) {
@@ -407,6 +445,7 @@ shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(link, it->it_next, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
+	filter_settle(st, sh, link);
 	it->it_magic = 0;
 	shmt__blk_free(st, sh, off, it->it_order);
 	sh->ds_items--;
@@ -422,6 +461,7 @@ shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
 	uint64_t n = 0;
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
+		uint32_t filter = 0;
 		struct shmt_item *it;
 		struct chain c;
 
@@ -434,8 +474,15 @@ shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
 			}
 			if (it->it_expire != 0 && it->it_expire < *next)
 				*next = it->it_expire;
+			filter |= tag_bits(link_tag(c.lv));
 			chain_next(&c, it);
 		}
+		/* The walk saw the whole chain: the filter loses the tags of
+		 * items gone (a cut chain keeps its filter); a line is written
+		 * only where the filter changes. */
+		if (!c.cut && shard_index(st, sh)[b].bk_filter != filter)
+			__atomic_store_n(&shard_index(st, sh)[b].bk_filter,
+			    filter, __ATOMIC_RELAXED);
 	}
 	sh->ds_expirations += n;
 	return n;
@@ -453,13 +500,15 @@ evict_one(const struct shmt_store *st, struct shmt_shard *sh, uint64_t now,
     const struct shmt_item *except)
 {
 	uint64_t *best_link = NULL;
-	uint32_t *atime = shard_atime(st, sh), best_age = 0;
+	struct shmt_bucket *index = shard_index(st, sh);
+	uint32_t best_age = 0;
 	struct shmt_item *best = NULL;
 	uint64_t seen = 0;
 
 	for (uint64_t k = 0; k < st->nbuckets && seen < 16; k++) {
 		uint64_t b = (sh->ds_hand + k) & (st->nbuckets - 1);
-		uint32_t age = coarse(now) - atime[b];
+		uint32_t age = coarse(now) - __atomic_load_n(&index[b].bk_atime,
+		    __ATOMIC_RELAXED);
 		struct shmt_item *it;
 		struct chain c;
 

@@ -21,18 +21,21 @@
 
 /*
  * A store is a region of shards.  Each shard is
- *   [struct shmt_shard][index: nbuckets chain heads][atime: nbuckets u32]
+ *   [struct shmt_shard][index: nbuckets buckets of 16 bytes]
  *   [heap: 2^k bytes of buddy blocks, 64 bytes at least]
- * Items live in heap blocks and chain from the index by heap offset + 1
- * (0 ends a chain).  Offsets are relative to the shard's heap and checked
- * against it before every use.
+ * A bucket holds the head of its chain, the coarse time of its last read
+ * and a filter of its items' tags, so that a get reads one line of the
+ * index and a miss usually reads nothing else.  Items live in heap blocks
+ * and chain from the bucket by links (link_make): the item's 64-byte unit
+ * + 1 (0 ends a chain) and its tag.  Units are relative to the shard's
+ * heap and checked against it before every use.
  */
 
 #define SHMT_BLOCK_MIN_SHIFT 6          /* 64-byte blocks at least */
 #define SHMT_ORDER_MAX 40
 
-#define SHMT_IT_ALLOC 0x4d455449U       /* "ITEM" */
-#define SHMT_IT_FREE 0x45455246U        /* "FREE" */
+#define SHMT_IT_ALLOC 0x5449U           /* "IT" (16 bits) */
+#define SHMT_IT_FREE 0x45455246U        /* "FREE" (32 bits: never an item's) */
 
 struct shmt_shard {
 	struct shmt_lock ds_lock;       /* writers */
@@ -48,20 +51,64 @@ struct shmt_shard {
 	alignas(SHMT_LINE) uint64_t ds_seq;
 };
 
-/* An item: header, then the key, then the value. */
+/* A bucket of the index: one in four of a cache line. */
+struct shmt_bucket {
+	uint64_t bk_head;               /* the chain's first link */
+	uint32_t bk_atime;              /* coarse() of the last get */
+	uint32_t bk_filter;             /* tag_bits() of every item linked
+	                                 * since the chain was last empty */
+};
+_Static_assert(sizeof(struct shmt_bucket) == 16, "a bucket is 16 bytes");
+
+/* An item: header, then the key, then the value.  32 bytes, so that an
+ * item of a short key and value (up to 32 bytes together) is one line. */
 struct shmt_item {
-	uint32_t it_magic;
+	uint16_t it_magic;
 	uint8_t it_order;
 	uint8_t it_flags;
-	uint16_t it_pad;
-	uint32_t it_klen;
-	uint32_t it_vlen;
-	uint64_t it_next;               /* next in chain: offset + 1, 0: end */
-	uint64_t it_hash;
+	uint32_t it_lens;               /* key length | value length << 11 */
+	uint64_t it_next;               /* the next item's link; 0: the end */
 	uint64_t it_expire;             /* ns; 0: never */
 	uint64_t it_born;               /* ns of the write (for eviction) */
 };
-_Static_assert(sizeof(struct shmt_item) == 48, "item header is 48 bytes");
+_Static_assert(sizeof(struct shmt_item) == 32, "item header is 32 bytes");
+
+/* The two lengths in one word: one load reads both as one writer wrote
+ * them. */
+#define SHMT_KLEN_BITS 11
+_Static_assert(SHMT_KEY_MAX < (1U << SHMT_KLEN_BITS) &&
+    SHMT_VALUE_MAX < (1U << (32 - SHMT_KLEN_BITS)), "lengths fit it_lens");
+
+static inline uint32_t
+lens_make(uint64_t klen, uint64_t vlen)
+{
+	return (uint32_t)klen | (uint32_t)vlen << SHMT_KLEN_BITS;
+}
+
+static inline uint32_t
+lens_klen(uint32_t lens)
+{
+	return lens & ((1U << SHMT_KLEN_BITS) - 1);
+}
+
+static inline uint32_t
+lens_vlen(uint32_t lens)
+{
+	return lens >> SHMT_KLEN_BITS;
+}
+
+/* The lengths of IT, for a holder of the lock (one load). */
+static inline uint32_t
+item_klen(const struct shmt_item *it)
+{
+	return lens_klen(__atomic_load_n(&it->it_lens, __ATOMIC_RELAXED));
+}
+
+static inline uint32_t
+item_vlen(const struct shmt_item *it)
+{
+	return lens_vlen(__atomic_load_n(&it->it_lens, __ATOMIC_RELAXED));
+}
 
 /* A free block's header. */
 struct shmt_fblock {
@@ -81,7 +128,7 @@ struct shmt_store {
 	uint32_t order_max;             /* heap = 64 << order_max */
 	uint64_t heap_bytes;
 	uint64_t nbuckets;              /* power of two */
-	uint64_t index_off, atime_off, heap_off, stride;
+	uint64_t index_off, heap_off, stride;
 	int eviction;
 	int counters;                   /* 1: counters store */
 	uint32_t cnt_k;                 /* counters: k of the error bound */
@@ -123,14 +170,17 @@ void shmt__shard_check_owner(const struct shmt_store *st,
 struct shmt_item *shmt__store_find(const struct shmt_store *st,
     struct shmt_shard *sh, uint64_t hash, const void *key, size_t klen,
     uint64_t **linkp);
-/* Under the shard lock: link IT, filled in the fresh block at heap offset
- * OFF, where *LINK points, in place of OLD (NULL: a new key), with one
+/* Under the shard lock: link IT (its key's hash HASH), filled in the fresh
+ * block at heap offset OFF, where *LINK points, in place of OLD (NULL: a
+ * new key, put before what *LINK names; the bucket's filter gains its tag
+ * first), with one
  * release store between two bumps of the shard's version (the only store
  * a lock-free reader can see), then free OLD's block.  A writer killed
  * before the store leaves OLD in place and the block allocated but
  * unlinked (repair frees it); after it, the new item. */
 void shmt__store_link_new(const struct shmt_store *st, struct shmt_shard *sh,
-    uint64_t *link, uint64_t off, struct shmt_item *it, struct shmt_item *old);
+    uint64_t hash, uint64_t *link, uint64_t off, struct shmt_item *it,
+    struct shmt_item *old);
 /* Unlink the item *LINK points to and free its block. */
 void shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t *link, struct shmt_item *it);
@@ -177,16 +227,17 @@ shard_at(const struct shmt_store *st, uint32_t i)
 	return (struct shmt_shard *)(st->base + (uint64_t)i * st->stride);
 }
 
-static inline uint64_t *
+static inline struct shmt_bucket *
 shard_index(const struct shmt_store *st, struct shmt_shard *sh)
 {
-	return (uint64_t *)((char *)sh + st->index_off);
+	return (struct shmt_bucket *)((char *)sh + st->index_off);
 }
 
-static inline uint32_t *
-shard_atime(const struct shmt_store *st, struct shmt_shard *sh)
+/* The head link of bucket B. */
+static inline uint64_t *
+shard_head(const struct shmt_store *st, struct shmt_shard *sh, uint64_t b)
 {
-	return (uint32_t *)((char *)sh + st->atime_off);
+	return &shard_index(st, sh)[b].bk_head;
 }
 
 static inline char *
@@ -217,6 +268,57 @@ bucket_of(const struct shmt_store *st, uint64_t hash)
 	return hash & (st->nbuckets - 1);
 }
 
+/* The tag of a key: 32 bits of its hash, mixed from all 64 (the bits that
+ * pick the shard and the bucket are the same for every key of a chain, so
+ * a plain slice of the hash would waste some of them). */
+static inline uint32_t
+hash_tag(uint64_t hash)
+{
+	return (uint32_t)((hash * 0x9e3779b97f4a7c15ULL) >> 32);
+}
+
+/* The bits a tag sets in a bucket's filter: two of 32. */
+static inline uint32_t
+tag_bits(uint32_t tag)
+{
+	return (1U << (tag & 31)) | (1U << ((tag >> 5) & 31));
+}
+
+/* ---- Links ------------------------------------------------------------------ */
+
+/*
+ * A link names an item: its 64-byte unit in the heap + 1 in the low 32 bits
+ * (a heap holds at most 2^30 units), 0 for the end of a chain, and the
+ * item's tag in the high 32 bits, so that a walk compares the key only of
+ * an item whose tag matches.  A link is one 8-byte word: one store links or
+ * unlinks an item, as before.
+ */
+static inline uint64_t
+link_make(uint64_t off, uint32_t tag)
+{
+	return (uint64_t)tag << 32 | (off / 64 + 1);
+}
+
+/* The link names an item (0: the chain ends here). */
+static inline uint32_t
+link_unit(uint64_t link)
+{
+	return (uint32_t)link;
+}
+
+/* The heap offset of the item a link names (link_unit() != 0). */
+static inline uint64_t
+link_off(uint64_t link)
+{
+	return ((uint64_t)link_unit(link) - 1) * 64;
+}
+
+static inline uint32_t
+link_tag(uint64_t link)
+{
+	return (uint32_t)(link >> 32);
+}
+
 /* Coarse access time for eviction: about a second per unit (2^30 ns).  A
  * get stores it only when it changed, so a finer unit would make nearly
  * every get of a rarely read key write a cache line; a second is as fine as
@@ -243,10 +345,11 @@ order_for(uint64_t bytes)
  * this store.  Reads racy memory: callers that hold no lock must check the
  * version afterwards. */
 static inline struct shmt_item *
-item_at(const struct shmt_store *st, char *heap, uint64_t off)
+item_at_lens(const struct shmt_store *st, char *heap, uint64_t off,
+    uint32_t *lensp)
 {
 	struct shmt_item *it;
-	uint32_t order, klen, vlen;
+	uint32_t order, lens, klen, vlen;
 
 	if (off >= st->heap_bytes || off % 64 != 0)
 		return NULL;
@@ -254,13 +357,23 @@ item_at(const struct shmt_store *st, char *heap, uint64_t off)
 	if (__atomic_load_n(&it->it_magic, __ATOMIC_RELAXED) != SHMT_IT_ALLOC)
 		return NULL;
 	order = __atomic_load_n(&it->it_order, __ATOMIC_RELAXED);
-	klen = __atomic_load_n(&it->it_klen, __ATOMIC_RELAXED);
-	vlen = __atomic_load_n(&it->it_vlen, __ATOMIC_RELAXED);
+	lens = __atomic_load_n(&it->it_lens, __ATOMIC_RELAXED);
+	klen = lens_klen(lens);
+	vlen = lens_vlen(lens);
 	if (order > st->order_max || (off & ((64ULL << order) - 1)) != 0 ||
 	    klen == 0 || klen > SHMT_KEY_MAX || vlen > SHMT_VALUE_MAX ||
 	    sizeof(*it) + klen + vlen > (64ULL << order))
 		return NULL;
+	*lensp = lens;
 	return it;
+}
+
+static inline struct shmt_item *
+item_at(const struct shmt_store *st, char *heap, uint64_t off)
+{
+	uint32_t lens;
+
+	return item_at_lens(st, heap, off, &lens);
 }
 
 static inline const char *
@@ -272,7 +385,7 @@ item_key(const struct shmt_item *it)
 static inline char *
 item_val(struct shmt_item *it)
 {
-	return (char *)(it + 1) + it->it_klen;
+	return (char *)(it + 1) + item_klen(it);
 }
 
 /* ---- Lookups ------------------------------------------------------------------- */
@@ -302,13 +415,13 @@ expired(const struct shmt_item *it, uint64_t now)
 	return it->it_expire != 0 && it->it_expire <= now;
 }
 
-/* IT holds KEY (KLEN bytes) whose hash is HASH. */
+/* IT, whose lengths are LENS, holds KEY (KLEN bytes); the caller compared
+ * the tags. */
 static inline int
-item_is(const struct shmt_item *it, uint64_t hash, const void *key,
+item_is(const struct shmt_item *it, uint32_t lens, const void *key,
     size_t klen)
 {
-	return it->it_hash == hash && it->it_klen == klen &&
-	    memcmp(item_key(it), key, klen) == 0;
+	return lens_klen(lens) == klen && memcmp(item_key(it), key, klen) == 0;
 }
 
 /* ---- Walking a chain ------------------------------------------------------- */
@@ -328,6 +441,8 @@ struct chain {
 	uint64_t *link;          /* the link that names the current item */
 	uint64_t left;           /* items the walk may still pass */
 	int cut;                 /* 1: stopped at chain_bound() (a cycle) */
+	uint64_t lv;             /* the value of *link chain_item() read */
+	uint32_t lens;           /* the current item's lengths, validated */
 };
 
 static inline void
@@ -336,21 +451,25 @@ chain_start(struct chain *c, const struct shmt_store *st,
 {
 	c->st = st;
 	c->heap = shard_heap(st, sh);
-	c->link = &shard_index(st, sh)[b];
+	c->link = shard_head(st, sh, b);
 	c->left = chain_bound(st);
 	c->cut = 0;
 }
 
 /* The item C's link names, or NULL: at the chain's end, at a link that
  * names no valid item (for a reader without the lock: moved under it, the
- * version says so), or past chain_bound() items (then C->cut is set). */
+ * version says so), or past chain_bound() items (then C->cut is set).
+ * C->lv gets the link, C->lens the item's lengths as item_at() checked
+ * them. */
 static inline struct shmt_item *
 chain_item(struct chain *c)
 {
-	uint64_t off = __atomic_load_n(c->link, __ATOMIC_RELAXED);
+	uint64_t l = __atomic_load_n(c->link, __ATOMIC_RELAXED);
 	struct shmt_item *it;
 
-	if (off == 0 || (it = item_at(c->st, c->heap, off - 1)) == NULL)
+	c->lv = l;
+	if (link_unit(l) == 0 || (it = item_at_lens(c->st, c->heap,
+	    link_off(l), &c->lens)) == NULL)
 		return NULL;
 	if (c->left == 0) {
 		c->cut = 1;
@@ -368,13 +487,16 @@ chain_next(struct chain *c, struct shmt_item *it)
 }
 
 /* The first item from C's link on that holds KEY (KLEN bytes, hash HASH),
- * or NULL as chain_item() ends; C's link then names the item, or the end. */
+ * or NULL as chain_item() ends; C's link then names the item, or the end.
+ * Only an item whose link carries the key's tag has its key compared. */
 static inline struct shmt_item *
 chain_find_key(struct chain *c, uint64_t hash, const void *key, size_t klen)
 {
+	uint32_t tag = hash_tag(hash);
 	struct shmt_item *it;
 
-	while ((it = chain_item(c)) != NULL && !item_is(it, hash, key, klen))
+	while ((it = chain_item(c)) != NULL &&
+	    (link_tag(c->lv) != tag || !item_is(it, c->lens, key, klen)))
 		chain_next(c, it);
 	return it;
 }

@@ -35,19 +35,27 @@ static void
 chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
     struct shmt_chk *c, const char *who, uint64_t *bm)
 {
-	uint64_t *index = shard_index(st, sh), items = 0, used = 0;
+	struct shmt_bucket *index = shard_index(st, sh);
+	uint64_t items = 0, used = 0;
 	char *heap = shard_heap(st, sh);
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
-		uint64_t off = __atomic_load_n(&index[b], __ATOMIC_RELAXED);
+		uint64_t off = __atomic_load_n(&index[b].bk_head,
+		    __ATOMIC_RELAXED);
+		uint32_t filter = __atomic_load_n(&index[b].bk_filter,
+		    __ATOMIC_RELAXED);
 
 		while (off != 0) {
-			struct shmt_item *it = item_at(st, heap, off - 1);
-			uint32_t order = 0;
+			uint32_t order = 0, lens = 0;
+			struct shmt_item *it = link_unit(off) == 0 ? NULL :
+			    item_at_lens(st, heap, link_off(off), &lens);
+			uint64_t hash;
+			char key[SHMT_KEY_MAX];
 
 			/* The scan reads memory writers may be changing: the
 			 * order item_at validated is read again once, and
-			 * checked, before it sizes a shift (a torn scan is
+			 * checked, before it sizes a shift; the key is hashed
+			 * with the lengths item_at validated (a torn scan is
 			 * thrown away by the caller). */
 			if (it != NULL)
 				order = __atomic_load_n(&it->it_order,
@@ -56,24 +64,40 @@ chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
 				shmt__chk(c,
 				    "%s: bucket %llu links to an invalid "
 				    "item at %llu", who, (unsigned long long)b,
-				    (unsigned long long)(off - 1));
+				    (unsigned long long)(link_unit(off) == 0 ?
+				    0 : link_off(off)));
 				break;
 			}
-			if (bucket_of(st, it->it_hash) != b)
+			memcpy(key, item_key(it), lens_klen(lens));
+			hash = key_hash(st->h, key, lens_klen(lens));
+			if (bucket_of(st, hash) != b ||
+			    shard_at(st, shard_of(st, hash)) != sh)
 				shmt__chk(c, "%s: item at %llu is in the wrong "
 				    "bucket", who,
-				        (unsigned long long)(off - 1));
+				        (unsigned long long)link_off(off));
+			else if (link_tag(off) != hash_tag(hash))
+				shmt__chk(c, "%s: the link to the item at %llu "
+				    "has another key's tag", who,
+				    (unsigned long long)link_off(off));
+			else if ((filter & tag_bits(link_tag(off))) !=
+			    tag_bits(link_tag(off)))
+				shmt__chk(c, "%s: bucket %llu's filter lacks "
+				    "the tag of the item at %llu", who,
+				    (unsigned long long)b,
+				    (unsigned long long)link_off(off));
 			/* shmt_hit writes the whole ring of sub-window
 			 * counts into the value. */
 			if (st->counters)
-				shmt__cnt_check_item(st, it, c, who, off - 1);
-			if (!shmt__mark_span(bm, off - 1, 64ULL << order)) {
+				shmt__cnt_check_item(st, it, c, who,
+				    link_off(off));
+			if (!shmt__mark_span(bm, link_off(off),
+			    64ULL << order)) {
 				shmt__chk(c,
 				    "%s: bucket %llu's chain reaches the "
 				    "block at %llu again (a loop, or a block "
 				    "another chain or list holds)", who,
 				    (unsigned long long)b,
-				    (unsigned long long)(off - 1));
+				    (unsigned long long)link_off(off));
 				break;
 			}
 			items++;

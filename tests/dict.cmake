@@ -8,3 +8,4 @@ shmt_add_test(test_dict_limits SOURCES test_dict_limits.c LABELS unit TIMEOUT 30
 shmt_add_test(test_dict_evict SOURCES test_dict_evict.c LABELS unit TIMEOUT 120)
 shmt_add_test(test_dict_mp SOURCES test_dict_mp.c LABELS stress TIMEOUT 600)
 shmt_add_test(test_dict_kill SOURCES test_dict_kill.c LABELS stress TIMEOUT 600)
+shmt_add_test(test_dict_layout SOURCES test_dict_layout.c LABELS unit TIMEOUT 300)

@@ -412,11 +412,11 @@ test_counter_short_value(void **state)
 	for (i = 0; i < f.h->counters->shards && it == NULL; i++)
 		it = tu_first_item(f.h->counters, i);
 	assert_non_null(it);
-	saved = it->it_vlen;
-	assert_true(saved > 40);
-	it->it_vlen = 8;
+	saved = it->it_lens;
+	assert_true(lens_vlen(saved) > 40);
+	it->it_lens = lens_make(lens_klen(saved), 8);
 	expect_named(&f, 1, "has a value of 8 bytes, not a counter's shape");
-	it->it_vlen = saved;
+	it->it_lens = saved;
 	expect_clean(&f);
 	fx_free(&f);
 }
@@ -429,18 +429,19 @@ test_chain_loop(void **state)
 	struct fx f;
 	const struct shmt_store *st;
 	char *sh;
-	uint64_t *index, off = 0;
+	struct shmt_bucket *index;
+	uint64_t off = 0;
 
 	(void)state;
 	fx_make(&f, "loop");
 	st = f.h->dict;
 	sh = (char *)tu_shard(st, 0);
-	index = (uint64_t *)(sh + st->index_off);
-	/* The last item of the first chain. */
+	index = (struct shmt_bucket *)(sh + st->index_off);
+	/* The last item of the first chain (OFF: the link that names it). */
 	for (uint64_t b = 0; b < st->nbuckets && off == 0; b++)
-		for (uint64_t l = index[b]; l != 0;) {
+		for (uint64_t l = index[b].bk_head; l != 0;) {
 			struct shmt_item *it = (struct shmt_item *)(sh +
-			    st->heap_off + l - 1);
+			    st->heap_off + link_off(l));
 
 			if (it->it_next == 0) {
 				off = l;
@@ -449,9 +450,10 @@ test_chain_loop(void **state)
 			l = it->it_next;
 		}
 	assert_int_not_equal(off, 0);
-	((struct shmt_item *)(sh + st->heap_off + off - 1))->it_next = off;
+	((struct shmt_item *)(sh + st->heap_off + link_off(off)))->it_next =
+	    off;
 	expect_named(&f, 1, "chain reaches the block at");
-	((struct shmt_item *)(sh + st->heap_off + off - 1))->it_next = 0;
+	((struct shmt_item *)(sh + st->heap_off + link_off(off)))->it_next = 0;
 	expect_clean(&f);
 	fx_free(&f);
 }

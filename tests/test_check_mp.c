@@ -170,7 +170,7 @@ test_check_beside_writers(void **state)
 	assert_int_equal(shmt_hit(h, "ip:1", 4, NULL), 0);
 	it = first_counter(h->counters);
 	assert_non_null(it);
-	it->it_vlen = 4;
+	it->it_lens = lens_make(lens_klen(it->it_lens), 4);
 	sh = (struct shmt_shard *)h->dict->base;
 	__atomic_fetch_add(&sh->ds_used, 64, __ATOMIC_RELAXED);
 

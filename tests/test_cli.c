@@ -1108,14 +1108,16 @@ test_keys_cycle(void **state)
 	st = f.h->dict;
 	for (uint32_t i = 0; i < st->shards; i++) {
 		char *sh = st->base + (uint64_t)i * st->stride;
-		uint64_t *index = (uint64_t *)(sh + st->index_off), link = 0;
+		struct shmt_bucket *index =
+		    (struct shmt_bucket *)(sh + st->index_off);
+		uint64_t link = 0;
 		struct shmt_item *it;
 
 		for (uint64_t b = 0; b < st->nbuckets && link == 0; b++)
-			link = index[b];
+			link = index[b].bk_head;
 		if (link == 0)
 			continue;
-		it = (struct shmt_item *)(sh + st->heap_off + link - 1);
+		it = (struct shmt_item *)(sh + st->heap_off + link_off(link));
 		it->it_next = link;
 		made++;
 	}
@@ -1301,9 +1303,10 @@ test_check_damaged_dict(void **state)
 	fx_dict(&f);
 	st = f.h->dict;
 	assert_int_equal(st->shards, 2);
-	index = (uint64_t *)(st->base + st->stride + st->index_off);
-	saved = index[3];
-	index[3] = st->heap_bytes + 4096 + 1;
+	index = &((struct shmt_bucket *)(st->base + st->stride +
+	    st->index_off))[3].bk_head;
+	saved = index[0];
+	index[0] = link_make(st->heap_bytes + 4096, 0);
 	tc_expect_run(&r, 4, ARGV("-s", f.seg, "check"));
 	if (strstr(r.out, "problem: dictionary shard 1: bucket 3 links to an "
 	    "invalid item") == NULL)
@@ -1320,7 +1323,7 @@ test_check_damaged_dict(void **state)
 	assert_true(named >= 1);
 	json_decref(j);
 	tc_run_free(&r);
-	index[3] = saved;
+	index[0] = saved;
 	tc_expect_run(&r, 0, ARGV("-s", f.seg, "check"));
 	tc_run_free(&r);
 	fx_free(&f);

@@ -256,18 +256,19 @@ test_counter_short(void **state)
 	for (uint32_t i = 0; i < f.h->counters->shards && it == NULL; i++) {
 		const struct shmt_store *st = f.h->counters;
 		char *sh = (char *)tu_shard(st, i);
-		uint64_t *index = (uint64_t *)(sh + st->index_off);
+		struct shmt_bucket *index =
+		    (struct shmt_bucket *)(sh + st->index_off);
 
 		for (uint64_t b = 0; b < st->nbuckets && it == NULL; b++)
-			if (index[b] != 0)
+			if (index[b].bk_head != 0)
 				it = (struct shmt_item *)(sh + st->heap_off +
-				    index[b] - 1);
+				    link_off(index[b].bk_head));
 	}
 	assert_non_null(it);
-	saved = it->it_vlen;
-	it->it_vlen = 4;
+	saved = it->it_lens;
+	it->it_lens = lens_make(lens_klen(saved), 4);
 	expect_one_problem(&f, "has a value of 4 bytes, not a counter's shape", NULL);
-	it->it_vlen = saved;
+	it->it_lens = saved;
 	expect_clean(&f);
 	fx_free(&f);
 }

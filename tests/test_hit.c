@@ -890,16 +890,16 @@ kc_find(shmt_t *h, struct kc *k)
 {
 	const struct shmt_store *st = h->counters;
 	struct shmt_shard *sh = shard_at(st, 0);
-	uint64_t *index = shard_index(st, sh);
+	struct shmt_bucket *index = shard_index(st, sh);
 
 	k->it = NULL;
 	for (uint64_t b = 0; b < st->nbuckets && k->it == NULL; b++)
-		if (index[b] != 0)
+		if (index[b].bk_head != 0)
 			k->it = (struct shmt_item *)(shard_heap(st, sh) +
-			    index[b] - 1);
+			    link_off(index[b].bk_head));
 	assert_non_null(k->it);
-	k->h = (struct shmt_cnt_hdr *)((char *)(k->it + 1) + k->it->it_klen +
-	    (8 - k->it->it_klen % 8) % 8);
+	k->h = (struct shmt_cnt_hdr *)((char *)(k->it + 1) +
+	    item_klen(k->it) + (8 - item_klen(k->it) % 8) % 8);
 	k->cap = (uint32_t)(k->h->ch_shape >> 16) & 0xffff;
 	k->levels = (uint32_t)(k->h->ch_shape >> 32) & 0xff;
 	k->meta = (uint32_t *)(k->h + 1);

@@ -242,10 +242,10 @@ test_lock_stopped_holder(void **state)
 
 /* ---- Items that lie ---------------------------------------------------------- */
 
-static uint64_t *
+static struct shmt_bucket *
 index_of(const struct shmt_store *st)
 {
-	return (uint64_t *)(st->base + st->index_off);
+	return (struct shmt_bucket *)(st->base + st->index_off);
 }
 
 static char *
@@ -254,17 +254,17 @@ heap_of(const struct shmt_store *st)
 	return st->base + st->heap_off;
 }
 
-/* The chain link (heap offset + 1) of the only item in ST's shard 0. */
+/* The chain link (link_make()) of the only item in ST's shard 0. */
 static uint64_t
 only_item(const struct shmt_store *st, uint64_t *bucket)
 {
-	const uint64_t *index = index_of(st);
+	const struct shmt_bucket *index = index_of(st);
 	uint64_t link = 0;
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
-		if (index[b] != 0) {
+		if (index[b].bk_head != 0) {
 			assert_int_equal(link, 0);
-			link = index[b];
+			link = index[b].bk_head;
 			*bucket = b;
 		}
 	}
@@ -294,10 +294,10 @@ test_counter_short_value(void **state)
 	assert_int_equal(shmt_hit(h, "c", 1, &count), 0);
 	assert_int_equal(count, 1);
 	st = h->counters;
-	it = (struct shmt_item *)(heap_of(st) + only_item(st, &b) - 1);
-	assert_true(it->it_vlen > 40);
+	it = (struct shmt_item *)(heap_of(st) + link_off(only_item(st, &b)));
+	assert_true(item_vlen(it) > 40);
 	/* Shorter than its shape: not even the head of the value fits. */
-	it->it_vlen = 8;
+	it->it_lens = lens_make(item_klen(it), 8);
 	size = h->size;
 	copy = malloc(size);
 	assert_non_null(copy);
@@ -314,12 +314,18 @@ test_counter_short_value(void **state)
 static void
 make_cycle(const struct shmt_store *st)
 {
-	uint64_t b, link = only_item(st, &b), *index = index_of(st);
-	struct shmt_item *it = (struct shmt_item *)(heap_of(st) + link - 1);
+	uint64_t b, link = only_item(st, &b);
+	struct shmt_bucket *index = index_of(st);
+	struct shmt_item *it = (struct shmt_item *)(heap_of(st) +
+	    link_off(link));
 
 	it->it_next = link;
-	for (b = 0; b < st->nbuckets; b++)
-		index[b] = link;
+	for (b = 0; b < st->nbuckets; b++) {
+		index[b].bk_head = link;
+		/* Every bucket's filter passes the key, so that a get walks
+		 * into the cycle. */
+		index[b].bk_filter = UINT32_MAX;
+	}
 }
 
 static void

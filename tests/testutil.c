@@ -375,11 +375,11 @@ struct shmt_item *
 tu_first_item(const struct shmt_store *st, uint32_t i)
 {
 	char *sh = (char *)tu_shard(st, i);
-	uint64_t *index = (uint64_t *)(sh + st->index_off);
+	struct shmt_bucket *index = (struct shmt_bucket *)(sh + st->index_off);
 
 	for (uint64_t b = 0; b < st->nbuckets; b++)
-		if (index[b] != 0)
+		if (index[b].bk_head != 0)
 			return (struct shmt_item *)(sh + st->heap_off +
-			    index[b] - 1);
+			    link_off(index[b].bk_head));
 	return NULL;
 }
