@@ -144,7 +144,15 @@ cm_writer(const char *seg, struct cm_shared *sh, int seat, uint64_t seed,
 		size_t klen;
 
 		cm_key(k, key, &klen);
-		if ((rc = shmt_hit(h, key, klen, &count)) != 0) {
+		/* SHMT_ELOCKED is the contract's "try again" (a live holder
+		 * descheduled past the call's patience on a loaded machine;
+		 * nothing was counted): a lock never recovered still ends the
+		 * writer, after a minute of tries. */
+		for (int tries = 0; tries < 60; tries++)
+			if ((rc = shmt_hit(h, key, klen, &count)) !=
+			    SHMT_ELOCKED)
+				break;
+		if (rc != 0) {
 			fprintf(stderr, "writer %d: hit: %s\n", (int)getpid(),
 			    shmt_strerror(rc));
 			_exit(3);
