@@ -212,10 +212,13 @@ __thread struct shmt_wguess shmt__wguess[WGUESS]
  * Every wait is measured in nanoseconds on CLOCK_MONOTONIC (a pause
  * instruction costs from a few to about a hundred cycles, depending on the
  * CPU) and is bounded, so no call waits on another's progress:
- *  - the asker waits at most SHMT_HANDOFF_ASK_NS, and stops at once when W
- *    has not changed for SHMT_HANDOFF_QUIET_NS (the winner is not calling:
- *    descheduled, busy with other work, or killed); it then withdraws its
- *    request and tries anyway;
+ *  - the asker first watches W: it asks only once W changes (someone is
+ *    granting; a CAS also fails when this thread's guess of W from an
+ *    earlier call is stale, with nobody granting now), and it waits at most
+ *    SHMT_HANDOFF_ASK_NS in all, and no longer once W has not changed for
+ *    SHMT_HANDOFF_QUIET_NS (the winner is not calling: descheduled, busy
+ *    with other work, or killed); it then withdraws its request and tries
+ *    anyway;
  *  - the one stepping aside looks at W after 1 us, then at 2, 4, 8, ... us,
  *    and comes back as soon as W has not changed since the last look (the
  *    asker has done its calls, or was killed while asking: a request left
@@ -239,9 +242,9 @@ __thread struct shmt_wguess shmt__wguess[WGUESS]
 #define SHMT_HANDOFF_ASK_NS 4000U
 #endif
 #ifndef SHMT_HANDOFF_QUIET_NS
-#define SHMT_HANDOFF_QUIET_NS 300U
+#define SHMT_HANDOFF_QUIET_NS 200U
 #endif
-#define HANDOFF_POLL_NS 1000U
+#define HANDOFF_LOOK_NS 1000U
 
 static __thread uint32_t backoff_rnd;
 static __thread uint64_t handoff_me;
@@ -294,20 +297,24 @@ handoff_token(void)
 void
 shmt__handoff_ask(uint64_t *ho, const struct shmt_w *wp)
 {
-	uint64_t me = handoff_token(), t0, quiet, now;
+	uint64_t me = 0, t0, quiet, now;
 	uint64_t w0 = __atomic_load_n(&wp->w[0], __ATOMIC_RELAXED), w1;
 
-	__atomic_store_n(ho, me, __ATOMIC_RELAXED);
 	t0 = quiet = shmt__mono_ns();
 	for (unsigned i = 0; i < SHMT_HANDOFF_ASK_NS; i++) {
 		ck_pr_stall();
-		if (__atomic_load_n(ho, __ATOMIC_RELAXED) != me)
+		if (me != 0 && __atomic_load_n(ho, __ATOMIC_RELAXED) != me)
 			return;         /* taken (or another asker's now) */
 		now = shmt__mono_ns();
 		w1 = __atomic_load_n(&wp->w[0], __ATOMIC_RELAXED);
 		if (w1 != w0) {
+			/* Someone is granting: ask (once). */
 			w0 = w1;
 			quiet = now;
+			if (me == 0) {
+				me = handoff_token();
+				__atomic_store_n(ho, me, __ATOMIC_RELAXED);
+			}
 		} else if (now - quiet >= SHMT_HANDOFF_QUIET_NS) {
 			break;
 		}
@@ -315,15 +322,16 @@ shmt__handoff_ask(uint64_t *ho, const struct shmt_w *wp)
 			break;
 	}
 	/* Not taken: withdraw it, unless another asker replaced it. */
-	__atomic_compare_exchange_n(ho, &me, 0, 0, __ATOMIC_RELAXED,
-	    __ATOMIC_RELAXED);
+	if (me != 0)
+		__atomic_compare_exchange_n(ho, &me, 0, 0, __ATOMIC_RELAXED,
+		    __ATOMIC_RELAXED);
 }
 
 void
 shmt__handoff_yield(uint64_t *ho, const struct shmt_w *wp)
 {
 	uint64_t v = __atomic_load_n(ho, __ATOMIC_RELAXED), t0, now, w0, w1;
-	uint64_t look = HANDOFF_POLL_NS;
+	uint64_t look = HANDOFF_LOOK_NS;
 
 	if (v == 0 || !__atomic_compare_exchange_n(ho, &v, 0, 0,
 	    __ATOMIC_RELAXED, __ATOMIC_RELAXED) || v == handoff_token())

@@ -106,10 +106,11 @@ bk_handoff(const struct bk_ctx *c, struct shmt_w *wp)
 	    offsetof(struct shmt_lim, lm_w)));
 }
 
-/* After a grant's CAS lost to another writer: ask for the word, or back
- * off.  Then read W afresh with a full atomic load: one locked read that
- * takes the line for writing, so the CAS that follows it after the clock
- * read finds the line still here more often than after two plain loads. */
+/* After a grant's CAS lost to another writer: ask for the word (shared
+ * limiters) or back off (client entries).  Then read W afresh with a full
+ * atomic load: one locked read that takes the line for writing, so the CAS
+ * that follows it after the clock read finds the line still here more
+ * often than after two plain loads. */
 static inline void
 bk_lost(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w,
     unsigned *lost)
