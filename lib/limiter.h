@@ -140,8 +140,13 @@ struct shmt_lim {
 	/* Serialises claims of per-client entries. */
 	alignas(SHMT_LINE) struct shmt_lock lm_client_lock;
 
-	/* The state word, alone on its line: every grant CASes it. */
+	/* The state word, alone on its line but for the hand-off word: every
+	 * grant CASes it.  lm_handoff is a process's request to have the word
+	 * to itself for a while (see "Contention" in ring.c): advisory, it
+	 * changes how long a call waits, never what it decides; 0 when none.
+	 * On W's line, so the winner of each CAS reads it for free. */
 	alignas(SHMT_LINE) struct shmt_w lm_w;
+	uint64_t lm_handoff;
 
 	/* Counters, on their own line: written on denials and releases only,
 	 * so a grant costs no extra atomic (grants = released + in flight). */
@@ -165,6 +170,10 @@ struct shmt_lim {
 	alignas(SHMT_LINE) struct shmt_glease lm_g;
 };
 _Static_assert(offsetof(struct shmt_lim, lm_w) % 16 == 0, "W is 16-aligned");
+_Static_assert(offsetof(struct shmt_lim, lm_handoff) ==
+    offsetof(struct shmt_lim, lm_w) + sizeof(struct shmt_w) &&
+    offsetof(struct shmt_lim, lm_handoff) / SHMT_LINE ==
+    offsetof(struct shmt_lim, lm_w) / SHMT_LINE, "the hand-off word follows W on its line");
 _Static_assert(sizeof(struct shmt_lim) % SHMT_LINE == 0, "rows are whole lines");
 
 /* Private API of the limiter module. */

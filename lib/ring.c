@@ -102,6 +102,7 @@
 #include "ring.h"
 
 #include "clients.h"
+#include "env.h"
 #include "wait.h"
 
 #include <stdio.h>
@@ -192,24 +193,77 @@ __thread struct shmt_wguess shmt__wguess[WGUESS]
 /*
  * Contention.  A CAS that loses to another writer has just pulled the line
  * away from the winner; trying again at once makes every call of both pay
- * a transfer.  The loser waits a little (a random number of pauses, up to
- * twice as many after each loss in a row, at most BACKOFF_MAX), then reads
- * W afresh: meanwhile the winner's calls succeed on its own line, one after
- * the other.  Only throughput depends on it, never safety, and the wait is
- * bounded, so no caller waits on another's progress.
+ * a transfer, and the loser mostly loses again: between its read of W and
+ * its CAS lies a clock read, and a winner that keeps the line wins every
+ * race shorter than a transfer.  Two processes on one limiter then shared
+ * about half of one process's throughput, and the loser's tail was long.
+ *
+ * So a shared limiter's word is handed over, in turns.  The loser writes
+ * its token into the hand-off word beside W (on W's line: limiter.h) and
+ * watches it; the winner, after its next successful CAS, finds the request
+ * on the line it already holds, clears it and stays off the word for up to
+ * SHMT_HANDOFF_NS; the loser, seeing its request taken, reads W and CASes
+ * alone.  The turn ends when the former winner comes back, loses a CAS and
+ * asks in its turn.  Each process then runs on its own line for a turn, and
+ * per turn each pays one wait of a turn (its last call before it steps
+ * aside) and one of a hand-over (its first call after): the rest of its
+ * calls cost what they cost alone.
+ *
+ * Every wait is measured in nanoseconds on CLOCK_MONOTONIC (a pause
+ * instruction costs from a few to about a hundred cycles, depending on the
+ * CPU) and is bounded, so no call waits on another's progress:
+ *  - the asker first watches W: it asks only once W changes (someone is
+ *    granting; a CAS also fails when this thread's guess of W from an
+ *    earlier call is stale, with nobody granting now), and it waits at most
+ *    SHMT_HANDOFF_ASK_NS in all, and no longer once W has not changed for
+ *    SHMT_HANDOFF_QUIET_NS (the winner is not calling: descheduled, busy
+ *    with other work, or killed); it then withdraws its request and tries
+ *    anyway;
+ *  - the one stepping aside looks at W after 1 us, then at 2, 4, 8, ... us,
+ *    and comes back as soon as W has not changed since the last look (the
+ *    asker has done its calls, or was killed while asking: a request left
+ *    by a dead process costs the next winner about a microsecond, once).
+ * The hand-off word only changes how long a call waits: what a call decides
+ * is still decided by the CAS on W alone (above), whatever the word holds,
+ * and a kill -9 anywhere in these waits holds nothing.  Client entries and
+ * the other modes' words back off instead (shmt__cas_backoff): a random
+ * time, doubling with each loss in a row, at most SHMT_BACKOFF_MAX_NS.
  */
-#ifndef SHMT_BACKOFF_MAX
-
-#define SHMT_BACKOFF_MAX 64U
-
+#ifndef SHMT_BACKOFF_MIN_NS
+#define SHMT_BACKOFF_MIN_NS 40U
 #endif
+#ifndef SHMT_BACKOFF_MAX_NS
+#define SHMT_BACKOFF_MAX_NS 640U
+#endif
+#ifndef SHMT_HANDOFF_NS
+#define SHMT_HANDOFF_NS 20000U
+#endif
+#ifndef SHMT_HANDOFF_ASK_NS
+#define SHMT_HANDOFF_ASK_NS 4000U
+#endif
+#ifndef SHMT_HANDOFF_QUIET_NS
+#define SHMT_HANDOFF_QUIET_NS 200U
+#endif
+#define HANDOFF_LOOK_NS 1000U
 
 static __thread uint32_t backoff_rnd;
+static __thread uint64_t handoff_me;
+static __thread unsigned handoff_gen;
+
+/* Wait NS nanoseconds (at most NS turns of the loop, whatever the clock). */
+static void
+spin_ns(uint64_t ns)
+{
+	uint64_t t0 = shmt__mono_ns();
+
+	for (uint64_t i = 0; i < ns && shmt__mono_ns() - t0 < ns; i++)
+		ck_pr_stall();
+}
 
 void
 shmt__cas_backoff(unsigned *lost)
 {
-	uint32_t x = backoff_rnd, cap, n;
+	uint32_t x = backoff_rnd, cap;
 
 	if (x == 0)
 		x = (uint32_t)(uintptr_t)&backoff_rnd | 1;
@@ -217,12 +271,86 @@ shmt__cas_backoff(unsigned *lost)
 	x ^= x >> 17;
 	x ^= x << 5;
 	backoff_rnd = x;
-	cap = *lost < 8 ? 4U << *lost : SHMT_BACKOFF_MAX;
-	if (cap > SHMT_BACKOFF_MAX)
-		cap = SHMT_BACKOFF_MAX;
+	cap = *lost < 16 ? SHMT_BACKOFF_MIN_NS << *lost : SHMT_BACKOFF_MAX_NS;
+	if (cap > SHMT_BACKOFF_MAX_NS)
+		cap = SHMT_BACKOFF_MAX_NS;
 	(*lost)++;
-	for (n = x % cap; n > 0; n--)
+	spin_ns(x % cap);
+}
+
+/* This thread's token in hand-off words: its process and thread ids, made
+ * again in a forked child. */
+static uint64_t
+handoff_token(void)
+{
+	unsigned gen = __atomic_load_n(&shmt__fork_generation,
+	    __ATOMIC_RELAXED);
+
+	if (handoff_me == 0 || handoff_gen != gen) {
+		handoff_me = (uint64_t)(uint32_t)shmt__env_pid() << 32 |
+		    shmt__env_tid();
+		handoff_gen = gen;
+	}
+	return handoff_me;
+}
+
+void
+shmt__handoff_ask(uint64_t *ho, const struct shmt_w *wp)
+{
+	uint64_t me = 0, t0, quiet, now;
+	uint64_t w0 = __atomic_load_n(&wp->w[0], __ATOMIC_RELAXED), w1;
+
+	t0 = quiet = shmt__mono_ns();
+	for (unsigned i = 0; i < SHMT_HANDOFF_ASK_NS; i++) {
 		ck_pr_stall();
+		if (me != 0 && __atomic_load_n(ho, __ATOMIC_RELAXED) != me)
+			return;         /* taken (or another asker's now) */
+		now = shmt__mono_ns();
+		w1 = __atomic_load_n(&wp->w[0], __ATOMIC_RELAXED);
+		if (w1 != w0) {
+			/* Someone is granting: ask (once). */
+			w0 = w1;
+			quiet = now;
+			if (me == 0) {
+				me = handoff_token();
+				__atomic_store_n(ho, me, __ATOMIC_RELAXED);
+			}
+		} else if (now - quiet >= SHMT_HANDOFF_QUIET_NS) {
+			break;
+		}
+		if (now - t0 >= SHMT_HANDOFF_ASK_NS)
+			break;
+	}
+	/* Not taken: withdraw it, unless another asker replaced it. */
+	if (me != 0)
+		__atomic_compare_exchange_n(ho, &me, 0, 0, __ATOMIC_RELAXED,
+		    __ATOMIC_RELAXED);
+}
+
+void
+shmt__handoff_yield(uint64_t *ho, const struct shmt_w *wp)
+{
+	uint64_t v = __atomic_load_n(ho, __ATOMIC_RELAXED), t0, now, w0, w1;
+	uint64_t look = HANDOFF_LOOK_NS;
+
+	if (v == 0 || !__atomic_compare_exchange_n(ho, &v, 0, 0,
+	    __ATOMIC_RELAXED, __ATOMIC_RELAXED) || v == handoff_token())
+		return;
+	w0 = __atomic_load_n(&wp->w[0], __ATOMIC_RELAXED);
+	t0 = shmt__mono_ns();
+	for (unsigned i = 0; i < SHMT_HANDOFF_NS; i++) {
+		ck_pr_stall();
+		now = shmt__mono_ns();
+		if (now - t0 >= SHMT_HANDOFF_NS)
+			return;
+		if (now - t0 < look)
+			continue;
+		w1 = __atomic_load_n(&wp->w[0], __ATOMIC_RELAXED);
+		if (w1 == w0)
+			return;         /* the asker is done, or gone */
+		w0 = w1;
+		look *= 2;
+	}
 }
 
 int

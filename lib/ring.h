@@ -80,9 +80,64 @@ int shmt__bk_commit_release(const struct bk_ctx *c, struct shmt_w *wp,
  * window, else plain exhaustion. */
 int shmt__bk_why(const struct bk_ctx *c, struct shmt_w w, uint64_t now);
 
-/* After a lost CAS: wait a random, growing, bounded number of pauses
- * (see "Contention" in ring.c).  *LOST counts the losses in a row. */
+/* After a lost CAS: wait a random, growing, bounded time (see
+ * "Contention" in ring.c).  *LOST counts the losses in a row. */
 void shmt__cas_backoff(unsigned *lost);
+
+/* The hand-off of a shared limiter's word (see "Contention" in ring.c).
+ * shmt__handoff_ask: after a lost CAS on W at WP, ask the word's holder to
+ * step aside, and wait (bounded) until it does, stops, or the wait runs
+ * out.  shmt__handoff_yield: called by the winner of a CAS on W that found
+ * a request in the hand-off word: clear it and wait (bounded) while the
+ * asker has the word. */
+void shmt__handoff_ask(uint64_t *ho, const struct shmt_w *wp);
+void shmt__handoff_yield(uint64_t *ho, const struct shmt_w *wp);
+
+/* The hand-off word of the ring word at WP: a shared limiter's (the only
+ * words read half by half, torn_ok), or NULL (client entries: each
+ * client's own word, and a grant on it is rarely contended). */
+static inline uint64_t *
+bk_handoff(const struct bk_ctx *c, struct shmt_w *wp)
+{
+	if (!c->torn_ok)
+		return NULL;
+	return (uint64_t *)(void *)((char *)wp +
+	    (offsetof(struct shmt_lim, lm_handoff) -
+	    offsetof(struct shmt_lim, lm_w)));
+}
+
+/* After a grant's CAS lost to another writer: ask for the word (shared
+ * limiters) or back off (client entries).  Then read W afresh with a full
+ * atomic load: one locked read that takes the line for writing, so the CAS
+ * that follows it after the clock read finds the line still here more
+ * often than after two plain loads. */
+static inline void
+bk_lost(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w,
+    unsigned *lost)
+{
+	uint64_t *ho = bk_handoff(c, wp);
+
+	if (ho != NULL) {
+		(*lost)++;
+		shmt__handoff_ask(ho, wp);
+	} else {
+		shmt__cas_backoff(lost);
+	}
+	shmt__load128(wp, w->w);
+}
+
+/* After a grant's CAS won: step aside if another process asked for the
+ * word.  The hand-off word shares W's line, which the CAS just took, so
+ * this read costs next to nothing when nobody asked. */
+static inline void
+bk_won(const struct bk_ctx *c, struct shmt_w *wp)
+{
+	uint64_t *ho = bk_handoff(c, wp);
+
+	if (ho != NULL &&
+	    __builtin_expect(__atomic_load_n(ho, __ATOMIC_RELAXED) != 0, 0))
+		shmt__handoff_yield(ho, wp);
+}
 
 /* One use (the plain path). */
 int shmt__bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
@@ -346,10 +401,10 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 					*tag = wtag;
 					w = nw;
 					rc = 1;
+					bk_won(c, wp);
 					break;
 				}
-				shmt__cas_backoff(&lost);
-				bk_load(c, wp, w.w);
+				bk_lost(c, wp, &w, &lost);
 				continue;
 			}
 			if ((rc = shmt__slot_raise(slot, tail, count)) != 0)
@@ -381,10 +436,10 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			*tag = wtag;
 			w = nw;
 			rc = 1;
+			bk_won(c, wp);
 			break;
 		}
-		shmt__cas_backoff(&lost);
-		bk_load(c, wp, w.w);
+		bk_lost(c, wp, &w, &lost);
 	}
 	/* Every way out of the loop but this one sets rc; a loop that ran
 	 * out (a segment changed under us without end) is an error, whatever

@@ -22,6 +22,11 @@ shmt_add_test(test_limiter_update SOURCES test_limiter_update.c ${SHMT_TL_UTIL}
 shmt_add_test(test_limiter_update_mp SOURCES test_limiter_update.c ${SHMT_TL_UTIL}
   LABELS stress TIMEOUT 120 ARGS stress LIBS Threads::Threads)
 
+# The hand-off word of a contended limiter (lib/ring.c, "Contention"): taken,
+# withdrawn, and two processes granting exactly the limit through it.
+shmt_add_test(test_limiter_handoff SOURCES test_limiter_handoff.c LABELS unit
+  TIMEOUT 120)
+
 # Many processes and kill -9 with the real clock (a 20 ms window).
 shmt_add_test(test_limiter_mp SOURCES test_limiter_mp.c ${SHMT_TL_UTIL}
   LABELS stress TIMEOUT 120 LIBS Threads::Threads)
