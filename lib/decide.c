@@ -479,8 +479,8 @@ shmt__decide_check(const struct shmt_lview *v, const void *client, size_t len,
 	return 0;
 }
 
-int
-shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+static int
+acquire_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     uint64_t *cursor, shmt_decision_t *out, shmt_receipt_t *rcpt)
 {
 	struct bk_ctx c;
@@ -551,6 +551,14 @@ shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 }
 
 int
+shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+    uint64_t *cursor, shmt_decision_t *out, shmt_receipt_t *rcpt)
+{
+	return shmt__grant_check(h, acquire_shared_once(h, v, cost, cursor, out,
+	    rcpt));
+}
+
+int
 shmt__peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out)
 {
@@ -614,8 +622,8 @@ shmt__peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 
 /* ---- Per client ------------------------------------------------------------- */
 
-int
-shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+static int
+acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len, uint64_t cost, shmt_decision_t *out, shmt_receipt_t *rcpt)
 {
 	struct shmt_client *e;
@@ -703,6 +711,14 @@ shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		return drc < 0 ? drc : rc;
 	}
 	return SHMT_EBUSYLOOP;
+}
+
+int
+shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+    size_t len, uint64_t cost, shmt_decision_t *out, shmt_receipt_t *rcpt)
+{
+	return shmt__grant_check(h, acquire_client_once(h, v, client, len, cost,
+	    out, rcpt));
 }
 
 /* Would entry E be reclaimed by a claim at NOW (idle once what is due is

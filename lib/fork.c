@@ -49,8 +49,9 @@ shmt__fork_reattach(shmt_t *h)
 	unsigned gen = __atomic_load_n(&shmt__fork_generation, __ATOMIC_ACQUIRE);
 	int rc = 0;
 
-	if (__atomic_load_n(&h->hdr->sh_retired, __ATOMIC_ACQUIRE) != 0)
-		return SHMT_ESTALE;
+	if (__atomic_load_n(&h->hdr->sh_retired, __ATOMIC_ACQUIRE) != 0 &&
+	    (rc = shmt__frozen_wait(h)) != 0)
+		return rc;
 	pthread_mutex_lock(&fork_mu);
 	if (__atomic_load_n(&h->fork_gen, __ATOMIC_ACQUIRE) != gen) {
 		/* The slot and pid were the parent's: never release them. */

@@ -15,8 +15,9 @@ extern unsigned shmt__fork_generation;
 
 /* At attach: register the atfork handler (once) and stamp H. */
 void shmt__fork_attach(shmt_t *h);
-/* Slow path of SHMT_FORK_CHECK: SHMT_ESTALE when H's segment was retired,
- * else reattach H in this process. */
+/* Slow path of SHMT_FORK_CHECK: SHMT_ESTALE when H's segment was retired
+ * or moved (after waiting out a move in progress: -EAGAIN past the
+ * bound), else reattach H in this process. */
 int shmt__fork_reattach(shmt_t *h);
 
 /* Also the one place a call learns that its segment was retired (the
@@ -32,6 +33,23 @@ shmt__fork_check(shmt_t *h)
 		return shmt__fork_reattach(h);
 	return 0;
 }
+
+/* After a grant (RC 1) on H: the generation still LIVE (one load of the
+ * line the entry check read), or the grant's fate once a move decides it
+ * (move.c): 1 when it stands, SHMT_ESTALE or -EAGAIN when it is not
+ * granted. */
+int shmt__grant_moved(shmt_t *h);
+static inline int
+shmt__grant_check(shmt_t *h, int rc)
+{
+	if (__builtin_expect(rc == 1 && shmt__frozen_load(h) != 0, 0))
+		return shmt__grant_moved(h);
+	return rc;
+}
+
+/* Take the limiter table's lock, repaired after a dead holder, on a LIVE
+ * segment (waiting out a move, move.c): 0, or an error (not held). */
+int shmt__table_lock(shmt_t *h);
 
 /* At the top of an entry point that returns an int error. */
 #define SHMT_FORK_CHECK(h) do { int fork_rc_ = shmt__fork_check(h); \

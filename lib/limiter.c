@@ -57,11 +57,8 @@ shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
 		return rc;
 	if ((rc = shmt__limit_check(l, &g, NULL, 0)) != 0)
 		return rc;
-	lk = shmt__lock(h, &h->hdr->sh_table_lock);
-	if (lk < 0)
+	if ((lk = shmt__table_lock(h)) != 0)
 		return lk;
-	if (lk == 1)
-		shmt__rows_repair(h);
 	rc = shmt__define_locked(h, name, len, l, &g);
 	shmt__unlock(&h->hdr->sh_table_lock);
 	return rc;
@@ -118,7 +115,7 @@ shmt_next_key(shmt_t *h, const char *name, char *buf, size_t cap)
  * precise clock is read once, by the grant: the entry's last use and the
  * analyzer's count take the grant's own time. */
 static int
-try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len)
 {
 	struct shmt_client *e;
@@ -169,6 +166,13 @@ try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
 		    SHMT_HOT_CLIENT, now != 0 ? now : shmt__now(h));
 	return rc;
+}
+
+static int
+try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+    size_t len)
+{
+	return shmt__grant_check(h, try_client_once(h, v, client, len));
 }
 
 SHMT_EXPORT int
@@ -307,11 +311,8 @@ shmt_limiter_delete(shmt_t *h, const char *name)
 		return -EINVAL;
 	if ((rc = shmt__lim_name_check(name, &len)) != 0)
 		return rc;
-	lk = shmt__lock(h, &h->hdr->sh_table_lock);
-	if (lk < 0)
+	if ((lk = shmt__table_lock(h)) != 0)
 		return lk;
-	if (lk == 1)
-		shmt__rows_repair(h);
 	lim = shmt__rows(h, &n);
 	rc = -ENOENT;
 	for (r = 0; r < n; r++) {

@@ -229,11 +229,8 @@ shmt_limiter_update(shmt_t *h, const char *name, const shmt_limit_t *l,
 		return -EINVAL;
 	if ((rc = shmt__lim_name_check(name, &len)) != 0)
 		return rc;
-	lk = shmt__lock(h, &h->hdr->sh_table_lock);
-	if (lk < 0)
+	if ((lk = shmt__table_lock(h)) != 0)
 		return lk;
-	if (lk == 1)
-		shmt__rows_repair(h);
 	lim = shmt__rows(h, &n);
 	rc = -ENOENT;
 	for (r = 0; r < n; r++)
