@@ -39,6 +39,7 @@
  * the caller's clock value: it writes no byte of the segment (not even the
  * releases a grant would make, nor a client entry it would claim).
  */
+#include "fork.h"
 #include "decide.h"
 
 #include "analyzer.h"
@@ -816,8 +817,8 @@ shmt__peek_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 
 /* ---- Public ------------------------------------------------------------------- */
 
-SHMT_EXPORT int
-shmt_acquire(shmt_t *h, const char *name, const void *client,
+static int
+gen_acquire_once(shmt_t *h, const char *name, const void *client,
     size_t client_len, uint64_t cost, shmt_decision_t *out)
 {
 	struct shmt_lview scratch;
@@ -835,7 +836,14 @@ shmt_acquire(shmt_t *h, const char *name, const void *client,
 }
 
 SHMT_EXPORT int
-shmt_peek(shmt_t *h, const char *name, const void *client, size_t client_len,
+shmt_acquire(shmt_t *h, const char *name, const void *client,
+    size_t client_len, uint64_t cost, shmt_decision_t *out)
+{
+	SHMT_GEN_CALL(h, gen_acquire_once(h, name, client, client_len, cost, out));
+}
+
+static int
+gen_peek_once(shmt_t *h, const char *name, const void *client, size_t client_len,
     uint64_t cost, shmt_decision_t *out)
 {
 	struct shmt_lview scratch;
@@ -855,7 +863,14 @@ shmt_peek(shmt_t *h, const char *name, const void *client, size_t client_len,
 }
 
 SHMT_EXPORT int
-shmt_next_key_decide(shmt_t *h, const char *name, char *buf, size_t cap,
+shmt_peek(shmt_t *h, const char *name, const void *client, size_t client_len,
+    uint64_t cost, shmt_decision_t *out)
+{
+	SHMT_GEN_CALL(h, gen_peek_once(h, name, client, client_len, cost, out));
+}
+
+static int
+gen_next_key_decide_once(shmt_t *h, const char *name, char *buf, size_t cap,
     shmt_decision_t *out)
 {
 	struct shmt_lview scratch;
@@ -871,4 +886,11 @@ shmt_next_key_decide(shmt_t *h, const char *name, char *buf, size_t cap,
 	if ((rc = shmt__acquire_shared(h, v, 1, &cursor, out, NULL)) != 1)
 		return rc;
 	return shmt__key_copy(v, cursor, buf);
+}
+
+SHMT_EXPORT int
+shmt_next_key_decide(shmt_t *h, const char *name, char *buf, size_t cap,
+    shmt_decision_t *out)
+{
+	SHMT_GEN_CALL(h, gen_next_key_decide_once(h, name, buf, cap, out));
 }

@@ -51,6 +51,27 @@ shmt__grant_check(shmt_t *h, int rc)
  * segment (waiting out a move, move.c): 0, or an error (not held). */
 int shmt__table_lock(shmt_t *h);
 
+/* H (the newest handle of its chain) answered SHMT_ESTALE: when its
+ * segment was MOVED, open the generation its name now holds and link it
+ * as H's next (once per process); 0 when the call may be retried on
+ * shmt__gen_live(H), else the error to report (SHMT_ESTALE: retired, not
+ * moved; or shmt_open's error). */
+int shmt__gen_follow(shmt_t *h);
+
+/* The body of a public entry point on handle H: CALL on the newest
+ * generation, again on the next one when it answers SHMT_ESTALE because
+ * its segment moved (a few times at most: moves are rare). */
+#define SHMT_GEN_CALL(h, call) do { \
+	for (int gt_ = 0;; gt_++) { \
+		int grc_; \
+		(h) = shmt__gen_live(h); \
+		grc_ = (call); \
+		if (__builtin_expect(grc_ != SHMT_ESTALE, 1) || gt_ == 3 || \
+		    shmt__gen_follow(h) != 0) \
+			return grc_; \
+	} \
+} while (0)
+
 /* At the top of an entry point that returns an int error. */
 #define SHMT_FORK_CHECK(h) do { int fork_rc_ = shmt__fork_check(h); \
 	if (fork_rc_ != 0) return fork_rc_; } while (0)

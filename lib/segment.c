@@ -483,6 +483,9 @@ shmt_close(shmt_t *h)
 
 	if (h == NULL)
 		return;
+	/* The generations this handle followed (fork.c), newest last. */
+	if (h->gen_next != NULL)
+		shmt_close(h->gen_next);
 	/* A handle inherited across fork() belongs to the parent's slot.  A
 	 * truncated object has no slot page to release any more. */
 	if (h->pid == shmt__env_pid() && shmt__size_check(h, &now_size) == 0) {
@@ -570,8 +573,10 @@ shmt_set_clock(shmt_t *h, shmt_clock_fn fn, void *ctx)
 {
 	if (h == NULL)
 		return -EINVAL;
-	h->clock = fn;
-	h->clock_ctx = fn != NULL ? ctx : NULL;
+	for (; h != NULL; h = __atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE)) {
+		h->clock = fn;
+		h->clock_ctx = fn != NULL ? ctx : NULL;
+	}
 	return 0;
 }
 

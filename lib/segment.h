@@ -190,7 +190,29 @@ struct shmt {
 	struct shmt_an *an;
 	uint32_t uid;                 /* tells handles apart in stripe owners */
 	unsigned fork_gen;            /* fork generation attached in (fork.c) */
+	/* The handle of the generation this one's segment moved to, opened
+	 * by the first call that found it MOVED (fork.c); NULL until then.
+	 * Written once, under fork.c's mutex; a call follows the chain to its
+	 * end (shmt__gen_live).  Every handle of the chain stays mapped until
+	 * shmt_close() of the first: a thread may still be inside an older
+	 * one (see fork.c). */
+	struct shmt *gen_next;
 };
+
+/* The handle of the newest generation H is known to have moved to (H
+ * itself before any move): one load of H's own line per call. */
+static inline shmt_t *
+shmt__gen_live(shmt_t *h)
+{
+	shmt_t *n;
+
+	if (h == NULL)
+		return h;
+	while (__builtin_expect((n = __atomic_load_n(&h->gen_next,
+	    __ATOMIC_ACQUIRE)) != NULL, 0))
+		h = n;
+	return h;
+}
 
 /* Private API of the segment module. */
 int shmt__name_check(const char *name);

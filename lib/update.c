@@ -57,6 +57,7 @@
  * holds with the tag added to the order after (tail, active): a change
  * raises tail (it seals) or only the tag, and the tag only grows.
  */
+#include "fork.h"
 #include "limiter.h"
 
 #include "lock.h"
@@ -213,8 +214,8 @@ update_locked(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
 	return SHMT_EBUSYLOOP;
 }
 
-SHMT_EXPORT int
-shmt_limiter_update(shmt_t *h, const char *name, const shmt_limit_t *l,
+static int
+gen_limiter_update_once(shmt_t *h, const char *name, const shmt_limit_t *l,
     char *why, size_t why_len)
 {
 	struct shmt_lview v;
@@ -247,6 +248,13 @@ shmt_limiter_update(shmt_t *h, const char *name, const shmt_limit_t *l,
 	}
 	shmt__unlock(&h->hdr->sh_table_lock);
 	return rc;
+}
+
+SHMT_EXPORT int
+shmt_limiter_update(shmt_t *h, const char *name, const shmt_limit_t *l,
+    char *why, size_t why_len)
+{
+	SHMT_GEN_CALL(h, gen_limiter_update_once(h, name, l, why, why_len));
 }
 
 #undef REFUSE
