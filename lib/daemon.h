@@ -154,6 +154,17 @@ int shmt__image_rebuild(const unsigned char *image, size_t len,
 int shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
     void *clock_ctx, char *err, size_t cap);
 
+/* 1 when WANT asks for other parameters than H's segment has (a move
+ * would change something), else 0. */
+int shmt__move_wanted(shmt_t *h, const shmt_config_t *want);
+
+/* The handle of the newest generation H's segment moved to, opened and
+ * linked after H when no call has done it yet (H when it did not move).
+ * NULL when the segment was retired, or the new generation cannot be
+ * opened (*RC says why).  The handles stay linked: shmt_close of the first
+ * closes them all. */
+shmt_t *shmt__move_follow(shmt_t *h, int *rc);
+
 /*
  * Settle the segment NAME: when it is FROZEN by a mover that is dead,
  * finish or undo that move as above.  Waits up to WAIT_NS for a live

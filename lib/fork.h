@@ -65,6 +65,12 @@ int shmt__gen_follow(shmt_t *h);
 	for (int gt_ = 0;; gt_++) { \
 		int grc_; \
 		(h) = shmt__gen_live(h); \
+		/* Calls that read without a check follow too. */ \
+		if (__builtin_expect((h) != NULL && \
+		    __atomic_load_n(&(h)->hdr->sh_retired, __ATOMIC_RELAXED) \
+		    == SHMT_SEG_MOVED, 0) && gt_ < 3 && \
+		    shmt__gen_follow(h) == 0) \
+			continue; \
 		grc_ = (call); \
 		if (__builtin_expect(grc_ != SHMT_ESTALE, 1) || gt_ == 3 || \
 		    shmt__gen_follow(h) != 0) \

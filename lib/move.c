@@ -68,6 +68,7 @@
 #include "daemon.h"
 
 #include "fork.h"
+#include "layout.h"
 #include "limiter.h"
 #include "proc.h"
 #include "segment.h"
@@ -301,38 +302,50 @@ shmt__move_settle(const char *name, uint64_t wait_ns)
 }
 
 /* What a move may change, and what must stay (the records of the
- * counters and the analyzer's summaries are shaped by it). */
+ * counters and the analyzer's summaries are shaped by it): P the
+ * segment's parameters, C those asked for. */
 static int
-move_compatible(const struct shmt_params *p, const shmt_config_t *c,
+move_compatible(const struct shmt_params *p, const struct shmt_params *c,
     char *err, size_t cap)
 {
-#define SAME(field, cfield, what) \
-	if ((uint64_t)p->field != (uint64_t)c->cfield) \
+#define SAME(field, what) \
+	if ((uint64_t)p->field != (uint64_t)c->field) \
 		return mv_bad(err, cap, -EINVAL, "%s cannot change by a move " \
 		    "(it shapes the data moved): it stays %" PRIu64, what, \
 		    (uint64_t)p->field)
-	SAME(sp_counters_subwindows, counters_subwindows,
-	    "[counters] subwindows");
-	SAME(sp_counters_window_ns, counters_window_ns, "[counters] window");
-	SAME(sp_counters_error_ppm, counters_error_ppm, "[counters] error");
-	SAME(sp_analyzer_bytes, analyzer_bytes, "[analyzer] memory");
-	SAME(sp_analyzer_window_ns, analyzer_window_ns, "[analyzer] window");
-	SAME(sp_analyzer_subwindows, analyzer_subwindows,
-	    "[analyzer] subwindows");
-	SAME(sp_analyzer_threshold_ppm, analyzer_threshold_ppm,
-	    "[analyzer] threshold");
-	SAME(sp_analyzer_clients, analyzer_clients, "[analyzer] clients");
+	SAME(sp_counters_subwindows, "[counters] subwindows");
+	SAME(sp_counters_window_ns, "[counters] window");
+	SAME(sp_counters_error_ppm, "[counters] error");
+	SAME(sp_analyzer_bytes, "[analyzer] memory");
+	SAME(sp_analyzer_window_ns, "[analyzer] window");
+	SAME(sp_analyzer_subwindows, "[analyzer] subwindows");
+	SAME(sp_analyzer_threshold_ppm, "[analyzer] threshold");
+	SAME(sp_analyzer_clients, "[analyzer] clients");
 #undef SAME
-	if (c->dict_max_key < p->sp_dict_max_key ||
-	    c->dict_max_value < p->sp_dict_max_value)
+	if (c->sp_dict_max_key < p->sp_dict_max_key ||
+	    c->sp_dict_max_value < p->sp_dict_max_value)
 		return mv_bad(err, cap, -EINVAL, "the dictionary's largest key "
 		    "and value can only grow by a move (now %u and %u bytes)",
 		    p->sp_dict_max_key, p->sp_dict_max_value);
-	if ((c->dict_bytes == 0) != (p->sp_dict_bytes == 0) ||
-	    (c->counters_bytes == 0) != (p->sp_counters_bytes == 0))
+	if ((c->sp_dict_bytes == 0) != (p->sp_dict_bytes == 0) ||
+	    (c->sp_counters_bytes == 0) != (p->sp_counters_bytes == 0))
 		return mv_bad(err, cap, -EINVAL, "a move cannot add or remove "
 		    "the dictionary or the counters, only resize them");
 	return 0;
+}
+
+int
+shmt__move_wanted(shmt_t *h, const shmt_config_t *want)
+{
+	struct shmt_params p, c;
+
+	if (h == NULL || want == NULL)
+		return 0;
+	h = shmt__gen_live(h);
+	memcpy(&p, &h->hdr->sh_params, sizeof(p));
+	memset(&c, 0, sizeof(c));
+	shmt__params_from(want, &c);
+	return memcmp(&p, &c, sizeof(p)) != 0;
 }
 
 /* Wake every sleeper in shmt_wait on H's limiters: they look again and
@@ -355,7 +368,7 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 {
 	char tmp[SHMT_SEGNAME_MAX + 1];
 	char from[SHMT_SEGNAME_MAX + 16], to[SHMT_SEGNAME_MAX + 16];
-	struct shmt_params p;
+	struct shmt_params p, np;
 	struct shmt__host_time now;
 	unsigned char *img = NULL;
 	uint32_t s;
@@ -372,7 +385,9 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 		    "long to build its next generation under a private name",
 		    h->name);
 	memcpy(&p, &h->hdr->sh_params, sizeof(p));
-	if ((rc = move_compatible(&p, want, err, cap)) != 0)
+	memset(&np, 0, sizeof(np));
+	shmt__params_from(want, &np);
+	if ((rc = move_compatible(&p, &np, err, cap)) != 0)
 		return rc;
 	if ((rc = shmt__table_lock(h)) != 0)
 		return mv_bad(err, cap, rc, "cannot lock the limiter table: %s",
@@ -425,4 +440,19 @@ undo:
 	moving = 0;
 	shmt__unlock(&h->hdr->sh_table_lock);
 	return rc;
+}
+
+shmt_t *
+shmt__move_follow(shmt_t *h, int *rc)
+{
+	*rc = 0;
+	for (int i = 0; h != NULL && i < 4; i++) {
+		h = shmt__gen_live(h);
+		if (shmt__frozen_load(h) == SHMT_SEG_LIVE)
+			return h;
+		if ((*rc = shmt__gen_follow(h)) != 0)
+			return NULL;
+	}
+	*rc = SHMT_ESTALE;
+	return NULL;
 }
