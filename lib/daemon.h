@@ -154,6 +154,10 @@ int shmt__image_rebuild(const unsigned char *image, size_t len,
 int shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
     void *clock_ctx, char *err, size_t cap);
 
+/* The creation parameters of H's segment (its newest generation), as a
+ * config a move starts from. */
+void shmt__move_config(shmt_t *h, shmt_config_t *c);
+
 /* 1 when WANT asks for other parameters than H's segment has (a move
  * would change something), else 0. */
 int shmt__move_wanted(shmt_t *h, const shmt_config_t *want);
