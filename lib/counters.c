@@ -793,7 +793,7 @@ SHMT_EXPORT int
 shmt_count(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
     uint64_t *count)
 {
-	SHMT_GEN_CALL(h, gen_count_once(h, key, klen, window_ns, count));
+	SHMT_GEN_READ(h, gen_count_once(h, key, klen, window_ns, count));
 }
 
 /* The C that answer A may stand for: C = A when C <= k, else |A - C| <=
@@ -841,7 +841,7 @@ SHMT_EXPORT int
 shmt_count_bound(shmt_t *h, uint64_t count, uint64_t *lo, uint64_t *hi,
     uint32_t *error_ppm)
 {
-	SHMT_GEN_CALL(h, gen_count_bound_once(h, count, lo, hi, error_ppm));
+	SHMT_GEN_READ(h, gen_count_bound_once(h, count, lo, hi, error_ppm));
 }
 
 /* ---- Snapshot restore ----------------------------------------------------- */

@@ -562,7 +562,7 @@ gen_dict_stat_once(shmt_t *h, shmt_dict_stat_t *out)
 SHMT_EXPORT int
 shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out)
 {
-	SHMT_GEN_CALL(h, gen_dict_stat_once(h, out));
+	SHMT_GEN_READ(h, gen_dict_stat_once(h, out));
 }
 
 /* ---- Store helpers for the counters (counters.c) -------------------------- */

@@ -60,22 +60,33 @@ int shmt__gen_follow(shmt_t *h);
 
 /* The body of a public entry point on handle H: CALL on the newest
  * generation, again on the next one when it answers SHMT_ESTALE because
- * its segment moved (a few times at most: moves are rare). */
+ * its segment moved (a few times at most: moves are rare).  CALL must
+ * reach SHMT_FORK_CHECK (or a lock, or a grant), which answers SHMT_ESTALE
+ * on a moved segment; the straight path costs one load of H's own line. */
 #define SHMT_GEN_CALL(h, call) do { \
-	for (int gt_ = 0;; gt_++) { \
-		int grc_; \
-		(h) = shmt__gen_live(h); \
-		/* Calls that read without a check follow too. */ \
-		if (__builtin_expect((h) != NULL && \
-		    __atomic_load_n(&(h)->hdr->sh_retired, __ATOMIC_RELAXED) \
-		    == SHMT_SEG_MOVED, 0) && gt_ < 3 && \
-		    shmt__gen_follow(h) == 0) \
-			continue; \
-		grc_ = (call); \
-		if (__builtin_expect(grc_ != SHMT_ESTALE, 1) || gt_ == 3 || \
-		    shmt__gen_follow(h) != 0) \
-			return grc_; \
-	} \
+	int grc_; \
+	(h) = shmt__gen_live(h); \
+	grc_ = (call); \
+	if (__builtin_expect(grc_ == SHMT_ESTALE, 0)) \
+		for (int gt_ = 0; gt_ < 3 && shmt__gen_follow(h) == 0; gt_++) { \
+			(h) = shmt__gen_live(h); \
+			if ((grc_ = (call)) != SHMT_ESTALE) \
+				break; \
+		} \
+	return grc_; \
+} while (0)
+
+/* The same for a call that only reads and checks nothing (statistics):
+ * a moved segment is followed before the call. */
+#define SHMT_GEN_READ(h, call) do { \
+	(h) = shmt__gen_live(h); \
+	if ((h) != NULL && __atomic_load_n(&(h)->hdr->sh_retired, \
+	    __ATOMIC_ACQUIRE) == SHMT_SEG_MOVED) \
+		for (int gt_ = 0; gt_ < 3 && shmt__gen_follow(h) == 0; gt_++) \
+			if (__atomic_load_n(&((h) = shmt__gen_live(h))->hdr-> \
+			    sh_retired, __ATOMIC_ACQUIRE) != SHMT_SEG_MOVED) \
+				break; \
+	SHMT_GEN_CALL(h, call); \
 } while (0)
 
 /* At the top of an entry point that returns an int error. */

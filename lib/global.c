@@ -568,5 +568,5 @@ gen_global_stat_once(shmt_t *h, const char *name, shmt_global_stat_t *out)
 SHMT_EXPORT int
 shmt_global_stat(shmt_t *h, const char *name, shmt_global_stat_t *out)
 {
-	SHMT_GEN_CALL(h, gen_global_stat_once(h, name, out));
+	SHMT_GEN_READ(h, gen_global_stat_once(h, name, out));
 }

@@ -622,7 +622,7 @@ gen_limiter_stat_once(shmt_t *h, const char *name, shmt_limiter_stat_t *out)
 SHMT_EXPORT int
 shmt_limiter_stat(shmt_t *h, const char *name, shmt_limiter_stat_t *out)
 {
-	SHMT_GEN_CALL(h, gen_limiter_stat_once(h, name, out));
+	SHMT_GEN_READ(h, gen_limiter_stat_once(h, name, out));
 }
 
 static int
@@ -652,7 +652,7 @@ gen_limiter_list_once(shmt_t *h, shmt_limiter_stat_t *out, size_t cap)
 SHMT_EXPORT int
 shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out, size_t cap)
 {
-	SHMT_GEN_CALL(h, gen_limiter_list_once(h, out, cap));
+	SHMT_GEN_READ(h, gen_limiter_list_once(h, out, cap));
 }
 
 static int
@@ -705,7 +705,7 @@ SHMT_EXPORT int
 shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
     size_t cap)
 {
-	SHMT_GEN_CALL(h, gen_limiter_buckets_once(h, name, out, cap));
+	SHMT_GEN_READ(h, gen_limiter_buckets_once(h, name, out, cap));
 }
 
 /* ---- Housekeeping --------------------------------------------------------- */
