@@ -68,7 +68,7 @@ int shmt__gen_follow(shmt_t *h);
 	(h) = shmt__gen_live(h); \
 	grc_ = (call); \
 	if (__builtin_expect(grc_ == SHMT_ESTALE, 0)) \
-		for (int gt_ = 0; gt_ < 3 && shmt__gen_follow(h) == 0; gt_++) { \
+		for (int gt_ = 0; gt_ < 8 && shmt__gen_follow(h) == 0; gt_++) { \
 			(h) = shmt__gen_live(h); \
 			if ((grc_ = (call)) != SHMT_ESTALE) \
 				break; \
@@ -82,7 +82,7 @@ int shmt__gen_follow(shmt_t *h);
 	(h) = shmt__gen_live(h); \
 	if ((h) != NULL && __atomic_load_n(&(h)->hdr->sh_retired, \
 	    __ATOMIC_ACQUIRE) == SHMT_SEG_MOVED) \
-		for (int gt_ = 0; gt_ < 3 && shmt__gen_follow(h) == 0; gt_++) \
+		for (int gt_ = 0; gt_ < 8 && shmt__gen_follow(h) == 0; gt_++) \
 			if (__atomic_load_n(&((h) = shmt__gen_live(h))->hdr-> \
 			    sh_retired, __ATOMIC_ACQUIRE) != SHMT_SEG_MOVED) \
 				break; \

@@ -367,7 +367,7 @@ lh_view(shmt_limiter_t *l, shmt_t **hp, const struct shmt_lview **vp)
 #define LH_GEN_CALL(l, call) do { \
 	for (int lt_ = 0;; lt_++) { \
 		int lrc_ = (call); \
-		if (__builtin_expect(lrc_ != SHMT_ESTALE, 1) || lt_ == 3 || \
+		if (__builtin_expect(lrc_ != SHMT_ESTALE, 1) || lt_ == 8 || \
 		    shmt__gen_follow(shmt__gen_live( \
 		    __atomic_load_n(&(l)->cur, __ATOMIC_ACQUIRE)->h)) != 0) \
 			return lrc_; \

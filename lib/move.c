@@ -124,7 +124,7 @@ tmp_name(char *buf, size_t cap, const char *name, long pid)
 }
 
 /* 1 when the object FD is the one NAME names now, 0 when NAME names
- * another object or none, or -errno. */
+ * another object, -ENOENT when none, or another -errno. */
 static int
 owns_name(int fd, const char *name)
 {
@@ -135,7 +135,7 @@ owns_name(int fd, const char *name)
 		return -errno;
 	obj_path(path, sizeof(path), name);
 	if (stat(path, &b) != 0)
-		return errno == ENOENT ? 0 : -errno;
+		return -errno;
 	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
@@ -161,6 +161,37 @@ remove_leftovers(const char *name, long pid)
 		    (size_t)snprintf(obj, sizeof(obj), "/%s", e->d_name) <
 		    sizeof(obj))
 			(void)shm_unlink(obj);
+	closedir(d);
+}
+
+/* Remove what movers of NAME that are gone left behind (NAME.move.PID,
+ * NAME.move.PID.tmp.*): a sweep by name, for the daemon and shmt_open's
+ * settling, whatever point each mover reached. */
+static void
+sweep_dead_movers(const char *name)
+{
+	char pre[SHMT_SEGNAME_MAX + 8];
+	struct dirent *e;
+	size_t n;
+	DIR *d;
+
+	if ((size_t)snprintf(pre, sizeof(pre), "%s.move.", name + 1) >=
+	    sizeof(pre) || (d = opendir("/dev/shm")) == NULL)
+		return;
+	n = strlen(pre);
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, pre, n) != 0)
+			continue;
+		pid = strtol(e->d_name + n, &end, 10);
+		if (end == e->d_name + n || pid <= 0 || pid > INT32_MAX ||
+		    (*end != '\0' && *end != '.') ||
+		    shmt__pid_alive((pid_t)pid, 0))
+			continue;
+		remove_leftovers(name, pid);
+	}
 	closedir(d);
 }
 
@@ -190,8 +221,15 @@ settle_once(struct shmt_hdr *hdr, int fd, const char *name, int check_mover)
 	start = __atomic_load_n(&hdr->sh_mover_start, __ATOMIC_ACQUIRE);
 	if (pid > 0 && pid <= INT32_MAX && shmt__pid_alive((pid_t)pid, start))
 		return -EAGAIN;
-	/* The mover is dead: the name says how far it got. */
-	if ((own = owns_name(fd, name)) < 0)
+	/* The mover is dead: the name says how far it got (no name at all:
+	 * removed meanwhile, so retired). */
+	if ((own = owns_name(fd, name)) == -ENOENT) {
+		(void)__atomic_compare_exchange_n(&hdr->sh_retired, &frozen,
+		    SHMT_SEG_RETIRED, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+		return __atomic_load_n(&hdr->sh_retired, __ATOMIC_SEQ_CST) ==
+		    SHMT_SEG_LIVE ? 0 : SHMT_ESTALE;
+	}
+	if (own < 0)
 		return own;
 	if (own) {
 		if (__atomic_compare_exchange_n(&hdr->sh_retired, &frozen,
@@ -298,6 +336,8 @@ shmt__move_settle(const char *name, uint64_t wait_ns)
 		rc = settle(hdr, fd, name, wait_ns);
 	munmap(hdr, sizeof(*hdr));
 	close(fd);
+	if (rc == 0 || rc == SHMT_ESTALE)
+		sweep_dead_movers(name);
 	return rc;
 }
 

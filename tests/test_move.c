@@ -228,6 +228,8 @@ mv_worker(const char *seg, int id, int fd, long pace_ns, int follow)
 		} else if (rc == -EAGAIN || (!follow && rc == SHMT_ESTALE)) {
 			r.lost[l]++;
 		} else {
+			fprintf(stderr, "worker %d: %s: %s\n", id, mv_names[l],
+			    shmt_strerror(rc));
 			r.err = rc;
 			break;
 		}
@@ -237,8 +239,11 @@ mv_worker(const char *seg, int id, int fd, long pace_ns, int follow)
 			rc = shmt_set(h, key, strlen(key), val, strlen(val), 0);
 			if (rc == 0)
 				r.keys++;
-			else if (rc != -EAGAIN && (follow || rc != SHMT_ESTALE))
+			else if (rc != -EAGAIN && (follow || rc != SHMT_ESTALE)) {
+				fprintf(stderr, "worker %d: set: %s\n", id,
+				    shmt_strerror(rc));
 				r.err = rc;
+			}
 		}
 		if (follow && shmt__gen_live(h) != seen) {
 			/* The handle followed a move: every key is there. */
