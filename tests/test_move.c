@@ -3,19 +3,24 @@
  * Segment generations (lib/move.c): a segment moved into a new one with
  * other sizes while workers run.
  * - a move carries every limiter with its uses in flight, every dictionary
- *   item with its expiry, the counters; the old generation answers
- *   SHMT_ESTALE, the name holds the new one with the new sizes; a move that
- *   cannot fit the state is undone and the old generation serves on;
+ *   item with its expiry, the counters; the old generation says MOVED, the
+ *   name holds the new one with the new sizes, and a handle on the old one
+ *   follows on its next call; a move that cannot fit the state is undone
+ *   and the old generation serves on;
  * - four forked workers grant on three limiters and write and read the
- *   dictionary while it is grown twice: over both generations no limiter
- *   grants more than its limit (the window is longer than the test, so
- *   every grant's decision time lies in one window), every value written is
- *   read back after each move, and no call fails but with SHMT_ESTALE
- *   (reopen) or -EAGAIN;
- * - a thread parked inside a grant (in its clock) while the move completes
- *   finishes on a valid mapping and is told SHMT_ESTALE, not granted;
+ *   dictionary while it is grown twice, through the handles they opened
+ *   first: over both generations no limiter grants more than its limit
+ *   (the window is longer than the test, so every grant's decision time
+ *   lies in one window) nor fewer than its limit less one use per worker
+ *   and move, every value written is read back after each move, and no call
+ *   fails but with -EAGAIN;
+ * - a thread parked inside a grant (in its clock) while another process
+ *   completes the move, and another thread of its process follows the
+ *   move meanwhile: it finishes on a valid mapping, its grant taken again
+ *   on the new generation (one use there, none counted twice);
  * - kill -9 of the mover at seeded random points (SHMT_SEED, the seed is
- *   printed; as many kills as fit in a few seconds, SHMT_STRESS_SCALE more)
+ *   printed; as many kills as fit in 20 s, or 100 x SHMT_STRESS_SCALE when
+ *   that is above 1)
  *   leaves exactly one authoritative generation under the name, no private
  *   object behind once settled, and no over-grant by a worker that keeps
  *   granting throughout.
@@ -509,7 +514,7 @@ test_move_kill(void **state)
 
 	(void)state;
 	target = scale > 1.0 ? (int)(100 * scale) : 0;
-	deadline = tu_mono_ns() + (uint64_t)(4.0 * (scale < 1 ? scale : 1) *
+	deadline = tu_mono_ns() + (uint64_t)(20.0 * (scale < 1 ? scale : 1) *
 	    MV_S);
 	tu_segname(seg, sizeof(seg), "kill");
 	mv_config(&c, 4 << 20);
@@ -521,7 +526,7 @@ test_move_kill(void **state)
 	assert_true(worker >= 0);
 	if (worker == 0) {
 		close(p[0]);
-		_exit(mv_worker(seg, 0, p[1], 200000, 1));
+		_exit(mv_worker(seg, 0, p[1], 4000000, 1));
 	}
 	close(p[1]);
 	while ((target > 0 && kills < target) ||
