@@ -115,6 +115,7 @@ int shmtc_cmd_wait(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_next_key(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_create(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_destroy(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_resize(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_reset(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_check(struct shmtc *c, int argc, char **argv);

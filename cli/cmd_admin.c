@@ -6,6 +6,8 @@
  */
 #include "cli.h"
 
+#include "daemon.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -277,5 +279,93 @@ shmtc_cmd_destroy(struct shmtc *c, int argc, char **argv)
 		return shmtc_json_emit(json_pack("{s:s, s:b}", "segment",
 		    c->segment, "destroyed", 1));
 	printf("destroyed %s\n", c->segment);
+	return SHMTC_OK;
+}
+
+/* One KEY=VALUE of resize into C. */
+static int
+resize_one(struct shmtc *c, shmt_config_t *cfg, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	const char *v = eq != NULL ? eq + 1 : NULL;
+	size_t klen = eq != NULL ? (size_t)(eq - kv) : 0;
+	int bad;
+
+#define KEY(k) (klen == strlen(k) && strncmp(kv, k, klen) == 0)
+	if (v == NULL || *v == '\0')
+		return shmtc_usage_error(c, "'%s': expected KEY=VALUE", kv);
+	if (KEY("max_limiters"))
+		bad = parse_u32(v, &cfg->max_limiters);
+	else if (KEY("max_slots"))
+		bad = parse_u32(v, &cfg->max_slots);
+	else if (KEY("arena"))
+		bad = parse_size(v, &cfg->arena_bytes);
+	else if (KEY("dict"))
+		bad = parse_size(v, &cfg->dict_bytes);
+	else if (KEY("dict_shards"))
+		bad = parse_u32(v, &cfg->dict_shards);
+	else if (KEY("counters"))
+		bad = parse_size(v, &cfg->counters_bytes);
+	else if (KEY("counters_shards"))
+		bad = parse_u32(v, &cfg->counters_shards);
+	else
+		return shmtc_usage_error(c, "'%.*s': the keys are max_limiters, "
+		    "max_slots, arena, dict, dict_shards, counters and "
+		    "counters_shards", (int)klen, kv);
+#undef KEY
+	if (bad != 0)
+		return shmtc_usage_error(c, "bad value '%s'", v);
+	return 0;
+}
+
+/* resize KEY=VALUE...: move the segment into a new generation. */
+int
+shmtc_cmd_resize(struct shmtc *c, int argc, char **argv)
+{
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	char err[768], *arg;
+	uint64_t t0;
+	int rc;
+
+	if ((rc = shmtc_getopt(c, argc, argv, NULL, NULL, &arg)) != -1)
+		return shmtc_getopt_exit(rc);
+	if (argc - optind < 1)
+		return shmtc_usage_error(c, "expected KEY=VALUE...");
+	if ((rc = shmtc_open(c, &h)) != 0)
+		return rc;
+	shmt__move_config(h, &cfg);
+	for (int i = optind; i < argc; i++)
+		if ((rc = resize_one(c, &cfg, argv[i])) != 0) {
+			shmt_close(h);
+			return rc;
+		}
+	t0 = shmt__mono_ns();
+	rc = shmt__move(h, &cfg, NULL, NULL, err, sizeof(err));
+	shmt_close(h);
+	if (rc != 0) {
+		shmtc_err("cannot resize %s: %s; it keeps its sizes and its "
+		    "state", c->segment, err);
+		return rc == -EINVAL || rc == -ENOSPC ? SHMTC_NO :
+		    shmtc_exit_for(rc);
+	}
+	t0 = shmt__mono_ns() - t0;
+	if (c->json)
+		return shmtc_json_emit(json_pack("{s:s, s:b, s:o, s:i, s:i, "
+		    "s:o, s:o, s:o}", "segment", c->segment, "moved", 1,
+		    "ms", shmtc_json_u64(t0 / 1000000),
+		    "max_limiters", (int)cfg.max_limiters,
+		    "max_slots", (int)cfg.max_slots,
+		    "arena", shmtc_json_u64(cfg.arena_bytes),
+		    "dict", shmtc_json_u64(cfg.dict_bytes),
+		    "counters", shmtc_json_u64(cfg.counters_bytes)));
+	printf("moved %s to a new generation in %" PRIu64 " ms: max_limiters=%u "
+	    "max_slots=%u arena=%" PRIu64 " dict=%" PRIu64 " counters=%" PRIu64
+	    "\nrunning workers follow on their next call.  If shmthrottled "
+	    "runs from a config, put the same sizes in it ([segment], "
+	    "[dictionary], [counters]): its next reload moves the segment to "
+	    "the config's sizes.\n", c->segment, t0 / 1000000,
+	    cfg.max_limiters, cfg.max_slots, cfg.arena_bytes, cfg.dict_bytes,
+	    cfg.counters_bytes);
 	return SHMTC_OK;
 }

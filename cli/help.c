@@ -226,6 +226,31 @@ const char shmtc_help_destroy[] =
 "Options:\n"
 "  -f, --force           remove the name whatever the object holds\n";
 
+const char shmtc_help_resize[] =
+"Moves the segment into a new generation with other sizes while workers\n"
+"run: a new segment is built under a private name, every limiter (with\n"
+"its uses in flight and their release times), dictionary item (with its\n"
+"expiry), counter and the analyzer's summaries are copied into it, and it\n"
+"replaces the old one under the same name.  Running processes follow on\n"
+"their next call; a write that races with the copy waits for it (a few\n"
+"milliseconds per megabyte of dictionary) and is retried on the new\n"
+"generation.  Each process keeps the old mapping until it closes its\n"
+"handle (memory: the old segment's size).  Exit 1 with the reason when the\n"
+"state does not fit the new sizes; the segment then serves on unchanged.\n"
+"The daemon moves the segment back to its config's sizes on its next\n"
+"reload: change the config too.\n"
+"\n"
+"Keys (sizes take K/M/G suffixes):\n"
+"  max_limiters=N      rows in the limiter table (not below the rows used)\n"
+"  max_slots=N         process slots\n"
+"  arena=BYTES         limiter storage (not below the part used)\n"
+"  dict=BYTES          dictionary heap\n"
+"  dict_shards=N       dictionary shards, a power of two\n"
+"  counters=BYTES      counters heap\n"
+"  counters_shards=N   counters shards, a power of two\n"
+"\n"
+"Example: shmthrottle -s /shmthrottle resize dict=64M dict_shards=16\n";
+
 const char shmtc_help_limiter[] =
 "limiter set NAME KEY=VALUE... changes the limiter NAME in place while\n"
 "workers use it: the keys are limit, window, slack_time and slack_uses\n"

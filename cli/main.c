@@ -31,7 +31,7 @@ extern const char shmtc_help_stat[], shmtc_help_limiters[],
     shmtc_help_watch[], shmtc_help_help[], shmtc_help_get[],
     shmtc_help_set[], shmtc_help_del[], shmtc_help_incr[], shmtc_help_keys[],
     shmtc_help_hit[], shmtc_help_count[], shmtc_help_top[],
-    shmtc_help_limiter[], shmtc_help_reset[];
+    shmtc_help_limiter[], shmtc_help_reset[], shmtc_help_resize[];
 
 const struct shmtc_cmd shmtc_commands[] = {
 	{ "stat", "[--prometheus]", "the segment, its regions, daemon and slots",
@@ -78,6 +78,8 @@ const struct shmtc_cmd shmtc_commands[] = {
 	  shmtc_help_create, 1, shmtc_cmd_create },
 	{ "destroy", "[--force]", "retire the segment and remove its name",
 	  shmtc_help_destroy, 1, shmtc_cmd_destroy },
+	{ "resize", "KEY=VALUE...", "move the segment to new sizes, live",
+	  shmtc_help_resize, 1, shmtc_cmd_resize },
 	{ "help", "[COMMAND]", "this text, or a command's page",
 	  shmtc_help_help, 0, shmtc_cmd_help },
 	{ NULL, NULL, NULL, NULL, 0, NULL }

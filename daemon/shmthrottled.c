@@ -47,7 +47,8 @@ struct daemon {
 	char config_path[PATH_MAX];   /* absolute, for reloads */
 
 	struct shmtd_config cfg;
-	shmt_t *h;
+	shmt_t *h;                    /* the newest generation's handle */
+	shmt_t *h_root;               /* the first, when the segment moved */
 	pid_t pid;
 	uint64_t start;               /* our /proc start time */
 	int claimed;
@@ -169,27 +170,56 @@ load_config(struct daemon *d, struct shmtd_config *cfg, char *err, size_t cap)
 	return 0;
 }
 
+/*
+ * The segment's sizes differ from the config's: move it into a new
+ * generation with the config's sizes (shmt__move carries every limiter,
+ * item, counter and the analyzer; workers follow on their next call).
+ * WHY names the occasion in the log.
+ */
 static void
-warn_params(struct daemon *d)
+apply_sizes(struct daemon *d, const struct shmtd_config *cfg, const char *why)
 {
-	shmt_segment_stat_t st;
-	const shmt_config_t *want = &d->cfg.seg;
-	uint64_t arena = 0;
+	const shmt_config_t *want = &cfg->seg;
+	char err[768];
+	shmt_t *nh;
+	uint64_t t0;
+	int rc;
 
-	if (shmt_segment_stat(d->h, &st) != 0)
+	if (!shmt__move_wanted(d->h, want))
 		return;
-	for (uint32_t i = 0; i < st.nregions && i < SHMT_REGIONS_MAX; i++)
-		if (strcmp(st.regions[i].name, "arena") == 0)
-			arena = st.regions[i].size;
-	if (st.max_limiters != want->max_limiters ||
-	    st.max_slots != want->max_slots || arena != want->arena_bytes)
-		shmtd_log(LOG_WARNING, "segment %s has max_limiters=%u "
-		    "max_slots=%u arena=%" PRIu64 " but the config asks for "
-		    "%u, %u, %" PRIu64 ": [segment] sizes apply only when the "
-		    "segment is created (--recreate replaces it)",
-		    d->cfg.segment, st.max_limiters, st.max_slots,
-		    arena, want->max_limiters,
-		    want->max_slots, want->arena_bytes);
+	t0 = shmt__mono_ns();
+	rc = shmt__move(d->h, want, NULL, NULL, err, sizeof(err));
+	if (rc != 0) {
+		shmtd_log(LOG_ERR, "%s: cannot move segment %s to the sizes of "
+		    "[segment] in %s: %s; it keeps its sizes and its state. "
+		    "Change [segment] and apply it with kill -HUP %ld, or "
+		    "check the segment with 'shmthrottle -s %s check'", why,
+		    d->cfg.segment, cfg->source, err, (long)getpid(),
+		    d->cfg.segment);
+		return;
+	}
+	if ((nh = shmt__move_follow(d->h, &rc)) == NULL) {
+		shmtd_log(LOG_ERR, "segment %s moved to a new generation, but "
+		    "this daemon cannot open it (%s): restart it", d->cfg.segment,
+		    shmt_strerror(rc));
+		return;
+	}
+	/* The old generation stays linked to the first handle (closed at
+	 * exit): the metrics thread may still be reading it. */
+	if (d->h_root == NULL)
+		d->h_root = d->h;
+	d->h = nh;
+	d->claimed = 0;
+	if (shmt__daemon_claim(d->h, d->pid, d->start, &(uint64_t){ 0 }) == 0)
+		d->claimed = 1;
+	shmtd_log(LOG_NOTICE, "%s: segment %s moved to a new generation in %"
+	    PRIu64 " ms: max_limiters=%u max_slots=%u arena=%" PRIu64
+	    " dictionary=%" PRIu64 " counters=%" PRIu64 " bytes; every limiter "
+	    "(with its uses in flight), item, counter and the analyzer's "
+	    "summaries moved, and running workers follow on their next call",
+	    why, d->cfg.segment, (shmt__mono_ns() - t0) / 1000000,
+	    want->max_limiters, want->max_slots, want->arena_bytes,
+	    want->dict_bytes, want->counters_bytes);
 }
 
 /*
@@ -319,10 +349,10 @@ reload(struct daemon *d)
 				    d->cfg.limiters[j].name, shmt_strerror(rc));
 		}
 	}
+	apply_sizes(d, &cfg, "SIGHUP");
 	apply_limiters(d, &cfg, &d->cfg);
 	shmtd_config_free(&d->cfg);
 	d->cfg = cfg;
-	warn_params(d);
 	/* The lease thread starts again on the new config (its leases are
 	 * closed and what is left of them given back). */
 	shmtd_lease_stop(d->lease);
@@ -448,7 +478,6 @@ segment_attach(struct daemon *d)
 		rc = shmt_open(name, &d->h);
 		if (rc == 0) {
 			shmtd_log(LOG_NOTICE, "attached to segment %s", name);
-			warn_params(d);
 			return 0;
 		}
 		if (rc == -ENOENT) {
@@ -614,6 +643,7 @@ start(struct daemon *d)
 		return rc;
 	if ((rc = claim(d)) != 0)
 		return rc;
+	apply_sizes(d, &d->cfg, "start");
 	if (apply_limiters(d, &d->cfg, NULL) != 0)
 		return EXIT_FAIL;
 	if ((rc = start_metrics(d)) != 0)
@@ -759,8 +789,9 @@ stop(struct daemon *d)
 	d->lease = NULL;
 	snapshot(d, "stop");
 	unclaim(d);
-	shmt_close(d->h);
+	shmt_close(d->h_root != NULL ? d->h_root : d->h);
 	d->h = NULL;
+	d->h_root = NULL;
 	if (d->unlink_on_exit) {
 		int rc = shmt_unlink(d->cfg.segment);
 

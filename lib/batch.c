@@ -4,6 +4,7 @@
  * giving a grant back (shmt_refund), over the decisions of decide.c and the
  * receipts they fill.
  */
+#include "fork.h"
 #include "decide.h"
 
 #include "analyzer.h"
@@ -93,8 +94,8 @@ request_peek(shmt_t *h, const struct shmt_lview *v, const shmt_request_t *q,
 	return enforce(v, shmt__peek_shared(h, v, q->cost, d));
 }
 
-SHMT_EXPORT int
-shmt_acquire_all(shmt_t *h, const shmt_request_t *req, size_t n,
+static int
+gen_acquire_all_once(shmt_t *h, const shmt_request_t *req, size_t n,
     shmt_decision_t *out, shmt_receipt_t *receipts)
 {
 	struct shmt_lview scratch[SHMT_ACQUIRE_ALL_MAX];
@@ -164,4 +165,11 @@ shmt_acquire_all(shmt_t *h, const shmt_request_t *req, size_t n,
 	if (receipts != NULL)
 		memcpy(receipts, held, n * sizeof(*receipts));
 	return 1;
+}
+
+SHMT_EXPORT int
+shmt_acquire_all(shmt_t *h, const shmt_request_t *req, size_t n,
+    shmt_decision_t *out, shmt_receipt_t *receipts)
+{
+	SHMT_GEN_CALL(h, gen_acquire_all_once(h, req, n, out, receipts));
 }

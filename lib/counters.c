@@ -122,6 +122,7 @@
  * bound (the killed writer's hit counted or not).  A block move is a fresh
  * block linked by one store: the old item or the new one, both settled.
  */
+#include "fork.h"
 #include "counters.h"
 
 #include <errno.h>
@@ -613,8 +614,8 @@ cnt_hit(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 	return 0;
 }
 
-SHMT_EXPORT int
-shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
+static int
+gen_hit_once(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 {
 	const struct shmt_store *st = h != NULL ? h->counters : NULL;
 	struct shmt_shard *sh;
@@ -644,6 +645,12 @@ shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 out:
 	shmt__unlock(&sh->ds_lock);
 	return rc;
+}
+
+SHMT_EXPORT int
+shmt_hit(shmt_t *h, const void *key, size_t klen, uint64_t *count)
+{
+	SHMT_GEN_CALL(h, gen_hit_once(h, key, klen, count));
 }
 
 /* ---- Rebasing and checking ------------------------------------------------- */
@@ -749,8 +756,8 @@ count_read(const struct cnt *c, const uint32_t *metas, uint64_t now,
 	return 0;
 }
 
-SHMT_EXPORT int
-shmt_count(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
+static int
+gen_count_once(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
     uint64_t *count)
 {
 	const struct shmt_store *st = h != NULL ? h->counters : NULL;
@@ -780,11 +787,18 @@ shmt_count(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
 	return rc;
 }
 
+SHMT_EXPORT int
+shmt_count(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
+    uint64_t *count)
+{
+	SHMT_GEN_READ(h, gen_count_once(h, key, klen, window_ns, count));
+}
+
 /* The C that answer A may stand for: C = A when C <= k, else |A - C| <=
  * max(1, eps C), i.e. min(A - 1, ceil(A / (1 + eps))) <= C <= max(A + 1,
  * floor(A / (1 - eps))), an interval; with C <= k only A itself. */
-SHMT_EXPORT int
-shmt_count_bound(shmt_t *h, uint64_t count, uint64_t *lo, uint64_t *hi,
+static int
+gen_count_bound_once(shmt_t *h, uint64_t count, uint64_t *lo, uint64_t *hi,
     uint32_t *error_ppm)
 {
 	const struct shmt_store *st = h != NULL ? h->counters : NULL;
@@ -819,6 +833,13 @@ shmt_count_bound(shmt_t *h, uint64_t count, uint64_t *lo, uint64_t *hi,
 	if (error_ppm != NULL)
 		*error_ppm = st->cnt_error_ppm;
 	return 0;
+}
+
+SHMT_EXPORT int
+shmt_count_bound(shmt_t *h, uint64_t count, uint64_t *lo, uint64_t *hi,
+    uint32_t *error_ppm)
+{
+	SHMT_GEN_READ(h, gen_count_bound_once(h, count, lo, hi, error_ppm));
 }
 
 /* ---- Snapshot restore ----------------------------------------------------- */

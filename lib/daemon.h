@@ -102,6 +102,82 @@ int shmt__image_restore(const unsigned char *image, size_t len,
     const char *name, const struct shmt__host_time *now, shmt_clock_fn clock,
     void *clock_ctx, char *err, size_t cap);
 
+/*
+ * Build, under the private name TMP, a segment from IMAGE (checked as for
+ * shmt__image_restore) with the image's own parameters (WANT NULL) or with
+ * WANT's (a move: the limiter rows in use and the used arena must fit,
+ * else -ENOSPC with the size to keep), and check it.  *OUT gets the open,
+ * unpublished segment (the caller publishes it under its name, closes it
+ * and removes TMP).  Errors as shmt__image_restore; on error nothing is
+ * left under TMP.  kill -9 in the middle leaves the object TMP.
+ */
+int shmt__image_rebuild(const unsigned char *image, size_t len,
+    const char *tmp, const shmt_config_t *want,
+    const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,
+    shmt_t **out, char *err, size_t cap);
+
+/* ---- Generations (move.c, where the protocol is argued) ------------------- */
+
+/* How long a call waits for a live mover to finish before -EAGAIN. */
+#define SHMT_MOVE_WAIT_NS 5000000000ULL
+
+/*
+ * Move H's segment into a new generation sized by WANT, published under
+ * the same name, with every limiter (uses in flight and their release
+ * times), dictionary item (with its expiry), counter and analyzer summary
+ * carried.  WANT may change max_limiters (not below the rows in use),
+ * max_slots, arena_bytes (not below the used part), the dictionary's and
+ * the counters' bytes and shards, the eviction, the dictionary's largest
+ * key and value (up only), mode and gid; the rest must stay (-EINVAL says
+ * which).  CLOCK (may be NULL) is the new segment's clock while it is
+ * built and checked (a test knob).
+ *
+ * Returns 0: the name now holds the new generation and H's segment is
+ * MOVED (every call on it answers SHMT_ESTALE; the caller reopens the
+ * name).  Or an error, the move undone and H's segment LIVE again:
+ * -EINVAL, -ENOSPC (the state does not fit the new sizes), SHMT_ESTALE
+ * (the segment was not live), -ENOMEM, a lock's error, an image's error;
+ * ERR (CAP bytes) says why.
+ *
+ * Concurrency: workers in any process go on meanwhile; those that write
+ * while the segment is frozen wait for the outcome (at most
+ * SHMT_MOVE_WAIT_NS).  One mover at a time per segment (the limiter table's
+ * lock).  The calling thread must make no other call on H meanwhile.
+ *
+ * kill -9 at any point leaves exactly one authoritative generation, the
+ * one the name points to: before the rename the old one, FROZEN until
+ * whoever finds it so with its mover dead (a waiting worker, shmt_open,
+ * shmt__move_settle) undoes the freeze; after it the new one, and the old
+ * one is marked MOVED by whoever finds it so.  A private object
+ * NAME.move.PID may be left, removed by the undo.
+ */
+int shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
+    void *clock_ctx, char *err, size_t cap);
+
+/* The creation parameters of H's segment (its newest generation), as a
+ * config a move starts from. */
+void shmt__move_config(shmt_t *h, shmt_config_t *c);
+
+/* 1 when WANT asks for other parameters than H's segment has (a move
+ * would change something), else 0. */
+int shmt__move_wanted(shmt_t *h, const shmt_config_t *want);
+
+/* The handle of the newest generation H's segment moved to, opened and
+ * linked after H when no call has done it yet (H when it did not move).
+ * NULL when the segment was retired, or the new generation cannot be
+ * opened (*RC says why).  The handles stay linked: shmt_close of the first
+ * closes them all. */
+shmt_t *shmt__move_follow(shmt_t *h, int *rc);
+
+/*
+ * Settle the segment NAME: when it is FROZEN by a mover that is dead,
+ * finish or undo that move as above.  Waits up to WAIT_NS for a live
+ * mover.  Returns 0 (NAME is live), SHMT_ESTALE (it is moved or retired:
+ * open NAME again), -EAGAIN (a live mover still holds it), SHMT_EMAGIC or
+ * -errno (no such segment).  kill -9 in the middle leaves nothing to undo.
+ */
+int shmt__move_settle(const char *name, uint64_t wait_ns);
+
 /* ---- Global limiters (global.c, where the lease protocol is proved) -------- */
 
 /* Lease slots per global limiter, and their states (the low two bits of a

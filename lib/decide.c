@@ -39,6 +39,7 @@
  * the caller's clock value: it writes no byte of the segment (not even the
  * releases a grant would make, nor a client entry it would claim).
  */
+#include "fork.h"
 #include "decide.h"
 
 #include "analyzer.h"
@@ -479,8 +480,8 @@ shmt__decide_check(const struct shmt_lview *v, const void *client, size_t len,
 	return 0;
 }
 
-int
-shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+static int
+acquire_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     uint64_t *cursor, shmt_decision_t *out, shmt_receipt_t *rcpt)
 {
 	struct bk_ctx c;
@@ -551,6 +552,14 @@ shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 }
 
 int
+shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+    uint64_t *cursor, shmt_decision_t *out, shmt_receipt_t *rcpt)
+{
+	return shmt__grant_check(h, acquire_shared_once(h, v, cost, cursor, out,
+	    rcpt));
+}
+
+int
 shmt__peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out)
 {
@@ -614,8 +623,8 @@ shmt__peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 
 /* ---- Per client ------------------------------------------------------------- */
 
-int
-shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+static int
+acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len, uint64_t cost, shmt_decision_t *out, shmt_receipt_t *rcpt)
 {
 	struct shmt_client *e;
@@ -703,6 +712,14 @@ shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		return drc < 0 ? drc : rc;
 	}
 	return SHMT_EBUSYLOOP;
+}
+
+int
+shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+    size_t len, uint64_t cost, shmt_decision_t *out, shmt_receipt_t *rcpt)
+{
+	return shmt__grant_check(h, acquire_client_once(h, v, client, len, cost,
+	    out, rcpt));
 }
 
 /* Would entry E be reclaimed by a claim at NOW (idle once what is due is
@@ -800,8 +817,8 @@ shmt__peek_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 
 /* ---- Public ------------------------------------------------------------------- */
 
-SHMT_EXPORT int
-shmt_acquire(shmt_t *h, const char *name, const void *client,
+static int
+gen_acquire_once(shmt_t *h, const char *name, const void *client,
     size_t client_len, uint64_t cost, shmt_decision_t *out)
 {
 	struct shmt_lview scratch;
@@ -819,7 +836,14 @@ shmt_acquire(shmt_t *h, const char *name, const void *client,
 }
 
 SHMT_EXPORT int
-shmt_peek(shmt_t *h, const char *name, const void *client, size_t client_len,
+shmt_acquire(shmt_t *h, const char *name, const void *client,
+    size_t client_len, uint64_t cost, shmt_decision_t *out)
+{
+	SHMT_GEN_CALL(h, gen_acquire_once(h, name, client, client_len, cost, out));
+}
+
+static int
+gen_peek_once(shmt_t *h, const char *name, const void *client, size_t client_len,
     uint64_t cost, shmt_decision_t *out)
 {
 	struct shmt_lview scratch;
@@ -839,7 +863,14 @@ shmt_peek(shmt_t *h, const char *name, const void *client, size_t client_len,
 }
 
 SHMT_EXPORT int
-shmt_next_key_decide(shmt_t *h, const char *name, char *buf, size_t cap,
+shmt_peek(shmt_t *h, const char *name, const void *client, size_t client_len,
+    uint64_t cost, shmt_decision_t *out)
+{
+	SHMT_GEN_CALL(h, gen_peek_once(h, name, client, client_len, cost, out));
+}
+
+static int
+gen_next_key_decide_once(shmt_t *h, const char *name, char *buf, size_t cap,
     shmt_decision_t *out)
 {
 	struct shmt_lview scratch;
@@ -855,4 +886,11 @@ shmt_next_key_decide(shmt_t *h, const char *name, char *buf, size_t cap,
 	if ((rc = shmt__acquire_shared(h, v, 1, &cursor, out, NULL)) != 1)
 		return rc;
 	return shmt__key_copy(v, cursor, buf);
+}
+
+SHMT_EXPORT int
+shmt_next_key_decide(shmt_t *h, const char *name, char *buf, size_t cap,
+    shmt_decision_t *out)
+{
+	SHMT_GEN_CALL(h, gen_next_key_decide_once(h, name, buf, cap, out));
 }

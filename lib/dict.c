@@ -130,25 +130,46 @@ dict_put(shmt_t *h, const void *key, size_t klen, const void *val,
 	return rc;
 }
 
-SHMT_EXPORT int
-shmt_set(shmt_t *h, const void *key, size_t klen, const void *val,
+static int
+gen_set_once(shmt_t *h, const void *key, size_t klen, const void *val,
     size_t vlen, uint64_t ttl_ms)
 {
 	return dict_put(h, key, klen, val, vlen, ttl_ms, PUT_SET);
 }
 
 SHMT_EXPORT int
-shmt_add(shmt_t *h, const void *key, size_t klen, const void *val,
+shmt_set(shmt_t *h, const void *key, size_t klen, const void *val,
+    size_t vlen, uint64_t ttl_ms)
+{
+	SHMT_GEN_CALL(h, gen_set_once(h, key, klen, val, vlen, ttl_ms));
+}
+
+static int
+gen_add_once(shmt_t *h, const void *key, size_t klen, const void *val,
     size_t vlen, uint64_t ttl_ms)
 {
 	return dict_put(h, key, klen, val, vlen, ttl_ms, PUT_ADD);
 }
 
 SHMT_EXPORT int
-shmt_replace(shmt_t *h, const void *key, size_t klen, const void *val,
+shmt_add(shmt_t *h, const void *key, size_t klen, const void *val,
+    size_t vlen, uint64_t ttl_ms)
+{
+	SHMT_GEN_CALL(h, gen_add_once(h, key, klen, val, vlen, ttl_ms));
+}
+
+static int
+gen_replace_once(shmt_t *h, const void *key, size_t klen, const void *val,
     size_t vlen, uint64_t ttl_ms)
 {
 	return dict_put(h, key, klen, val, vlen, ttl_ms, PUT_REPLACE);
+}
+
+SHMT_EXPORT int
+shmt_replace(shmt_t *h, const void *key, size_t klen, const void *val,
+    size_t vlen, uint64_t ttl_ms)
+{
+	SHMT_GEN_CALL(h, gen_replace_once(h, key, klen, val, vlen, ttl_ms));
 }
 
 /* The locked prologue shared by del and incr. */
@@ -171,8 +192,8 @@ lock_key(shmt_t *h, const struct shmt_store *st, const void *key, size_t klen,
 	return rc < 0 ? rc : 0;
 }
 
-SHMT_EXPORT int
-shmt_del(shmt_t *h, const void *key, size_t klen)
+static int
+gen_del_once(shmt_t *h, const void *key, size_t klen)
 {
 	const struct shmt_store *st = h != NULL ? h->dict : NULL;
 	struct shmt_shard *sh;
@@ -192,6 +213,12 @@ shmt_del(shmt_t *h, const void *key, size_t klen)
 	}
 	shmt__unlock(&sh->ds_lock);
 	return rc;
+}
+
+SHMT_EXPORT int
+shmt_del(shmt_t *h, const void *key, size_t klen)
+{
+	SHMT_GEN_CALL(h, gen_del_once(h, key, klen));
 }
 
 /* Parse exactly LEN bytes as a decimal int64: an optional '-', then digits
@@ -216,8 +243,8 @@ parse_i64(const char *s, size_t len, int64_t *out)
 	return 0;
 }
 
-SHMT_EXPORT int
-shmt_incr(shmt_t *h, const void *key, size_t klen, int64_t delta,
+static int
+gen_incr_once(shmt_t *h, const void *key, size_t klen, int64_t delta,
     int64_t *result)
 {
 	const struct shmt_store *st = h != NULL ? h->dict : NULL;
@@ -269,6 +296,13 @@ shmt_incr(shmt_t *h, const void *key, size_t klen, int64_t delta,
 out:
 	shmt__unlock(&sh->ds_lock);
 	return rc;
+}
+
+SHMT_EXPORT int
+shmt_incr(shmt_t *h, const void *key, size_t klen, int64_t delta,
+    int64_t *result)
+{
+	SHMT_GEN_CALL(h, gen_incr_once(h, key, klen, delta, result));
 }
 
 
@@ -347,8 +381,8 @@ get_copy(void *arg)
 	return 0;
 }
 
-SHMT_EXPORT int
-shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
+static int
+gen_get_once(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
     size_t *vlen)
 {
 	const struct shmt_store *st = h != NULL ? h->dict : NULL;
@@ -387,6 +421,13 @@ shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
 	if (__atomic_load_n(at, __ATOMIC_RELAXED) != t)
 		__atomic_store_n(at, t, __ATOMIC_RELAXED);
 	return rc;
+}
+
+SHMT_EXPORT int
+shmt_get(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
+    size_t *vlen)
+{
+	SHMT_GEN_CALL(h, gen_get_once(h, key, klen, buf, cap, vlen));
 }
 
 /* shmt__dict_key_by_hash's copy: the key of the item with HASH. */
@@ -510,8 +551,8 @@ shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf, size_t kcap,
 	}
 }
 
-SHMT_EXPORT int
-shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out)
+static int
+gen_dict_stat_once(shmt_t *h, shmt_dict_stat_t *out)
 {
 	const struct shmt_store *st = h != NULL ? h->dict : NULL;
 	uint32_t room = UINT32_MAX;
@@ -552,6 +593,12 @@ shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out)
 			out->value_room = SHMT_VALUE_MAX;
 	}
 	return 0;
+}
+
+SHMT_EXPORT int
+shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out)
+{
+	SHMT_GEN_READ(h, gen_dict_stat_once(h, out));
 }
 
 /* ---- Store helpers for the counters (counters.c) -------------------------- */

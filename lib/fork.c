@@ -49,8 +49,9 @@ shmt__fork_reattach(shmt_t *h)
 	unsigned gen = __atomic_load_n(&shmt__fork_generation, __ATOMIC_ACQUIRE);
 	int rc = 0;
 
-	if (__atomic_load_n(&h->hdr->sh_retired, __ATOMIC_ACQUIRE) != 0)
-		return SHMT_ESTALE;
+	if (__atomic_load_n(&h->hdr->sh_retired, __ATOMIC_ACQUIRE) != 0 &&
+	    (rc = shmt__frozen_wait(h)) != 0)
+		return rc;
 	pthread_mutex_lock(&fork_mu);
 	if (__atomic_load_n(&h->fork_gen, __ATOMIC_ACQUIRE) != gen) {
 		/* The slot and pid were the parent's: never release them. */
@@ -59,6 +60,52 @@ shmt__fork_reattach(shmt_t *h)
 		rc = shmt__slot_claim(h);
 		if (rc == 0)
 			__atomic_store_n(&h->fork_gen, gen, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&fork_mu);
+	return rc;
+}
+
+/*
+ * Following a move (move.c).  A handle whose segment moved gets the handle
+ * of the next generation as gen_next, and every later call goes there
+ * (SHMT_GEN_CALL).  The old mapping is not unmapped then: another thread
+ * of this process may be inside a call on it (a grant parked between its
+ * load of the word and its CAS, a reader copying a value).  Such a thread
+ * only touches the old mapping until its call returns: its writes are
+ * refused there (the segment is no longer LIVE, see move.c) and it
+ * retries on the new one.  Every handle of the chain is unmapped by
+ * shmt_close() of the handle the caller holds, which by contract no other
+ * thread is using then.  The cost: each move keeps the old generation's
+ * pages (its size, in tmpfs memory) until the process closes its handle
+ * or exits.  A grace period per thread (a quiescent-state record updated
+ * at the library's entry points) would let a process unmap earlier; it
+ * is not done here.
+ */
+int
+shmt__gen_follow(shmt_t *h)
+{
+	uint32_t s = __atomic_load_n(&h->hdr->sh_retired, __ATOMIC_ACQUIRE);
+	shmt_t *n = NULL;
+	int rc = 0;
+
+	if (s == SHMT_SEG_FROZEN) {
+		rc = shmt__frozen_wait(h);
+		if (rc != SHMT_ESTALE)
+			return rc;
+		s = __atomic_load_n(&h->hdr->sh_retired, __ATOMIC_ACQUIRE);
+	}
+	if (s == SHMT_SEG_LIVE)
+		return 0;
+	if (s != SHMT_SEG_MOVED)
+		return SHMT_ESTALE;
+	pthread_mutex_lock(&fork_mu);
+	if (__atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE) == NULL) {
+		rc = shmt_open(h->name, &n);
+		if (rc == 0) {
+			n->clock = h->clock;
+			n->clock_ctx = h->clock_ctx;
+			__atomic_store_n(&h->gen_next, n, __ATOMIC_RELEASE);
+		}
 	}
 	pthread_mutex_unlock(&fork_mu);
 	return rc;

@@ -15,8 +15,9 @@ extern unsigned shmt__fork_generation;
 
 /* At attach: register the atfork handler (once) and stamp H. */
 void shmt__fork_attach(shmt_t *h);
-/* Slow path of SHMT_FORK_CHECK: SHMT_ESTALE when H's segment was retired,
- * else reattach H in this process. */
+/* Slow path of SHMT_FORK_CHECK: SHMT_ESTALE when H's segment was retired
+ * or moved (after waiting out a move in progress: -EAGAIN past the
+ * bound), else reattach H in this process. */
 int shmt__fork_reattach(shmt_t *h);
 
 /* Also the one place a call learns that its segment was retired (the
@@ -32,6 +33,61 @@ shmt__fork_check(shmt_t *h)
 		return shmt__fork_reattach(h);
 	return 0;
 }
+
+/* After a grant (RC 1) on H: the generation still LIVE (one load of the
+ * line the entry check read), or the grant's fate once a move decides it
+ * (move.c): 1 when it stands, SHMT_ESTALE or -EAGAIN when it is not
+ * granted. */
+int shmt__grant_moved(shmt_t *h);
+static inline int
+shmt__grant_check(shmt_t *h, int rc)
+{
+	if (__builtin_expect(rc == 1 && shmt__frozen_load(h) != 0, 0))
+		return shmt__grant_moved(h);
+	return rc;
+}
+
+/* Take the limiter table's lock, repaired after a dead holder, on a LIVE
+ * segment (waiting out a move, move.c): 0, or an error (not held). */
+int shmt__table_lock(shmt_t *h);
+
+/* H (the newest handle of its chain) answered SHMT_ESTALE: when its
+ * segment was MOVED, open the generation its name now holds and link it
+ * as H's next (once per process); 0 when the call may be retried on
+ * shmt__gen_live(H), else the error to report (SHMT_ESTALE: retired, not
+ * moved; or shmt_open's error). */
+int shmt__gen_follow(shmt_t *h);
+
+/* The body of a public entry point on handle H: CALL on the newest
+ * generation, again on the next one when it answers SHMT_ESTALE because
+ * its segment moved (a few times at most: moves are rare).  CALL must
+ * reach SHMT_FORK_CHECK (or a lock, or a grant), which answers SHMT_ESTALE
+ * on a moved segment; the straight path costs one load of H's own line. */
+#define SHMT_GEN_CALL(h, call) do { \
+	int grc_; \
+	(h) = shmt__gen_live(h); \
+	grc_ = (call); \
+	if (__builtin_expect(grc_ == SHMT_ESTALE, 0)) \
+		for (int gt_ = 0; gt_ < 8 && shmt__gen_follow(h) == 0; gt_++) { \
+			(h) = shmt__gen_live(h); \
+			if ((grc_ = (call)) != SHMT_ESTALE) \
+				break; \
+		} \
+	return grc_; \
+} while (0)
+
+/* The same for a call that only reads and checks nothing (statistics):
+ * a moved segment is followed before the call. */
+#define SHMT_GEN_READ(h, call) do { \
+	(h) = shmt__gen_live(h); \
+	if ((h) != NULL && __atomic_load_n(&(h)->hdr->sh_retired, \
+	    __ATOMIC_ACQUIRE) == SHMT_SEG_MOVED) \
+		for (int gt_ = 0; gt_ < 8 && shmt__gen_follow(h) == 0; gt_++) \
+			if (__atomic_load_n(&((h) = shmt__gen_live(h))->hdr-> \
+			    sh_retired, __ATOMIC_ACQUIRE) != SHMT_SEG_MOVED) \
+				break; \
+	SHMT_GEN_CALL(h, call); \
+} while (0)
 
 /* At the top of an entry point that returns an int error. */
 #define SHMT_FORK_CHECK(h) do { int fork_rc_ = shmt__fork_check(h); \

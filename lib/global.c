@@ -108,6 +108,7 @@
  * grant costs what a local one does.  Clock synchronisation is not
  * assumed: each lease is bounded by the host's own clock.
  */
+#include "fork.h"
 #include "global.h"
 
 #include "atomic128.h"
@@ -513,8 +514,8 @@ shmt__global_publish(const struct shmt__gref *r, const shmt_global_stat_t *s,
 
 /* ---- Public ------------------------------------------------------------------ */
 
-SHMT_EXPORT int
-shmt_global_stat(shmt_t *h, const char *name, shmt_global_stat_t *out)
+static int
+gen_global_stat_once(shmt_t *h, const char *name, shmt_global_stat_t *out)
 {
 	struct shmt_lim *lim;
 	struct shmt_glease *g;
@@ -562,4 +563,10 @@ shmt_global_stat(shmt_t *h, const char *name, shmt_global_stat_t *out)
 	out->updated_ns = GET(gl_updated_ns);
 #undef GET
 	return 0;
+}
+
+SHMT_EXPORT int
+shmt_global_stat(shmt_t *h, const char *name, shmt_global_stat_t *out)
+{
+	SHMT_GEN_READ(h, gen_global_stat_once(h, name, out));
 }

@@ -16,7 +16,7 @@
 #include "table.h"
 
 static inline __attribute__((always_inline)) int
-take_shared_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
 	struct bk_ctx c;
 	uint32_t tag = 0;
@@ -58,6 +58,15 @@ take_shared_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	else if (rc == 0)
 		shmt__count_denial(v->lim, why);
 	return rc;
+}
+
+/* One use of the shared limiter V: 1 granted (*CURSOR: the key-pool
+ * cursor), 0 refused, or an error; a grant that raced with a move is
+ * decided by shmt__grant_check (move.c). */
+static inline __attribute__((always_inline)) int
+take_shared_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+{
+	return shmt__grant_check(h, take_shared_once(h, v, cursor));
 }
 
 #endif /* SHMT_GRANT_H */

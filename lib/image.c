@@ -275,7 +275,7 @@ store_section(shmt_t *h, const struct shmt_store *st, uint32_t kind,
 	for (uint32_t i = 0; i < st->shards && rc == 0; i++) {
 		struct shmt_shard *sh = shard_at(st, i);
 
-		if ((rc = shmt__shard_lock(st, sh)) < 0)
+		if ((rc = shmt__shard_lock_any(st, sh)) < 0)
 			return rc;
 		rc = shard_records(st, sh, shmt__now(h), o, &s.is_count);
 		shmt__unlock(&sh->ds_lock);
@@ -467,24 +467,61 @@ find_sections(const unsigned char *b, uint64_t len, struct sections *s,
 /* ---- Restoring ------------------------------------------------------------ */
 
 /* Copy the limiters' pieces of IMG into the fresh segment T and set the
- * header fields that go with them. */
+ * header fields that go with them.  T has the image's own layout, or (a
+ * move, RESIZED) its own sizes: then the rows in use must fit T's table
+ * and the arena's used part T's arena, which rows name by offsets from the
+ * arena's start, so both move as they are. */
 static int
 fill_limiters(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
-    const struct img_hdr *ih, char *err, size_t cap)
+    const struct img_hdr *ih, int resized, char *err, size_t cap)
 {
 	struct shmt_hdr *th = t->hdr;
+	uint64_t lim_src = sh->sh_regions[SHMT_R_LIMITERS].rg_size;
+	uint64_t lim_len = lim_src;
 
-	for (int i = 0; i < SHMT_R_COUNT; i++)
-		if (t->reg[i].rg_off != sh->sh_regions[i].rg_off ||
-		    t->reg[i].rg_size != sh->sh_regions[i].rg_size)
-			return img_bad(err, cap, SHMT_ECORRUPT, "region %d of "
-			    "the image does not match its own parameters", i);
+	if (!resized) {
+		for (int i = 0; i < SHMT_R_COUNT; i++)
+			if (t->reg[i].rg_off != sh->sh_regions[i].rg_off ||
+			    t->reg[i].rg_size != sh->sh_regions[i].rg_size)
+				return img_bad(err, cap, SHMT_ECORRUPT, "region %d "
+				    "of the image does not match its own "
+				    "parameters", i);
+	} else {
+		const unsigned char *lp = img +
+		    sh->sh_regions[SHMT_R_HEADER].rg_size;
+		uint64_t used = 0, rows;
+
+		/* Rows are taken first free first and never given back
+		 * (deleted rows stay): the table in use ends at the last
+		 * row that is not FREE. */
+		for (uint64_t r = 0; r < lim_src / sizeof(struct shmt_lim); r++) {
+			uint32_t state;
+
+			memcpy(&state, lp + r * sizeof(struct shmt_lim) +
+			    offsetof(struct shmt_lim, lm_state), sizeof(state));
+			if (state != SHMT_LIM_FREE)
+				used = r + 1;
+		}
+		rows = used * sizeof(struct shmt_lim);
+		if (rows > t->reg[SHMT_R_LIMITERS].rg_size)
+			return img_bad(err, cap, -ENOSPC, "%" PRIu64 " limiter "
+			    "rows are in use, the new table holds %" PRIu64
+			    ": keep max_limiters at %" PRIu64 " or more", used,
+			    t->reg[SHMT_R_LIMITERS].rg_size /
+			    sizeof(struct shmt_lim), used);
+		if (ih->ih_arena_bytes > t->reg[SHMT_R_ARENA].rg_size)
+			return img_bad(err, cap, -ENOSPC, "%" PRIu64 " arena bytes "
+			    "are in use, the new arena holds %" PRIu64 ": keep "
+			    "arena_bytes at %" PRIu64 " or more",
+			    ih->ih_arena_bytes, t->reg[SHMT_R_ARENA].rg_size,
+			    ih->ih_arena_bytes);
+		lim_len = rows;
+	}
 	memcpy(t->base + t->reg[SHMT_R_LIMITERS].rg_off,
-	    img + t->reg[SHMT_R_HEADER].rg_size,
-	    t->reg[SHMT_R_LIMITERS].rg_size);
+	    img + sh->sh_regions[SHMT_R_HEADER].rg_size, lim_len);
 	memcpy(t->base + t->reg[SHMT_R_ARENA].rg_off,
-	    img + t->reg[SHMT_R_HEADER].rg_size +
-	    t->reg[SHMT_R_LIMITERS].rg_size, ih->ih_arena_bytes);
+	    img + sh->sh_regions[SHMT_R_HEADER].rg_size + lim_src,
+	    ih->ih_arena_bytes);
 	th->sh_generation = sh->sh_generation + 1;
 	th->sh_arena_used = ih->ih_arena_bytes;
 	th->sh_nlimiters = sh->sh_nlimiters;
@@ -759,12 +796,12 @@ params_of(const struct shmt_hdr *sh, shmt_config_t *c)
  * rebase, then the stores and the analyzer, then the check. */
 static int
 fill(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
-    const struct img_hdr *ih, const struct sections *s, int64_t d, char *err,
-    size_t cap)
+    const struct img_hdr *ih, const struct sections *s, int64_t d, int resized,
+    char *err, size_t cap)
 {
 	int rc;
 
-	if ((rc = fill_limiters(t, img, sh, ih, err, cap)) != 0)
+	if ((rc = fill_limiters(t, img, sh, ih, resized, err, cap)) != 0)
 		return rc;
 	/* The image's secret, not the fresh one shmt_create made: the
 	 * per-client tables and the analyzer hold hashes keyed with it, and
@@ -824,12 +861,10 @@ image_check(const unsigned char *img, size_t len, struct img_hdr *ih,
 }
 
 int
-shmt__image_restore(const unsigned char *img, size_t len, const char *name,
-    const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,
-    char *err, size_t cap)
+shmt__image_rebuild(const unsigned char *img, size_t len, const char *tmp,
+    const shmt_config_t *want, const struct shmt__host_time *now,
+    shmt_clock_fn clock, void *clock_ctx, shmt_t **out, char *err, size_t cap)
 {
-	char tmp[SHMT_SEGNAME_MAX + 64];
-	char from[SHMT_SEGNAME_MAX + 80], to[SHMT_SEGNAME_MAX + 16];
 	const unsigned char *body;
 	struct img_hdr ih;
 	struct shmt_hdr sh;
@@ -837,6 +872,45 @@ shmt__image_restore(const unsigned char *img, size_t len, const char *name,
 	shmt_config_t c;
 	shmt_t *t;
 	int64_t d;
+	int rc;
+
+	*out = NULL;
+	if ((rc = image_check(img, len, &ih, &sh, &s, err, cap)) != 0)
+		return rc;
+	body = img + sizeof(ih);
+	if (want != NULL)
+		c = *want;
+	else
+		params_of(&sh, &c);
+	d = shmt__image_delta(ih.ih_wall_ns, ih.ih_mono_ns, now->wall_ns,
+	    now->mono_ns, now->boot_id[0] != '\0' &&
+	    strncmp(now->boot_id, ih.ih_boot_id, sizeof(ih.ih_boot_id)) == 0);
+	shmt_unlink(tmp); /* a leftover of a rebuild killed midway */
+	if ((rc = shmt_create(tmp, &c, &t)) != 0)
+		return img_bad(err, cap, rc, "cannot create segment %s: %s", tmp,
+		    shmt_strerror(rc));
+	if (clock != NULL && (rc = shmt_set_clock(t, clock, clock_ctx)) != 0)
+		img_bad(err, cap, rc, "cannot set the clock: %s",
+		    shmt_strerror(rc));
+	if (rc == 0)
+		rc = fill(t, body, &sh, &ih, &s, d, want != NULL, err, cap);
+	if (rc != 0) {
+		shmt_close(t);
+		shmt_unlink(tmp);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+int
+shmt__image_restore(const unsigned char *img, size_t len, const char *name,
+    const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,
+    char *err, size_t cap)
+{
+	char tmp[SHMT_SEGNAME_MAX + 64];
+	char from[SHMT_SEGNAME_MAX + 80], to[SHMT_SEGNAME_MAX + 16];
+	shmt_t *t;
 	int rc;
 
 	if (img == NULL || name == NULL || now == NULL)
@@ -847,25 +921,12 @@ shmt__image_restore(const unsigned char *img, size_t len, const char *name,
 	    (int)shmt__env_pid()) > SHMT_SEGNAME_MAX)
 		return img_bad(err, cap, -ENAMETOOLONG, "segment name %s is too "
 		    "long to restore under a temporary name", name);
-	if ((rc = image_check(img, len, &ih, &sh, &s, err, cap)) != 0)
+	if ((rc = shmt__image_rebuild(img, len, tmp, NULL, now, clock,
+	    clock_ctx, &t, err, cap)) != 0)
 		return rc;
-	body = img + sizeof(ih);
-	params_of(&sh, &c);
-	d = shmt__image_delta(ih.ih_wall_ns, ih.ih_mono_ns, now->wall_ns,
-	    now->mono_ns, now->boot_id[0] != '\0' &&
-	    strncmp(now->boot_id, ih.ih_boot_id, sizeof(ih.ih_boot_id)) == 0);
-	shmt_unlink(tmp); /* a leftover of a restore killed midway */
-	if ((rc = shmt_create(tmp, &c, &t)) != 0)
-		return img_bad(err, cap, rc, "cannot create segment %s: %s", tmp,
-		    shmt_strerror(rc));
-	if (clock != NULL && (rc = shmt_set_clock(t, clock, clock_ctx)) != 0)
-		img_bad(err, cap, rc, "cannot set the clock: %s",
-		    shmt_strerror(rc));
-	if (rc == 0)
-		rc = fill(t, body, &sh, &ih, &s, d, err, cap);
 	snprintf(from, sizeof(from), "/dev/shm%s", tmp);
 	snprintf(to, sizeof(to), "/dev/shm%s", name);
-	if (rc == 0 && link(from, to) != 0) {
+	if (link(from, to) != 0) {
 		rc = -errno;
 		img_bad(err, cap, rc, "cannot publish %s: %s", name,
 		    strerror(-rc));

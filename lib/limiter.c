@@ -9,6 +9,7 @@
  * place, with its proof, in update.c.
 
  */
+#include "fork.h"
 #include "limiter.h"
 
 #include "analyzer.h"
@@ -25,6 +26,7 @@
 #include "wait.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +46,8 @@ shmt_limit_check(const shmt_limit_t *lim, char *why, size_t why_len)
 	return shmt__limit_check(lim, &g, why, why_len);
 }
 
-SHMT_EXPORT int
-shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
+static int
+gen_limiter_define_once(shmt_t *h, const char *name, const shmt_limit_t *l)
 {
 	struct lim_geom g;
 	size_t len;
@@ -57,14 +59,17 @@ shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
 		return rc;
 	if ((rc = shmt__limit_check(l, &g, NULL, 0)) != 0)
 		return rc;
-	lk = shmt__lock(h, &h->hdr->sh_table_lock);
-	if (lk < 0)
+	if ((lk = shmt__table_lock(h)) != 0)
 		return lk;
-	if (lk == 1)
-		shmt__rows_repair(h);
 	rc = shmt__define_locked(h, name, len, l, &g);
 	shmt__unlock(&h->hdr->sh_table_lock);
 	return rc;
+}
+
+SHMT_EXPORT int
+shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
+{
+	SHMT_GEN_CALL(h, gen_limiter_define_once(h, name, l));
 }
 
 /* ---- Public: using limiters ---------------------------------------------- */
@@ -81,8 +86,8 @@ take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	return rc;
 }
 
-SHMT_EXPORT int
-shmt_try_use_key(shmt_t *h, const char *name)
+static int
+gen_try_use_key_once(shmt_t *h, const char *name)
 {
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
@@ -97,7 +102,13 @@ shmt_try_use_key(shmt_t *h, const char *name)
 }
 
 SHMT_EXPORT int
-shmt_next_key(shmt_t *h, const char *name, char *buf, size_t cap)
+shmt_try_use_key(shmt_t *h, const char *name)
+{
+	SHMT_GEN_CALL(h, gen_try_use_key_once(h, name));
+}
+
+static int
+gen_next_key_once(shmt_t *h, const char *name, char *buf, size_t cap)
 {
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
@@ -114,11 +125,17 @@ shmt_next_key(shmt_t *h, const char *name, char *buf, size_t cap)
 	return shmt__key_copy(v, cursor, buf);
 }
 
+SHMT_EXPORT int
+shmt_next_key(shmt_t *h, const char *name, char *buf, size_t cap)
+{
+	SHMT_GEN_CALL(h, gen_next_key_once(h, name, buf, cap));
+}
+
 /* One use of CLIENT (LEN bytes, checked) on V, a per-client limiter.  The
  * precise clock is read once, by the grant: the entry's last use and the
  * analyzer's count take the grant's own time. */
 static int
-try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len)
 {
 	struct shmt_client *e;
@@ -171,8 +188,15 @@ try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 	return rc;
 }
 
-SHMT_EXPORT int
-shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
+static int
+try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+    size_t len)
+{
+	return shmt__grant_check(h, try_client_once(h, v, client, len));
+}
+
+static int
+gen_try_use_once(shmt_t *h, const char *name, const void *client, size_t len)
 {
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
@@ -187,6 +211,12 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
 	return try_client(h, v, client, len);
 }
 
+SHMT_EXPORT int
+shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
+{
+	SHMT_GEN_CALL(h, gen_try_use_once(h, name, client, len));
+}
+
 /* ---- Resolved limiters ------------------------------------------------------- */
 
 /*
@@ -198,21 +228,27 @@ shmt_try_use(shmt_t *h, const char *name, const void *client, size_t len)
  * a fork or a retired segment (SHMT_FORK_CHECK).  What a call skips is the
  * name: no thread-local lookup, no compare, whatever its length.
  */
-struct shmt_limiter {
-	shmt_t *h;
-	const struct shmt_lview *v;
+struct lh_pair {
+	shmt_t *h;                    /* a generation's handle */
+	const struct shmt_lview *v;   /* the row's view in it */
+	struct lh_pair *older;        /* kept until shmt_limiter_close */
 };
 
-SHMT_EXPORT int
-shmt_limiter_open(shmt_t *h, const char *name, shmt_limiter_t **out)
+/* After a move (move.c) the view of the old generation is resolved again
+ * by name on the new one: the pair {handle, view} changes in one pointer,
+ * so a call never mixes a generation's handle with another's view. */
+struct shmt_limiter {
+	struct lh_pair *cur;
+	pthread_mutex_t mu;           /* serialises re-resolutions */
+};
+
+static int
+lh_find(shmt_t *h, const char *name, const struct shmt_lview **out)
 {
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
-	struct shmt_limiter *l;
 	int rc;
 
-	if (out == NULL)
-		return -EINVAL;
 	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
 		return rc;
 	/* A view in SCRATCH means another thread of this process is filling
@@ -225,78 +261,179 @@ shmt_limiter_open(shmt_t *h, const char *name, shmt_limiter_t **out)
 		if ((rc = shmt__view_get(h, scratch.lv_row, &scratch, &v)) != 0)
 			return rc;
 	}
-	if ((l = malloc(sizeof(*l))) == NULL)
+	*out = v;
+	return 0;
+}
+
+static int
+gen_limiter_open_once(shmt_t *h, const char *name, shmt_limiter_t **out)
+{
+	const struct shmt_lview *v;
+	struct shmt_limiter *l;
+	int rc;
+
+	if (out == NULL)
+		return -EINVAL;
+	if ((rc = lh_find(h, name, &v)) != 0)
+		return rc;
+	if ((l = calloc(1, sizeof(*l))) == NULL)
 		return -ENOMEM;
-	l->h = h;
-	l->v = v;
+	if ((l->cur = calloc(1, sizeof(*l->cur))) == NULL) {
+		free(l);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&l->mu, NULL);
+	l->cur->h = h;
+	l->cur->v = v;
 	*out = l;
 	return 0;
+}
+
+SHMT_EXPORT int
+shmt_limiter_open(shmt_t *h, const char *name, shmt_limiter_t **out)
+{
+	SHMT_GEN_CALL(h, gen_limiter_open_once(h, name, out));
 }
 
 SHMT_EXPORT void
 shmt_limiter_close(shmt_limiter_t *l)
 {
+	struct lh_pair *p, *o;
+
+	if (l == NULL)
+		return;
+	for (p = l->cur; p != NULL; p = o) {
+		o = p->older;
+		free(p);
+	}
+	pthread_mutex_destroy(&l->mu);
 	free(l);
 }
 
-/* The view of L for a call: 0, or an error for the whole call. */
-static inline int
-lh_view(shmt_limiter_t *l, const struct shmt_lview **vp)
+/* Resolve L's limiter again, by name, on the generation LIVE. */
+static int
+lh_resolve(shmt_limiter_t *l, shmt_t *live)
 {
+	struct lh_pair *c, *n;
+	int rc = 0;
+
+	pthread_mutex_lock(&l->mu);
+	c = l->cur;
+	if (c->h != live) {
+		const struct shmt_lview *v;
+
+		if ((rc = lh_find(live, c->v->name, &v)) == 0) {
+			if ((n = malloc(sizeof(*n))) == NULL) {
+				rc = -ENOMEM;
+			} else {
+				n->h = live;
+				n->v = v;
+				n->older = c;
+				__atomic_store_n(&l->cur, n, __ATOMIC_RELEASE);
+			}
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+	return rc;
+}
+
+/* The handle and view of L for a call: 0, or an error for the whole
+ * call. */
+static inline int
+lh_view(shmt_limiter_t *l, shmt_t **hp, const struct shmt_lview **vp)
+{
+	struct lh_pair *c;
+	shmt_t *live;
+	int rc;
+
 	if (__builtin_expect(l == NULL, 0))
 		return -EINVAL;
-	SHMT_FORK_CHECK(l->h);
-	if (__builtin_expect(!row_live(l->v), 0))
+	c = __atomic_load_n(&l->cur, __ATOMIC_ACQUIRE);
+	live = shmt__gen_live(c->h);
+	if (__builtin_expect(live != c->h, 0)) {
+		if ((rc = lh_resolve(l, live)) != 0)
+			return rc;
+		c = __atomic_load_n(&l->cur, __ATOMIC_ACQUIRE);
+	}
+	SHMT_FORK_CHECK(c->h);
+	if (__builtin_expect(!row_live(c->v), 0))
 		return -ENOENT;
-	*vp = view_latest(l->v);
+	*hp = c->h;
+	*vp = view_latest(c->v);
 	return 0;
 }
 
-SHMT_EXPORT int
-shmt_limiter_try(shmt_limiter_t *l, const void *client, size_t len)
+/* Retry a call on L on the next generation when its segment moved. */
+#define LH_GEN_CALL(l, call) do { \
+	for (int lt_ = 0;; lt_++) { \
+		int lrc_ = (call); \
+		if (__builtin_expect(lrc_ != SHMT_ESTALE, 1) || lt_ == 8 || \
+		    shmt__gen_follow(shmt__gen_live( \
+		    __atomic_load_n(&(l)->cur, __ATOMIC_ACQUIRE)->h)) != 0) \
+			return lrc_; \
+	} \
+} while (0)
+
+static int
+limiter_try_once(shmt_limiter_t *l, const void *client, size_t len)
 {
 	const struct shmt_lview *v;
 	uint64_t cursor;
+	shmt_t *h;
 	int rc;
 
-	if ((rc = lh_view(l, &v)) != 0)
+	if ((rc = lh_view(l, &h, &v)) != 0)
 		return rc;
 	if (client == NULL) {
 		if (len != 0)
 			return -EINVAL;
 		if (v->flags & SHMT_LIMF_PER_CLIENT)
 			return -EPERM;
-		return take_shared(l->h, v, &cursor);
+		return take_shared(h, v, &cursor);
 	}
 	if (len == 0)
 		return -EINVAL;
 	if (len > SHMT_CLIENT_MAX)
 		return -E2BIG;
-	return try_client(l->h, v, client, len);
+	return try_client(h, v, client, len);
+}
+
+SHMT_EXPORT int
+shmt_limiter_try(shmt_limiter_t *l, const void *client, size_t len)
+{
+	LH_GEN_CALL(l, limiter_try_once(l, client, len));
+}
+
+static int
+limiter_acquire_once(shmt_limiter_t *l, const void *client, size_t len,
+    uint64_t cost, shmt_decision_t *out)
+{
+	const struct shmt_lview *v;
+	uint64_t cursor = 0;
+	shmt_t *h;
+	int rc;
+
+	if ((rc = lh_view(l, &h, &v)) != 0 ||
+	    (rc = shmt__decide_check(v, client, len, cost)) != 0)
+		return rc;
+	if (client != NULL)
+		return enforce(v, shmt__acquire_client(h, v, client, len,
+		    cost, out, NULL));
+	return enforce(v, shmt__acquire_shared(h, v, cost, &cursor, out,
+	    NULL));
 }
 
 SHMT_EXPORT int
 shmt_limiter_acquire(shmt_limiter_t *l, const void *client, size_t len,
     uint64_t cost, shmt_decision_t *out)
 {
-	const struct shmt_lview *v;
-	uint64_t cursor = 0;
-	int rc;
-
-	if ((rc = lh_view(l, &v)) != 0 ||
-	    (rc = shmt__decide_check(v, client, len, cost)) != 0)
-		return rc;
-	if (client != NULL)
-		return enforce(v, shmt__acquire_client(l->h, v, client, len,
-		    cost, out, NULL));
-	return enforce(v, shmt__acquire_shared(l->h, v, cost, &cursor, out,
-	    NULL));
+	LH_GEN_CALL(l, limiter_acquire_once(l, client, len, cost, out));
 }
 
 /* ---- Deleting and resetting -------------------------------------------------- */
 
-SHMT_EXPORT int
-shmt_limiter_delete(shmt_t *h, const char *name)
+static int
+gen_limiter_delete_once(shmt_t *h, const char *name)
 {
 	struct shmt_lim *lim;
 	uint32_t n, r;
@@ -307,11 +444,8 @@ shmt_limiter_delete(shmt_t *h, const char *name)
 		return -EINVAL;
 	if ((rc = shmt__lim_name_check(name, &len)) != 0)
 		return rc;
-	lk = shmt__lock(h, &h->hdr->sh_table_lock);
-	if (lk < 0)
+	if ((lk = shmt__table_lock(h)) != 0)
 		return lk;
-	if (lk == 1)
-		shmt__rows_repair(h);
 	lim = shmt__rows(h, &n);
 	rc = -ENOENT;
 	for (r = 0; r < n; r++) {
@@ -335,7 +469,13 @@ shmt_limiter_delete(shmt_t *h, const char *name)
 }
 
 SHMT_EXPORT int
-shmt_limiter_reset(shmt_t *h, const char *name, const void *client,
+shmt_limiter_delete(shmt_t *h, const char *name)
+{
+	SHMT_GEN_CALL(h, gen_limiter_delete_once(h, name));
+}
+
+static int
+gen_limiter_reset_once(shmt_t *h, const char *name, const void *client,
     size_t client_len)
 {
 	struct shmt_lview scratch;
@@ -393,6 +533,13 @@ shmt_limiter_reset(shmt_t *h, const char *name, const void *client,
 		shmt__wake_waiters(&v->lim->lm_wake);
 	}
 	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+SHMT_EXPORT int
+shmt_limiter_reset(shmt_t *h, const char *name, const void *client,
+    size_t client_len)
+{
+	SHMT_GEN_CALL(h, gen_limiter_reset_once(h, name, client, client_len));
 }
 
 /* ---- Statistics ------------------------------------------------------------- */
@@ -456,8 +603,8 @@ stat_fill(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 		shmt__gcra_stat(h, v, o);
 }
 
-SHMT_EXPORT int
-shmt_limiter_stat(shmt_t *h, const char *name, shmt_limiter_stat_t *out)
+static int
+gen_limiter_stat_once(shmt_t *h, const char *name, shmt_limiter_stat_t *out)
 {
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
@@ -473,7 +620,13 @@ shmt_limiter_stat(shmt_t *h, const char *name, shmt_limiter_stat_t *out)
 }
 
 SHMT_EXPORT int
-shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out, size_t cap)
+shmt_limiter_stat(shmt_t *h, const char *name, shmt_limiter_stat_t *out)
+{
+	SHMT_GEN_READ(h, gen_limiter_stat_once(h, name, out));
+}
+
+static int
+gen_limiter_list_once(shmt_t *h, shmt_limiter_stat_t *out, size_t cap)
 {
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
@@ -497,7 +650,13 @@ shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out, size_t cap)
 }
 
 SHMT_EXPORT int
-shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
+shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out, size_t cap)
+{
+	SHMT_GEN_READ(h, gen_limiter_list_once(h, out, cap));
+}
+
+static int
+gen_limiter_buckets_once(shmt_t *h, const char *name, shmt_bucket_info_t *out,
     size_t cap)
 {
 	struct shmt_lview scratch;
@@ -540,6 +699,13 @@ shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 			return SHMT_ECORRUPT;
 	}
 	return (int)total;
+}
+
+SHMT_EXPORT int
+shmt_limiter_buckets(shmt_t *h, const char *name, shmt_bucket_info_t *out,
+    size_t cap)
+{
+	SHMT_GEN_READ(h, gen_limiter_buckets_once(h, name, out, cap));
 }
 
 /* ---- Housekeeping --------------------------------------------------------- */

@@ -359,8 +359,11 @@ header_read(int fd, uint64_t size, struct shmt_hdr *hc,
 	return shmt__hdr_validate(hc, size, reg);
 }
 
-SHMT_EXPORT int
-shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
+/* open_once found the segment FROZEN by a move. */
+#define OPEN_FROZEN 1
+
+static int
+open_once(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 {
 	struct shmt_region reg[SHMT_R_COUNT];
 	struct shmt_hdr hc;
@@ -388,8 +391,10 @@ shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 	    (rc = shmt__ns_check(&hc)) != 0)
 		goto fail;
 	if (hc.sh_retired != 0) {
-		/* Opened in the moment between the mark and the unlink. */
-		rc = SHMT_ESTALE;
+		/* Opened in the moment between the mark and the unlink, or
+		 * while a move holds it frozen (move.c). */
+		rc = hc.sh_retired == SHMT_SEG_FROZEN ? OPEN_FROZEN :
+		    SHMT_ESTALE;
 		goto fail;
 	}
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -416,6 +421,24 @@ fail:
 		close(fd);
 	errno = saved;
 	return rc;
+}
+
+SHMT_EXPORT int
+shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
+{
+	int rc;
+
+	/* A segment frozen by a move: wait for its outcome (finishing or
+	 * undoing the move of a dead mover), then open what the name holds. */
+	for (int tries = 0;; tries++) {
+		if ((rc = open_once(name, opts, out)) != OPEN_FROZEN)
+			return rc;
+		if (tries == 4)
+			return -EAGAIN;
+		rc = shmt__move_settle(name, SHMT_MOVE_WAIT_NS);
+		if (rc != 0 && rc != SHMT_ESTALE)
+			return rc;
+	}
 }
 
 int
@@ -460,6 +483,9 @@ shmt_close(shmt_t *h)
 
 	if (h == NULL)
 		return;
+	/* The generations this handle followed (fork.c), newest last. */
+	if (h->gen_next != NULL)
+		shmt_close(h->gen_next);
 	/* A handle inherited across fork() belongs to the parent's slot.  A
 	 * truncated object has no slot page to release any more. */
 	if (h->pid == shmt__env_pid() && shmt__size_check(h, &now_size) == 0) {
@@ -498,8 +524,13 @@ retire(const char *name)
 		base = mmap(NULL, sizeof(hc), PROT_READ | PROT_WRITE,
 		    MAP_SHARED, fd, 0);
 		if (base != MAP_FAILED) {
+			uint32_t live = SHMT_SEG_LIVE;
+
 			hdr = base;
-			__atomic_store_n(&hdr->sh_retired, 1, __ATOMIC_RELEASE);
+			/* A generation frozen or moved keeps its state. */
+			(void)__atomic_compare_exchange_n(&hdr->sh_retired,
+			    &live, SHMT_SEG_RETIRED, 0, __ATOMIC_SEQ_CST,
+			    __ATOMIC_SEQ_CST);
 			munmap(base, sizeof(hc));
 		}
 	}
@@ -509,7 +540,12 @@ retire(const char *name)
 void
 shmt__retire(shmt_t *h)
 {
-	__atomic_store_n(&h->hdr->sh_retired, 1, __ATOMIC_RELEASE);
+	uint32_t live = SHMT_SEG_LIVE;
+
+	/* A generation frozen or moved (its name renamed over) keeps its
+	 * state: the move decides it (move.c). */
+	(void)__atomic_compare_exchange_n(&h->hdr->sh_retired, &live,
+	    SHMT_SEG_RETIRED, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
 SHMT_EXPORT int
@@ -537,8 +573,10 @@ shmt_set_clock(shmt_t *h, shmt_clock_fn fn, void *ctx)
 {
 	if (h == NULL)
 		return -EINVAL;
-	h->clock = fn;
-	h->clock_ctx = fn != NULL ? ctx : NULL;
+	for (; h != NULL; h = __atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE)) {
+		h->clock = fn;
+		h->clock_ctx = fn != NULL ? ctx : NULL;
+	}
 	return 0;
 }
 

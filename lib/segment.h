@@ -99,11 +99,15 @@ struct shmt_hdr {
 	uint64_t sh_pidns_ino;
 	uint64_t sh_timens_dev;
 	uint64_t sh_timens_ino;
-	/* 0, then 1 for good once the segment's name is removed by
-	 * shmt_unlink() (or by the daemon, when it finds its object unlinked
-	 * by hand): every handle then answers SHMT_ESTALE instead of enforcing
-	 * limits no new process can see.  Read on every call, written once:
-	 * it shares the read-mostly identity lines. */
+	/* The generation's state (SHMT_SEG_*): LIVE (0); RETIRED for good
+	 * once the segment's name is removed by shmt_unlink() (or by the
+	 * daemon, when it finds its object unlinked by hand): every handle
+	 * then answers SHMT_ESTALE instead of enforcing limits no new process
+	 * can see; FROZEN while a move copies it into a new generation (move.c;
+	 * back to LIVE when the move is undone); MOVED for good once the new
+	 * generation owns the name.  Any value but LIVE means: take no write
+	 * here.  Read on every call, written at most a few times: it shares
+	 * the read-mostly identity lines. */
 	uint32_t sh_retired;
 	uint32_t sh_pad_id;
 
@@ -114,6 +118,11 @@ struct shmt_hdr {
 	uint64_t sh_lag_ns;
 	uint64_t sh_hk_runs;
 	uint64_t sh_reaped;
+	/* The process moving this generation into a new one (move.c): its
+	 * pid and start time, written before the freeze, so that anyone who
+	 * finds the segment FROZEN can tell a live mover from a dead one. */
+	int64_t sh_mover_pid;
+	uint64_t sh_mover_start;
 
 	/* The limiter table: rarely written. */
 	alignas(SHMT_LINE) struct shmt_lock sh_table_lock;
@@ -124,6 +133,12 @@ struct shmt_hdr {
 };
 
 _Static_assert(sizeof(struct shmt_hdr) <= SHMT_PAGE, "header fits a page");
+_Static_assert(offsetof(struct shmt_hdr, sh_mover_start) + 8 <=
+    offsetof(struct shmt_hdr, sh_table_lock), "the mover fits the daemon's line");
+
+/* Values of sh_retired. */
+enum { SHMT_SEG_LIVE = 0, SHMT_SEG_RETIRED = 1, SHMT_SEG_FROZEN = 2,
+	SHMT_SEG_MOVED = 3 };
 _Static_assert(sizeof(uint64_t) == 8 && sizeof(int) == 4, "LP64 please");
 _Static_assert(-1 == ~0, "two's complement please");
 
@@ -175,7 +190,29 @@ struct shmt {
 	struct shmt_an *an;
 	uint32_t uid;                 /* tells handles apart in stripe owners */
 	unsigned fork_gen;            /* fork generation attached in (fork.c) */
+	/* The handle of the generation this one's segment moved to, opened
+	 * by the first call that found it MOVED (fork.c); NULL until then.
+	 * Written once, under fork.c's mutex; a call follows the chain to its
+	 * end (shmt__gen_live).  Every handle of the chain stays mapped until
+	 * shmt_close() of the first: a thread may still be inside an older
+	 * one (see fork.c). */
+	struct shmt *gen_next;
 };
+
+/* The handle of the newest generation H is known to have moved to (H
+ * itself before any move): one load of H's own line per call. */
+static inline shmt_t *
+shmt__gen_live(shmt_t *h)
+{
+	shmt_t *n;
+
+	if (h == NULL)
+		return h;
+	while (__builtin_expect((n = __atomic_load_n(&h->gen_next,
+	    __ATOMIC_ACQUIRE)) != NULL, 0))
+		h = n;
+	return h;
+}
 
 /* Private API of the segment module. */
 int shmt__name_check(const char *name);
@@ -195,6 +232,20 @@ void shmt__retire(shmt_t *h);
  * left (st_nlink 0: removed by hand, with rm or shm_unlink), which marks it
  * retired; else 0.  One fstat(2). */
 int shmt__gone_check(shmt_t *h);
+
+/* The generation's state word (sh_retired), read with the ordering the
+ * freeze needs (move.c): after a lock's acquisition or a grant's CAS, both
+ * locked instructions, so on x86-64 this is a plain load. */
+static inline uint32_t
+shmt__frozen_load(const shmt_t *h)
+{
+	return __atomic_load_n(&h->hdr->sh_retired, __ATOMIC_SEQ_CST);
+}
+/* H's segment is not LIVE: wait (bounded, SHMT_MOVE_WAIT_NS) while it is
+ * FROZEN by a live mover, finish or undo the move of a dead one.  Returns
+ * 0 when it is LIVE again (the call goes on here), SHMT_ESTALE when it
+ * was MOVED or RETIRED, -EAGAIN when still frozen at the bound (move.c). */
+int shmt__frozen_wait(shmt_t *h);
 
 /* Pointer to a region, already validated at open. */
 static inline void *

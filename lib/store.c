@@ -322,7 +322,7 @@ shmt__shard_repair(const struct shmt_store *st, struct shmt_shard *sh)
 }
 
 int
-shmt__shard_lock(const struct shmt_store *st, struct shmt_shard *sh)
+shmt__shard_lock_any(const struct shmt_store *st, struct shmt_shard *sh)
 {
 	int rc = shmt__lock(st->h, &sh->ds_lock);
 
@@ -334,6 +334,23 @@ shmt__shard_lock(const struct shmt_store *st, struct shmt_shard *sh)
 		}
 	}
 	return rc;
+}
+
+int
+shmt__shard_lock(const struct shmt_store *st, struct shmt_shard *sh)
+{
+	for (;;) {
+		int rc = shmt__shard_lock_any(st, sh);
+
+		/* A writer decides under the lock whether the segment still
+		 * takes writes (move.c: the mover freezes, then takes each
+		 * shard's lock to copy it). */
+		if (rc < 0 || __builtin_expect(shmt__frozen_load(st->h) == 0, 1))
+			return rc;
+		shmt__unlock(&sh->ds_lock);
+		if ((rc = shmt__frozen_wait(st->h)) != 0)
+			return rc;
+	}
 }
 
 /* A reader found the version odd for long: if the writer died, repair the

@@ -161,6 +161,8 @@ void shmt__stores_rebase(shmt_t *h, int64_t delta_ns);
 /* Lock SH: 0, 1 when a dead holder's shard was repaired first (the lock is
  * held then too), or a negative error (not held). */
 int shmt__shard_lock(const struct shmt_store *st, struct shmt_shard *sh);
+/* The same, taken on a segment in any state: the mover's copy. */
+int shmt__shard_lock_any(const struct shmt_store *st, struct shmt_shard *sh);
 /* A reader found the version odd for long: repair SH when its writer died. */
 void shmt__shard_check_owner(const struct shmt_store *st,
     struct shmt_shard *sh);

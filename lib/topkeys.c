@@ -277,8 +277,8 @@ fill_key(shmt_t *h, const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
 	}
 }
 
-SHMT_EXPORT int
-shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
+static int
+gen_top_keys_once(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 {
 	const struct shmt_an *an = h != NULL ? h->an : NULL;
 	uint64_t now, i, D = 0, N = 0, Dw = 0, Nwin, hot = 0;
@@ -380,6 +380,12 @@ shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 	}
 	free(m.e);
 	return hot > INT32_MAX ? INT32_MAX : (int)hot;
+}
+
+SHMT_EXPORT int
+shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
+{
+	SHMT_GEN_CALL(h, gen_top_keys_once(h, out, cap, info));
 }
 
 /* ---- Moving a summary in time --------------------------------------------- */

@@ -57,6 +57,7 @@
  * holds with the tag added to the order after (tail, active): a change
  * raises tail (it seals) or only the tag, and the tag only grows.
  */
+#include "fork.h"
 #include "limiter.h"
 
 #include "lock.h"
@@ -213,8 +214,8 @@ update_locked(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
 	return SHMT_EBUSYLOOP;
 }
 
-SHMT_EXPORT int
-shmt_limiter_update(shmt_t *h, const char *name, const shmt_limit_t *l,
+static int
+gen_limiter_update_once(shmt_t *h, const char *name, const shmt_limit_t *l,
     char *why, size_t why_len)
 {
 	struct shmt_lview v;
@@ -229,11 +230,8 @@ shmt_limiter_update(shmt_t *h, const char *name, const shmt_limit_t *l,
 		return -EINVAL;
 	if ((rc = shmt__lim_name_check(name, &len)) != 0)
 		return rc;
-	lk = shmt__lock(h, &h->hdr->sh_table_lock);
-	if (lk < 0)
+	if ((lk = shmt__table_lock(h)) != 0)
 		return lk;
-	if (lk == 1)
-		shmt__rows_repair(h);
 	lim = shmt__rows(h, &n);
 	rc = -ENOENT;
 	for (r = 0; r < n; r++)
@@ -250,6 +248,13 @@ shmt_limiter_update(shmt_t *h, const char *name, const shmt_limit_t *l,
 	}
 	shmt__unlock(&h->hdr->sh_table_lock);
 	return rc;
+}
+
+SHMT_EXPORT int
+shmt_limiter_update(shmt_t *h, const char *name, const shmt_limit_t *l,
+    char *why, size_t why_len)
+{
+	SHMT_GEN_CALL(h, gen_limiter_update_once(h, name, l, why, why_len));
 }
 
 #undef REFUSE

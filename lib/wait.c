@@ -28,6 +28,7 @@
  * that cools while nobody calls) wakes nobody: the waiter's timeout is the
  * retry-after, so it tries again exactly then.
  */
+#include "fork.h"
 #include "wait.h"
 
 #include "decide.h"
@@ -156,8 +157,8 @@ wait_loop(shmt_t *h, const struct shmt_lview *v, const void *client,
 	return rc;
 }
 
-SHMT_EXPORT int
-shmt_wait(shmt_t *h, const char *name, const void *client, size_t client_len,
+static int
+gen_wait_once(shmt_t *h, const char *name, const void *client, size_t client_len,
     uint64_t cost, uint64_t timeout_ns, shmt_decision_t *out)
 {
 	struct shmt_lview scratch;
@@ -171,7 +172,14 @@ shmt_wait(shmt_t *h, const char *name, const void *client, size_t client_len,
 }
 
 SHMT_EXPORT int
-shmt_next_key_wait(shmt_t *h, const char *name, char *buf, size_t cap,
+shmt_wait(shmt_t *h, const char *name, const void *client, size_t client_len,
+    uint64_t cost, uint64_t timeout_ns, shmt_decision_t *out)
+{
+	SHMT_GEN_CALL(h, gen_wait_once(h, name, client, client_len, cost, timeout_ns, out));
+}
+
+static int
+gen_next_key_wait_once(shmt_t *h, const char *name, char *buf, size_t cap,
     uint64_t timeout_ns, shmt_decision_t *out)
 {
 	struct shmt_lview scratch;
@@ -184,4 +192,11 @@ shmt_next_key_wait(shmt_t *h, const char *name, char *buf, size_t cap,
 	    (rc = shmt__keys_check(v, buf, cap)) != 0)
 		return rc;
 	return wait_loop(h, v, NULL, 0, 1, timeout_ns, buf, out);
+}
+
+SHMT_EXPORT int
+shmt_next_key_wait(shmt_t *h, const char *name, char *buf, size_t cap,
+    uint64_t timeout_ns, shmt_decision_t *out)
+{
+	SHMT_GEN_CALL(h, gen_next_key_wait_once(h, name, buf, cap, timeout_ns, out));
 }

@@ -1920,7 +1920,7 @@ test_help(void **state)
 {
 	static const char *const cmds[] = { "stat", "limiters", "buckets",
 		"try", "next-key", "check", "watch", "create", "destroy",
-		"get", "set", "del", "incr", "keys", "hit", "count", "top" };
+		"resize", "get", "set", "del", "incr", "keys", "hit", "count", "top" };
 	struct tc_run r, r2;
 
 	tc_expect_run(&r, 0, ARGV("--help"));
@@ -1943,6 +1943,57 @@ test_help(void **state)
 		assert_non_null(strstr(r2.out, want));
 		tc_run_free(&r2);
 	}
+	tc_run_free(&r);
+}
+
+/* ---- resize ------------------------------------------------------------- */
+
+/* resize moves the segment to new sizes with its state; a handle opened
+ * before follows; sizes the state cannot fit are refused (exit 1) and
+ * nothing changes; an unknown key is a usage error. */
+static void
+test_resize(void **state)
+{
+	shmt_limit_t l = { .limit = 10, .window_ns = 3600000000000ULL,
+		.slack_ns = 1000000000ULL, .slack_uses = 1 };
+	shmt_limiter_stat_t ls;
+	shmt_dict_stat_t d;
+	struct tc_run r;
+	char seg[128], buf[8];
+	size_t vlen = 0;
+	shmt_t *h;
+	json_t *j;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "resize");
+	tc_track(seg);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "create", "--dict", "4M",
+	    "--dict-shards", "2", "--max-limiters", "4"));
+	tc_run_free(&r);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_limiter_define(h, "a", &l), 0);
+	assert_int_equal(shmt_limiter_define(h, "b", &l), 0);
+	assert_int_equal(shmt_try_use_key(h, "a"), 1);
+	assert_int_equal(shmt_set(h, "k", 1, "v", 1, 0), 0);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "resize", "dict=16M",
+	    "max_limiters=64"));
+	j = parse(&r);
+	assert_true(json_is_true(json_object_get(j, "moved")));
+	json_decref(j);
+	tc_run_free(&r);
+	assert_int_equal(shmt_dict_stat(h, &d), 0);
+	assert_true(d.bytes >= 15ULL << 20);
+	assert_int_equal(shmt_get(h, "k", 1, buf, sizeof(buf), &vlen), 0);
+	assert_int_equal(shmt_limiter_stat(h, "a", &ls), 0);
+	assert_int_equal(ls.in_flight, 1);
+	tc_expect_run(&r, 1, ARGV("-s", seg, "resize", "max_limiters=1"));
+	assert_non_null(strstr(r.err, "keep max_limiters at 2"));
+	tc_run_free(&r);
+	tc_expect_run(&r, 2, ARGV("-s", seg, "resize", "colour=blue"));
+	tc_run_free(&r);
+	assert_int_equal(shmt_limiter_stat(h, "b", &ls), 0);
+	shmt_close(h);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "destroy"));
 	tc_run_free(&r);
 }
 
@@ -2126,6 +2177,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_usage_errors, tc_cleanup),
 		cmocka_unit_test_teardown(test_help, tc_cleanup),
 		cmocka_unit_test_teardown(test_create_destroy, tc_cleanup),
+		cmocka_unit_test_teardown(test_resize, tc_cleanup),
 		cmocka_unit_test_teardown(test_create_config, tc_cleanup),
 	};
 

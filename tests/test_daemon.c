@@ -7,6 +7,7 @@
  * notifications.  argv[1] is the daemon binary; argv[2] is the tier,
  * "unit" (default) or "stress".  Every wait polls with a bounded number of retries.
  */
+#include "segment.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -505,6 +506,72 @@ test_sighup(void **state)
 	shmt_close(h);
 }
 
+/* SIGHUP with a bigger dictionary, more limiter rows and a bigger arena:
+ * the daemon moves the segment into a new generation; a worker's handle
+ * follows on its next call with its uses in flight and its items; a size
+ * the state cannot fit is refused with the size to keep, and the segment
+ * serves on as it was. */
+static void
+test_sighup_resize(void **state)
+{
+	shmt_dict_stat_t ds;
+	shmt_segment_stat_t ss;
+	struct env *e;
+	char buf[16];
+	size_t vlen = 0;
+	shmt_t *h;
+	pid_t pid;
+
+	(void)state;
+	e = env_init("resize");
+	tu_write_text(e->conf, "[segment]\nmax_limiters = 4\n"
+	    "[dictionary]\nsize = 4MiB\nshards = 2\n" LONG_LIMITER("a", 5));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	assert_int_equal(drain(h, "a", 2), 2);
+	assert_int_equal(shmt_set(h, "k", 1, "v1", 2, 0), 0);
+	assert_int_equal(shmt_dict_stat(h, &ds), 0);
+	assert_true(ds.bytes < (8ULL << 20));
+
+	tu_write_text(e->conf, "[segment]\nmax_limiters = 16\narena = 2MiB\n"
+	    "[dictionary]\nsize = 16MiB\nshards = 2\n" LONG_LIMITER("a", 5));
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "reloaded: 1 limiters");
+	if (!tu_file_has(e->log, "moved to a new generation")) {
+		char *log = tu_read_all(e->log);
+
+		fail_msg("no move: %s", log != NULL ? log : "(no log)");
+	}
+	/* The same handle, no reopen: it follows. */
+	assert_int_equal(shmt_dict_stat(h, &ds), 0);
+	assert_true(ds.bytes >= (15ULL << 20));
+	assert_int_equal(shmt_get(h, "k", 1, buf, sizeof(buf), &vlen), 0);
+	assert_int_equal(vlen, 2);
+	assert_int_equal(in_flight(h, "a"), 2);
+	assert_int_equal(drain(h, "a", 10), 3);
+	assert_int_equal(shmt_segment_stat(shmt__gen_live(h), &ss), 0);
+	assert_int_equal(ss.max_limiters, 16);
+	assert_int_equal(ss.daemon_pid, pid);
+
+	/* A config the daemon refuses changes nothing. */
+	tu_write_text(e->conf, "[segment]\nmax_limiters = 1\narena = 2MiB\n"
+	    "[dictionary]\nsize = 16MiB\nshards = 2\n" LONG_LIMITER("a", 5)
+	    LONG_LIMITER("b", 5));
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "reload failed");
+	/* What shapes the data moved cannot change: said, nothing moves. */
+	tu_write_text(e->conf, "[segment]\nmax_limiters = 16\narena = 2MiB\n"
+	    "[dictionary]\nsize = 16MiB\nshards = 2\n[counters]\n"
+	    "window = 2h\n" LONG_LIMITER("a", 5));
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "[counters] window cannot change by a move");
+	assert_true(tu_file_has(e->log, "it keeps its sizes and its state"));
+	assert_int_equal(in_flight(h, "a"), 5);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+}
+
 /* An object that is not a segment is refused with what differs, and
  * replaced with --recreate. */
 static void
@@ -938,6 +1005,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_removed, env_done),
 		cmocka_unit_test_teardown(test_untrusted, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),
+		cmocka_unit_test_teardown(test_sighup_resize, env_done),
 		cmocka_unit_test_teardown(test_incompatible, env_done),
 		cmocka_unit_test_teardown(test_snapshot_roundtrip, env_done),
 		cmocka_unit_test_teardown(test_snapshot_keeps_state, env_done),

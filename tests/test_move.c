@@ -1,0 +1,606 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Segment generations (lib/move.c): a segment moved into a new one with
+ * other sizes while workers run.
+ * - a move carries every limiter with its uses in flight, every dictionary
+ *   item with its expiry, the counters; the old generation says MOVED, the
+ *   name holds the new one with the new sizes, and a handle on the old one
+ *   follows on its next call; a move that cannot fit the state is undone
+ *   and the old generation serves on;
+ * - four forked workers grant on three limiters and write and read the
+ *   dictionary while it is grown twice, through the handles they opened
+ *   first: over both generations no limiter grants more than its limit
+ *   (the window is longer than the test, so every grant's decision time
+ *   lies in one window) nor fewer than its limit less one use per worker
+ *   and move, every value written is read back after each move, and no call
+ *   fails but with -EAGAIN;
+ * - a thread parked inside a grant (in its clock) while another process
+ *   completes the move, and another thread of its process follows the
+ *   move meanwhile: it finishes on a valid mapping, its grant taken again
+ *   on the new generation (one use there, none counted twice);
+ * - kill -9 of the mover at seeded random points (SHMT_SEED, the seed is
+ *   printed; as many kills as fit in 20 s, or 100 x SHMT_STRESS_SCALE when
+ *   that is above 1)
+ *   leaves exactly one authoritative generation under the name, no private
+ *   object behind once settled, and no over-grant by a worker that keeps
+ *   granting throughout.
+ */
+#include "daemon.h"
+#include "segment.h"
+#include "testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MV_S 1000000000ULL
+#define MV_LIMIT 2000U
+#define MV_NLIM 3
+
+static const char *mv_names[MV_NLIM] = { "api", "mail", "exact" };
+
+static void
+mv_config(shmt_config_t *c, uint64_t dict_bytes)
+{
+	tu_config_small(c);
+	c->dict_bytes = dict_bytes;
+}
+
+static void
+mv_define(shmt_t *h)
+{
+	shmt_limit_t l = { .limit = MV_LIMIT, .window_ns = 3600 * MV_S,
+		.slack_ns = MV_S, .slack_uses = 50 };
+	shmt_limit_t e = { .limit = 300, .window_ns = 3600 * MV_S,
+		.mode = SHMT_MODE_EXACT };
+
+	assert_int_equal(shmt_limiter_define(h, "api", &l), 0);
+	assert_int_equal(shmt_limiter_define(h, "mail", &l), 0);
+	assert_int_equal(shmt_limiter_define(h, "exact", &e), 0);
+}
+
+static uint64_t
+mv_limit_of(int i)
+{
+	return i == 2 ? 300 : MV_LIMIT;
+}
+
+static int
+mv_move(shmt_t *h, uint64_t dict_bytes)
+{
+	shmt_config_t c;
+	char err[512] = "";
+	int rc;
+
+	mv_config(&c, dict_bytes);
+	rc = shmt__move(h, &c, NULL, NULL, err, sizeof(err));
+	if (rc != 0)
+		print_message("move: %s (%s)\n", shmt_strerror(rc), err);
+	return rc;
+}
+
+/* The names under /dev/shm that start with SEG's (without its slash). */
+static int
+mv_objects(const char *seg, int *moves)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	size_t n = strlen(seg + 1);
+	int count = 0;
+
+	*moves = 0;
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, seg + 1, n) != 0)
+			continue;
+		if (e->d_name[n] == '\0')
+			count++;
+		else if (strncmp(e->d_name + n, ".move.", 6) == 0) {
+			print_message("left: %s\n", e->d_name);
+			(*moves)++;
+		}
+	}
+	closedir(d);
+	return count;
+}
+
+static void
+test_move_carries(void **state)
+{
+	char seg[96], key[32], val[64], buf[64];
+	shmt_limiter_stat_t ls;
+	shmt_dict_stat_t ds0, ds1;
+	shmt_t *h, *n;
+	size_t vlen;
+	uint64_t hits = 0;
+	int i, moves;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "carry");
+	{
+		shmt_config_t c;
+
+		mv_config(&c, 4 << 20);
+		assert_int_equal(shmt_create(seg, &c, &h), 0);
+	}
+	mv_define(h);
+	for (i = 0; i < 700; i++)
+		assert_int_equal(shmt_try_use_key(h, "api"), 1);
+	for (i = 0; i < 300; i++)
+		assert_int_equal(shmt_try_use_key(h, "exact"), 1);
+	assert_int_equal(shmt_try_use_key(h, "exact"), 0);
+	for (i = 0; i < 500; i++) {
+		snprintf(key, sizeof(key), "key-%d", i);
+		snprintf(val, sizeof(val), "value-%d", i * 7);
+		assert_int_equal(shmt_set(h, key, strlen(key), val, strlen(val),
+		    i % 2 ? 0 : 3600 * 1000), 0);
+	}
+	for (i = 0; i < 9; i++)
+		assert_int_equal(shmt_hit(h, "c", 1, &hits), 0);
+	assert_int_equal(shmt_dict_stat(h, &ds0), 0);
+
+	/* A move whose sizes cannot hold the state is undone. */
+	{
+		shmt_config_t c;
+		char err[256] = "";
+
+		mv_config(&c, 4 << 20);
+		c.max_limiters = 2;
+		assert_int_equal(shmt__move(h, &c, NULL, NULL, err, sizeof(err)),
+		    -ENOSPC);
+		assert_non_null(strstr(err, "max_limiters at 3"));
+		assert_int_equal(shmt_try_use_key(h, "api"), 1);
+		assert_int_equal(mv_objects(seg, &moves), 1);
+		assert_int_equal(moves, 0);
+	}
+
+	assert_int_equal(mv_move(h, 16 << 20), 0);
+	/* The old generation takes nothing more: it says MOVED, and the
+	 * handle follows to the new one on its next call. */
+	assert_int_equal(h->hdr->sh_retired, SHMT_SEG_MOVED);
+	assert_int_equal(mv_objects(seg, &moves), 1);
+	assert_int_equal(moves, 0);
+	assert_int_equal(shmt_open(seg, &n), 0);
+	assert_int_equal(shmt_try_use_key(h, "api"), 1);
+	assert_true(shmt__gen_live(h) != h);
+	assert_int_equal(shmt_limiter_stat(n, "api", &ls), 0);
+	assert_int_equal(ls.in_flight, 702);
+	assert_int_equal(shmt_try_use_key(n, "exact"), 0);
+	for (i = 0; i < 500; i++) {
+		snprintf(key, sizeof(key), "key-%d", i);
+		snprintf(val, sizeof(val), "value-%d", i * 7);
+		vlen = 0;
+		assert_int_equal(shmt_get(n, key, strlen(key), buf, sizeof(buf),
+		    &vlen), 0);
+		assert_int_equal(vlen, strlen(val));
+		assert_memory_equal(buf, val, vlen);
+	}
+	assert_int_equal(shmt_hit(h, "c", 1, &hits), 0);
+	assert_int_equal(hits, 10);
+	assert_int_equal(shmt_dict_stat(n, &ds1), 0);
+	assert_int_equal(ds1.items, ds0.items);
+	assert_true(ds1.bytes >= 3 * ds0.bytes);
+	assert_int_equal(shmt_check(n, NULL, NULL), 0);
+	shmt_close(h);
+	tu_close_unlink(n, seg);
+}
+
+/* ---- Four workers, two moves ------------------------------------------ */
+
+struct mv_report {
+	uint64_t granted[MV_NLIM];
+	uint64_t lost[MV_NLIM];     /* grants answered ESTALE/EAGAIN */
+	uint64_t reopens, keys, bad;
+	int err;
+};
+
+/* A worker: grant round-robin, write its own keys, and after every reopen
+ * read back every key it wrote; stop when every limiter refuses. */
+static int
+mv_worker(const char *seg, int id, int fd, long pace_ns, int follow)
+{
+	struct mv_report r;
+	shmt_t *h, *seen;
+	int done[MV_NLIM] = { 0 }, left = MV_NLIM;
+	char key[32], val[32], buf[32];
+
+	memset(&r, 0, sizeof(r));
+	if (shmt_open(seg, &h) != 0)
+		return 1;
+	seen = h;
+	for (uint64_t i = 0; left > 0 && r.err == 0; i++) {
+		int l = (int)(i % MV_NLIM), rc;
+
+		if (done[l])
+			continue;
+		if (pace_ns > 0)
+			nanosleep(&(struct timespec){ 0, pace_ns }, NULL);
+		rc = shmt_try_use_key(h, mv_names[l]);
+		if (rc == 1) {
+			r.granted[l]++;
+		} else if (rc == 0) {
+			done[l] = 1;
+			left--;
+		} else if (rc == -EAGAIN || (!follow && rc == SHMT_ESTALE)) {
+			r.lost[l]++;
+		} else {
+			fprintf(stderr, "worker %d: %s: %s\n", id, mv_names[l],
+			    shmt_strerror(rc));
+			r.err = rc;
+			break;
+		}
+		if (i % 4 == 0) {
+			snprintf(key, sizeof(key), "w%d-%" PRIu64, id, r.keys);
+			snprintf(val, sizeof(val), "v%" PRIu64, r.keys * 31 + 7);
+			rc = shmt_set(h, key, strlen(key), val, strlen(val), 0);
+			if (rc == 0)
+				r.keys++;
+			else if (rc != -EAGAIN && (follow || rc != SHMT_ESTALE)) {
+				fprintf(stderr, "worker %d: set: %s\n", id,
+				    shmt_strerror(rc));
+				r.err = rc;
+			}
+		}
+		if (follow && shmt__gen_live(h) != seen) {
+			/* The handle followed a move: every key is there. */
+			seen = shmt__gen_live(h);
+			r.reopens++;
+			for (uint64_t k = 0; k < r.keys; k++) {
+				size_t vlen = 0;
+				int grc;
+
+				snprintf(key, sizeof(key), "w%d-%" PRIu64, id, k);
+				snprintf(val, sizeof(val), "v%" PRIu64, k * 31 + 7);
+				grc = shmt_get(h, key, strlen(key), buf,
+				    sizeof(buf), &vlen);
+				if (grc == -EAGAIN)
+					continue;
+				if (grc != 0 || vlen != strlen(val) ||
+				    memcmp(buf, val, vlen) != 0) {
+					if (r.bad++ < 3)
+						fprintf(stderr, "worker %d: %s: "
+						    "%s\n", id, key,
+						    shmt_strerror(grc));
+				}
+			}
+		}
+		if (rc == SHMT_ESTALE) {
+			/* Reopen, and read back every key written so far;
+			 * a generation that moves meanwhile is reopened
+			 * again. */
+			int again = 1;
+
+			for (int t = 0; again; t++) {
+				if (t == 2000)
+					return 2;
+				shmt_close(h);
+				h = NULL;
+				if (shmt_open(seg, &h) != 0) {
+					tu_pause_ms(1);
+					continue;
+				}
+				again = 0;
+				for (uint64_t k = 0; k < r.keys && !again; k++) {
+					size_t vlen = 0;
+					int grc;
+
+					snprintf(key, sizeof(key), "w%d-%" PRIu64,
+					    id, k);
+					snprintf(val, sizeof(val), "v%" PRIu64,
+					    k * 31 + 7);
+					grc = shmt_get(h, key, strlen(key), buf,
+					    sizeof(buf), &vlen);
+					if (grc == SHMT_ESTALE || grc == -EAGAIN)
+						again = 1;
+					else if (grc != 0 || vlen != strlen(val) ||
+					    memcmp(buf, val, vlen) != 0) {
+						if (r.bad++ < 3)
+							fprintf(stderr, "worker "
+							    "%d: %s: %s\n", id,
+							    key,
+							    shmt_strerror(grc));
+					}
+				}
+			}
+			r.reopens++;
+		}
+	}
+	shmt_close(h);
+	if (write(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+		return 3;
+	return 0;
+}
+
+static void
+test_move_workers(void **state)
+{
+	char seg[96];
+	struct mv_report sum, r;
+	pid_t pid[4];
+	int p[2], st;
+	shmt_t *h, *n;
+	shmt_config_t c;
+
+	(void)state;
+	memset(&sum, 0, sizeof(sum));
+	tu_segname(seg, sizeof(seg), "workers");
+	mv_config(&c, 4 << 20);
+	assert_int_equal(shmt_create(seg, &c, &h), 0);
+	mv_define(h);
+	assert_int_equal(pipe(p), 0);
+	for (int w = 0; w < 4; w++) {
+		pid[w] = fork();
+		assert_true(pid[w] >= 0);
+		if (pid[w] == 0) {
+			close(p[0]);
+			_exit(mv_worker(seg, w, p[1], 50000, 1));
+		}
+	}
+	close(p[1]);
+	/* Two moves while they run: wait until some grants were made. */
+	for (int m = 0; m < 2; m++) {
+		shmt_limiter_stat_t ls;
+
+		for (int t = 0; t < 5000; t++) {
+			assert_int_equal(shmt_limiter_stat(h, "api", &ls), 0);
+			if (ls.in_flight >= (m + 1) * MV_LIMIT / 4)
+				break;
+			tu_pause_ms(1);
+		}
+		assert_int_equal(mv_move(h, (8ULL << 20) << m), 0);
+		shmt_close(h);
+		assert_int_equal(shmt_open(seg, &h), 0);
+	}
+	for (int w = 0; w < 4; w++) {
+		assert_int_equal(read(p[0], &r, sizeof(r)), sizeof(r));
+		assert_int_equal(r.err, 0);
+		for (int l = 0; l < MV_NLIM; l++) {
+			sum.granted[l] += r.granted[l];
+			sum.lost[l] += r.lost[l];
+		}
+		sum.reopens += r.reopens;
+		sum.keys += r.keys;
+		sum.bad += r.bad;
+	}
+	for (int w = 0; w < 4; w++) {
+		assert_int_equal(waitpid(pid[w], &st, 0), pid[w]);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	close(p[0]);
+	print_message("workers: %" PRIu64 " reopens, %" PRIu64 " keys\n",
+	    sum.reopens, sum.keys);
+	for (int l = 0; l < MV_NLIM; l++) {
+		print_message("%s: %" PRIu64 " granted, %" PRIu64 " not\n",
+		    mv_names[l], sum.granted[l], sum.lost[l]);
+		/* Never over the limit across both generations; a use lost
+		 * to a move stays held, unused (at most one per racing
+		 * call). */
+		assert_true(sum.granted[l] <= mv_limit_of(l));
+		assert_true(sum.granted[l] + 4 * 2 >= mv_limit_of(l));
+	}
+	assert_true(sum.reopens >= 4);
+	assert_int_equal(sum.bad, 0);
+	assert_int_equal(shmt_open(seg, &n), 0);
+	{
+		shmt_dict_stat_t ds;
+
+		assert_int_equal(shmt_dict_stat(n, &ds), 0);
+		assert_int_equal(ds.items, sum.keys);
+		assert_true(ds.bytes >= (16ULL << 20) * 9 / 10);
+	}
+	shmt_close(n);
+	tu_close_unlink(h, seg);
+}
+
+/* ---- A thread parked inside a call ------------------------------------ */
+
+struct mv_park {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int parked, release;
+	int rc;
+	shmt_t *h;
+};
+
+static shmt_time_t
+mv_park_clock(void *ctx)
+{
+	struct mv_park *k = ctx;
+
+	pthread_mutex_lock(&k->mu);
+	if (k->parked) {
+		/* Only the first call parks. */
+		pthread_mutex_unlock(&k->mu);
+		return tu_mono_ns();
+	}
+	k->parked = 1;
+	pthread_cond_broadcast(&k->cv);
+	while (!k->release)
+		pthread_cond_wait(&k->cv, &k->mu);
+	pthread_mutex_unlock(&k->mu);
+	return tu_mono_ns();
+}
+
+static void *
+mv_park_thread(void *arg)
+{
+	struct mv_park *k = arg;
+
+	k->rc = shmt_try_use_key(k->h, "api");
+	return NULL;
+}
+
+static void
+test_move_parked(void **state)
+{
+	struct mv_park k = { .mu = PTHREAD_MUTEX_INITIALIZER,
+		.cv = PTHREAD_COND_INITIALIZER };
+	shmt_limiter_stat_t ls;
+	char seg[96];
+	shmt_config_t c;
+	pthread_t t;
+	shmt_t *h, *m, *n;
+	pid_t pid;
+	int st;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "parked");
+	mv_config(&c, 4 << 20);
+	assert_int_equal(shmt_create(seg, &c, &m), 0);
+	mv_define(m);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, mv_park_clock, &k), 0);
+	k.h = h;
+	assert_int_equal(pthread_create(&t, NULL, mv_park_thread, &k), 0);
+	pthread_mutex_lock(&k.mu);
+	while (!k.parked)
+		pthread_cond_wait(&k.cv, &k.mu);
+	pthread_mutex_unlock(&k.mu);
+	/* The move, by another process, while the thread is inside. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(mv_move(m, 8 << 20) == 0 ? 0 : 1);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* This thread's call on the same handle follows the move while the
+	 * other is still inside the old mapping... */
+	assert_int_equal(shmt_try_use_key(h, "mail"), 1);
+	assert_true(shmt__gen_live(h) != h);
+	pthread_mutex_lock(&k.mu);
+	k.release = 1;
+	pthread_cond_broadcast(&k.cv);
+	pthread_mutex_unlock(&k.mu);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	/* ...which it leaves safely: its CAS there came after the freeze, so
+	 * the grant was taken again on the new generation. */
+	assert_int_equal(k.rc, 1);
+	assert_int_equal(shmt_open(seg, &n), 0);
+	assert_int_equal(shmt_limiter_stat(n, "api", &ls), 0);
+	assert_int_equal(ls.in_flight, 1);
+	assert_int_equal(shmt_limiter_stat(n, "mail", &ls), 0);
+	assert_int_equal(ls.in_flight, 1);
+
+	shmt_close(h);
+	shmt_close(m);
+	tu_close_unlink(n, seg);
+}
+
+/* ---- kill -9 of the mover ---------------------------------------------- */
+
+static void
+test_move_kill(void **state)
+{
+	uint64_t seed = tu_seed("test_move_kill"), rs = seed;
+	double scale = tu_scale();
+	uint64_t drained[MV_NLIM] = { 0 };
+	int kills = 0, target;
+	uint64_t deadline;
+	char seg[96];
+	shmt_config_t c;
+	shmt_t *h;
+	int p[2], st, moves;
+	struct mv_report r;
+	pid_t worker;
+
+	(void)state;
+	target = scale > 1.0 ? (int)(100 * scale) : 0;
+	deadline = tu_mono_ns() + (uint64_t)(20.0 * (scale < 1 ? scale : 1) *
+	    MV_S);
+	tu_segname(seg, sizeof(seg), "kill");
+	mv_config(&c, 4 << 20);
+	assert_int_equal(shmt_create(seg, &c, &h), 0);
+	mv_define(h);
+	shmt_close(h);
+	assert_int_equal(pipe(p), 0);
+	worker = fork();
+	assert_true(worker >= 0);
+	if (worker == 0) {
+		close(p[0]);
+		_exit(mv_worker(seg, 0, p[1], 4000000, 1));
+	}
+	close(p[1]);
+	while ((target > 0 && kills < target) ||
+	    (target == 0 && tu_mono_ns() < deadline)) {
+		uint64_t delay = tu_rand(&rs) % 20000; /* us */
+		pid_t mover = fork();
+
+		assert_true(mover >= 0);
+		if (mover == 0) {
+			shmt_t *mh;
+
+			if (shmt_open(seg, &mh) != 0)
+				_exit(2);
+			for (int i = 0;; i++)
+				if (mv_move(mh, (4ULL << 20) << (i % 2 ? 0 : 1)) ==
+				    0) {
+					shmt_close(mh);
+					if (shmt_open(seg, &mh) != 0)
+						_exit(3);
+				}
+		}
+		nanosleep(&(struct timespec){ 0, (long)delay * 1000 }, NULL);
+		kill(mover, SIGKILL);
+		assert_int_equal(waitpid(mover, &st, 0), mover);
+		assert_true(WIFSIGNALED(st));
+		kills++;
+		/* Whatever the point: one authoritative generation. */
+		int rc = shmt__move_settle(seg, 5 * MV_S);
+		assert_true(rc == 0);
+		assert_int_equal(mv_objects(seg, &moves), 1);
+		assert_int_equal(moves, 0);
+		assert_int_equal(shmt_open(seg, &h), 0);
+		assert_int_equal(__atomic_load_n(&h->hdr->sh_retired,
+		    __ATOMIC_ACQUIRE), SHMT_SEG_LIVE);
+		shmt_close(h);
+	}
+	print_message("seed %" PRIu64 ": %d kills\n", seed, kills);
+	/* Drain the worker: it stops once every limiter refuses. */
+	assert_int_equal(shmt_open(seg, &h), 0);
+	for (int l = 0; l < MV_NLIM; l++)
+		while (shmt_try_use_key(h, mv_names[l]) == 1)
+			drained[l]++;
+	shmt_close(h);
+	assert_int_equal(read(p[0], &r, sizeof(r)), sizeof(r));
+	assert_int_equal(waitpid(worker, &st, 0), worker);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(p[0]);
+	assert_int_equal(r.err, 0);
+	assert_int_equal(r.bad, 0);
+	for (int l = 0; l < MV_NLIM; l++) {
+		print_message("%s: worker %" PRIu64 " granted, %" PRIu64
+		    " not; %" PRIu64 " more at the end\n", mv_names[l],
+		    r.granted[l], r.lost[l], drained[l]);
+		/* Over every generation the name held: never more than the
+		 * limit, whatever the kills. */
+		assert_true(r.granted[l] + drained[l] <= mv_limit_of(l));
+	}
+	assert_int_equal(shmt_open(seg, &h), 0);
+	tu_close_unlink(h, seg);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest unit[] = {
+		cmocka_unit_test_teardown(test_move_carries, tu_sweep),
+		cmocka_unit_test_teardown(test_move_workers, tu_sweep),
+		cmocka_unit_test_teardown(test_move_parked, tu_sweep),
+	};
+	const struct CMUnitTest stress[] = {
+		cmocka_unit_test_teardown(test_move_kill, tu_sweep),
+	};
+
+	if (argc > 1 && strcmp(argv[1], "stress") == 0)
+		return cmocka_run_group_tests(stress, NULL, NULL);
+	return cmocka_run_group_tests(unit, NULL, NULL);
+}
