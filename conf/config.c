@@ -508,13 +508,14 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 			*(int *)dst = b;
 		break;
 	case K_REDIS: {
-		char path[108], host[256];
-		int port;
+		struct shmtd_redis_addr seeds[SHMTD_REDIS_SEEDS_MAX];
 
-		if (shmtd_redis_parse(v, path, sizeof(path), host,
-		    sizeof(host), &port) != 0) {
+		if (shmtd_redis_seeds(v, seeds, SHMTD_REDIS_SEEDS_MAX) < 0) {
 			fail(p, p->line, k->name, "'%s' is not a Redis address "
-			    "(unix:/absolute/path or tcp://HOST:PORT)", v);
+			    "(unix:/absolute/path or tcp://HOST:PORT, or up to "
+			    "%d of them, separated by spaces or commas, for the "
+			    "seeds of a Redis Cluster)", v,
+			    SHMTD_REDIS_SEEDS_MAX);
 			return -EINVAL;
 		}
 		if (strlen(v) >= k->cap)

@@ -66,7 +66,9 @@ struct shmtd_counters {
 
 /* [global]: where global limiters lease their uses. */
 struct shmtd_global {
-	char redis[512];      /* "unix:PATH" or "tcp://HOST:PORT"; "": none */
+	char redis[512];      /* "unix:PATH" or "tcp://HOST:PORT", or several
+	                       * (cluster seeds, space or comma separated);
+	                       * "": none */
 	char host[256];       /* this host's name in Redis (default: the
 	                       * host name) */
 };
