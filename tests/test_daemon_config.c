@@ -324,6 +324,10 @@ test_global(void **state)
 		  ":2: key 'redis': 'unix:relative.sock' is not a Redis address" },
 		{ "[global]\nredis = tcp://h:0\n",
 		  ":2: key 'redis': 'tcp://h:0' is not a Redis address" },
+		{ "[global]\nredis = tcp://a:1, b:2\n",
+		  ":2: key 'redis': 'tcp://a:1, b:2' is not a Redis address" },
+		{ "[global]\nredis = , ,\n",
+		  ":2: key 'redis': ', ,' is not a Redis address" },
 		{ "[global]\nredis = unix:/r.sock\n[limiter a]\nlimit = 10\n"
 		  "window = 1s\nglobal = yes\nmode = exact\n",
 		  ":6: key 'global': [limiter a]: global: 0 or 1, and a global limiter is a shared buckets limiter" },
@@ -371,6 +375,14 @@ test_global(void **state)
 	free(text);
 	shmtd_config_free(&c);
 	shmtd_config_free(&c2);
+	/* Cluster seeds: spaces, commas or both, kept as written. */
+	write_file(path, sizeof(path), "[global]\nredis = tcp://10.0.0.1:7000, "
+	    "tcp://10.0.0.2:7000 tcp://[::1]:7000,unix:/run/r.sock\n");
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c.global.redis, "tcp://10.0.0.1:7000, "
+	    "tcp://10.0.0.2:7000 tcp://[::1]:7000,unix:/run/r.sock");
+	shmtd_config_free(&c);
 	/* Without host =, the host's own name. */
 	write_file(path, sizeof(path), "[global]\nredis = unix:/run/r.sock\n");
 	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
