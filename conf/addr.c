@@ -142,8 +142,25 @@ shmtd_redis_seeds(const char *s, struct shmtd_redis_addr *out, size_t cap)
 			return -EINVAL;
 		memcpy(one, s, len);
 		one[len] = '\0';
+		out[n].master[0] = '\0';
+		if (strncmp(one, "sentinel://", 11) == 0) {
+			char *name = strchr(one + 11, '/');
+			size_t nl;
+
+			if (name == NULL || (nl = strlen(name + 1)) == 0 ||
+			    nl >= sizeof(out[n].master) ||
+			    strchr(name + 1, '/') != NULL)
+				return -EINVAL;
+			memcpy(out[n].master, name + 1, nl + 1);
+			*name = '\0';
+			/* HOST:PORT as tcp:// reads it. */
+			memcpy(one + 5, "tcp://", 6);
+			memmove(one, one + 5, strlen(one + 5) + 1);
+		}
 		if (shmtd_redis_parse(one, out[n].path, sizeof(out[n].path),
 		    out[n].host, sizeof(out[n].host), &out[n].port) != 0)
+			return -EINVAL;
+		if (n > 0 && strcmp(out[n].master, out[0].master) != 0)
 			return -EINVAL;
 		n++;
 		s += len;

@@ -38,13 +38,18 @@ struct shmtd_redis_addr {
 	char path[108];       /* unix socket, or "" */
 	char host[256];       /* tcp host ("" for unix) */
 	int port;
+	char master[128];     /* a Sentinel's: the master's name; else "" */
 };
 
 /*
  * shmtd_redis_seeds: read a [global] redis value: one address, or several
  * (the seeds of a Redis Cluster) separated by spaces, commas or both, each
- * as shmtd_redis_parse reads it.  Fills OUT[0..n-1]; returns n (1..CAP),
- * or -EINVAL: an address that does not parse, none at all, more than CAP.
+ * as shmtd_redis_parse reads it; or one or more Sentinels of one master,
+ * "sentinel://HOST:PORT/NAME" each (NAME: 1..127 bytes, no '/', space or
+ * comma; the same NAME in all, and no other kind of address with them).
+ * Fills OUT[0..n-1]; returns n (1..CAP), or -EINVAL: an address that does
+ * not parse, none at all, more than CAP, Sentinels mixed with others or
+ * naming different masters.
  */
 int shmtd_redis_seeds(const char *s, struct shmtd_redis_addr *out, size_t cap);
 

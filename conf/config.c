@@ -514,7 +514,9 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 			fail(p, p->line, k->name, "'%s' is not a Redis address "
 			    "(unix:/absolute/path or tcp://HOST:PORT, or up to "
 			    "%d of them, separated by spaces or commas, for the "
-			    "seeds of a Redis Cluster)", v,
+			    "seeds of a Redis Cluster; or "
+			    "sentinel://HOST:PORT/MASTER, one or more, all for "
+			    "one MASTER)", v,
 			    SHMTD_REDIS_SEEDS_MAX);
 			return -EINVAL;
 		}

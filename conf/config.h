@@ -67,7 +67,8 @@ struct shmtd_counters {
 /* [global]: where global limiters lease their uses. */
 struct shmtd_global {
 	char redis[512];      /* "unix:PATH" or "tcp://HOST:PORT", or several
-	                       * (cluster seeds, space or comma separated);
+	                       * (cluster seeds, space or comma separated),
+	                       * or sentinel://HOST:PORT/MASTER ones;
 	                       * "": none */
 	char host[256];       /* this host's name in Redis (default: the
 	                       * host name) */

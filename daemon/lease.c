@@ -21,12 +21,29 @@
  * its data) writes one and grants nothing until born + H: the leases the
  * old records counted have all been released by then (see global.c).
  *
- * One thread serves every global limiter of the host, with one blocking
- * connection: Redis sees a request per lease (a few per slack per host),
+ * (A name whose first byte is '}' would make an empty tag: its keys are
+ * shmt:x{HEX}:l and so on; conf/addr.c.)  The script touches no other key
+ * and declares all three in KEYS.
+ *
+ * One thread serves every global limiter of the host, with blocking
+ * connections: Redis sees a request per lease (a few per slack per host),
  * a give-back per closed lease with uses left, never one per grant.  A
  * request or connection that fails drops the connection; the thread
  * reconnects with a backoff of 50 ms doubling to 1 s, while the leases in
  * the segment run out by their own deadlines.
+ *
+ * Where the script runs.  One address: that Redis.  Several: the seeds of
+ * a Redis Cluster (a seed that is not a cluster node is refused: hosts on
+ * independent servers would not count each other's leases).  A cluster's
+ * slot map comes from CLUSTER SLOTS; each limiter's script goes to its
+ * slot's master, MOVED is followed (and the map read again), ASK once
+ * with ASKING; TRYAGAIN, CLUSTERDOWN, LOADING and MASTERDOWN are asked
+ * again 5 ms later.  A redirection is an answer from a node that did not
+ * run the script, so only the reply carrying the script's answer
+ * installs a lease, and the lease's local interval starts at the first
+ * send (a redirection only shortens it).  sentinel://HOST:PORT/NAME
+ * addresses are Sentinels: the master they name is checked with ROLE and
+ * asked again when it fails or answers READONLY.
  */
 #include "lease.h"
 
@@ -186,6 +203,11 @@ struct shmtd_lease {
 	unsigned nnode, nseed;
 	unsigned cur;                 /* the seed asked while no slot map */
 	int cluster;                  /* the servers are a Redis Cluster */
+	int sentinel;                 /* the seeds are Sentinels */
+	unsigned mnode;               /* Sentinel: 1 + the master's node, or
+				       * 0: ask a Sentinel */
+	unsigned msaid;               /* the master last logged */
+	uint64_t ask_sentinel_at;
 	int refresh;                  /* the slot map wants CLUSTER SLOTS */
 	uint64_t refresh_at;
 	/* Slot -> 1 + the node that serves it (0: not known: ask a seed,
@@ -238,13 +260,29 @@ node_drop(struct shmtd_lease *l, unsigned n, struct glim *g, int err,
 		r->c = NULL;
 	}
 	backoff(r, shmt__mono_ns());
-	if (l->cluster)
+	if (l->sentinel && n + 1 == l->mnode)
+		l->mnode = 0;
+	else if (l->cluster)
 		l->refresh = 1;
 	else if (n == l->cur && l->nseed > 1)
 		l->cur = (l->cur + 1) % l->nseed;
 }
 
 static int load_slots(struct shmtd_lease *l, unsigned n);
+
+/* ROLE's first word is "master". */
+static int
+is_master(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "ROLE");
+	int ok = r != NULL && r->type == REDIS_REPLY_ARRAY &&
+	    r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
+	    strcmp(r->element[0]->str, "master") == 0;
+
+	if (r != NULL)
+		freeReplyObject(r);
+	return ok;
+}
 
 /* Node N's connection, made if it is not and its backoff allows; NULL if
  * there is none. */
@@ -258,8 +296,13 @@ node_conn(struct shmtd_lease *l, unsigned n, uint64_t now)
 
 	if (r->c != NULL)
 		return r->c;
-	if (now < r->reconnect_at)
+	if (now < r->reconnect_at) {
+		/* A master that cannot be reached: the Sentinels may know a
+		 * new one by now. */
+		if (l->sentinel && n + 1 == l->mnode)
+			l->mnode = 0;
 		return NULL;
+	}
 	c = r->a.path[0] != '\0' ?
 	    redisConnectUnixWithTimeout(r->a.path, tv) :
 	    redisConnectWithTimeout(r->a.host, r->a.port, tv);
@@ -274,7 +317,9 @@ node_conn(struct shmtd_lease *l, unsigned n, uint64_t now)
 			l->g[i].st.last_error = -ECONNREFUSED;
 		}
 		backoff(r, now);
-		if (l->cluster)
+		if (l->sentinel && n + 1 == l->mnode)
+			l->mnode = 0;
+		else if (l->cluster)
 			l->refresh = 1;
 		else if (n == l->cur && l->nseed > 1)
 			l->cur = (l->cur + 1) % l->nseed;
@@ -282,11 +327,26 @@ node_conn(struct shmtd_lease *l, unsigned n, uint64_t now)
 	}
 	redisSetTimeout(c, tv);
 	r->c = c;
+	if (l->sentinel && n < l->nseed)
+		return r->c;          /* a Sentinel: asked for the master only */
+	/* The master a Sentinel named must say it is one: a Sentinel's
+	 * answer may be stale, and a replica's records are not the ones
+	 * the master counts. */
+	if (l->sentinel && !is_master(r->c)) {
+		shmtd_log(LOG_WARNING, "global: redis %s is not a master; "
+		    "asking the Sentinels again", naddr(r, a, sizeof(a)));
+		redisFree(r->c);
+		r->c = NULL;
+		backoff(r, now);
+		l->mnode = 0;
+		return NULL;
+	}
 	/* Several addresses are the seeds of one Redis Cluster, never
 	 * several Redis servers that each keep their own records (the
 	 * hosts that reached one would not count the leases of those that
 	 * reached another): a seed that is not a cluster node is refused. */
-	if (l->nseed > 1 && !l->cluster && load_slots(l, n) != 0) {
+	if (l->nseed > 1 && !l->cluster && !l->sentinel &&
+	    load_slots(l, n) != 0) {
 		if (r->c != NULL) {
 			shmtd_log(LOG_ERR, "global: redis %s is not a Redis "
 			    "Cluster node: several addresses in [global] redis "
@@ -335,6 +395,7 @@ node_find(struct shmtd_lease *l, const char *host, int port, unsigned from)
 		    (NODES_MAX - l->nseed) * sizeof(l->node[0]));
 		memset(l->slotmap, 0, sizeof(l->slotmap));
 		l->nnode = l->nseed;
+		l->mnode = 0;
 		l->refresh = 1;
 	}
 	r = &l->node[l->nnode];
@@ -410,20 +471,83 @@ refresh_slots(struct shmtd_lease *l, uint64_t now)
 			return;
 }
 
-/* The node that serves G: its slot's in a cluster, else the seed. */
-static unsigned
+/* Ask the Sentinels, one after the other, for the master's address. */
+static void
+ask_sentinel(struct shmtd_lease *l, uint64_t now)
+{
+	if (!l->sentinel || l->mnode != 0 || now < l->ask_sentinel_at)
+		return;
+	l->ask_sentinel_at = now + 50 * MS;
+	for (unsigned k = 0; k < l->nseed; k++) {
+		unsigned n = (l->cur + k) % l->nseed;
+		redisContext *c = node_conn(l, n, now);
+		redisReply *r;
+		char a[300];
+
+		if (c == NULL)
+			continue;
+		r = redisCommand(c, "SENTINEL get-master-addr-by-name %s",
+		    l->node[n].a.master);
+		if (r == NULL) {
+			node_drop(l, n, NULL, -EIO, "SENTINEL");
+			continue;
+		}
+		if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+		    r->element[0]->type == REDIS_REPLY_STRING &&
+		    r->element[1]->type == REDIS_REPLY_STRING &&
+		    r->element[0]->len < 256) {
+			int port = atoi(r->element[1]->str);
+
+			if (port > 0 && port < 65536) {
+				unsigned m = node_find(l, r->element[0]->str,
+				    port, n);
+
+				if (m >= l->nseed) {
+					char b[300];
+
+					l->mnode = m + 1;
+					l->cur = n;
+					/* Said when it changes. */
+					if (l->msaid != l->mnode)
+						shmtd_log(LOG_NOTICE, "global: "
+						    "Sentinel %s: master %s is "
+						    "%s", naddr(&l->node[n], a,
+						    sizeof(a)),
+						    l->node[n].a.master,
+						    naddr(&l->node[m], b,
+						    sizeof(b)));
+					l->msaid = l->mnode;
+					freeReplyObject(r);
+					return;
+				}
+			}
+		}
+		shmtd_log(LOG_WARNING, "global: Sentinel %s knows no master "
+		    "%s", naddr(&l->node[n], a, sizeof(a)),
+		    l->node[n].a.master);
+		freeReplyObject(r);
+	}
+}
+
+/* The node that serves G: its slot's in a cluster, the master a Sentinel
+ * named, else the seed; -1: none known yet (Sentinel). */
+static int
 gnode(const struct shmtd_lease *l, const struct glim *g)
 {
+	if (l->sentinel)
+		return l->mnode != 0 ? (int)l->mnode - 1 : -1;
 	if (l->cluster && l->slotmap[g->hslot] != 0)
-		return l->slotmap[g->hslot] - 1U;
-	return l->cur;
+		return l->slotmap[g->hslot] - 1;
+	return (int)l->cur;
 }
 
 /* Whether G's node is connected (or could be now). */
 static int
 gonline(struct shmtd_lease *l, struct glim *g, uint64_t now)
 {
-	return node_conn(l, gnode(l, g), now) != NULL;
+	int n = gnode(l, g);
+
+	return n >= 0 && node_conn(l, (unsigned)n, now) != NULL;
 }
 
 static int
@@ -461,8 +585,8 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 	char sL[24], sH[24], sN[24], sI[24], sB[24];
 	redisReply *r;
 	uint64_t t0;
-	unsigned node = gnode(l, g);
-	int asking = 0;
+	int gn = gnode(l, g), asking = 0;
+	unsigned node = gn >= 0 ? (unsigned)gn : 0;
 
 	g->st.requests++;
 	snprintf(sL, sizeof(sL), "%" PRIu64, g->ref.limit);
@@ -473,6 +597,8 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 	t0 = shmt__mono_ns();
 	if (sentp != NULL)
 		*sentp = t0;
+	if (gn < 0)
+		return -ENOTCONN;
 	for (int hop = 0; hop < HOPS_MAX; hop++) {
 		redisContext *c = node_conn(l, node, shmt__mono_ns());
 		char host[256];
@@ -519,6 +645,18 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 			node = to;
 			asking = ask;
 			continue;
+		}
+		/* A master that became a replica refuses the script's
+		 * writes: nothing was recorded; ask the Sentinels again. */
+		if (r->type == REDIS_REPLY_ERROR && l->sentinel &&
+		    strstr(r->str, "READONLY") != NULL) {
+			g->st.errors++;
+			g->st.last_error = -EROFS;
+			freeReplyObject(r);
+			redisFree(l->node[node].c);
+			l->node[node].c = NULL;
+			l->mnode = 0;
+			return -EAGAIN;
 		}
 		if (r->type == REDIS_REPLY_ERROR && is_busy(r->str)) {
 			char a[300];
@@ -890,6 +1028,7 @@ run(void *arg)
 
 		pthread_mutex_unlock(&l->mu);
 		refresh_slots(l, now);
+		ask_sentinel(l, now);
 		for (size_t i = 0; i < l->ng; i++) {
 			uint64_t n = step(l, &l->g[i], shmt__mono_ns());
 
@@ -897,9 +1036,12 @@ run(void *arg)
 				next = n;
 		}
 		for (size_t i = 0; i < l->ng; i++) {
-			const struct rnode *r = &l->node[gnode(l, &l->g[i])];
+			int gn = gnode(l, &l->g[i]);
+			const struct rnode *r = &l->node[gn >= 0 ? gn : 0];
 
-			if (r->c == NULL && r->reconnect_at < next)
+			if (gn < 0 && l->ask_sentinel_at < next)
+				next = l->ask_sentinel_at;
+			else if (r->c == NULL && r->reconnect_at < next)
 				next = r->reconnect_at;
 		}
 		now = shmt__mono_ns();
@@ -978,6 +1120,7 @@ shmtd_lease_start(const struct shmtd_config *cfg, struct shmtd_lease **out,
 	for (int i = 0; i < rc; i++)
 		l->node[i].a = seeds[i];
 	l->nnode = l->nseed = (unsigned)rc;
+	l->sentinel = seeds[0].master[0] != '\0';
 	snprintf(l->me, sizeof(l->me), "%s", cfg->global.host);
 	/* A handle of its own: the main loop's is not shared with threads. */
 	if ((rc = shmt_open(cfg->segment, &l->h)) != 0) {

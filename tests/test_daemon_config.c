@@ -328,6 +328,8 @@ test_global(void **state)
 		  ":2: key 'redis': 'tcp://a:1, b:2' is not a Redis address" },
 		{ "[global]\nredis = , ,\n",
 		  ":2: key 'redis': ', ,' is not a Redis address" },
+		{ "[global]\nredis = sentinel://s:26379/a sentinel://t:26379/b\n",
+		  ":2: key 'redis': 'sentinel://s:26379/a sentinel://t:26379/b' is not a Redis address" },
 		{ "[global]\nredis = unix:/r.sock\n[limiter a]\nlimit = 10\n"
 		  "window = 1s\nglobal = yes\nmode = exact\n",
 		  ":6: key 'global': [limiter a]: global: 0 or 1, and a global limiter is a shared buckets limiter" },
@@ -382,6 +384,12 @@ test_global(void **state)
 	unlink(path);
 	assert_string_equal(c.global.redis, "tcp://10.0.0.1:7000, "
 	    "tcp://10.0.0.2:7000 tcp://[::1]:7000,unix:/run/r.sock");
+	shmtd_config_free(&c);
+	write_file(path, sizeof(path), "[global]\nredis = "
+	    "sentinel://10.0.0.9:26379/main\n");
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c.global.redis, "sentinel://10.0.0.9:26379/main");
 	shmtd_config_free(&c);
 	/* Without host =, the host's own name. */
 	write_file(path, sizeof(path), "[global]\nredis = unix:/run/r.sock\n");
