@@ -138,6 +138,7 @@ static const struct keydef daemon_keys[] = {
 static const struct keydef global_keys[] = {
 	{ "redis", K_REDIS, CF(global.redis), sizeof(((struct shmtd_config *)0)->global.redis) },
 	{ "host", K_STR, CF(global.host), sizeof(((struct shmtd_config *)0)->global.host) },
+	{ "replicas", K_U32, CF(global.replicas), 0 },
 	{ NULL, 0, 0, 0 }
 };
 
@@ -1251,8 +1252,8 @@ shmtd_config_print(FILE *f, const struct shmtd_config *c)
 
 	fprintf(f, "# resolved from %s\n", c->source);
 	if (c->global.redis[0] != '\0')
-		fprintf(f, "[global]\nredis = %s\nhost = %s\n", c->global.redis,
-		    c->global.host);
+		fprintf(f, "[global]\nredis = %s\nhost = %s\nreplicas = %u\n",
+		    c->global.redis, c->global.host, c->global.replicas);
 	fprintf(f, "[segment]\n");
 	fprintf(f, "name = %s\nmode = 0%03o\n", c->segment,
 	    (unsigned)c->seg.mode);

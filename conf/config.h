@@ -72,6 +72,8 @@ struct shmtd_global {
 	                       * "": none */
 	char host[256];       /* this host's name in Redis (default: the
 	                       * host name) */
+	uint32_t replicas;    /* a lease is used only once WAIT says this
+	                       * many replicas have it (0: not asked) */
 };
 
 struct shmtd_config {

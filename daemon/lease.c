@@ -207,7 +207,9 @@ struct shmtd_lease {
 	unsigned mnode;               /* Sentinel: 1 + the master's node, or
 				       * 0: ask a Sentinel */
 	unsigned msaid;               /* the master last logged */
-	uint64_t ask_sentinel_at;
+	unsigned last_node;           /* where the last script ran */
+	uint32_t replicas;            /* [global] replicas */
+	uint64_t asked_at;            /* when a Sentinel was last asked */
 	int refresh;                  /* the slot map wants CLUSTER SLOTS */
 	uint64_t refresh_at;
 	/* Slot -> 1 + the node that serves it (0: not known: ask a seed,
@@ -471,13 +473,21 @@ refresh_slots(struct shmtd_lease *l, uint64_t now)
 			return;
 }
 
-/* Ask the Sentinels, one after the other, for the master's address. */
+/* Ask the Sentinels, one after the other, for the master's address:
+ * when none is known (at most every 50 ms), and once a second while one
+ * is (a failover may leave the old master up and answering). */
+static uint64_t
+sentinel_due(const struct shmtd_lease *l)
+{
+	return l->asked_at + (l->mnode != 0 ? 1000 : 50) * MS;
+}
+
 static void
 ask_sentinel(struct shmtd_lease *l, uint64_t now)
 {
-	if (!l->sentinel || l->mnode != 0 || now < l->ask_sentinel_at)
+	if (!l->sentinel || (l->asked_at != 0 && now < sentinel_due(l)))
 		return;
-	l->ask_sentinel_at = now + 50 * MS;
+	l->asked_at = now;
 	for (unsigned k = 0; k < l->nseed; k++) {
 		unsigned n = (l->cur + k) % l->nseed;
 		redisContext *c = node_conn(l, n, now);
@@ -691,6 +701,7 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 		node_drop(l, node, g, -EPROTO, op);
 		return -EPROTO;
 	}
+	l->last_node = node;
 	for (int i = 0; i < 6; i++) {
 		if (r->element[i]->type != REDIS_REPLY_INTEGER) {
 			freeReplyObject(r);
@@ -701,6 +712,36 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 	}
 	freeReplyObject(r);
 	return 0;
+}
+
+/* WAIT for l->replicas replicas of the node that ran G's last script, no
+ * longer than G's use span (a lease acknowledged later is of no use);
+ * 1 if they have it. */
+static int
+wait_replicas(struct shmtd_lease *l, struct glim *g)
+{
+	unsigned n = l->last_node;
+	uint64_t ms = g->use_ns / MS;
+	redisReply *r;
+	int ok;
+
+	if (n >= l->nnode || l->node[n].c == NULL)
+		return 0;
+	if (ms == 0)
+		ms = 1;
+	r = redisCommand(l->node[n].c, "WAIT %u %" PRIu64, l->replicas, ms);
+	if (r == NULL) {
+		node_drop(l, n, g, -EIO, "WAIT");
+		return 0;
+	}
+	ok = r->type == REDIS_REPLY_INTEGER &&
+	    r->integer >= (long long)l->replicas;
+	freeReplyObject(r);
+	if (!ok) {
+		g->st.errors++;
+		g->st.last_error = -ETIMEDOUT;
+	}
+	return ok;
 }
 
 /* ---- Bookkeeping ------------------------------------------------------------ */
@@ -887,6 +928,22 @@ ask(struct shmtd_lease *l, struct glim *g, int i)
 		g->next_ask = recv + (wait > 0 ? wait : MS / 2);
 		return;
 	}
+	/* [global] replicas: the lease is used only once that many
+	 * replicas of the master that recorded it have it, so a failover to
+	 * any of them keeps it counted; else all of it goes back. */
+	if (l->replicas > 0) {
+		int acked = wait_replicas(l, g);
+
+		recv = shmt__mono_ns();
+		if (!acked) {
+			long long id = out[0], o2[6];
+
+			if (script(l, g, "give", k, id, out[4], o2, NULL, NULL) ==
+			    0)
+				g->st.returned_uses += (uint64_t)o2[0];
+			return;
+		}
+	}
 	dl = sent + g->use_ns;
 	held_add(g->held, &g->nheld, sent + g->hold_ns, k, out[0]);
 	g->st.leases++;
@@ -1039,9 +1096,9 @@ run(void *arg)
 			int gn = gnode(l, &l->g[i]);
 			const struct rnode *r = &l->node[gn >= 0 ? gn : 0];
 
-			if (gn < 0 && l->ask_sentinel_at < next)
-				next = l->ask_sentinel_at;
-			else if (r->c == NULL && r->reconnect_at < next)
+			if (l->sentinel && sentinel_due(l) < next)
+				next = sentinel_due(l);
+			if (gn >= 0 && r->c == NULL && r->reconnect_at < next)
 				next = r->reconnect_at;
 		}
 		now = shmt__mono_ns();
@@ -1121,6 +1178,7 @@ shmtd_lease_start(const struct shmtd_config *cfg, struct shmtd_lease **out,
 		l->node[i].a = seeds[i];
 	l->nnode = l->nseed = (unsigned)rc;
 	l->sentinel = seeds[0].master[0] != '\0';
+	l->replicas = cfg->global.replicas;
 	snprintf(l->me, sizeof(l->me), "%s", cfg->global.host);
 	/* A handle of its own: the main loop's is not shared with threads. */
 	if ((rc = shmt_open(cfg->segment, &l->h)) != 0) {

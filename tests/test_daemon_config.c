@@ -356,11 +356,12 @@ test_global(void **state)
 	}
 	write_file(path, sizeof(path), "[limiter g]\nlimit = 500\n"
 	    "window = 10m\nglobal = yes\noffline_limit = 50\n[global]\n"
-	    "redis = tcp://redis.internal:6379\nhost = web-17\n");
+	    "redis = tcp://redis.internal:6379\nhost = web-17\nreplicas = 2\n");
 	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
 	unlink(path);
 	assert_string_equal(c.global.redis, "tcp://redis.internal:6379");
 	assert_string_equal(c.global.host, "web-17");
+	assert_int_equal(c.global.replicas, 2);
 	assert_int_equal(c.limiters[0].limit.global, 1);
 	assert_int_equal(c.limiters[0].offline_limit, 50);
 	f = open_memstream(&text, &n);
@@ -372,6 +373,7 @@ test_global(void **state)
 	unlink(path2);
 	assert_string_equal(c2.global.redis, c.global.redis);
 	assert_string_equal(c2.global.host, "web-17");
+	assert_int_equal(c2.global.replicas, 2);
 	assert_int_equal(c2.limiters[0].limit.global, 1);
 	assert_int_equal(c2.limiters[0].offline_limit, 50);
 	free(text);

@@ -552,6 +552,7 @@ struct fleet {
 	int port[3];
 	pid_t node[3];
 	char raddr[HOSTS][256];
+	unsigned replicas;           /* [global] replicas */
 };
 
 static int
@@ -616,6 +617,8 @@ write_conf(struct fleet *f, int i)
 		fprintf(c, "[global]\nredis = unix:%s\n",
 		    f->psock[0] != '\0' && (f->hostmask & (1U << i)) ?
 		    f->psock : f->sock);
+	if (f->replicas > 0)
+		fprintf(c, "replicas = %u\n", f->replicas);
 	fprintf(c, "host = host-%d\n"
 	    "[segment]\nname = %s\n"
 	    "[limiter g]\nlimit = %d\nwindow = %dms\nslack_time = %dms\n"
@@ -1881,26 +1884,31 @@ sentinel_master(struct fleet *f)
 /*
  * The fleet behind Redis Sentinel: a master, its replica and one Sentinel
  * (quorum 1) on loopback ports drawn from the seed; every host's redis is
- * sentinel://127.0.0.1:PORT/m.  Mid-run the master is killed with kill -9:
- * the Sentinel promotes the replica, the daemons' requests fail, they ask
- * the Sentinel again and lease from the new master.  The fleet grants
- * after the failover; the most in any window is printed (a failover loses
- * the leases the replica had not yet received: not claimed safe, so
- * measured; here the replica is on the same machine and was in step).
+ * sentinel://127.0.0.1:PORT/m.  Mid-run the master fails over: killed
+ * with kill -9 (KILL), or by SENTINEL FAILOVER (the Sentinel promotes the
+ * replica; the old master stays up, a master with no replica, until the
+ * Sentinel turns it into one, which takes it about 10 s: two masters
+ * meanwhile).  The daemons ask the Sentinel again when their requests
+ * fail and once a second, and lease from the new master.  Without
+ * REPLICAS the fleet grants after the failover (asserted) and the most in
+ * any window is measured and printed, not promised (leases of the old
+ * master after the promotion are not in the new one).  With REPLICAS
+ * (WAIT before a lease is used) no window is over (asserted): neither
+ * master has a replica after the switch, so every lease goes back (fail
+ * closed) until one has.
  */
 static void
-test_sentinel_failover(void **state)
+sentinel_run(int kill_master, unsigned replicas)
 {
 	const int busy[HOSTS] = { 1, 1, 1 };
 	uint64_t seed = tu_seed("global_sentinel"), rnd = seed;
-	uint64_t start, end, killed, promoted, after, give_up;
+	uint64_t start, end, failed, promoted, after, give_up;
 	char port0[16];
 	struct verdict v;
 	struct fleet f;
 
-	(void)state;
-	NEED_REDIS();
 	memset(&f, 0, sizeof(f));
+	f.replicas = replicas;
 	snprintf(f.dir, sizeof(f.dir), "/tmp/shmt-global-XXXXXX");
 	assert_non_null(mkdtemp(f.dir));
 	f.nodes = 3;
@@ -1919,9 +1927,16 @@ test_sentinel_failover(void **state)
 	plain_start(&f, 0, NULL);
 	plain_start(&f, 1, port0);
 	plain_start(&f, 2, NULL);
-	for (give_up = mono() + 10000 * MSEC; sentinel_master(&f) != f.port[0];
-	    nap(20 * MSEC))
+	/* The Sentinel knows the master, and the master its replica. */
+	for (give_up = mono() + 10000 * MSEC;; nap(20 * MSEC)) {
+		redisReply *r = ncmd(f.port[0], "WAIT 1 10");
+		int ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+
+		freeReplyObject(r);
+		if (ok && sentinel_master(&f) == f.port[0])
+			break;
 		assert_true(mono() < give_up);
+	}
 	for (int i = 0; i < HOSTS; i++)
 		snprintf(f.raddr[i], sizeof(f.raddr[i]),
 		    "sentinel://127.0.0.1:%d/m", f.port[2]);
@@ -1930,31 +1945,58 @@ test_sentinel_failover(void **state)
 	end = start + 60000 * MSEC;
 	workers_start(&f, busy, end);
 	nap(F_HOLD_NS + 600 * MSEC);
-	killed = mono();
-	kill(f.node[0], SIGKILL);
-	waitpid(f.node[0], NULL, 0);
-	f.node[0] = 0;
+	failed = mono();
+	if (kill_master) {
+		kill(f.node[0], SIGKILL);
+		waitpid(f.node[0], NULL, 0);
+		f.node[0] = 0;
+	} else {
+		redisReply *r = ncmd(f.port[2], "SENTINEL FAILOVER m");
+
+		nok(r);
+	}
 	for (give_up = mono() + 20000 * MSEC; sentinel_master(&f) != f.port[1];
 	    nap(20 * MSEC))
 		assert_true(mono() < give_up);
 	promoted = mono();
-	nap(F_HOLD_NS + 1000 * MSEC);
+	nap(F_HOLD_NS + 1500 * MSEC);
 	end = mono();
 	__atomic_store_n(f.stop, end, __ATOMIC_RELEASE);
 	workers_wait(&f);
 	v = judge(&f, start, end);
 	v.util_mean = 0;
 	after = most_in_window(&f, -1, promoted, end);
-	printf("# sentinel: the replica promoted %llu ms after the master was "
-	    "killed; most in a window after: %llu\n",
-	    (unsigned long long)((promoted - killed) / MSEC),
-	    (unsigned long long)after);
+	printf("# sentinel (%s, replicas = %u): the Sentinel named the replica "
+	    "%llu ms after; most in a window after: %llu; most in any window "
+	    "%llu (limit %d), %llu windows over%s\n", kill_master ?
+	    "master killed" : "SENTINEL FAILOVER", replicas,
+	    (unsigned long long)((promoted - failed) / MSEC),
+	    (unsigned long long)after, (unsigned long long)v.max_window,
+	    F_LIMIT, (unsigned long long)v.over, replicas > 0 ? "" :
+	    " (measured: not promised without replicas)");
 	report("sentinel failover", &f, &v);
 	fleet_down(&f);
-	assert_true(after > 0);
-	/* Measured, not promised (asynchronous replication). */
-	printf("# sentinel failover: %llu windows over the limit (most %llu)\n",
-	    (unsigned long long)v.over, (unsigned long long)v.max_window);
+	if (replicas > 0)
+		assert_int_equal(v.over, 0);
+	else
+		assert_true(after > 0);
+}
+
+static void
+test_sentinel_kill(void **state)
+{
+	(void)state;
+	NEED_REDIS();
+	sentinel_run(1, 0);
+}
+
+static void
+test_sentinel_switch(void **state)
+{
+	(void)state;
+	NEED_REDIS();
+	sentinel_run(0, 0);
+	sentinel_run(0, 1);
 }
 
 int
@@ -1985,7 +2027,8 @@ main(int argc, char **argv)
 
 	const struct CMUnitTest cluster[] = {
 		cmocka_unit_test(test_cluster_safety),
-		cmocka_unit_test(test_sentinel_failover),
+		cmocka_unit_test(test_sentinel_kill),
+		cmocka_unit_test(test_sentinel_switch),
 	};
 
 	if (argc >= 3 && strcmp(argv[2], "cluster") == 0) {
