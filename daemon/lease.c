@@ -208,6 +208,7 @@ struct shmtd_lease {
 				       * 0: ask a Sentinel */
 	unsigned msaid;               /* the master last logged */
 	unsigned last_node;           /* where the last script ran */
+	unsigned gen;                 /* node_find forgot the learnt nodes */
 	uint32_t replicas;            /* [global] replicas */
 	uint64_t asked_at;            /* when a Sentinel was last asked */
 	int refresh;                  /* the slot map wants CLUSTER SLOTS */
@@ -295,6 +296,7 @@ node_conn(struct shmtd_lease *l, unsigned n, uint64_t now)
 	struct rnode *r = &l->node[n];
 	redisContext *c;
 	char a[300];
+	int rc;
 
 	if (r->c != NULL)
 		return r->c;
@@ -348,12 +350,13 @@ node_conn(struct shmtd_lease *l, unsigned n, uint64_t now)
 	 * hosts that reached one would not count the leases of those that
 	 * reached another): a seed that is not a cluster node is refused. */
 	if (l->nseed > 1 && !l->cluster && !l->sentinel &&
-	    load_slots(l, n) != 0) {
-		if (r->c != NULL) {
+	    (rc = load_slots(l, n)) != 0) {
+		if (r->c != NULL && rc == -EPROTO)
 			shmtd_log(LOG_ERR, "global: redis %s is not a Redis "
 			    "Cluster node: several addresses in [global] redis "
 			    "are the seeds of one cluster; not leasing from it",
 			    naddr(r, a, sizeof(a)));
+		if (r->c != NULL) {
 			redisFree(r->c);
 			r->c = NULL;
 		}
@@ -399,6 +402,7 @@ node_find(struct shmtd_lease *l, const char *host, int port, unsigned from)
 		l->nnode = l->nseed;
 		l->mnode = 0;
 		l->refresh = 1;
+		l->gen++;
 	}
 	r = &l->node[l->nnode];
 	memset(r, 0, sizeof(*r));
@@ -415,6 +419,7 @@ load_slots(struct shmtd_lease *l, unsigned n)
 {
 	uint8_t map[SHMTD_REDIS_SLOTS];
 	redisReply *r = redisCommand(l->node[n].c, "CLUSTER SLOTS");
+	unsigned gen = l->gen;
 
 	if (r == NULL) {
 		node_drop(l, n, NULL, -EIO, "CLUSTER SLOTS");
@@ -451,6 +456,12 @@ load_slots(struct shmtd_lease *l, unsigned n)
 		snprintf(host, sizeof(host), "%s", strcmp(m->element[0]->str,
 		    "?") == 0 ? "" : m->element[0]->str);
 		k = node_find(l, host, (int)m->element[1]->integer, n);
+		if (l->gen != gen) {
+			/* More nodes than the table holds: the indices of
+			 * this map are stale; the next refresh starts anew. */
+			freeReplyObject(r);
+			return -EIO;
+		}
 		for (long long s = a; s <= b; s++)
 			map[s] = (uint8_t)(k + 1);
 	}

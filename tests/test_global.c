@@ -551,7 +551,7 @@ struct fleet {
 	int nodes;
 	int port[3];
 	pid_t node[3];
-	char raddr[HOSTS][256];
+	char raddr[HOSTS][512];
 	unsigned replicas;           /* [global] replicas */
 };
 
@@ -1806,6 +1806,52 @@ test_cluster_safety(void **state)
 	assert_true(again > 0);
 }
 
+/*
+ * Several addresses are the seeds of one Redis Cluster: a daemon whose
+ * seeds are plain Redis servers (here one, named twice) leases nothing
+ * from them, since hosts that reached different servers would each count
+ * only their own leases; its log says why.
+ */
+static void
+test_cluster_refuses_plain(void **state)
+{
+	struct fleet f;
+	shmt_global_stat_t gs;
+	uint64_t give_up;
+	char *log;
+	shmt_t *h;
+	int rc = 0;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	snprintf(f.dir, sizeof(f.dir), "/tmp/shmt-global-XXXXXX");
+	assert_non_null(mkdtemp(f.dir));
+	snprintf(f.sock, sizeof(f.sock), "%s/redis.sock", f.dir);
+	redis_start(&f);
+	for (int i = 0; i < HOSTS; i++)
+		snprintf(f.raddr[i], sizeof(f.raddr[i]), "unix:%s, unix:%s",
+		    f.sock, f.sock);
+	fleet_hosts(&f, "plain");
+	assert_int_equal(shmt_open(f.seg[0], &h), 0);
+	for (give_up = mono() + 1000 * MSEC; mono() < give_up && rc == 0;)
+		rc = shmt_wait(h, "g", NULL, 0, 1, 100 * MSEC, NULL);
+	memset(&gs, 0, sizeof(gs));
+	shmt_global_stat(h, "g", &gs);
+	shmt_close(h);
+	log = tu_read_all(f.log[0]);
+	/* Everything stopped before the checks, so a failure leaves no
+	 * server behind. */
+	fleet_down(&f);
+	printf("# two plain seeds: %d granted, %llu leases, %llu errors\n", rc,
+	    (unsigned long long)gs.leases, (unsigned long long)gs.errors);
+	assert_non_null(log);
+	assert_int_equal(rc, 0);
+	assert_int_equal(gs.leases, 0);
+	assert_non_null(strstr(log, "is not a Redis Cluster node"));
+	free(log);
+}
+
 /* ---- Sentinel: a master, a replica, one Sentinel ------------------------- */
 
 static void
@@ -2027,6 +2073,7 @@ main(int argc, char **argv)
 
 	const struct CMUnitTest cluster[] = {
 		cmocka_unit_test(test_cluster_safety),
+		cmocka_unit_test(test_cluster_refuses_plain),
 		cmocka_unit_test(test_sentinel_kill),
 		cmocka_unit_test(test_sentinel_switch),
 	};
