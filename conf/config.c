@@ -138,6 +138,7 @@ static const struct keydef daemon_keys[] = {
 static const struct keydef global_keys[] = {
 	{ "redis", K_REDIS, CF(global.redis), sizeof(((struct shmtd_config *)0)->global.redis) },
 	{ "host", K_STR, CF(global.host), sizeof(((struct shmtd_config *)0)->global.host) },
+	{ "replicas", K_U32, CF(global.replicas), 0 },
 	{ NULL, 0, 0, 0 }
 };
 
@@ -508,13 +509,16 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 			*(int *)dst = b;
 		break;
 	case K_REDIS: {
-		char path[108], host[256];
-		int port;
+		struct shmtd_redis_addr seeds[SHMTD_REDIS_SEEDS_MAX];
 
-		if (shmtd_redis_parse(v, path, sizeof(path), host,
-		    sizeof(host), &port) != 0) {
+		if (shmtd_redis_seeds(v, seeds, SHMTD_REDIS_SEEDS_MAX) < 0) {
 			fail(p, p->line, k->name, "'%s' is not a Redis address "
-			    "(unix:/absolute/path or tcp://HOST:PORT)", v);
+			    "(unix:/absolute/path or tcp://HOST:PORT, or up to "
+			    "%d of them, separated by spaces or commas, for the "
+			    "seeds of a Redis Cluster; or "
+			    "sentinel://HOST:PORT/MASTER, one or more, all for "
+			    "one MASTER)", v,
+			    SHMTD_REDIS_SEEDS_MAX);
 			return -EINVAL;
 		}
 		if (strlen(v) >= k->cap)
@@ -1248,8 +1252,8 @@ shmtd_config_print(FILE *f, const struct shmtd_config *c)
 
 	fprintf(f, "# resolved from %s\n", c->source);
 	if (c->global.redis[0] != '\0')
-		fprintf(f, "[global]\nredis = %s\nhost = %s\n", c->global.redis,
-		    c->global.host);
+		fprintf(f, "[global]\nredis = %s\nhost = %s\nreplicas = %u\n",
+		    c->global.redis, c->global.host, c->global.replicas);
 	fprintf(f, "[segment]\n");
 	fprintf(f, "name = %s\nmode = 0%03o\n", c->segment,
 	    (unsigned)c->seg.mode);

@@ -66,9 +66,14 @@ struct shmtd_counters {
 
 /* [global]: where global limiters lease their uses. */
 struct shmtd_global {
-	char redis[512];      /* "unix:PATH" or "tcp://HOST:PORT"; "": none */
+	char redis[512];      /* "unix:PATH" or "tcp://HOST:PORT", or several
+	                       * (cluster seeds, space or comma separated),
+	                       * or sentinel://HOST:PORT/MASTER ones;
+	                       * "": none */
 	char host[256];       /* this host's name in Redis (default: the
 	                       * host name) */
+	uint32_t replicas;    /* a lease is used only once WAIT says this
+	                       * many replicas have it (0: not asked) */
 };
 
 struct shmtd_config {

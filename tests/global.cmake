@@ -6,7 +6,7 @@ if(TARGET shmtd_core)
   pkg_check_modules(HIREDIS_T REQUIRED IMPORTED_TARGET hiredis)
   shmt_add_test(test_global
     SOURCES test_global.c
-    LIBS PkgConfig::HIREDIS_T shmtd_core
+    LIBS PkgConfig::HIREDIS_T shmtd_core shmt_config
     LABELS unit TIMEOUT 60)
 endif()
 if(TARGET shmthrottled AND TARGET test_global)
@@ -14,4 +14,9 @@ if(TARGET shmthrottled AND TARGET test_global)
   add_test(NAME test_global_fleet
     COMMAND test_global $<TARGET_FILE:shmthrottled> fleet)
   set_tests_properties(test_global_fleet PROPERTIES LABELS stress TIMEOUT 180)
+endif()
+if(TARGET shmthrottled AND TARGET test_global)
+  add_test(NAME test_global_cluster
+    COMMAND test_global $<TARGET_FILE:shmthrottled> cluster)
+  set_tests_properties(test_global_cluster PROPERTIES LABELS stress TIMEOUT 180)
 endif()

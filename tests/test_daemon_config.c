@@ -324,6 +324,12 @@ test_global(void **state)
 		  ":2: key 'redis': 'unix:relative.sock' is not a Redis address" },
 		{ "[global]\nredis = tcp://h:0\n",
 		  ":2: key 'redis': 'tcp://h:0' is not a Redis address" },
+		{ "[global]\nredis = tcp://a:1, b:2\n",
+		  ":2: key 'redis': 'tcp://a:1, b:2' is not a Redis address" },
+		{ "[global]\nredis = , ,\n",
+		  ":2: key 'redis': ', ,' is not a Redis address" },
+		{ "[global]\nredis = sentinel://s:26379/a sentinel://t:26379/b\n",
+		  ":2: key 'redis': 'sentinel://s:26379/a sentinel://t:26379/b' is not a Redis address" },
 		{ "[global]\nredis = unix:/r.sock\n[limiter a]\nlimit = 10\n"
 		  "window = 1s\nglobal = yes\nmode = exact\n",
 		  ":6: key 'global': [limiter a]: global: 0 or 1, and a global limiter is a shared buckets limiter" },
@@ -350,11 +356,12 @@ test_global(void **state)
 	}
 	write_file(path, sizeof(path), "[limiter g]\nlimit = 500\n"
 	    "window = 10m\nglobal = yes\noffline_limit = 50\n[global]\n"
-	    "redis = tcp://redis.internal:6379\nhost = web-17\n");
+	    "redis = tcp://redis.internal:6379\nhost = web-17\nreplicas = 2\n");
 	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
 	unlink(path);
 	assert_string_equal(c.global.redis, "tcp://redis.internal:6379");
 	assert_string_equal(c.global.host, "web-17");
+	assert_int_equal(c.global.replicas, 2);
 	assert_int_equal(c.limiters[0].limit.global, 1);
 	assert_int_equal(c.limiters[0].offline_limit, 50);
 	f = open_memstream(&text, &n);
@@ -366,11 +373,26 @@ test_global(void **state)
 	unlink(path2);
 	assert_string_equal(c2.global.redis, c.global.redis);
 	assert_string_equal(c2.global.host, "web-17");
+	assert_int_equal(c2.global.replicas, 2);
 	assert_int_equal(c2.limiters[0].limit.global, 1);
 	assert_int_equal(c2.limiters[0].offline_limit, 50);
 	free(text);
 	shmtd_config_free(&c);
 	shmtd_config_free(&c2);
+	/* Cluster seeds: spaces, commas or both, kept as written. */
+	write_file(path, sizeof(path), "[global]\nredis = tcp://10.0.0.1:7000, "
+	    "tcp://10.0.0.2:7000 tcp://[::1]:7000,unix:/run/r.sock\n");
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c.global.redis, "tcp://10.0.0.1:7000, "
+	    "tcp://10.0.0.2:7000 tcp://[::1]:7000,unix:/run/r.sock");
+	shmtd_config_free(&c);
+	write_file(path, sizeof(path), "[global]\nredis = "
+	    "sentinel://10.0.0.9:26379/main\n");
+	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c.global.redis, "sentinel://10.0.0.9:26379/main");
+	shmtd_config_free(&c);
 	/* Without host =, the host's own name. */
 	write_file(path, sizeof(path), "[global]\nredis = unix:/run/r.sock\n");
 	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);

@@ -13,6 +13,7 @@
  */
 #include "testutil.h"
 
+#include "addr.h"
 #include "global.h"
 #include "limiter.h"
 #include "prom.h"
@@ -20,6 +21,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -401,6 +404,110 @@ test_lease_worker_kill(void **state)
 	ufix_close(&f);
 }
 
+/* The Redis side of [global] redis: several addresses (cluster seeds), the
+ * cluster's key slots and its redirections. */
+static void
+test_cluster_addr(void **state)
+{
+	struct shmtd_redis_addr a[SHMTD_REDIS_SEEDS_MAX];
+	char host[256], l[SHMTD_REDIS_KEY_MAX], z[SHMTD_REDIS_KEY_MAX];
+	char b[SHMTD_REDIS_KEY_MAX];
+	unsigned slot;
+	int ask, port;
+
+	(void)state;
+	assert_int_equal(shmtd_redis_seeds("tcp://a:1", a, 16), 1);
+	assert_string_equal(a[0].host, "a");
+	assert_int_equal(a[0].port, 1);
+	assert_int_equal(shmtd_redis_seeds(" tcp://a:1, tcp://[::1]:2 ,"
+	    "unix:/x/y.sock\ttcp://b:3 ", a, 16), 4);
+	assert_string_equal(a[1].host, "::1");
+	assert_int_equal(a[1].port, 2);
+	assert_string_equal(a[2].path, "/x/y.sock");
+	assert_string_equal(a[3].host, "b");
+	assert_int_equal(shmtd_redis_seeds("tcp://a:1,,", a, 16), 1);
+	assert_int_equal(shmtd_redis_seeds("", a, 16), -EINVAL);
+	assert_int_equal(shmtd_redis_seeds(" , ", a, 16), -EINVAL);
+	assert_int_equal(shmtd_redis_seeds("tcp://a:1 b:2", a, 16), -EINVAL);
+	assert_int_equal(shmtd_redis_seeds("tcp://a:1 tcp://b:2", a, 1),
+	    -EINVAL);
+	/* Sentinels of one master, and nothing else with them. */
+	assert_int_equal(shmtd_redis_seeds("sentinel://s1:26379/main, "
+	    "sentinel://[::1]:26380/main", a, 16), 2);
+	assert_string_equal(a[0].host, "s1");
+	assert_int_equal(a[0].port, 26379);
+	assert_string_equal(a[0].master, "main");
+	assert_string_equal(a[1].host, "::1");
+	assert_string_equal(a[1].master, "main");
+	assert_int_equal(shmtd_redis_seeds("tcp://a:1", a, 16), 1);
+	assert_string_equal(a[0].master, "");
+	assert_int_equal(shmtd_redis_seeds("sentinel://s1:26379/main "
+	    "sentinel://s2:26379/other", a, 16), -EINVAL);
+	assert_int_equal(shmtd_redis_seeds("sentinel://s1:26379/main "
+	    "tcp://a:1", a, 16), -EINVAL);
+	assert_int_equal(shmtd_redis_seeds("tcp://a:1 "
+	    "sentinel://s1:26379/main", a, 16), -EINVAL);
+	assert_int_equal(shmtd_redis_seeds("sentinel://s1:26379", a, 16),
+	    -EINVAL);
+	assert_int_equal(shmtd_redis_seeds("sentinel://s1:26379/", a, 16),
+	    -EINVAL);
+	assert_int_equal(shmtd_redis_seeds("sentinel://s1:26379/a/b", a, 16),
+	    -EINVAL);
+	assert_int_equal(shmtd_redis_seeds("sentinel://s1/main", a, 16),
+	    -EINVAL);
+	/* CRC16/XMODEM's check value, and the cluster's hash tag rules:
+	 * the first '{', the first '}' after it, not empty. */
+	assert_int_equal(shmtd_redis_slot("123456789", 9), 0x31c3);
+	assert_int_equal(shmtd_redis_slot("{user1000}.following", 21),
+	    shmtd_redis_slot("user1000", 8));
+	assert_int_equal(shmtd_redis_slot("foo{bar}{zap}", 13),
+	    shmtd_redis_slot("bar", 3));
+	assert_int_equal(shmtd_redis_slot("foo{{bar}}zap", 13),
+	    shmtd_redis_slot("{bar", 4));
+	assert_int_not_equal(shmtd_redis_slot("foo{}{bar}", 10),
+	    shmtd_redis_slot("bar", 3));
+	/* As redis-server 7.0's CLUSTER KEYSLOT answers. */
+	assert_int_equal(shmtd_redis_slot("foo{}{bar}", 10), 8363);
+	assert_int_equal(shmtd_redis_slot("somekey", 7), 11058);
+	assert_int_equal(shmtd_redis_slot("shmt:{g}:l", 10), 7233);
+	/* A limiter's keys; a name that starts with '}' is spelt in hex. */
+	shmtd_redis_keys("g", l, z, b);
+	assert_string_equal(l, "shmt:{g}:l");
+	assert_string_equal(z, "shmt:{g}:z");
+	assert_string_equal(b, "shmt:{g}:b");
+	shmtd_redis_keys("}x", l, z, b);
+	assert_string_equal(l, "shmt:x{7d78}:l");
+	assert_int_equal(shmtd_redis_slot(l, strlen(l)),
+	    shmtd_redis_slot(b, strlen(b)));
+	/* Redirections. */
+	assert_int_equal(shmtd_redis_redirect("MOVED 3999 127.0.0.1:6381",
+	    &ask, &slot, host, sizeof(host), &port), 0);
+	assert_int_equal(ask, 0);
+	assert_int_equal(slot, 3999);
+	assert_string_equal(host, "127.0.0.1");
+	assert_int_equal(port, 6381);
+	assert_int_equal(shmtd_redis_redirect("ASK 0 ::1:7000", &ask, &slot,
+	    host, sizeof(host), &port), 0);
+	assert_int_equal(ask, 1);
+	assert_int_equal(slot, 0);
+	assert_string_equal(host, "::1");
+	assert_int_equal(port, 7000);
+	assert_int_equal(shmtd_redis_redirect("MOVED 16383 :7001", &ask,
+	    &slot, host, sizeof(host), &port), 0);
+	assert_string_equal(host, "");
+	assert_int_equal(slot, 16383);
+	assert_int_equal(shmtd_redis_redirect("MOVED 16384 a:1", &ask, &slot,
+	    host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(shmtd_redis_redirect("MOVED 1 a:0", &ask, &slot,
+	    host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(shmtd_redis_redirect("MOVED x a:1", &ask, &slot,
+	    host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(shmtd_redis_redirect("ERR unknown", &ask, &slot,
+	    host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(shmtd_redis_redirect("TRYAGAIN Multiple keys", &ask,
+	    &slot, host, sizeof(host), &port), -EINVAL);
+}
+
 /* ---- Fleet: three hosts, one Redis ----------------------------------------- */
 
 #define HOSTS 3
@@ -439,6 +546,13 @@ struct fleet {
 	 * exactly rep_ms, and drops one in DROP (0: none); the hosts of
 	 * HOSTMASK go through it. */
 	unsigned req_ms, rep_ms, drop, hostmask;
+	/* A Redis Cluster instead of the one Redis: its masters' ports and
+	 * processes, and each host's [global] redis value. */
+	int nodes;
+	int port[3];
+	pid_t node[3];
+	char raddr[HOSTS][512];
+	unsigned replicas;           /* [global] replicas */
 };
 
 static int
@@ -497,12 +611,19 @@ write_conf(struct fleet *f, int i)
 	FILE *c = fopen(f->conf[i], "w");
 
 	assert_non_null(c);
-	fprintf(c, "[global]\nredis = unix:%s\nhost = host-%d\n"
+	if (f->raddr[i][0] != '\0')
+		fprintf(c, "[global]\nredis = %s\n", f->raddr[i]);
+	else
+		fprintf(c, "[global]\nredis = unix:%s\n",
+		    f->psock[0] != '\0' && (f->hostmask & (1U << i)) ?
+		    f->psock : f->sock);
+	if (f->replicas > 0)
+		fprintf(c, "replicas = %u\n", f->replicas);
+	fprintf(c, "host = host-%d\n"
 	    "[segment]\nname = %s\n"
 	    "[limiter g]\nlimit = %d\nwindow = %dms\nslack_time = %dms\n"
 	    "slack_uses = %d\nglobal = yes\n",
-	    f->psock[0] != '\0' && (f->hostmask & (1U << i)) ? f->psock :
-	    f->sock, i, f->seg[i],
+	    i, f->seg[i],
 	    F_LIMIT, F_WINDOW_MS, F_SLACK_MS, F_USES);
 	if (f->offline_limit > 0)
 		fprintf(c, "offline_limit = %llu\n",
@@ -680,14 +801,8 @@ proxy_start(struct fleet *f)
 }
 
 static void
-fleet_up(struct fleet *f, const char *tag)
+fleet_hosts(struct fleet *f, const char *tag)
 {
-	snprintf(f->dir, sizeof(f->dir), "/tmp/shmt-global-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->sock, sizeof(f->sock), "%s/redis.sock", f->dir);
-	redis_start(f);
-	if (f->proxy_seed != 0)
-		proxy_start(f);
 	for (int i = 0; i < HOSTS; i++) {
 		char t[32];
 
@@ -707,6 +822,18 @@ fleet_up(struct fleet *f, const char *tag)
 	assert_true(f->rec != MAP_FAILED);
 	f->stop = (uint64_t *)(void *)(f->rec + HOSTS * WORKERS);
 	*f->stop = UINT64_MAX;
+}
+
+static void
+fleet_up(struct fleet *f, const char *tag)
+{
+	snprintf(f->dir, sizeof(f->dir), "/tmp/shmt-global-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->sock, sizeof(f->sock), "%s/redis.sock", f->dir);
+	redis_start(f);
+	if (f->proxy_seed != 0)
+		proxy_start(f);
+	fleet_hosts(f, tag);
 }
 
 /* BUSY[i]: 0 no demand on host i, 1 as much as it gets, 2 one worker
@@ -755,6 +882,11 @@ fleet_down(struct fleet *f)
 		shmt_unlink(f->seg[i]);
 	}
 	redis_kill(f);
+	for (int i = 0; i < f->nodes; i++)
+		if (f->node[i] > 0) {
+			kill(f->node[i], SIGKILL);
+			waitpid(f->node[i], NULL, 0);
+		}
 	if (f->proxy > 0) {
 		kill(f->proxy, SIGKILL);
 		waitpid(f->proxy, NULL, 0);
@@ -1342,6 +1474,577 @@ test_fleet_late_replies(void **state)
 	assert_int_equal(gs.returned_uses, gs.leased_uses);
 }
 
+/* ---- Cluster: three masters ------------------------------------------------ */
+
+static int
+port_free(int port)
+{
+	struct sockaddr_in sa;
+	int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok = s >= 0 && bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (s >= 0)
+		close(s);
+	return ok;
+}
+
+/* A command to the node on PORT; the reply (never NULL: asserted). */
+static redisReply *
+ncmd(int port, const char *fmt, ...)
+{
+	struct timeval tv = { 5, 0 };
+	redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+	redisReply *r = NULL;
+	va_list ap;
+
+	if (c != NULL && !c->err) {
+		va_start(ap, fmt);
+		r = redisvCommand(c, fmt, ap);
+		va_end(ap);
+	}
+	redisFree(c);
+	assert_non_null(r);
+	return r;
+}
+
+static void
+nok(redisReply *r)
+{
+	if (r->type == REDIS_REPLY_ERROR)
+		printf("# redis: %s\n", r->str);
+	assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+	freeReplyObject(r);
+}
+
+static void
+node_start(struct fleet *f, int i)
+{
+	char dir[128], log[160], port[16];
+	uint64_t end = mono() + 10000 * MSEC;
+
+	snprintf(dir, sizeof(dir), "%s/n%d", f->dir, i);
+	snprintf(log, sizeof(log), "%s/redis.log", dir);
+	snprintf(port, sizeof(port), "%d", f->port[i]);
+	mkdir(dir, 0700);
+	f->node[i] = fork();
+	assert_true(f->node[i] >= 0);
+	if (f->node[i] == 0) {
+		execlp("redis-server", "redis-server", "--port", port,
+		    "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+		    "--cluster-config-file", "nodes.conf",
+		    "--cluster-node-timeout", "5000", "--dir", dir,
+		    "--save", "", "--appendonly", "no", "--logfile", log,
+		    "--daemonize", "no", (char *)NULL);
+		_exit(127);
+	}
+	for (;;) {
+		struct timeval tv = { 1, 0 };
+		redisContext *c = redisConnectWithTimeout("127.0.0.1",
+		    f->port[i], tv);
+		redisReply *r = c != NULL && !c->err ?
+		    redisCommand(c, "PING") : NULL;
+		int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+
+		if (r != NULL)
+			freeReplyObject(r);
+		redisFree(c);
+		if (ok)
+			return;
+		assert_true(mono() < end);
+		nap(10 * MSEC);
+	}
+}
+
+static void
+cluster_wait_ok(struct fleet *f)
+{
+	uint64_t end = mono() + 20000 * MSEC;
+
+	for (int i = 0; i < f->nodes; i++)
+		for (;;) {
+			redisReply *r = ncmd(f->port[i], "CLUSTER INFO");
+			int ok = r->type == REDIS_REPLY_STRING &&
+			    strstr(r->str, "cluster_state:ok") != NULL;
+
+			freeReplyObject(r);
+			if (ok)
+				break;
+			assert_true(mono() < end);
+			nap(50 * MSEC);
+		}
+}
+
+/* The node that serves KEY: the one that does not redirect. */
+static int
+owner_of(struct fleet *f, const char *key)
+{
+	for (int i = 0; i < f->nodes; i++) {
+		redisReply *r = ncmd(f->port[i], "EXISTS %s", key);
+		int mine = r->type == REDIS_REPLY_INTEGER;
+
+		freeReplyObject(r);
+		if (mine)
+			return i;
+	}
+	fail_msg("no node serves %s", key);
+	return -1;
+}
+
+/* Three masters on loopback ports drawn from the seed (each free, and its
+ * cluster bus port, + 10000, too), joined by redis-cli --cluster create. */
+static void
+cluster_up(struct fleet *f, const char *tag, uint64_t *rnd)
+{
+	char cmd[512];
+	int own;
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/shmt-global-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	f->nodes = 3;
+	for (int i = 0; i < 3; i++)
+		for (;;) {
+			int p = 20000 + (int)(tu_rand(rnd) % 30000), dup = 0;
+
+			for (int j = 0; j < i; j++)
+				dup |= f->port[j] == p;
+			if (!dup && port_free(p) && port_free(p + 10000)) {
+				f->port[i] = p;
+				break;
+			}
+		}
+	for (int i = 0; i < 3; i++)
+		node_start(f, i);
+	snprintf(cmd, sizeof(cmd), "redis-cli --cluster create 127.0.0.1:%d "
+	    "127.0.0.1:%d 127.0.0.1:%d --cluster-yes > %s/create.log 2>&1",
+	    f->port[0], f->port[1], f->port[2], f->dir);
+	assert_int_equal(system(cmd), 0);
+	cluster_wait_ok(f);
+	/* Host 0 has every node as a seed, host 1 two (commas and spaces
+	 * mixed), host 2 one that does not serve the limiter's slot: its
+	 * first request is answered MOVED. */
+	own = owner_of(f, "shmt:{g}:b");
+	snprintf(f->raddr[0], sizeof(f->raddr[0]), "tcp://127.0.0.1:%d, "
+	    "tcp://127.0.0.1:%d tcp://127.0.0.1:%d", f->port[0], f->port[1],
+	    f->port[2]);
+	snprintf(f->raddr[1], sizeof(f->raddr[1]), "tcp://127.0.0.1:%d,"
+	    "tcp://127.0.0.1:%d", f->port[2], f->port[1]);
+	snprintf(f->raddr[2], sizeof(f->raddr[2]), "tcp://127.0.0.1:%d",
+	    f->port[(own + 1) % 3]);
+	fleet_hosts(f, tag);
+}
+
+static char *
+node_id(int port)
+{
+	redisReply *r = ncmd(port, "CLUSTER MYID");
+	char *id;
+
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	id = strdup(r->str);
+	freeReplyObject(r);
+	return id;
+}
+
+/* Move SLOT from node A to node B as redis-cli --cluster reshard does,
+ * one key at a time with a pause after each, so that requests meet the
+ * slot half moved (ASK, TRYAGAIN); then every node is told B owns it. */
+static void
+migrate_slot(struct fleet *f, unsigned slot, int a, int b)
+{
+	char *ida = node_id(f->port[a]), *idb = node_id(f->port[b]);
+	int moved = 0;
+
+	nok(ncmd(f->port[b], "CLUSTER SETSLOT %u IMPORTING %s", slot, ida));
+	nok(ncmd(f->port[a], "CLUSTER SETSLOT %u MIGRATING %s", slot, idb));
+	for (;;) {
+		redisReply *r = ncmd(f->port[a], "CLUSTER GETKEYSINSLOT %u 1",
+		    slot);
+
+		assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+		if (r->elements == 0) {
+			freeReplyObject(r);
+			break;
+		}
+		nok(ncmd(f->port[a], "MIGRATE 127.0.0.1 %d %b 0 5000",
+		    f->port[b], r->element[0]->str,
+		    (size_t)r->element[0]->len));
+		freeReplyObject(r);
+		moved++;
+		nap(40 * MSEC);
+	}
+	for (int i = 0; i < 3; i++)
+		nok(ncmd(f->port[(b + i) % 3], "CLUSTER SETSLOT %u NODE %s",
+		    slot, idb));
+	printf("# slot %u moved from node %d to node %d (%d keys)\n", slot, a,
+	    b, moved);
+	free(ida);
+	free(idb);
+}
+
+/* A limiter's three keys share a slot, the one Redis computes, whatever
+ * the bytes of its name (hash tags: an empty one, '{' and '}' inside). */
+static void
+check_key_slots(struct fleet *f)
+{
+	const char *names[] = { "g", "api-key", "}x", "}", "a}b", "{}", "a{b",
+		"{a}", "x{}y", "}{}" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char k[3][SHMTD_REDIS_KEY_MAX];
+
+		shmtd_redis_keys(names[i], k[0], k[1], k[2]);
+		for (int j = 0; j < 3; j++) {
+			redisReply *r = ncmd(f->port[0], "CLUSTER KEYSLOT %s",
+			    k[j]);
+
+			assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+			assert_int_equal(r->integer,
+			    shmtd_redis_slot(k[j], strlen(k[j])));
+			assert_int_equal(shmtd_redis_slot(k[j], strlen(k[j])),
+			    shmtd_redis_slot(k[0], strlen(k[0])));
+			freeReplyObject(r);
+		}
+	}
+}
+
+static int
+have_cluster(void)
+{
+	return have_redis() &&
+	    system("redis-cli --cluster help 2>&1 | grep -q create") == 0;
+}
+
+/*
+ * The fleet's safety run against a Redis Cluster of three masters: three
+ * hosts whose seeds differ (one is sent MOVED at once), the limiter's slot
+ * moved to another master mid-run one key at a time (ASK and TRYAGAIN
+ * answers while it moves, MOVED after), then that master's data lost
+ * (FLUSHALL: what a restart without persistence loses, without the 2 s a
+ * restarted master of a cluster refuses writes, which is longer than the
+ * hold here), then that master killed with kill -9 and started again
+ * without its data.  Every grant's decision time is recorded: no window
+ * over the limit; every host grants again after the slot moved; none in
+ * the hold after the data was lost (the born key is gone: the script waits
+ * one hold) and some after it; the fleet grants again after the restart.
+ */
+static void
+test_cluster_safety(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	uint64_t seed = tu_seed("global_cluster"), rnd = seed;
+	uint64_t start, end, moved, lost, killed, back, per[HOSTS], after;
+	uint64_t again, held, resumed;
+	struct verdict v;
+	struct fleet f;
+	char kl[SHMTD_REDIS_KEY_MAX], kz[SHMTD_REDIS_KEY_MAX];
+	char kb[SHMTD_REDIS_KEY_MAX];
+	unsigned slot;
+	int own, to;
+
+	(void)state;
+	if (!have_cluster()) {
+		printf("# SKIP: redis-server or redis-cli --cluster is not "
+		    "installed (scripts/setup.sh installs them)\n");
+		skip();
+	}
+	memset(&f, 0, sizeof(f));
+	cluster_up(&f, "clu", &rnd);
+	check_key_slots(&f);
+	shmtd_redis_keys("g", kl, kz, kb);
+	slot = shmtd_redis_slot(kl, strlen(kl));
+	own = owner_of(&f, kb);
+	to = (own + 1 + (int)(tu_rand(&rnd) % 2)) % 3;
+	start = mono();
+	end = start + 60000 * MSEC;
+	workers_start(&f, busy, end);
+	nap(F_HOLD_NS + 600 * MSEC);
+	migrate_slot(&f, slot, own, to);
+	moved = mono();
+	nap(800 * MSEC);
+	lost = mono();
+	nok(ncmd(f.port[to], "FLUSHALL"));
+	nap(F_HOLD_NS + 500 * MSEC);
+	killed = mono();
+	kill(f.node[to], SIGKILL);
+	waitpid(f.node[to], NULL, 0);
+	nap(100 * MSEC);
+	node_start(&f, to);
+	back = mono();
+	cluster_wait_ok(&f);
+	nap(F_HOLD_NS + 800 * MSEC);
+	end = mono();
+	__atomic_store_n(f.stop, end, __ATOMIC_RELEASE);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	v.util_mean = 0;
+	for (int i = 0; i < HOSTS; i++)
+		per[i] = most_in_window(&f, i, moved, lost);
+	held = most_in_window(&f, -1, lost + 20 * MSEC, lost + F_HOLD_NS);
+	resumed = most_in_window(&f, -1, lost + F_HOLD_NS, killed);
+	after = most_in_window(&f, -1, back + 20 * MSEC, back + F_HOLD_NS);
+	again = most_in_window(&f, -1, back + F_HOLD_NS, end);
+	printf("# cluster: most per host in a window after the slot moved "
+	    "%llu %llu %llu; after its data was lost: %llu in the hold, "
+	    "%llu after; after its master came back empty: %llu in the "
+	    "hold, %llu after\n", (unsigned long long)per[0],
+	    (unsigned long long)per[1], (unsigned long long)per[2],
+	    (unsigned long long)held, (unsigned long long)resumed,
+	    (unsigned long long)after, (unsigned long long)again);
+	report("cluster", &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	assert_true(v.max_window <= F_LIMIT);
+	for (int i = 0; i < HOSTS; i++)
+		assert_true(per[i] > 0);
+	assert_int_equal(held, 0);
+	assert_true(resumed > 0);
+	assert_int_equal(after, 0);
+	assert_true(again > 0);
+}
+
+/*
+ * Several addresses are the seeds of one Redis Cluster: a daemon whose
+ * seeds are plain Redis servers (here one, named twice) leases nothing
+ * from them, since hosts that reached different servers would each count
+ * only their own leases; its log says why.
+ */
+static void
+test_cluster_refuses_plain(void **state)
+{
+	struct fleet f;
+	shmt_global_stat_t gs;
+	uint64_t give_up;
+	char *log;
+	shmt_t *h;
+	int rc = 0;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	snprintf(f.dir, sizeof(f.dir), "/tmp/shmt-global-XXXXXX");
+	assert_non_null(mkdtemp(f.dir));
+	snprintf(f.sock, sizeof(f.sock), "%s/redis.sock", f.dir);
+	redis_start(&f);
+	for (int i = 0; i < HOSTS; i++)
+		snprintf(f.raddr[i], sizeof(f.raddr[i]), "unix:%s, unix:%s",
+		    f.sock, f.sock);
+	fleet_hosts(&f, "plain");
+	assert_int_equal(shmt_open(f.seg[0], &h), 0);
+	for (give_up = mono() + 1000 * MSEC; mono() < give_up && rc == 0;)
+		rc = shmt_wait(h, "g", NULL, 0, 1, 100 * MSEC, NULL);
+	memset(&gs, 0, sizeof(gs));
+	shmt_global_stat(h, "g", &gs);
+	shmt_close(h);
+	log = tu_read_all(f.log[0]);
+	/* Everything stopped before the checks, so a failure leaves no
+	 * server behind. */
+	fleet_down(&f);
+	printf("# two plain seeds: %d granted, %llu leases, %llu errors\n", rc,
+	    (unsigned long long)gs.leases, (unsigned long long)gs.errors);
+	assert_non_null(log);
+	assert_int_equal(rc, 0);
+	assert_int_equal(gs.leases, 0);
+	assert_non_null(strstr(log, "is not a Redis Cluster node"));
+	free(log);
+}
+
+/* ---- Sentinel: a master, a replica, one Sentinel ------------------------- */
+
+static void
+plain_start(struct fleet *f, int i, const char *replicaof)
+{
+	char dir[128], log[160], port[16];
+	uint64_t end = mono() + 10000 * MSEC;
+
+	snprintf(dir, sizeof(dir), "%s/n%d", f->dir, i);
+	snprintf(log, sizeof(log), "%s/redis.log", dir);
+	snprintf(port, sizeof(port), "%d", f->port[i]);
+	mkdir(dir, 0700);
+	f->node[i] = fork();
+	assert_true(f->node[i] >= 0);
+	if (f->node[i] == 0) {
+		if (i == 2) {
+			char conf[160];
+			FILE *c;
+
+			snprintf(conf, sizeof(conf), "%s/sentinel.conf", dir);
+			c = fopen(conf, "w");
+			if (c == NULL)
+				_exit(126);
+			fprintf(c, "port %d\nbind 127.0.0.1\ndir %s\n"
+			    "logfile %s\nsentinel monitor m 127.0.0.1 %d 1\n"
+			    "sentinel down-after-milliseconds m 200\n"
+			    "sentinel failover-timeout m 2000\n", f->port[2],
+			    dir, log, f->port[0]);
+			fclose(c);
+			execlp("redis-server", "redis-server", conf,
+			    "--sentinel", (char *)NULL);
+		} else if (replicaof != NULL) {
+			execlp("redis-server", "redis-server", "--port", port,
+			    "--bind", "127.0.0.1", "--dir", dir, "--save", "",
+			    "--appendonly", "no", "--logfile", log,
+			    "--replicaof", "127.0.0.1", replicaof, (char *)NULL);
+		} else {
+			execlp("redis-server", "redis-server", "--port", port,
+			    "--bind", "127.0.0.1", "--dir", dir, "--save", "",
+			    "--appendonly", "no", "--logfile", log,
+			    (char *)NULL);
+		}
+		_exit(127);
+	}
+	for (;;) {
+		struct timeval tv = { 1, 0 };
+		redisContext *c = redisConnectWithTimeout("127.0.0.1",
+		    f->port[i], tv);
+		redisReply *r = c != NULL && !c->err ?
+		    redisCommand(c, "PING") : NULL;
+		int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+
+		if (r != NULL)
+			freeReplyObject(r);
+		redisFree(c);
+		if (ok)
+			return;
+		assert_true(mono() < end);
+		nap(10 * MSEC);
+	}
+}
+
+/* The port of the master Sentinel names (0: none). */
+static int
+sentinel_master(struct fleet *f)
+{
+	redisReply *r = ncmd(f->port[2], "SENTINEL get-master-addr-by-name m");
+	int port = 0;
+
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+		port = atoi(r->element[1]->str);
+	freeReplyObject(r);
+	return port;
+}
+
+/*
+ * The fleet behind Redis Sentinel: a master, its replica and one Sentinel
+ * (quorum 1) on loopback ports drawn from the seed; every host's redis is
+ * sentinel://127.0.0.1:PORT/m.  Mid-run the master fails over: killed
+ * with kill -9 (KILL), or by SENTINEL FAILOVER (the Sentinel promotes the
+ * replica; the old master stays up, a master with no replica, until the
+ * Sentinel turns it into one, which takes it about 10 s: two masters
+ * meanwhile).  The daemons ask the Sentinel again when their requests
+ * fail and once a second, and lease from the new master.  Without
+ * REPLICAS the fleet grants after the failover (asserted) and the most in
+ * any window is measured and printed, not promised (leases of the old
+ * master after the promotion are not in the new one).  With REPLICAS
+ * (WAIT before a lease is used) no window is over (asserted): neither
+ * master has a replica after the switch, so every lease goes back (fail
+ * closed) until one has.
+ */
+static void
+sentinel_run(int kill_master, unsigned replicas)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	uint64_t seed = tu_seed("global_sentinel"), rnd = seed;
+	uint64_t start, end, failed, promoted, after, give_up;
+	char port0[16];
+	struct verdict v;
+	struct fleet f;
+
+	memset(&f, 0, sizeof(f));
+	f.replicas = replicas;
+	snprintf(f.dir, sizeof(f.dir), "/tmp/shmt-global-XXXXXX");
+	assert_non_null(mkdtemp(f.dir));
+	f.nodes = 3;
+	for (int i = 0; i < 3; i++)
+		for (;;) {
+			int p = 20000 + (int)(tu_rand(&rnd) % 30000), dup = 0;
+
+			for (int j = 0; j < i; j++)
+				dup |= f.port[j] == p;
+			if (!dup && port_free(p)) {
+				f.port[i] = p;
+				break;
+			}
+		}
+	snprintf(port0, sizeof(port0), "%d", f.port[0]);
+	plain_start(&f, 0, NULL);
+	plain_start(&f, 1, port0);
+	plain_start(&f, 2, NULL);
+	/* The Sentinel knows the master, and the master its replica. */
+	for (give_up = mono() + 10000 * MSEC;; nap(20 * MSEC)) {
+		redisReply *r = ncmd(f.port[0], "WAIT 1 10");
+		int ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+
+		freeReplyObject(r);
+		if (ok && sentinel_master(&f) == f.port[0])
+			break;
+		assert_true(mono() < give_up);
+	}
+	for (int i = 0; i < HOSTS; i++)
+		snprintf(f.raddr[i], sizeof(f.raddr[i]),
+		    "sentinel://127.0.0.1:%d/m", f.port[2]);
+	fleet_hosts(&f, "sent");
+	start = mono();
+	end = start + 60000 * MSEC;
+	workers_start(&f, busy, end);
+	nap(F_HOLD_NS + 600 * MSEC);
+	failed = mono();
+	if (kill_master) {
+		kill(f.node[0], SIGKILL);
+		waitpid(f.node[0], NULL, 0);
+		f.node[0] = 0;
+	} else {
+		redisReply *r = ncmd(f.port[2], "SENTINEL FAILOVER m");
+
+		nok(r);
+	}
+	for (give_up = mono() + 20000 * MSEC; sentinel_master(&f) != f.port[1];
+	    nap(20 * MSEC))
+		assert_true(mono() < give_up);
+	promoted = mono();
+	nap(F_HOLD_NS + 1500 * MSEC);
+	end = mono();
+	__atomic_store_n(f.stop, end, __ATOMIC_RELEASE);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	v.util_mean = 0;
+	after = most_in_window(&f, -1, promoted, end);
+	printf("# sentinel (%s, replicas = %u): the Sentinel named the replica "
+	    "%llu ms after; most in a window after: %llu; most in any window "
+	    "%llu (limit %d), %llu windows over%s\n", kill_master ?
+	    "master killed" : "SENTINEL FAILOVER", replicas,
+	    (unsigned long long)((promoted - failed) / MSEC),
+	    (unsigned long long)after, (unsigned long long)v.max_window,
+	    F_LIMIT, (unsigned long long)v.over, replicas > 0 ? "" :
+	    " (measured: not promised without replicas)");
+	report("sentinel failover", &f, &v);
+	fleet_down(&f);
+	if (replicas > 0)
+		assert_int_equal(v.over, 0);
+	else
+		assert_true(after > 0);
+}
+
+static void
+test_sentinel_kill(void **state)
+{
+	(void)state;
+	NEED_REDIS();
+	sentinel_run(1, 0);
+}
+
+static void
+test_sentinel_switch(void **state)
+{
+	(void)state;
+	NEED_REDIS();
+	sentinel_run(0, 0);
+	sentinel_run(0, 1);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1352,6 +2055,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_lease_publish),
 		cmocka_unit_test(test_lease_hostile),
 		cmocka_unit_test(test_lease_worker_kill),
+		cmocka_unit_test(test_cluster_addr),
 	};
 	const struct CMUnitTest fleet[] = {
 		cmocka_unit_test(test_fleet_even),
@@ -1367,6 +2071,18 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_late_replies),
 	};
 
+	const struct CMUnitTest cluster[] = {
+		cmocka_unit_test(test_cluster_safety),
+		cmocka_unit_test(test_cluster_refuses_plain),
+		cmocka_unit_test(test_sentinel_kill),
+		cmocka_unit_test(test_sentinel_switch),
+	};
+
+	if (argc >= 3 && strcmp(argv[2], "cluster") == 0) {
+		daemon_bin = argv[1];
+		signal(SIGPIPE, SIG_IGN);
+		return cmocka_run_group_tests(cluster, NULL, tu_sweep);
+	}
 	if (argc >= 3 && strcmp(argv[2], "fleet") == 0) {
 		daemon_bin = argv[1];
 		signal(SIGPIPE, SIG_IGN);
