@@ -205,8 +205,8 @@ sweep_dead_movers(const char *name)
 static int
 settle_once(struct shmt_hdr *hdr, int fd, const char *name, int check_mover)
 {
-	uint32_t s = __atomic_load_n(&hdr->sh_retired, __ATOMIC_SEQ_CST);
-	uint32_t frozen = SHMT_SEG_FROZEN;
+	uint64_t w = shmt__genword_load(hdr), seen;
+	uint32_t s = (uint32_t)w, seq = (uint32_t)(w >> 32);
 	int64_t pid;
 	uint64_t start;
 	int own;
@@ -217,32 +217,35 @@ settle_once(struct shmt_hdr *hdr, int fd, const char *name, int check_mover)
 		return SHMT_ESTALE;
 	if (moving || !check_mover)
 		return -EAGAIN;
+	/* The mover of freeze SEQ wrote these before its freeze; a later
+	 * mover may have written its own since, but then SEQ is gone from
+	 * the state word and every CAS below, which expects W whole, fails:
+	 * a move is only ever undone or finished by the number it froze
+	 * with, never a live mover's by a recoverer that looked at an older
+	 * one. */
 	pid = __atomic_load_n(&hdr->sh_mover_pid, __ATOMIC_ACQUIRE);
 	start = __atomic_load_n(&hdr->sh_mover_start, __ATOMIC_ACQUIRE);
 	if (pid > 0 && pid <= INT32_MAX && shmt__pid_alive((pid_t)pid, start))
 		return -EAGAIN;
 	/* The mover is dead: the name says how far it got (no name at all:
 	 * removed meanwhile, so retired). */
+	seen = w;
 	if ((own = owns_name(fd, name)) == -ENOENT) {
-		(void)__atomic_compare_exchange_n(&hdr->sh_retired, &frozen,
-		    SHMT_SEG_RETIRED, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-		return __atomic_load_n(&hdr->sh_retired, __ATOMIC_SEQ_CST) ==
-		    SHMT_SEG_LIVE ? 0 : SHMT_ESTALE;
+		(void)shmt__genword_cas(hdr, &seen, SHMT_SEG_RETIRED, seq);
+		return (uint32_t)shmt__genword_load(hdr) == SHMT_SEG_LIVE ? 0 :
+		    SHMT_ESTALE;
 	}
 	if (own < 0)
 		return own;
 	if (own) {
-		if (__atomic_compare_exchange_n(&hdr->sh_retired, &frozen,
-		    SHMT_SEG_LIVE, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) &&
-		    pid > 0 && pid <= INT32_MAX) {
+		if (shmt__genword_cas(hdr, &seen, SHMT_SEG_LIVE, seq) &&
+		    pid > 0 && pid <= INT32_MAX)
 			remove_leftovers(name, (long)pid);
-		}
 	} else {
-		(void)__atomic_compare_exchange_n(&hdr->sh_retired, &frozen,
-		    SHMT_SEG_MOVED, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+		(void)shmt__genword_cas(hdr, &seen, SHMT_SEG_MOVED, seq);
 	}
-	return __atomic_load_n(&hdr->sh_retired, __ATOMIC_SEQ_CST) ==
-	    SHMT_SEG_LIVE ? 0 : SHMT_ESTALE;
+	return (uint32_t)shmt__genword_load(hdr) == SHMT_SEG_LIVE ? 0 :
+	    SHMT_ESTALE;
 }
 
 /* settle_once until it is not busy, for at most WAIT_NS. */
@@ -411,7 +414,8 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 	struct shmt_params p, np;
 	struct shmt__host_time now;
 	unsigned char *img = NULL;
-	uint32_t s;
+	uint64_t w;
+	uint32_t seq;
 	size_t len = 0;
 	shmt_t *t = NULL;
 	int rc;
@@ -436,12 +440,16 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 	    __ATOMIC_RELAXED);
 	__atomic_store_n(&h->hdr->sh_mover_start,
 	    shmt__proc_start(shmt__env_pid()), __ATOMIC_RELAXED);
-	s = SHMT_SEG_LIVE;
-	if (!__atomic_compare_exchange_n(&h->hdr->sh_retired, &s,
-	    SHMT_SEG_FROZEN, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+	/* The freeze: LIVE with freeze number N -> FROZEN with N + 1, the
+	 * number every later step of this move (and any recoverer's) CASes
+	 * against. */
+	w = shmt__genword_load(h->hdr);
+	seq = (uint32_t)(w >> 32) + 1;
+	if ((uint32_t)w != SHMT_SEG_LIVE ||
+	    !shmt__genword_cas(h->hdr, &w, SHMT_SEG_FROZEN, seq)) {
 		shmt__unlock(&h->hdr->sh_table_lock);
 		return mv_bad(err, cap, SHMT_ESTALE, "the segment is no longer "
-		    "live (state %u): reopen %s", s, h->name);
+		    "live (state %u): reopen %s", (uint32_t)w, h->name);
 	}
 	moving = 1;
 	shmt__host_time_now(&now);
@@ -460,23 +468,35 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 		    "from %s: %s", h->name, tmp, strerror(errno));
 		goto undo;
 	}
-	s = SHMT_SEG_FROZEN;
-	(void)__atomic_compare_exchange_n(&h->hdr->sh_retired, &s,
-	    SHMT_SEG_MOVED, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	w = shmt__genword(SHMT_SEG_FROZEN, seq);
+	if (!shmt__genword_cas(h->hdr, &w, SHMT_SEG_MOVED, seq)) {
+		/* Our freeze was undone under us (only a recoverer that took
+		 * this live mover for dead can): writes may have landed in
+		 * the old generation after its copy.  The name is the new
+		 * one's now: stop the old one taking more, whatever it is,
+		 * and say so. */
+		while ((uint32_t)w != SHMT_SEG_MOVED &&
+		    !shmt__genword_cas(h->hdr, &w, SHMT_SEG_MOVED,
+		    (uint32_t)(w >> 32)))
+			;
+		rc = mv_bad(err, cap, SHMT_ECORRUPT, "segment %s moved, but "
+		    "its freeze was undone during the move (state word %#"
+		    PRIx64 "): writes made in between may be lost; check it "
+		    "with 'shmthrottle -s %s check'", h->name, w, h->name);
+	}
 	moving = 0;
 	shmt_close(t);
 	free(img);
 	shmt__unlock(&h->hdr->sh_table_lock);
 	wake_all(h);
-	return 0;
+	return rc;
 undo:
 	if (t != NULL)
 		shmt_close(t);
 	remove_leftovers(h->name, (long)shmt__env_pid());
 	free(img);
-	s = SHMT_SEG_FROZEN;
-	(void)__atomic_compare_exchange_n(&h->hdr->sh_retired, &s,
-	    SHMT_SEG_LIVE, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	w = shmt__genword(SHMT_SEG_FROZEN, seq);
+	(void)shmt__genword_cas(h->hdr, &w, SHMT_SEG_LIVE, seq);
 	moving = 0;
 	shmt__unlock(&h->hdr->sh_table_lock);
 	return rc;

@@ -524,13 +524,9 @@ retire(const char *name)
 		base = mmap(NULL, sizeof(hc), PROT_READ | PROT_WRITE,
 		    MAP_SHARED, fd, 0);
 		if (base != MAP_FAILED) {
-			uint32_t live = SHMT_SEG_LIVE;
-
 			hdr = base;
 			/* A generation frozen or moved keeps its state. */
-			(void)__atomic_compare_exchange_n(&hdr->sh_retired,
-			    &live, SHMT_SEG_RETIRED, 0, __ATOMIC_SEQ_CST,
-			    __ATOMIC_SEQ_CST);
+			(void)shmt__genword_from_live(hdr, SHMT_SEG_RETIRED);
 			munmap(base, sizeof(hc));
 		}
 	}
@@ -540,12 +536,9 @@ retire(const char *name)
 void
 shmt__retire(shmt_t *h)
 {
-	uint32_t live = SHMT_SEG_LIVE;
-
 	/* A generation frozen or moved (its name renamed over) keeps its
 	 * state: the move decides it (move.c). */
-	(void)__atomic_compare_exchange_n(&h->hdr->sh_retired, &live,
-	    SHMT_SEG_RETIRED, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	(void)shmt__genword_from_live(h->hdr, SHMT_SEG_RETIRED);
 }
 
 SHMT_EXPORT int

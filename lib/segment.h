@@ -107,9 +107,19 @@ struct shmt_hdr {
 	 * back to LIVE when the move is undone); MOVED for good once the new
 	 * generation owns the name.  Any value but LIVE means: take no write
 	 * here.  Read on every call, written at most a few times: it shares
-	 * the read-mostly identity lines. */
-	uint32_t sh_retired;
-	uint32_t sh_pad_id;
+	 * the read-mostly identity lines.
+	 * Beside it, in one aligned 8-byte word (sh_genword), the number of
+	 * the last freeze: every change of the state is a CAS of the whole
+	 * word, so one that expects the freeze it looked at (undoing or
+	 * finishing a dead mover's move) fails once another move froze the
+	 * segment since (move.c). */
+	union {
+		struct {
+			uint32_t sh_retired;
+			uint32_t sh_move_seq;
+		};
+		uint64_t sh_genword;
+	};
 
 	/* The daemon: its own line, written on every heartbeat. */
 	alignas(SHMT_LINE) int64_t sh_daemon_pid;
@@ -139,6 +149,49 @@ _Static_assert(offsetof(struct shmt_hdr, sh_mover_start) + 8 <=
 /* Values of sh_retired. */
 enum { SHMT_SEG_LIVE = 0, SHMT_SEG_RETIRED = 1, SHMT_SEG_FROZEN = 2,
 	SHMT_SEG_MOVED = 3 };
+_Static_assert(offsetof(struct shmt_hdr, sh_genword) % 8 == 0 &&
+    offsetof(struct shmt_hdr, sh_retired) ==
+    offsetof(struct shmt_hdr, sh_genword), "the state word is the low half");
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+    "sh_retired is the low half of sh_genword");
+
+/* The state word with its freeze number (little-endian: sh_retired is the
+ * low half). */
+static inline uint64_t
+shmt__genword(uint32_t state, uint32_t seq)
+{
+	return (uint64_t)seq << 32 | state;
+}
+
+static inline uint64_t
+shmt__genword_load(const struct shmt_hdr *hdr)
+{
+	return __atomic_load_n(&hdr->sh_genword, __ATOMIC_SEQ_CST);
+}
+
+/* CAS HDR's state word from exactly *EXPECT (state and freeze number) to
+ * (STATE, SEQ): 1 done; 0 not, with *EXPECT the word found. */
+static inline int
+shmt__genword_cas(struct shmt_hdr *hdr, uint64_t *expect, uint32_t state,
+    uint32_t seq)
+{
+	return __atomic_compare_exchange_n(&hdr->sh_genword, expect,
+	    shmt__genword(state, seq), 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+/* From LIVE (whatever its freeze number) to STATE, keeping the number: 1
+ * done, 0 the segment was not LIVE. */
+static inline int
+shmt__genword_from_live(struct shmt_hdr *hdr, uint32_t state)
+{
+	uint64_t w = shmt__genword_load(hdr);
+
+	while ((uint32_t)w == SHMT_SEG_LIVE)
+		if (shmt__genword_cas(hdr, &w, state, (uint32_t)(w >> 32)))
+			return 1;
+	return 0;
+}
 _Static_assert(sizeof(uint64_t) == 8 && sizeof(int) == 4, "LP64 please");
 _Static_assert(-1 == ~0, "two's complement please");
 
