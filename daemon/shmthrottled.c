@@ -171,6 +171,38 @@ load_config(struct daemon *d, struct shmtd_config *cfg, char *err, size_t cap)
 }
 
 /*
+ * D's segment moved to a new generation (by this daemon or by anyone):
+ * take the new one as D's handle and claim it.  The old generation stays
+ * linked to the first handle (closed at exit): the metrics thread may
+ * still be reading it.  Returns 0, or the error (logged) when the new one
+ * cannot be opened.
+ */
+static int
+adopt_generation(struct daemon *d)
+{
+	shmt_t *nh;
+	int rc;
+
+	if ((nh = shmt__move_follow(d->h, &rc)) == NULL) {
+		if (rc == SHMT_ESTALE)
+			return rc;    /* retired: removed, not moved */
+		shmtd_log(LOG_ERR, "segment %s moved to a new generation, but "
+		    "this daemon cannot open it (%s): restart it", d->cfg.segment,
+		    shmt_strerror(rc));
+		return rc;
+	}
+	if (nh == d->h)
+		return 0;
+	if (d->h_root == NULL)
+		d->h_root = d->h;
+	d->h = nh;
+	d->claimed = 0;
+	if (shmt__daemon_claim(d->h, d->pid, d->start, &(uint64_t){ 0 }) == 0)
+		d->claimed = 1;
+	return 0;
+}
+
+/*
  * The segment's sizes differ from the config's: move it into a new
  * generation with the config's sizes (shmt__move carries every limiter,
  * item, counter and the analyzer; workers follow on their next call).
@@ -181,7 +213,6 @@ apply_sizes(struct daemon *d, const struct shmtd_config *cfg, const char *why)
 {
 	const shmt_config_t *want = &cfg->seg;
 	char err[768];
-	shmt_t *nh;
 	uint64_t t0;
 	int rc;
 
@@ -198,20 +229,8 @@ apply_sizes(struct daemon *d, const struct shmtd_config *cfg, const char *why)
 		    d->cfg.segment);
 		return;
 	}
-	if ((nh = shmt__move_follow(d->h, &rc)) == NULL) {
-		shmtd_log(LOG_ERR, "segment %s moved to a new generation, but "
-		    "this daemon cannot open it (%s): restart it", d->cfg.segment,
-		    shmt_strerror(rc));
+	if (adopt_generation(d) != 0)
 		return;
-	}
-	/* The old generation stays linked to the first handle (closed at
-	 * exit): the metrics thread may still be reading it. */
-	if (d->h_root == NULL)
-		d->h_root = d->h;
-	d->h = nh;
-	d->claimed = 0;
-	if (shmt__daemon_claim(d->h, d->pid, d->start, &(uint64_t){ 0 }) == 0)
-		d->claimed = 1;
 	shmtd_log(LOG_NOTICE, "%s: segment %s moved to a new generation in %"
 	    PRIu64 " ms: max_limiters=%u max_slots=%u arena=%" PRIu64
 	    " dictionary=%" PRIu64 " counters=%" PRIu64 " bytes; every limiter "
@@ -349,14 +368,17 @@ reload(struct daemon *d)
 				    d->cfg.limiters[j].name, shmt_strerror(rc));
 		}
 	}
+	/* The lease thread starts again on the new config: it stops first,
+	 * before a move, so that its leases are closed and what is left of
+	 * them given back in the generation they were granted in (closed
+	 * after the freeze, a lease the copy carried open would be given
+	 * back while the new generation still grants from it). */
+	shmtd_lease_stop(d->lease);
+	d->lease = NULL;
 	apply_sizes(d, &cfg, "SIGHUP");
 	apply_limiters(d, &cfg, &d->cfg);
 	shmtd_config_free(&d->cfg);
 	d->cfg = cfg;
-	/* The lease thread starts again on the new config (its leases are
-	 * closed and what is left of them given back). */
-	shmtd_lease_stop(d->lease);
-	d->lease = NULL;
 	start_lease(d);
 	if (d->foreground)
 		shmtd_log_open(d->cfg.log_target);
@@ -677,6 +699,33 @@ earliest(const struct deadlines *t)
 	return m;
 }
 
+/*
+ * Housekeeping found D's segment not LIVE.  Frozen by a live mover (a
+ * `shmthrottle resize`): wait for it (bounded, inside shmt__move_follow);
+ * moved: adopt the new generation and restart the lease thread there
+ * (its closes in the old one give nothing back, see shmt__global_close).
+ * Returns 0 when D serves a live generation again, else the error
+ * (retired: removed for good).
+ */
+static int
+follow_move(struct daemon *d)
+{
+	shmt_t *old = d->h;
+
+	if (adopt_generation(d) != 0)
+		return -1;
+	if (d->h != old) {
+		shmtd_log(LOG_NOTICE, "segment %s was moved to a new generation "
+		    "by another process (shmthrottle resize): serving the new "
+		    "one; put the new sizes in %s so that a restart or reload "
+		    "keeps them", d->cfg.segment, d->cfg.source);
+		shmtd_lease_stop(d->lease);
+		d->lease = NULL;
+		(void)start_lease(d);
+	}
+	return 0;
+}
+
 /* Do whatever is due at NOW and move the deadlines on. */
 static void
 run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
@@ -692,6 +741,13 @@ run_due(struct daemon *d, struct deadlines *t, shmt_time_t now)
 			    "who may write it): exiting without touching it",
 			    d->cfg.segment);
 			exit(EXIT_FAIL);
+		}
+		if (rc == SHMT_ESTALE && follow_move(d) == 0) {
+			/* Moved by another process (shmthrottle resize), or a
+			 * move still under way: serve the generation the name
+			 * names, next round. */
+			t->hk = shmt__mono_ns() + MIN_SLEEP_NS;
+			return;
 		}
 		if (rc == SHMT_ESTALE) {
 			/* Removed (shmthrottle destroy, or by hand): its

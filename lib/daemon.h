@@ -189,6 +189,7 @@ struct shmt_glease;
 struct shmt__gref {
 	struct shmt_glease *g;
 	uint32_t *wake;              /* the row's waiters' word */
+	const uint32_t *state;       /* the generation's state (sh_retired) */
 	uint64_t limit, window, slack, slack_uses;
 };
 /* Find the global limiter NAME in H and check its row: 0, -ENOENT (no
@@ -202,7 +203,10 @@ int shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
     uint64_t deadline, uint64_t now);
 /* Close slot I (OPEN -> CLOSED, one CAS, after which no grant succeeds)
  * and give its final count and cap: 1 closed now, 0 it was not open,
- * -EINVAL, SHMT_ECORRUPT.  *DEADLINE gets the slot's deadline. */
+ * 2 closed, but the generation was frozen or moved meanwhile (a move may
+ * have carried the slot still open, and the next generation's workers
+ * grant from it: give nothing back), -EINVAL, SHMT_ECORRUPT.  *DEADLINE
+ * gets the slot's deadline. */
 int shmt__global_close(const struct shmt__gref *r, unsigned i, uint32_t *used,
     uint32_t *cap, uint64_t *deadline);
 /* Read slot I without changing it. */

@@ -363,6 +363,7 @@ shmt__global_ref(shmt_t *h, const char *name, struct shmt__gref *ref)
 		return rc;
 	ref->g = &lim->lm_g;
 	ref->wake = &lim->lm_wake;
+	ref->state = &h->hdr->sh_retired;
 	ref->limit = lim->lm_limit;
 	ref->window = lim->lm_window;
 	ref->slack = lim->lm_slack;
@@ -477,8 +478,12 @@ shmt__global_close(const struct shmt__gref *r, unsigned i, uint32_t *used,
 		exp[1] = v.hi;
 		des[0] = v.lo;
 		des[1] = (v.hi & ~3ULL) | SHMT_GL_CLOSED;
+		/* A CAS before the freeze is in the move's copy; one after it
+		 * may not be (the copy may hold the slot open): the load
+		 * after the locked CAS tells which (move.c). */
 		if (shmt__cas128(s->gs_w, exp, des))
-			return 1;
+			return __atomic_load_n(r->state, __ATOMIC_SEQ_CST) ==
+			    SHMT_SEG_LIVE ? 1 : 2;
 	}
 	return SHMT_EBUSYLOOP;
 }

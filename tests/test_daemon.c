@@ -7,6 +7,7 @@
  * notifications.  argv[1] is the daemon binary; argv[2] is the tier,
  * "unit" (default) or "stress".  Every wait polls with a bounded number of retries.
  */
+#include "daemon.h"
 #include "segment.h"
 #include "testutil.h"
 
@@ -572,6 +573,51 @@ test_sighup_resize(void **state)
 	shmt_close(h);
 }
 
+/* Another process moves the segment (as `shmthrottle resize` does): the
+ * daemon follows it, serves and claims the new generation, and keeps
+ * running; before, its housekeeping took the moved segment for a removed
+ * one and exited. */
+static void
+test_moved_by_other(void **state)
+{
+	shmt_segment_stat_t ss;
+	shmt_config_t c;
+	struct env *e;
+	char err[512];
+	shmt_t *h;
+	pid_t pid;
+	int st;
+
+	(void)state;
+	e = env_init("movedby");
+	tu_write_text(e->conf, "[segment]\nmax_limiters = 4\n"
+	    "[dictionary]\nsize = 4MiB\nshards = 2\n" LONG_LIMITER("a", 5));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	assert_int_equal(drain(h, "a", 2), 2);
+	shmt__move_config(h, &c);
+	c.max_limiters = 16;
+	err[0] = '\0';
+	if (shmt__move(h, &c, NULL, NULL, err, sizeof(err)) != 0)
+		fail_msg("move: %s", err);
+	wait_log(e, "moved to a new generation by another process");
+	/* A call follows the move (the handle is on the new generation). */
+	assert_int_equal(in_flight(h, "a"), 2);
+	/* Still running a heartbeat later, and the new generation's daemon. */
+	for (int i = 0; i < 50; i++) {
+		assert_int_equal(waitpid(pid, &st, WNOHANG), 0);
+		assert_int_equal(shmt_segment_stat(shmt__gen_live(h), &ss), 0);
+		if (ss.daemon_pid == pid && ss.max_limiters == 16)
+			break;
+		nanosleep(&(struct timespec){ 0, 20000000 }, NULL);
+	}
+	assert_int_equal(ss.max_limiters, 16);
+	assert_int_equal(ss.daemon_pid, pid);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+}
+
 /* An object that is not a segment is refused with what differs, and
  * replaced with --recreate. */
 static void
@@ -1006,6 +1052,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_untrusted, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),
 		cmocka_unit_test_teardown(test_sighup_resize, env_done),
+		cmocka_unit_test_teardown(test_moved_by_other, env_done),
 		cmocka_unit_test_teardown(test_incompatible, env_done),
 		cmocka_unit_test_teardown(test_snapshot_roundtrip, env_done),
 		cmocka_unit_test_teardown(test_snapshot_keeps_state, env_done),
