@@ -240,17 +240,20 @@ repair_chains(const struct shmt_store *st, struct shmt_shard *sh, uint64_t *bm)
 	sh->ds_items = 0;
 	sh->ds_used = 0;
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
-		uint64_t *link = &index[b].bk_head;
+		uint64_t *link = &index[b].bk_head, l;
 		uint32_t filter = 0;
 
-		while (*link != 0) {
-			struct shmt_item *it = link_unit(*link) == 0 ? NULL :
-			    item_at(st, heap, link_off(*link));
+		/* Lock-free readers load these words while the repair
+		 * rewrites them (their version check discards what they
+		 * saw): every access is atomic. */
+		while ((l = __atomic_load_n(link, __ATOMIC_RELAXED)) != 0) {
+			struct shmt_item *it = link_unit(l) == 0 ? NULL :
+			    item_at(st, heap, link_off(l));
 			uint64_t size, hash;
 
 			if (it == NULL || (st->counters &&
 			    !shmt__cnt_item_ok(st, it))) {
-				*link = 0;
+				__atomic_store_n(link, 0, __ATOMIC_RELAXED);
 				break;
 			}
 			/* The item's place and its link's tag follow from its
@@ -259,21 +262,21 @@ repair_chains(const struct shmt_store *st, struct shmt_shard *sh, uint64_t *bm)
 			hash = key_hash(st->h, item_key(it), item_klen(it));
 			if (bucket_of(st, hash) != b ||
 			    shard_at(st, shard_of(st, hash)) != sh ||
-			    link_tag(*link) != hash_tag(hash)) {
-				*link = 0;
+			    link_tag(l) != hash_tag(hash)) {
+				__atomic_store_n(link, 0, __ATOMIC_RELAXED);
 				break;
 			}
 			size = 64ULL << it->it_order;
-			if (!shmt__mark_span(bm, link_off(*link), size)) {
-				*link = 0;
+			if (!shmt__mark_span(bm, link_off(l), size)) {
+				__atomic_store_n(link, 0, __ATOMIC_RELAXED);
 				break;
 			}
 			sh->ds_items++;
 			sh->ds_used += size;
-			filter |= tag_bits(link_tag(*link));
+			filter |= tag_bits(link_tag(l));
 			link = &it->it_next;
 		}
-		index[b].bk_filter = filter;
+		__atomic_store_n(&index[b].bk_filter, filter, __ATOMIC_RELAXED);
 	}
 }
 
