@@ -60,19 +60,31 @@ int shmt__gen_follow(shmt_t *h);
 
 /* The body of a public entry point on handle H: CALL on the newest
  * generation, again on the next one when it answers SHMT_ESTALE because
- * its segment moved (a few times at most: moves are rare).  CALL must
- * reach SHMT_FORK_CHECK (or a lock, or a grant), which answers SHMT_ESTALE
- * on a moved segment; the straight path costs one load of H's own line. */
+ * its segment moved.  Moves made back to back can move each generation
+ * this call opens before the call lands: after SHMT_GEN_FOLLOW_MAX
+ * follows the call gives up with -EAGAIN (the segment is being moved, not
+ * removed: try again).  A follow that fails says why (SHMT_ESTALE only
+ * when the segment was removed).  CALL must reach SHMT_FORK_CHECK (or a
+ * lock, or a grant), which answers SHMT_ESTALE on a moved segment; the
+ * straight path costs one load of H's own line. */
+#define SHMT_GEN_FOLLOW_MAX 32
 #define SHMT_GEN_CALL(h, call) do { \
 	int grc_; \
 	(h) = shmt__gen_live(h); \
 	grc_ = (call); \
-	if (__builtin_expect(grc_ == SHMT_ESTALE, 0)) \
-		for (int gt_ = 0; gt_ < 8 && shmt__gen_follow(h) == 0; gt_++) { \
-			(h) = shmt__gen_live(h); \
-			if ((grc_ = (call)) != SHMT_ESTALE) \
-				break; \
+	for (int gt_ = 0; __builtin_expect(grc_ == SHMT_ESTALE, 0); gt_++) { \
+		int frc_; \
+		if (gt_ == SHMT_GEN_FOLLOW_MAX) { \
+			grc_ = -EAGAIN; \
+			break; \
 		} \
+		if ((frc_ = shmt__gen_follow(h)) != 0) { \
+			grc_ = frc_; \
+			break; \
+		} \
+		(h) = shmt__gen_live(h); \
+		grc_ = (call); \
+	} \
 	return grc_; \
 } while (0)
 
@@ -82,7 +94,8 @@ int shmt__gen_follow(shmt_t *h);
 	(h) = shmt__gen_live(h); \
 	if ((h) != NULL && __atomic_load_n(&(h)->hdr->sh_retired, \
 	    __ATOMIC_ACQUIRE) == SHMT_SEG_MOVED) \
-		for (int gt_ = 0; gt_ < 8 && shmt__gen_follow(h) == 0; gt_++) \
+		for (int gt_ = 0; gt_ < SHMT_GEN_FOLLOW_MAX && \
+		    shmt__gen_follow(h) == 0; gt_++) \
 			if (__atomic_load_n(&((h) = shmt__gen_live(h))->hdr-> \
 			    sh_retired, __ATOMIC_ACQUIRE) != SHMT_SEG_MOVED) \
 				break; \

@@ -359,8 +359,10 @@ header_read(int fd, uint64_t size, struct shmt_hdr *hc,
 	return shmt__hdr_validate(hc, size, reg);
 }
 
-/* open_once found the segment FROZEN by a move. */
+/* open_once found the segment FROZEN by a move, or MOVED (the name
+ * named a newer generation by the time its header was read). */
 #define OPEN_FROZEN 1
+#define OPEN_MOVED 2
 
 static int
 open_once(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
@@ -394,7 +396,7 @@ open_once(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 		/* Opened in the moment between the mark and the unlink, or
 		 * while a move holds it frozen (move.c). */
 		rc = hc.sh_retired == SHMT_SEG_FROZEN ? OPEN_FROZEN :
-		    SHMT_ESTALE;
+		    hc.sh_retired == SHMT_SEG_MOVED ? OPEN_MOVED : SHMT_ESTALE;
 		goto fail;
 	}
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -430,8 +432,14 @@ shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 
 	/* A segment frozen by a move: wait for its outcome (finishing or
 	 * undoing the move of a dead mover), then open what the name holds. */
-	for (int tries = 0;; tries++) {
-		if ((rc = open_once(name, opts, out)) != OPEN_FROZEN)
+	for (int tries = 0, moved = 0;; tries++) {
+		/* Moved between the name's lookup and the header's read: the
+		 * name holds a newer generation; open that (moves made back
+		 * to back: -EAGAIN after a bounded number). */
+		while ((rc = open_once(name, opts, out)) == OPEN_MOVED)
+			if (++moved == SHMT_GEN_FOLLOW_MAX)
+				return -EAGAIN;
+		if (rc != OPEN_FROZEN)
 			return rc;
 		if (tries == 4)
 			return -EAGAIN;

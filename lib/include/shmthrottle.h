@@ -100,6 +100,17 @@ extern "C" {
 #define SHMT_ESTALE    (SHMT_ERRBASE - 11) /* segment removed: reopen it by name */
 #define SHMT_ERRLAST   SHMT_ESTALE
 
+/*
+ * Every call on a handle follows its segment into a new generation when
+ * the segment is moved to other sizes under it (shmthrottle resize, or the
+ * daemon applying changed sizes; README "Growing the segment live"): the
+ * call is retried there on the same handle, and the caller sees nothing.
+ * While a move holds the segment frozen, a call that writes waits for its
+ * outcome, at most 5 s, then answers -EAGAIN; so does a call that moves
+ * made back to back outran (32 follows): try again.  SHMT_ESTALE is only
+ * for a segment removed (shmt_unlink, shmthrottle destroy, or by hand).
+ */
+
 /* Longest segment name, including the leading '/', excluding the NUL. */
 #define SHMT_SEGNAME_MAX 200
 /* Longest limiter name, excluding the NUL. */
