@@ -762,35 +762,6 @@ check_restored(shmt_t *t, char *err, size_t cap)
 	    "check (%d problem%s): %s", n, n == 1 ? "" : "s", pr.text);
 }
 
-/* The creation parameters of the image's segment header SH. */
-static void
-params_of(const struct shmt_hdr *sh, shmt_config_t *c)
-{
-	const struct shmt_params *p = &sh->sh_params;
-
-	shmt_config_init(c);
-	c->mode = (mode_t)(p->sp_mode & 0777);
-	c->gid = (gid_t)p->sp_gid;
-	c->max_limiters = p->sp_max_limiters;
-	c->max_slots = p->sp_max_slots;
-	c->arena_bytes = p->sp_arena_bytes;
-	c->dict_bytes = p->sp_dict_bytes;
-	c->dict_shards = p->sp_dict_shards;
-	c->dict_eviction = p->sp_dict_eviction;
-	c->counters_bytes = p->sp_counters_bytes;
-	c->counters_shards = p->sp_counters_shards;
-	c->counters_subwindows = p->sp_counters_subwindows;
-	c->counters_window_ns = p->sp_counters_window_ns;
-	c->counters_error_ppm = p->sp_counters_error_ppm;
-	c->analyzer_bytes = p->sp_analyzer_bytes;
-	c->analyzer_window_ns = p->sp_analyzer_window_ns;
-	c->analyzer_subwindows = p->sp_analyzer_subwindows;
-	c->analyzer_threshold_ppm = p->sp_analyzer_threshold_ppm;
-	c->analyzer_clients = p->sp_analyzer_clients;
-	c->dict_max_key = p->sp_dict_max_key;
-	c->dict_max_value = p->sp_dict_max_value;
-	c->dict_default_ttl_ms = p->sp_dict_default_ttl_ms;
-}
 
 /* Fill the fresh, private segment T from the image: limiters, secret,
  * rebase, then the stores and the analyzer, then the check. */
@@ -881,7 +852,7 @@ shmt__image_rebuild(const unsigned char *img, size_t len, const char *tmp,
 	if (want != NULL)
 		c = *want;
 	else
-		params_of(&sh, &c);
+		shmt__config_from_params(&sh.sh_params, &c);
 	d = shmt__image_delta(ih.ih_wall_ns, ih.ih_mono_ns, now->wall_ns,
 	    now->mono_ns, now->boot_id[0] != '\0' &&
 	    strncmp(now->boot_id, ih.ih_boot_id, sizeof(ih.ih_boot_id)) == 0);

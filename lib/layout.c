@@ -188,6 +188,33 @@ shmt__params_from(const shmt_config_t *cfg, struct shmt_params *p)
 	p->sp_dict_default_ttl_ms = cfg->dict_default_ttl_ms;
 }
 
+void
+shmt__config_from_params(const struct shmt_params *p, shmt_config_t *c)
+{
+	shmt_config_init(c);
+	c->mode = (mode_t)(p->sp_mode & 0777);
+	c->gid = (gid_t)p->sp_gid;
+	c->max_limiters = p->sp_max_limiters;
+	c->max_slots = p->sp_max_slots;
+	c->arena_bytes = p->sp_arena_bytes;
+	c->dict_bytes = p->sp_dict_bytes;
+	c->dict_shards = p->sp_dict_shards;
+	c->dict_eviction = p->sp_dict_eviction;
+	c->counters_bytes = p->sp_counters_bytes;
+	c->counters_shards = p->sp_counters_shards;
+	c->counters_subwindows = p->sp_counters_subwindows;
+	c->counters_window_ns = p->sp_counters_window_ns;
+	c->counters_error_ppm = p->sp_counters_error_ppm;
+	c->analyzer_bytes = p->sp_analyzer_bytes;
+	c->analyzer_window_ns = p->sp_analyzer_window_ns;
+	c->analyzer_subwindows = p->sp_analyzer_subwindows;
+	c->analyzer_threshold_ppm = p->sp_analyzer_threshold_ppm;
+	c->analyzer_clients = p->sp_analyzer_clients;
+	c->dict_max_key = p->sp_dict_max_key;
+	c->dict_max_value = p->sp_dict_max_value;
+	c->dict_default_ttl_ms = p->sp_dict_default_ttl_ms;
+}
+
 int
 shmt__params_an_geometry(const struct shmt_params *p, struct shmt_an *an,
     char *why,

@@ -14,6 +14,8 @@ struct shmt_an;
 
 /* The creation parameters stored in the header, from a config. */
 void shmt__params_from(const shmt_config_t *cfg, struct shmt_params *p);
+/* The config that gives the creation parameters P (the inverse). */
+void shmt__config_from_params(const struct shmt_params *p, shmt_config_t *c);
 /* The trusted geometry of both stores, from the creation parameters: 0, or
  * -EINVAL with WHY (may be NULL) naming the parameter and the rule. */
 int shmt__stores_geometry(const struct shmt_params *p, struct shmt_store *dict,
