@@ -6,9 +6,9 @@
 add_library(shmt_analyzer_util STATIC test_analyzer_util.c)
 target_link_libraries(shmt_analyzer_util PUBLIC shmt_testutil)
 shmt_add_test(test_analyzer_seed SOURCES test_analyzer_seed.c
-  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+  LIBS shmt_analyzer_util LABELS unit single-thread TIMEOUT 300)
 shmt_add_test(test_analyzer_adv SOURCES test_analyzer_adv.c
-  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+  LIBS shmt_analyzer_util LABELS unit single-thread TIMEOUT 300)
 shmt_add_test(test_analyzer_mem SOURCES test_analyzer_mem.c
   LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
 shmt_add_test(test_analyzer_kill SOURCES test_analyzer_kill.c
@@ -18,22 +18,22 @@ shmt_add_test(test_analyzer_live SOURCES test_analyzer_live.c
 # Every sub-window edge and one nanosecond either side, with windows the
 # sub-window count does not divide.
 shmt_add_test(test_analyzer_edges SOURCES test_analyzer_edges.c
-  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+  LIBS shmt_analyzer_util LABELS unit single-thread TIMEOUT 300)
 # Traces aimed with the secret known: filled groups, the oldest sub-window,
 # edge bursts, a moving hot key; every answer must be certified.
 shmt_add_test(test_analyzer_exact SOURCES test_analyzer_exact.c
-  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+  LIBS shmt_analyzer_util LABELS unit single-thread TIMEOUT 300)
 # The exact window: bursts of 99 to 1000 times a minute's traffic at every
 # slice of the oldest sub-window, a hot key gone, moving hot keys, a million
 # distinct keys; every answer complete and its listed keys near the
 # threshold of the exact window.
 shmt_add_test(test_analyzer_window SOURCES test_analyzer_window.c
-  LIBS shmt_analyzer_util LABELS stress TIMEOUT 600)
+  LIBS shmt_analyzer_util LABELS stress single-thread TIMEOUT 600)
 # The oldest sub-window's corner: a key heavy before the exact window and
 # requested again inside it, counted and held to its stated bound; a key
 # whose requests end the oldest sub-window, never listed for them.
 shmt_add_test(test_analyzer_oldest SOURCES test_analyzer_oldest.c
-  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+  LIBS shmt_analyzer_util LABELS unit single-thread TIMEOUT 300)
 # Forked writers, each with a stripe of its own, and this process querying:
 # every answer against the exact log of the writers' requests.
 shmt_add_test(test_analyzer_mp SOURCES test_analyzer_mp.c

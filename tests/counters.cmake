@@ -6,5 +6,5 @@
 # formula, eviction by last hit.  test_count_mp: writers on the same keys
 # lose no hit, and kill -9 of writers, on a frozen and on a moving clock,
 # leaves every count within its bound.
-shmt_add_test(test_hit SOURCES test_hit.c LABELS unit TIMEOUT 300)
+shmt_add_test(test_hit SOURCES test_hit.c LABELS unit single-thread TIMEOUT 300)
 shmt_add_test(test_count_mp SOURCES test_count_mp.c LABELS stress TIMEOUT 600)

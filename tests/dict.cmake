@@ -3,9 +3,9 @@
 # limits and the room promise, TTLs and eviction, torn-read checks across
 # processes and kill -9 of writers.  (The windowed counters' tests are in
 # counters.cmake.)
-shmt_add_test(test_dict_model SOURCES test_dict_model.c LABELS unit TIMEOUT 300)
-shmt_add_test(test_dict_limits SOURCES test_dict_limits.c LABELS unit TIMEOUT 300)
-shmt_add_test(test_dict_evict SOURCES test_dict_evict.c LABELS unit TIMEOUT 120)
+shmt_add_test(test_dict_model SOURCES test_dict_model.c LABELS unit single-thread TIMEOUT 300)
+shmt_add_test(test_dict_limits SOURCES test_dict_limits.c LABELS unit single-thread TIMEOUT 300)
+shmt_add_test(test_dict_evict SOURCES test_dict_evict.c LABELS unit single-thread TIMEOUT 120)
 shmt_add_test(test_dict_mp SOURCES test_dict_mp.c LABELS stress TIMEOUT 600)
 shmt_add_test(test_dict_kill SOURCES test_dict_kill.c LABELS stress TIMEOUT 600)
-shmt_add_test(test_dict_layout SOURCES test_dict_layout.c LABELS unit TIMEOUT 300)
+shmt_add_test(test_dict_layout SOURCES test_dict_layout.c LABELS unit single-thread TIMEOUT 300)
