@@ -5,7 +5,11 @@
  */
 #include "shmthrottle.h"
 
+#include "util.h"
+
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 SHMT_EXPORT const char *
@@ -71,4 +75,17 @@ shmt_strerror(int err)
 			return s;
 	}
 	return "unknown error";
+}
+
+int
+shmt__bad(char *err, size_t cap, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cap > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, cap, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
 }

@@ -62,7 +62,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,23 +111,6 @@ struct piece {
 };
 
 typedef unsigned __int128 u128;
-
-static int
-img_bad(char *err, size_t cap, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-img_bad(char *err, size_t cap, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (cap > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, cap, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 static void
 pieces_of(const struct shmt_region *reg, uint64_t arena_used,
@@ -365,27 +347,27 @@ static int
 check_header(const struct img_hdr *ih, uint64_t len, char *err, size_t cap)
 {
 	if (ih->ih_magic != IMG_MAGIC)
-		return img_bad(err, cap, SHMT_EMAGIC,
+		return shmt__bad(err, cap, SHMT_EMAGIC,
 		    "not a shmthrottle snapshot");
 	if (ih->ih_version != IMG_VERSION &&
 	    ih->ih_version != IMG_VERSION_PIECES)
-		return img_bad(err, cap, SHMT_EFORMAT, "snapshot version %u, "
+		return shmt__bad(err, cap, SHMT_EFORMAT, "snapshot version %u, "
 		    "this build reads versions %u and %u", ih->ih_version,
 		    IMG_VERSION_PIECES, IMG_VERSION);
 	if (ih->ih_hdr_size != sizeof(*ih))
-		return img_bad(err, cap, SHMT_ECORRUPT, "header of %u bytes, "
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "header of %u bytes, "
 		    "version %u has %zu", ih->ih_hdr_size, ih->ih_version,
 		    sizeof(*ih));
 	if (ih->ih_hdr_sum != shmt__fnv1a(SHMT_FNV_INIT, ih,
 	    offsetof(struct img_hdr, ih_hdr_sum)))
-		return img_bad(err, cap, SHMT_ECORRUPT, "header checksum "
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "header checksum "
 		    "mismatch (the file is damaged)");
 	if (ih->ih_format != shmt__format_word())
-		return img_bad(err, cap, SHMT_EFORMAT, "written for segment "
+		return shmt__bad(err, cap, SHMT_EFORMAT, "written for segment "
 		    "format %#" PRIx64 ", this build uses %#" PRIx64,
 		    ih->ih_format, shmt__format_word());
 	if (ih->ih_size != len - sizeof(*ih))
-		return img_bad(err, cap, SHMT_ECORRUPT, "truncated or padded: "
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "truncated or padded: "
 		    "%" PRIu64 " bytes of image, the header says %" PRIu64,
 		    len - sizeof(*ih), ih->ih_size);
 	return 0;
@@ -407,7 +389,7 @@ check_pieces(const struct shmt_hdr *hdr, const struct img_hdr *ih,
 	 * magic, format, regions in order, aligned, inside the size it
 	 * claims, and the layout its creation parameters give. */
 	if ((rc = shmt__hdr_validate(hdr, hdr->sh_size, reg)) != 0)
-		return img_bad(err, cap, SHMT_ECORRUPT, "the image's segment "
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "the image's segment "
 		    "header is inconsistent (%s)", shmt_strerror(rc));
 	pieces_of(reg, ih->ih_arena_bytes, p);
 	sum = p[P_HEADER].len + p[P_LIMITERS].len + p[P_ARENA].len;
@@ -417,7 +399,7 @@ check_pieces(const struct shmt_hdr *hdr, const struct img_hdr *ih,
 	    ih->ih_arena_bytes > reg[SHMT_R_ARENA].rg_size ||
 	    sum > ih->ih_size ||
 	    (ih->ih_version == IMG_VERSION_PIECES && sum != ih->ih_size))
-		return img_bad(err, cap, SHMT_ECORRUPT, "its pieces do not add "
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "its pieces do not add "
 		    "up to the image's layout");
 	*rest = sum;
 	return 0;
@@ -443,16 +425,16 @@ find_sections(const unsigned char *b, uint64_t len, struct sections *s,
 		struct img_sec sec;
 
 		if (len - at < sizeof(sec))
-			return img_bad(err, cap, SHMT_ECORRUPT, "a section header "
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "a section header "
 			    "is cut short at byte %" PRIu64, at);
 		memcpy(&sec, b + at, sizeof(sec));
 		at += sizeof(sec);
 		if (sec.is_kind <= last || sec.is_kind > IMG_S_ANALYZER ||
 		    sec.is_pad != 0)
-			return img_bad(err, cap, SHMT_ECORRUPT, "section of kind "
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "section of kind "
 			    "%u out of place", sec.is_kind);
 		if (sec.is_bytes > len - at)
-			return img_bad(err, cap, SHMT_ECORRUPT, "section %u claims "
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "section %u claims "
 			    "%" PRIu64 " bytes, %" PRIu64 " are left", sec.is_kind,
 			    sec.is_bytes, len - at);
 		s->at[sec.is_kind] = b + at;
@@ -483,7 +465,7 @@ fill_limiters(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
 		for (int i = 0; i < SHMT_R_COUNT; i++)
 			if (t->reg[i].rg_off != sh->sh_regions[i].rg_off ||
 			    t->reg[i].rg_size != sh->sh_regions[i].rg_size)
-				return img_bad(err, cap, SHMT_ECORRUPT, "region %d "
+				return shmt__bad(err, cap, SHMT_ECORRUPT, "region %d "
 				    "of the image does not match its own "
 				    "parameters", i);
 	} else {
@@ -504,13 +486,13 @@ fill_limiters(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
 		}
 		rows = used * sizeof(struct shmt_lim);
 		if (rows > t->reg[SHMT_R_LIMITERS].rg_size)
-			return img_bad(err, cap, -ENOSPC, "%" PRIu64 " limiter "
+			return shmt__bad(err, cap, -ENOSPC, "%" PRIu64 " limiter "
 			    "rows are in use, the new table holds %" PRIu64
 			    ": keep max_limiters at %" PRIu64 " or more", used,
 			    t->reg[SHMT_R_LIMITERS].rg_size /
 			    sizeof(struct shmt_lim), used);
 		if (ih->ih_arena_bytes > t->reg[SHMT_R_ARENA].rg_size)
-			return img_bad(err, cap, -ENOSPC, "%" PRIu64 " arena bytes "
+			return shmt__bad(err, cap, -ENOSPC, "%" PRIu64 " arena bytes "
 			    "are in use, the new arena holds %" PRIu64 ": keep "
 			    "arena_bytes at %" PRIu64 " or more",
 			    ih->ih_arena_bytes, t->reg[SHMT_R_ARENA].rg_size,
@@ -577,12 +559,12 @@ scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
 	*kept = NULL;
 	*nkept = 0;
 	if (count > bytes / (sizeof(struct img_rec) + 1))
-		return img_bad(err, cap, SHMT_ECORRUPT, "%s section claims "
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "%s section claims "
 		    "%" PRIu64 " records in %" PRIu64 " bytes", what, count,
 		    bytes);
 	if (st == NULL || st->shards == 0) {
 		if (count > 0 || bytes > 0)
-			return img_bad(err, cap, SHMT_ECORRUPT, "%s section holds "
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "%s section holds "
 			    "records, the segment has no %s", what, what);
 		return 0;
 	}
@@ -590,7 +572,7 @@ scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
 		return 0;
 	if ((k = calloc(count > 0 ? count : 1, sizeof(*k))) == NULL ||
 	    (load = calloc(st->shards, sizeof(*load))) == NULL) {
-		rc = img_bad(err, cap, -ENOMEM, "no memory for %" PRIu64
+		rc = shmt__bad(err, cap, -ENOMEM, "no memory for %" PRIu64
 		    " records", count);
 		goto out;
 	}
@@ -599,7 +581,7 @@ scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
 		uint64_t e, blk;
 
 		if (bytes - at < sizeof(r)) {
-			rc = img_bad(err, cap, SHMT_ECORRUPT, "%s record %" PRIu64
+			rc = shmt__bad(err, cap, SHMT_ECORRUPT, "%s record %" PRIu64
 			    " of %" PRIu64 " is cut short", what, i, count);
 			goto out;
 		}
@@ -609,7 +591,7 @@ scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
 		    (!st->counters && (r.ir_klen > st->max_key ||
 		    r.ir_vlen > st->max_value)) ||
 		    (uint64_t)r.ir_klen + r.ir_vlen > bytes - at - sizeof(r)) {
-			rc = img_bad(err, cap, SHMT_ECORRUPT, "%s record %" PRIu64
+			rc = shmt__bad(err, cap, SHMT_ECORRUPT, "%s record %" PRIu64
 			    " has a key of %u and a value of %u bytes, past "
 			    "its limits or the section's end", what, i,
 			    r.ir_klen, r.ir_vlen);
@@ -629,7 +611,7 @@ scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
 			k[n].expire = e;
 			if (k[n].order > st->order_max ||
 			    blk > st->heap_bytes - load[k[n].shard]) {
-				rc = img_bad(err, cap, SHMT_ECORRUPT, "%s records "
+				rc = shmt__bad(err, cap, SHMT_ECORRUPT, "%s records "
 				    "of shard %u do not fit its %" PRIu64 " bytes",
 				    what, k[n].shard, st->heap_bytes);
 				goto out;
@@ -640,7 +622,7 @@ scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
 		at += sizeof(r) + r.ir_klen + r.ir_vlen;
 	}
 	if (at != bytes) {
-		rc = img_bad(err, cap, SHMT_ECORRUPT, "%s section has %" PRIu64
+		rc = shmt__bad(err, cap, SHMT_ECORRUPT, "%s section has %" PRIu64
 		    " bytes past its %" PRIu64 " records", what, bytes - at,
 		    count);
 		goto out;
@@ -705,14 +687,14 @@ restore_store(shmt_t *t, const struct shmt_store *st, const char *what,
 		rc = ins(t, p + sizeof(r), r.ir_klen, p + sizeof(r) + r.ir_klen,
 		    r.ir_vlen, k[i].expire, d);
 		if (rc == -EEXIST)
-			rc = img_bad(err, cap, SHMT_ECORRUPT, "%s key of record "
+			rc = shmt__bad(err, cap, SHMT_ECORRUPT, "%s key of record "
 			    "at byte %" PRIu64 " appears twice", what, k[i].off);
 		else if (rc == -EINVAL)
-			rc = img_bad(err, cap, SHMT_ECORRUPT, "%s record at byte "
+			rc = shmt__bad(err, cap, SHMT_ECORRUPT, "%s record at byte "
 			    "%" PRIu64 " does not hold a value of its shape",
 			    what, k[i].off);
 		else if (rc != 0)
-			rc = img_bad(err, cap, rc, "cannot restore %s record at "
+			rc = shmt__bad(err, cap, rc, "cannot restore %s record at "
 			    "byte %" PRIu64 ": %s", what, k[i].off,
 			    shmt_strerror(rc));
 	}
@@ -754,11 +736,11 @@ check_restored(shmt_t *t, char *err, size_t cap)
 	memset(&pr, 0, sizeof(pr));
 	n = shmt_check(t, collect, &pr);
 	if (n < 0)
-		return img_bad(err, cap, n, "cannot check the restored image: "
+		return shmt__bad(err, cap, n, "cannot check the restored image: "
 		    "%s", shmt_strerror(n));
 	if (n == 0)
 		return 0;
-	return img_bad(err, cap, SHMT_ECORRUPT, "the restored image fails its "
+	return shmt__bad(err, cap, SHMT_ECORRUPT, "the restored image fails its "
 	    "check (%d problem%s): %s", n, n == 1 ? "" : "s", pr.text);
 }
 
@@ -780,7 +762,7 @@ fill(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
 	shmt__secret_set(t, sh->sh_secret);
 	/* The stores are empty here: only the limiters move. */
 	if ((rc = shmt__rebase_times(t, d)) != 0)
-		return img_bad(err, cap, rc, "cannot rebase its times: %s",
+		return shmt__bad(err, cap, rc, "cannot rebase its times: %s",
 		    shmt_strerror(rc));
 	if ((rc = restore_store(t, t->dict, "dictionary", s->at[IMG_S_DICT],
 	    s->count[IMG_S_DICT], s->bytes[IMG_S_DICT], d, dict_insert, err,
@@ -792,11 +774,11 @@ fill(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
 		return rc;
 	if (s->at[IMG_S_ANALYZER] != NULL) {
 		if (t->an == NULL)
-			return img_bad(err, cap, SHMT_ECORRUPT, "analyzer section "
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "analyzer section "
 			    "without an analyzer in the segment");
 		if ((rc = shmt__an_import(t, s->at[IMG_S_ANALYZER],
 		    s->bytes[IMG_S_ANALYZER], d)) != 0)
-			return img_bad(err, cap, rc == -EINVAL ? SHMT_ECORRUPT :
+			return shmt__bad(err, cap, rc == -EINVAL ? SHMT_ECORRUPT :
 			    rc, "the analyzer's section is refused: %s",
 			    rc == -EINVAL ? "inconsistent" : shmt_strerror(rc));
 	}
@@ -813,17 +795,17 @@ image_check(const unsigned char *img, size_t len, struct img_hdr *ih,
 	int rc;
 
 	if (len < sizeof(*ih))
-		return img_bad(err, cap, SHMT_ECORRUPT, "truncated: %zu bytes, "
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "truncated: %zu bytes, "
 		    "shorter than its header", len);
 	memcpy(ih, img, sizeof(*ih));
 	if ((rc = check_header(ih, len, err, cap)) != 0)
 		return rc;
 	body = img + sizeof(*ih);
 	if (shmt__fnv1a_words(SHMT_FNV_INIT, body, ih->ih_size) != ih->ih_sum)
-		return img_bad(err, cap, SHMT_ECORRUPT, "image checksum mismatch "
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "image checksum mismatch "
 		    "(the file is damaged)");
 	if (ih->ih_size < sizeof(struct shmt_hdr))
-		return img_bad(err, cap, SHMT_ECORRUPT, "image shorter than a "
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "image shorter than a "
 		    "segment header");
 	memcpy(hdr, body, sizeof(*hdr));
 	if ((rc = check_pieces(hdr, ih, &rest, err, cap)) != 0)
@@ -858,10 +840,10 @@ shmt__image_rebuild(const unsigned char *img, size_t len, const char *tmp,
 	    strncmp(now->boot_id, ih.ih_boot_id, sizeof(ih.ih_boot_id)) == 0);
 	shmt_unlink(tmp); /* a leftover of a rebuild killed midway */
 	if ((rc = shmt_create(tmp, &c, &t)) != 0)
-		return img_bad(err, cap, rc, "cannot create segment %s: %s", tmp,
+		return shmt__bad(err, cap, rc, "cannot create segment %s: %s", tmp,
 		    shmt_strerror(rc));
 	if (clock != NULL && (rc = shmt_set_clock(t, clock, clock_ctx)) != 0)
-		img_bad(err, cap, rc, "cannot set the clock: %s",
+		shmt__bad(err, cap, rc, "cannot set the clock: %s",
 		    shmt_strerror(rc));
 	if (rc == 0)
 		rc = fill(t, body, &sh, &ih, &s, d, want != NULL, err, cap);
@@ -885,12 +867,12 @@ shmt__image_restore(const unsigned char *img, size_t len, const char *name,
 	int rc;
 
 	if (img == NULL || name == NULL || now == NULL)
-		return img_bad(err, cap, -EINVAL, "no image");
+		return shmt__bad(err, cap, -EINVAL, "no image");
 	if ((rc = shmt__name_check(name)) != 0)
-		return img_bad(err, cap, rc, "bad segment name %s", name);
+		return shmt__bad(err, cap, rc, "bad segment name %s", name);
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.restore.%d", name,
 	    (int)shmt__env_pid()) > SHMT_SEGNAME_MAX)
-		return img_bad(err, cap, -ENAMETOOLONG, "segment name %s is too "
+		return shmt__bad(err, cap, -ENAMETOOLONG, "segment name %s is too "
 		    "long to restore under a temporary name", name);
 	if ((rc = shmt__image_rebuild(img, len, tmp, NULL, now, clock,
 	    clock_ctx, &t, err, cap)) != 0)
@@ -899,7 +881,7 @@ shmt__image_restore(const unsigned char *img, size_t len, const char *name,
 	snprintf(to, sizeof(to), "/dev/shm%s", name);
 	if (link(from, to) != 0) {
 		rc = -errno;
-		img_bad(err, cap, rc, "cannot publish %s: %s", name,
+		shmt__bad(err, cap, rc, "cannot publish %s: %s", name,
 		    strerror(-rc));
 	}
 	shmt_close(t);

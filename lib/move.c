@@ -78,7 +78,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,23 +89,6 @@
 
 /* This thread is moving a segment: its own freeze does not hold it. */
 static __thread int moving;
-
-static int
-mv_bad(char *err, size_t cap, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-mv_bad(char *err, size_t cap, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (cap > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, cap, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 static void
 obj_path(char *buf, size_t cap, const char *name)
@@ -353,7 +335,7 @@ move_compatible(const struct shmt_params *p, const struct shmt_params *c,
 {
 #define SAME(field, what) \
 	if ((uint64_t)p->field != (uint64_t)c->field) \
-		return mv_bad(err, cap, -EINVAL, "%s cannot change by a move " \
+		return shmt__bad(err, cap, -EINVAL, "%s cannot change by a move " \
 		    "(it shapes the data moved): it stays %" PRIu64, what, \
 		    (uint64_t)p->field)
 	SAME(sp_counters_subwindows, "[counters] subwindows");
@@ -367,12 +349,12 @@ move_compatible(const struct shmt_params *p, const struct shmt_params *c,
 #undef SAME
 	if (c->sp_dict_max_key < p->sp_dict_max_key ||
 	    c->sp_dict_max_value < p->sp_dict_max_value)
-		return mv_bad(err, cap, -EINVAL, "the dictionary's largest key "
+		return shmt__bad(err, cap, -EINVAL, "the dictionary's largest key "
 		    "and value can only grow by a move (now %u and %u bytes)",
 		    p->sp_dict_max_key, p->sp_dict_max_value);
 	if ((c->sp_dict_bytes == 0) != (p->sp_dict_bytes == 0) ||
 	    (c->sp_counters_bytes == 0) != (p->sp_counters_bytes == 0))
-		return mv_bad(err, cap, -EINVAL, "a move cannot add or remove "
+		return shmt__bad(err, cap, -EINVAL, "a move cannot add or remove "
 		    "the dictionary or the counters, only resize them");
 	return 0;
 }
@@ -421,11 +403,11 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 	int rc;
 
 	if (h == NULL || want == NULL)
-		return mv_bad(err, cap, -EINVAL, "no segment or no sizes");
+		return shmt__bad(err, cap, -EINVAL, "no segment or no sizes");
 	if ((rc = shmt_config_check(want, err, cap)) != 0)
 		return rc;
 	if (tmp_name(tmp, sizeof(tmp), h->name, (long)shmt__env_pid()) != 0)
-		return mv_bad(err, cap, -ENAMETOOLONG, "segment name %s is too "
+		return shmt__bad(err, cap, -ENAMETOOLONG, "segment name %s is too "
 		    "long to build its next generation under a private name",
 		    h->name);
 	memcpy(&p, &h->hdr->sh_params, sizeof(p));
@@ -434,7 +416,7 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 	if ((rc = move_compatible(&p, &np, err, cap)) != 0)
 		return rc;
 	if ((rc = shmt__table_lock(h)) != 0)
-		return mv_bad(err, cap, rc, "cannot lock the limiter table: %s",
+		return shmt__bad(err, cap, rc, "cannot lock the limiter table: %s",
 		    shmt_strerror(rc));
 	__atomic_store_n(&h->hdr->sh_mover_pid, (int64_t)shmt__env_pid(),
 	    __ATOMIC_RELAXED);
@@ -448,13 +430,13 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 	if ((uint32_t)w != SHMT_SEG_LIVE ||
 	    !shmt__genword_cas(h->hdr, &w, SHMT_SEG_FROZEN, seq)) {
 		shmt__unlock(&h->hdr->sh_table_lock);
-		return mv_bad(err, cap, SHMT_ESTALE, "the segment is no longer "
+		return shmt__bad(err, cap, SHMT_ESTALE, "the segment is no longer "
 		    "live (state %u): reopen %s", (uint32_t)w, h->name);
 	}
 	moving = 1;
 	shmt__host_time_now(&now);
 	if ((rc = shmt__image_build(h, &now, &img, &len)) != 0) {
-		mv_bad(err, cap, rc, "cannot copy the segment: %s",
+		shmt__bad(err, cap, rc, "cannot copy the segment: %s",
 		    shmt_strerror(rc));
 		goto undo;
 	}
@@ -464,7 +446,7 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 	obj_path(from, sizeof(from), tmp);
 	obj_path(to, sizeof(to), h->name);
 	if (rename(from, to) != 0) {
-		rc = mv_bad(err, cap, -errno, "cannot publish %s by rename(2) "
+		rc = shmt__bad(err, cap, -errno, "cannot publish %s by rename(2) "
 		    "from %s: %s", h->name, tmp, strerror(errno));
 		goto undo;
 	}
@@ -479,7 +461,7 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 		    !shmt__genword_cas(h->hdr, &w, SHMT_SEG_MOVED,
 		    (uint32_t)(w >> 32)))
 			;
-		rc = mv_bad(err, cap, SHMT_ECORRUPT, "segment %s moved, but "
+		rc = shmt__bad(err, cap, SHMT_ECORRUPT, "segment %s moved, but "
 		    "its freeze was undone during the move (state word %#"
 		    PRIx64 "): writes made in between may be lost; check it "
 		    "with 'shmthrottle -s %s check'", h->name, w, h->name);

@@ -14,6 +14,11 @@
 
 #include "env.h"
 
+/* Write the message FMT to ERR (CAP bytes, may be 0) and return RC: the
+ * one-line refusals of the snapshot and move code. */
+int shmt__bad(char *err, size_t cap, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* V rounded up to a multiple of A (A > 0, not only powers of two). */
 static inline uint64_t
 shmt__align_up(uint64_t v, uint64_t a)
