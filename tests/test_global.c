@@ -19,6 +19,7 @@
 #include "prom.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
@@ -1346,8 +1347,11 @@ test_fleet_dead_daemon_lease(void **state)
 	workers_start(&f, busy, end);
 	nap(F_HOLD_NS + 200 * MSEC);
 	assert_int_equal(shmt_open(f.seg[0], &h), 0);
-	/* Kill it at a moment its lease is open with uses left. */
-	for (give_up = mono() + 1500 * MSEC; mono() < give_up; nap(MSEC / 2)) {
+	/* Kill it at a moment its lease is open with uses left: the busy
+	 * workers drain a lease in well under a millisecond, so look without
+	 * sleeping (yielding the CPU), for up to 2 s of the 3 s run. */
+	for (give_up = mono() + 2000 * MSEC; mono() < give_up;
+	    sched_yield()) {
 		assert_int_equal(shmt_global_stat(h, "g", &gs), 0);
 		if (gs.leases_open > 0 && gs.lease_cap > gs.lease_used) {
 			kill(f.daemon[0], SIGKILL);
