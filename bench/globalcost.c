@@ -226,7 +226,7 @@ main(int argc, char **argv)
 	now = shmt__mono_ns();
 	if (rc == 0)
 		rc = shmt__global_install(&ref, 0, (uint32_t)SHMT_LIMIT_MAX,
-		    now + l.window_ns, now);
+		    now + l.window_ns, 0, now);
 	if (rc != 0) {
 		fprintf(stderr, "globalcost: setup: %s\n", shmt_strerror(rc));
 		shmt_close(h);

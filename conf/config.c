@@ -941,6 +941,12 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 		    "(it has burst)", lim->name);
 	else if (!l->global && has_key(s, limiter_keys, "offline_limit"))
 		LFAIL("offline_limit", "[limiter %s] is not global", lim->name);
+	else if (l->global && l->nkeys > 0 &&
+	    has_key(s, limiter_keys, "offline_limit"))
+		LFAIL("offline_limit", "[limiter %s]: a global key pool takes no "
+		    "offline_limit (names handed out offline would not follow "
+		    "the fleet's cursor, so a name could be used more than "
+		    "uses_per_key times)", lim->name);
 	else if (l->global && lim->offline_limit > l->limit)
 		LFAIL("offline_limit", "[limiter %s]: at most limit (%" PRIu64
 		    ")", lim->name, l->limit);

@@ -46,6 +46,7 @@
  * asked again when it fails or answers READONLY.
  */
 #include "lease.h"
+#include "lease_script.h"
 
 #include "addr.h"
 #include "log.h"
@@ -73,77 +74,7 @@
  * the redirections one request follows. */
 #define NODES_MAX 64
 #define HOPS_MAX 5
-
-static const char lua_lease[] =
-    /* Redis before 5 replicates a script by its text unless told to
-     * replicate its effects, and refuses writes after TIME otherwise. */
-    "if redis.replicate_commands then redis.replicate_commands() end\n"
-    "local t = redis.call('TIME')\n"
-    "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-    "local op, L, hold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])\n"
-    "local F = function(x) return string.format('%d', x) end\n"
-    "local born = tonumber(redis.call('HGET', KEYS[3], 'born') or '0')\n"
-    "if born == 0 then\n"
-    "  born = now\n"
-    "  redis.call('HSET', KEYS[3], 'born', F(born))\n"
-    "end\n"
-    /* Redis's wall clock may step back: the script's clock stands still
-     * instead (a hold then lasts longer, never shorter). */
-    "local last = tonumber(redis.call('HGET', KEYS[3], 'last') or '0')\n"
-    "if now < last then now = last end\n"
-    "redis.call('HSET', KEYS[3], 'last', F(now))\n"
-    "if op == 'give' then\n"
-    "  if tonumber(ARGV[7]) ~= born then return {0, 0, 0, 0, born, 0} end\n"
-    "  local f = 'n:' .. ARGV[6]\n"
-    "  local n = tonumber(redis.call('HGET', KEYS[1], f) or '-1')\n"
-    "  if n < 0 then return {0, 0, 0, 0, born, 0} end\n"
-    /* Only the host that holds a lease gives it back. */
-    "  if redis.call('HGET', KEYS[1], 'h:' .. ARGV[6]) ~= ARGV[8] then\n"
-    "    return {0, 0, 0, 0, born, 0}\n"
-    "  end\n"
-    "  local u = math.min(tonumber(ARGV[5]), n)\n"
-    "  redis.call('HSET', KEYS[1], f, F(n - u))\n"
-    "  local inf = redis.call('HINCRBY', KEYS[1], 'inflight', F(-u))\n"
-    "  return {u, 0, inf, 0, born, 0}\n"
-    "end\n"
-    "local p = redis.call('HGET', KEYS[1], 'params')\n"
-    "if p and p ~= ARGV[4] then return {0, 0, 0, 0, born, 2} end\n"
-    "local inf = tonumber(redis.call('HGET', KEYS[1], 'inflight') or '0')\n"
-    "local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', F(now))\n"
-    "for _, id in ipairs(due) do\n"
-    "  local f = 'n:' .. id\n"
-    "  inf = inf - tonumber(redis.call('HGET', KEYS[1], f) or '0')\n"
-    "  redis.call('HDEL', KEYS[1], f, 'h:' .. id)\n"
-    "end\n"
-    "if #due > 0 then\n"
-    "  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', F(now))\n"
-    "end\n"
-    "if inf < 0 then inf = 0 end\n"
-    "local want, k, code = tonumber(ARGV[5]), 0, 0\n"
-    "if op == 'owe' then k = want\n"
-    "elseif now < born + hold then code = 1\n"
-    "else k = math.min(want, L - inf) end\n"
-    "if k < 0 then k = 0 end\n"
-    "local id = 0\n"
-    "if k > 0 then\n"
-    "  id = redis.call('HINCRBY', KEYS[3], 'seq', 1)\n"
-    "  redis.call('HSET', KEYS[1], 'n:' .. id, F(k), 'h:' .. id, ARGV[8])\n"
-    "  redis.call('ZADD', KEYS[2], F(now + hold), id)\n"
-    "  inf = inf + k\n"
-    "end\n"
-    "redis.call('HSET', KEYS[1], 'inflight', F(inf), 'params', ARGV[4])\n"
-    "local ttl = F(math.floor(hold / 1000) + 1000)\n"
-    "redis.call('PEXPIRE', KEYS[1], ttl)\n"
-    "redis.call('PEXPIRE', KEYS[2], ttl)\n"
-    "local retry = 0\n"
-    "if k == 0 then\n"
-    "  if now < born + hold then retry = born + hold - now\n"
-    "  else\n"
-    "    local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')\n"
-    "    if first[2] then retry = tonumber(first[2]) - now end\n"
-    "  end\n"
-    "end\n"
-    "return {id, k, inf, retry, born, code}\n";
+#define GL_REPLY SHMTD_LEASE_REPLY
 
 struct held {
 	uint64_t until;               /* local ns after which Redis freed it */
@@ -162,7 +93,7 @@ struct gslot {
 struct glim {
 	char name[SHMT_LIMITER_NAME_MAX + 1];
 	char k_l[SHMTD_REDIS_KEY_MAX], k_z[SHMTD_REDIS_KEY_MAX];
-	char k_b[SHMTD_REDIS_KEY_MAX], params[96];
+	char k_b[SHMTD_REDIS_KEY_MAX], params[128];
 	unsigned hslot;               /* the keys' Redis Cluster slot */
 	struct shmt__gref ref;
 	uint64_t use_ns;              /* S' = S - S/1000: the local use span */
@@ -600,10 +531,10 @@ is_busy(const char *e)
  */
 static int
 script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
-    long long id, long long born, long long out[6], uint64_t *sentp,
+    long long id, long long born, long long out[GL_REPLY], uint64_t *sentp,
     uint64_t *rtt)
 {
-	char sL[24], sH[24], sN[24], sI[24], sB[24];
+	char sL[24], sH[24], sN[24], sI[24], sB[24], sK[16];
 	redisReply *r;
 	uint64_t t0;
 	int gn = gnode(l, g), asking = 0;
@@ -615,6 +546,7 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 	snprintf(sN, sizeof(sN), "%" PRIu64, n);
 	snprintf(sI, sizeof(sI), "%lld", id);
 	snprintf(sB, sizeof(sB), "%lld", born);
+	snprintf(sK, sizeof(sK), "%" PRIu32, g->ref.nkeys);
 	t0 = shmt__mono_ns();
 	if (sentp != NULL)
 		*sentp = t0;
@@ -640,9 +572,9 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 		if (r != NULL)
 			freeReplyObject(r);
 		r = redisCommand(c,
-		    "EVAL %s 3 %s %s %s %s %s %s %s %s %s %s %s",
-		    lua_lease, g->k_l, g->k_z, g->k_b, op, sL, sH, g->params,
-		    sN, sI, sB, l->me);
+		    "EVAL %s 3 %s %s %s %s %s %s %s %s %s %s %s %s",
+		    shmtd_lease_lua, g->k_l, g->k_z, g->k_b, op, sL, sH, g->params,
+		    sN, sI, sB, l->me, sK);
 		if (rtt != NULL)
 			*rtt = shmt__mono_ns() - t0;
 		if (r == NULL) {
@@ -704,7 +636,7 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 		g->st.last_error = -ELOOP;
 		return -ELOOP;
 	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 6) {
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != GL_REPLY) {
 		if (r->type == REDIS_REPLY_ERROR)
 			shmtd_log(LOG_WARNING, "global: redis %s: %s", op,
 			    r->str);
@@ -713,7 +645,7 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 		return -EPROTO;
 	}
 	l->last_node = node;
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < GL_REPLY; i++) {
 		if (r->element[i]->type != REDIS_REPLY_INTEGER) {
 			freeReplyObject(r);
 			node_drop(l, node, g, -EPROTO, op);
@@ -806,7 +738,7 @@ close_due(struct shmtd_lease *l, struct glim *g, unsigned i, uint64_t now,
 	struct gslot *s = &g->slot[i];
 	uint32_t st, used, cap;
 	uint64_t dl;
-	long long out[6];
+	long long out[GL_REPLY];
 
 	if (shmt__global_read(&g->ref, i, &st, &used, &cap, &dl) != 0 ||
 	    st != SHMT_GL_OPEN)
@@ -885,7 +817,7 @@ static void
 pay_debt(struct shmtd_lease *l, struct glim *g, uint64_t now)
 {
 	uint64_t debt = held_sum(g->off, &g->noff, now);
-	long long out[6];
+	long long out[GL_REPLY];
 
 	if (debt > 0 && script(l, g, "owe", debt, 0, 0, out, NULL, NULL) != 0)
 		return;
@@ -896,7 +828,7 @@ pay_debt(struct shmtd_lease *l, struct glim *g, uint64_t now)
 static void
 ask(struct shmtd_lease *l, struct glim *g, int i)
 {
-	long long out[6];
+	long long out[GL_REPLY];
 	uint64_t sent, recv, rtt, dl;
 	struct gslot *s = &g->slot[i];
 	uint64_t k;
@@ -947,7 +879,7 @@ ask(struct shmtd_lease *l, struct glim *g, int i)
 
 		recv = shmt__mono_ns();
 		if (!acked) {
-			long long id = out[0], o2[6];
+			long long id = out[0], o2[GL_REPLY];
 
 			if (script(l, g, "give", k, id, out[4], o2, NULL, NULL) ==
 			    0)
@@ -962,7 +894,7 @@ ask(struct shmtd_lease *l, struct glim *g, int i)
 	g->retry_at = 0;
 	if (recv >= dl || k > g->ref.limit ||
 	    shmt__global_install(&g->ref, (unsigned)i, (uint32_t)k, dl,
-	    recv) != 0) {
+	    (uint64_t)out[6], recv) != 0) {
 		/* Too late to use (or refused): every use goes back. */
 		long long id = out[0];
 
@@ -995,7 +927,7 @@ ask_offline(struct glim *g, int i, uint64_t now)
 	if (k > g->want)
 		k = g->want;
 	if (shmt__global_install(&g->ref, (unsigned)i, (uint32_t)k,
-	    now + g->use_ns, now) != 0)
+	    now + g->use_ns, 0, now) != 0)
 		return;
 	held_add(g->off, &g->noff, now + g->hold_ns, k, --g->off_seq);
 	s->mine = 1;
@@ -1129,6 +1061,24 @@ run(void *arg)
 	return NULL;
 }
 
+/* FNV-1a (64 bits) of a key pool's names, each ended by a NUL: no secret,
+ * so that every host computes the same. */
+static uint64_t
+names_digest(const struct shmtd_limiter *c)
+{
+	uint64_t d = 14695981039346656037ULL;
+
+	for (uint32_t i = 0; i < c->limit.nkeys; i++) {
+		const unsigned char *k = (const unsigned char *)c->keys[i];
+
+		do {
+			d ^= *k;
+			d *= 1099511628211ULL;
+		} while (*k++ != '\0');
+	}
+	return d;
+}
+
 static int
 glim_init(struct shmtd_lease *l, struct glim *g, const struct shmtd_limiter *c,
     char *err, size_t errcap)
@@ -1145,6 +1095,14 @@ glim_init(struct shmtd_lease *l, struct glim *g, const struct shmtd_limiter *c,
 	g->hslot = shmtd_redis_slot(g->k_l, strlen(g->k_l));
 	snprintf(g->params, sizeof(g->params), "%" PRIu64 ":%" PRIu64 ":%"
 	    PRIu64, g->ref.limit, g->ref.window, g->ref.slack);
+	/* A key pool's hosts must hand out the same names in the same
+	 * order: their count and a digest of them join the parameters. */
+	if (g->ref.nkeys != 0) {
+		size_t n = strlen(g->params);
+
+		snprintf(g->params + n, sizeof(g->params) - n, ":keys=%" PRIu32
+		    ":%016" PRIx64, g->ref.nkeys, names_digest(c));
+	}
 	/* Rates within 0.1% (see global.c): the host uses a lease for
 	 * S - S/1000 of its own time, Redis holds it for (S + C) * 1.001
 	 * of its own, plus the microsecond TIME rounds away. */

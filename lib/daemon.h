@@ -191,6 +191,7 @@ struct shmt__gref {
 	uint32_t *wake;              /* the row's waiters' word */
 	const uint32_t *state;       /* the generation's state (sh_retired) */
 	uint64_t limit, window, slack, slack_uses;
+	uint32_t nkeys;              /* a key pool's names, or 0 */
 };
 /* Find the global limiter NAME in H and check its row: 0, -ENOENT (no
  * such limiter), -EPERM (not global), SHMT_ECORRUPT. */
@@ -198,9 +199,11 @@ int shmt__global_ref(shmt_t *h, const char *name, struct shmt__gref *ref);
 /* Install a lease of CAP uses usable until DEADLINE (local ns) in slot I,
  * which must be EMPTY or CLOSED with an earlier deadline (or a damaged one,
  * more than the slack after NOW): 0, -EBUSY (slot open, or its deadline not
- * earlier), -EINVAL, SHMT_ECORRUPT.  Wakes the limiter's waiters. */
+ * earlier), -EINVAL, SHMT_ECORRUPT.  BASE: the lease's first position on
+ * the fleet's grant cursor (key pools; kept mod nkeys, ignored without a
+ * pool).  Wakes the limiter's waiters. */
 int shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
-    uint64_t deadline, uint64_t now);
+    uint64_t deadline, uint64_t base, uint64_t now);
 /* Close slot I (OPEN -> CLOSED, one CAS, after which no grant succeeds)
  * and give its final count and cap: 1 closed now, 0 it was not open,
  * 2 closed, but the generation was frozen or moved meanwhile (a move may

@@ -492,9 +492,15 @@ acquire_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 
 	if (rcpt != NULL)
 		memset(rcpt, 0, sizeof(*rcpt));
-	if (v->flags & SHMT_LIMF_GLOBAL)
-		return shmt__global_take(h, &v->lim->lm_g, v->limit, v->window,
-		    v->slack, cost, out);
+	if (v->flags & SHMT_LIMF_GLOBAL) {
+		uint64_t pos = 0;
+
+		rc = shmt__global_take(h, &v->lim->lm_g, v->limit, v->window,
+		    v->slack, cost, out, &pos);
+		if (rc == 1 && v->nkeys != 0)
+			*cursor = pos % v->nkeys;
+		return rc;
+	}
 	if (v->mode == SHMT_MODE_GCRA) {
 		uint64_t tat = 0;
 

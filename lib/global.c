@@ -210,13 +210,14 @@ gl_decide(const struct shmt_glease *g, const struct gl_view v[SHMT_GL_SLOTS],
 
 static int
 gl_try(shmt_t *h, struct shmt_glease *g, uint64_t limit, uint64_t window,
-    uint64_t slack, uint64_t cost, shmt_decision_t *out, int take)
+    uint64_t slack, uint64_t cost, shmt_decision_t *out, int take,
+    uint64_t *pos)
 {
 	struct gl_view v[SHMT_GL_SLOTS];
 	int rc;
 
 	for (unsigned tries = 0; tries < GL_RETRY_MAX; tries++) {
-		uint64_t now, exp[2], des[2];
+		uint64_t now, exp[2], des[2], base;
 		int i;
 
 		for (i = 0; i < SHMT_GL_SLOTS; i++)
@@ -249,7 +250,14 @@ gl_try(shmt_t *h, struct shmt_glease *g, uint64_t limit, uint64_t window,
 		exp[1] = v[i].hi;
 		des[0] = v[i].lo + (cost << 32);
 		des[1] = v[i].hi;
+		/* After the loads, before the CAS: if the CAS succeeds, the
+		 * slot held this lease throughout, and its base was written
+		 * before it was installed (see global.h). */
+		base = __atomic_load_n(&g->gl_slot[i].gs_base,
+		    __ATOMIC_ACQUIRE);
 		if (shmt__cas128(g->gl_slot[i].gs_w, exp, des)) {
+			if (pos != NULL)
+				*pos = base + v[i].count;
 			if (out != NULL) {
 				v[i].lo = des[0];
 				v[i].count += (uint32_t)cost;
@@ -265,16 +273,17 @@ gl_try(shmt_t *h, struct shmt_glease *g, uint64_t limit, uint64_t window,
 
 int
 shmt__global_take(shmt_t *h, struct shmt_glease *g, uint64_t limit,
-    uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out)
+    uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out,
+    uint64_t *pos)
 {
-	return gl_try(h, g, limit, window, slack, cost, out, 1);
+	return gl_try(h, g, limit, window, slack, cost, out, 1, pos);
 }
 
 int
 shmt__global_peek(shmt_t *h, struct shmt_glease *g, uint64_t limit,
     uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out)
 {
-	return gl_try(h, g, limit, window, slack, cost, out, 0);
+	return gl_try(h, g, limit, window, slack, cost, out, 0, NULL);
 }
 
 void
@@ -310,6 +319,8 @@ shmt__global_chk(shmt_t *h, struct shmt_chk *c, const char *name,
 
 /* ---- Finding a global row ------------------------------------------------ */
 
+static const char *const row_ok_name[1] = { "k" };
+
 static int
 row_ok(const struct shmt_lim *lim)
 {
@@ -322,8 +333,20 @@ row_ok(const struct shmt_lim *lim)
 	l.slack_uses = lim->lm_slack_uses;
 	l.mode = (int)lim->lm_mode;
 	l.global = 1;
-	return lim->lm_flags == SHMT_LIMF_GLOBAL &&
-	    shmt_limit_check(&l, NULL, 0) == 0;
+	/* The key names themselves are checked where they are read
+	 * (shmt__key_copy); here only their count. */
+	if (lim->lm_flags == (SHMT_LIMF_GLOBAL | SHMT_LIMF_KEYS)) {
+		if (lim->lm_nkeys == 0 || lim->lm_uses_per_key == 0 ||
+		    (uint64_t)lim->lm_nkeys * lim->lm_uses_per_key !=
+		    lim->lm_limit)
+			return 0;
+		l.nkeys = 1;              /* shmt_limit_check wants names: */
+		l.uses_per_key = (uint32_t)lim->lm_limit;
+		l.keys = row_ok_name;
+	} else if (lim->lm_flags != SHMT_LIMF_GLOBAL) {
+		return 0;
+	}
+	return shmt_limit_check(&l, NULL, 0) == 0;
 }
 
 static int
@@ -368,6 +391,7 @@ shmt__global_ref(shmt_t *h, const char *name, struct shmt__gref *ref)
 	ref->window = lim->lm_window;
 	ref->slack = lim->lm_slack;
 	ref->slack_uses = lim->lm_slack_uses;
+	ref->nkeys = (lim->lm_flags & SHMT_LIMF_KEYS) ? lim->lm_nkeys : 0;
 	return 0;
 }
 
@@ -415,7 +439,7 @@ shmt__global_read(const struct shmt__gref *r, unsigned i, uint32_t *state,
 
 int
 shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
-    uint64_t deadline, uint64_t now)
+    uint64_t deadline, uint64_t base, uint64_t now)
 {
 	struct shmt_glslot *s;
 	uint64_t exp[2], des[2];
@@ -442,6 +466,10 @@ shmt__global_install(const struct shmt__gref *r, unsigned i, uint32_t cap,
 		    (deadline <= v.deadline && !damaged))
 			return -EBUSY;
 		__atomic_store_n(&s->gs_opened_ns, now, __ATOMIC_RELAXED);
+		/* The slot is not open: no grant can spend it, and one that
+		 * read the old base fails its CAS on the old word. */
+		__atomic_store_n(&s->gs_base, r->nkeys != 0 ? base % r->nkeys :
+		    0, __ATOMIC_RELEASE);
 		exp[0] = v.lo;
 		exp[1] = v.hi;
 		des[0] = cap;

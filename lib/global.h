@@ -30,7 +30,14 @@
 struct shmt_glslot {
 	alignas(16) uint64_t gs_w[2];
 	uint64_t gs_opened_ns;       /* when the lease was installed (display) */
-	uint64_t gs_pad;
+	/* Key pools: the lease's first position on the fleet's grant cursor,
+	 * mod nkeys (a grant's name is (gs_base + count before it) mod
+	 * nkeys).  Written by the daemon (release) before the CAS that
+	 * installs the lease, over an EMPTY or CLOSED slot only, and read by
+	 * a grant (acquire) between its loads of gs_w and its CAS: a CAS that
+	 * succeeds proves the slot held the same lease throughout, so the
+	 * base read was that lease's (global.c). */
+	uint64_t gs_base;
 };
 
 #define SHMT_GL_COUNT(lo) ((uint32_t)((lo) >> 32))
@@ -69,9 +76,13 @@ struct shmt_glease {
  * shmt__global_take: grant COST uses at the handle's clock if an open lease
  * holds them; 1 granted, 0 refused, SHMT_ECORRUPT (a slot word breaks its
  * rules, or an open lease's deadline is more than the slack ahead of the
- * clock), SHMT_EBUSYLOOP.  OUT (may be NULL) gets the host's view. */
+ * clock), SHMT_EBUSYLOOP.  OUT (may be NULL) gets the host's view; POS
+ * (may be NULL), on a grant, the grant's position on the fleet's cursor
+ * (the lease's base + its count before the grant: a key pool's name is POS
+ * mod nkeys). */
 int shmt__global_take(shmt_t *h, struct shmt_glease *g, uint64_t limit,
-    uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out);
+    uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out,
+    uint64_t *pos);
 /* What shmt__global_take would answer, changing nothing. */
 int shmt__global_peek(shmt_t *h, struct shmt_glease *g, uint64_t limit,
     uint64_t window, uint64_t slack, uint64_t cost, shmt_decision_t *out);

@@ -22,9 +22,16 @@ take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	uint32_t tag = 0;
 	int why = WHY_NONE, rc;
 
-	if (__builtin_expect(v->flags & SHMT_LIMF_GLOBAL, 0))
-		return shmt__global_take(h, &v->lim->lm_g, v->limit, v->window,
-		    v->slack, 1, NULL);
+	if (__builtin_expect(v->flags & SHMT_LIMF_GLOBAL, 0)) {
+		uint64_t pos = 0;
+
+		rc = shmt__global_take(h, &v->lim->lm_g, v->limit, v->window,
+		    v->slack, 1, NULL, &pos);
+		/* A key pool's name follows the fleet's grant cursor. */
+		if (rc == 1 && v->nkeys != 0)
+			*cursor = pos % v->nkeys;
+		return rc;
+	}
 	if (v->mode != SHMT_MODE_BUCKETS) {
 		uint64_t seq = 0;
 

@@ -47,9 +47,10 @@ shmt__limit_check(const shmt_limit_t *l, struct lim_geom *g, char *why,
 	if (l->window_ns == 0)
 		REFUSE("window_ns: must be above 0");
 	if (l->global != 0 && (l->global != 1 || l->mode != SHMT_MODE_BUCKETS ||
-	    l->nkeys != 0 || l->per_client || l->shadow))
+	    l->per_client || l->shadow))
 		REFUSE("global: 0 or 1, and a global limiter is a shared "
-		    "buckets limiter (no key pool, not per client, not shadow)");
+		    "buckets limiter, with or without a key pool (not per "
+		    "client, not shadow)");
 	/* Each below the span first, so that the sum cannot wrap. */
 	if (l->global != 0 && (l->window_ns >= SHMT_GLOBAL_SPAN_MAX ||
 	    l->slack_ns >= SHMT_GLOBAL_SPAN_MAX ||

@@ -15,6 +15,7 @@
 
 #include "addr.h"
 #include "global.h"
+#include "lease_script.h"
 #include "limiter.h"
 #include "prom.h"
 
@@ -119,14 +120,14 @@ test_lease_grants(void **state)
 	/* No lease yet: refused, and counted as demand. */
 	assert_int_equal(shmt_try_use_key(f.h, "g"), 0);
 	assert_int_equal(shmt__global_denied(&f.ref), 1);
-	assert_int_equal(shmt__global_install(&f.ref, 0, 3, 5000, 1000), 0);
+	assert_int_equal(shmt__global_install(&f.ref, 0, 3, 5000, 0, 1000), 0);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
 	assert_int_equal(shmt_try_use_key(f.h, "g"), 0);
 	/* Open, not full: an install there is refused. */
-	assert_int_equal(shmt__global_install(&f.ref, 0, 3, 6000, 1000),
+	assert_int_equal(shmt__global_install(&f.ref, 0, 3, 6000, 0, 1000),
 	    -EBUSY);
-	assert_int_equal(shmt__global_install(&f.ref, 1, 2, 6000, 1000), 0);
+	assert_int_equal(shmt__global_install(&f.ref, 1, 2, 6000, 0, 1000), 0);
 	f.clk.now = 4999;
 	assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
 	/* The deadline is exclusive, and the workers check it themselves:
@@ -143,17 +144,86 @@ test_lease_grants(void **state)
 	assert_int_equal(shmt__global_close(&f.ref, 1, &used, &cap, &dl), 0);
 	/* A new lease needs a later deadline than the slot's last. */
 	f.clk.now = 5000;
-	assert_int_equal(shmt__global_install(&f.ref, 1, 5, 6000, 5000),
+	assert_int_equal(shmt__global_install(&f.ref, 1, 5, 6000, 0, 5000),
 	    -EBUSY);
-	assert_int_equal(shmt__global_install(&f.ref, 1, 5, 7000, 5000), 0);
+	assert_int_equal(shmt__global_install(&f.ref, 1, 5, 7000, 0, 5000), 0);
 	/* A closed lease grants nothing, even before its deadline. */
 	assert_int_equal(shmt__global_close(&f.ref, 1, &used, &cap, &dl), 1);
 	assert_int_equal(used, 0);
 	assert_int_equal(shmt_try_use_key(f.h, "g"), 0);
-	assert_int_equal(shmt__global_install(&f.ref, 0, 0, 9000, 5000),
+	assert_int_equal(shmt__global_install(&f.ref, 0, 0, 9000, 0, 5000),
 	    -EINVAL);
-	assert_int_equal(shmt__global_install(&f.ref, 0, 101, 9000, 5000),
+	assert_int_equal(shmt__global_install(&f.ref, 0, 101, 9000, 0, 5000),
 	    -EINVAL);
+	ufix_close(&f);
+}
+
+/*
+ * A global key pool: each lease carries its first position on the fleet's
+ * grant cursor, and a grant's name is (base + the lease's count before it)
+ * mod nkeys, in every call that hands out names; a base read from the
+ * segment is only ever used mod nkeys.
+ */
+static void
+test_lease_pool(void **state)
+{
+	const char *keys[] = { "k0", "k1", "k2" };
+	struct ufix f;
+	shmt_limit_t l = glimit();
+	shmt_decision_t d;
+	struct shmt__gref ref;
+	uint32_t used, cap, st;
+	uint64_t dl;
+	char buf[16];
+
+	(void)state;
+	ufix_open(&f);
+	l.keys = keys;
+	l.nkeys = 3;
+	l.uses_per_key = 2;
+	l.limit = 6;
+	l.slack_uses = 6;
+	assert_int_equal(shmt_limiter_define(f.h, "pool", &l), 0);
+	assert_int_equal(shmt__global_ref(f.h, "pool", &ref), 0);
+	assert_int_equal(ref.nkeys, 3);
+	assert_int_equal(shmt_next_key(f.h, "pool", buf, sizeof(buf)), 0);
+	/* Positions 4, 5, 6: k1, k2, k0. */
+	assert_int_equal(shmt__global_install(&ref, 0, 3, 5000, 4, 1000), 0);
+	assert_int_equal(shmt_next_key(f.h, "pool", buf, sizeof(buf)), 2);
+	assert_string_equal(buf, "k1");
+	assert_int_equal(shmt_next_key_decide(f.h, "pool", buf, sizeof(buf),
+	    &d), 2);
+	assert_string_equal(buf, "k2");
+	assert_int_equal(d.granted, 1);
+	assert_int_equal(d.remaining, 1);
+	assert_int_equal(shmt_next_key(f.h, "pool", buf, sizeof(buf)), 2);
+	assert_string_equal(buf, "k0");
+	assert_int_equal(shmt_next_key(f.h, "pool", buf, sizeof(buf)), 0);
+	/* A use without a name spends a position too. */
+	assert_int_equal(shmt__global_install(&ref, 1, 2, 6000, 7, 1000), 0);
+	assert_int_equal(shmt_try_use_key(f.h, "pool"), 1);
+	assert_int_equal(shmt_next_key(f.h, "pool", buf, sizeof(buf)), 2);
+	assert_string_equal(buf, "k2");
+	/* The next lease of slot 0 starts where Redis says, whatever the
+	 * slot's last one did; a huge base is taken mod nkeys. */
+	assert_int_equal(shmt__global_close(&ref, 0, &used, &cap, &dl), 1);
+	assert_int_equal(shmt__global_install(&ref, 0, 2, 7000,
+	    UINT64_MAX - 1, 1000), 0);
+	/* (2^64 - 2) mod 3 = 2. */
+	assert_int_equal(shmt_next_key(f.h, "pool", buf, sizeof(buf)), 2);
+	assert_string_equal(buf, "k2");
+	assert_int_equal(shmt_next_key(f.h, "pool", buf, sizeof(buf)), 2);
+	assert_string_equal(buf, "k0");
+	/* A damaged base in the segment still names a real key. */
+	assert_int_equal(shmt__global_read(&ref, 1, &st, &used, &cap, &dl),
+	    0);
+	assert_int_equal(shmt__global_close(&ref, 1, &used, &cap, &dl), 1);
+	assert_int_equal(shmt__global_install(&ref, 1, 2, 8000, 0, 1000), 0);
+	__atomic_store_n(&ref.g->gl_slot[1].gs_base, UINT64_MAX,
+	    __ATOMIC_RELAXED);
+	assert_int_equal(shmt_next_key(f.h, "pool", buf, sizeof(buf)), 2);
+	assert_string_equal(buf, "k0");       /* (2^64 - 1) mod 3 = 0 */
+	assert_int_equal(shmt_check(f.h, NULL, 0), 0);
 	ufix_close(&f);
 }
 
@@ -170,8 +240,8 @@ test_lease_close_frozen(void **state)
 
 	(void)state;
 	ufix_open(&f);
-	assert_int_equal(shmt__global_install(&f.ref, 0, 3, 5000, 1000), 0);
-	assert_int_equal(shmt__global_install(&f.ref, 1, 3, 5000, 1000), 0);
+	assert_int_equal(shmt__global_install(&f.ref, 0, 3, 5000, 0, 1000), 0);
+	assert_int_equal(shmt__global_install(&f.ref, 1, 3, 5000, 0, 1000), 0);
 	assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
 	assert_int_equal(shmt__global_close(&f.ref, 0, &used, &cap, &dl), 1);
 	/* Frozen as a mover freezes it (the whole state word, next number). */
@@ -233,7 +303,7 @@ test_lease_decisions(void **state)
 
 	(void)state;
 	ufix_open(&f);
-	assert_int_equal(shmt__global_install(&f.ref, 0, 10, 5000, 1000), 0);
+	assert_int_equal(shmt__global_install(&f.ref, 0, 10, 5000, 0, 1000), 0);
 	assert_int_equal(shmt_acquire(f.h, "g", NULL, 0, 4, &d), 1);
 	assert_int_equal(d.limit, 100);
 	assert_int_equal(d.remaining, 6);
@@ -276,10 +346,14 @@ test_lease_rules(void **state)
 	l = glimit();
 	l.shadow = 1;
 	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
+	/* A key pool may be global (its names follow the fleet's cursor),
+	 * with a limit of nkeys x uses_per_key as anywhere. */
 	l = glimit();
 	l.keys = keys;
 	l.nkeys = 2;
 	l.uses_per_key = 50;
+	assert_int_equal(shmt_limit_check(&l, NULL, 0), 0);
+	l.uses_per_key = 49;
 	assert_int_equal(shmt_limit_check(&l, NULL, 0), -EINVAL);
 	l = glimit();
 	l.global = 2;
@@ -388,7 +462,7 @@ test_lease_hostile(void **state)
 		assert_int_equal(shmt_global_stat(f.h, "g", &gs), SHMT_ECORRUPT);
 		assert_int_equal(shmt__global_read(&f.ref, 1, &st, &used, &cap,
 		    &dl), SHMT_ECORRUPT);
-		assert_int_equal(shmt__global_install(&f.ref, 1, 1, 99999, 0),
+		assert_int_equal(shmt__global_install(&f.ref, 1, 1, 99999, 0, 0),
 		    SHMT_ECORRUPT);
 		/* The self-check names what the grants refuse. */
 		assert_int_equal(shmt_check(f.h, NULL, NULL), 1);
@@ -413,7 +487,7 @@ test_lease_hostile(void **state)
 	s->gs_w[1] = (SHMT_GL_DEADLINE_MAX << 2) | SHMT_GL_OPEN;
 	assert_int_equal(shmt__global_close(&f.ref, 1, &used, &cap, &dl), 1);
 	assert_int_equal(shmt__global_install(&f.ref, 1, 2,
-	    f.clk.now + 50 * MSEC, f.clk.now), 0);
+	    f.clk.now + 50 * MSEC, 0, f.clk.now), 0);
 	assert_int_equal(shmt_try_use_key(f.h, "g"), 1);
 	s->gs_w[0] = s->gs_w[1] = 0;
 	/* A row whose flags say global with parameters that break the
@@ -446,7 +520,7 @@ test_lease_worker_kill(void **state)
 		for (unsigned i = 0; i < SHMT_GL_SLOTS; i++)
 			shmt__global_close(&f.ref, i, &used, &cap, &dl);
 		assert_int_equal(shmt__global_install(&f.ref, 0, 100,
-		    now + 60000 * MSEC + (uint64_t)round, now), 0);
+		    now + 60000 * MSEC + (uint64_t)round, 0, now), 0);
 		pid = fork();
 		assert_true(pid >= 0);
 		if (pid == 0) {
@@ -590,9 +664,17 @@ test_cluster_addr(void **state)
 #define F_HOLD_NS (((F_SLACK_MS + F_WINDOW_MS) * 1000ULL * 1001 / 1000 + 2) \
 	* 1000)
 
+/* A global key pool (fleet.pool): POOL_KEYS names, each at most
+ * POOL_X times per window; POOL_KEYS x POOL_X = F_LIMIT, and a lease
+ * (F_USES, or fewer) is not a whole number of rounds of the names, so a
+ * lease that started at the wrong name would show. */
+#define POOL_KEYS 8
+#define POOL_X 25
+
 struct rec {
 	uint64_t n;
 	uint64_t t[RECS];
+	uint8_t k[RECS];             /* key pools: the name's index */
 };
 
 struct fleet {
@@ -619,6 +701,7 @@ struct fleet {
 	pid_t node[3];
 	char raddr[HOSTS][512];
 	unsigned replicas;           /* [global] replicas */
+	int pool;                    /* the limiter is a key pool */
 };
 
 static int
@@ -638,6 +721,8 @@ redis_start(struct fleet *f)
 	f->redis = fork();
 	assert_true(f->redis >= 0);
 	if (f->redis == 0) {
+		/* Gone with the test, even one that fails an assertion. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execlp("redis-server", "redis-server", "--port", "0",
 		    "--unixsocket", f->sock, "--unixsocketperm", "700",
 		    "--save", "", "--appendonly", f->aof ? "yes" : "no",
@@ -691,6 +776,12 @@ write_conf(struct fleet *f, int i)
 	    "slack_uses = %d\nglobal = yes\n",
 	    i, f->seg[i],
 	    F_LIMIT, F_WINDOW_MS, F_SLACK_MS, F_USES);
+	if (f->pool) {
+		fprintf(c, "uses_per_key = %d\nkeys =", POOL_X);
+		for (int k = 0; k < POOL_KEYS; k++)
+			fprintf(c, "%s k%d", k > 0 ? "," : "", k);
+		fprintf(c, "\n");
+	}
 	if (f->offline_limit > 0)
 		fprintf(c, "offline_limit = %llu\n",
 		    (unsigned long long)f->offline_limit);
@@ -759,10 +850,20 @@ worker(struct fleet *f, int host, int w, uint64_t end, uint64_t pace)
 	shmt_set_clock(h, rec_clock, NULL);
 	while (mono() < end &&
 	    mono() < __atomic_load_n(f->stop, __ATOMIC_ACQUIRE)) {
-		int rc = shmt_wait(h, "g", NULL, 0, 1, 50 * MSEC, NULL);
+		char name[16];
+		int rc;
 
+		if (f->pool) {
+			rc = shmt_next_key_wait(h, "g", name, sizeof(name),
+			    50 * MSEC, NULL);
+			if (rc > 0)
+				rc = name[0] == 'k' ? 1 : -EPROTO;
+		} else {
+			rc = shmt_wait(h, "g", NULL, 0, 1, 50 * MSEC, NULL);
+		}
 		if (rc == 1 && r->n < RECS) {
 			r->t[r->n] = last_read;
+			r->k[r->n] = f->pool ? (uint8_t)atoi(name + 1) : 0;
 			__atomic_store_n(&r->n, r->n + 1, __ATOMIC_RELEASE);
 		} else if (rc < 0 && rc != -EINTR) {
 			_exit(3);
@@ -1036,6 +1137,40 @@ judge(struct fleet *f, uint64_t from, uint64_t to)
 	}
 	free(t);
 	return v;
+}
+
+/* A key pool: the most uses of one name (*WHICH gets it) that any window
+ * [t, t + C) holds, over the whole run. */
+static uint64_t
+most_per_name(struct fleet *f, int *which)
+{
+	const uint64_t C = F_WINDOW_MS * MSEC;
+	uint64_t *t, n = 0, most = 0;
+
+	for (int i = 0; i < HOSTS * WORKERS; i++)
+		n += f->rec[i].n;
+	t = malloc((n + 1) * sizeof(*t));
+	assert_non_null(t);
+	*which = -1;
+	for (int k = 0; k < POOL_KEYS; k++) {
+		uint64_t m = 0, j = 0;
+
+		for (int i = 0; i < HOSTS * WORKERS; i++)
+			for (uint64_t x = 0; x < f->rec[i].n; x++)
+				if (f->rec[i].k[x] == k)
+					t[m++] = f->rec[i].t[x];
+		qsort(t, m, sizeof(*t), cmp_u64);
+		for (uint64_t i = 0; i < m; i++) {
+			while (j < m && t[j] < t[i] + C)
+				j++;
+			if (j - i > most) {
+				most = j - i;
+				*which = k;
+			}
+		}
+	}
+	free(t);
+	return most;
 }
 
 /* The most grants of host HOST (-1: all) decided in [FROM, TO) that any
@@ -1541,6 +1676,237 @@ test_fleet_late_replies(void **state)
 	assert_true(gs.leases > 0);
 	assert_int_equal(v.grants, 0);
 	assert_int_equal(gs.returned_uses, gs.leased_uses);
+}
+
+/* ---- Fleet: a global key pool ------------------------------------------------ */
+
+/*
+ * One key pool shared by the fleet: 8 names, each at most 25 times in
+ * any window (limit 200).  Each lease is a range of the fleet's grant
+ * cursor, and Redis keeps the positions of the leases in flight within
+ * 200 of each other, so no window holds a name more than 25 times: with
+ * even demand, through a proxy that delays requests 0-50 ms and drops
+ * connections (late leases go back, which lets the cursor come back),
+ * and with daemons killed by kill -9 (their leases' unused positions are
+ * never given back).
+ */
+static void
+pool_run(const char *name, int slow, int kills_want)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	uint64_t seed = tu_seed("global_pool"), rnd = seed;
+	struct fleet f;
+	uint64_t start, end, most;
+	struct verdict v;
+	int kills = 0, which;
+
+	memset(&f, 0, sizeof(f));
+	f.pool = 1;
+	if (slow) {
+		f.proxy_seed = seed | 1;
+		f.req_ms = 50;
+		f.drop = 40;
+		f.hostmask = 5;          /* hosts 0 and 2; host 1 direct */
+	}
+	fleet_up(&f, name);
+	start = mono();
+	end = start + (kills_want > 0 ? 60000 : 3000) * MSEC;
+	workers_start(&f, busy, end);
+	while (kills < kills_want && mono() + 100 * MSEC < end) {
+		int i = (int)(tu_rand(&rnd) % HOSTS);
+
+		nap(10 * MSEC + tu_rand(&rnd) % (40 * MSEC));
+		kill(f.daemon[i], SIGKILL);
+		waitpid(f.daemon[i], NULL, 0);
+		kills++;
+		daemon_start(&f, i);
+	}
+	if (kills_want > 0) {
+		nap((F_WINDOW_MS + F_SLACK_MS) * MSEC);
+		__atomic_store_n(f.stop, mono(), __ATOMIC_RELEASE);
+	}
+	workers_wait(&f);
+	end = mono();
+	v = judge(&f, start, end);
+	v.util_mean = 0;
+	most = most_per_name(&f, &which);
+	printf("# %s (seed %llu, %d daemons killed): the most uses of one "
+	    "name in any %d ms window: %llu (k%d; at most %d)\n", name,
+	    (unsigned long long)seed, kills, F_WINDOW_MS,
+	    (unsigned long long)most, which, POOL_X);
+	report(name, &f, &v);
+	fleet_down(&f);
+	assert_int_equal(v.over, 0);
+	assert_true(most <= POOL_X);
+	assert_true(v.grants > F_LIMIT);
+	assert_true(kills >= kills_want);
+}
+
+static void
+test_fleet_pool(void **state)
+{
+	(void)state;
+	NEED_REDIS();
+	pool_run("pool", 0, 0);
+}
+
+static void
+test_fleet_pool_slow(void **state)
+{
+	(void)state;
+	NEED_REDIS();
+	pool_run("poolslow", 1, 0);
+}
+
+static void
+test_fleet_pool_kill(void **state)
+{
+	(void)state;
+	NEED_REDIS();
+	pool_run("poolkill", 0, 50);
+}
+
+/*
+ * The lease script's key-pool accounting alone, against a real Redis, with
+ * a hold long enough that no lease is released during a round: every lease
+ * of a round is in flight, so every name used in the round must be used at
+ * most X times.  Seeded rounds of takes by three hosts, each lease using a
+ * random part of its uses from its base and giving the rest back at a
+ * random later step (or never: a daemon killed); new rounds start on a new
+ * limiter.  The span check is what this catches: a script that counted
+ * only the uses in flight would, after a give-back of a lease that is not
+ * the newest, hand out a range that wraps onto names still in use.
+ */
+#define PS_K 7
+#define PS_X 3
+#define PS_L (PS_K * PS_X)
+#define PS_LEASES 64
+
+struct ps_lease {
+	long long id, born;
+	unsigned host, k, used;
+	int given;
+};
+
+static long long
+ps_eval(redisContext *c, const char *name, const char *op, unsigned n,
+    long long id, long long born, unsigned host, long long out[7])
+{
+	char kl[SHMTD_REDIS_KEY_MAX], kz[SHMTD_REDIS_KEY_MAX];
+	char kb[SHMTD_REDIS_KEY_MAX], sn[16], si[24], sb[24], sh[16], sL[16];
+	char sK[16];
+	redisReply *r;
+
+	shmtd_redis_keys(name, kl, kz, kb);
+	snprintf(sn, sizeof(sn), "%u", n);
+	snprintf(si, sizeof(si), "%lld", id);
+	snprintf(sb, sizeof(sb), "%lld", born);
+	snprintf(sh, sizeof(sh), "host-%u", host);
+	snprintf(sL, sizeof(sL), "%d", PS_L);
+	snprintf(sK, sizeof(sK), "%d", PS_K);
+	/* A hold of 60 s: nothing is released within a round. */
+	r = redisCommand(c, "EVAL %s 3 %s %s %s %s %s %s %s %s %s %s %s %s",
+	    shmtd_lease_lua, kl, kz, kb, op, sL, "60000000", "p", sn, si, sb,
+	    sh, sK);
+	assert_non_null(r);
+	if (r->type != REDIS_REPLY_ARRAY)
+		printf("# redis: %s\n", r->type == REDIS_REPLY_ERROR ? r->str :
+		    "?");
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(r->elements, SHMTD_LEASE_REPLY);
+	for (int i = 0; i < SHMTD_LEASE_REPLY; i++)
+		out[i] = r->element[i]->integer;
+	freeReplyObject(r);
+	return out[0];
+}
+
+static void
+test_pool_script(void **state)
+{
+	uint64_t seed = tu_seed("global_pool_script"), rnd = seed;
+	struct fleet f;
+	redisContext *c;
+	unsigned rounds = 200, granted = 0, gives = 0, most = 0;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	snprintf(f.dir, sizeof(f.dir), "/tmp/shmt-global-XXXXXX");
+	assert_non_null(mkdtemp(f.dir));
+	snprintf(f.sock, sizeof(f.sock), "%s/redis.sock", f.dir);
+	redis_start(&f);
+	c = redisConnectUnix(f.sock);
+	assert_true(c != NULL && !c->err);
+	for (unsigned round = 0; round < rounds; round++) {
+		struct ps_lease ls[PS_LEASES];
+		unsigned used[PS_K] = { 0 }, nl = 0;
+		char name[32], kl[SHMTD_REDIS_KEY_MAX], kz[SHMTD_REDIS_KEY_MAX];
+		char kb[SHMTD_REDIS_KEY_MAX];
+		redisReply *r;
+
+		snprintf(name, sizeof(name), "pool%u", round);
+		/* A Redis known to be new: no hold before the first lease. */
+		shmtd_redis_keys(name, kl, kz, kb);
+		r = redisCommand(c, "HSET %s born 1", kb);
+		assert_non_null(r);
+		freeReplyObject(r);
+		for (unsigned step = 0; step < 40 && nl < PS_LEASES; step++) {
+			long long out[7];
+			unsigned want = 1 + (unsigned)(tu_rand(&rnd) % 9), host;
+
+			/* Give back a lease granted earlier, at random. */
+			if (nl > 0 && tu_rand(&rnd) % 2 == 0) {
+				struct ps_lease *g = &ls[tu_rand(&rnd) % nl];
+
+				if (!g->given && tu_rand(&rnd) % 5 != 0) {
+					ps_eval(c, name, "give", g->k - g->used,
+					    g->id, g->born, g->host, out);
+					assert_int_equal(out[0], g->k - g->used);
+					gives++;
+				}
+				g->given = 1;
+			}
+			host = (unsigned)(tu_rand(&rnd) % 3);
+			ps_eval(c, name, "take", want, 0, 0, host, out);
+			if (out[1] == 0)
+				continue;
+			assert_true(out[1] > 0 && out[1] <= want);
+			assert_true(out[6] >= 0 && out[6] < PS_K);
+			ls[nl].id = out[0];
+			ls[nl].born = out[4];
+			ls[nl].host = host;     /* only it may give back */
+			ls[nl].k = (unsigned)out[1];
+			ls[nl].given = 0;
+			/* It uses its first positions, base, base + 1, ... */
+			ls[nl].used = (unsigned)(tu_rand(&rnd) % (ls[nl].k + 1));
+			for (unsigned j = 0; j < ls[nl].used; j++) {
+				unsigned k = (unsigned)((out[6] + j) % PS_K);
+
+				if (++used[k] > most)
+					most = used[k];
+				if (used[k] > PS_X)
+					printf("# round %u: name %u used %u "
+					    "times (at most %d; seed %llu)\n",
+					    round, k, used[k], PS_X,
+					    (unsigned long long)seed);
+				assert_true(used[k] <= PS_X);
+			}
+			granted += ls[nl].k;
+			nl++;
+		}
+	}
+	printf("# pool script: %u rounds, %u uses leased, %u give-backs, the "
+	    "most uses of a name in a round %u (at most %d)\n", rounds,
+	    granted, gives, most, PS_X);
+	redisFree(c);
+	redis_kill(&f);
+	{
+		char cmd[160];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f.dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	assert_int_equal(most, PS_X);
 }
 
 /* ---- Cluster: three masters ------------------------------------------------ */
@@ -2119,6 +2485,7 @@ main(int argc, char **argv)
 {
 	const struct CMUnitTest unit[] = {
 		cmocka_unit_test(test_lease_grants),
+		cmocka_unit_test(test_lease_pool),
 		cmocka_unit_test(test_lease_close_frozen),
 		cmocka_unit_test(test_genword_names_the_freeze),
 		cmocka_unit_test(test_lease_decisions),
@@ -2127,6 +2494,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_lease_hostile),
 		cmocka_unit_test(test_lease_worker_kill),
 		cmocka_unit_test(test_cluster_addr),
+		cmocka_unit_test(test_pool_script),
 	};
 	const struct CMUnitTest fleet[] = {
 		cmocka_unit_test(test_fleet_even),
@@ -2140,6 +2508,9 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_offline_limit),
 		cmocka_unit_test(test_fleet_slow_redis),
 		cmocka_unit_test(test_fleet_late_replies),
+		cmocka_unit_test(test_fleet_pool),
+		cmocka_unit_test(test_fleet_pool_slow),
+		cmocka_unit_test(test_fleet_pool_kill),
 	};
 
 	const struct CMUnitTest cluster[] = {
@@ -2149,6 +2520,9 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_sentinel_switch),
 	};
 
+	/* SHMT_TEST_FILTER=test_fleet_pool* runs those alone. */
+	if (getenv("SHMT_TEST_FILTER") != NULL)
+		cmocka_set_test_filter(getenv("SHMT_TEST_FILTER"));
 	if (argc >= 3 && strcmp(argv[2], "cluster") == 0) {
 		daemon_bin = argv[1];
 		signal(SIGPIPE, SIG_IGN);
