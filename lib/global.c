@@ -73,6 +73,29 @@
  * daemon has read the slot, because the daemon takes the final count only
  * from the CAS that closes the slot, after which no grant CAS can match.
  *
+ * Key pools.  A global key pool hands out names in the order of the
+ * fleet's grant cursor, one level up from the local one (grant n gets name
+ * n mod K, L = K x X).  Redis keeps the cursor; a lease of k uses is also
+ * the range [s, s + k) of it, and its base s mod K goes into the slot
+ * (gs_base) before the lease is installed.  The host's grant that raises
+ * the slot's count from c to c + 1 takes position s + c: positions are
+ * handed out once each, in grant order within a lease.  Redis grants a
+ * lease only if, besides the uses in flight, the span of positions from
+ * the start of the oldest lease in flight to the new cursor stays within
+ * L.  Leases are released in the order they were granted (all are held
+ * for the same H), so the leases in flight are the latest ones and their
+ * ranges lie in that span.  A give-back returns a lease's last, unused
+ * positions: the cursor comes back over them only if the lease is the
+ * newest (no position after them was handed out).  Now take any window
+ * [t, t + C) and, as above, the lease l* granted last among those with a
+ * grant in it: every such lease was in flight when l* was granted, so the
+ * positions used in the window lie in a span of at most L consecutive
+ * positions, and each name (position mod K) is among them at most
+ * L / K = X times.  The limit of L grants per window follows as well.  A
+ * base read from the segment is used only mod K (a damaged one names a
+ * wrong key, never reads outside the pool).  No offline_limit for a key
+ * pool: names handed out while Redis is away would not follow the cursor.
+ *
  * Faults.
  *  - kill -9 of a worker: its grant CAS happened (the use is spent) or
  *    not; nothing else is held.

@@ -338,6 +338,9 @@ test_global(void **state)
 		{ "[global]\nredis = unix:/r.sock\n[limiter a]\nlimit = 10\n"
 		  "window = 1s\nglobal = yes\noffline_limit = 11\n",
 		  ":7: key 'offline_limit': [limiter a]: at most limit (10)" },
+		{ "[global]\nredis = unix:/r.sock\n[limiter a]\nkeys = x, y\n"
+		  "window = 1s\nglobal = yes\noffline_limit = 1\n",
+		  ":7: key 'offline_limit': [limiter a]: a global key pool takes no offline_limit" },
 	};
 	char path[64], path2[64], err[512], *text = NULL;
 	struct shmtd_config c, c2;

@@ -498,8 +498,11 @@ typedef struct shmt_limit {
 	 * uses for this name from one Redis (config [global]); this host's
 	 * grants spend the leases its daemon holds (see shmt_global_stat and
 	 * the README, "Limits shared by many hosts").  Buckets mode only,
-	 * shared (no client, no key pool, not shadow); slack_ns is a lease's
-	 * open time and slack_uses the most uses one lease holds.  Without a
+	 * shared (no client, not shadow), with or without a key pool (each
+	 * lease is then a range of the fleet's grant cursor, so every host
+	 * hands out each name at most uses_per_key times per window in all;
+	 * hosts must define the same names in the same order); slack_ns is a
+	 * lease's open time and slack_uses the most uses one lease holds.  Without a
 	 * daemon holding a lease every request is refused; window_ns +
 	 * slack_ns below SHMT_GLOBAL_SPAN_MAX.  Leases end at
 	 * CLOCK_MONOTONIC deadlines: handles that use a global limiter keep
