@@ -3,8 +3,9 @@
  * shmthrottle-globalcost: what a grant costs on a global limiter (a lease
  * word in the segment, filled here by hand as the daemon would) against a
  * local one (the bucket ring), one thread, rounds alternated, in thread
- * CPU time.  Both limits
- * are set so high that every call is a grant.  One SUMMARY line per kind:
+ * CPU time; and the same for a key pool (shmt_next_key: the name follows
+ * the lease's base on a global pool, the ring's tag on a local one).  All
+ * limits are set so high that every call is a grant.  One SUMMARY line per kind:
  * the median of ROUNDS rounds of N calls each, in ns per call.
  *
  * Against them, the obvious alternative: one Redis call per grant, a Lua
@@ -162,10 +163,13 @@ first_cpu(void)
 static double
 round_ns(shmt_t *h, const char *name, long n)
 {
+	char key[SHMT_KEYNAME_MAX + 1];
+	int pool = strstr(name, "pool") != NULL;
 	uint64_t t0 = cpu_ns();
 
 	for (long i = 0; i < n; i++)
-		if (shmt_try_use_key(h, name) != 1) {
+		if ((pool ? shmt_next_key(h, name, key, sizeof(key)) <= 0 :
+		    shmt_try_use_key(h, name) != 1)) {
 			fprintf(stderr, "globalcost: %s refused a use\n", name);
 			exit(1);
 		}
@@ -178,7 +182,11 @@ main(int argc, char **argv)
 	long n = argc > 1 ? atol(argv[1]) : 5000000;
 	int rounds = argc > 2 ? atoi(argv[2]) : 7;
 	int cpu0 = first_cpu(), rcpu = argc > 3 ? atoi(argv[3]) : cpu0;
-	double loc[GC_ROUNDS_MAX], glo[GC_ROUNDS_MAX];
+	static const char *const keys[] = { "key-a", "key-b", "key-c",
+		"key-d" };
+	static const char *const kind[] = { "local", "global", "local-pool",
+		"global-pool" };
+	double t[4][GC_ROUNDS_MAX];
 	double rcpu_ns[GC_ROUNDS_MAX], rwall[GC_ROUNDS_MAX];
 	long rn = n / 100 > 0 ? n / 100 : 1;
 	struct rl rl;
@@ -227,28 +235,43 @@ main(int argc, char **argv)
 	if (rc == 0)
 		rc = shmt__global_install(&ref, 0, (uint32_t)SHMT_LIMIT_MAX,
 		    now + l.window_ns, 0, now);
+	l.keys = keys;
+	l.nkeys = 4;
+	l.uses_per_key = (uint32_t)(SHMT_LIMIT_MAX / 4);
+	l.limit = (uint64_t)l.nkeys * l.uses_per_key;
+	l.slack_uses = l.limit;
+	if (rc == 0)
+		rc = shmt_limiter_define(h, "global-pool", &l);
+	if (rc == 0)
+		rc = shmt__global_ref(h, "global-pool", &ref);
+	if (rc == 0)
+		rc = shmt__global_install(&ref, 0, (uint32_t)l.limit,
+		    now + l.window_ns, 0, now);
+	l.global = 0;
+	if (rc == 0)
+		rc = shmt_limiter_define(h, "local-pool", &l);
 	if (rc != 0) {
 		fprintf(stderr, "globalcost: setup: %s\n", shmt_strerror(rc));
 		shmt_close(h);
 		shmt_unlink(seg);
 		return 1;
 	}
-	round_ns(h, "local", n / 10);
-	round_ns(h, "global", n / 10);
+	for (int k = 0; k < 4; k++)
+		round_ns(h, kind[k], n / 10);
 	if (rl.c != NULL)
 		rl_round(&rl, rn / 10 + 1, &rwall[0]);
 	for (int r = 0; r < rounds; r++) {
-		loc[r] = round_ns(h, "local", n);
-		glo[r] = round_ns(h, "global", n);
+		for (int k = 0; k < 4; k++)
+			t[k][r] = round_ns(h, kind[k], n);
 		if (rl.c != NULL)
 			rcpu_ns[r] = rl_round(&rl, rn, &rwall[r]);
 	}
-	qsort(loc, (size_t)rounds, sizeof(double), cmp_d);
-	qsort(glo, (size_t)rounds, sizeof(double), cmp_d);
-	printf("SUMMARY kind=local n=%ld rounds=%d median_ns=%.1f min_ns=%.1f\n",
-	    n, rounds, loc[rounds / 2], loc[0]);
-	printf("SUMMARY kind=global n=%ld rounds=%d median_ns=%.1f min_ns=%.1f\n",
-	    n, rounds, glo[rounds / 2], glo[0]);
+	for (int k = 0; k < 4; k++) {
+		qsort(t[k], (size_t)rounds, sizeof(double), cmp_d);
+		printf("SUMMARY kind=%s n=%ld rounds=%d median_ns=%.1f "
+		    "min_ns=%.1f\n", kind[k], n, rounds, t[k][rounds / 2],
+		    t[k][0]);
+	}
 	if (rl.c != NULL) {
 		qsort(rcpu_ns, (size_t)rounds, sizeof(double), cmp_d);
 		qsort(rwall, (size_t)rounds, sizeof(double), cmp_d);
