@@ -17,6 +17,9 @@
  *   shmt:{NAME}:z  sorted set: ID scored by its release time T + H (us)
  *   shmt:{NAME}:b  hash, never expires: born (when these records began),
  *                  seq (the last lease ID), last (the script's clock)
+ * and, for a key pool, in shmt:{NAME}:l: cur (the fleet's grant cursor),
+ * s:ID and e:ID (the range of it lease ID holds); the script is in
+ * lease_script.c.
  * A script that finds no born key (a fresh Redis, or one restarted without
  * its data) writes one and grants nothing until born + H: the leases the
  * old records counted have all been released by then (see global.c).

@@ -1728,7 +1728,11 @@ pool_run(const char *name, int slow, int kills_want)
 	workers_wait(&f);
 	end = mono();
 	v = judge(&f, start, end);
-	v.util_mean = 0;
+	if (slow || kills_want > 0)
+		v.util_mean = 0;
+	else    /* steady state: after the first hold and one window */
+		v.util_mean = judge(&f, start + F_HOLD_NS + F_WINDOW_MS * MSEC,
+		    end).util_mean;
 	most = most_per_name(&f, &which);
 	printf("# %s (seed %llu, %d daemons killed): the most uses of one "
 	    "name in any %d ms window: %llu (k%d; at most %d)\n", name,
