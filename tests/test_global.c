@@ -1362,6 +1362,25 @@ test_fleet_redis_restart_aof(void **state)
 	redis_restart(1);
 }
 
+/* Kill a daemon drawn from RND with kill -9 every 10-50 ms (RND's draws)
+ * and start it again, WANT times or until END is near; the kills made. */
+static int
+kill_daemons(struct fleet *f, uint64_t *rnd, int want, uint64_t end)
+{
+	int kills = 0;
+
+	while (kills < want && mono() + 100 * MSEC < end) {
+		int i = (int)(tu_rand(rnd) % HOSTS);
+
+		nap(10 * MSEC + tu_rand(rnd) % (40 * MSEC));
+		kill(f->daemon[i], SIGKILL);
+		waitpid(f->daemon[i], NULL, 0);
+		kills++;
+		daemon_start(f, i);
+	}
+	return kills;
+}
+
 /* Daemons killed with kill -9 at seeded random points and started again;
  * the workers stop on a dead daemon's leases by their deadlines. */
 static void
@@ -1383,15 +1402,7 @@ test_fleet_daemon_kill(void **state)
 	 * slowly): 50 kills, within a bound of 60 s. */
 	end = start + 60000 * MSEC;
 	workers_start(&f, busy, end);
-	while (kills < 50 && mono() + 100 * MSEC < end) {
-		int i = (int)(tu_rand(&rnd) % HOSTS);
-
-		nap(10 * MSEC + tu_rand(&rnd) % (40 * MSEC));
-		kill(f.daemon[i], SIGKILL);
-		waitpid(f.daemon[i], NULL, 0);
-		kills++;
-		daemon_start(&f, i);
-	}
+	kills = kill_daemons(&f, &rnd, 50, end);
 	/* One more window with every daemon alive: the fleet grants again. */
 	nap((F_WINDOW_MS + F_SLACK_MS) * MSEC);
 	end = mono();
@@ -1712,15 +1723,7 @@ pool_run(const char *name, int slow, int kills_want)
 	start = mono();
 	end = start + (kills_want > 0 ? 60000 : 3000) * MSEC;
 	workers_start(&f, busy, end);
-	while (kills < kills_want && mono() + 100 * MSEC < end) {
-		int i = (int)(tu_rand(&rnd) % HOSTS);
-
-		nap(10 * MSEC + tu_rand(&rnd) % (40 * MSEC));
-		kill(f.daemon[i], SIGKILL);
-		waitpid(f.daemon[i], NULL, 0);
-		kills++;
-		daemon_start(&f, i);
-	}
+	kills = kill_daemons(&f, &rnd, kills_want, end);
 	if (kills_want > 0) {
 		nap((F_WINDOW_MS + F_SLACK_MS) * MSEC);
 		__atomic_store_n(f.stop, mono(), __ATOMIC_RELEASE);
