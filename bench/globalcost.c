@@ -147,19 +147,6 @@ rl_round(struct rl *r, long n, double *wall)
 	return (double)(cpu_ns() - t0) / (double)n;
 }
 
-static int
-first_cpu(void)
-{
-	cpu_set_t set;
-
-	if (sched_getaffinity(0, sizeof(set), &set) < 0)
-		return -1;
-	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
-		if (CPU_ISSET(cpu, &set))
-			return cpu;
-	return -1;
-}
-
 static double
 round_ns(shmt_t *h, const char *name, long n)
 {
@@ -181,7 +168,7 @@ main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 5000000;
 	int rounds = argc > 2 ? atoi(argv[2]) : 7;
-	int cpu0 = first_cpu(), rcpu = argc > 3 ? atoi(argv[3]) : cpu0;
+	int cpu0 = bench_first_cpu(), rcpu = argc > 3 ? atoi(argv[3]) : cpu0;
 	static const char *const keys[] = { "key-a", "key-b", "key-c",
 		"key-d" };
 	static const char *const kind[] = { "local", "global", "local-pool",

@@ -26,4 +26,8 @@ void bench_redis_clean_stale(void);
 /* bench_redis_stop(0), for atexit(). */
 void bench_redis_end(void);
 
+/* The first CPU this process may run on (where the server and the first
+ * client are pinned by default), or -1. */
+int bench_first_cpu(void);
+
 #endif

@@ -187,3 +187,24 @@ bench_redis_stop(int async)
 	redis_rmdir(redis_dir);
 	redis_dir[0] = '\0';
 }
+
+/*
+ * The first CPU this process may run on: the default home of the bench's
+ * redis-server, beside worker 0 (pinned there too).  One CPU for the
+ * server and its first client makes a round trip two context switches on
+ * one CPU; a server on another CPU adds the wake-up of that CPU, which on
+ * a VM with idle vCPUs costs tens of microseconds and on a shared machine
+ * depends on what else runs there (--redis-cpu measures any placement).
+ */
+int
+bench_first_cpu(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) < 0)
+		return -1;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &set))
+			return cpu;
+	return -1;
+}

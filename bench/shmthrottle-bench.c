@@ -604,27 +604,6 @@ out:
 	return rc;
 }
 
-/*
- * The first CPU this process may run on: the default home of the bench's
- * redis-server, beside worker 0 (pinned there too).  One CPU for the
- * server and its first client makes a round trip two context switches on
- * one CPU; a server on another CPU adds the wake-up of that CPU, which on
- * a VM with idle vCPUs costs tens of microseconds and on a shared machine
- * depends on what else runs there (--redis-cpu measures any placement).
- */
-static int
-first_cpu(void)
-{
-	cpu_set_t set;
-
-	if (sched_getaffinity(0, sizeof(set), &set) < 0)
-		return -1;
-	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
-		if (CPU_ISSET(cpu, &set))
-			return cpu;
-	return -1;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -650,7 +629,7 @@ main(int argc, char **argv)
 	bench_redis_clean_stale();
 	bench_lmdb_clean_stale();
 	if (o.c.redis_cpu == -2)
-		o.c.redis_cpu = first_cpu();
+		o.c.redis_cpu = bench_first_cpu();
 	harness_init();
 	if (!o.no_clock || o.clock_only) {
 		struct bench_clock k;
