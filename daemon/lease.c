@@ -88,7 +88,7 @@ struct held {
 struct gslot {
 	int mine;                     /* this thread installed it */
 	int offline;                  /* an offline_limit lease, not Redis's */
-	long long id, born;
+	long long id, born, start;     /* start: a key pool's, on the cursor */
 	uint32_t cap;
 	uint64_t installed;
 };
@@ -534,10 +534,10 @@ is_busy(const char *e)
  */
 static int
 script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
-    long long id, long long born, long long out[GL_REPLY], uint64_t *sentp,
-    uint64_t *rtt)
+    long long id, long long born, long long start, long long out[GL_REPLY],
+    uint64_t *sentp, uint64_t *rtt)
 {
-	char sL[24], sH[24], sN[24], sI[24], sB[24], sK[16];
+	char sL[24], sH[24], sN[24], sI[24], sB[24], sK[16], sS[24];
 	redisReply *r;
 	uint64_t t0;
 	int gn = gnode(l, g), asking = 0;
@@ -550,6 +550,7 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 	snprintf(sI, sizeof(sI), "%lld", id);
 	snprintf(sB, sizeof(sB), "%lld", born);
 	snprintf(sK, sizeof(sK), "%" PRIu32, g->ref.nkeys);
+	snprintf(sS, sizeof(sS), "%lld", start);
 	t0 = shmt__mono_ns();
 	if (sentp != NULL)
 		*sentp = t0;
@@ -575,9 +576,9 @@ script(struct shmtd_lease *l, struct glim *g, const char *op, uint64_t n,
 		if (r != NULL)
 			freeReplyObject(r);
 		r = redisCommand(c,
-		    "EVAL %s 3 %s %s %s %s %s %s %s %s %s %s %s %s",
+		    "EVAL %s 3 %s %s %s %s %s %s %s %s %s %s %s %s %s",
 		    shmtd_lease_lua, g->k_l, g->k_z, g->k_b, op, sL, sH, g->params,
-		    sN, sI, sB, l->me, sK);
+		    sN, sI, sB, l->me, sK, sS);
 		if (rtt != NULL)
 			*rtt = shmt__mono_ns() - t0;
 		if (r == NULL) {
@@ -769,8 +770,8 @@ close_due(struct shmtd_lease *l, struct glim *g, unsigned i, uint64_t now,
 		held_less(g->off, g->noff, s->id, cap - used);
 		return;
 	}
-	if (script(l, g, "give", cap - used, s->id, s->born, out, NULL,
-	    NULL) == 0) {
+	if (script(l, g, "give", cap - used, s->id, s->born, s->start, out,
+	    NULL, NULL) == 0) {
 		g->st.returned_uses += (uint64_t)out[0];
 		held_less(g->held, g->nheld, s->id, (uint64_t)out[0]);
 	}
@@ -822,7 +823,7 @@ pay_debt(struct shmtd_lease *l, struct glim *g, uint64_t now)
 	uint64_t debt = held_sum(g->off, &g->noff, now);
 	long long out[GL_REPLY];
 
-	if (debt > 0 && script(l, g, "owe", debt, 0, 0, out, NULL, NULL) != 0)
+	if (debt > 0 && script(l, g, "owe", debt, 0, 0, 0, out, NULL, NULL) != 0)
 		return;
 	g->noff = 0;
 	g->owe = 0;
@@ -837,7 +838,7 @@ ask(struct shmtd_lease *l, struct glim *g, int i)
 	uint64_t k;
 	int rc;
 
-	if ((rc = script(l, g, "take", g->want, 0, 0, out, &sent, &rtt)) !=
+	if ((rc = script(l, g, "take", g->want, 0, 0, 0, out, &sent, &rtt)) !=
 	    0) {
 		g->st.state = SHMT_GLOBAL_OFFLINE;
 		/* Redis said try again (a slot on the move, a failover):
@@ -884,7 +885,8 @@ ask(struct shmtd_lease *l, struct glim *g, int i)
 		if (!acked) {
 			long long id = out[0], o2[GL_REPLY];
 
-			if (script(l, g, "give", k, id, out[4], o2, NULL, NULL) ==
+			if (script(l, g, "give", k, id, out[4], out[6], o2,
+			    NULL, NULL) ==
 			    0)
 				g->st.returned_uses += (uint64_t)o2[0];
 			return;
@@ -901,7 +903,8 @@ ask(struct shmtd_lease *l, struct glim *g, int i)
 		/* Too late to use (or refused): every use goes back. */
 		long long id = out[0];
 
-		if (script(l, g, "give", k, id, out[4], out, NULL, NULL) ==
+		if (script(l, g, "give", k, id, out[4], out[6], out, NULL,
+		    NULL) ==
 		    0) {
 			g->st.returned_uses += (uint64_t)out[0];
 			held_less(g->held, g->nheld, id, (uint64_t)out[0]);
@@ -912,6 +915,7 @@ ask(struct shmtd_lease *l, struct glim *g, int i)
 	s->offline = 0;
 	s->id = out[0];
 	s->born = out[4];
+	s->start = out[6];
 	s->cap = (uint32_t)k;
 	s->installed = recv;
 }
@@ -1113,7 +1117,9 @@ glim_init(struct shmtd_lease *l, struct glim *g, const struct shmtd_limiter *c,
 	g->hold_us = (g->ref.slack + g->ref.window) / 1000;
 	g->hold_us += g->hold_us / 1000 + 2;
 	g->hold_ns = g->hold_us * 1000;
-	g->offline_limit = c->offline_limit;
+	/* Never for a key pool (the config refuses it): names handed out
+	 * offline would not follow the fleet's cursor. */
+	g->offline_limit = g->ref.nkeys == 0 ? c->offline_limit : 0;
 	g->want = g->ref.slack_uses;
 	return 0;
 }

@@ -9,10 +9,12 @@
  * ARGV: 1 op ("take", "give" or "owe"), 2 L (the limit), 3 the hold in
  * microseconds, 4 the parameters hosts must agree on, 5 uses (asked,
  * given back or owed), 6 the lease id (give), 7 the born stamp the lease
- * was granted under (give), 8 the host, 9 K (a key pool's names, or 0).
+ * was granted under (give), 8 the host, 9 K (a key pool's names, or 0),
+ * 10 (give, key pools) the lease's start, as the take answered it.
  * Answer (SHMTD_LEASE_REPLY integers): {id, k, uses in flight, retry in
  * us, born, code (0, 1 waiting for the hold of a fresh Redis, 2 other
- * parameters), base (a key pool: the lease's first position mod K)}.
+ * parameters), start (a key pool: the lease's first position on the
+ * cursor, below P; the names start at start mod K)}.
  *
  * A key pool's leases are ranges of the fleet's grant cursor ('cur' in
  * KEYS[1], positions mod P = K x 2^30, exact in Lua's doubles): lease ID
@@ -56,6 +58,13 @@ const char shmtd_lease_lua[] =
     "  if redis.call('HGET', KEYS[1], 'h:' .. ARGV[6]) ~= ARGV[8] then\n"
     "    return {0, 0, 0, 0, born, 0, 0}\n"
     "  end\n"
+    /* A key pool's lease must be the one that started where the take
+     * said: an ID seen again (a failover to a replica behind on seq)
+     * is another lease. */
+    "  if K > 0 and redis.call('HGET', KEYS[1], 's:' .. ARGV[6]) ~=\n"
+    "      ARGV[10] then\n"
+    "    return {0, 0, 0, 0, born, 0, 0}\n"
+    "  end\n"
     "  local u = math.min(tonumber(ARGV[5]), n)\n"
     "  redis.call('HSET', KEYS[1], f, F(n - u))\n"
     "  local inf = redis.call('HINCRBY', KEYS[1], 'inflight', F(-u))\n"
@@ -79,7 +88,7 @@ const char shmtd_lease_lua[] =
     "  return {u, 0, inf, 0, born, 0, 0}\n"
     "end\n"
     "local p = redis.call('HGET', KEYS[1], 'params')\n"
-    "if p and p ~= ARGV[4] then return {0, 0, 0, 0, born, 2} end\n"
+    "if p and p ~= ARGV[4] then return {0, 0, 0, 0, born, 2, 0} end\n"
     "local inf = tonumber(redis.call('HGET', KEYS[1], 'inflight') or '0')\n"
     "local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', F(now))\n"
     "for _, id in ipairs(due) do\n"
@@ -121,7 +130,7 @@ const char shmtd_lease_lua[] =
     "    local e = (cur + k) % P\n"
     "    redis.call('HSET', KEYS[1], 's:' .. id, F(cur), 'e:' .. id, F(e),\n"
     "      'cur', F(e))\n"
-    "    base = cur % K\n"
+    "    base = cur\n"
     "  end\n"
     "end\n"
     "redis.call('HSET', KEYS[1], 'inflight', F(inf), 'params', ARGV[4])\n"

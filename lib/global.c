@@ -359,7 +359,8 @@ row_ok(const struct shmt_lim *lim)
 	/* The key names themselves are checked where they are read
 	 * (shmt__key_copy); here only their count. */
 	if (lim->lm_flags == (SHMT_LIMF_GLOBAL | SHMT_LIMF_KEYS)) {
-		if (lim->lm_nkeys == 0 || lim->lm_uses_per_key == 0 ||
+		if (lim->lm_nkeys == 0 || lim->lm_nkeys > SHMT_KEYS_MAX ||
+		    lim->lm_uses_per_key == 0 ||
 		    (uint64_t)lim->lm_nkeys * lim->lm_uses_per_key !=
 		    lim->lm_limit)
 			return 0;

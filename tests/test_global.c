@@ -1689,6 +1689,53 @@ test_fleet_late_replies(void **state)
 	assert_int_equal(gs.returned_uses, gs.leased_uses);
 }
 
+/*
+ * A host whose parameters differ from those Redis holds for the limiter
+ * (another host defined it otherwise) gets no lease: its state says
+ * "mismatch" and it keeps its connection (a mismatch is an answer, not a
+ * broken reply).
+ */
+static void
+test_fleet_mismatch(void **state)
+{
+	const int busy[HOSTS] = { 1, 0, 0 };
+	char kl[SHMTD_REDIS_KEY_MAX], kz[SHMTD_REDIS_KEY_MAX];
+	char kb[SHMTD_REDIS_KEY_MAX];
+	shmt_global_stat_t gs;
+	redisContext *c;
+	redisReply *r;
+	struct fleet f;
+	uint64_t start, end;
+	struct verdict v;
+	shmt_t *h;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	fleet_up(&f, "mism");
+	shmtd_redis_keys("g", kl, kz, kb);
+	c = redisConnectUnix(f.sock);
+	assert_true(c != NULL && !c->err);
+	r = redisCommand(c, "HSET %s params 1:2:3", kl);
+	assert_non_null(r);
+	freeReplyObject(r);
+	redisFree(c);
+	start = mono();
+	end = start + 1500 * MSEC;
+	workers_start(&f, busy, end);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	v.util_mean = 0;
+	report("mismatch", &f, &v);
+	assert_int_equal(shmt_open(f.seg[0], &h), 0);
+	assert_int_equal(shmt_global_stat(h, "g", &gs), 0);
+	shmt_close(h);
+	fleet_down(&f);
+	assert_int_equal(gs.state, SHMT_GLOBAL_MISMATCH);
+	assert_int_equal(gs.last_error, -EEXIST);
+	assert_int_equal(v.grants, 0);
+}
+
 /* ---- Fleet: a global key pool ------------------------------------------------ */
 
 /*
@@ -1790,18 +1837,19 @@ test_fleet_pool_kill(void **state)
 #define PS_LEASES 64
 
 struct ps_lease {
-	long long id, born;
+	long long id, born, start;
 	unsigned host, k, used;
 	int given;
 };
 
 static long long
 ps_eval(redisContext *c, const char *name, const char *op, unsigned n,
-    long long id, long long born, unsigned host, long long out[7])
+    long long id, long long born, long long start, unsigned host,
+    const char *params, long long out[7])
 {
 	char kl[SHMTD_REDIS_KEY_MAX], kz[SHMTD_REDIS_KEY_MAX];
 	char kb[SHMTD_REDIS_KEY_MAX], sn[16], si[24], sb[24], sh[16], sL[16];
-	char sK[16];
+	char sK[16], ss[24];
 	redisReply *r;
 
 	shmtd_redis_keys(name, kl, kz, kb);
@@ -1811,10 +1859,11 @@ ps_eval(redisContext *c, const char *name, const char *op, unsigned n,
 	snprintf(sh, sizeof(sh), "host-%u", host);
 	snprintf(sL, sizeof(sL), "%d", PS_L);
 	snprintf(sK, sizeof(sK), "%d", PS_K);
+	snprintf(ss, sizeof(ss), "%lld", start);
 	/* A hold of 60 s: nothing is released within a round. */
-	r = redisCommand(c, "EVAL %s 3 %s %s %s %s %s %s %s %s %s %s %s %s",
-	    shmtd_lease_lua, kl, kz, kb, op, sL, "60000000", "p", sn, si, sb,
-	    sh, sK);
+	r = redisCommand(c, "EVAL %s 3 %s %s %s %s %s %s %s %s %s %s %s %s %s",
+	    shmtd_lease_lua, kl, kz, kb, op, sL, "60000000", params, sn, si,
+	    sb, sh, sK, ss);
 	assert_non_null(r);
 	if (r->type != REDIS_REPLY_ARRAY)
 		printf("# redis: %s\n", r->type == REDIS_REPLY_ERROR ? r->str :
@@ -1866,21 +1915,29 @@ test_pool_script(void **state)
 				struct ps_lease *g = &ls[tu_rand(&rnd) % nl];
 
 				if (!g->given && tu_rand(&rnd) % 5 != 0) {
+					/* Not with another start (an ID
+					 * seen again is another lease). */
+					ps_eval(c, name, "give", 1, g->id,
+					    g->born, g->start + 1, g->host,
+					    "p", out);
+					assert_int_equal(out[0], 0);
 					ps_eval(c, name, "give", g->k - g->used,
-					    g->id, g->born, g->host, out);
+					    g->id, g->born, g->start, g->host,
+					    "p", out);
 					assert_int_equal(out[0], g->k - g->used);
 					gives++;
 				}
 				g->given = 1;
 			}
 			host = (unsigned)(tu_rand(&rnd) % 3);
-			ps_eval(c, name, "take", want, 0, 0, host, out);
+			ps_eval(c, name, "take", want, 0, 0, 0, host, "p", out);
 			if (out[1] == 0)
 				continue;
 			assert_true(out[1] > 0 && out[1] <= want);
-			assert_true(out[6] >= 0 && out[6] < PS_K);
+			assert_true(out[6] >= 0);
 			ls[nl].id = out[0];
 			ls[nl].born = out[4];
+			ls[nl].start = out[6];
 			ls[nl].host = host;     /* only it may give back */
 			ls[nl].k = (unsigned)out[1];
 			ls[nl].given = 0;
@@ -1901,6 +1958,15 @@ test_pool_script(void **state)
 			granted += ls[nl].k;
 			nl++;
 		}
+	}
+	/* Other parameters: refused with code 2, in a whole answer (the
+	 * daemon drops a connection on any other shape). */
+	{
+		long long out[7];
+
+		ps_eval(c, "pool0", "take", 1, 0, 0, 0, 0, "other", out);
+		assert_int_equal(out[1], 0);
+		assert_int_equal(out[5], 2);
 	}
 	printf("# pool script: %u rounds, %u uses leased, %u give-backs, the "
 	    "most uses of a name in a round %u (at most %d)\n", rounds,
@@ -2515,6 +2581,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_offline_limit),
 		cmocka_unit_test(test_fleet_slow_redis),
 		cmocka_unit_test(test_fleet_late_replies),
+		cmocka_unit_test(test_fleet_mismatch),
 		cmocka_unit_test(test_fleet_pool),
 		cmocka_unit_test(test_fleet_pool_slow),
 		cmocka_unit_test(test_fleet_pool_kill),
