@@ -21,8 +21,10 @@ struct tu_clock {
 };
 shmt_time_t tu_clock_read(void *ctx);
 
-/* Seed from $SHMT_SEED or from the time; printed either way so a failing
- * run can be replayed with SHMT_SEED=<seed>. */
+/* The seed of TEST's random choices: $SHMT_SEED when set (a number, or
+ * "random" for one drawn from the clock: exploration by hand), else one
+ * fixed per test (the gate's verdict depends on the code alone).  Printed
+ * either way, so that a run can be replayed with SHMT_SEED=<seed>. */
 uint64_t tu_seed(const char *test);
 /* xorshift64* */
 uint64_t tu_rand(uint64_t *state);
