@@ -28,10 +28,20 @@ take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	if (v->mode != SHMT_MODE_BUCKETS) {
 		uint64_t seq = 0;
 
+		for (int tries = 0;; tries++) {
+			rc = v->mode == SHMT_MODE_GCRA ?
+			    gcra_acquire(h, v, 1, NULL) :
+			    shmt__ex_take(h, v, &seq);
+			if (__builtin_expect(rc != -EAGAIN, 1))
+				break;
+			/* The parameters changed since this view was built. */
+			if (tries == 64)
+				return SHMT_EBUSYLOOP;
+			if ((rc = shmt__view_renew(h, &v)) != 0)
+				return rc;
+		}
 		if (v->mode == SHMT_MODE_GCRA)
-			return gcra_acquire(h, v, 1, NULL);
-
-		rc = shmt__ex_take(h, v, &seq);
+			return rc;
 		if (rc == 1) {
 			__atomic_fetch_add(&v->lim->lm_exact_grants, 1,
 			    __ATOMIC_RELAXED);

@@ -793,7 +793,7 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 			if (v->lim->lm_w.w[0] != 0)
 				v->lim->lm_w.w[0] = shift(v->lim->lm_w.w[0], d);
 		} else if (v->mode == SHMT_MODE_EXACT) {
-			for (uint64_t i = 0; i < v->limit; i++)
+			for (uint64_t i = 0; i < v->nlog; i++)
 				if (v->log[i].ls_seq >= 0)
 					v->log[i].ls_time =
 					    shift(v->log[i].ls_time, d);
