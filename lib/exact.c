@@ -50,7 +50,7 @@
  *   g' = g + 1 (skipping 0)
  *   hold = C, or the last change's hold if its records (grants below its
  *          hold_seq) may still be read (hold_seq > n - N) and it is longer
- *   write block lm_p[g' & 1] = {L', C', hold_seq = n,
+ *   write block lm_p[g' & 1] = {L', C', hold_seq = n + 1,
  *                               hold_window = hold > C' ? hold : 0}
  *   CAS W {n, g} -> {n, g'}; on failure load W, again
  *
@@ -63,18 +63,21 @@
  * slot CAS, after its tag read) before the change: all used g.  A grant
  * numbered above n read a hint above n, moved there after the change's
  * CAS (the CAS compared the hint), and its tag after that: all use g' (or
- * later).  Grant n itself may have read the tag before the change and
- * record after it: it decides wholly with g's parameters, and is the only
- * such grant.  So the generations grow with the grant number, and, as
- * decision times do too, the change splits the grants at one number.
+ * later).  Grant n itself may have been recorded before the change (the
+ * hint not yet moved on), or read the tag before it and record after it
+ * (with g), or read g': whichever, it decides wholly with one of them.
+ * So the generations grow with the grant number, and, as decision times
+ * do too, the change splits the grants at one number.
  * kill -9 of the updater: before its CAS the block it wrote is one W does
  * not name; after it the change is whole.  The hint's own CAS (8 bytes on
  * W's first half) and the change's 16-byte CAS are locked instructions on
  * one word: one total order.
  *
  * Uses in flight stay counted: the log keeps their times, and every use
- * decided before the change is held max(C, C') after it (and an earlier
- * change's longer hold while its uses may still be read), so a lowered
+ * decided before the change, grant n included, is held max(C, C') after
+ * it (and an earlier change's longer hold while its uses may still be
+ * read; an earlier change's records are out of reach once the hint is N
+ * past its hold_seq), so a lowered
  * limit refuses until enough of them are due.  The promises, for grants
  * numbered in order with nondecreasing times, grant m checking m - L_m
  * against a hold of at least C_m (its own window):
@@ -87,9 +90,9 @@
  *    (grant n, above); if there were L' + 1 of them, a .. a + L', the last
  *    one (g') checked a against C': impossible.
  * The log cannot hold a limit above N in place: shmt_limiter_update
- * refuses it with -E2BIG (define the limiter again for more).  The first
- * grant after a change, n, is held by C' alone even when it used g (the
- * promises above need no more).  Up to 65535 changes overtaking one
+ * refuses it with -E2BIG (define the limiter again for more).  Grant n is
+ * held as an old one even when it used g' (at most one use per change held
+ * longer than it needs).  Up to 65535 changes overtaking one
  * preempted grant would let its tag match again (as in update.c).
  */
 #include "exact.h"

@@ -179,7 +179,7 @@ update_gcra(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
 
 /* Exact mode (see "Changing the parameters in place" in exact.c): the
  * block of g', then one CAS of W from {n, g} to {n, g'}, n the grant
- * hint; the records of grants below n cool for max(C, C') (and for an
+ * hint; the records of grants up to n cool for max(C, C') (and for an
  * earlier change's hold while its records may still be read). */
 static int
 update_exact(struct shmt_lim *lim, const struct shmt_lview *v,
@@ -205,7 +205,7 @@ update_exact(struct shmt_lim *lim, const struct shmt_lview *v,
 			hold = v->hold_window;
 		__atomic_store_n(&p->lp_limit, l->limit, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->lp_window, l->window_ns, __ATOMIC_RELAXED);
-		__atomic_store_n(&p->lp_hold_seq, n, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_hold_seq, n + 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->lp_hold_window,
 		    hold > l->window_ns ? hold : 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->lp_slack_uses, 0, __ATOMIC_RELAXED);

@@ -286,7 +286,7 @@ em_update(struct em_model *m, const shmt_limit_t *l)
 
 	if (m->hold > hold && m->hold_seq > m->n - (int64_t)m->nlog)
 		hold = m->hold;
-	m->hold_seq = m->n;
+	m->hold_seq = m->n + 1;
 	m->hold = hold > l->window_ns ? hold : 0;
 	m->limit = l->limit;
 	m->window = l->window_ns;
