@@ -86,6 +86,36 @@ take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	return rc;
 }
 
+int
+shmt__take_log_or_rate(shmt_t *h, const struct shmt_lview *v,
+    uint64_t *cursor)
+{
+	uint64_t seq = 0;
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		rc = v->mode == SHMT_MODE_GCRA ? gcra_acquire(h, v, 1, NULL) :
+		    shmt__ex_take(h, v, &seq);
+		if (__builtin_expect(rc != -EAGAIN, 1))
+			break;
+		/* The parameters changed since this view was built. */
+		if (tries == 64)
+			return SHMT_EBUSYLOOP;
+		if ((rc = shmt__view_renew(h, &v)) != 0)
+			return rc;
+	}
+	if (v->mode == SHMT_MODE_GCRA)
+		return rc;
+	if (rc == 1) {
+		__atomic_fetch_add(&v->lim->lm_exact_grants, 1,
+		    __ATOMIC_RELAXED);
+		*cursor = v->nkeys != 0 ? seq % v->nkeys : 0;
+	} else if (rc == 0) {
+		shmt__count_denial(v->lim, WHY_EXHAUSTED);
+	}
+	return rc;
+}
+
 static int
 gen_try_use_key_once(shmt_t *h, const char *name)
 {

@@ -346,9 +346,13 @@ shmt__view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	} else if (v->nkeys != 0) {
 		return SHMT_ECORRUPT;
 	}
-	v->limit_cap = v->limit;
-	v->uses_cap = (uint32_t)v->slack_uses;
-	v->nlog = v->mode == SHMT_MODE_EXACT ? v->limit : 0;
+	if (v->mode == SHMT_MODE_EXACT) {
+		v->nlog = (uint32_t)v->limit;   /* at most 2^20 */
+		v->hold_seq = 0;
+	} else {
+		v->limit_cap = v->limit;
+		v->uses_cap = (uint32_t)v->slack_uses;
+	}
 	/* Key pools (their names follow the grant numbers) and per-client
 	 * limiters keep their definition's parameters; global limiters only
 	 * in buckets mode exist. */

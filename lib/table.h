@@ -40,10 +40,16 @@ struct shmt_lview {
 	uint32_t pgen;                /* W's tag this view is valid for */
 	uint32_t pgen_check;          /* 1: shared, without keys (the
 				       * parameters may change in place) */
-	uint32_t hold_serial, uses_cap;
-	uint64_t hold_window, limit_cap;
-	int64_t hold_seq;             /* exact mode: see struct shmt_lparams */
-	uint64_t nlog;                /* exact mode: the log's length */
+	uint32_t hold_serial;
+	union {
+		uint32_t uses_cap;    /* buckets mode */
+		uint32_t nlog;        /* exact mode: the log's length */
+	};
+	uint64_t hold_window;
+	union {
+		uint64_t limit_cap;   /* buckets mode */
+		int64_t hold_seq;     /* exact mode: see struct shmt_lparams */
+	};
 	struct shmt_lim *lim;
 	uint64_t limit, window, slack, slack_uses;
 	uint32_t mode, flags, nb, nkeys, keystride, keymax, capacity, entsize;

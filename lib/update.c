@@ -128,7 +128,7 @@ update_check(const struct shmt_lview *v, const shmt_limit_t *l, char *why,
 		    "holds the %" PRIu64 " grants it was defined with, and a "
 		    "limit up to that can change in place; for more, delete "
 		    "and define the limiter again (forgetting its uses in "
-		    "flight), or use rate mode", l->limit, v->nlog);
+		    "flight), or use rate mode", l->limit, (uint64_t)v->nlog);
 	return 0;
 }
 
