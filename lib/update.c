@@ -2,7 +2,8 @@
 /*
  * Changing a limiter's parameters in place (shmt_limiter_update): the
  * parameter generation in the state word's tag, the two parameter blocks
- * of a row, and the proof that no grant decides on a mix.
+ * of a row, and the proof that no grant decides on a mix (buckets mode
+ * here; rate and exact mode at the top of gcra.c and exact.c).
  *
  * Changing parameters in place (shmt_limiter_update)
  * ---------------------------------------------------
@@ -10,7 +11,9 @@
  * into a view long before; the change must reach every such grant in one
  * atomic step.  On a shared ring without keys, W's tag is the parameter
  * generation g, and the parameters of g live in row block lm_p[g & 1]
- * (g = 0: the identity fields).  Under the table lock, the updater:
+ * (g = 0: the identity fields).  (Rate and exact mode use the same tag and
+ * blocks with their own steps and promises: see gcra.c and exact.c;
+ * update_gcra and update_exact below.)  Under the table lock, the updater:
  *
  *   w = load(W)
  *   loop:
