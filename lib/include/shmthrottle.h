@@ -839,9 +839,11 @@ SHMT_EXPORT int shmt_acquire_all(shmt_t *h, const shmt_request_t *req,
  * (from shmt_acquire_all) on limiter NAME, where the mode can do so without
  * breaking the window's promise:
  *  - rate mode, shared limiter: yes, while no later grant has moved the
- *    arrival time (it goes back to where it was before the grant, or to
- *    the grant's time if that is later, so the promise holds as if the
- *    grant had not been made);
+ *    arrival time and the parameters have not changed since the grant
+ *    (shmt_limiter_update; a receipt from before a change gives nothing
+ *    back) (it goes back to where it was before the grant, or to the
+ *    grant's time if that is later, so the promise holds as if the grant
+ *    had not been made);
  *  - per client, any mode: no (the entry may serve another client by
  *    then);
  *  - bucket mode: no.  Its count of a bucket lives
