@@ -898,6 +898,24 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 		    __atomic_load_n(&h->hdr->sh_arena_used, __ATOMIC_RELAXED))
 			shmt__chk(c, "limiter %s: storage beyond the arena's mark",
 			    v.name);
+		if (v.mode != SHMT_MODE_BUCKETS && v.pgen_check &&
+		    (__atomic_load_n(&v.lim->lm_w.w[1], __ATOMIC_ACQUIRE) >>
+		    16) != 0) {
+			/* The word's second half is the parameter generation
+			 * alone (gcra.c, exact.c); the view above checked the
+			 * generation's parameters.  Repair: keep the
+			 * generation, clear the rest. */
+			uint64_t w[2], nw[2];
+
+			shmt__chk(c, "limiter %s: state word's second half "
+			    "%#llx holds more than a parameter generation",
+			    v.name, (unsigned long long)v.lim->lm_w.w[1]);
+			shmt__load128(&v.lim->lm_w, w);
+			nw[0] = w[0];
+			nw[1] = w[1] & 0xffffU;
+			if (c->repair)
+				shmt__cas128(&v.lim->lm_w, w, nw);
+		}
 		if (v.mode == SHMT_MODE_GCRA) {
 			/* Any arrival time is a valid state. */
 		} else if (v.mode == SHMT_MODE_EXACT) {

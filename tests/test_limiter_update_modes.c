@@ -25,6 +25,7 @@
 
 #include "lock.h"
 #include "segment.h"
+#include "table.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -38,11 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t
-div_up(uint64_t a, uint64_t b)
-{
-	return a / b + (a % b != 0);
-}
+/* div_up: table.h. */
 
 /* ---- The promises, from decision times and parameters only -------------- */
 
@@ -612,6 +609,52 @@ test_other_handle(void **state)
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
+/* A damaged second half of the word (more than a generation) is named by
+ * shmt_check and repaired keeping the generation, whose parameters stay. */
+static void
+test_check_word(void **state)
+{
+	char seg[96], why[300];
+	shmt_t *h;
+	shmt_limit_t l;
+	shmt_limiter_stat_t st;
+	struct shmt_lim *rows;
+	uint32_t n;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "updc");
+	assert_int_equal(shmt_create(seg, NULL, &h), 0);
+	for (int mode = 0; mode < 2; mode++) {
+		const char *name = mode ? "e" : "g";
+
+		memset(&l, 0, sizeof(l));
+		l.mode = mode ? SHMT_MODE_EXACT : SHMT_MODE_GCRA;
+		l.limit = 10;
+		l.window_ns = 1000000;
+		l.burst = mode ? 0 : 2;
+		assert_int_equal(shmt_limiter_define(h, name, &l), 0);
+		l.limit = 5;
+		assert_int_equal(shmt_limiter_update(h, name, &l, why,
+		    sizeof(why)), 0);
+		assert_int_equal(shmt_check(h, NULL, NULL), 0);
+		rows = shmt__rows(h, &n);
+		for (uint32_t r = 0; r < n; r++)
+			if (strcmp(rows[r].lm_name, name) == 0)
+				rows[r].lm_w.w[1] |= 0x50000;
+		assert_int_equal(shmt_check(h, NULL, NULL), 1);
+		assert_int_equal(shmt_limiter_update(h, name, &l, why,
+		    sizeof(why)), SHMT_ECORRUPT);
+		assert_int_equal(shmt_check_ex(h, SHMT_CHECK_REPAIR, NULL, NULL),
+		    1);
+		assert_int_equal(shmt_check(h, NULL, NULL), 0);
+		assert_int_equal(shmt_limiter_stat(h, name, &st), 0);
+		assert_int_equal(st.limit, 5);
+		assert_int_equal(shmt_try_use_key(h, name), 1);
+	}
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 /* ---- Many processes, one clock shared through memory ------------------------ */
 
 #define MP_PROCS 4
@@ -891,6 +934,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_exact_model, tu_sweep),
 		cmocka_unit_test_teardown(test_refusals, tu_sweep),
 		cmocka_unit_test_teardown(test_other_handle, tu_sweep),
+		cmocka_unit_test_teardown(test_check_word, tu_sweep),
 	};
 	const struct CMUnitTest stress[] = {
 		cmocka_unit_test_teardown(test_rate_mp, tu_sweep),

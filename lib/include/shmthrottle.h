@@ -1434,7 +1434,10 @@ SHMT_EXPORT int shmt_check(shmt_t *h, shmt_check_fn report, void *ctx);
  * - an exact log: the hint moves past every grant the log records, each
  *   slot is made to hold the grant that hint implies (a slot rewritten so
  *   is stamped now: it takes a use for a window), grant times past now
- *   become now.
+ *   become now;
+ * - a shared rate or exact limiter's state word whose second half holds
+ *   more than its parameter generation: the rest is cleared (the
+ *   generation, and so the parameters in force, stay).
  * Other limiter damage (a state word out of range, a slot with another
  * serial, counts that do not add up, a bad row) is named, not repaired:
  * define the limiter in a new segment.  Returns the problems found before
