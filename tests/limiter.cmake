@@ -25,7 +25,7 @@ shmt_add_test(test_limiter_update_mp SOURCES test_limiter_update.c ${SHMT_TL_UTI
 # injected clock; four processes on a clock shared through memory while the
 # parent changes the parameters; kill -9 of a process changing them.
 shmt_add_test(test_limiter_update_modes SOURCES test_limiter_update_modes.c
-  ${SHMT_TL_UTIL} LABELS unit TIMEOUT 120)
+  ${SHMT_TL_UTIL} LABELS unit single-thread TIMEOUT 120)
 shmt_add_test(test_limiter_update_modes_mp SOURCES test_limiter_update_modes.c
   ${SHMT_TL_UTIL} LABELS stress TIMEOUT 180 ARGS stress)
 
