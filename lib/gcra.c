@@ -56,7 +56,7 @@
  *
  *   {tat, g} = load(W); u = clock()
  *   g' = g + 1 (skipping 0); write block lm_p[g' & 1] = {L', C', B'}
- *   tat' = tat                                   if tat <= u
+ *   tat' = tat                                   if tat <= u or T' = T
  *        = max(tat, u + ceil((tat - u) / T) * T') otherwise
  *   CAS W {tat, g} -> {tat', g'}; on failure load W, read the clock, again
  *
@@ -76,8 +76,9 @@
  * grant of k passes iff q + k <= B, and raises by k.  At the change,
  * tat' >= tat (TAT never moves earlier than the old parameters owed: a
  * use in flight is not let go sooner than they said), and
- * q' = (tat' - u) / T' >= ceil(q) >= q: every use in flight, rounded up
- * to a whole one, costs T' from now on (a lowered rate or a longer window
+ * q' = (tat' - u) / T' >= ceil(q) >= q when T changes (q' = q when it
+ * does not): every use in flight, rounded up to a whole one, costs T'
+ * from now on (a lowered rate or a longer window
  * holds the old uses longer; a raised rate keeps tat, so their old debt
  * reads as more new uses, for at most tat - u).  So a lowered burst refuses
  * until the level drains under B' - k, and stat's in_flight never falls
@@ -142,8 +143,8 @@ shmt__gcra_rescale(const struct shmt_lview *v, const shmt_limit_t *l,
 {
 	unsigned __int128 want;
 
-	if (tat <= now)
-		return tat;
+	if (tat <= now || l->window_ns / l->limit == gcra_T(v))
+		return tat;             /* nothing in flight, or the same T */
 	/* Every use in flight, rounded up to a whole one, at the new T. */
 	want = (unsigned __int128)div_up(tat - now, gcra_T(v)) *
 	    (l->window_ns / l->limit) + now;

@@ -226,7 +226,7 @@ rm_update(struct rm_model *m, const shmt_limit_t *l, uint64_t now)
 {
 	uint64_t T2 = l->window_ns / l->limit;
 
-	if (m->tat > now) {
+	if (m->tat > now && T2 != m->T) {
 		uint64_t want = div_up(m->tat - now, m->T) * T2 + now;
 
 		if (want > m->tat)

@@ -554,7 +554,8 @@ SHMT_EXPORT int shmt_limiter_define(shmt_t *h, const char *name,
  *  - rate mode, with T = window_ns / limit and burst B before, T' and B'
  *    after: the theoretical arrival time never moves earlier, and every
  *    use in flight (ceil((TAT - now) / T), rounded up) costs T' from then
- *    on, so the uses in flight never fall at a change and a lowered burst
+ *    on (with T unchanged, TAT stays as it is), so the uses in flight
+ *    never fall at a change and a lowered burst
  *    refuses until they drain under it; any half-open interval of length
  *    d holds at most max(B, B') + floor(d / min(T, T')) uses, and one
  *    lying wholly after the change at most B' + floor(d / T') (the
