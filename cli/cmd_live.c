@@ -76,9 +76,12 @@ set_one(const struct shmtc *c, shmt_limit_t *l, const char *kv)
 		bad = parse_ns(v, &l->slack_ns);
 	else if (klen == 10 && strncmp(kv, "slack_uses", 10) == 0)
 		bad = parse_count(v, &l->slack_uses);
+	else if (klen == 5 && strncmp(kv, "burst", 5) == 0)
+		bad = parse_count(v, &l->burst);
 	else
 		return shmtc_usage_error(c, "'%.*s': the keys are limit, window, "
-		    "slack_time and slack_uses", (int)klen, kv);
+		    "slack_time and slack_uses (buckets mode), burst (rate "
+		    "mode)", (int)klen, kv);
 	if (bad)
 		return shmtc_usage_error(c, "'%s': %s", kv, klen == 6 ||
 		    (klen == 10 && kv[6] == 't') ? "a whole number and a unit "
@@ -136,6 +139,7 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 	l.window_ns = st.window_ns;
 	l.slack_ns = st.slack_ns;
 	l.slack_uses = st.slack_uses;
+	l.burst = st.burst;
 	l.shadow = st.shadow;
 	for (int i = optind + 2; i < argc; i++)
 		if ((rc = set_one(c, &l, argv[i])) != 0) {
@@ -154,19 +158,31 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 	if (rc != 0)
 		return shmtc_limiter_error(c, name, rc);
 	if (c->json)
-		return shmtc_json_emit(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}",
-		    "limiter", name, "limit", (json_int_t)st.limit,
+		return shmtc_json_emit(json_pack(
+		    "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
+		    "limiter", name, "mode", st.mode == SHMT_MODE_GCRA ? "gcra" :
+		    st.mode == SHMT_MODE_EXACT ? "exact" : "buckets",
+		    "limit", (json_int_t)st.limit,
 		    "window_ns", (json_int_t)st.window_ns,
 		    "slack_ns", (json_int_t)st.slack_ns,
 		    "slack_uses", (json_int_t)st.slack_uses,
+		    "burst", (json_int_t)st.burst,
 		    "in_flight", (json_int_t)st.in_flight));
 	{
-		char w[32], s[32];
+		char w[32], s[32], tail[64];
 
-		printf("limiter %s: limit %" PRIu64 " per %s, slack %s/%" PRIu64
-		    "; %" PRIu64 " uses in flight kept\n", name, st.limit,
-		    shmtc_fmt_dur(w, sizeof(w), st.window_ns),
-		    shmtc_fmt_dur(s, sizeof(s), st.slack_ns), st.slack_uses,
+		if (st.mode == SHMT_MODE_GCRA)
+			snprintf(tail, sizeof(tail), ", burst %" PRIu64,
+			    st.burst);
+		else if (st.mode == SHMT_MODE_EXACT)
+			tail[0] = '\0';
+		else
+			snprintf(tail, sizeof(tail), ", slack %s/%" PRIu64,
+			    shmtc_fmt_dur(s, sizeof(s), st.slack_ns),
+			    st.slack_uses);
+		printf("limiter %s: limit %" PRIu64 " per %s%s; %" PRIu64
+		    " uses in flight kept\n", name, st.limit,
+		    shmtc_fmt_dur(w, sizeof(w), st.window_ns), tail,
 		    st.in_flight);
 	}
 	return SHMTC_OK;

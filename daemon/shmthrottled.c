@@ -245,7 +245,8 @@ apply_sizes(struct daemon *d, const struct shmtd_config *cfg, const char *why)
  * Define every limiter of CFG.  A limiter the segment holds with other
  * parameters (-EEXIST) is changed in place (shmt_limiter_update), which
  * keeps its uses in flight and never over-grants.  A change that cannot be
- * made in place (another mode, a key pool, a bigger ring...) keeps the
+ * made in place (another mode, a key pool, a bigger ring, an exact limit
+ * above its log...) keeps the
  * running definition and its state, and the log names the reason and the
  * commands that apply it (deleting forgets the uses in flight, so that
  * stays the operator's decision).  OLD (may be NULL) tells which limiters
@@ -257,14 +258,18 @@ static void
 update_limiter(struct daemon *d, const struct shmtd_limiter *l,
     const char *err)
 {
-	char why[512];
+	char why[512], burst[48] = "";
 	int rc = shmt_limiter_update(d->h, l->name, &l->limit, why,
 	    sizeof(why));
 
+	if (l->limit.mode == SHMT_MODE_GCRA)
+		snprintf(burst, sizeof(burst), ", burst %" PRIu64,
+		    l->limit.burst);
 	if (rc == 0)
 		shmtd_log(LOG_NOTICE, "limiter '%s' changed in place: limit %"
-		    PRIu64 " per %" PRIu64 " ns; its uses in flight stay "
-		    "counted", l->name, l->limit.limit, l->limit.window_ns);
+		    PRIu64 " per %" PRIu64 " ns%s; its uses in flight stay "
+		    "counted", l->name, l->limit.limit, l->limit.window_ns,
+		    burst);
 	else
 		shmtd_log(LOG_ERR, "%s; it cannot change in place (%s: %s), so "
 		    "it keeps its running definition and state; to apply it, "

@@ -33,13 +33,20 @@ refund_view(const struct shmt_lview *v, const shmt_receipt_t *r)
 
 	if (kind == RC_NONE)
 		return 1;       /* nothing was recorded (shadow mode) */
-	if (((r->r_[0] >> 8) & 0xffffffU) != v->lv_row || cost == 0 ||
-	    cost > shmt__cost_max(v))
+	if (((r->r_[0] >> 8) & 0xffffffU) != v->lv_row || cost == 0)
+		return -EINVAL;
+	/* A rate grant decided under parameters since changed: its cost may
+	 * pass the new burst, and nothing is given back (gcra.h). */
+	if (kind == RC_GCRA && v->mode == SHMT_MODE_GCRA &&
+	    (uint32_t)r->r_[3] != v->pgen)
+		return 0;
+	if (cost > shmt__cost_max(v))
 		return -EINVAL;
 	switch (kind) {
 	case RC_GCRA:
 		return v->mode == SHMT_MODE_GCRA ?
-		    shmt__gcra_refund(v, r->r_[1], cost) : -EINVAL;
+		    shmt__gcra_refund(v, r->r_[1], cost,
+		    (uint32_t)r->r_[3]) : -EINVAL;
 	case RC_EXACT:
 		return v->mode == SHMT_MODE_EXACT ? 0 : -EINVAL;
 	case RC_BUCKET:
@@ -67,7 +74,8 @@ shmt_refund(shmt_t *h, const char *name, shmt_receipt_t *receipt)
 
 	if (receipt == NULL)
 		return -EINVAL;
-	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
+	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
+	    (rc = shmt__view_fresh(h, &v)) != 0)
 		return rc;
 	if ((rc = refund_view(v, receipt)) == 1)
 		memset(receipt, 0, sizeof(*receipt));  /* once only */
@@ -159,7 +167,8 @@ gen_acquire_all_once(shmt_t *h, const shmt_request_t *req, size_t n,
 		 * what can be; the rest stays held until it is released:
 		 * never an over-grant. */
 		while (k-- > 0)
-			refund_view(v[order[k]], &held[order[k]]);
+			if (shmt__view_fresh(h, &v[order[k]]) == 0)
+				refund_view(v[order[k]], &held[order[k]]);
 		return rc < 0 ? rc : 0;
 	}
 	if (receipts != NULL)

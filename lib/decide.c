@@ -304,7 +304,7 @@ bk_decide_at(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w w,
 static int
 ex_next(const struct shmt_lview *v, int64_t *np)
 {
-	int64_t L = (int64_t)v->limit;
+	int64_t L = (int64_t)v->nlog;
 	int64_t n = __atomic_load_n((int64_t *)&v->lim->lm_w.w[0],
 	    __ATOMIC_ACQUIRE);
 
@@ -327,21 +327,22 @@ ex_next(const struct shmt_lview *v, int64_t *np)
 #define EX_STALE (-EAGAIN)
 
 /* The record in front of grant number M (grant M - L), read and checked:
- * 1 with its time in *T, 0 when there is none yet, EX_STALE. */
+ * 1 with the time it stops counting in *T (ex_due), 0 when there is none
+ * yet, EX_STALE. */
 static int
 ex_before(const struct shmt_lview *v, int64_t m, uint64_t *t)
 {
 	int64_t L = (int64_t)v->limit;
 	uint64_t s[2];
 
-	shmt__load128(&v->log[(uint64_t)m % (uint64_t)L], s);
+	shmt__load128(ex_slot(v, m - L), s);
 	if ((int64_t)s[0] != m - L)
 		return EX_STALE;
-	*t = (int64_t)s[0] >= 0 ? s[1] : 0;
+	*t = (int64_t)s[0] >= 0 ? ex_due(v, (int64_t)s[0], s[1]) : 0;
 	return (int64_t)s[0] >= 0 ? 1 : 0;
 }
 
-/* Grant M passes at NOW: the grant L before it is a window old. */
+/* Grant M passes at NOW: the grant L before it is due. */
 static int
 ex_free_at(const struct shmt_lview *v, int64_t m, uint64_t now)
 {
@@ -350,7 +351,7 @@ ex_free_at(const struct shmt_lview *v, int64_t m, uint64_t now)
 
 	if (rc <= 0)
 		return rc == 0 ? 1 : rc;
-	return sat_add(t, v->window) <= now;
+	return t <= now;
 }
 
 /*
@@ -358,7 +359,11 @@ ex_free_at(const struct shmt_lview *v, int64_t m, uint64_t now)
  * follow grant numbers (each grant reads the clock after the previous one
  * was recorded), so grants N, N+1, ... pass at NOW up to the first one whose
  * predecessor L back is younger than the window: a binary search.
- * APPLY: a peek that would grant; count its grant as made at NOW.
+ * APPLY: a peek that would grant; count its grant as made at NOW.  After a
+ * change that holds the older records longer (exact.c), due times may
+ * fall back once, where the hold ends: remaining and reset are then read
+ * from the records the search looks at, an estimate for that while (the
+ * grant itself checks its own record).
  */
 static int
 ex_decide(const struct shmt_lview *v, int64_t n, uint64_t now, int granted,
@@ -387,16 +392,14 @@ ex_decide(const struct shmt_lview *v, int64_t n, uint64_t now, int granted,
 	rc = ex_before(v, n - 1 + L, &t);
 	if (rc < 0)
 		return rc;
-	out->reset_after_ns = rc == 1 && sat_add(t, v->window) > now ?
-	    sat_add(t, v->window) - now : 0;
+	out->reset_after_ns = rc == 1 && t > now ? t - now : 0;
 	if (apply) {
 		out->remaining = out->remaining > 0 ? out->remaining - 1 : 0;
 		out->reset_after_ns = v->window;
 	} else if (!granted) {
 		if ((rc = ex_before(v, n, &t)) < 0)
 			return rc;
-		out->retry_after_ns = rc == 1 && sat_add(t, v->window) > now ?
-		    sat_add(t, v->window) - now : 0;
+		out->retry_after_ns = rc == 1 && t > now ? t - now : 0;
 	}
 	return 0;
 }
@@ -504,9 +507,21 @@ acquire_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 	if (v->mode == SHMT_MODE_GCRA) {
 		uint64_t tat = 0;
 
-		rc = shmt__gcra_acquire_at(h, v, cost, out, &tat);
+		for (int tries = 0;; tries++) {
+			rc = shmt__gcra_acquire_at(h, v, cost, out, &tat);
+			if (rc != -EAGAIN)
+				break;
+			/* The parameters changed since this view was built. */
+			if (tries == 64)
+				return SHMT_EBUSYLOOP;
+			if ((rc = shmt__view_renew(h, &v)) != 0)
+				return rc;
+			if (cost > shmt__cost_max(v))
+				return -EINVAL;
+		}
 		if (rc == 1 && rcpt != NULL)
-			rcpt_set(rcpt, RC_GCRA, v->lv_row, 0, tat, cost, 0);
+			rcpt_set(rcpt, RC_GCRA, v->lv_row, 0, tat, cost,
+			    v->pgen);
 		return rc;
 	}
 	if (v->mode == SHMT_MODE_EXACT) {
@@ -517,6 +532,9 @@ acquire_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 		rc = take_shared_raw(h, v, cursor);
 		if (rc < 0 || out == NULL)
 			return rc;
+		/* The grant may have renewed its own copy of the view. */
+		if ((drc = shmt__view_fresh(h, &v)) != 0)
+			return drc;
 		now = shmt__now(h);
 		drc = ex_decide_now(v, now, rc, 0, out);
 		return drc < 0 ? drc : rc;
@@ -577,6 +595,14 @@ shmt__peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 	if (v->flags & SHMT_LIMF_GLOBAL)
 		return shmt__global_peek(h, &v->lim->lm_g, v->limit, v->window,
 		    v->slack, cost, out);
+	if (v->mode != SHMT_MODE_BUCKETS) {
+		/* The parameters in force (they may have changed since V
+		 * was built); a peek decides nothing, so no CAS checks it. */
+		if ((rc = shmt__view_fresh(h, &v)) != 0)
+			return rc;
+		if (cost > shmt__cost_max(v))
+			return -EINVAL;
+	}
 	if (v->mode == SHMT_MODE_GCRA)
 		return shmt__gcra_peek(h, v, cost, out);
 	if (v->mode == SHMT_MODE_EXACT) {

@@ -7,11 +7,34 @@
 
 struct shmt_chk;
 
+/* The log slot of grant number K (K >= -nlog: slot i starts with the
+ * record of grant i - nlog, none). */
+static inline struct shmt_log_slot *
+ex_slot(const struct shmt_lview *v, int64_t k)
+{
+	int64_t N = (int64_t)v->nlog;
+
+	return &v->log[(uint64_t)(((k % N) + N) % N)];
+}
+
+/* When record {SEQ, T} stops counting: a window after T, or the longer
+ * hold of a change for a grant decided before it (see exact.c). */
+static inline uint64_t
+ex_due(const struct shmt_lview *v, int64_t seq, uint64_t t)
+{
+	uint64_t w = v->window;
+
+	if (__builtin_expect(seq < v->hold_seq && v->hold_window > w, 0))
+		w = v->hold_window;
+	return sat_add(t, w);
+}
+
 /* One use of an exact limiter.  Returns 1 with the grant number in *SEQ,
- * 0 denied, or an error. */
+ * 0 denied, -EAGAIN when the parameters changed since V was built
+ * (shmt__view_renew, again), or an error. */
 int shmt__ex_take(shmt_t *h, const struct shmt_lview *v, uint64_t *seq);
 
-/* Grants in flight in an exact limiter at NOW: records younger than C. */
+/* Grants in flight in an exact limiter at NOW: records not yet due. */
 uint64_t shmt__ex_inflight(const struct shmt_lview *v, uint64_t now);
 
 /* Exact mode: every record still in the window gets time 0, as if made

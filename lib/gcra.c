@@ -41,6 +41,68 @@
  * that time and passes, and one nanosecond earlier it does not; the j-th
  * request of one use at the same instant passes iff TAT + j * T - D <= now,
  * which is j <= remaining; at now + reset (TAT) the limiter is full again.
+ *
+ * Changing the parameters in place (shmt_limiter_update)
+ * ------------------------------------------------------
+ * A shared rate limiter keeps TAT in W's first half and the parameter
+ * generation g in the low 16 bits of its second (the rest 0); the
+ * parameters (limit, window, burst) of g != 0 live in row block
+ * lm_p[g & 1] (g = 0: the identity fields), read like a seqlock against
+ * the tag as in update.c.  A grant is one 16-byte CAS of the whole W from
+ * {tat, g} to {new, g}, made only when g is its view's generation; a
+ * refusal makes no CAS but reads the tag again after TAT and decides only
+ * if it is unchanged (so it saw TAT and g together).  Under the table
+ * lock, the updater, with old (T, D = T * B) and new (T', D' = T' * B'):
+ *
+ *   {tat, g} = load(W); u = clock()
+ *   g' = g + 1 (skipping 0); write block lm_p[g' & 1] = {L', C', B'}
+ *   tat' = tat                                   if tat <= u or T' = T
+ *        = max(tat, u + ceil((tat - u) / T) * T') otherwise
+ *   CAS W {tat, g} -> {tat', g'}; on failure load W, read the clock, again
+ *
+ * One decision, one set of parameters.  Every grant is a CAS of the whole
+ * W that compares the tag, and the change is one CAS of W, so the change
+ * is one point in the order of W's CASes: a grant before it compared g and
+ * decided with g's parameters, one after it compared g' (a view of g
+ * fails its CAS, and its call renews the view, shmt__view_renew, and
+ * decides again); a refusal saw one (TAT, tag) pair.  The block is complete
+ * before the CAS names it, and rewritten only for g' + 1 after W left g'.
+ * Times: a grant before the change read its clock before the updater
+ * loaded W (else the updater's CAS would fail), so at or before u; one
+ * after the change read it after the CAS, so at or after u.
+ *
+ * Uses in flight stay counted.  Read GCRA as a bucket of level
+ * q(t) = max(0, TAT - t) / T uses, which drains one use per T, that a
+ * grant of k passes iff q + k <= B, and raises by k.  At the change,
+ * tat' >= tat (TAT never moves earlier than the old parameters owed: a
+ * use in flight is not let go sooner than they said), and
+ * q' = (tat' - u) / T' >= ceil(q) >= q when T changes (q' = q when it
+ * does not): every use in flight, rounded up to a whole one, costs T'
+ * from now on (a lowered rate or a longer window
+ * holds the old uses longer; a raised rate keeps tat, so their old debt
+ * reads as more new uses, for at most tat - u).  So a lowered burst refuses
+ * until the level drains under B' - k, and stat's in_flight never falls
+ * at a change.  What is promised across a change at u:
+ *  - grants decided wholly after it (times >= u, the tag g') obey the
+ *    promise above with (T', B'): at most B' + floor(d / T') uses in any
+ *    [a, a + d) after u (that proof needs only TAT never falling);
+ *  - any [a, a + d) that holds u holds fewer than
+ *    B_e + (u - a) / T + (a + d - u) / T' uses, B_e the burst of its last
+ *    grant's parameters, so at most max(B, B') + floor(d / min(T, T')),
+ *    the old promise with the larger burst and the shorter interval: with t1
+ *    and t2 the first and the last grant in it, the level is at least k1
+ *    just after t1, grows by each later grant's k, drains by at most
+ *    (u - t1) / T + (t2 - u) / T', never falls at u, and is at most B_e
+ *    after t2: U <= B_e + (u - t1) / T + (t2 - u) / T', with t2 - t1 < d.
+ *    With more than one change in [a, a + d), each stretch drains at its
+ *    own 1 / T in the same sum.
+ * kill -9 of the updater: before its CAS nothing changed (the block it
+ * wrote is one W does not name); after it, the change is whole.  A reset
+ * (shmt_limiter_reset) puts TAT to 0 and keeps the tag; a refund (batch.c)
+ * is a CAS of the whole W with the generation of the grant's receipt, so a
+ * grant of g is never given back at g's cost under g'.  Up to 65535
+ * changes overtaking one preempted grant would let its tag match again (as
+ * in update.c).
  */
 #include "gcra.h"
 
@@ -75,6 +137,22 @@ gcra_T(const struct shmt_lview *v)
 	return v->window / v->limit;
 }
 
+uint64_t
+shmt__gcra_rescale(const struct shmt_lview *v, const shmt_limit_t *l,
+    uint64_t tat, uint64_t now)
+{
+	unsigned __int128 want;
+
+	if (tat <= now || l->window_ns / l->limit == gcra_T(v))
+		return tat;             /* nothing in flight, or the same T */
+	/* Every use in flight, rounded up to a whole one, at the new T. */
+	want = (unsigned __int128)div_up(tat - now, gcra_T(v)) *
+	    (l->window_ns / l->limit) + now;
+	if (want > UINT64_MAX)
+		return UINT64_MAX;
+	return (uint64_t)want > tat ? (uint64_t)want : tat;
+}
+
 void
 shmt__gcra_decide(const struct shmt_lview *v, uint64_t tat, uint64_t now,
     uint64_t k, int granted, shmt_decision_t *out)
@@ -94,28 +172,46 @@ shmt__gcra_decide(const struct shmt_lview *v, uint64_t tat, uint64_t now,
 	}
 }
 
-/* One request of COST: 1 granted, 0 refused.  *NOWP gets its clock value,
- * *TATP the arrival time it installed (granted) or saw (refused). */
+/* One request of COST: 1 granted, 0 refused, -EAGAIN when W's tag names
+ * other parameters than V's (renew the view and call again).  *NOWP gets
+ * its clock value, *TATP the arrival time it installed (granted) or saw
+ * (refused).  W's halves are read apart (the CAS checks both); a refusal,
+ * which makes no CAS, reads the tag again after the arrival time, so that
+ * it saw the two together (see "Changing the parameters in place"). */
 static inline int
 gcra_take(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     uint64_t *nowp, uint64_t *tatp)
 {
-	uint64_t *tp = &v->lim->lm_w.w[0];
+	struct shmt_w *wp = &v->lim->lm_w;
 	uint64_t inc = gcra_T(v) * cost, D = gcra_T(v) * v->burst;
-	uint64_t tat = __atomic_load_n(tp, __ATOMIC_ACQUIRE);
+	uint64_t w[2], nw[2];
 	unsigned lost = 0;
 
+	w[1] = __atomic_load_n(&wp->w[1], __ATOMIC_ACQUIRE);
+	w[0] = __atomic_load_n(&wp->w[0], __ATOMIC_ACQUIRE);
 	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
-		uint64_t now = shmt__now(h), nt;
+		uint64_t now, nt;
 
-		nt = sat_add(tat > now ? tat : now, inc);
+		if (__builtin_expect((uint32_t)(w[1] & 0xffffU) != v->pgen, 0))
+			return -EAGAIN;
+		now = shmt__now(h);
+		nt = sat_add(w[0] > now ? w[0] : now, inc);
 		*nowp = now;
 		if (nt > sat_add(now, D)) {
-			*tatp = tat;
+			if (__atomic_load_n(&wp->w[1], __ATOMIC_ACQUIRE) !=
+			    w[1]) {
+				w[1] = __atomic_load_n(&wp->w[1],
+				    __ATOMIC_ACQUIRE);
+				w[0] = __atomic_load_n(&wp->w[0],
+				    __ATOMIC_ACQUIRE);
+				continue;
+			}
+			*tatp = w[0];
 			return 0;
 		}
-		if (__atomic_compare_exchange_n(tp, &tat, nt, 0,
-		    __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+		nw[0] = nt;
+		nw[1] = w[1];
+		if (shmt__cas128(wp, w, nw)) {
 			*tatp = nt;
 			return 1;
 		}
@@ -144,14 +240,24 @@ shmt__gcra_acquire_at(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 }
 
 int
-shmt__gcra_refund(const struct shmt_lview *v, uint64_t tat, uint64_t cost)
+shmt__gcra_refund(const struct shmt_lview *v, uint64_t tat, uint64_t cost,
+    uint32_t gen)
 {
-	uint64_t *tp = &v->lim->lm_w.w[0], back = gcra_T(v) * cost;
+	uint64_t back = gcra_T(v) * cost, w[2], nw[2];
 
 	if (tat < back)
 		return SHMT_ECORRUPT;
-	if (!__atomic_compare_exchange_n(tp, &tat, tat - back, 0,
-	    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+	/* Granted under other parameters than V's: the arrival time was
+	 * rescaled since (or V is older), so nothing is given back. */
+	if (gen != v->pgen)
+		return 0;
+	w[0] = tat;
+	w[1] = __atomic_load_n(&v->lim->lm_w.w[1], __ATOMIC_ACQUIRE);
+	if ((uint32_t)(w[1] & 0xffffU) != gen)
+		return 0;
+	nw[0] = tat - back;
+	nw[1] = w[1];
+	if (!shmt__cas128(&v->lim->lm_w, w, nw))
 		return 0;
 	__atomic_fetch_sub(&v->lim->lm_exact_grants, cost, __ATOMIC_RELAXED);
 	shmt__wake_waiters(&v->lim->lm_wake);

@@ -11,13 +11,19 @@
  * slack or a burst out of range, or an interval T of 0 or too large). */
 int shmt__gcra_check(const shmt_limit_t *l);
 
+/* The arrival time after changing V's parameters to L at NOW, from TAT
+ * (see "Changing the parameters in place" in gcra.c). */
+uint64_t shmt__gcra_rescale(const struct shmt_lview *v, const shmt_limit_t *l,
+    uint64_t tat, uint64_t now);
+
 /* Fill OUT for a request of K at NOW that saw TAT (refused), or that
  * installed TAT (granted). */
 void shmt__gcra_decide(const struct shmt_lview *v, uint64_t tat, uint64_t now,
     uint64_t k, int granted, shmt_decision_t *out);
 
 /* A grant of COST with its decision in OUT (may be NULL); *TATP (may be
- * NULL) gets the arrival time a grant installed, for a refund. */
+ * NULL) gets the arrival time a grant installed, for a refund.  -EAGAIN:
+ * the parameters changed since V was built (shmt__view_renew, again). */
 int shmt__gcra_acquire_at(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out, uint64_t *tatp);
 
@@ -26,15 +32,19 @@ int shmt__gcra_acquire_at(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
  * the limiter's arrival time (no grant since).  It then goes back to
  * max(previous TAT, the grant's time), which is never below what it was
  * before the grant, so the promise above holds as if the grant had not
- * been made.  Returns 1 given back, 0 not (a later grant built on it).
+ * been made.  GEN: the parameter generation the grant was decided with
+ * (its receipt's); under other parameters nothing is given back.
+ * Returns 1 given back, 0 not (a later grant built on it, or a change).
  */
-int shmt__gcra_refund(const struct shmt_lview *v, uint64_t tat, uint64_t cost);
+int shmt__gcra_refund(const struct shmt_lview *v, uint64_t tat, uint64_t cost,
+    uint32_t gen);
 
 /* What a grant of COST would answer at NOW on arrival time TAT. */
 int shmt__gcra_peek_tat(const struct shmt_lview *v, uint64_t tat, uint64_t now,
     uint64_t cost, shmt_decision_t *out);
 
-/* What gcra_acquire would answer now; reads the word once, writes nothing. */
+/* What gcra_acquire would answer now; reads the word once, writes nothing
+ * (V should be fresh: shmt__view_fresh). */
 int shmt__gcra_peek(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out);
 

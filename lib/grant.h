@@ -15,6 +15,12 @@
 #include "ring.h"
 #include "table.h"
 
+/* One use of a shared limiter in exact or rate mode (limiter.c), renewing
+ * V as often as the parameters change under it: the slow path of a grant
+ * that found them changed (-EAGAIN), out of line. */
+int shmt__take_log_or_rate(shmt_t *h, const struct shmt_lview *v,
+    uint64_t *cursor);
+
 static inline __attribute__((always_inline)) int
 take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
@@ -35,10 +41,13 @@ take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	if (v->mode != SHMT_MODE_BUCKETS) {
 		uint64_t seq = 0;
 
+		rc = v->mode == SHMT_MODE_GCRA ? gcra_acquire(h, v, 1, NULL) :
+		    shmt__ex_take(h, v, &seq);
+		if (__builtin_expect(rc == -EAGAIN, 0))
+			/* The parameters changed since V was built. */
+			return shmt__take_log_or_rate(h, v, cursor);
 		if (v->mode == SHMT_MODE_GCRA)
-			return gcra_acquire(h, v, 1, NULL);
-
-		rc = shmt__ex_take(h, v, &seq);
+			return rc;
 		if (rc == 1) {
 			__atomic_fetch_add(&v->lim->lm_exact_grants, 1,
 			    __ATOMIC_RELAXED);

@@ -86,6 +86,36 @@ take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	return rc;
 }
 
+int
+shmt__take_log_or_rate(shmt_t *h, const struct shmt_lview *v,
+    uint64_t *cursor)
+{
+	uint64_t seq = 0;
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		rc = v->mode == SHMT_MODE_GCRA ? gcra_acquire(h, v, 1, NULL) :
+		    shmt__ex_take(h, v, &seq);
+		if (__builtin_expect(rc != -EAGAIN, 1))
+			break;
+		/* The parameters changed since this view was built. */
+		if (tries == 64)
+			return SHMT_EBUSYLOOP;
+		if ((rc = shmt__view_renew(h, &v)) != 0)
+			return rc;
+	}
+	if (v->mode == SHMT_MODE_GCRA)
+		return rc;
+	if (rc == 1) {
+		__atomic_fetch_add(&v->lim->lm_exact_grants, 1,
+		    __ATOMIC_RELAXED);
+		*cursor = v->nkeys != 0 ? seq % v->nkeys : 0;
+	} else if (rc == 0) {
+		shmt__count_denial(v->lim, WHY_EXHAUSTED);
+	}
+	return rc;
+}
+
 static int
 gen_try_use_key_once(shmt_t *h, const char *name)
 {
@@ -793,7 +823,7 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 			if (v->lim->lm_w.w[0] != 0)
 				v->lim->lm_w.w[0] = shift(v->lim->lm_w.w[0], d);
 		} else if (v->mode == SHMT_MODE_EXACT) {
-			for (uint64_t i = 0; i < v->limit; i++)
+			for (uint64_t i = 0; i < v->nlog; i++)
 				if (v->log[i].ls_seq >= 0)
 					v->log[i].ls_time =
 					    shift(v->log[i].ls_time, d);
@@ -868,6 +898,24 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 		    __atomic_load_n(&h->hdr->sh_arena_used, __ATOMIC_RELAXED))
 			shmt__chk(c, "limiter %s: storage beyond the arena's mark",
 			    v.name);
+		if (v.mode != SHMT_MODE_BUCKETS && v.pgen_check &&
+		    (__atomic_load_n(&v.lim->lm_w.w[1], __ATOMIC_ACQUIRE) >>
+		    16) != 0) {
+			/* The word's second half is the parameter generation
+			 * alone (gcra.c, exact.c); the view above checked the
+			 * generation's parameters.  Repair: keep the
+			 * generation, clear the rest. */
+			uint64_t w[2], nw[2];
+
+			shmt__chk(c, "limiter %s: state word's second half "
+			    "%#llx holds more than a parameter generation",
+			    v.name, (unsigned long long)v.lim->lm_w.w[1]);
+			shmt__load128(&v.lim->lm_w, w);
+			nw[0] = w[0];
+			nw[1] = w[1] & 0xffffU;
+			if (c->repair)
+				shmt__cas128(&v.lim->lm_w, w, nw);
+		}
 		if (v.mode == SHMT_MODE_GCRA) {
 			/* Any arrival time is a valid state. */
 		} else if (v.mode == SHMT_MODE_EXACT) {

@@ -39,6 +39,9 @@ enum shmt_lim_state {
  *           Client entries: state:2 | epoch:14 (see clients.h).
  *           A shared limiter without keys: the parameter generation, which
  *           names the parameters in force (lm_p, see shmt_limiter_update).
+ *           Rate mode keeps its arrival time in w[0] and exact mode its
+ *           grant hint; in both the rest of w[1] is 0 and its low 16 bits
+ *           are that generation (gcra.c, exact.c).
  */
 struct shmt_w {
 	uint64_t w[2];
@@ -94,17 +97,27 @@ struct shmt_client {
 _Static_assert(sizeof(struct shmt_client) == 64, "client entry is one line");
 
 /*
- * Parameters of a shared buckets limiter changed in place (generation
+ * Parameters of a shared limiter without keys changed in place (generation
  * lp_gen, 1..65535; generation 0 is the row's identity fields).  Written
  * under sh_table_lock before the CAS that puts lp_gen into W's tag, and
  * rewritten only for generation lp_gen + 2, after W has left lp_gen.
+ * Buckets mode uses every field (update.c); rate mode lp_limit, lp_window
+ * and lp_burst (gcra.c); exact mode lp_limit (at most the log's length,
+ * lm_limit), lp_window, and lp_hold_window for the records of grants
+ * numbered below lp_hold_seq (exact.c).
  */
 struct shmt_lparams {
 	uint64_t lp_limit;
 	uint64_t lp_window;
-	uint64_t lp_slack;
-	uint64_t lp_hold_window;     /* buckets before lp_hold_serial cool
-				      * for max(lp_window, this) */
+	union {
+		uint64_t lp_slack;   /* buckets mode */
+		uint64_t lp_burst;   /* rate mode */
+		int64_t lp_hold_seq; /* exact mode */
+	};
+	uint64_t lp_hold_window;     /* buckets before lp_hold_serial (exact
+				      * mode: records of grants before
+				      * lp_hold_seq) cool for
+				      * max(lp_window, this) */
 	uint32_t lp_slack_uses;
 	uint32_t lp_hold_serial;
 	uint32_t lp_gen;

@@ -193,10 +193,12 @@ arena_span(const shmt_t *h, uint64_t off, uint64_t len, void **out)
 
 /* The parameters in force for the generation W's tag names, read like a
  * seqlock against W's tag (a block is rewritten only after W has left its
- * generation, see shmt_limiter_update), and checked: the ring must hold
- * them, and the caps must cover them.  Every load is an acquire, so that
- * none moves after the tag's second load (no fence: gcc cannot instrument
- * one for ThreadSanitizer). */
+ * generation, see shmt_limiter_update), and checked: buckets mode's ring
+ * must hold them and the caps must cover them; rate mode's interval and
+ * tolerance must be in range (shmt__gcra_check); exact mode's limit must
+ * fit the log.  Every load is an acquire, so that none moves after the
+ * tag's second load (no fence: gcc cannot instrument one for
+ * ThreadSanitizer). */
 static int
 view_params(struct shmt_lim *lim, struct shmt_lview *v)
 {
@@ -205,6 +207,8 @@ view_params(struct shmt_lim *lim, struct shmt_lview *v)
 		    __ATOMIC_ACQUIRE) & 0xffffU;
 		const struct shmt_lparams *p = &lim->lm_p[gen & 1];
 		struct shmt_lparams q;
+		shmt_limit_t l;
+		int bad;
 
 		v->pgen = gen;
 		if (gen == 0)
@@ -226,25 +230,40 @@ view_params(struct shmt_lim *lim, struct shmt_lview *v)
 		if (((uint32_t)__atomic_load_n(&lim->lm_w.w[1],
 		    __ATOMIC_RELAXED) & 0xffffU) != gen)
 			continue;
-		if (q.lp_gen != gen || q.lp_limit == 0 ||
-		    q.lp_limit > SHMT_LIMIT_MAX || q.lp_window == 0 ||
-		    q.lp_slack == 0 || q.lp_slack_uses == 0 ||
-		    q.lp_slack_uses > q.lp_limit ||
-		    div_up(q.lp_window, q.lp_slack) +
-		    div_up(q.lp_limit, q.lp_slack_uses) > v->nb ||
-		    q.lp_limit_cap < q.lp_limit ||
-		    q.lp_limit_cap > SHMT_LIMIT_MAX ||
-		    q.lp_uses_cap < q.lp_slack_uses ||
-		    q.lp_uses_cap > q.lp_limit_cap)
-			return SHMT_ECORRUPT;
+		bad = q.lp_gen != gen || q.lp_limit == 0 ||
+		    q.lp_limit > SHMT_LIMIT_MAX || q.lp_window == 0;
+		if (v->mode == SHMT_MODE_GCRA) {
+			memset(&l, 0, sizeof(l));
+			l.mode = SHMT_MODE_GCRA;
+			l.limit = q.lp_limit;
+			l.window_ns = q.lp_window;
+			l.burst = q.lp_burst;
+			if (bad || shmt__gcra_check(&l) != 0)
+				return SHMT_ECORRUPT;
+			v->burst = q.lp_burst;
+		} else if (v->mode == SHMT_MODE_EXACT) {
+			if (bad || q.lp_limit > v->nlog || q.lp_hold_seq < 0)
+				return SHMT_ECORRUPT;
+			v->hold_seq = q.lp_hold_seq;
+		} else {
+			if (bad || q.lp_slack == 0 || q.lp_slack_uses == 0 ||
+			    q.lp_slack_uses > q.lp_limit ||
+			    div_up(q.lp_window, q.lp_slack) +
+			    div_up(q.lp_limit, q.lp_slack_uses) > v->nb ||
+			    q.lp_limit_cap < q.lp_limit ||
+			    q.lp_limit_cap > SHMT_LIMIT_MAX ||
+			    q.lp_uses_cap < q.lp_slack_uses ||
+			    q.lp_uses_cap > q.lp_limit_cap)
+				return SHMT_ECORRUPT;
+			v->slack = q.lp_slack;
+			v->slack_uses = q.lp_slack_uses;
+			v->hold_serial = q.lp_hold_serial;
+			v->limit_cap = q.lp_limit_cap;
+			v->uses_cap = q.lp_uses_cap;
+		}
 		v->limit = q.lp_limit;
 		v->window = q.lp_window;
-		v->slack = q.lp_slack;
-		v->slack_uses = q.lp_slack_uses;
 		v->hold_window = q.lp_hold_window;
-		v->hold_serial = q.lp_hold_serial;
-		v->limit_cap = q.lp_limit_cap;
-		v->uses_cap = q.lp_uses_cap;
 		return 0;
 	}
 	return SHMT_EBUSYLOOP;
@@ -328,10 +347,17 @@ shmt__view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	} else if (v->nkeys != 0) {
 		return SHMT_ECORRUPT;
 	}
-	v->limit_cap = v->limit;
-	v->uses_cap = (uint32_t)v->slack_uses;
-	v->pgen_check = v->mode == SHMT_MODE_BUCKETS &&
-	    !(v->flags & (SHMT_LIMF_PER_CLIENT | SHMT_LIMF_KEYS));
+	if (v->mode == SHMT_MODE_EXACT) {
+		v->nlog = (uint32_t)v->limit;   /* at most 2^20 */
+		v->hold_seq = 0;
+	} else {
+		v->limit_cap = v->limit;
+		v->uses_cap = (uint32_t)v->slack_uses;
+	}
+	/* Key pools (their names follow the grant numbers) and per-client
+	 * limiters keep their definition's parameters; global limiters only
+	 * in buckets mode exist. */
+	v->pgen_check = !(v->flags & (SHMT_LIMF_PER_CLIENT | SHMT_LIMF_KEYS));
 	return v->pgen_check ? view_params(lim, v) : 0;
 }
 

@@ -28,7 +28,7 @@ enum { WHY_NONE, WHY_EXHAUSTED, WHY_SLACK, WHY_RING_FULL, WHY_TABLE_FULL,
 /*
  * A validated, process-local copy of a READY row's identity, with pointers
  * into this process's mapping.  The identity never changes once READY;
- * the parameters of a shared buckets limiter may (shmt_limiter_update), so
+ * the parameters of a shared limiter without keys may (shmt_limiter_update), so
  * the view records the generation it was built for (pgen), and a view
  * found stale is never rewritten (other threads may be reading it): a new
  * one is chained after it (lv_next) and kept until the handle closes.
@@ -38,9 +38,18 @@ struct shmt_lview {
 	uint32_t lv_row;
 	struct shmt_lview *lv_next;   /* a newer view of the same row */
 	uint32_t pgen;                /* W's tag this view is valid for */
-	uint32_t pgen_check;          /* 1: a shared buckets ring w/o keys */
-	uint32_t hold_serial, uses_cap;
-	uint64_t hold_window, limit_cap;
+	uint32_t pgen_check;          /* 1: shared, without keys (the
+				       * parameters may change in place) */
+	uint32_t hold_serial;
+	union {
+		uint32_t uses_cap;    /* buckets mode */
+		uint32_t nlog;        /* exact mode: the log's length */
+	};
+	uint64_t hold_window;
+	union {
+		uint64_t limit_cap;   /* buckets mode */
+		int64_t hold_seq;     /* exact mode: see struct shmt_lparams */
+	};
 	struct shmt_lim *lim;
 	uint64_t limit, window, slack, slack_uses;
 	uint32_t mode, flags, nb, nkeys, keystride, keymax, capacity, entsize;

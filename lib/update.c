@@ -2,7 +2,8 @@
 /*
  * Changing a limiter's parameters in place (shmt_limiter_update): the
  * parameter generation in the state word's tag, the two parameter blocks
- * of a row, and the proof that no grant decides on a mix.
+ * of a row, and the proof that no grant decides on a mix (buckets mode
+ * here; rate and exact mode at the top of gcra.c and exact.c).
  *
  * Changing parameters in place (shmt_limiter_update)
  * ---------------------------------------------------
@@ -10,7 +11,9 @@
  * into a view long before; the change must reach every such grant in one
  * atomic step.  On a shared ring without keys, W's tag is the parameter
  * generation g, and the parameters of g live in row block lm_p[g & 1]
- * (g = 0: the identity fields).  Under the table lock, the updater:
+ * (g = 0: the identity fields).  (Rate and exact mode use the same tag and
+ * blocks with their own steps and promises: see gcra.c and exact.c;
+ * update_gcra and update_exact below.)  Under the table lock, the updater:
  *
  *   w = load(W)
  *   loop:
@@ -60,12 +63,15 @@
 #include "fork.h"
 #include "limiter.h"
 
+#include "gcra.h"
 #include "lock.h"
 #include "ring.h"
 #include "table.h"
 #include "util.h"
+#include "wait.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -75,9 +81,18 @@
 		return (rc); \
 	} while (0)
 
-/* What may change in place on V (a fresh view of the row): limit, window,
- * slack_ns and slack_uses of a shared buckets limiter without keys, as long
- * as the ring holds the new parameters; nothing else. */
+static const char *
+mode_name(uint32_t mode)
+{
+	return mode == SHMT_MODE_EXACT ? "exact" :
+	    mode == SHMT_MODE_GCRA ? "gcra" : "buckets";
+}
+
+/* What may change in place on V (a fresh view of the row), for a shared
+ * limiter without keys: in buckets mode limit, window, slack_ns and
+ * slack_uses, as long as the ring holds the new parameters; in rate mode
+ * limit, window and burst; in exact mode limit and window, as long as the
+ * log holds the new limit.  Nothing else. */
 static int
 update_check(const struct shmt_lview *v, const shmt_limit_t *l, char *why,
     size_t why_len)
@@ -88,15 +103,11 @@ update_check(const struct shmt_lview *v, const shmt_limit_t *l, char *why,
 
 	if (l->mode != (int)v->mode)
 		REFUSE(-EOPNOTSUPP, "mode: cannot change in place (it is %s): "
-		    "delete and define the limiter again",
-		    v->mode == SHMT_MODE_EXACT ? "exact" :
-		    v->mode == SHMT_MODE_GCRA ? "gcra" : "buckets");
-	if (v->mode != SHMT_MODE_BUCKETS || !v->pgen_check)
+		    "delete and define the limiter again", mode_name(v->mode));
+	if (!v->pgen_check)
 		REFUSE(-EOPNOTSUPP, "%s: its parameters cannot change in "
-		    "place yet (only a shared buckets limiter without keys "
-		    "can): delete and define it again",
-		    v->mode == SHMT_MODE_EXACT ? "exact mode" :
-		    v->mode == SHMT_MODE_GCRA ? "rate mode" :
+		    "place (only a shared limiter without keys can): delete "
+		    "and define it again",
 		    (v->flags & SHMT_LIMF_KEYS) ? "a key pool" :
 		    "a per-client limiter");
 	if (l->per_client || l->client_capacity != 0 || l->nkeys != 0 ||
@@ -110,12 +121,107 @@ update_check(const struct shmt_lview *v, const shmt_limit_t *l, char *why,
 		    "are the fleet's: they cannot change in place");
 	if ((rc = shmt__limit_check(&want, &g, why, why_len)) != 0)
 		return rc;
-	if (g.nb > v->nb)
+	if (v->mode == SHMT_MODE_BUCKETS && g.nb > v->nb)
 		REFUSE(-E2BIG, "the new parameters need %u buckets "
 		    "(window_ns / slack_ns + limit / slack_uses, rounded up), "
 		    "the limiter's ring has %u: raise slack_ns or slack_uses, "
 		    "or delete and define the limiter again", g.nb, v->nb);
+	if (v->mode == SHMT_MODE_EXACT && l->limit > v->nlog)
+		REFUSE(-E2BIG, "limit %" PRIu64 ": an exact limiter's log "
+		    "holds the %" PRIu64 " grants it was defined with, and a "
+		    "limit up to that can change in place; for more, delete "
+		    "and define the limiter again (forgetting its uses in "
+		    "flight), or use rate mode", l->limit, (uint64_t)v->nlog);
 	return 0;
+}
+
+/* The next generation after TAG (0 names the identity). */
+static uint32_t
+next_gen(uint32_t tag)
+{
+	uint32_t gen = (tag + 1) & 0xffffU;
+
+	return gen == 0 ? 1 : gen;
+}
+
+/* Rate mode (see "Changing the parameters in place" in gcra.c): the block
+ * of g', then one CAS of W from {tat, g} to {tat', g'}. */
+static int
+update_gcra(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
+    const shmt_limit_t *l)
+{
+	uint64_t w[2], nw[2];
+
+	shmt__load128(&lim->lm_w, w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		uint32_t gen = next_gen((uint32_t)w[1] & 0xffffU);
+		struct shmt_lparams *p = &lim->lm_p[gen & 1];
+		uint64_t now;
+
+		if (w[1] != v->pgen)
+			return SHMT_ECORRUPT;   /* only we change it */
+		now = shmt__now(h);
+		__atomic_store_n(&p->lp_limit, l->limit, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_window, l->window_ns, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_burst, l->burst, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_hold_window, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_slack_uses, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_hold_serial, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_limit_cap, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_uses_cap, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_gen, gen, __ATOMIC_RELAXED);
+		nw[0] = shmt__gcra_rescale(v, l, w[0], now);
+		nw[1] = gen;
+		/* The block is complete before W names it (a locked
+		 * cmpxchg16b, as below). */
+		if (shmt__cas128(&lim->lm_w, w, nw))
+			return 0;
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+/* Exact mode (see "Changing the parameters in place" in exact.c): the
+ * block of g', then one CAS of W from {n, g} to {n, g'}, n the grant
+ * hint; the records of grants up to n cool for max(C, C') (and for an
+ * earlier change's hold while its records may still be read). */
+static int
+update_exact(struct shmt_lim *lim, const struct shmt_lview *v,
+    const shmt_limit_t *l)
+{
+	uint64_t w[2], nw[2];
+
+	shmt__load128(&lim->lm_w, w);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		uint32_t gen = next_gen((uint32_t)w[1] & 0xffffU);
+		struct shmt_lparams *p = &lim->lm_p[gen & 1];
+		int64_t n = (int64_t)w[0];
+		uint64_t hold = v->window;
+
+		if (w[1] != v->pgen)
+			return SHMT_ECORRUPT;   /* only we change it */
+		if (n < 0 || n == INT64_MAX)
+			return SHMT_ECORRUPT;
+		/* Grants from n - nlog on may still be read (the log holds
+		 * them); those below the last change's mark keep its hold. */
+		if (v->hold_window > hold &&
+		    v->hold_seq > n - (int64_t)v->nlog)
+			hold = v->hold_window;
+		__atomic_store_n(&p->lp_limit, l->limit, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_window, l->window_ns, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_hold_seq, n + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_hold_window,
+		    hold > l->window_ns ? hold : 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_slack_uses, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_hold_serial, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_limit_cap, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_uses_cap, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->lp_gen, gen, __ATOMIC_RELAXED);
+		nw[0] = w[0];
+		nw[1] = gen;
+		if (shmt__cas128(&lim->lm_w, w, nw))
+			return 0;
+	}
+	return SHMT_EBUSYLOOP;
 }
 
 static int
@@ -241,7 +347,16 @@ gen_limiter_update_once(shmt_t *h, const char *name, const shmt_limit_t *l,
 			break;
 	if (r < n && (rc = shmt__view_fill(h, r, &lim[r], &v)) == 0 &&
 	    (rc = update_check(&v, l, why, why_len)) == 0) {
-		rc = update_locked(h, &lim[r], &v, l);
+		if (v.mode == SHMT_MODE_GCRA)
+			rc = update_gcra(h, &lim[r], &v, l);
+		else if (v.mode == SHMT_MODE_EXACT)
+			rc = update_exact(&lim[r], &v, l);
+		else
+			rc = update_locked(h, &lim[r], &v, l);
+		if (rc == 0)
+			/* Sleepers (shmt_wait) look again under the new
+			 * parameters. */
+			shmt__wake_waiters(&lim[r].lm_wake);
 		if (rc == 0)
 			__atomic_fetch_add(&h->hdr->sh_generation, 1,
 			    __ATOMIC_RELEASE);

@@ -23,6 +23,12 @@ if(TARGET shmthrottled)
     ARGS $<TARGET_FILE:shmthrottled> unit
     LABELS unit TIMEOUT 120)
   add_dependencies(test_daemon shmthrottled)
+  if(TARGET shmthrottle)
+    # The commands the daemon's log advises are run as written.
+    target_compile_definitions(test_daemon PRIVATE
+      SHMT_CLI_PATH="$<TARGET_FILE:shmthrottle>")
+    add_dependencies(test_daemon shmthrottle)
+  endif()
   add_test(NAME test_daemon_kill9
     COMMAND test_daemon $<TARGET_FILE:shmthrottled> stress)
   set_tests_properties(test_daemon_kill9 PROPERTIES LABELS stress TIMEOUT 120)

@@ -21,6 +21,13 @@ shmt_add_test(test_limiter_update SOURCES test_limiter_update.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 120 LIBS Threads::Threads)
 shmt_add_test(test_limiter_update_mp SOURCES test_limiter_update.c ${SHMT_TL_UTIL}
   LABELS stress TIMEOUT 120 ARGS stress LIBS Threads::Threads)
+# Rate and exact mode changed in place: models and promises with the
+# injected clock; four processes on a clock shared through memory while the
+# parent changes the parameters; kill -9 of a process changing them.
+shmt_add_test(test_limiter_update_modes SOURCES test_limiter_update_modes.c
+  ${SHMT_TL_UTIL} LABELS unit single-thread TIMEOUT 120)
+shmt_add_test(test_limiter_update_modes_mp SOURCES test_limiter_update_modes.c
+  ${SHMT_TL_UTIL} LABELS stress TIMEOUT 180 ARGS stress)
 
 # The hand-off word of a contended limiter (lib/ring.c, "Contention"): taken,
 # withdrawn, and two processes granting exactly the limit through it.

@@ -712,6 +712,16 @@ test_limiter_live(void **state)
 	json_t *j;
 
 	fx_make(&f, "live", 1);
+	{
+		shmt_limit_t l;
+
+		memset(&l, 0, sizeof(l));
+		l.mode = SHMT_MODE_GCRA;
+		l.limit = 10;
+		l.window_ns = NS_S;
+		l.burst = 2;
+		assert_int_equal(shmt_limiter_define(f.h, "rate1", &l), 0);
+	}
 	expect_out(&f, 0, "limiter api: limit 6 per 1h, slack 1s/4; 10 uses in "
 	    "flight kept\n", ARGV("-s", f.seg, "limiter", "set", "api",
 	    "limit=6"));
@@ -730,9 +740,26 @@ test_limiter_live(void **state)
 	expect_err(&r, "cannot change in place: the new parameters need 4805 "
 	    "buckets");
 	tc_run_free(&r);
+	/* Exact mode: within the log it was defined with (3 grants). */
+	expect_out(&f, 0, "limiter exact1: limit 2 per 2h; 2 uses in flight "
+	    "kept\n", ARGV("-s", f.seg, "limiter", "set", "exact1", "limit=2",
+	    "window=2h"));
+	tc_expect_run(&r, 1, ARGV("-s", f.seg, "try", "exact1"));
+	tc_run_free(&r);
 	tc_expect_run(&r, 1, ARGV("-s", f.seg, "limiter", "set", "exact1",
-	    "limit=2"));
-	expect_err(&r, "exact mode");
+	    "limit=4"));
+	expect_err(&r, "an exact limiter's log holds the 3 grants it was "
+	    "defined with");
+	tc_run_free(&r);
+	/* Rate mode: limit, window and burst. */
+	expect_out(&f, 0, "limiter rate1: limit 5 per 1s, burst 3; 0 uses in "
+	    "flight kept\n", ARGV("-s", f.seg, "limiter", "set", "rate1",
+	    "limit=5", "burst=3"));
+	tc_expect_run(&r, 0, ARGV("-s", f.seg, "--json", "limiter", "set",
+	    "rate1", "window=2s"));
+	j = parse(&r);
+	assert_true(jint(j, "burst") == 3 && jint(j, "window_ns") == 2 * NS_S);
+	json_decref(j);
 	tc_run_free(&r);
 	tc_expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api", "mode=1"));
 	expect_err(&r, "the keys are limit, window, slack_time and slack_uses");

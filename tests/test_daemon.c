@@ -507,6 +507,87 @@ test_sighup(void **state)
 	shmt_close(h);
 }
 
+/* SIGHUP on rate and exact mode: a changed one is changed in place with
+ * its uses in flight; an exact limit above its log is refused, and the
+ * commands the log gives apply it. */
+static void
+test_sighup_modes(void **state)
+{
+	shmt_limiter_stat_t st;
+	char cmd[512];
+	struct env *e;
+	shmt_t *h;
+	pid_t pid;
+
+	e = env_init("hupm");
+	tu_write_text(e->conf, "[limiter r]\nmode = gcra\nlimit = 10\n"
+	    "window = 1h\nburst = 6\n[limiter x]\nmode = exact\n"
+	    "limit = 8\nwindow = 1h\n");
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	assert_int_equal(drain(h, "r", 4), 4);
+	assert_int_equal(drain(h, "x", 5), 5);
+	tu_write_text(e->conf, "[limiter r]\nmode = gcra\nlimit = 5\n"
+	    "window = 1h\nburst = 6\n[limiter x]\nmode = exact\n"
+	    "limit = 6\nwindow = 2h\n");
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "limiter 'x' changed in place: limit 6");
+	assert_true(tu_file_has(e->log, "limiter 'r' changed in place: limit 5 "
+	    "per 3600000000000 ns, burst 6"));
+	/* Four uses in flight now cost 12 min each: two more fit the burst. */
+	assert_int_equal(shmt_limiter_stat(h, "r", &st), 0);
+	assert_true(st.limit == 5 && st.in_flight == 4);
+	assert_int_equal(drain(h, "r", 10), 2);
+	assert_int_equal(shmt_limiter_stat(h, "x", &st), 0);
+	assert_true(st.limit == 6 && st.window_ns == 2 * 3600 * 1000000000ULL &&
+	    st.in_flight == 5);
+	assert_int_equal(drain(h, "x", 10), 1);
+
+	/* Above the 8 grants its log holds: refused, and the advice works. */
+	tu_write_text(e->conf, "[limiter r]\nmode = gcra\nlimit = 5\n"
+	    "window = 1h\nburst = 6\n[limiter x]\nmode = exact\n"
+	    "limit = 20\nwindow = 2h\n");
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "it cannot change in place");
+	assert_true(tu_file_has(e->log, "log holds the 8 grants"));
+	assert_true(tu_file_has(e->log, "limiter delete x && kill -HUP"));
+	assert_int_equal(shmt_limiter_stat(h, "x", &st), 0);
+	assert_true(st.limit == 6);
+#ifdef SHMT_CLI_PATH
+	{
+		/* The advice as the log wrote it, the CLI's path put first. */
+		static const char lead[] = "forgetting its uses in flight: "
+		    "shmthrottle ";
+		char *text = tu_read_all(e->log), *at = NULL, *p, *nl;
+
+		assert_non_null(text);
+		for (p = text; (p = strstr(p, lead)) != NULL; p++)
+			at = p + sizeof(lead) - 1;
+		assert_non_null(at);
+		if ((nl = strchr(at, '\n')) != NULL)
+			*nl = '\0';
+		snprintf(cmd, sizeof(cmd), "(%s %s) >/dev/null", SHMT_CLI_PATH,
+		    at);
+		free(text);
+		assert_int_equal(system(cmd), 0);
+	}
+#else
+	assert_int_equal(shmt_limiter_delete(h, "x"), 0);
+	assert_int_equal(kill(pid, SIGHUP), 0);
+#endif
+	/* Defined again by the reload (the config knew it: no "added"). */
+	for (int ms = 0; ms < WAIT_MS; ms += 10) {
+		if (shmt_limiter_stat(h, "x", &st) == 0 && st.limit == 20)
+			break;
+		tu_pause_ms(10);
+	}
+	assert_int_equal(shmt_limiter_stat(h, "x", &st), 0);
+	assert_true(st.limit == 20 && st.in_flight == 0);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+}
+
 /* SIGHUP with a bigger dictionary, more limiter rows and a bigger arena:
  * the daemon moves the segment into a new generation; a worker's handle
  * follows on its next call with its uses in flight and its items; a size
@@ -1051,6 +1132,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_removed, env_done),
 		cmocka_unit_test_teardown(test_untrusted, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),
+		cmocka_unit_test_teardown(test_sighup_modes, env_done),
 		cmocka_unit_test_teardown(test_sighup_resize, env_done),
 		cmocka_unit_test_teardown(test_moved_by_other, env_done),
 		cmocka_unit_test_teardown(test_incompatible, env_done),

@@ -326,8 +326,9 @@ test_update_refusals(void **state)
 	e.mode = SHMT_MODE_EXACT;
 	e.slack_ns = e.slack_uses = 0;
 	assert_int_equal(shmt_limiter_define(h, "e", &e), 0);
+	e.limit = 11;               /* more than its log holds */
 	assert_int_equal(shmt_limiter_update(h, "e", &e, why, sizeof(why)),
-	    -EOPNOTSUPP);
+	    -E2BIG);
 	assert_non_null(strstr(why, "exact"));
 	e = l;
 	e.keys = keys;

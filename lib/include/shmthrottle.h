@@ -535,42 +535,62 @@ SHMT_EXPORT int shmt_limiter_define(shmt_t *h, const char *name,
 /*
  * shmt_limiter_update: change the parameters of the limiter NAME in place,
  * keeping every use in flight.  LIMIT is the whole new parameter set, as
- * for shmt_limiter_define; only limit, window_ns, slack_ns and slack_uses
- * may differ, and only on a shared limiter in buckets mode without a key
- * pool.  The change is one atomic step against every grant, in every
- * process: a grant decides under the old parameters or under the new ones,
- * never a mix (a process holding the old ones finds out on its next call
- * and reads the new ones).  What it promises, with old parameters (L, C)
- * and new (L', C'):
+ * for shmt_limiter_define, on a shared limiter without a key pool; what
+ * may differ: in buckets mode limit, window_ns, slack_ns and slack_uses;
+ * in rate mode (SHMT_MODE_GCRA) limit, window_ns and burst; in exact mode
+ * limit (up to the limit the limiter was defined with, which sized its
+ * log) and window_ns.  The change is one atomic step against every grant,
+ * in every process: a grant decides under the old parameters or under the
+ * new ones, never a mix (a process holding the old ones finds out on its
+ * next call and reads the new ones).  What it promises, with old
+ * parameters (L, C) and new (L', C'):
  *  - uses in flight stay counted: lowering the limit refuses every grant
  *    until fewer than L' uses are in flight;
- *  - every use decided before the change is held at least max(C, C')
- *    after its bucket closed (a window never shortens under a use);
- *  - so any half-open interval of length max(C, C') holds at most
- *    max(L, L') grants, and one that starts after the change at most L'.
- * The bucket being filled is sealed by the change.  While buckets sealed
- * before it are still held, the ring may run out of buckets sooner than
- * the new parameters alone would (a refusal counted as denied_ring_full,
- * never an over-grant).
+ *  - buckets mode: every use decided before the change is held at least
+ *    max(C, C') after its bucket closed (a window never shortens under a
+ *    use), so any half-open interval of length max(C, C') holds at most
+ *    max(L, L') grants, and one that starts after the change at most L';
+ *  - exact mode: every use decided before the change is held at least
+ *    max(C, C') after its grant; any half-open interval of length
+ *    min(C, C') holds at most max(L, L') grants, and one of length C'
+ *    lying wholly after the change at most L';
+ *  - rate mode, with T = window_ns / limit and burst B before, T' and B'
+ *    after: the theoretical arrival time never moves earlier, and every
+ *    use in flight (ceil((TAT - now) / T), rounded up) costs T' from then
+ *    on (with T unchanged, TAT stays as it is), so the uses in flight
+ *    never fall at a change and a lowered burst
+ *    refuses until they drain under it; any half-open interval of length
+ *    d holds at most max(B, B') + floor(d / min(T, T')) uses, and one
+ *    lying wholly after the change at most B' + floor(d / T') (the
+ *    arguments: lib/gcra.c and lib/exact.c).
+ * In buckets mode the bucket being filled is sealed by the change.  While
+ * buckets sealed before it are still held, the ring may run out of
+ * buckets sooner than the new parameters alone would (a refusal counted as
+ * denied_ring_full, never an over-grant).  A rate-mode receipt
+ * (shmt_refund) of a grant made before a change gives nothing back.
  *
  * Returns 0 (also when nothing changes).  Errors, with WHY (WHY_LEN
  * bytes, may be NULL) holding one sentence naming the field and the rule:
  * -EINVAL (LIMIT breaks a rule of shmt_limit_check, or H or LIMIT is
  * NULL), -EOPNOTSUPP (a field that cannot change in place: mode, key pool,
- * per-client, shadow; or a limiter of another kind: exact mode, rate mode,
- * a key pool or a per-client limiter, which must be deleted and defined
- * again), -E2BIG (the new parameters need more buckets than the ring made
- * at definition holds: raise slack_ns or slack_uses), -ENOENT, -EINVAL or
+ * per-client, shadow, global; or a key pool or a per-client limiter, which
+ * must be deleted and defined again), -E2BIG (buckets mode: the new
+ * parameters need more buckets than the ring made at definition holds:
+ * raise slack_ns or slack_uses; exact mode: a limit above the one the log
+ * was made for: delete and define the limiter again), -ENOENT, -EINVAL or
  * -ENAMETOOLONG (the name), SHMT_ELOCKED (as for shmt_limiter_define),
  * SHMT_ECORRUPT (the row or its word is damaged).  On any error nothing
  * changes.
  * Concurrency: any number of processes may grant meanwhile; updates and
- * definitions serialise on the table's lock.  A process keeps the views it
- * built of older parameters (a few hundred bytes per change) until it
- * closes the handle.  kill -9 inside the call leaves the old parameters or
- * the new ones, never a mix.  Up to 65535 changes may overtake a grant
- * preempted between reading the limiter's word and its compare-and-swap;
- * more would let that grant commit on old parameters.
+ * definitions serialise on the table's lock (a holder killed with kill -9
+ * is found dead and the lock repaired, as for shmt_limiter_define).  A
+ * process keeps the views it built of older parameters (a few hundred
+ * bytes per change) until it closes the handle.  kill -9 inside the call
+ * leaves the old parameters or the new ones, never a mix, and the state
+ * (ring, arrival time or log) of the one it leaves.  Up to 65535 changes
+ * may overtake a grant preempted between reading the limiter's word and
+ * its compare-and-swap; more would let that grant commit on old
+ * parameters.
  */
 SHMT_EXPORT int shmt_limiter_update(shmt_t *h, const char *name,
     const shmt_limit_t *limit, char *why, size_t why_len);
@@ -823,9 +843,11 @@ SHMT_EXPORT int shmt_acquire_all(shmt_t *h, const shmt_request_t *req,
  * (from shmt_acquire_all) on limiter NAME, where the mode can do so without
  * breaking the window's promise:
  *  - rate mode, shared limiter: yes, while no later grant has moved the
- *    arrival time (it goes back to where it was before the grant, or to
- *    the grant's time if that is later, so the promise holds as if the
- *    grant had not been made);
+ *    arrival time and the parameters have not changed since the grant
+ *    (shmt_limiter_update; a receipt from before a change gives nothing
+ *    back) (it goes back to where it was before the grant, or to the
+ *    grant's time if that is later, so the promise holds as if the grant
+ *    had not been made);
  *  - per client, any mode: no (the entry may serve another client by
  *    then);
  *  - bucket mode: no.  Its count of a bucket lives
@@ -1416,7 +1438,10 @@ SHMT_EXPORT int shmt_check(shmt_t *h, shmt_check_fn report, void *ctx);
  * - an exact log: the hint moves past every grant the log records, each
  *   slot is made to hold the grant that hint implies (a slot rewritten so
  *   is stamped now: it takes a use for a window), grant times past now
- *   become now.
+ *   become now;
+ * - a shared rate or exact limiter's state word whose second half holds
+ *   more than its parameter generation: the rest is cleared (the
+ *   generation, and so the parameters in force, stay).
  * Other limiter damage (a state word out of range, a slot with another
  * serial, counts that do not add up, a bad row) is named, not repaired:
  * define the limiter in a new segment.  Returns the problems found before
