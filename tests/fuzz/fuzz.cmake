@@ -40,7 +40,7 @@ target_compile_options(shmt_fuzz_core PUBLIC ${SHMT_FUZZ_CFLAGS})
 # random bytes on every run.  Only the fuzz targets are built with it.
 target_compile_definitions(shmt_fuzz_core PUBLIC SHMT_STATIC=1 SHMT_FUZZ_ENV=1)
 target_link_libraries(shmt_fuzz_core PUBLIC PkgConfig::CK PkgConfig::FZ_INIH
-  Threads::Threads atomic rt)
+  Threads::Threads atomic rt urcu-bp)
 
 file(GLOB SHMT_FUZZ_CLI_SOURCES ${PROJECT_SOURCE_DIR}/cli/*.c)
 # main.c's main() becomes shmtc_main(), called by the target.
