@@ -54,7 +54,7 @@ void shmt__gen_reclaim(struct shmt *old);
 /* Wait until every reclaim asked before has run (tests; never inside a
  * read-side section). */
 void shmt__gen_reclaim_wait(void);
-/* The fork handlers of liburcu-bp and its call_rcu worker (registered
+/* The fork handlers of liburcu-bp and of the reclaim queue (registered
  * with fork.c's own, once). */
 void shmt__rcu_atfork(void);
 

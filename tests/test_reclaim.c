@@ -12,8 +12,9 @@
  * - ten moves in a row, each followed: the process keeps two generations
  *   mapped (the one its handle opened, the live one), not eleven;
  * - fork() with reclaims behind it: the child follows more moves and its
- *   own reclaims run (liburcu-bp's fork handlers, its call_rcu worker made
- *   again in the child), the parent's too;
+ *   own reclaims run (the fork handlers of liburcu-bp and of the reclaim
+ *   queue: the child starts a reclaim worker of its own), the parent's
+ *   too;
  * - a thread that called once and exited, and one that called once and
  *   idles outside the library: neither holds a grace period.
  * Waits for a reclaim are bounded by alarm(): a hang fails the test.
