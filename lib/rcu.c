@@ -103,6 +103,20 @@ worker_start(void)
 	return 0;
 }
 
+#ifdef SHMT_RCU_OUT_OF_LINE
+void
+shmt__rcu_enter(void)
+{
+	_urcu_bp_read_lock();
+}
+
+void
+shmt__rcu_leave(void)
+{
+	_urcu_bp_read_unlock();
+}
+#endif
+
 void
 shmt__gen_reclaim(struct shmt *old)
 {
