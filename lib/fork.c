@@ -33,6 +33,7 @@ fork_child(void)
 static void
 fork_register(void)
 {
+	shmt__rcu_atfork();
 	(void)pthread_atfork(NULL, NULL, fork_child);
 }
 
@@ -73,13 +74,16 @@ shmt__fork_reattach(shmt_t *h)
  * load of the word and its CAS, a reader copying a value).  Such a thread
  * only touches the old mapping until its call returns: its writes are
  * refused there (the segment is no longer LIVE, see move.c) and it
- * retries on the new one.  Every handle of the chain is unmapped by
- * shmt_close() of the handle the caller holds, which by contract no other
- * thread is using then.  The cost: each move keeps the old generation's
- * pages (its size, in tmpfs memory) until the process closes its handle
- * or exits.  A grace period per thread (a quiescent-state record updated
- * at the library's entry points) would let a process unmap earlier; it
- * is not done here.
+ * retries on the new one.  Every call runs inside a read-side section
+ * (rcu.h), so a generation this process opened itself to follow a move is
+ * unmapped after a grace period once the next one is linked (rcu.c): then
+ * no thread is inside it, and none enters it again (every call walks the
+ * chain to its end).  The handle the caller holds, and one handed out by
+ * shmt__move_follow (pinned), stay mapped until shmt_close() of the
+ * caller's handle, which by contract no other thread is using then: the
+ * caller's own handle is read by calls that do not follow (statistics,
+ * the daemon's own).  The cost: one old generation per handle the caller
+ * opened, not one per move.
  */
 int
 shmt__gen_follow(shmt_t *h)
@@ -104,9 +108,28 @@ shmt__gen_follow(shmt_t *h)
 		if (rc == 0) {
 			n->clock = h->clock;
 			n->clock_ctx = h->clock_ctx;
+			n->gen_owned = 1;
 			__atomic_store_n(&h->gen_next, n, __ATOMIC_RELEASE);
+			/* Calls that enter from now on go to N: H is left to
+			 * those already inside it. */
+			if (h->gen_owned && !h->gen_pinned)
+				shmt__gen_reclaim(h);
 		}
 	}
+	pthread_mutex_unlock(&fork_mu);
+	return rc;
+}
+
+int
+shmt__gen_pin(shmt_t *h)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&fork_mu);
+	if (__atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE) != NULL)
+		rc = -EAGAIN;
+	else
+		h->gen_pinned = 1;
 	pthread_mutex_unlock(&fork_mu);
 	return rc;
 }

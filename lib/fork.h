@@ -9,6 +9,7 @@
 #ifndef SHMT_FORK_H
 #define SHMT_FORK_H
 
+#include "rcu.h"
 #include "segment.h"
 
 extern unsigned shmt__fork_generation;
@@ -57,6 +58,10 @@ int shmt__table_lock(shmt_t *h);
  * shmt__gen_live(H), else the error to report (SHMT_ESTALE: retired, not
  * moved; or shmt_open's error). */
 int shmt__gen_follow(shmt_t *h);
+/* Keep H (the newest handle of its chain) mapped until shmt_close(): it
+ * is handed out (the daemon's adopted generation).  0, or -EAGAIN when H
+ * is no longer the newest (follow again).  Inside a read-side section. */
+int shmt__gen_pin(shmt_t *h);
 
 /* The body of a public entry point on handle H: CALL on the newest
  * generation, again on the next one when it answers SHMT_ESTALE because
@@ -66,10 +71,11 @@ int shmt__gen_follow(shmt_t *h);
  * removed: try again).  A follow that fails says why (SHMT_ESTALE only
  * when the segment was removed).  CALL must reach SHMT_FORK_CHECK (or a
  * lock, or a grant), which answers SHMT_ESTALE on a moved segment; the
- * straight path costs one load of H's own line. */
+ * straight path costs one load of H's own line and a read-side section
+ * (rcu.h) around the whole: no generation it enters is unmapped before it
+ * returns. */
 #define SHMT_GEN_FOLLOW_MAX 32
-#define SHMT_GEN_CALL(h, call) do { \
-	int grc_; \
+#define SHMT_GEN_RUN(h, call, grc_) do { \
 	(h) = shmt__gen_live(h); \
 	grc_ = (call); \
 	for (int gt_ = 0; __builtin_expect(grc_ == SHMT_ESTALE, 0); gt_++) { \
@@ -85,12 +91,20 @@ int shmt__gen_follow(shmt_t *h);
 		(h) = shmt__gen_live(h); \
 		grc_ = (call); \
 	} \
+} while (0)
+#define SHMT_GEN_CALL(h, call) do { \
+	int grc_; \
+	shmt__rcu_enter(); \
+	SHMT_GEN_RUN(h, call, grc_); \
+	shmt__rcu_leave(); \
 	return grc_; \
 } while (0)
 
 /* The same for a call that only reads and checks nothing (statistics):
  * a moved segment is followed before the call. */
 #define SHMT_GEN_READ(h, call) do { \
+	int grc_; \
+	shmt__rcu_enter(); \
 	(h) = shmt__gen_live(h); \
 	if ((h) != NULL && __atomic_load_n(&(h)->hdr->sh_retired, \
 	    __ATOMIC_ACQUIRE) == SHMT_SEG_MOVED) \
@@ -99,7 +113,9 @@ int shmt__gen_follow(shmt_t *h);
 			if (__atomic_load_n(&((h) = shmt__gen_live(h))->hdr-> \
 			    sh_retired, __ATOMIC_ACQUIRE) != SHMT_SEG_MOVED) \
 				break; \
-	SHMT_GEN_CALL(h, call); \
+	SHMT_GEN_RUN(h, call, grc_); \
+	shmt__rcu_leave(); \
+	return grc_; \
 } while (0)
 
 /* At the top of an entry point that returns an int error. */

@@ -393,14 +393,18 @@ lh_view(shmt_limiter_t *l, shmt_t **hp, const struct shmt_lview **vp)
 	return 0;
 }
 
-/* Retry a call on L on the next generation when its segment moved. */
+/* Retry a call on L on the next generation when its segment moved; all
+ * of it inside one read-side section (rcu.h). */
 #define LH_GEN_CALL(l, call) do { \
+	shmt__rcu_enter(); \
 	for (int lt_ = 0;; lt_++) { \
 		int lrc_ = (call); \
 		if (__builtin_expect(lrc_ != SHMT_ESTALE, 1) || lt_ == 8 || \
 		    shmt__gen_follow(shmt__gen_live( \
-		    __atomic_load_n(&(l)->cur, __ATOMIC_ACQUIRE)->h)) != 0) \
+		    __atomic_load_n(&(l)->cur, __ATOMIC_ACQUIRE)->h)) != 0) { \
+			shmt__rcu_leave(); \
 			return lrc_; \
+		} \
 	} \
 } while (0)
 

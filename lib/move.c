@@ -366,8 +366,10 @@ shmt__move_wanted(shmt_t *h, const shmt_config_t *want)
 
 	if (h == NULL || want == NULL)
 		return 0;
+	shmt__rcu_enter();
 	h = shmt__gen_live(h);
 	memcpy(&p, &h->hdr->sh_params, sizeof(p));
+	shmt__rcu_leave();
 	memset(&c, 0, sizeof(c));
 	shmt__params_from(want, &c);
 	return memcmp(&p, &c, sizeof(p)) != 0;
@@ -484,17 +486,27 @@ undo:
 	return rc;
 }
 
+/* The generation returned is pinned (fork.c): the caller keeps it and
+ * uses it outside any read-side section, so it is never reclaimed. */
 shmt_t *
 shmt__move_follow(shmt_t *h, int *rc)
 {
 	*rc = 0;
+	shmt__rcu_enter();
 	for (int i = 0; h != NULL && i < 4; i++) {
 		h = shmt__gen_live(h);
-		if (shmt__frozen_load(h) == SHMT_SEG_LIVE)
+		if (shmt__frozen_load(h) == SHMT_SEG_LIVE) {
+			if (shmt__gen_pin(h) != 0)
+				continue;
+			shmt__rcu_leave();
 			return h;
-		if ((*rc = shmt__gen_follow(h)) != 0)
+		}
+		if ((*rc = shmt__gen_follow(h)) != 0) {
+			shmt__rcu_leave();
 			return NULL;
+		}
 	}
+	shmt__rcu_leave();
 	*rc = SHMT_ESTALE;
 	return NULL;
 }
@@ -502,5 +514,7 @@ shmt__move_follow(shmt_t *h, int *rc)
 void
 shmt__move_config(shmt_t *h, shmt_config_t *c)
 {
+	shmt__rcu_enter();
 	shmt__config_from_params(&shmt__gen_live(h)->hdr->sh_params, c);
+	shmt__rcu_leave();
 }

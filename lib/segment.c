@@ -494,6 +494,14 @@ shmt_close(shmt_t *h)
 	/* The generations this handle followed (fork.c), newest last. */
 	if (h->gen_next != NULL)
 		shmt_close(h->gen_next);
+	/* A generation already handed to reclaim (rcu.c) has no mapping or
+	 * descriptor of its own any more: its slot went with its segment. */
+	if (h->gen_reclaimed) {
+		h->fd = -1;
+		handle_free(h);
+		errno = saved;
+		return;
+	}
 	/* A handle inherited across fork() belongs to the parent's slot.  A
 	 * truncated object has no slot page to release any more. */
 	if (h->pid == shmt__env_pid() && shmt__size_check(h, &now_size) == 0) {

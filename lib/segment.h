@@ -246,10 +246,15 @@ struct shmt {
 	/* The handle of the generation this one's segment moved to, opened
 	 * by the first call that found it MOVED (fork.c); NULL until then.
 	 * Written once, under fork.c's mutex; a call follows the chain to its
-	 * end (shmt__gen_live).  Every handle of the chain stays mapped until
-	 * shmt_close() of the first: a thread may still be inside an older
-	 * one (see fork.c). */
+	 * end (shmt__gen_live).  A handle the library opened itself to follow
+	 * a move (gen_owned) and never handed out (gen_pinned) is unmapped
+	 * once its next one is linked and a grace period has passed (rcu.h;
+	 * gen_reclaimed from then on); the others stay mapped until
+	 * shmt_close() of the first. */
 	struct shmt *gen_next;
+	unsigned char gen_owned;
+	unsigned char gen_pinned;     /* under fork.c's mutex */
+	unsigned char gen_reclaimed;  /* under fork.c's mutex */
 };
 
 /* The handle of the newest generation H is known to have moved to (H

@@ -18,6 +18,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef SHMT_SANITIZE_THREAD
+/* A process that followed moves has the library's reclaim worker thread
+ * (lib/rcu.c), and a child that follows more starts one of its own: a
+ * thread made in the child of a threaded process, which TSan allows only
+ * when told to. */
+const char *__tsan_default_options(void);
+const char *
+__tsan_default_options(void)
+{
+	return "die_after_fork=0";
+}
+#endif
+
 void
 tu_segname(char *buf, size_t cap, const char *tag)
 {

@@ -109,6 +109,10 @@ extern "C" {
  * outcome, at most 5 s, then answers -EAGAIN; so does a call that moves
  * made back to back outran (32 follows): try again.  SHMT_ESTALE is only
  * for a segment removed (shmt_unlink, shmthrottle destroy, or by hand).
+ * A generation the library opened to follow a move is unmapped once no
+ * thread of the process is inside a call any more that began before the
+ * next one was linked (a library thread waits for that, with liburcu-bp);
+ * the generation the handle was opened on stays mapped until shmt_close.
  */
 
 /* Longest segment name, including the leading '/', excluding the NUL. */
@@ -360,7 +364,10 @@ SHMT_EXPORT void shmt_close(shmt_t *h);
  * Threads of the child may race on the first call: one reattaches, the
  * others wait for it.  Only the thread that called fork() exists in the
  * child, so a call on the handle that was in progress in another thread
- * of the parent is simply absent there.
+ * of the parent is simply absent there.  A fork() made while the library
+ * waits for the calls in progress to end (after following a move, see
+ * above) waits for them too (liburcu-bp's fork handlers): do not fork
+ * from inside a clock callback.
  */
 
 /*

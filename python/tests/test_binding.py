@@ -2,7 +2,8 @@
 """Every method and exception of the binding, in one process (and one
 fork): limiters shared, per client and key pools; the dictionary as a
 mapping (str and bytes keys, binary data, 1 MiB values); counters; hot
-keys; stat and limiters against the CLI's JSON; handles after fork()."""
+keys; stat and limiters against the CLI's JSON; handles after fork(); moves
+followed, and the generations followed past unmapped."""
 import errno
 import json
 import math
@@ -655,3 +656,41 @@ def test_close_during_wait_waits_for_it(seg):
     assert not box["d"].granted
     with pytest.raises(ValueError):
         seg.acquire("three")
+
+
+def _generations_mapped(name):
+    """Objects named /dev/shmNAME (or NAME (deleted)) mapped in this
+    process, told apart by inode."""
+    inos = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 6 and fields[5] == "/dev/shm" + name:
+                inos.add(fields[4])
+    return len(inos)
+
+
+def test_moves_unmap_the_generations_followed(make_segment):
+    """A handle follows the moves the CLI makes (resize), and the
+    generations it followed past are unmapped once no call is inside them
+    (lib/rcu.c): at the end two are mapped, the one the handle opened and
+    the live one, not one per move.  The unmap is done by the library's
+    worker thread: looked for up to 10 s."""
+    name = make_segment(LIMITERS)
+    s = shmthrottle.Segment(name)
+    d = shmthrottle.Dict(s)
+    d["k"] = b"v"
+    assert _generations_mapped(name) == 1
+    for i in range(6):
+        r = subprocess.run([cli(), "-s", name, "resize",
+                            "dict=%dM" % (32 if i % 2 else 24)],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert d["k"] == b"v"
+        assert s.try_use("three") == (i < 3)
+    deadline = time.monotonic() + 10
+    while _generations_mapped(name) > 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _generations_mapped(name) == 2
+    s.close()
+    assert _generations_mapped(name) == 0

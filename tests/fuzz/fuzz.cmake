@@ -31,6 +31,9 @@ add_library(shmt_fuzz_core STATIC ${SHMT_FUZZ_LIB_SOURCES}
   ${PROJECT_SOURCE_DIR}/daemon/snapshot.c
   ${PROJECT_SOURCE_DIR}/daemon/log.c
   ${SHMT_FUZZ_DIR}/fuzz_util.c)
+# lib/rcu.c: see lib/CMakeLists.txt (liburcu-bp's misaligned records).
+set_source_files_properties(${PROJECT_SOURCE_DIR}/lib/rcu.c PROPERTIES
+  COMPILE_OPTIONS -fno-sanitize=alignment)
 target_include_directories(shmt_fuzz_core PUBLIC
   ${PROJECT_SOURCE_DIR}/lib/include ${PROJECT_SOURCE_DIR}/lib
   ${PROJECT_SOURCE_DIR}/conf ${PROJECT_SOURCE_DIR}/daemon ${SHMT_FUZZ_DIR})
@@ -40,7 +43,7 @@ target_compile_options(shmt_fuzz_core PUBLIC ${SHMT_FUZZ_CFLAGS})
 # random bytes on every run.  Only the fuzz targets are built with it.
 target_compile_definitions(shmt_fuzz_core PUBLIC SHMT_STATIC=1 SHMT_FUZZ_ENV=1)
 target_link_libraries(shmt_fuzz_core PUBLIC PkgConfig::CK PkgConfig::FZ_INIH
-  Threads::Threads atomic rt)
+  Threads::Threads atomic rt urcu-bp)
 
 file(GLOB SHMT_FUZZ_CLI_SOURCES ${PROJECT_SOURCE_DIR}/cli/*.c)
 # main.c's main() becomes shmtc_main(), called by the target.
