@@ -96,6 +96,7 @@ int shmt__gen_pin(shmt_t *h);
 	int grc_; \
 	shmt__rcu_enter(); \
 	SHMT_GEN_RUN(h, call, grc_); \
+	shmt__name_paced(h); \
 	shmt__rcu_leave(); \
 	return grc_; \
 } while (0)

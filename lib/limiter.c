@@ -402,6 +402,8 @@ lh_view(shmt_limiter_t *l, shmt_t **hp, const struct shmt_lview **vp)
 		if (__builtin_expect(lrc_ != SHMT_ESTALE, 1) || lt_ == 8 || \
 		    shmt__gen_follow(shmt__gen_live( \
 		    __atomic_load_n(&(l)->cur, __ATOMIC_ACQUIRE)->h)) != 0) { \
+			shmt__name_paced(__atomic_load_n(&(l)->cur, \
+			    __ATOMIC_ACQUIRE)->h); \
 			shmt__rcu_leave(); \
 			return lrc_; \
 		} \

@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* glibc maps shm_open names to this directory. */
@@ -464,6 +465,26 @@ shmt__size_check(shmt_t *h, uint64_t *now_size)
 	}
 	errno = saved;
 	return rc;
+}
+
+__thread unsigned shmt__name_tick __attribute__((tls_model("initial-exec")));
+
+void
+shmt__name_look(shmt_t *h)
+{
+	struct timespec ts;
+	uint64_t now, due;
+	int saved = errno;
+
+	if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+		return;
+	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	due = __atomic_load_n(&h->name_next, __ATOMIC_RELAXED);
+	if (now < due || !__atomic_compare_exchange_n(&h->name_next, &due,
+	    now + SHMT_NAME_PACE_NS, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	(void)shmt__gone_check(h);
+	errno = saved;
 }
 
 int

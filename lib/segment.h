@@ -255,6 +255,10 @@ struct shmt {
 	unsigned char gen_owned;
 	unsigned char gen_pinned;     /* under fork.c's mutex */
 	unsigned char gen_reclaimed;  /* under fork.c's mutex */
+	/* When the next look at the object's name is due (CLOCK_MONOTONIC_
+	 * COARSE ns; shmt__name_look): relaxed, the thread that moves it on
+	 * with a CAS looks. */
+	uint64_t name_next;
 };
 
 /* The handle of the newest generation H is known to have moved to (H
@@ -290,6 +294,32 @@ void shmt__retire(shmt_t *h);
  * left (st_nlink 0: removed by hand, with rm or shm_unlink), which marks it
  * retired; else 0.  One fstat(2). */
 int shmt__gone_check(shmt_t *h);
+
+/*
+ * A segment removed or replaced by hand (rm, shm_unlink, a new segment
+ * created under its name) writes nothing into the old mapping, so its
+ * processes look at the name now and then: every SHMT_NAME_TICKS-th call
+ * of a thread (one increment of a thread-local counter) reads the coarse
+ * clock, and at most once per SHMT_NAME_PACE_NS per handle one of them
+ * runs shmt__gone_check (one fstat(2)).  A segment found without a name
+ * is retired, and every call on it answers SHMT_ESTALE from then on.  So
+ * a worker stops using a removed segment within SHMT_NAME_PACE_NS plus
+ * SHMT_NAME_TICKS of its calls (plus a clock tick, 1-4 ms) of the removal,
+ * whether or not a daemon runs.
+ */
+#define SHMT_NAME_TICKS 64U
+#define SHMT_NAME_PACE_NS 1000000000ULL
+extern __thread unsigned shmt__name_tick
+    __attribute__((tls_model("initial-exec")));
+void shmt__name_look(shmt_t *h);
+
+static inline void
+shmt__name_paced(shmt_t *h)
+{
+	if (__builtin_expect((++shmt__name_tick & (SHMT_NAME_TICKS - 1)) == 0,
+	    0) && h != NULL)
+		shmt__name_look(h);
+}
 
 /* The generation's state word (sh_retired), read with the ordering the
  * freeze needs (move.c): after a lock's acquisition or a grant's CAS, both

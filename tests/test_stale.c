@@ -7,7 +7,9 @@
  *   call (limiters, dictionary, counters), while a new segment under the
  *   same name serves new handles;
  * - a segment removed by hand (shm_unlink, rm) is found by the next
- *   housekeeping (the daemon's), which retires it the same way;
+ *   housekeeping (the daemon's), which retires it the same way, and,
+ *   without a daemon, by the workers' own look at the name (paced: at
+ *   most once a second per handle, every 64th call of a thread);
  * - a process in another PID (or time) namespace gets SHMT_ENAMESPACE at
  *   open, both from a header that says so and from a real unshare(2) when
  *   this process may create namespaces (root in CI; skipped, and said so,
@@ -24,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ST_S 1000000000ULL
@@ -122,21 +125,120 @@ test_removed_by_hand(void **state)
 {
 	char seg[96];
 	shmt_t *a, *b;
+	int rc;
 
 	(void)state;
 	a = st_make(seg, sizeof(seg), "hand");
 	assert_int_equal(shmt_open(seg, &b), 0);
 	assert_true(shmt_housekeep(a, NULL) >= 0);
 	/* Removed without shmt_unlink: nothing is written into the mapping,
-	 * so calls go on until housekeeping looks at the object. */
+	 * so calls go on until housekeeping (or a worker's paced look, which
+	 * this call may be) looks at the object. */
 	assert_int_equal(shm_unlink(seg), 0);
-	assert_int_equal(shmt_try_use_key(b, "api"), 1);
+	rc = shmt_try_use_key(b, "api");
+	assert_true(rc == 1 || rc == SHMT_ESTALE);
 	assert_int_equal(shmt_housekeep(a, NULL), SHMT_ESTALE);
 	st_calls_give(a, SHMT_ESTALE);
 	st_calls_give(b, SHMT_ESTALE);
 	assert_int_equal(shmt_housekeep(b, NULL), SHMT_ESTALE);
 	shmt_close(a);
 	shmt_close(b);
+}
+
+static uint64_t
+st_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * ST_S + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * No daemon: a worker granting in a loop (named calls and a resolved
+ * limiter, alternately) while its segment is removed by hand and another
+ * one created under the name.  The worker's own paced look at the name
+ * finds the old segment without a name and retires it: the worker gets
+ * SHMT_ESTALE (never another grant from the dead segment after that),
+ * opens the name again and grants from the new segment its limit, 5.
+ * Real time (the pace is the coarse monotonic clock): the bound asserted,
+ * 3 s, is the 1 s pace with room for a loaded machine; the figure is
+ * printed.
+ */
+static void
+test_removed_no_daemon(void **state)
+{
+	shmt_limit_t l5 = { .limit = 5, .window_ns = 60 * ST_S,
+		.slack_ns = ST_S, .slack_uses = 5 };
+	uint64_t *sh, removed, seen;
+	char seg[96];
+	shmt_t *a, *b;
+	pid_t pid;
+	int st;
+
+	(void)state;
+	sh = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(sh != MAP_FAILED);
+	a = st_make(seg, sizeof(seg), "nodaemon");
+	shmt_close(a);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		shmt_limiter_t *lh;
+		uint64_t i = 0;
+		int rc = 1, n = 0;
+
+		alarm(20);
+		if (shmt_open(seg, &b) != 0 ||
+		    shmt_limiter_open(b, "api", &lh) != 0)
+			_exit(2);
+		/* Until the removal, then until the look finds it. */
+		while (rc == 1 || rc == 0) {
+			rc = i++ % 2 ? shmt_try_use_key(b, "api") :
+			    shmt_limiter_try(lh, NULL, 0);
+			__atomic_store_n(&sh[0], 1, __ATOMIC_RELEASE);
+			if (st_mono() > ST_S * 10 + __atomic_load_n(&sh[1],
+			    __ATOMIC_ACQUIRE) && sh[1] != 0)
+				_exit(3);    /* never found */
+		}
+		sh[2] = st_mono();
+		if (rc != SHMT_ESTALE)
+			_exit(4);
+		/* Found: no call on the old segment grants any more. */
+		if (shmt_try_use_key(b, "api") != SHMT_ESTALE ||
+		    shmt_limiter_try(lh, NULL, 0) != SHMT_ESTALE)
+			_exit(5);
+		shmt_limiter_close(lh);
+		shmt_close(b);
+		/* The name holds the new segment: its limit applies. */
+		if (shmt_open(seg, &b) != 0)
+			_exit(6);
+		while ((rc = shmt_try_use_key(b, "api")) == 1)
+			n++;
+		shmt_close(b);
+		_exit(rc == 0 && n == 5 ? 0 : 7);
+	}
+	while (__atomic_load_n(&sh[0], __ATOMIC_ACQUIRE) == 0)
+		usleep(1000);
+	/* By hand: the name removed, a new segment made under it. */
+	removed = st_mono();
+	assert_int_equal(shm_unlink(seg), 0);
+	__atomic_store_n(&sh[1], removed, __ATOMIC_RELEASE);
+	assert_int_equal(shmt_create(seg, NULL, &a), 0);
+	assert_int_equal(shmt_limiter_define(a, "api", &l5), 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	seen = sh[2];
+	printf("# removed by hand, no daemon: the worker found it %.3f s "
+	    "after (worker exit %d)\n", seen > removed ?
+	    (double)(seen - removed) / 1e9 : 0.0, WIFEXITED(st) ?
+	    WEXITSTATUS(st) : -1);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_true(seen - removed <= 3 * ST_S);
+	shmt_close(a);
+	assert_int_equal(shmt_unlink(seg), 0);
+	munmap(sh, 4096);
 }
 
 /* A header that names another creator namespace is refused at open, one
@@ -239,6 +341,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_unlink_retires, tu_sweep),
 		cmocka_unit_test_teardown(test_removed_by_hand, tu_sweep),
+		cmocka_unit_test_teardown(test_removed_no_daemon, tu_sweep),
 		cmocka_unit_test_teardown(test_namespace_in_header, tu_sweep),
 		cmocka_unit_test_teardown(test_namespace_real, tu_sweep),
 	};
