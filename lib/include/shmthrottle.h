@@ -381,7 +381,12 @@ SHMT_EXPORT void shmt_close(shmt_t *h);
  * Reading calls (stat, limiters, check) still work on a retired handle.
  * Removing the name by other means (rm, shm_unlink) writes nothing into
  * the mapping: the next shmt_housekeep (the daemon's, every heartbeat at
- * the latest) finds the object without a name and retires it.
+ * the latest) finds the object without a name and retires it, and so do
+ * the processes using it, without a daemon: every 64th call of a thread
+ * reads the coarse clock and at most once a second per handle one call
+ * looks at the object (one fstat), so a process stops using a segment
+ * removed or replaced by hand within about a second plus 64 of its
+ * calls.
  * Errors: -EINVAL, -ENAMETOOLONG, -ENOENT, -EACCES.  kill -9 between the
  * mark and the unlink leaves a retired segment under its name: opens give
  * SHMT_ESTALE until it is removed (shmthrottle destroy).
