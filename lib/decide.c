@@ -483,6 +483,23 @@ shmt__decide_check(const struct shmt_lview *v, const void *client, size_t len,
 	return 0;
 }
 
+/* A try of COST found the parameters changed since *V was built (TRIES
+ * times before): a fresh view, or the error for the call (SHMT_EBUSYLOOP
+ * after 64 changes, -EINVAL if COST is more than the new parameters
+ * allow). */
+static int
+renew_for_cost(shmt_t *h, const struct shmt_lview **v, uint64_t cost,
+    int tries)
+{
+	int rc;
+
+	if (tries == 64)
+		return SHMT_EBUSYLOOP;
+	if ((rc = shmt__view_renew(h, v)) != 0)
+		return rc;
+	return cost > shmt__cost_max(*v) ? -EINVAL : 0;
+}
+
 static int
 acquire_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     uint64_t *cursor, shmt_decision_t *out, shmt_receipt_t *rcpt)
@@ -511,13 +528,8 @@ acquire_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 			rc = shmt__gcra_acquire_at(h, v, cost, out, &tat);
 			if (rc != -EAGAIN)
 				break;
-			/* The parameters changed since this view was built. */
-			if (tries == 64)
-				return SHMT_EBUSYLOOP;
-			if ((rc = shmt__view_renew(h, &v)) != 0)
+			if ((rc = renew_for_cost(h, &v, cost, tries)) != 0)
 				return rc;
-			if (cost > shmt__cost_max(v))
-				return -EINVAL;
 		}
 		if (rc == 1 && rcpt != NULL)
 			rcpt_set(rcpt, RC_GCRA, v->lv_row, 0, tat, cost,
@@ -549,13 +561,8 @@ acquire_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 		    (uint32_t)cost, &now);
 		if (rc != -EAGAIN)
 			break;
-		/* The parameters changed since this view was built. */
-		if (tries == 64)
-			return SHMT_EBUSYLOOP;
-		if ((rc = shmt__view_renew(h, &v)) != 0)
+		if ((rc = renew_for_cost(h, &v, cost, tries)) != 0)
 			return rc;
-		if (cost > shmt__cost_max(v))
-			return -EINVAL;
 	}
 	if (rc >= 0) {
 		unsigned gs = wguess_slot(&v->lim->lm_w);

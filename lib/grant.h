@@ -21,6 +21,24 @@
 int shmt__take_log_or_rate(shmt_t *h, const struct shmt_lview *v,
     uint64_t *cursor);
 
+/* The end of a rate or exact grant RC (SEQ: an exact grant's number):
+ * the count of exact grants, the key-pool cursor, or the denial's. */
+static inline __attribute__((always_inline)) int
+log_or_rate_done(const struct shmt_lview *v, int rc, uint64_t seq,
+    uint64_t *cursor)
+{
+	if (v->mode == SHMT_MODE_GCRA)
+		return rc;
+	if (rc == 1) {
+		__atomic_fetch_add(&v->lim->lm_exact_grants, 1,
+		    __ATOMIC_RELAXED);
+		*cursor = v->nkeys != 0 ? seq % v->nkeys : 0;
+	} else if (rc == 0) {
+		shmt__count_denial(v->lim, WHY_EXHAUSTED);
+	}
+	return rc;
+}
+
 static inline __attribute__((always_inline)) int
 take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
@@ -46,16 +64,7 @@ take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 		if (__builtin_expect(rc == -EAGAIN, 0))
 			/* The parameters changed since V was built. */
 			return shmt__take_log_or_rate(h, v, cursor);
-		if (v->mode == SHMT_MODE_GCRA)
-			return rc;
-		if (rc == 1) {
-			__atomic_fetch_add(&v->lim->lm_exact_grants, 1,
-			    __ATOMIC_RELAXED);
-			*cursor = v->nkeys != 0 ? seq % v->nkeys : 0;
-		} else if (rc == 0) {
-			shmt__count_denial(v->lim, WHY_EXHAUSTED);
-		}
-		return rc;
+		return log_or_rate_done(v, rc, seq, cursor);
 	}
 	for (int tries = 0;; tries++) {
 		shmt__bk_ctx_init(&c, v, v->ring);

@@ -104,16 +104,7 @@ shmt__take_log_or_rate(shmt_t *h, const struct shmt_lview *v,
 		if ((rc = shmt__view_renew(h, &v)) != 0)
 			return rc;
 	}
-	if (v->mode == SHMT_MODE_GCRA)
-		return rc;
-	if (rc == 1) {
-		__atomic_fetch_add(&v->lim->lm_exact_grants, 1,
-		    __ATOMIC_RELAXED);
-		*cursor = v->nkeys != 0 ? seq % v->nkeys : 0;
-	} else if (rc == 0) {
-		shmt__count_denial(v->lim, WHY_EXHAUSTED);
-	}
-	return rc;
+	return log_or_rate_done(v, rc, seq, cursor);
 }
 
 static int

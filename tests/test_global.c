@@ -1648,6 +1648,27 @@ test_fleet_slow_redis(void **state)
 	assert_true(v.grants > 0);
 }
 
+/* Demand on BUSY for 1.5 s: the fleet's verdict (reported as NAME), and
+ * host 0's view of its global limiter in *GS. */
+static struct verdict
+run_host0(struct fleet *f, const int busy[HOSTS], const char *name,
+    shmt_global_stat_t *gs)
+{
+	uint64_t start = mono(), end = start + 1500 * MSEC;
+	struct verdict v;
+	shmt_t *h;
+
+	workers_start(f, busy, end);
+	workers_wait(f);
+	v = judge(f, start, end);
+	v.util_mean = 0;
+	report(name, f, &v);
+	assert_int_equal(shmt_open(f->seg[0], &h), 0);
+	assert_int_equal(shmt_global_stat(h, "g", gs), 0);
+	shmt_close(h);
+	return v;
+}
+
 /*
  * A host whose replies come 40 ms late (more than the slack), alone with
  * the demand: every lease it gets is past its request's send time + slack
@@ -1662,9 +1683,7 @@ test_fleet_late_replies(void **state)
 	const int busy[HOSTS] = { 1, 0, 0 };
 	struct fleet f;
 	shmt_global_stat_t gs;
-	uint64_t start, end;
 	struct verdict v;
-	shmt_t *h;
 
 	(void)state;
 	NEED_REDIS();
@@ -1673,16 +1692,7 @@ test_fleet_late_replies(void **state)
 	f.rep_ms = 40;
 	f.hostmask = 1;
 	fleet_up(&f, "late");
-	start = mono();
-	end = start + 1500 * MSEC;
-	workers_start(&f, busy, end);
-	workers_wait(&f);
-	v = judge(&f, start, end);
-	v.util_mean = 0;
-	report("late replies to host 0", &f, &v);
-	assert_int_equal(shmt_open(f.seg[0], &h), 0);
-	assert_int_equal(shmt_global_stat(h, "g", &gs), 0);
-	shmt_close(h);
+	v = run_host0(&f, busy, "late replies to host 0", &gs);
 	fleet_down(&f);
 	assert_true(gs.leases > 0);
 	assert_int_equal(v.grants, 0);
@@ -1705,9 +1715,7 @@ test_fleet_mismatch(void **state)
 	redisContext *c;
 	redisReply *r;
 	struct fleet f;
-	uint64_t start, end;
 	struct verdict v;
-	shmt_t *h;
 
 	(void)state;
 	NEED_REDIS();
@@ -1720,16 +1728,7 @@ test_fleet_mismatch(void **state)
 	assert_non_null(r);
 	freeReplyObject(r);
 	redisFree(c);
-	start = mono();
-	end = start + 1500 * MSEC;
-	workers_start(&f, busy, end);
-	workers_wait(&f);
-	v = judge(&f, start, end);
-	v.util_mean = 0;
-	report("mismatch", &f, &v);
-	assert_int_equal(shmt_open(f.seg[0], &h), 0);
-	assert_int_equal(shmt_global_stat(h, "g", &gs), 0);
-	shmt_close(h);
+	v = run_host0(&f, busy, "mismatch", &gs);
 	fleet_down(&f);
 	assert_int_equal(gs.state, SHMT_GLOBAL_MISMATCH);
 	assert_int_equal(gs.last_error, -EEXIST);
