@@ -384,6 +384,17 @@ lh_view(shmt_limiter_t *l, shmt_t **hp, const struct shmt_lview **vp)
 	return 0;
 }
 
+/* shmt__name_paced for L's current handle (L may be NULL: an argument
+ * error; its cur is loaded only when a look is due). */
+static inline void
+lh_name_paced(shmt_limiter_t *l)
+{
+	if (__builtin_expect((++shmt__name_tick & (SHMT_NAME_TICKS - 1)) == 0,
+	    0) && l != NULL)
+		shmt__name_look(shmt__gen_live(
+		    __atomic_load_n(&l->cur, __ATOMIC_ACQUIRE)->h));
+}
+
 /* Retry a call on L on the next generation when its segment moved; all
  * of it inside one read-side section (rcu.h). */
 #define LH_GEN_CALL(l, call) do { \
@@ -393,8 +404,7 @@ lh_view(shmt_limiter_t *l, shmt_t **hp, const struct shmt_lview **vp)
 		if (__builtin_expect(lrc_ != SHMT_ESTALE, 1) || lt_ == 8 || \
 		    shmt__gen_follow(shmt__gen_live( \
 		    __atomic_load_n(&(l)->cur, __ATOMIC_ACQUIRE)->h)) != 0) { \
-			shmt__name_paced(__atomic_load_n(&(l)->cur, \
-			    __ATOMIC_ACQUIRE)->h); \
+			lh_name_paced(l); \
 			shmt__rcu_leave(); \
 			return lrc_; \
 		} \
