@@ -147,25 +147,6 @@ struct um_phase {
 	uint64_t first, limit, window;   /* first grant after the change */
 };
 
-/* Windows [t, t + window) anchored at each grant that certainly hold more
- * than LIMIT of the grants T[0..N) (sorted). */
-static uint64_t
-um_over(const uint64_t *t, size_t n, uint64_t window, uint64_t limit)
-{
-	uint64_t bad = 0;
-	size_t j = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (j < i)
-			j = i;
-		while (j < n && t[j] < t[i] + window)
-			j++;
-		if (j - i > limit)
-			bad++;
-	}
-	return bad;
-}
-
 static void
 test_update_model(void **state)
 {
@@ -255,10 +236,10 @@ test_update_model(void **state)
 				minwin = ph[p].window;
 			if (ph[p].limit > maxlim)
 				maxlim = ph[p].limit;
-			assert_int_equal(um_over(gt + a, b - a, ph[p].window,
+			assert_int_equal(tl_windows_over(gt + a, b - a, ph[p].window,
 			    ph[p].limit), 0);
 		}
-		assert_int_equal(um_over(gt, ng, minwin, maxlim), 0);
+		assert_int_equal(tl_windows_over(gt, ng, minwin, maxlim), 0);
 		free(gt);
 		shmt_close(h);
 		assert_int_equal(shmt_unlink(seg), 0);

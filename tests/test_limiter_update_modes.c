@@ -143,25 +143,6 @@ rate_violations(const uint64_t *t, size_t n, const struct mu_phase *ph,
 	return bad;
 }
 
-/* Windows [t, t + window) anchored at each grant that hold more than LIMIT
- * of the grants T[0..N) (sorted, exact times). */
-static uint64_t
-win_over(const uint64_t *t, size_t n, uint64_t window, uint64_t limit)
-{
-	uint64_t bad = 0;
-	size_t j = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (j < i)
-			j = i;
-		while (j < n && t[j] < t[i] + window)
-			j++;
-		if (j - i > limit)
-			bad++;
-	}
-	return bad;
-}
-
 /* Exact mode's promises over grants T[0..N) (sorted): the shortest window
  * holds at most the largest limit; a phase's window wholly after its
  * change (and before the next one begins) at most its limit.  BY_INDEX: a
@@ -179,7 +160,7 @@ exact_violations(const uint64_t *t, size_t n, const struct mu_phase *ph,
 		if (ph[p].limit > maxlim)
 			maxlim = ph[p].limit;
 	}
-	bad = win_over(t, n, minwin, maxlim);
+	bad = tl_windows_over(t, n, minwin, maxlim);
 	for (unsigned p = 0; p < nph; p++) {
 		size_t a, b;
 
@@ -197,7 +178,7 @@ exact_violations(const uint64_t *t, size_t n, const struct mu_phase *ph,
 			while (b < n && t[b] < hi)
 				b++;
 		}
-		bad += win_over(t + a, b - a, ph[p].window, ph[p].limit);
+		bad += tl_windows_over(t + a, b - a, ph[p].window, ph[p].limit);
 	}
 	return bad;
 }

@@ -381,3 +381,20 @@ tl_stress_capacity_back(shmt_t *h)
 	for (k = 0; k < TL_CLIENT_LIMIT; k++)
 		assert_int_equal(shmt_try_use(h, "pc", "after", 5), 1);
 }
+
+uint64_t
+tl_windows_over(const uint64_t *t, size_t n, uint64_t window, uint64_t limit)
+{
+	uint64_t bad = 0;
+	size_t j = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (j < i)
+			j = i;
+		while (j < n && t[j] < t[i] + window)
+			j++;
+		if (j - i > limit)
+			bad++;
+	}
+	return bad;
+}

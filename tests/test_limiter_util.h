@@ -68,6 +68,10 @@ struct tl_grant {
  */
 uint64_t tl_violations(struct tl_grant *g, size_t n, uint64_t window,
     uint64_t limit, uint32_t group, uint64_t *worst);
+/* Windows [t, t + WINDOW) anchored at each of the grant times T[0..N)
+ * (sorted) that hold more than LIMIT of them. */
+uint64_t tl_windows_over(const uint64_t *t, size_t n, uint64_t window,
+    uint64_t limit);
 
 #endif
 
