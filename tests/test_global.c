@@ -1472,47 +1472,73 @@ test_fleet_big_cost(void **state)
  * ms later, past the lease's release in Redis), while the other hosts take
  * everything Redis has.  The workers check the deadline themselves, so the
  * dead daemon's lease grants nothing more, and no window is over.
+ *
+ * The lease to kill under is made on purpose, not waited for: this process
+ * asks host 0 for DEAD_COST uses at once (a refusal tells the daemon to
+ * lease at least that many; a grant is recorded like a worker's), so the
+ * next lease holds more uses than the slow worker takes in its 400 ms.
  */
+#define DEAD_COST 4
+
 static void
 test_fleet_dead_daemon_lease(void **state)
 {
 	const int busy[HOSTS] = { 2, 1, 1 };
+	struct rec *mine;
 	struct fleet f;
 	uint64_t start, end, give_up;
 	struct verdict v;
 	shmt_global_stat_t gs;
 	shmt_t *h;
-	int killed = 0;
+	int killed = 0, asks = 0;
 
 	(void)state;
 	NEED_REDIS();
 	memset(&f, 0, sizeof(f));
 	fleet_up(&f, "dead");
+	/* Host 0's slow worker is worker 0; its worker 1 slot records the
+	 * uses this process is granted. */
+	mine = &f.rec[1];
 	start = mono();
 	end = start + 3000 * MSEC;
 	workers_start(&f, busy, end);
 	nap(F_HOLD_NS + 200 * MSEC);
 	assert_int_equal(shmt_open(f.seg[0], &h), 0);
-	/* Kill it at a moment its lease is open with uses left: the busy
-	 * workers drain a lease in well under a millisecond, so look without
-	 * sleeping (yielding the CPU), for up to 2 s of the 3 s run. */
-	for (give_up = mono() + 2000 * MSEC; mono() < give_up;
-	    sched_yield()) {
-		assert_int_equal(shmt_global_stat(h, "g", &gs), 0);
-		if (gs.leases_open > 0 && gs.lease_cap > gs.lease_used) {
-			kill(f.daemon[0], SIGKILL);
-			waitpid(f.daemon[0], NULL, 0);
-			f.daemon[0] = 0;
-			killed = 1;
-			break;
+	shmt_set_clock(h, rec_clock, NULL);
+	for (give_up = mono() + 2000 * MSEC; !killed && mono() < give_up;
+	    asks++) {
+		uint64_t look_until;
+		int rc = shmt_acquire(h, "g", NULL, 0, DEAD_COST, NULL);
+
+		assert_true(rc == 0 || rc == 1);
+		for (int k = 0; rc == 1 && k < DEAD_COST && mine->n < RECS;
+		    k++) {
+			mine->t[mine->n] = last_read;
+			__atomic_store_n(&mine->n, mine->n + 1,
+			    __ATOMIC_RELEASE);
+		}
+		/* The daemon's next step leases at least DEAD_COST uses; the
+		 * slow worker takes one per 400 ms of them. */
+		for (look_until = mono() + 100 * MSEC;
+		    mono() < look_until; sched_yield()) {
+			assert_int_equal(shmt_global_stat(h, "g", &gs), 0);
+			if (gs.leases_open > 0 &&
+			    gs.lease_cap > gs.lease_used) {
+				kill(f.daemon[0], SIGKILL);
+				waitpid(f.daemon[0], NULL, 0);
+				f.daemon[0] = 0;
+				killed = 1;
+				break;
+			}
 		}
 	}
 	shmt_close(h);
 	workers_wait(&f);
 	v = judge(&f, start, end);
 	v.util_mean = 0;
-	printf("# dead daemon: killed with %s lease uses left\n",
-	    killed ? "some" : "no (not caught)");
+	printf("# dead daemon: killed with %s lease uses left (%d asks of "
+	    "%d uses)\n", killed ? "some" : "no (not caught)", asks,
+	    DEAD_COST);
 	report("dead daemon's lease", &f, &v);
 	fleet_down(&f);
 	assert_true(killed);
