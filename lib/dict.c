@@ -319,11 +319,9 @@ struct dict_read {
 	uint64_t b, hash;
 	const void *key;
 	size_t klen;
-	uint64_t pos, now;              /* shmt_dict_next */
 	void *buf;
 	size_t cap;
 	/* ---- */
-	int found;                      /* shmt_dict_next: 1 live, 2 expired */
 	size_t len;                     /* the value's or the key's length */
 	uint64_t expire;                /* the item's expiry */
 };
@@ -476,79 +474,154 @@ shmt__dict_key_by_hash(shmt_t *h, uint64_t hash, void *buf, size_t cap,
 	return rc;
 }
 
-/* shmt_dict_next's copy: the key at position POS of bucket B's chain,
- * found 1 (live) or 2 (expired), or 0 (none there). */
-static int
-next_copy(void *arg)
+/*
+ * The walk (shmt_dict_next) and moves.  A cursor that named a shard, a
+ * bucket and a place in its chain would mean nothing in a generation with
+ * other sizes.  So the walk goes in an order of the keys that no size
+ * changes: a key's place is its keyed hash with the bits reversed, less
+ * the lowest bit of the result (bit 63 of the hash, which picks neither a
+ * shard nor a bucket), and the cursor is the next place to look at.  A
+ * move carries the secret, so every key keeps its place in every
+ * generation; a key present for the whole walk has its place ahead of the
+ * cursor until it is returned, and behind it after, so it is returned
+ * once, whatever moves happen between two calls.
+ *
+ * Buckets take the low bits of the hash, so the places whose top n bits
+ * are fixed (n = log2 of the buckets per shard) are one bucket's, in every
+ * shard: a call reads that bucket's chain in each shard (seq_read: no
+ * lock) for the live key with the least place at or after the cursor, and
+ * moves to the next bucket's places when there is none.  A key stored
+ * where its hash does not lead (a damaged segment) is passed over: a get
+ * could not find it either.  Two keys with the same place (63 bits of
+ * their keyed hash equal: for n keys a chance of about n^2 / 2^64 that
+ * some pair is) are one place, and the walk returns one of them.
+ */
+#define WALK_END (1ULL << 63)
+
+static inline uint64_t
+bits_reversed(uint64_t v)
 {
-	struct dict_read *n = arg;
+	v = ((v >> 1) & 0x5555555555555555ULL) |
+	    ((v & 0x5555555555555555ULL) << 1);
+	v = ((v >> 2) & 0x3333333333333333ULL) |
+	    ((v & 0x3333333333333333ULL) << 2);
+	v = ((v >> 4) & 0x0f0f0f0f0f0f0f0fULL) |
+	    ((v & 0x0f0f0f0f0f0f0f0fULL) << 4);
+	return __builtin_bswap64(v);
+}
+
+static inline uint64_t
+walk_place(uint64_t hash)
+{
+	return bits_reversed(hash) >> 1;
+}
+
+/* What a walk's read of one chain looks for and finds. */
+struct walk_read {
+	const struct shmt_store *st;
+	shmt_t *h;
+	struct shmt_shard *sh;
+	uint32_t shard;
+	uint64_t b, from, to, now;      /* places [FROM, TO) */
+	/* ---- */
+	int found;
+	uint64_t place;
+	size_t len;
+	unsigned char key[SHMT_KEY_MAX];
+};
+
+/* seq_read's copy: the live key of bucket B with the least place in
+ * [FROM, TO), stored where its hash leads. */
+static int
+walk_copy(void *arg)
+{
+	struct walk_read *w = arg;
 	struct shmt_item *it;
 	struct chain c;
 
-	n->found = 0;
-	n->len = 0;
-	chain_start(&c, n->st, n->sh, n->b);
-	/* The whole chain, not just up to POS: a chain that comes round to
-	 * itself must be found at its first visit, before it hands out one
-	 * key twice. */
-	for (uint64_t k = 0; (it = chain_item(&c)) != NULL; k++) {
-		if (k == n->pos) {
-			n->found = it->it_expire == 0 ||
-			    it->it_expire > n->now ? 1 : 2;
-			n->len = lens_klen(c.lens);
-			if (n->found == 1 && n->len <= n->cap)
-				memcpy(n->buf, item_key(it), n->len);
-		}
-		chain_next(&c, it);
+	w->found = 0;
+	chain_start(&c, w->st, w->sh, w->b);
+	for (; (it = chain_item(&c)) != NULL; chain_next(&c, it)) {
+		size_t len = lens_klen(c.lens);
+		uint64_t hash, place;
+
+		if (it->it_expire != 0 && it->it_expire <= w->now)
+			continue;
+		hash = key_hash(w->h, item_key(it), len);
+		place = walk_place(hash);
+		if (place < w->from || place >= w->to ||
+		    shard_of(w->st, hash) != w->shard ||
+		    bucket_of(w->st, hash) != w->b ||
+		    (w->found && place >= w->place))
+			continue;
+		w->found = 1;
+		w->place = place;
+		w->len = len;
+		memcpy(w->key, item_key(it), len);
 	}
 	return c.cut ? SHMT_ECORRUPT : 0;
+}
+
+static int
+gen_dict_next_once(shmt_t *h, uint64_t *cursor, void *kbuf, size_t kcap,
+    size_t *klen)
+{
+	const struct shmt_store *st = h->dict;
+	struct walk_read w;
+	unsigned span;
+
+	SHMT_FORK_CHECK(h);
+	if (st == NULL || st->shards == 0)
+		return -ENODEV;
+	if (*cursor > WALK_END)
+		return -EINVAL;
+	/* The top bits of a place that name its bucket: log2(nbuckets). */
+	span = 63 - (unsigned)__builtin_ctzll(st->nbuckets);
+	w.st = st;
+	w.h = h;
+	while (*cursor < WALK_END) {
+		uint64_t best_place = 0;
+		size_t best_len = 0;
+		int best = 0, rc;
+
+		w.from = *cursor;
+		w.to = ((w.from >> span) + 1) << span;
+		w.now = shmt__now(h);
+		w.b = bucket_of(st, bits_reversed(w.from << 1));
+		for (uint32_t s = 0; s < st->shards; s++) {
+			w.shard = s;
+			w.sh = shard_at(st, s);
+			if ((rc = seq_read(st, w.sh, walk_copy, &w)) != 0)
+				return rc;
+			if (!w.found || (best && w.place >= best_place))
+				continue;
+			best = 1;
+			best_place = w.place;
+			best_len = w.len;
+			if (best_len <= kcap)
+				memcpy(kbuf, w.key, best_len);
+		}
+		if (!best) {
+			*cursor = w.to;
+			continue;
+		}
+		*klen = best_len;
+		if (best_len > kcap)
+			return -ERANGE;
+		*cursor = best_place + 1;
+		return 1;
+	}
+	return 0;
 }
 
 SHMT_EXPORT int
 shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf, size_t kcap,
     size_t *klen)
 {
-	const struct shmt_store *st = h != NULL ? h->dict : NULL;
-
 	if (h == NULL || cursor == NULL || klen == NULL ||
 	    (kbuf == NULL && kcap != 0))
 		return -EINVAL;
-	SHMT_FORK_CHECK(h);
-	if (st == NULL || st->shards == 0)
-		return -ENODEV;
-	/* Cursor: shard (12 bits) | bucket (32 bits) | position (20 bits). */
-	for (;;) {
-		uint64_t c = *cursor, shard = c >> 52;
-		uint64_t b = (c >> 20) & 0xffffffffULL, pos = c & 0xfffff;
-		uint64_t now = shmt__now(h);
-		struct dict_read n;
-		int rc;
-
-		if (shard >= st->shards)
-			return 0;
-		if (b >= st->nbuckets) {
-			*cursor = (shard + 1) << 52;
-			continue;
-		}
-		n = (struct dict_read){ .st = st,
-			.sh = shard_at(st, (uint32_t)shard), .b = b, .pos = pos,
-			.now = now, .buf = kbuf, .cap = kcap };
-		if ((rc = seq_read(st, n.sh, next_copy, &n)) != 0)
-			return rc;
-		if (n.found == 1 && n.len > kcap) {
-			*klen = n.len;
-			return -ERANGE;
-		}
-		if (n.found == 0) {
-			*cursor = (shard << 52) | ((b + 1) << 20);
-		} else {
-			*cursor = (shard << 52) | (b << 20) | (pos + 1);
-			if (n.found == 1) {
-				*klen = n.len;
-				return 1;
-			}
-		}
-	}
+	SHMT_GEN_CALL(h, gen_dict_next_once(h, cursor, kbuf, kcap, klen));
 }
 
 static int

@@ -320,6 +320,127 @@ mv_worker(const char *seg, int id, int fd, long pace_ns, int follow)
 	return 0;
 }
 
+/*
+ * A walk of the keys (shmt_dict_next) across moves.  W is a handle opened
+ * before every move, so its own mapping stays the first generation; H
+ * moves the segment.  A walk begun after a move reads the live generation;
+ * a walk cut by moves into other numbers of shards and buckets (grown,
+ * then shrunk) returns every key present for the whole walk exactly once,
+ * and a key deleted in the new generation before the walk reached it is
+ * not returned.
+ */
+#define WK_KEYS 400
+
+static int
+wk_index(const char *k, size_t len)
+{
+	char b[32];
+
+	assert_true(len > 3 && len < sizeof(b) && memcmp(k, "wk-", 3) == 0);
+	memcpy(b, k, len);
+	b[len] = '\0';
+	return atoi(b + 3);
+}
+
+/* Walk on with W from *CURSOR for at most STEPS keys (-1: to the end),
+ * counting each key's returns in SEEN; returns how many were returned. */
+static int
+wk_walk(shmt_t *w, uint64_t *cursor, int steps, int seen[WK_KEYS])
+{
+	char kbuf[SHMT_KEY_MAX];
+	size_t klen;
+	int n = 0, rc;
+
+	while (steps < 0 || n < steps) {
+		rc = shmt_dict_next(w, cursor, kbuf, sizeof(kbuf), &klen);
+		if (rc != 0 && rc != 1)
+			print_message("shmt_dict_next: %s\n", shmt_strerror(rc));
+		assert_true(rc == 0 || rc == 1);
+		if (rc == 0)
+			break;
+		seen[wk_index(kbuf, klen)]++;
+		n++;
+	}
+	return n;
+}
+
+/* Move *HP's segment (SEG) to DICT_BYTES over SHARDS shards; *HP is then
+ * a handle opened on the new generation (a mover moves a live one). */
+static void
+wk_move(shmt_t **hp, const char *seg, uint64_t dict_bytes, uint32_t shards)
+{
+	shmt_config_t c;
+	char err[512] = "";
+
+	mv_config(&c, dict_bytes);
+	c.dict_shards = shards;
+	assert_int_equal(shmt__move(*hp, &c, NULL, NULL, err, sizeof(err)), 0);
+	shmt_close(*hp);
+	assert_int_equal(shmt_open(seg, hp), 0);
+}
+
+static void
+test_move_walk(void **state)
+{
+	int seen[WK_KEYS], gone = -1, i;
+	char seg[96], key[32];
+	shmt_dict_stat_t ds;
+	uint64_t cursor;
+	shmt_t *h, *w;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "walk");
+	{
+		shmt_config_t c;
+
+		mv_config(&c, 4 << 20);
+		assert_int_equal(shmt_create(seg, &c, &h), 0);
+	}
+	assert_int_equal(shmt_open(seg, &w), 0);
+
+	/* Moved before any key: the keys live in the second generation
+	 * only, and a walk through W finds every one. */
+	wk_move(&h, seg, 8 << 20, 4);
+	for (i = 0; i < WK_KEYS; i++) {
+		snprintf(key, sizeof(key), "wk-%d", i);
+		assert_int_equal(shmt_set(h, key, strlen(key), "v", 1, 0), 0);
+	}
+	memset(seen, 0, sizeof(seen));
+	cursor = 0;
+	assert_int_equal(wk_walk(w, &cursor, -1, seen), WK_KEYS);
+	for (i = 0; i < WK_KEYS; i++)
+		assert_int_equal(seen[i], 1);
+
+	/* Cut by a move to 16 MiB over 8 shards (more buckets, more
+	 * shards), then one back to 4 MiB over 2. */
+	memset(seen, 0, sizeof(seen));
+	cursor = 0;
+	assert_int_equal(wk_walk(w, &cursor, WK_KEYS / 3, seen), WK_KEYS / 3);
+	wk_move(&h, seg, 16 << 20, 8);
+	assert_int_equal(shmt_dict_stat(h, &ds), 0);
+	assert_int_equal(ds.shards, 8);
+	/* A key the walk has not reached, deleted in the new generation. */
+	for (i = 0; i < WK_KEYS && gone < 0; i++)
+		if (seen[i] == 0)
+			gone = i;
+	assert_true(gone >= 0);
+	snprintf(key, sizeof(key), "wk-%d", gone);
+	assert_int_equal(shmt_del(h, key, strlen(key)), 0);
+	assert_int_equal(wk_walk(w, &cursor, WK_KEYS / 3, seen), WK_KEYS / 3);
+	wk_move(&h, seg, 4 << 20, 2);
+	assert_int_equal(shmt_dict_stat(h, &ds), 0);
+	assert_int_equal(ds.shards, 2);
+	wk_walk(w, &cursor, -1, seen);
+	for (i = 0; i < WK_KEYS; i++)
+		assert_int_equal(seen[i], i == gone ? 0 : 1);
+	/* The walk is over, and stays over. */
+	assert_int_equal(wk_walk(w, &cursor, -1, seen), 0);
+
+	shmt_close(w);
+	shmt_close(h);
+	shmt_unlink(seg);
+}
+
 static void
 test_move_workers(void **state)
 {
@@ -593,6 +714,7 @@ main(int argc, char **argv)
 {
 	const struct CMUnitTest unit[] = {
 		cmocka_unit_test_teardown(test_move_carries, tu_sweep),
+		cmocka_unit_test_teardown(test_move_walk, tu_sweep),
 		cmocka_unit_test_teardown(test_move_workers, tu_sweep),
 		cmocka_unit_test_teardown(test_move_parked, tu_sweep),
 	};

@@ -1163,10 +1163,19 @@ SHMT_EXPORT int shmt_incr(shmt_t *h, const void *key, size_t klen,
  * one key into KBUF (KCAP bytes, at least SHMT_KEY_MAX to never fail) with
  * its length in *KLEN and returns 1, or returns 0 when the walk is over.
  * Keys present for the whole walk are returned once; keys added or removed
- * during it may or may not be.  Errors: -EINVAL, -ERANGE (KCAP too small:
- * *KLEN has the length; the cursor does not move), -ENODEV, -EAGAIN,
- * SHMT_ECORRUPT (a chain longer than its shard can hold: a cycle; found
- * before any key of that chain is returned twice).
+ * during it may or may not be.  That holds across moves of the segment
+ * into generations with other sizes (the walk goes on in the live one):
+ * keys come in an order of their keyed hash that no size changes, and the
+ * cursor is a place in that order, not in a table.  Two keys that share
+ * their place (63 bits of their keyed hash: for n keys, a chance of about
+ * n^2 / 2^64 that some pair does) count as one, and the walk returns one
+ * of them.  A call reads one bucket's chain in every shard, without a
+ * lock.  Errors: -EINVAL (also a cursor no walk gives: above 2^63),
+ * -ERANGE (KCAP too small: *KLEN has the length; the cursor does not
+ * move), -ENODEV, -EAGAIN, SHMT_ECORRUPT (a chain longer than its shard
+ * can hold: a cycle; found before any key of that chain is returned
+ * twice), SHMT_ESTALE (the segment was removed).  Thread-safe; the cursor
+ * is the caller's.
  */
 SHMT_EXPORT int shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf,
     size_t kcap, size_t *klen);
