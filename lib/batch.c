@@ -65,21 +65,37 @@ refund_view(const struct shmt_lview *v, const shmt_receipt_t *r)
 	}
 }
 
-SHMT_EXPORT int
-shmt_refund(shmt_t *h, const char *name, shmt_receipt_t *receipt)
+static int
+gen_refund_once(shmt_t *h, const char *name, shmt_receipt_t *receipt)
 {
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
 	int rc;
 
-	if (receipt == NULL)
-		return -EINVAL;
+	SHMT_FORK_CHECK(h);
 	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
 	    (rc = shmt__view_fresh(h, &v)) != 0)
 		return rc;
-	if ((rc = refund_view(v, receipt)) == 1)
-		memset(receipt, 0, sizeof(*receipt));  /* once only */
-	return rc;
+	if ((rc = refund_view(v, receipt)) != 1)
+		return rc;
+	/* A give-back made while a move was copying the segment may not be
+	 * in the copy: it counts as not made, and the uses stay held (the
+	 * safe side; giving the receipt back again on the new generation
+	 * finds the arrival time moved and gives nothing twice). */
+	if (shmt__frozen_load(h) != 0)
+		return 0;
+	memset(receipt, 0, sizeof(*receipt));  /* once only */
+	return 1;
+}
+
+/* On the live generation: a receipt names a row and a word that a move
+ * copies as they are. */
+SHMT_EXPORT int
+shmt_refund(shmt_t *h, const char *name, shmt_receipt_t *receipt)
+{
+	if (receipt == NULL)
+		return -EINVAL;
+	SHMT_GEN_CALL(h, gen_refund_once(h, name, receipt));
 }
 
 /* The request of REQ as a view, checked. */

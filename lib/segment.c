@@ -616,8 +616,8 @@ shmt_now(shmt_t *h)
 	return h != NULL ? shmt__now(h) : shmt__mono_ns();
 }
 
-SHMT_EXPORT int
-shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out)
+static int
+gen_segment_stat_once(shmt_t *h, shmt_segment_stat_t *out)
 {
 	const struct shmt_hdr *hdr;
 	const struct shmt_lim *lim;
@@ -673,6 +673,14 @@ shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out)
 	out->housekeeping_runs = __atomic_load_n(&hdr->sh_hk_runs, __ATOMIC_RELAXED);
 	out->slots_reaped = __atomic_load_n(&hdr->sh_reaped, __ATOMIC_RELAXED);
 	return 0;
+}
+
+/* The live generation's: a handle whose segment moved reports the one it
+ * moved to (the daemon's metrics thread keeps its first handle). */
+SHMT_EXPORT int
+shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out)
+{
+	SHMT_GEN_READ(h, gen_segment_stat_once(h, out));
 }
 
 /* ---- The daemon's claim and heartbeat ------------------------------------ */

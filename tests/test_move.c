@@ -441,6 +441,58 @@ test_move_walk(void **state)
 	shmt_unlink(seg);
 }
 
+/*
+ * Calls that used to stay on a handle's first generation: a segment's
+ * statistics and a give-back.  W is opened before the move, H moves.
+ * After the move, W's shmt_segment_stat describes the new generation (its
+ * dictionary's size), and a rate-mode grant made through W before the
+ * move, given back through W after it, is given back in the new generation
+ * (H is granted again there), once.
+ */
+static void
+test_move_follow_calls(void **state)
+{
+	shmt_limit_t rl = { .limit = 1, .window_ns = 3600 * MV_S,
+		.mode = SHMT_MODE_GCRA, .burst = 1 };
+	shmt_request_t q = { .limiter = "rate", .cost = 1 };
+	shmt_segment_stat_t ss0, ss1;
+	shmt_receipt_t r;
+	char seg[96];
+	shmt_t *h, *w;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "follow");
+	{
+		shmt_config_t c;
+
+		mv_config(&c, 4 << 20);
+		assert_int_equal(shmt_create(seg, &c, &h), 0);
+	}
+	assert_int_equal(shmt_limiter_define(h, "rate", &rl), 0);
+	assert_int_equal(shmt_open(seg, &w), 0);
+	assert_int_equal(shmt_segment_stat(w, &ss0), 0);
+	assert_int_equal(shmt_acquire_all(w, &q, 1, NULL, &r), 1);
+	assert_int_equal(shmt_acquire_all(w, &q, 1, NULL, NULL), 0);
+
+	assert_int_equal(mv_move(h, 16 << 20), 0);
+	shmt_close(h);
+	assert_int_equal(shmt_open(seg, &h), 0);
+
+	assert_int_equal(shmt_segment_stat(w, &ss1), 0);
+	assert_true(ss1.regions[SHMT_R_DICT].size >
+	    ss0.regions[SHMT_R_DICT].size);
+	assert_int_equal(shmt_try_use_key(h, "rate"), 0);
+	assert_int_equal(shmt_refund(w, "rate", &r), 1);
+	assert_int_equal(shmt_try_use_key(h, "rate"), 1);
+	/* Given back once: the receipt is spent. */
+	assert_int_equal(shmt_refund(w, "rate", &r), 1);
+	assert_int_equal(shmt_try_use_key(h, "rate"), 0);
+
+	shmt_close(w);
+	shmt_close(h);
+	shmt_unlink(seg);
+}
+
 static void
 test_move_workers(void **state)
 {
@@ -715,6 +767,7 @@ main(int argc, char **argv)
 	const struct CMUnitTest unit[] = {
 		cmocka_unit_test_teardown(test_move_carries, tu_sweep),
 		cmocka_unit_test_teardown(test_move_walk, tu_sweep),
+		cmocka_unit_test_teardown(test_move_follow_calls, tu_sweep),
 		cmocka_unit_test_teardown(test_move_workers, tu_sweep),
 		cmocka_unit_test_teardown(test_move_parked, tu_sweep),
 	};

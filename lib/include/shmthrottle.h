@@ -442,8 +442,10 @@ typedef struct shmt_segment_stat {
 } shmt_segment_stat_t;
 
 /*
- * shmt_segment_stat: fill *OUT from the segment.  A consistent picture is
- * not promised while other processes work: each field is read atomically.
+ * shmt_segment_stat: fill *OUT from the segment: the live generation, when
+ * it moved since H was opened (sizes changed live).  A consistent picture
+ * is not promised while other processes work: each field is read
+ * atomically.
  * Errors: -EINVAL, SHMT_ESIZE (the object was truncated after the open:
  * nothing is read from it).
  */
@@ -871,9 +873,13 @@ SHMT_EXPORT int shmt_acquire_all(shmt_t *h, const shmt_request_t *req,
  *  - shadow mode: a grant that was not recorded has nothing to give back.
  * Returns 1 given back (or nothing to give back), 0 not possible (the uses
  * stay held until released, as if used), or an error: -EINVAL (NULL, or a
- * receipt of another limiter), -ENOENT, SHMT_ECORRUPT.  A receipt given
- * back is cleared, so giving it back again does nothing.  One CAS; kill -9
- * leaves the grant given back or not.
+ * receipt of another limiter), -ENOENT, SHMT_ECORRUPT, SHMT_ESTALE (the
+ * segment was removed).  A receipt given back is cleared, so giving it
+ * back again does nothing.  A grant made before a move of the segment is
+ * given back in the generation it moved to (a move copies the word the
+ * receipt names); one given back while the move copies counts as not
+ * given back (0: the uses stay held).  One CAS; kill -9 leaves the grant
+ * given back or not.
  */
 SHMT_EXPORT int shmt_refund(shmt_t *h, const char *name,
     shmt_receipt_t *receipt);
