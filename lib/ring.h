@@ -509,10 +509,10 @@ bk_take_n(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 }
 
 /* The general path of bk_take_view (ring.c): the loop from the word W, with
- * the clock value *NOW read after it (NULL: the loop reads the clock),
- * keeping this thread's guess of the word as bk_take_n does. */
+ * the clock value NOW read after it when HAVE_NOW (else the loop reads the
+ * clock), keeping this thread's guess of the word as bk_take_n does. */
 int shmt__bk_take_view_slow(shmt_t *h, const struct shmt_lview *v,
-    struct shmt_w w, const uint64_t *now, uint32_t *tag, int *why);
+    struct shmt_w w, int have_now, uint64_t now, uint32_t *tag, int *why);
 
 /*
  * One use of the shared ring of view V (shmt_try_use_key, shmt_next_key,
@@ -621,9 +621,9 @@ bk_take_view(shmt_t *h, const struct shmt_lview *v, uint32_t *tag, int *why)
 	/* bk_lost, then the loop on the word read afresh. */
 	shmt__handoff_ask(&lim->lm_handoff, wp);
 	shmt__load128(wp, w.w);
-	return shmt__bk_take_view_slow(h, v, w, NULL, tag, why);
+	return shmt__bk_take_view_slow(h, v, w, 0, 0, tag, why);
 slow:
-	return shmt__bk_take_view_slow(h, v, w, &now, tag, why);
+	return shmt__bk_take_view_slow(h, v, w, 1, now, tag, why);
 }
 
 #endif /* SHMT_RING_H */
