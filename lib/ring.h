@@ -336,12 +336,12 @@ bk_confirm(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w)
 
 /*
  * The loop of bk_take_n and bk_take_view from the word *W (read, or
- * guessed); leaves in *W the last word known to be current.  A grant takes COST uses; AT (may be
- * NULL) gets the decision's clock value.  NOW0 (may be NULL) is a clock
- * value the caller read after *W, used by the first turn instead of a read
- * of its own (bk_take_view's fall-back: the clock is read once per turn
- * either way).  Always inlined, so that the plain path (COST 1, AT NULL,
- * NOW0 NULL) is compiled with those constants.
+ * guessed); leaves in *W the last word known to be current.  A grant takes
+ * COST uses; AT (may be NULL) gets the decision's clock value.  NOW0 (may
+ * be NULL) is a clock value the caller read after *W, used by the first
+ * turn instead of a read of its own (bk_take_view's fall-back: the clock is
+ * read once per turn either way).  Always inlined, so that the plain path
+ * (COST 1, AT NULL, NOW0 NULL) is compiled with those constants.
  */
 static inline __attribute__((always_inline)) int
 bk_take_loop_at(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
