@@ -551,7 +551,7 @@ acquire_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 		drc = ex_decide_now(v, now, rc, 0, out);
 		return drc < 0 ? drc : rc;
 	}
-	/* Through shmt__bk_take, so that this thread's guess of W stays the last
+	/* Through bk_take_n, so that this thread's guess of W stays the last
 	 * word it saw: a stale guess would make the next shmt_try_use_key
 	 * open a bucket early (safe, but no longer the seed's answer). */
 	for (int tries = 0;; tries++) {

@@ -42,7 +42,6 @@ log_or_rate_done(const struct shmt_lview *v, int rc, uint64_t seq,
 static inline __attribute__((always_inline)) int
 take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
-	struct bk_ctx c;
 	uint32_t tag = 0;
 	int why = WHY_NONE, rc;
 
@@ -67,9 +66,7 @@ take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 		return log_or_rate_done(v, rc, seq, cursor);
 	}
 	for (int tries = 0;; tries++) {
-		shmt__bk_ctx_init(&c, v, v->ring);
-		c.torn_ok = 1;
-		rc = shmt__bk_take(h, &c, &v->lim->lm_w, &tag, &why);
+		rc = bk_take_view(h, v, &tag, &why);
 		if (__builtin_expect(rc != -EAGAIN, 1))
 			break;
 		/* The parameters changed since this view was built. */

@@ -75,8 +75,9 @@ shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
 /* ---- Public: using limiters ---------------------------------------------- */
 
 /* take_shared_raw, with a refusal of a shadow limiter granted (inlined, so
- * that a grant pays nothing for it). */
-static int
+ * that a grant pays nothing for it, and into each public call, so that a
+ * grant makes one call of the library, not two). */
+static inline __attribute__((always_inline)) int
 take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
 	int rc = take_shared_raw(h, v, cursor);
@@ -360,7 +361,7 @@ lh_resolve(shmt_limiter_t *l, shmt_t *live)
 
 /* The handle and view of L for a call: 0, or an error for the whole
  * call. */
-static inline int
+static inline __attribute__((always_inline)) int
 lh_view(shmt_limiter_t *l, shmt_t **hp, const struct shmt_lview **vp)
 {
 	struct lh_pair *c;

@@ -354,10 +354,24 @@ shmt__handoff_yield(uint64_t *ho, const struct shmt_w *wp)
 }
 
 int
-shmt__bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
-    uint32_t *tag, int *why)
+shmt__bk_take_view_slow(shmt_t *h, const struct shmt_lview *v,
+    struct shmt_w w, int have_now, uint64_t now, uint32_t *tag, int *why)
 {
-	return bk_take_n(h, c, wp, tag, why, 1, NULL);
+	struct shmt_w *wp = &v->lim->lm_w;
+	struct shmt_wguess *g = &shmt__wguess[wguess_slot(wp)];
+	struct bk_ctx c;
+	int rc;
+
+	shmt__bk_ctx_init(&c, v, v->ring);
+	c.torn_ok = 1;
+	rc = bk_take_loop_at(h, &c, wp, &w, tag, why, 1, NULL,
+	    have_now ? &now : NULL);
+	/* As bk_take_n keeps it: only a word known to be current. */
+	g->wp = rc >= 0 ? wp : NULL;
+	g->uid = h->uid;
+	g->w[0] = w.w[0];
+	g->w[1] = w.w[1];
+	return rc;
 }
 
 int

@@ -139,10 +139,6 @@ bk_won(const struct bk_ctx *c, struct shmt_w *wp)
 		shmt__handoff_yield(ho, wp);
 }
 
-/* One use (the plain path). */
-int shmt__bk_take(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
-    uint32_t *tag, int *why);
-
 /* Release every cooled bucket and seal an active bucket that closed (by
  * time or by count).  Sets *NEXT to the next time this ring has work.
  * Returns the number of transitions made, or an error. */
@@ -211,11 +207,18 @@ slot_is(const uint64_t s[2], uint32_t serial)
  * "Faster remainder by direct computation", 2019).
  */
 static inline struct shmt_ring_slot *
+ring_slot(struct shmt_ring_slot *ring, uint64_t nb_magic, uint32_t nb,
+    uint32_t s)
+{
+	uint64_t frac = nb_magic * s;
+
+	return &ring[(uint32_t)(((shmt_u128)frac * nb) >> 64)];
+}
+
+static inline struct shmt_ring_slot *
 slot_of(const struct bk_ctx *c, uint32_t s)
 {
-	uint64_t frac = c->nb_magic * s;
-
-	return &c->ring[(uint32_t)(((shmt_u128)frac * c->nb) >> 64)];
+	return ring_slot(c->ring, c->nb_magic, c->nb, s);
 }
 
 static inline void
@@ -239,17 +242,24 @@ w_valid(const struct bk_ctx *c, struct shmt_w w)
 	    (c->ntags == 0 || SHMT_W_TAG(w) < c->ntags);
 }
 
-/* The time bucket SERIAL, closed at CLOSE, is due: a bucket sealed before
- * the last change of parameters keeps the longer of the two windows. */
+/* The time bucket SERIAL, closed at CLOSE, is due with window WINDOW: a
+ * bucket sealed before the last change of parameters (serials below
+ * HOLD_SERIAL) keeps the longer of the two windows. */
+static inline uint64_t
+bk_due_of(uint64_t window, uint64_t hold_window, uint32_t hold_serial,
+    uint32_t serial, uint64_t close)
+{
+	if (__builtin_expect(hold_window > window, 0) &&
+	    (int32_t)(serial - hold_serial) < 0)
+		window = hold_window;
+	return sat_add(close, window);
+}
+
 static inline uint64_t
 bk_due(const struct bk_ctx *c, uint32_t serial, uint64_t close)
 {
-	uint64_t win = c->window;
-
-	if (__builtin_expect(c->hold_window > win, 0) &&
-	    (int32_t)(serial - c->hold_serial) < 0)
-		win = c->hold_window;
-	return sat_add(close, win);
+	return bk_due_of(c->window, c->hold_window, c->hold_serial, serial,
+	    close);
 }
 
 /*
@@ -325,14 +335,18 @@ bk_confirm(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w)
 }
 
 /*
- * The loop of shmt__bk_take from the word *W (read, or guessed); leaves in
- * *W the last word known to be current.  A grant takes COST uses; AT (may be
- * NULL) gets the decision's clock value.  Always inlined, so that the
- * plain path (COST 1, AT NULL) is compiled with those constants.
+ * The loop of bk_take_n and bk_take_view from the word *W (read, or
+ * guessed); leaves in *W the last word known to be current.  A grant takes
+ * COST uses; AT (may be NULL) gets the decision's clock value.  NOW0 (may
+ * be NULL) is a clock value the caller read after *W, used by the first
+ * turn instead of a read of its own (bk_take_view's fall-back: the clock is
+ * read once per turn either way).  Always inlined, so that the plain path
+ * (COST 1, AT NULL, NOW0 NULL) is compiled with those constants.
  */
 static inline __attribute__((always_inline)) int
-bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
-    struct shmt_w *wio, uint32_t *tag, int *why, uint32_t cost, uint64_t *at)
+bk_take_loop_at(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
+    struct shmt_w *wio, uint32_t *tag, int *why, uint32_t cost, uint64_t *at,
+    const uint64_t *now0)
 {
 	struct shmt_w w = *wio, nw;
 	uint64_t s[2], due, now = 0;
@@ -340,7 +354,7 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 	unsigned lost = 0, i;
 
 	for (i = 0; i < SHMT_RETRY_MAX; i++) {
-		now = shmt__now(h);
+		now = now0 != NULL && i == 0 ? *now0 : shmt__now(h);
 		uint32_t inflight = SHMT_W_INFLIGHT(w), count = SHMT_W_COUNT(w);
 		uint32_t tail = SHMT_W_TAIL(w), nsealed = SHMT_W_NSEALED(w);
 		uint32_t wtag = SHMT_W_TAG(w), ntag, tail2, nsealed2;
@@ -452,6 +466,13 @@ bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 	return rc;
 }
 
+static inline __attribute__((always_inline)) int
+bk_take_loop(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
+    struct shmt_w *wio, uint32_t *tag, int *why, uint32_t cost, uint64_t *at)
+{
+	return bk_take_loop_at(h, c, wp, wio, tag, why, cost, at, NULL);
+}
+
 /*
  * Take one use from the ring whose word is at WP.  Returns 1 granted (with
  * the key-pool cursor in *TAG), 0 denied (reason in *WHY), or an error.
@@ -485,6 +506,124 @@ bk_take_n(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 		shmt__wguess[g].w[1] = w.w[1];
 	}
 	return rc;
+}
+
+/* The general path of bk_take_view (ring.c): the loop from the word W, with
+ * the clock value NOW read after it when HAVE_NOW (else the loop reads the
+ * clock), keeping this thread's guess of the word as bk_take_n does. */
+int shmt__bk_take_view_slow(shmt_t *h, const struct shmt_lview *v,
+    struct shmt_w w, int have_now, uint64_t now, uint32_t *tag, int *why);
+
+/*
+ * One use of the shared ring of view V (shmt_try_use_key, shmt_next_key,
+ * shmt_limiter_try): what bk_take_n decides with V's context, torn reads
+ * allowed, cost 1, but with a fast path for the commonest case that needs
+ * no context, and the general loop (out of line) for everything else.
+ *
+ * The fast path.  From the word w (this thread's guess of it, or read half
+ * by half, as bk_take_n reads it) and the clock value now read after it,
+ * it grants when all of these hold:
+ *   F1  the tag is the view's: its parameter generation (pgen_check), or
+ *       a key-pool cursor below nkeys (key pools);
+ *   F2  a bucket is active;
+ *   F3  inflight < L (the view's limit);
+ *   F4  count < B (slack_uses) and count <= inflight;
+ *   F5  nsealed < nb;
+ *   F6  with a sealed bucket, the oldest one's slot holds its serial with at
+ *       most inflight uses, and it is not due at now (bk_due_of);
+ *   F7  the active bucket's slot holds tail, and now < its close time;
+ * by one CAS of W to {inflight + 1, count + 1, the same tail, nsealed and
+ * active, the next tag}.  When one fails, it hands w and now to the loop
+ * (shmt__bk_take_view_slow), whose first turn decides from them; a lost CAS
+ * asks for the word as the loop's does (bk_lost) and the loop goes on from
+ * the word read after it, with a clock read of its own.
+ *
+ * Why the fast path decides what the loop decides.  Given the same w and
+ * now, the loop's first turn: passes the tag check (F1); finds w_valid
+ * true, since L <= limit_cap, B <= uses_cap and nb >= 1 hold for every view
+ * (shmt__view_fill and view_params refuse a row without them, so a hostile
+ * row cannot break them) and a view with pgen_check has no key pool
+ * (nkeys 0): inflight < L <= limit_cap, count < B <= uses_cap, count <=
+ * inflight, nsealed + 1 <= nb, active, tag < ntags where ntags != 0 (F1-F5);
+ * releases nothing: with a sealed bucket its release step is F6 itself
+ * (the same serial, slot checks and due time), without one it looks at
+ * the active bucket, due at sat_add(close, window) >= close > now (F7);
+ * passes the limit (F3: inflight + 1 <= L); and grants into the active
+ * bucket (F4: count + 1 <= B; F7: the slot holds tail and now < close)
+ * with the same CAS, the tag advanced by (tag + 1) mod ntags, which is
+ * tag + 1 or 0 since tag < ntags (F1).  So the two paths make the same
+ * clock reads, the same decision and the same write; every check the loop
+ * makes of a damaged segment (w_valid, the slot serials and counts) is
+ * made here or follows from the view's checks, and a word or slot that
+ * fails one goes to the loop, which reports it.  The loop reads the
+ * active bucket's slot twice where this reads it once: by "Torn reads"
+ * (ring.c) a slot that a decision reads is fixed from the read of the
+ * word to a CAS that succeeds, so both reads give the same value.  The
+ * parameter generation is checked against the tag before the CAS and
+ * committed by it (update.c); the check after the grant for a move
+ * (shmt__grant_check) follows both paths alike (grant.h).
+ */
+static inline __attribute__((always_inline)) int
+bk_take_view(shmt_t *h, const struct shmt_lview *v, uint32_t *tag, int *why)
+{
+	struct shmt_lim *lim = v->lim;
+	struct shmt_w *wp = &lim->lm_w, w, nw;
+	struct shmt_wguess *g = &shmt__wguess[wguess_slot(wp)];
+	uint32_t inflight, count, tail, nsealed, wtag;
+	uint64_t now, s[2];
+
+	if (g->wp == wp && g->uid == h->uid) {
+		w.w[0] = g->w[0];
+		w.w[1] = g->w[1];
+	} else {
+		shmt__load128_hilo(wp, w.w);
+	}
+	now = shmt__now(h);
+	inflight = SHMT_W_INFLIGHT(w);
+	count = SHMT_W_COUNT(w);
+	tail = SHMT_W_TAIL(w);
+	nsealed = SHMT_W_NSEALED(w);
+	wtag = SHMT_W_TAG(w);
+	if (__builtin_expect(!(v->pgen_check ? wtag == v->pgen :
+	    wtag < v->nkeys) || !SHMT_W_ACTIVE(w) || inflight >= v->limit ||
+	    count >= v->slack_uses || count > inflight || nsealed >= v->nb,
+	    0))
+		goto slow;
+	if (nsealed > 0) {
+		uint32_t serial = tail - nsealed;
+
+		shmt__load128_hilo(ring_slot(v->ring, v->nb_magic, v->nb,
+		    serial), s);
+		if (__builtin_expect(SLOT_SERIAL(s) != serial ||
+		    SLOT_COUNT(s) > inflight || bk_due_of(v->window,
+		    v->hold_window, v->hold_serial, serial, s[0]) <= now, 0))
+			goto slow;
+	}
+	shmt__load128_hilo(ring_slot(v->ring, v->nb_magic, v->nb, tail), s);
+	if (__builtin_expect(SLOT_SERIAL(s) != tail || now >= s[0], 0))
+		goto slow;
+	/* {inflight + 1, count + 1}: neither carries (F3, F4). */
+	nw.w[0] = w.w[0] + ((uint64_t)1 << 32) + 1;
+	nw.w[1] = v->nkeys == 0 ? w.w[1] : (w.w[1] & ~(uint64_t)0xffffU) |
+	    (wtag + 1 == v->nkeys ? 0 : wtag + 1);
+	if (__builtin_expect(shmt__cas128(wp, w.w, nw.w), 1)) {
+		g->wp = wp;
+		g->uid = h->uid;
+		g->w[0] = nw.w[0];
+		g->w[1] = nw.w[1];
+		*tag = wtag;
+		/* bk_won */
+		if (__builtin_expect(__atomic_load_n(&lim->lm_handoff,
+		    __ATOMIC_RELAXED) != 0, 0))
+			shmt__handoff_yield(&lim->lm_handoff, wp);
+		return 1;
+	}
+	/* bk_lost, then the loop on the word read afresh. */
+	shmt__handoff_ask(&lim->lm_handoff, wp);
+	shmt__load128(wp, w.w);
+	return shmt__bk_take_view_slow(h, v, w, 0, 0, tag, why);
+slow:
+	return shmt__bk_take_view_slow(h, v, w, 1, now, tag, why);
 }
 
 #endif /* SHMT_RING_H */

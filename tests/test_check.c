@@ -217,6 +217,90 @@ test_bucket_order(void **state)
 	fx_free(&f);
 }
 
+/* One lie in a shared limiter's word or slots: a grant through a handle
+ * that has not seen the word (so it reads W, lied, and decides from it
+ * rather than from a word of its own) answers SHMT_ECORRUPT and writes
+ * nothing; the ring is clean again once the lie is undone. */
+static void
+expect_grant_corrupt(shmt_t *h2, struct shmt_lim *row)
+{
+	struct shmt_w before = row->lm_w;
+
+	assert_int_equal(shmt_try_use_key(h2, "api"), SHMT_ECORRUPT);
+	assert_memory_equal(&row->lm_w, &before, sizeof(before));
+}
+
+/* Each lie leaves the rest of the word as a grant's fast path would take
+ * it (an active bucket with room, under the limit, nothing due), so each
+ * is refused only by its own check (ring.h, bk_take_view). */
+static void
+test_bucket_word_lies(void **state)
+{
+	struct fx f;
+	struct shmt_lim *row;
+	struct shmt_ring_slot *ring, *sealed, *far;
+	struct shmt_w w;
+	uint32_t tail, nb;
+	uint64_t saved[2];
+	shmt_t *h2;
+
+	(void)state;
+	fx_make(&f, "bklie");
+	assert_int_equal(shmt_open(f.seg, &h2), 0);
+	assert_int_equal(shmt_set_clock(h2, tu_clock_read, &f.clk), 0);
+	row = tu_row_of(f.h, "api");
+	ring = (struct shmt_ring_slot *)(tu_arena(f.h) + row->lm_ring_off);
+	nb = row->lm_nbuckets;
+	w = row->lm_w;
+	tail = SHMT_W_TAIL(w);
+	assert_int_equal(SHMT_W_NSEALED(w), 1);
+	assert_int_equal(SHMT_W_INFLIGHT(w), 5);
+	assert_int_equal(SHMT_W_COUNT(w), 1);
+	sealed = &ring[(tail - 1) % nb];
+	assert_int_equal(sealed->r[1] >> 32, tail - 1);
+	assert_int_equal((uint32_t)sealed->r[1], 4);
+
+	/* The active bucket holds more uses than are in flight. */
+	row->lm_w = shmt__w_make(1, 2, tail, 0, 1, SHMT_W_TAG(w));
+	expect_grant_corrupt(h2, row);
+	row->lm_w = w;
+	expect_clean(&f);
+
+	/* The oldest sealed bucket holds more uses than are in flight. */
+	memcpy(saved, sealed->r, sizeof(saved));
+	sealed->r[1] = (uint64_t)(tail - 1) << 32 | 6;
+	expect_grant_corrupt(h2, row);
+	memcpy(sealed->r, saved, sizeof(saved));
+	expect_clean(&f);
+
+	/* The oldest sealed bucket's slot holds an older serial. */
+	sealed->r[1] = (uint64_t)(tail - 2) << 32 | 4;
+	expect_grant_corrupt(h2, row);
+	memcpy(sealed->r, saved, sizeof(saved));
+	expect_clean(&f);
+
+	/* More sealed buckets than the ring has, the slot the oldest of them
+	 * falls on (serials are 32-bit: it wraps) holding that serial, a
+	 * close time and a count that would let a grant through. */
+	far = &ring[(uint32_t)(tail - 1 - nb) % nb];
+	assert_true(far != &ring[tail % nb]);
+	memcpy(saved, far->r, sizeof(saved));
+	row->lm_w = shmt__w_make(5, 1, tail, nb + 1, 1, SHMT_W_TAG(w));
+	far->r[0] = sealed->r[0];
+	far->r[1] = (uint64_t)(uint32_t)(tail - 1 - nb) << 32 | 4;
+	expect_grant_corrupt(h2, row);
+	row->lm_w = w;
+	memcpy(far->r, saved, sizeof(saved));
+	expect_clean(&f);
+
+	/* Undone, both handles grant again. */
+	assert_int_equal(shmt_try_use_key(h2, "api"), 1);
+	assert_int_equal(shmt_try_use_key(f.h, "api"), 1);
+	expect_clean(&f);
+	shmt_close(h2);
+	fx_free(&f);
+}
+
 /* The same rule for a client entry's ring. */
 static void
 test_client_close_future(void **state)
@@ -710,6 +794,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_bucket_close_future, tu_sweep),
 		cmocka_unit_test_teardown(test_bucket_order, tu_sweep),
+		cmocka_unit_test_teardown(test_bucket_word_lies, tu_sweep),
 		cmocka_unit_test_teardown(test_client_close_future, tu_sweep),
 		cmocka_unit_test_teardown(test_exact_ahead, tu_sweep),
 		cmocka_unit_test_teardown(test_exact_time_future, tu_sweep),

@@ -389,6 +389,59 @@ test_update_other_handle(void **state)
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
+/* A view built before a change meets a bucket opened after it: a resolved
+ * limiter of handle b, opened before the change and never used (so this
+ * thread holds no word of b's to CAS against: b's grant reads W afresh),
+ * finds W's tag naming the new parameters and an active bucket with room
+ * under the old ones.  It must take the new view before it grants (the
+ * tag check, update.c), not grant by the old limit and slack uses. */
+static void
+test_update_stale_view_open_bucket(void **state)
+{
+	char seg[96], why[200];
+	shmt_t *a, *b;
+	shmt_limiter_t *lb;
+	struct tu_clock clk = { .now = 5000 };
+	shmt_limit_t l;
+	shmt_limiter_stat_t st;
+	int granted = 0;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "updv");
+	assert_int_equal(shmt_create(seg, NULL, &a), 0);
+	assert_int_equal(shmt_open(seg, &b), 0);
+	assert_int_equal(shmt_set_clock(a, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_set_clock(b, tu_clock_read, &clk), 0);
+	memset(&l, 0, sizeof(l));
+	l.mode = SHMT_MODE_BUCKETS;
+	l.limit = 10;
+	l.window_ns = 1000;
+	l.slack_ns = 100;
+	l.slack_uses = 10;
+	assert_int_equal(shmt_limiter_define(a, "x", &l), 0);
+	assert_int_equal(shmt_limiter_open(b, "x", &lb), 0);
+	l.limit = 2;
+	l.slack_uses = 2;
+	assert_int_equal(shmt_limiter_update(a, "x", &l, why, sizeof(why)), 0);
+	/* a opens a bucket under the new parameters: 1 in flight of 2. */
+	assert_int_equal(shmt_try_use_key(a, "x"), 1);
+	for (int i = 0; i < 4; i++) {
+		int rc = shmt_limiter_try(lb, NULL, 0);
+
+		assert_true(rc == 0 || rc == 1);
+		granted += rc;
+	}
+	assert_int_equal(granted, 1);
+	assert_int_equal(shmt_limiter_stat(a, "x", &st), 0);
+	assert_int_equal(st.limit, 2);
+	assert_int_equal(st.in_flight, 2);
+	assert_int_equal(shmt_check(a, NULL, NULL), 0);
+	shmt_limiter_close(lb);
+	shmt_close(b);
+	shmt_close(a);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 /* A shorter slack: buckets sealed by the change close by now + the new
  * slack, so shmt_check finds no close time in the future, and their uses
  * are still held a whole window after that close. */
@@ -827,6 +880,8 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_update_model, tu_sweep),
 		cmocka_unit_test_teardown(test_update_refusals, tu_sweep),
 		cmocka_unit_test_teardown(test_update_other_handle, tu_sweep),
+		cmocka_unit_test_teardown(test_update_stale_view_open_bucket,
+		    tu_sweep),
 		cmocka_unit_test_teardown(test_update_slack_check, tu_sweep),
 		cmocka_unit_test_teardown(test_update_threads, tu_sweep),
 		cmocka_unit_test_teardown(test_delete, tu_sweep),
