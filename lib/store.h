@@ -34,6 +34,12 @@
 #define SHMT_BLOCK_MIN_SHIFT 6          /* 64-byte blocks at least */
 #define SHMT_ORDER_MAX 40
 
+/* The largest item (header, key and value) a write overwrites in place;
+ * larger ones are copied on write.  Four lines: room for the small items
+ * that most writes replace, while the undo record stays a small part of a
+ * shard's header (a copy of this size costs a few instructions per line). */
+#define SHMT_UNDO_MAX 256
+
 #define SHMT_IT_ALLOC 0x5449U           /* "IT" (16 bits) */
 #define SHMT_IT_FREE 0x45455246U        /* "FREE" (32 bits: never an item's) */
 
@@ -46,6 +52,12 @@ struct shmt_shard {
 	uint64_t ds_repairs;
 	uint64_t ds_hand;               /* eviction sampling position */
 	uint64_t ds_free[SHMT_ORDER_MAX + 1]; /* free lists: offset + 1 */
+	/* The undo record of an overwrite in place (store.c): the heap offset
+	 * + 1 of the item being overwritten while a writer does it, else 0;
+	 * the item's bytes before the write (header, key and value). */
+	uint64_t ds_undo;
+	uint64_t ds_undo_len;
+	alignas(SHMT_LINE) unsigned char ds_undo_bytes[SHMT_UNDO_MAX];
 	/* The version: odd while a writer relinks a chain.  Alone on its line
 	 * because every reader loads it twice. */
 	alignas(SHMT_LINE) uint64_t ds_seq;
@@ -183,6 +195,15 @@ struct shmt_item *shmt__store_find(const struct shmt_store *st,
 void shmt__store_link_new(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t hash, uint64_t *link, uint64_t off, struct shmt_item *it,
     struct shmt_item *old);
+/* Under the shard lock: overwrite IT in place with the value VAL (VLEN
+ * bytes), the expiry EXPIRE and the write time BORN, when the new item
+ * takes IT's block order and IT spans at most SHMT_UNDO_MAX bytes: 1 when
+ * done, 0 when it cannot be (the caller copies on write).  IT's bytes go
+ * to the shard's undo record first and its version is odd while they
+ * change (store.c proves what a reader and a kill -9 see). */
+int shmt__store_overwrite(const struct shmt_store *st, struct shmt_shard *sh,
+    struct shmt_item *it, const void *val, size_t vlen, uint64_t expire,
+    uint64_t born);
 /* Unlink the item *LINK points to and free its block. */
 void shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t *link, struct shmt_item *it);
