@@ -52,15 +52,17 @@ struct shmt_shard {
 	uint64_t ds_repairs;
 	uint64_t ds_hand;               /* eviction sampling position */
 	uint64_t ds_free[SHMT_ORDER_MAX + 1]; /* free lists: offset + 1 */
-	/* The undo record of an overwrite in place (store.c): the heap offset
-	 * + 1 of the item being overwritten while a writer does it, else 0;
-	 * the item's bytes before the write (header, key and value). */
-	uint64_t ds_undo;
-	uint64_t ds_undo_len;
-	alignas(SHMT_LINE) unsigned char ds_undo_bytes[SHMT_UNDO_MAX];
-	/* The version: odd while a writer relinks a chain.  Alone on its line
-	 * because every reader loads it twice. */
+	/* The version: odd while a writer relinks a chain or overwrites an
+	 * item.  On a line of its own but for the undo record of an overwrite
+	 * in place (store.c), which only a writer stores, and only just
+	 * before it stores the version: readers load the version twice per
+	 * read, and the record costs the writer no other line for a small
+	 * item. */
 	alignas(SHMT_LINE) uint64_t ds_seq;
+	uint64_t ds_undo;               /* heap offset + 1 of the item being
+	                                 * overwritten; 0: none */
+	uint64_t ds_undo_len;           /* bytes saved */
+	unsigned char ds_undo_bytes[SHMT_UNDO_MAX]; /* its bytes before */
 };
 
 /* A bucket of the index: one in four of a cache line. */
@@ -204,6 +206,11 @@ void shmt__store_link_new(const struct shmt_store *st, struct shmt_shard *sh,
 int shmt__store_overwrite(const struct shmt_store *st, struct shmt_shard *sh,
     struct shmt_item *it, const void *val, size_t vlen, uint64_t expire,
     uint64_t born);
+/* Its first steps, for IT of at most SHMT_UNDO_MAX bytes: save IT in the
+ * undo record, arm it, make the version odd.  (Apart for the test of a
+ * writer killed half way.) */
+void shmt__store_overwrite_begin(const struct shmt_store *st,
+    struct shmt_shard *sh, struct shmt_item *it);
 /* Unlink the item *LINK points to and free its block. */
 void shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t *link, struct shmt_item *it);
