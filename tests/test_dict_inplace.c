@@ -5,7 +5,8 @@
  * in the heap and its link, while a value of another block size is copied
  * to a fresh block as before; and a writer killed with kill -9 half way
  * through an overwrite leaves the key its old value, put back from the
- * shard's undo record by the repair, with nothing for shmt_check to find.
+ * shard's undo record by the repair, with nothing for shmt_check to find;
+ * and shmt_check names an undo record left armed.
  */
 #include "testutil.h"
 
@@ -217,6 +218,48 @@ test_overwrite_killed(void **state)
 	tu_close_unlink(w.h, seg);
 }
 
+/* shmt_check names an undo record armed at rest, and one that names no
+ * item's place; its repair puts the item back from the first (here the
+ * same bytes) and drops the second. */
+static void
+test_check_undo(void **state)
+{
+	const char *key = "checked";
+	struct shmt_shard *sh;
+	struct shmt_item *it;
+	uint64_t hash, *link;
+	char seg[128];
+	shmt_t *h;
+
+	(void)state;
+	h = ip_open(seg, sizeof(seg));
+	assert_int_equal(shmt_set(h, key, strlen(key), "v1", 2, 0), 0);
+	hash = key_hash(h, key, strlen(key));
+	sh = shard_at(h->dict, shard_of(h->dict, hash));
+	it = shmt__store_find(h->dict, sh, hash, key, strlen(key), &link);
+	assert_non_null(it);
+	assert_int_equal(shmt_check(h, report, NULL), 0);
+	/* Armed, as a writer killed inside an overwrite leaves it. */
+	memcpy(sh->ds_undo_bytes, it, sizeof(*it) + strlen(key) + 2);
+	sh->ds_undo_len = sizeof(*it) + strlen(key) + 2;
+	sh->ds_undo = (uint64_t)((char *)it - shard_heap(h->dict, sh)) + 1;
+	assert_int_equal(shmt_check(h, report, NULL), 1);
+	assert_int_equal(shmt_check_ex(h, SHMT_CHECK_REPAIR, report, NULL), 1);
+	assert_int_equal(sh->ds_undo, 0);
+	assert_int_equal(shmt_check(h, report, NULL), 0);
+	get_is(h, key, "v1", 2);
+	/* Naming a place past the heap. */
+	sh->ds_undo = h->dict->heap_bytes + 1;
+	sh->ds_undo_len = 64;
+	assert_int_equal(shmt_check(h, report, NULL), 1);
+	assert_int_equal(shmt_check_ex(h, SHMT_CHECK_REPAIR, report, NULL), 1);
+	assert_int_equal(shmt_check(h, report, NULL), 0);
+	get_is(h, key, "v1", 2);
+	assert_int_equal(shmt_set(h, key, strlen(key), "v2", 2, 0), 0);
+	get_is(h, key, "v2", 2);
+	tu_close_unlink(h, seg);
+}
+
 int
 main(void)
 {
@@ -224,6 +267,7 @@ main(void)
 		cmocka_unit_test_teardown(test_overwrite_keeps_place, tu_sweep),
 		cmocka_unit_test_teardown(test_overwrite_ttl, tu_sweep),
 		cmocka_unit_test_teardown(test_overwrite_killed, tu_sweep),
+		cmocka_unit_test_teardown(test_check_undo, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
