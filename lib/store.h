@@ -539,8 +539,8 @@ chain_find_key(struct chain *c, uint64_t hash, const void *key, size_t klen)
 #define READ_WAIT_NS 200000000ULL
 
 
-/* Wait while a writer holds the version odd: spin, then yield; now and
- * then check whether the writer died.  Returns the even version, or 1
+/* Wait while a writer holds the version odd: spin, then yield; at the
+ * first yield and every 256 after, check whether the writer died.  Returns the even version, or 1
  * (odd) when READ_WAIT_NS ran out. */
 static inline uint64_t
 seq_begin(const struct shmt_store *st, struct shmt_shard *sh)
@@ -560,7 +560,11 @@ seq_begin(const struct shmt_store *st, struct shmt_shard *sh)
 			start = shmt__mono_ns();
 		else if (shmt__mono_ns() - start > READ_WAIT_NS)
 			return 1;
-		if (i % 256 == 255)
+		/* The first check comes with the first yield, not 128 yields
+		 * later: on a loaded machine each yield may give up a whole
+		 * time slice, and READ_WAIT_NS could run out before a dead
+		 * writer's shard was ever looked at. */
+		if (i % 256 == 128)
 			shmt__shard_check_owner(st, sh);
 		sched_yield();
 	}
