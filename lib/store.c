@@ -136,6 +136,7 @@ fl_push(const struct shmt_store *st, struct shmt_shard *sh, uint64_t off,
 	if (head != 0)
 		fb_at(heap, head - 1)->fb_prev = off + 1;
 	sh->ds_free[order] = off + 1;
+	sh->ds_free_mask |= 1ULL << order;
 }
 
 /* Unlink free block OFF of ORDER; -1 when the lists are inconsistent. */
@@ -152,8 +153,11 @@ fl_remove(const struct shmt_store *st, struct shmt_shard *sh, uint64_t off,
 		return -1;
 	if (prev != 0)
 		fb_at(heap, prev - 1)->fb_next = next;
-	else if (sh->ds_free[order] == off + 1)
+	else if (sh->ds_free[order] == off + 1) {
 		sh->ds_free[order] = next;
+		if (next == 0)
+			sh->ds_free_mask &= ~(1ULL << order);
+	}
 	else
 		return -1;
 	if (next != 0)
@@ -304,6 +308,7 @@ repair_free(const struct shmt_store *st, struct shmt_shard *sh,
 	uint64_t units = st->heap_bytes / 64, u = 0;
 
 	memset(sh->ds_free, 0, sizeof(sh->ds_free));
+	sh->ds_free_mask = 0;
 	while (u < units) {
 		uint32_t k;
 
@@ -513,6 +518,19 @@ filter_settle(const struct shmt_store *st, struct shmt_shard *sh,
 static int
 room_for(const struct shmt_store *st, struct shmt_shard *sh, uint32_t order)
 {
+	uint64_t m = sh->ds_free_mask >> order;
+
+	/* The mask names the first list that was not empty: one look where
+	 * the loop below reads up to order_max heads.  It is a hint kept
+	 * beside the lists, so its answer is checked against the list, and a
+	 * shard with no room (or a damaged mask) asks the lists themselves. */
+	if (m != 0) {
+		uint32_t k = order + (uint32_t)__builtin_ctzll(m);
+
+		if (k <= st->order_max && sh->ds_free[k] != 0 &&
+		    shmt__fl_link_ok(st, sh->ds_free[k], k))
+			return 1;
+	}
 	for (uint32_t k = order; k <= st->order_max; k++)
 		if (sh->ds_free[k] != 0)
 			return shmt__fl_link_ok(st, sh->ds_free[k], k);
@@ -526,7 +544,12 @@ shmt__store_overwrite_begin(const struct shmt_store *st,
 	uint32_t lens = __atomic_load_n(&it->it_lens, __ATOMIC_RELAXED);
 	uint64_t was = sizeof(*it) + lens_klen(lens) + lens_vlen(lens);
 
-	memcpy(sh->ds_undo_bytes, it, was);
+	/* Every item's block is 64 bytes at least: a small item's copy is
+	 * one fixed-size move the compiler inlines. */
+	if (was <= 64)
+		memcpy(sh->ds_undo_bytes, it, 64);
+	else
+		memcpy(sh->ds_undo_bytes, it, was);
 	sh->ds_undo_len = was;
 	__atomic_store_n(&sh->ds_undo,
 	    (uint64_t)((char *)it - shard_heap(st, sh)) + 1, __ATOMIC_RELEASE);

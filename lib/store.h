@@ -52,6 +52,8 @@ struct shmt_shard {
 	uint64_t ds_repairs;
 	uint64_t ds_hand;               /* eviction sampling position */
 	uint64_t ds_free[SHMT_ORDER_MAX + 1]; /* free lists: offset + 1 */
+	uint64_t ds_free_mask;          /* bit k: list k was not empty (a
+	                                 * hint, checked against the list) */
 	/* The version: odd while a writer relinks a chain or overwrites an
 	 * item.  On a line of its own but for the undo record of an overwrite
 	 * in place (store.c), which only a writer stores, and only just
