@@ -383,8 +383,7 @@ get_copy(void *arg)
 	g->expire = __atomic_load_n(&it->it_expire, __ATOMIC_RELAXED);
 	if (g->len > g->cap)
 		return -ERANGE;
-	if (g->len > 0)
-		memcpy(g->buf, (char *)(it + 1) + g->klen, g->len);
+	copy_short(g->buf, (char *)(it + 1) + g->klen, g->len);
 	return 0;
 }
 

@@ -573,8 +573,7 @@ shmt__store_overwrite(const struct shmt_store *st, struct shmt_shard *sh,
 	__atomic_store_n(&it->it_lens, lens_make(klen, vlen), __ATOMIC_RELAXED);
 	__atomic_store_n(&it->it_expire, expire, __ATOMIC_RELAXED);
 	it->it_born = born;
-	if (vlen > 0)
-		memcpy((char *)(it + 1) + klen, val, vlen);
+	copy_short((char *)(it + 1) + klen, val, vlen);
 	__atomic_store_n(&sh->ds_undo, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->ds_seq, seq + 2, __ATOMIC_RELEASE);
 	return 1;
