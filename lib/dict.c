@@ -31,7 +31,8 @@ struct put {
 	enum put_mode mode;
 };
 
-/* Under the lock: store P in SH (copy-on-write).  Returns 0 or -errno. */
+/* Under the lock: store P in SH, over the old item when the new one takes
+ * its block, else in a fresh block (copy on write).  Returns 0 or -errno. */
 static int
 put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
     const struct put *p)
@@ -53,6 +54,12 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 		return -EEXIST;
 	if (p->mode == PUT_REPLACE && old == NULL)
 		return -ENOENT;
+	/* A value that fits the old item's block is written over it: no
+	 * block allocated or freed, no chain relinked (store.c says why a
+	 * reader still never sees a mixed value). */
+	if (old != NULL && shmt__store_overwrite(st, sh, old, p->val, p->vlen,
+	    p->keep_ttl ? old->it_expire : p->expire, now))
+		return 0;
 	/* Every link or unlink moves the version: the same version after
 	 * the allocation means no chain changed, and LINK still names OLD's
 	 * place. */
@@ -374,8 +381,7 @@ get_copy(void *arg)
 	g->expire = __atomic_load_n(&it->it_expire, __ATOMIC_RELAXED);
 	if (g->len > g->cap)
 		return -ERANGE;
-	if (g->len > 0)
-		memcpy(g->buf, (char *)(it + 1) + g->klen, g->len);
+	copy_short(g->buf, (char *)(it + 1) + g->klen, g->len);
 	return 0;
 }
 

@@ -34,6 +34,12 @@
 #define SHMT_BLOCK_MIN_SHIFT 6          /* 64-byte blocks at least */
 #define SHMT_ORDER_MAX 40
 
+/* The largest item (header, key and value) a write overwrites in place;
+ * larger ones are copied on write.  Four lines: room for the small items
+ * that most writes replace, while the undo record stays a small part of a
+ * shard's header (a copy of this size costs a few instructions per line). */
+#define SHMT_UNDO_MAX 256
+
 #define SHMT_IT_ALLOC 0x5449U           /* "IT" (16 bits) */
 #define SHMT_IT_FREE 0x45455246U        /* "FREE" (32 bits: never an item's) */
 
@@ -46,9 +52,19 @@ struct shmt_shard {
 	uint64_t ds_repairs;
 	uint64_t ds_hand;               /* eviction sampling position */
 	uint64_t ds_free[SHMT_ORDER_MAX + 1]; /* free lists: offset + 1 */
-	/* The version: odd while a writer relinks a chain.  Alone on its line
-	 * because every reader loads it twice. */
+	uint64_t ds_free_mask;          /* bit k: list k was not empty (a
+	                                 * hint, checked against the list) */
+	/* The version: odd while a writer relinks a chain or overwrites an
+	 * item.  On a line of its own but for the undo record of an overwrite
+	 * in place (store.c), which only a writer stores, and only just
+	 * before it stores the version: readers load the version twice per
+	 * read, and the record costs the writer no other line for a small
+	 * item. */
 	alignas(SHMT_LINE) uint64_t ds_seq;
+	uint64_t ds_undo;               /* heap offset + 1 of the item being
+	                                 * overwritten; 0: none */
+	uint64_t ds_undo_len;           /* bytes saved */
+	unsigned char ds_undo_bytes[SHMT_UNDO_MAX]; /* its bytes before */
 };
 
 /* A bucket of the index: one in four of a cache line. */
@@ -183,6 +199,20 @@ struct shmt_item *shmt__store_find(const struct shmt_store *st,
 void shmt__store_link_new(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t hash, uint64_t *link, uint64_t off, struct shmt_item *it,
     struct shmt_item *old);
+/* Under the shard lock: overwrite IT in place with the value VAL (VLEN
+ * bytes), the expiry EXPIRE and the write time BORN, when the new item
+ * takes IT's block order and IT spans at most SHMT_UNDO_MAX bytes: 1 when
+ * done, 0 when it cannot be (the caller copies on write).  IT's bytes go
+ * to the shard's undo record first and its version is odd while they
+ * change (store.c proves what a reader and a kill -9 see). */
+int shmt__store_overwrite(const struct shmt_store *st, struct shmt_shard *sh,
+    struct shmt_item *it, const void *val, size_t vlen, uint64_t expire,
+    uint64_t born);
+/* Its first steps, for IT of at most SHMT_UNDO_MAX bytes: save IT in the
+ * undo record, arm it, make the version odd.  (Apart for the test of a
+ * writer killed half way.) */
+void shmt__store_overwrite_begin(const struct shmt_store *st,
+    struct shmt_shard *sh, struct shmt_item *it);
 /* Unlink the item *LINK points to and free its block. */
 void shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t *link, struct shmt_item *it);
@@ -417,13 +447,65 @@ expired(const struct shmt_item *it, uint64_t now)
 	return it->it_expire != 0 && it->it_expire <= now;
 }
 
+/* Copy N bytes, for the short keys and values of most calls: two
+ * overlapping fixed-size moves the compiler inlines, where a call to
+ * memcpy costs more than the copy (every byte written lies in [0, N)). */
+static inline void
+copy_short(void *dst, const void *src, size_t n)
+{
+	char *d = dst;
+	const char *s = src;
+	uint64_t a, b;
+	uint32_t x, y;
+
+	if (n >= 8 && n <= 16) {
+		memcpy(&a, s, 8);
+		memcpy(&b, s + n - 8, 8);
+		memcpy(d, &a, 8);
+		memcpy(d + n - 8, &b, 8);
+	} else if (n >= 4 && n < 8) {
+		memcpy(&x, s, 4);
+		memcpy(&y, s + n - 4, 4);
+		memcpy(d, &x, 4);
+		memcpy(d + n - 4, &y, 4);
+	} else if (n > 0) {
+		memcpy(d, s, n);
+	}
+}
+
+/* The N bytes at A and B are equal; short keys (4 to 16 bytes) without a
+ * call to memcmp, as copy_short. */
+static inline int
+same_bytes(const void *a, const void *b, size_t n)
+{
+	const char *p = a, *q = b;
+	uint64_t a0, a1, b0, b1;
+	uint32_t x0, x1, y0, y1;
+
+	if (n >= 8 && n <= 16) {
+		memcpy(&a0, p, 8);
+		memcpy(&a1, p + n - 8, 8);
+		memcpy(&b0, q, 8);
+		memcpy(&b1, q + n - 8, 8);
+		return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+	}
+	if (n >= 4 && n < 8) {
+		memcpy(&x0, p, 4);
+		memcpy(&x1, p + n - 4, 4);
+		memcpy(&y0, q, 4);
+		memcpy(&y1, q + n - 4, 4);
+		return ((x0 ^ y0) | (x1 ^ y1)) == 0;
+	}
+	return memcmp(p, q, n) == 0;
+}
+
 /* IT, whose lengths are LENS, holds KEY (KLEN bytes); the caller compared
  * the tags. */
 static inline int
 item_is(const struct shmt_item *it, uint32_t lens, const void *key,
     size_t klen)
 {
-	return lens_klen(lens) == klen && memcmp(item_key(it), key, klen) == 0;
+	return lens_klen(lens) == klen && same_bytes(item_key(it), key, klen);
 }
 
 /* ---- Walking a chain ------------------------------------------------------- */
@@ -511,8 +593,8 @@ chain_find_key(struct chain *c, uint64_t hash, const void *key, size_t klen)
 #define READ_WAIT_NS 200000000ULL
 
 
-/* Wait while a writer holds the version odd: spin, then yield; now and
- * then check whether the writer died.  Returns the even version, or 1
+/* Wait while a writer holds the version odd: spin, then yield; at the
+ * first yield and every 256 after, check whether the writer died.  Returns the even version, or 1
  * (odd) when READ_WAIT_NS ran out. */
 static inline uint64_t
 seq_begin(const struct shmt_store *st, struct shmt_shard *sh)
@@ -532,7 +614,11 @@ seq_begin(const struct shmt_store *st, struct shmt_shard *sh)
 			start = shmt__mono_ns();
 		else if (shmt__mono_ns() - start > READ_WAIT_NS)
 			return 1;
-		if (i % 256 == 255)
+		/* The first check comes with the first yield, not 128 yields
+		 * later: on a loaded machine each yield may give up a whole
+		 * time slice, and READ_WAIT_NS could run out before a dead
+		 * writer's shard was ever looked at. */
+		if (i % 256 == 128)
 			shmt__shard_check_owner(st, sh);
 		sched_yield();
 	}

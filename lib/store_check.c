@@ -187,7 +187,33 @@ chk_buf_clear(struct chk_buf *b)
 	b->lost = 0;
 }
 
-/* One scan of SH into B: version, chains, free lists, unmarked bytes. */
+/* The undo record of an overwrite in place (store.c) is armed only while
+ * a writer overwrites an item: armed at rest, it is what a writer killed
+ * inside an overwrite left (the repair puts the item back from it), or
+ * damage; a record that names no block it fits in is damage either way. */
+static void
+chk_undo(const struct shmt_store *st, struct shmt_shard *sh,
+    struct shmt_chk *c, const char *who)
+{
+	uint64_t at = __atomic_load_n(&sh->ds_undo, __ATOMIC_RELAXED);
+	uint64_t len = __atomic_load_n(&sh->ds_undo_len, __ATOMIC_RELAXED);
+
+	if (at == 0)
+		return;
+	if (at - 1 >= st->heap_bytes || (at - 1) % 64 != 0 ||
+	    len < sizeof(struct shmt_item) || len > SHMT_UNDO_MAX ||
+	    st->heap_bytes - (at - 1) < len)
+		shmt__chk(c, "%s: undo record names no item's place (offset "
+		    "%llu, %llu bytes)", who, (unsigned long long)(at - 1),
+		    (unsigned long long)len);
+	else
+		shmt__chk(c, "%s: undo record of an overwrite armed outside a "
+		    "write (the item at %llu)", who,
+		    (unsigned long long)(at - 1));
+}
+
+/* One scan of SH into B: version, chains, free lists, unmarked bytes, the
+ * undo record. */
 static void
 chk_scan(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
     uint64_t seq, uint64_t *bm, struct chk_buf *b)
@@ -199,6 +225,7 @@ chk_scan(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
 	memset(bm, 0, (units / 64 + 1) * sizeof(uint64_t));
 	if (seq & 1)
 		shmt__chk(&sub, "%s: version odd outside a write", who);
+	chk_undo(st, sh, &sub, who);
 	chk_chains(st, sh, &sub, who, bm);
 	chk_free_lists(st, sh, &sub, who, bm);
 	for (uint64_t u = 0; u < units; u++)

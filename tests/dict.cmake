@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Tests of the dictionary (lib/dict.c): a model call for call, the size
 # limits and the room promise, TTLs and eviction, torn-read checks across
-# processes and kill -9 of writers.  (The windowed counters' tests are in
+# processes and kill -9 of writers, the overwrite in place.  (The windowed counters' tests are in
 # counters.cmake.)
 shmt_add_test(test_dict_model SOURCES test_dict_model.c LABELS unit single-thread TIMEOUT 300)
 shmt_add_test(test_dict_limits SOURCES test_dict_limits.c LABELS unit single-thread TIMEOUT 300)
@@ -9,3 +9,5 @@ shmt_add_test(test_dict_evict SOURCES test_dict_evict.c LABELS unit single-threa
 shmt_add_test(test_dict_mp SOURCES test_dict_mp.c LABELS stress TIMEOUT 600)
 shmt_add_test(test_dict_kill SOURCES test_dict_kill.c LABELS stress TIMEOUT 600)
 shmt_add_test(test_dict_layout SOURCES test_dict_layout.c LABELS unit single-thread TIMEOUT 300)
+shmt_add_test(test_dict_inplace SOURCES test_dict_inplace.c LABELS unit TIMEOUT 120)
+shmt_add_test(test_dict_inplace_mp SOURCES test_dict_inplace_mp.c LABELS stress TIMEOUT 300)

@@ -1104,8 +1104,11 @@ SHMT_EXPORT int shmt_global_stat(shmt_t *h, const char *name,
  * SHMT_ECORRUPT, changing nothing.  A writer killed at any instruction
  * leaves the shard usable and every other key intact (the next writer, or a reader
  * that finds the version stuck, repairs the shard: every key keeps its old
- * or its new value).  Values are never changed in place: a write builds a
- * new item and links it with one store.
+ * or its new value).  A write builds a new item and links it with one
+ * store, or, when the new value fits the old item's block (items of up to
+ * 256 bytes), writes over the old item with the shard's version odd, after
+ * saving it in the shard's undo record, from which the repair puts it back
+ * if the writer dies half way.
  *
  * TTLs are in milliseconds (0: no expiry); an expired item reads as absent
  * and its memory is reclaimed by writers and by shmt_housekeep().
