@@ -115,7 +115,32 @@
  *    stripe, a clock that stepped back) counts at the stripe's time: the
  *    owner's latest time (an_tls.tmax), or under the shared stripe's lock,
  *    am_tmax.
-
+ *    The clock.  All of the above is about the times requests are counted
+ *    at (their stamps) and the query's now, read from the handle's clock.
+ *    With an injected clock (shmt_set_clock) that clock is every one of
+ *    them.  Without one, a get is stamped with CLOCK_MONOTONIC_COARSE
+ *    (dict.c's get_now: the kernel's last timekeeping tick, a load where
+ *    CLOCK_MONOTONIC is a timer read, the larger part of what the analyzer
+ *    added to a get), a client's request with the limiter's own
+ *    CLOCK_MONOTONIC read, and the query reads CLOCK_MONOTONIC.  The
+ *    coarse clock is never ahead of CLOCK_MONOTONIC and lags it by at most
+ *    L, the time since the last tick: clock_getres(CLOCK_MONOTONIC_COARSE),
+ *    1 to 4 ms, while the kernel keeps its ticks (longer only when it
+ *    misses them, as a stalled virtual machine does).  A stripe's time
+ *    never goes back (above), so a request at time t has a stamp in
+ *    (t - L, t].  The exact window of an answer at now is then exactly the
+ *    requests stamped in [now - W, now]: every one in [now - W + L, now],
+ *    none before now - W, and those of [now - W, now - W + L) whose stamp
+ *    is at or after now - W.  Every bound above holds, word for word, for
+ *    that set, which lies inside the true last minute [now - W, now].  So
+ *    against the true minute, with e_x key x's requests in its first tick
+ *    [now - W, now - W + L): lower and the false-positive bound hold as
+ *    they are; x had at most upper + e_x requests in it (Dw + e_x when in
+ *    no summary); Nwin is at most its requests; and when certified, every
+ *    key with more than the threshold of the true minute's requests plus
+ *    its own e_x is listed.  Nothing moves at the minute's end: a request
+ *    counted before the query began has a stamp at or before its now.
+ *
  * 4. Cost.  A request compares the p tags of its group sixteen at a time
  *    and reads a count and a hash only on a tag match.  A miss looks for a
  *    free counter only when d has reached the group's floor (the least

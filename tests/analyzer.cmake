@@ -38,3 +38,7 @@ shmt_add_test(test_analyzer_oldest SOURCES test_analyzer_oldest.c
 # every answer against the exact log of the writers' requests.
 shmt_add_test(test_analyzer_mp SOURCES test_analyzer_mp.c
   LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+# The system's clocks: a get counted at the coarse clock, never ahead of
+# it, and every earlier get inside a query's exact window.
+shmt_add_test(test_analyzer_clock SOURCES test_analyzer_clock.c
+  LIBS shmt_analyzer_util LABELS unit single-thread TIMEOUT 300)
