@@ -335,6 +335,7 @@ struct an_tls {
 	uint32_t slice;                 /* the slice of the last request */
 	uint64_t tmax;                  /* the latest time it counted at */
 	struct shmt_an_sum *sum;        /* this sub-window's summary */
+	uint32_t hold;                  /* sum's moment held open (piece_cut) */
 };
 static __thread struct an_tls an_tls[4];
 
@@ -405,8 +406,8 @@ shmt__an_release(shmt_t *h)
 	}
 }
 
-static struct an_tls *
-tls_get(shmt_t *h)
+static __attribute__((noinline)) struct an_tls *
+tls_find(shmt_t *h)
 {
 	struct an_tls *t = NULL;
 
@@ -431,7 +432,21 @@ tls_get(shmt_t *h)
 	t->stripe = stripe_claim(h);
 	t->sub_start = t->sub_end = 0;
 	t->tmax = 0;
+	t->hold = 0;
 	return t;
+}
+
+/* The calling thread's stripe state for H: a thread that uses one handle
+ * finds it in the first entry, at one comparison of two words. */
+static inline __attribute__((always_inline)) struct an_tls *
+tls_get(shmt_t *h)
+{
+	struct an_tls *t = &an_tls[0];
+
+	if (__builtin_expect(t->uid == h->uid && t->fork_gen == h->fork_gen,
+	    1))
+		return t;
+	return tls_find(h);
 }
 
 /* The shared stripe's lock: the owner's pid, or 0.  A waiter that finds
@@ -614,6 +629,46 @@ tags_any8(tag8 eq)
 #endif
 }
 
+/* Whether any of the P tags at TAGS (P a multiple of 8) equals SPREAD's:
+ * the comparisons of all of them OR-ed, then one test, with no branch
+ * before it (with P a constant, a straight line of P / 8 comparisons). */
+static inline __attribute__((always_inline)) int
+tags_any(const uint16_t *tags, tag8 spread, uint32_t p)
+{
+	/* A group's tags start on a 64-byte boundary (see group_at_p), so
+	 * each comparison can take its eight tags straight from memory. */
+	const uint16_t *at = __builtin_assume_aligned(tags, 16);
+	tag8 acc = tags_eq8(at, spread);
+
+#pragma GCC unroll 16
+	for (uint32_t b = 8; b < p; b += 8)
+		acc |= tags_eq8(at + b, spread);
+	return tags_any8(acc);
+}
+
+/* Which of the sixteen tags at TAGS (the first eight only when HALF) are
+ * TAG (SPREAD has it in every lane): bit i for tag i. */
+static inline __attribute__((always_inline)) uint32_t
+tags_mask16(const uint16_t *tags, tag8 spread, uint16_t tag, int half)
+{
+#ifdef __SSE2__
+	__m128i lo = (__m128i)tags_eq8(tags, spread);
+	__m128i hi = half ? _mm_setzero_si128() :
+	    (__m128i)tags_eq8(tags + 8, spread);
+
+	(void)tag;
+	/* Each 16-bit lane (0 or -1) becomes a byte, then a bit. */
+	return (uint32_t)_mm_movemask_epi8(_mm_packs_epi16(lo, hi));
+#else
+	uint32_t m = 0;
+
+	(void)spread;
+	for (uint32_t i = 0; i < (half ? 8U : 16U); i++)
+		m |= (uint32_t)(tags[i] == tag) << i;
+	return m;
+#endif
+}
+
 /* Write mark M: (T, D, N, SQ), one word at a time.  Release stores (plain
  * stores on x86): a reader that sees any of them sees every store before
  * it, the odd mark version of a halving included, without a fence (gcc
@@ -642,10 +697,23 @@ mark_put(struct shmt_an_mark *m, uint64_t t, uint64_t d, uint64_t n,
  * takes no piece mark.  Marks are taken in the order of counting, with
  * times that never go back.  Returns the sequence number of the latest
  * mark.
+ *
+ * "The next one comes here too": with HOLD NULL (the shared stripe, whose
+ * writers take turns) am_next becomes w + 1, so every request comes back
+ * until one cuts.  An owner (HOLD its thread's flag) instead sets *HOLD,
+ * and am_next to the weight at which a request at the same moment cuts
+ * (the last mark's plus the step); the owner then comes back at that
+ * weight or at its first request of a later moment (sum_update_p), which
+ * are the only requests that cut from here, so it cuts where the other
+ * way does without a call per request while a moment lasts (with a coarse
+ * clock a moment is a tick: thousands of requests).  A new owner of the
+ * stripe (its last one died) finds *HOLD clear: it cuts at that weight,
+ * or after a cut at a later moment, only later, so pieces are never
+ * heavier than the step and the bounds hold as they are.
  */
 static __attribute__((noinline)) uint64_t
 piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
-    uint64_t t, uint64_t d, uint64_t n, uint64_t w)
+    uint64_t t, uint64_t d, uint64_t n, uint64_t w, uint32_t *hold)
 {
 	struct shmt_an_mark *mk = pieces_of(an, s);
 	uint64_t np = __atomic_load_n(&s->am_pieces, __ATOMIC_RELAXED);
@@ -681,7 +749,10 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 		/* The same moment as the last request: no cut yet, but the
 		 * first request of a later moment cuts (it comes back here),
 		 * so that a burst at one moment ends a piece. */
-		__atomic_store_n(&s->am_next, w + 1, __ATOMIC_RELAXED);
+		if (hold != NULL)
+			*hold = 1;
+		__atomic_store_n(&s->am_next, hold != NULL ? wl + step : w + 1,
+		    __ATOMIC_RELAXED);
 		return seq;
 	}
 	seq = (seq + 1) & 0xffffffffULL;
@@ -713,9 +784,12 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 	}
 	__atomic_store_n(&s->am_seq, seq, __ATOMIC_RELEASE);
 	/* After a cut at the moment of the last request, the next request
-	 * comes here too (the moment may go on); else after a quarter step. */
-	__atomic_store_n(&s->am_next, t == tp ? w + 1 : w + step / 4,
-	    __ATOMIC_RELAXED);
+	 * comes here too (the moment may go on); else after a quarter step.
+	 * This mark's weight is w. */
+	if (hold != NULL)
+		*hold = t == tp;
+	__atomic_store_n(&s->am_next, t != tp ? w + step / 4 :
+	    hold != NULL ? w + step : w + 1, __ATOMIC_RELAXED);
 	return seq;
 }
 
@@ -742,7 +816,7 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 static inline __attribute__((always_inline)) void
 sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint32_t slice, uint64_t tp, uint64_t t, uint64_t hash, const void *key,
-    size_t klen, int kind, const uint32_t p)
+    size_t klen, int kind, uint32_t *hold, const uint32_t p)
 {
 	struct group g = group_at_p(an, s, shmt__an_group(an->groups, hash), p);
 	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low, n;
@@ -781,46 +855,45 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		__atomic_store_n(&s->am_seq, seq, __ATOMIC_RELEASE);
 		__atomic_store_n(&s->am_slice, slice, __ATOMIC_RELEASE);
 	}
-	/* Perhaps a piece mark, once the weight reaches am_next (see
-	 * piece_cut). */
+	/* Perhaps a piece mark, once the weight reaches am_next, or while
+	 * the owner holds a moment open, at a later moment (see piece_cut). */
 	w = n + (p + 1ULL) * d;
 	if (__builtin_expect(w >= __atomic_load_n(&s->am_next,
-	    __ATOMIC_RELAXED), 0))
-		seq = piece_cut(an, s, tp, t, d, n, w);
+	    __ATOMIC_RELAXED) || (hold != NULL && *hold && t != tp), 0))
+		seq = piece_cut(an, s, tp, t, d, n, w, hold);
 	sb = seq < SHMT_AN_SEQ_MAX ? seq : SHMT_AN_SEQ_MAX;
 	dr = d << SHMT_AN_SEQ_BITS | SHMT_AN_SEQ_MAX;  /* word > dr: live */
 	/* Most requests of a noisy stream match no tag: one pass over the
-	 * tags, sixteen at a time, tells, and only a match looks at counts and
-	 * hashes. */
-	for (uint32_t base = 0; base < p; base += 16) {
-		/* Sixteen tags a test (eight in the last step of an odd
-		 * number of eights). */
-		tag8 eq = tags_eq8(g.tags + base, spread);
+	 * tags tells, with no branch per tag, and only a match looks for the
+	 * matching lanes (a mask of sixteen at a time, visited by its set
+	 * bits), their counts and hashes. */
+	if (tags_any(g.tags, spread, p)) {
+		for (uint32_t base = 0; base < p; base += 16) {
+			uint32_t m = tags_mask16(g.tags + base, spread, tag,
+			    base + 8 >= p);
 
-		if (base + 8 < p)
-			eq |= tags_eq8(g.tags + base + 8, spread);
-		if (!tags_any8(eq))
-			continue;
-		for (uint32_t lane = 0; lane < 16 && base + lane < p; lane++) {
-			uint64_t c;
+			while (m != 0) {
+				uint64_t c;
 
-			if (g.tags[base + lane] != tag)
-				continue;
-			j = base + lane;
-			c = g.cnt[j];
-			if (c <= dr || __atomic_load_n(&g.hash[j],
-			    __ATOMIC_RELAXED) != hash)
-				continue;
-			c >>= SHMT_AN_SEQ_BITS;
-			__atomic_store_n(&g.cnt[j], (c + 1) << SHMT_AN_SEQ_BITS | sb,
-			    __ATOMIC_RELEASE);
-			/* Name a key when its count here reaches NAME_AT:
-			 * at most once per summary, and never for the long
-			 * tail of a noisy stream, whose keys come and go
-			 * below it.  A hot key reaches it at once. */
-			if (c + 1 - d == NAME_AT)
-				name_put(an, hash, key, klen, kind);
-			goto counted;
+				j = base + (uint32_t)__builtin_ctz(m);
+				m &= m - 1;
+				c = g.cnt[j];
+				if (c <= dr || __atomic_load_n(&g.hash[j],
+				    __ATOMIC_RELAXED) != hash)
+					continue;
+				c >>= SHMT_AN_SEQ_BITS;
+				__atomic_store_n(&g.cnt[j],
+				    (c + 1) << SHMT_AN_SEQ_BITS | sb,
+				    __ATOMIC_RELEASE);
+				/* Name a key when its count here reaches
+				 * NAME_AT: at most once per summary, and never
+				 * for the long tail of a noisy stream, whose
+				 * keys come and go below it.  A hot key
+				 * reaches it at once. */
+				if (c + 1 - d == NAME_AT)
+					name_put(an, hash, key, klen, kind);
+				goto counted;
+			}
 		}
 	}
 	/* The first free counter.  The floor says none is free while d is
@@ -871,14 +944,14 @@ counted:
 static void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint32_t slice, uint64_t tp, uint64_t t, uint64_t hash, const void *key,
-    size_t klen, int kind)
+    size_t klen, int kind, uint32_t *hold)
 {
 	if (an->probe == 128)
 		sum_update_p(an, s, id, slice, tp, t, hash, key, klen, kind,
-		    128);
+		    hold, 128);
 	else
 		sum_update_p(an, s, id, slice, tp, t, hash, key, klen, kind,
-		    an->probe);
+		    hold, an->probe);
 }
 
 
@@ -904,6 +977,7 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		t->sub_end = shmt__tile_start(t->id + 1, an->window, an->subw);
 		t->sum = sum_at(an, (uint32_t)(t->id % an->rings), t->stripe);
 		t->slice_end = 0;
+		t->hold = 0;
 		/* An earlier owner of the stripe may have counted this
 		 * summary (or a newer one in its place) at later times: this
 		 * thread counts from its latest, so am_tmax never goes back. */
@@ -932,7 +1006,8 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		tp = t->tmax;
 		tn = t->tmax = now > tp ? now : tp;
 	}
-	sum_update(an, s, t->id, t->slice, tp, tn, hash, key, klen, kind);
+	sum_update(an, s, t->id, t->slice, tp, tn, hash, key, klen, kind,
+	    shared ? NULL : &t->hold);
 	if (shared)
 		shared_unlock(an);
 }
