@@ -430,7 +430,7 @@ tls_find(shmt_t *h)
 	t->uid = h->uid;
 	t->fork_gen = h->fork_gen;
 	t->stripe = stripe_claim(h);
-	t->sub_start = t->sub_end = 0;
+	t->sub_start = t->sub_end = t->slice_end = 0;
 	t->tmax = 0;
 	t->hold = 0;
 	return t;
@@ -500,7 +500,7 @@ name_check(uint64_t hash, uint32_t klen, uint32_t kind, uint32_t kept,
 /* Keep KEY's first bytes under HASH, unless they are there already.  Two
  * writers may interleave on one entry; the check word makes a mixed entry
  * read as absent. */
-static void
+static __attribute__((noinline)) void
 name_put(const struct shmt_an *an, uint64_t hash, const void *key,
     size_t klen, int kind)
 {
@@ -566,7 +566,7 @@ shmt__an_name_get(const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
  * the version odd while the counters are cleared, so a reader never takes
  * a half-cleared summary for either sub-window.  A crash in the middle
  * leaves the version odd; the stripe's next owner clears it again. */
-static void
+static __attribute__((noinline)) void
 sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 {
 	uint64_t ver = __atomic_load_n(&s->am_ver, __ATOMIC_RELAXED);
@@ -629,19 +629,41 @@ tags_any8(tag8 eq)
 #endif
 }
 
-/* Whether any of the P tags at TAGS (P a multiple of 8) equals SPREAD's:
- * the comparisons of all of them OR-ed, then one test, with no branch
- * before it (with P a constant, a straight line of P / 8 comparisons). */
+/* Sixteen tags: one comparison in the copy for AVX2 (see shmt__an_feed). */
+typedef uint16_t tag16 __attribute__((vector_size(32)));
+
+/* Whether any of the P tags at TAGS (P a multiple of 8) is TAG (SPREAD
+ * has it in every lane): the comparisons of all of them OR-ed, then one
+ * test, with no branch before it (with P a constant, a straight line of
+ * P / 8 comparisons, or P / 16 when WIDE: only in a function compiled for
+ * 32-byte vectors). */
 static inline __attribute__((always_inline)) int
-tags_any(const uint16_t *tags, tag8 spread, uint32_t p)
+tags_any(const uint16_t *tags, tag8 spread, uint16_t tag, uint32_t p,
+    const int wide)
 {
 	/* A group's tags start on a 64-byte boundary (see group_at_p), so
-	 * each comparison can take its eight tags straight from memory. */
-	const uint16_t *at = __builtin_assume_aligned(tags, 16);
-	tag8 acc = tags_eq8(at, spread);
+	 * each comparison can take its tags straight from memory. */
+	const uint16_t *at = __builtin_assume_aligned(tags, 32);
+	tag8 acc = { 0 };
+	uint32_t b = 0;
 
+	if (wide) {
+		tag16 sp16 = (tag16){ 0 } + tag, acc16 = { 0 };
+		tag8 half;
+
+#pragma GCC unroll 8
+		for (; b + 16 <= p; b += 16) {
+			tag16 x;
+
+			memcpy(&x, at + b, 32);
+			acc16 |= (tag16)(x == sp16);
+		}
+		memcpy(&acc, &acc16, 16);
+		memcpy(&half, (char *)&acc16 + 16, 16);
+		acc |= half;
+	}
 #pragma GCC unroll 16
-	for (uint32_t b = 8; b < p; b += 8)
+	for (; b < p; b += 8)
 		acc |= tags_eq8(at + b, spread);
 	return tags_any8(acc);
 }
@@ -816,7 +838,7 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 static inline __attribute__((always_inline)) void
 sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint32_t slice, uint64_t tp, uint64_t t, uint64_t hash, const void *key,
-    size_t klen, int kind, uint32_t *hold, const uint32_t p)
+    size_t klen, int kind, uint32_t *hold, const uint32_t p, const int wide)
 {
 	struct group g = group_at_p(an, s, shmt__an_group(an->groups, hash), p);
 	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low, n;
@@ -867,7 +889,7 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 	 * tags tells, with no branch per tag, and only a match looks for the
 	 * matching lanes (a mask of sixteen at a time, visited by its set
 	 * bits), their counts and hashes. */
-	if (tags_any(g.tags, spread, p)) {
+	if (tags_any(g.tags, spread, tag, p, wide)) {
 		for (uint32_t base = 0; base < p; base += 16) {
 			uint32_t m = tags_mask16(g.tags + base, spread, tag,
 			    base + 8 >= p);
@@ -941,36 +963,25 @@ counted:
 
 /* Count one request in summary S: the default group of 128 counters (1 MiB,
  * 12 sub-windows) has its own copy, with every size a constant. */
-static void
+static inline __attribute__((always_inline)) void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint32_t slice, uint64_t tp, uint64_t t, uint64_t hash, const void *key,
-    size_t klen, int kind, uint32_t *hold)
+    size_t klen, int kind, uint32_t *hold, const int wide)
 {
 	if (an->probe == 128)
 		sum_update_p(an, s, id, slice, tp, t, hash, key, klen, kind,
-		    hold, 128);
+		    hold, 128, wide);
 	else
 		sum_update_p(an, s, id, slice, tp, t, hash, key, klen, kind,
-		    hold, an->probe);
+		    hold, an->probe, wide);
 }
 
 
-void
-shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
-    int kind, uint64_t now)
+/* T's sub-window and slice for a request at NOW (a later slice, a later
+ * sub-window, or a clock that went back). */
+static __attribute__((noinline)) void
+tls_turn(const struct shmt_an *an, struct an_tls *t, uint64_t now)
 {
-	struct shmt_an *an = h->an;
-	struct an_tls *t;
-	struct shmt_an_sum *s;
-	uint64_t tp, tn;
-	int shared;
-
-	if (an == NULL || (kind == SHMT_HOT_CLIENT && !an->clients))
-		return;
-	hash = kind == SHMT_HOT_CLIENT ? hash | SHMT_AN_CLIENT_BIT :
-	    hash & ~SHMT_AN_CLIENT_BIT;
-	t = tls_get(h);
-	/* The divisions happen once per sub-window, not once per request. */
 	if (now < t->sub_start || now >= t->sub_end) {
 		t->id = shmt__tile_of(now, an->window, an->subw);
 		t->sub_start = shmt__tile_start(t->id, an->window, an->subw);
@@ -991,6 +1002,26 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		t->slice_end = slice_start(t->sub_start, t->sub_end,
 		    t->slice + 1);
 	}
+}
+
+static inline __attribute__((always_inline)) void
+feed(shmt_t *h, uint64_t hash, const void *key, size_t klen, int kind,
+    uint64_t now, const int wide)
+{
+	struct shmt_an *an = h->an;
+	struct an_tls *t;
+	struct shmt_an_sum *s;
+	uint64_t tp, tn;
+	int shared;
+
+	if (an == NULL || (kind == SHMT_HOT_CLIENT && !an->clients))
+		return;
+	hash = kind == SHMT_HOT_CLIENT ? hash | SHMT_AN_CLIENT_BIT :
+	    hash & ~SHMT_AN_CLIENT_BIT;
+	t = tls_get(h);
+	/* The divisions happen once per slice, not once per request. */
+	if (__builtin_expect(now >= t->slice_end || now < t->sub_start, 0))
+		tls_turn(an, t, now);
 	/* The time a request counts at, for the marks: never before the
 	 * latest this stripe counted at (the owner's, or under the shared
 	 * stripe's lock, the shared stripe's). */
@@ -1007,7 +1038,68 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		tn = t->tmax = now > tp ? now : tp;
 	}
 	sum_update(an, s, t->id, t->slice, tp, tn, hash, key, klen, kind,
-	    shared ? NULL : &t->hold);
+	    shared ? NULL : &t->hold, wide);
 	if (shared)
 		shared_unlock(an);
+}
+
+/*
+ * On an x86-64 with AVX2 the whole request runs in a copy compiled for it:
+ * its tags are compared sixteen at a time with three-operand instructions
+ * (8 comparisons and 7 ORs for 128 tags, where SSE2 takes 16 comparisons,
+ * 15 ORs and a register copy before each comparison).  Which copy is
+ * decided once per process (the processor, and SHMT_ANALYZER_SSE2=1 in the
+ * environment asks for the portable copy: the tests run both), then read
+ * on every call (a load and a test), and the call goes on as a jump.  Any
+ * other target runs the portable copy.
+ */
+static __attribute__((noinline)) void
+feed_base(shmt_t *h, uint64_t hash, const void *key, size_t klen, int kind,
+    uint64_t now)
+{
+	feed(h, hash, key, klen, kind, now, 0);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
+static __attribute__((target("avx2"), noinline)) void
+feed_avx2(shmt_t *h, uint64_t hash, const void *key, size_t klen, int kind,
+    uint64_t now)
+{
+	feed(h, hash, key, klen, kind, now, 1);
+}
+#define AN_FEED_AVX2 1
+
+/* 1: feed_avx2, 0: feed_base, -1: not decided yet (threads that race on
+ * it decide alike). */
+static int an_wide = -1;
+
+static __attribute__((noinline)) int
+wide_decide(void)
+{
+	const char *e = getenv("SHMT_ANALYZER_SSE2");
+	int w = __builtin_cpu_supports("avx2") && (e == NULL || *e != '1');
+
+	__atomic_store_n(&an_wide, w, __ATOMIC_RELAXED);
+	return w;
+}
+#endif
+
+void
+shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
+    int kind, uint64_t now)
+{
+#ifdef AN_FEED_AVX2
+	int w = __atomic_load_n(&an_wide, __ATOMIC_RELAXED);
+
+	if (__builtin_expect(w < 0, 0))
+		w = wide_decide();
+	if (w) {
+		feed_avx2(h, hash, key, klen, kind, now);
+		return;
+	}
+#elif defined(__AVX2__)
+	feed(h, hash, key, klen, kind, now, 1);
+	return;
+#endif
+	feed_base(h, hash, key, klen, kind, now);
 }
