@@ -141,19 +141,27 @@
  *    its own e_x is listed.  Nothing moves at the minute's end: a request
  *    counted before the query began has a stamp at or before its now.
  *
- * 4. Cost.  A request compares the p tags of its group sixteen at a time
- *    and reads a count and a hash only on a tag match.  A miss looks for a
+ * 4. Cost.  A request compares the p tags of its group in one pass with
+ *    no branch (the comparisons OR-ed, one test: 16 comparisons of eight
+ *    tags for 128, or 8 of sixteen in the copy compiled for AVX2, see
+ *    shmt__an_feed), and only on a match finds the matching lanes and
+ *    reads their counts and hashes.  A miss looks for a
  *    free counter only when d has reached the group's floor (the least
  *    count a search that found none free saw): a full group steps d at
  *    once, and a search over the group happens at most once per step of d,
  *    which removes p + 1 units: O(1) reads per request, amortized.  The
  *    pieces add a comparison of the weight with am_next (in the header line
- *    a request reads anyway) and, once per quarter step at most, a mark
+ *    a request reads anyway), and of the time with the last one while the
+ *    owner holds a moment open (piece_cut), and, once per quarter step at
+ *    most, a mark
  *    (a few stores, and a thinning of K marks when they are all used, once
  *    per doubling of the weight): O(1) amortized; the counter word's mark
  *    number costs no comparison (a counter is live when its word is over
  *    d << 16 | 0xffff); the latest time is one store per request (its
- *    owner reads it back once per sub-window).
+ *    owner reads it back once per sub-window).  The hash is the
+ *    dictionary's own keyed hash of the key (dict.c hands it over), so a
+ *    get hashes its key once.  The clock is the get's own coarse read (3.,
+ *    "The clock").  Measured: see the README, "Hot keys", "Cost".
  * 5. Writers.  A summary is written by the one thread that owns its stripe
  *    (SHMT_AN_STRIPES of them); threads beyond that share one more stripe
  *    under a lock, and the lines of that stripe are then written by
@@ -1077,7 +1085,12 @@ static __attribute__((noinline)) int
 wide_decide(void)
 {
 	const char *e = getenv("SHMT_ANALYZER_SSE2");
-	int w = __builtin_cpu_supports("avx2") && (e == NULL || *e != '1');
+	int w;
+
+	/* Safe to repeat; needed when the first request comes from a
+	 * constructor that runs before libgcc's. */
+	__builtin_cpu_init();
+	w = __builtin_cpu_supports("avx2") && (e == NULL || *e != '1');
 
 	__atomic_store_n(&an_wide, w, __ATOMIC_RELAXED);
 	return w;
