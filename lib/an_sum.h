@@ -22,7 +22,10 @@ pow2_floor(uint64_t v)
 }
 
 /* A group of P counters (P a multiple of 8): P 16-bit tags, then P counts,
- * the hint and the floor, on whole cache lines; its P hashes lie apart. */
+ * the hint and the floor, on whole cache lines; its P hashes lie apart.
+ * The tags start on a 64-byte boundary: the region does (its offset is a
+ * multiple of SHMT_LINE, checked at open), and so do the summaries
+ * (sums_off, sum_size), their 256-byte header and each group. */
 static inline uint32_t
 tag_bytes_of(uint32_t p)
 {

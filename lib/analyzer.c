@@ -115,20 +115,53 @@
  *    stripe, a clock that stepped back) counts at the stripe's time: the
  *    owner's latest time (an_tls.tmax), or under the shared stripe's lock,
  *    am_tmax.
-
- * 4. Cost.  A request compares the p tags of its group sixteen at a time
- *    and reads a count and a hash only on a tag match.  A miss looks for a
+ *    The clock.  All of the above is about the times requests are counted
+ *    at (their stamps) and the query's now, read from the handle's clock.
+ *    With an injected clock (shmt_set_clock) that clock is every one of
+ *    them.  Without one, a get is stamped with CLOCK_MONOTONIC_COARSE
+ *    (dict.c's get_now: the kernel's last timekeeping tick, a load where
+ *    CLOCK_MONOTONIC is a timer read, the larger part of what the analyzer
+ *    added to a get), a client's request with the limiter's own
+ *    CLOCK_MONOTONIC read, and the query reads CLOCK_MONOTONIC.  The
+ *    coarse clock is never ahead of CLOCK_MONOTONIC and lags it by at most
+ *    L, the time since the last tick: clock_getres(CLOCK_MONOTONIC_COARSE),
+ *    1 to 4 ms, while the kernel keeps its ticks (longer only when it
+ *    misses them, as a stalled virtual machine does).  A stripe's time
+ *    never goes back (above), so a request at time t has a stamp in
+ *    (t - L, t].  The exact window of an answer at now is then exactly the
+ *    requests stamped in [now - W, now]: every one in [now - W + L, now],
+ *    none before now - W, and those of [now - W, now - W + L) whose stamp
+ *    is at or after now - W.  Every bound above holds, word for word, for
+ *    that set, which lies inside the true last minute [now - W, now].  So
+ *    against the true minute, with e_x key x's requests in its first tick
+ *    [now - W, now - W + L): lower and the false-positive bound hold as
+ *    they are; x had at most upper + e_x requests in it (Dw + e_x when in
+ *    no summary); Nwin is at most its requests; and when certified, every
+ *    key with more than the threshold of the true minute's requests plus
+ *    its own e_x is listed.  Nothing moves at the minute's end: a request
+ *    counted before the query began has a stamp at or before its now.
+ *
+ * 4. Cost.  A request compares the p tags of its group in one pass with
+ *    no branch (the comparisons OR-ed, one test: 16 comparisons of eight
+ *    tags for 128, or 8 of sixteen in the copy compiled for AVX2, see
+ *    shmt__an_feed), and only on a match finds the matching lanes and
+ *    reads their counts and hashes.  A miss looks for a
  *    free counter only when d has reached the group's floor (the least
  *    count a search that found none free saw): a full group steps d at
  *    once, and a search over the group happens at most once per step of d,
  *    which removes p + 1 units: O(1) reads per request, amortized.  The
  *    pieces add a comparison of the weight with am_next (in the header line
- *    a request reads anyway) and, once per quarter step at most, a mark
+ *    a request reads anyway), and of the time with the last one while the
+ *    owner holds a moment open (piece_cut), and, once per quarter step at
+ *    most, a mark
  *    (a few stores, and a thinning of K marks when they are all used, once
  *    per doubling of the weight): O(1) amortized; the counter word's mark
  *    number costs no comparison (a counter is live when its word is over
  *    d << 16 | 0xffff); the latest time is one store per request (its
- *    owner reads it back once per sub-window).
+ *    owner reads it back once per sub-window).  The hash is the
+ *    dictionary's own keyed hash of the key (dict.c hands it over), so a
+ *    get hashes its key once.  The clock is the get's own coarse read (3.,
+ *    "The clock").  Measured: see the README, "Hot keys", "Cost".
  * 5. Writers.  A summary is written by the one thread that owns its stripe
  *    (SHMT_AN_STRIPES of them); threads beyond that share one more stripe
  *    under a lock, and the lines of that stripe are then written by
@@ -310,6 +343,7 @@ struct an_tls {
 	uint32_t slice;                 /* the slice of the last request */
 	uint64_t tmax;                  /* the latest time it counted at */
 	struct shmt_an_sum *sum;        /* this sub-window's summary */
+	uint32_t hold;                  /* sum's moment held open (piece_cut) */
 };
 static __thread struct an_tls an_tls[4];
 
@@ -380,8 +414,8 @@ shmt__an_release(shmt_t *h)
 	}
 }
 
-static struct an_tls *
-tls_get(shmt_t *h)
+static __attribute__((noinline)) struct an_tls *
+tls_find(shmt_t *h)
 {
 	struct an_tls *t = NULL;
 
@@ -404,9 +438,23 @@ tls_get(shmt_t *h)
 	t->uid = h->uid;
 	t->fork_gen = h->fork_gen;
 	t->stripe = stripe_claim(h);
-	t->sub_start = t->sub_end = 0;
+	t->sub_start = t->sub_end = t->slice_end = 0;
 	t->tmax = 0;
+	t->hold = 0;
 	return t;
+}
+
+/* The calling thread's stripe state for H: a thread that uses one handle
+ * finds it in the first entry, at one comparison of two words. */
+static inline __attribute__((always_inline)) struct an_tls *
+tls_get(shmt_t *h)
+{
+	struct an_tls *t = &an_tls[0];
+
+	if (__builtin_expect(t->uid == h->uid && t->fork_gen == h->fork_gen,
+	    1))
+		return t;
+	return tls_find(h);
 }
 
 /* The shared stripe's lock: the owner's pid, or 0.  A waiter that finds
@@ -460,7 +508,7 @@ name_check(uint64_t hash, uint32_t klen, uint32_t kind, uint32_t kept,
 /* Keep KEY's first bytes under HASH, unless they are there already.  Two
  * writers may interleave on one entry; the check word makes a mixed entry
  * read as absent. */
-static void
+static __attribute__((noinline)) void
 name_put(const struct shmt_an *an, uint64_t hash, const void *key,
     size_t klen, int kind)
 {
@@ -526,7 +574,7 @@ shmt__an_name_get(const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
  * the version odd while the counters are cleared, so a reader never takes
  * a half-cleared summary for either sub-window.  A crash in the middle
  * leaves the version odd; the stripe's next owner clears it again. */
-static void
+static __attribute__((noinline)) void
 sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 {
 	uint64_t ver = __atomic_load_n(&s->am_ver, __ATOMIC_RELAXED);
@@ -589,6 +637,68 @@ tags_any8(tag8 eq)
 #endif
 }
 
+/* Sixteen tags: one comparison in the copy for AVX2 (see shmt__an_feed). */
+typedef uint16_t tag16 __attribute__((vector_size(32)));
+
+/* Whether any of the P tags at TAGS (P a multiple of 8) is TAG (SPREAD
+ * has it in every lane): the comparisons of all of them OR-ed, then one
+ * test, with no branch before it (with P a constant, a straight line of
+ * P / 8 comparisons, or P / 16 when WIDE: only in a function compiled for
+ * 32-byte vectors). */
+static inline __attribute__((always_inline)) int
+tags_any(const uint16_t *tags, tag8 spread, uint16_t tag, uint32_t p,
+    const int wide)
+{
+	/* A group's tags start on a 64-byte boundary (see group_at_p), so
+	 * each comparison can take its tags straight from memory. */
+	const uint16_t *at = __builtin_assume_aligned(tags, 32);
+	tag8 acc = { 0 };
+	uint32_t b = 0;
+
+	if (wide) {
+		tag16 sp16 = (tag16){ 0 } + tag, acc16 = { 0 };
+		tag8 half;
+
+#pragma GCC unroll 8
+		for (; b + 16 <= p; b += 16) {
+			tag16 x;
+
+			memcpy(&x, at + b, 32);
+			acc16 |= (tag16)(x == sp16);
+		}
+		memcpy(&acc, &acc16, 16);
+		memcpy(&half, (char *)&acc16 + 16, 16);
+		acc |= half;
+	}
+#pragma GCC unroll 16
+	for (; b < p; b += 8)
+		acc |= tags_eq8(at + b, spread);
+	return tags_any8(acc);
+}
+
+/* Which of the sixteen tags at TAGS (the first eight only when HALF) are
+ * TAG (SPREAD has it in every lane): bit i for tag i. */
+static inline __attribute__((always_inline)) uint32_t
+tags_mask16(const uint16_t *tags, tag8 spread, uint16_t tag, int half)
+{
+#ifdef __SSE2__
+	__m128i lo = (__m128i)tags_eq8(tags, spread);
+	__m128i hi = half ? _mm_setzero_si128() :
+	    (__m128i)tags_eq8(tags + 8, spread);
+
+	(void)tag;
+	/* Each 16-bit lane (0 or -1) becomes a byte, then a bit. */
+	return (uint32_t)_mm_movemask_epi8(_mm_packs_epi16(lo, hi));
+#else
+	uint32_t m = 0;
+
+	(void)spread;
+	for (uint32_t i = 0; i < (half ? 8U : 16U); i++)
+		m |= (uint32_t)(tags[i] == tag) << i;
+	return m;
+#endif
+}
+
 /* Write mark M: (T, D, N, SQ), one word at a time.  Release stores (plain
  * stores on x86): a reader that sees any of them sees every store before
  * it, the odd mark version of a halving included, without a fence (gcc
@@ -617,10 +727,23 @@ mark_put(struct shmt_an_mark *m, uint64_t t, uint64_t d, uint64_t n,
  * takes no piece mark.  Marks are taken in the order of counting, with
  * times that never go back.  Returns the sequence number of the latest
  * mark.
+ *
+ * "The next one comes here too": with HOLD NULL (the shared stripe, whose
+ * writers take turns) am_next becomes w + 1, so every request comes back
+ * until one cuts.  An owner (HOLD its thread's flag) instead sets *HOLD,
+ * and am_next to the weight at which a request at the same moment cuts
+ * (the last mark's plus the step); the owner then comes back at that
+ * weight or at its first request of a later moment (sum_update_p), which
+ * are the only requests that cut from here, so it cuts where the other
+ * way does without a call per request while a moment lasts (with a coarse
+ * clock a moment is a tick: thousands of requests).  A new owner of the
+ * stripe (its last one died) finds *HOLD clear: it cuts at that weight,
+ * or after a cut at a later moment, only later, so pieces are never
+ * heavier than the step and the bounds hold as they are.
  */
 static __attribute__((noinline)) uint64_t
 piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
-    uint64_t t, uint64_t d, uint64_t n, uint64_t w)
+    uint64_t t, uint64_t d, uint64_t n, uint64_t w, uint32_t *hold)
 {
 	struct shmt_an_mark *mk = pieces_of(an, s);
 	uint64_t np = __atomic_load_n(&s->am_pieces, __ATOMIC_RELAXED);
@@ -656,7 +779,10 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 		/* The same moment as the last request: no cut yet, but the
 		 * first request of a later moment cuts (it comes back here),
 		 * so that a burst at one moment ends a piece. */
-		__atomic_store_n(&s->am_next, w + 1, __ATOMIC_RELAXED);
+		if (hold != NULL)
+			*hold = 1;
+		__atomic_store_n(&s->am_next, hold != NULL ? wl + step : w + 1,
+		    __ATOMIC_RELAXED);
 		return seq;
 	}
 	seq = (seq + 1) & 0xffffffffULL;
@@ -688,9 +814,12 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 	}
 	__atomic_store_n(&s->am_seq, seq, __ATOMIC_RELEASE);
 	/* After a cut at the moment of the last request, the next request
-	 * comes here too (the moment may go on); else after a quarter step. */
-	__atomic_store_n(&s->am_next, t == tp ? w + 1 : w + step / 4,
-	    __ATOMIC_RELAXED);
+	 * comes here too (the moment may go on); else after a quarter step.
+	 * This mark's weight is w. */
+	if (hold != NULL)
+		*hold = t == tp;
+	__atomic_store_n(&s->am_next, t != tp ? w + step / 4 :
+	    hold != NULL ? w + step : w + 1, __ATOMIC_RELAXED);
 	return seq;
 }
 
@@ -717,7 +846,7 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 static inline __attribute__((always_inline)) void
 sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint32_t slice, uint64_t tp, uint64_t t, uint64_t hash, const void *key,
-    size_t klen, int kind, const uint32_t p)
+    size_t klen, int kind, uint32_t *hold, const uint32_t p, const int wide)
 {
 	struct group g = group_at_p(an, s, shmt__an_group(an->groups, hash), p);
 	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low, n;
@@ -756,46 +885,45 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		__atomic_store_n(&s->am_seq, seq, __ATOMIC_RELEASE);
 		__atomic_store_n(&s->am_slice, slice, __ATOMIC_RELEASE);
 	}
-	/* Perhaps a piece mark, once the weight reaches am_next (see
-	 * piece_cut). */
+	/* Perhaps a piece mark, once the weight reaches am_next, or while
+	 * the owner holds a moment open, at a later moment (see piece_cut). */
 	w = n + (p + 1ULL) * d;
 	if (__builtin_expect(w >= __atomic_load_n(&s->am_next,
-	    __ATOMIC_RELAXED), 0))
-		seq = piece_cut(an, s, tp, t, d, n, w);
+	    __ATOMIC_RELAXED) || (hold != NULL && *hold && t != tp), 0))
+		seq = piece_cut(an, s, tp, t, d, n, w, hold);
 	sb = seq < SHMT_AN_SEQ_MAX ? seq : SHMT_AN_SEQ_MAX;
 	dr = d << SHMT_AN_SEQ_BITS | SHMT_AN_SEQ_MAX;  /* word > dr: live */
 	/* Most requests of a noisy stream match no tag: one pass over the
-	 * tags, sixteen at a time, tells, and only a match looks at counts and
-	 * hashes. */
-	for (uint32_t base = 0; base < p; base += 16) {
-		/* Sixteen tags a test (eight in the last step of an odd
-		 * number of eights). */
-		tag8 eq = tags_eq8(g.tags + base, spread);
+	 * tags tells, with no branch per tag, and only a match looks for the
+	 * matching lanes (a mask of sixteen at a time, visited by its set
+	 * bits), their counts and hashes. */
+	if (tags_any(g.tags, spread, tag, p, wide)) {
+		for (uint32_t base = 0; base < p; base += 16) {
+			uint32_t m = tags_mask16(g.tags + base, spread, tag,
+			    base + 8 >= p);
 
-		if (base + 8 < p)
-			eq |= tags_eq8(g.tags + base + 8, spread);
-		if (!tags_any8(eq))
-			continue;
-		for (uint32_t lane = 0; lane < 16 && base + lane < p; lane++) {
-			uint64_t c;
+			while (m != 0) {
+				uint64_t c;
 
-			if (g.tags[base + lane] != tag)
-				continue;
-			j = base + lane;
-			c = g.cnt[j];
-			if (c <= dr || __atomic_load_n(&g.hash[j],
-			    __ATOMIC_RELAXED) != hash)
-				continue;
-			c >>= SHMT_AN_SEQ_BITS;
-			__atomic_store_n(&g.cnt[j], (c + 1) << SHMT_AN_SEQ_BITS | sb,
-			    __ATOMIC_RELEASE);
-			/* Name a key when its count here reaches NAME_AT:
-			 * at most once per summary, and never for the long
-			 * tail of a noisy stream, whose keys come and go
-			 * below it.  A hot key reaches it at once. */
-			if (c + 1 - d == NAME_AT)
-				name_put(an, hash, key, klen, kind);
-			goto counted;
+				j = base + (uint32_t)__builtin_ctz(m);
+				m &= m - 1;
+				c = g.cnt[j];
+				if (c <= dr || __atomic_load_n(&g.hash[j],
+				    __ATOMIC_RELAXED) != hash)
+					continue;
+				c >>= SHMT_AN_SEQ_BITS;
+				__atomic_store_n(&g.cnt[j],
+				    (c + 1) << SHMT_AN_SEQ_BITS | sb,
+				    __ATOMIC_RELEASE);
+				/* Name a key when its count here reaches
+				 * NAME_AT: at most once per summary, and never
+				 * for the long tail of a noisy stream, whose
+				 * keys come and go below it.  A hot key
+				 * reaches it at once. */
+				if (c + 1 - d == NAME_AT)
+					name_put(an, hash, key, klen, kind);
+				goto counted;
+			}
 		}
 	}
 	/* The first free counter.  The floor says none is free while d is
@@ -843,42 +971,32 @@ counted:
 
 /* Count one request in summary S: the default group of 128 counters (1 MiB,
  * 12 sub-windows) has its own copy, with every size a constant. */
-static void
+static inline __attribute__((always_inline)) void
 sum_update(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint32_t slice, uint64_t tp, uint64_t t, uint64_t hash, const void *key,
-    size_t klen, int kind)
+    size_t klen, int kind, uint32_t *hold, const int wide)
 {
 	if (an->probe == 128)
 		sum_update_p(an, s, id, slice, tp, t, hash, key, klen, kind,
-		    128);
+		    hold, 128, wide);
 	else
 		sum_update_p(an, s, id, slice, tp, t, hash, key, klen, kind,
-		    an->probe);
+		    hold, an->probe, wide);
 }
 
 
-void
-shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
-    int kind, uint64_t now)
+/* T's sub-window and slice for a request at NOW (a later slice, a later
+ * sub-window, or a clock that went back). */
+static __attribute__((noinline)) void
+tls_turn(const struct shmt_an *an, struct an_tls *t, uint64_t now)
 {
-	struct shmt_an *an = h->an;
-	struct an_tls *t;
-	struct shmt_an_sum *s;
-	uint64_t tp, tn;
-	int shared;
-
-	if (an == NULL || (kind == SHMT_HOT_CLIENT && !an->clients))
-		return;
-	hash = kind == SHMT_HOT_CLIENT ? hash | SHMT_AN_CLIENT_BIT :
-	    hash & ~SHMT_AN_CLIENT_BIT;
-	t = tls_get(h);
-	/* The divisions happen once per sub-window, not once per request. */
 	if (now < t->sub_start || now >= t->sub_end) {
 		t->id = shmt__tile_of(now, an->window, an->subw);
 		t->sub_start = shmt__tile_start(t->id, an->window, an->subw);
 		t->sub_end = shmt__tile_start(t->id + 1, an->window, an->subw);
 		t->sum = sum_at(an, (uint32_t)(t->id % an->rings), t->stripe);
 		t->slice_end = 0;
+		t->hold = 0;
 		/* An earlier owner of the stripe may have counted this
 		 * summary (or a newer one in its place) at later times: this
 		 * thread counts from its latest, so am_tmax never goes back. */
@@ -892,6 +1010,26 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		t->slice_end = slice_start(t->sub_start, t->sub_end,
 		    t->slice + 1);
 	}
+}
+
+static inline __attribute__((always_inline)) void
+feed(shmt_t *h, uint64_t hash, const void *key, size_t klen, int kind,
+    uint64_t now, const int wide)
+{
+	struct shmt_an *an = h->an;
+	struct an_tls *t;
+	struct shmt_an_sum *s;
+	uint64_t tp, tn;
+	int shared;
+
+	if (an == NULL || (kind == SHMT_HOT_CLIENT && !an->clients))
+		return;
+	hash = kind == SHMT_HOT_CLIENT ? hash | SHMT_AN_CLIENT_BIT :
+	    hash & ~SHMT_AN_CLIENT_BIT;
+	t = tls_get(h);
+	/* The divisions happen once per slice, not once per request. */
+	if (__builtin_expect(now >= t->slice_end || now < t->sub_start, 0))
+		tls_turn(an, t, now);
 	/* The time a request counts at, for the marks: never before the
 	 * latest this stripe counted at (the owner's, or under the shared
 	 * stripe's lock, the shared stripe's). */
@@ -907,7 +1045,74 @@ shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
 		tp = t->tmax;
 		tn = t->tmax = now > tp ? now : tp;
 	}
-	sum_update(an, s, t->id, t->slice, tp, tn, hash, key, klen, kind);
+	sum_update(an, s, t->id, t->slice, tp, tn, hash, key, klen, kind,
+	    shared ? NULL : &t->hold, wide);
 	if (shared)
 		shared_unlock(an);
+}
+
+/*
+ * On an x86-64 with AVX2 the whole request runs in a copy compiled for it:
+ * its tags are compared sixteen at a time with three-operand instructions
+ * (8 comparisons and 7 ORs for 128 tags, where SSE2 takes 16 comparisons,
+ * 15 ORs and a register copy before each comparison).  Which copy is
+ * decided once per process (the processor, and SHMT_ANALYZER_SSE2=1 in the
+ * environment asks for the portable copy: the tests run both), then read
+ * on every call (a load and a test), and the call goes on as a jump.  Any
+ * other target runs the portable copy.
+ */
+static __attribute__((noinline)) void
+feed_base(shmt_t *h, uint64_t hash, const void *key, size_t klen, int kind,
+    uint64_t now)
+{
+	feed(h, hash, key, klen, kind, now, 0);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
+static __attribute__((target("avx2"), noinline)) void
+feed_avx2(shmt_t *h, uint64_t hash, const void *key, size_t klen, int kind,
+    uint64_t now)
+{
+	feed(h, hash, key, klen, kind, now, 1);
+}
+#define AN_FEED_AVX2 1
+
+/* 1: feed_avx2, 0: feed_base, -1: not decided yet (threads that race on
+ * it decide alike). */
+static int an_wide = -1;
+
+static __attribute__((noinline)) int
+wide_decide(void)
+{
+	const char *e = getenv("SHMT_ANALYZER_SSE2");
+	int w;
+
+	/* Safe to repeat; needed when the first request comes from a
+	 * constructor that runs before libgcc's. */
+	__builtin_cpu_init();
+	w = __builtin_cpu_supports("avx2") && (e == NULL || *e != '1');
+
+	__atomic_store_n(&an_wide, w, __ATOMIC_RELAXED);
+	return w;
+}
+#endif
+
+void
+shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
+    int kind, uint64_t now)
+{
+#ifdef AN_FEED_AVX2
+	int w = __atomic_load_n(&an_wide, __ATOMIC_RELAXED);
+
+	if (__builtin_expect(w < 0, 0))
+		w = wide_decide();
+	if (w) {
+		feed_avx2(h, hash, key, klen, kind, now);
+		return;
+	}
+#elif defined(__AVX2__)
+	feed(h, hash, key, klen, kind, now, 1);
+	return;
+#endif
+	feed_base(h, hash, key, klen, kind, now);
 }

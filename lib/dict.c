@@ -343,18 +343,19 @@ dict_read_of(const struct shmt_store *st, uint64_t hash)
 }
 
 /*
- * A get's clock.  A get uses its time for the expiry and the access time
- * only, where seconds would do, so without the analyzer (whose windows are
- * exact) and without a clock of the caller's it reads CLOCK_MONOTONIC_COARSE:
- * the time of the kernel's last tick (1-4 ms old with HZ 1000-250, never
- * ahead of CLOCK_MONOTONIC), at the cost of a load instead of a timer read.
- * So an item may still be read up to one tick after it expired, never
- * before; every write reads the precise clock.
+ * A get's clock.  A get uses its time for the expiry, the access time and
+ * the analyzer's stamp, so without a clock of the caller's it reads
+ * CLOCK_MONOTONIC_COARSE: the time of the kernel's last tick (1-4 ms old
+ * with HZ 1000-250, never ahead of CLOCK_MONOTONIC), at the cost of a load
+ * instead of a timer read.  So an item may still be read up to one tick
+ * after it expired, never before, and the analyzer counts a get up to one
+ * tick early (what that does to its exact minute: the top of analyzer.c);
+ * every write reads the precise clock.  An injected clock drives all of it.
  */
 static inline uint64_t
 get_now(shmt_t *h)
 {
-	if (h->clock == NULL && h->an == NULL)
+	if (h->clock == NULL)
 		return shmt__clock_ns(CLOCK_MONOTONIC_COARSE);
 	return shmt__now(h);
 }

@@ -38,3 +38,14 @@ shmt_add_test(test_analyzer_oldest SOURCES test_analyzer_oldest.c
 # every answer against the exact log of the writers' requests.
 shmt_add_test(test_analyzer_mp SOURCES test_analyzer_mp.c
   LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+# The system's clocks: a get counted at the coarse clock, never ahead of
+# it, and every earlier get inside a query's exact window.
+shmt_add_test(test_analyzer_clock SOURCES test_analyzer_clock.c
+  LIBS shmt_analyzer_util LABELS unit single-thread TIMEOUT 300)
+# The portable copy of the request path (where the processor has AVX2, the
+# tests above run the copy compiled for it; see shmt__an_feed).
+foreach(t exact edges oldest seed mp)
+  add_test(NAME test_analyzer_${t}_sse2 COMMAND test_analyzer_${t})
+  set_tests_properties(test_analyzer_${t}_sse2 PROPERTIES
+    ENVIRONMENT "SHMT_ANALYZER_SSE2=1" LABELS "unit" TIMEOUT 300)
+endforeach()

@@ -1326,6 +1326,14 @@ SHMT_EXPORT int shmt_count_bound(shmt_t *h, uint64_t count, uint64_t *lo,
  * sub-windows, spread bursts left up to 30 of the 359 answers around them
  * uncertified.  A request whose thread's clock is
  * behind its stripe's counts at the stripe's time.
+ * Times: without shmt_set_clock a get counts at CLOCK_MONOTONIC_COARSE
+ * (behind the precise clock by at most one tick L, 1-4 ms) and the query
+ * reads CLOCK_MONOTONIC, so "the exact window" above is the requests
+ * counted at times in [now - W, now]: every request of [now - W + L, now],
+ * none before now - W.  Against the true [now - W, now], a key may have up
+ * to its requests of [now - W, now - W + L) more than upper (and than
+ * error_window when in no summary); lower still bounds it from below.
+ * With an injected clock, every time is that clock's.
  * Keys are told apart by a 64-bit hash: the bounds could only be wrong for
  * two distinct keys with the same 64-bit hash (about n^2 / 2^65 for n keys).
  * A process killed in the middle of an update leaves bounds that hold.
