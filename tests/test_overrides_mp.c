@@ -21,7 +21,14 @@
  *  - at most max(every limit) grants in all, and exactly the last phase's
  *    limit once it has run.
  * SHMT_STRESS_SCALE scales the calls made per phase.
+ *
+ * kill -9 of a setter: a process changes one client's rule again and again
+ * and is killed at seeded random points; afterwards the table holds one of
+ * the rules it set, and once the client lock is taken again (any call of
+ * the limiter's overrides) the client's entry carries that rule with its
+ * epochs agreed, and shmt_check finds nothing.
  */
+#include "limiter.h"
 #include "testutil.h"
 
 #include <inttypes.h>
@@ -117,6 +124,12 @@ worker(int w, uint64_t seed)
 		r->e = __atomic_fetch_add(&sh->seq, 1, __ATOMIC_SEQ_CST);
 		r->k_hi = (uint8_t)__atomic_load_n(&sh->start_k,
 		    __ATOMIC_SEQ_CST);
+		/* A call that found the client's entry mid-change waits for
+		 * the setter's lock: on a loaded machine the setter may be
+		 * off the CPU long enough for SHMT_ELOCKED (try again).  It
+		 * took nothing: not recorded. */
+		if (rc == SHMT_ELOCKED)
+			continue;
 		if (rc < 0) {
 			fprintf(stderr, "worker %d: %s\n", w, shmt_strerror(rc));
 			return 3;
@@ -310,11 +323,133 @@ test_changes_under_load(void **state)
 	munmap(sh, sizeof(*sh));
 }
 
+static const shmt_client_rule_t kill_rules[] = {
+	{ SHMT_RULE_LIMIT, 3 }, { SHMT_RULE_LIMIT, 7 }, { SHMT_RULE_DENY, 0 },
+	{ SHMT_RULE_ALLOW, 0 },
+};
+
+/* The entry of client "k" in limiter "pc" of H (its id kept whole). */
+static struct shmt_client *
+entry_of_k(shmt_t *h)
+{
+	struct shmt_lim *row = tu_row_of(h, "pc");
+
+	for (uint32_t i = 0; i < row->lm_capacity; i++) {
+		struct shmt_client *e = (struct shmt_client *)(tu_arena(h) +
+		    row->lm_clients_off + (uint64_t)i * row->lm_entsize);
+		uint32_t st = (uint32_t)(e->ce_w.w[1] & 0xffffU) >> 14;
+
+		if (e->ce_idlen == 1 && e->ce_id[0] == 'k' && (st == 1 ||
+		    st == 2))
+			return e;
+	}
+	return NULL;
+}
+
+static void
+test_kill_setter(void **state)
+{
+	shmt_limit_t l = { .limit = 5, .window_ns = 1ULL << 50,
+		.slack_ns = 1ULL << 48, .slack_uses = 5, .per_client = 1,
+		.client_capacity = 16 };
+	uint64_t seed = tu_seed("test_overrides_kill"), krs = seed;
+	int kills = (int)(40 * tu_scale()) + 10;
+	shmt_t *h;
+
+	(void)state;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(sh != MAP_FAILED);
+	memset(sh, 0, sizeof(*sh));
+	tu_segname(seg, sizeof(seg), "ovkill");
+	assert_int_equal(shmt_create(seg, NULL, &h), 0);
+	assert_int_equal(shmt_limiter_define(h, "pc", &l), 0);
+	assert_int_equal(shmt_try_use(h, "pc", "k", 1), 1);
+	for (int round = 0; round < kills; round++) {
+		uint64_t after = tu_rand(&krs) % 40 + 1;
+		uint64_t spin = tu_rand(&krs) % 200000;
+		shmt_client_rule_t got;
+		struct shmt_client *e;
+		uint32_t want;
+		int status, known = 0;
+		pid_t pid;
+
+		__atomic_store_n(&sh->progress[0], 0, __ATOMIC_RELEASE);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			shmt_t *c;
+
+			alarm(60);
+			if (shmt_open(seg, &c) != 0)
+				_exit(2);
+			for (uint64_t n = 0;; n++) {
+				int rc = n % 5 == 4 ?
+				    shmt_client_clear(c, "pc", "k", 1) :
+				    shmt_client_set(c, "pc", "k", 1,
+				    &kill_rules[(n + (uint64_t)round) % 4]);
+
+				if (rc < 0)
+					_exit(3);
+				__atomic_store_n(&sh->progress[0], n + 1,
+				    __ATOMIC_RELEASE);
+			}
+		}
+		while (__atomic_load_n(&sh->progress[0], __ATOMIC_ACQUIRE) <
+		    after)
+			sched_yield();
+		for (volatile uint64_t i = 0; i < spin; i++)
+			;
+		kill(pid, SIGKILL);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		if (!WIFSIGNALED(status))
+			fail_msg("round %d: setter exited %d", round,
+			    WEXITSTATUS(status));
+		/* The table: one of the rules the setter set, or none. */
+		if (shmt_client_get(h, "pc", "k", 1, &got) == 1) {
+			for (int i = 0; i < 4; i++)
+				known |= got.kind == kill_rules[i].kind &&
+				    got.limit == kill_rules[i].limit;
+			assert_true(known);
+		}
+		want = got.kind == SHMT_RULE_ALLOW ? 0xffffffffU :
+		    got.kind == SHMT_RULE_DENY ? 0xfffffffeU :
+		    (uint32_t)got.limit;
+		/* The entry, after the get's lock restamped it. */
+		e = entry_of_k(h);
+		assert_non_null(e);
+		if (e->ce_rule != want)
+			fail_msg("round %d: entry rule %#x, table %#x", round,
+			    e->ce_rule, want);
+		assert_int_equal(e->ce_hash[1] & 0x3fffU,
+		    e->ce_w.w[1] & 0x3fffU);
+		assert_int_equal(shmt_check(h, NULL, NULL), 0);
+		/* And the decisions follow it. */
+		{
+			shmt_decision_t d;
+			int rc = shmt_peek(h, "pc", "k", 1, 1, &d);
+
+			if (got.kind == SHMT_RULE_DENY)
+				assert_true(rc == 0 &&
+				    d.retry_after_ns == UINT64_MAX);
+			else if (got.kind == SHMT_RULE_ALLOW)
+				assert_true(rc == 1 && d.limit == 0);
+			else
+				assert_int_equal(d.limit, got.kind == 0 ? 5 :
+				    got.limit);
+		}
+	}
+	print_message("%d kills\n", kills);
+	tu_close_unlink(h, seg);
+	munmap(sh, sizeof(*sh));
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_changes_under_load),
+		cmocka_unit_test(test_kill_setter),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

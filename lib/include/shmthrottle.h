@@ -709,7 +709,8 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
  * the table are all live and busy: counted as "table full"), or an error:
  * those of shmt_try_use_key, SHMT_ELOCKED (a new client's entry is claimed
  * under the table's lock, which a live process kept past its bound, as
- * in shmt_limiter_define),
+ * in shmt_limiter_define; a call that finds its client's entry in the
+ * middle of an override's change waits for that lock too),
  * -E2BIG (LEN over SHMT_CLIENT_MAX), -EPERM (the limiter is not per client).
  * An entry is reclaimed only when it holds no use in flight.
  */
