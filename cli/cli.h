@@ -118,6 +118,7 @@ int shmtc_cmd_destroy(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_resize(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_reset(struct shmtc *c, int argc, char **argv);
+int shmtc_cmd_client(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_check(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_watch(struct shmtc *c, int argc, char **argv);
 int shmtc_cmd_get(struct shmtc *c, int argc, char **argv);

@@ -84,6 +84,13 @@ decision_result(const struct shmtc *c, const char *name, const char *client,
 			json_object_set_new(o, "client", json_string(client));
 		if ((jrc = shmtc_json_emit(o)) != 0)
 			return jrc;
+	} else if (d->limit == 0) {
+		/* Only a client's allow or deny rule decides with limit 0
+		 * (shmt_client_set). */
+		printf("%s: the client's %s rule\n", d->granted ? (rc == 1 &&
+		    peek ? "would be granted" : "granted") : (peek ?
+		    "would be throttled" : "throttled"), d->granted ? "allow" :
+		    "deny");
 	} else if (d->granted) {
 		printf("%s: %" PRIu64 " of %" PRIu64 " remaining, all back in "
 		    "%s\n", rc == 1 && peek ? "would be granted" : "granted",

@@ -269,6 +269,20 @@ const char shmtc_help_limiter[] =
 "every process, fails as 'no such limiter' until it is defined again.\n"
 "Exit 1 when there is no such limiter.\n";
 
+const char shmtc_help_client[] =
+"client set LIMITER CLIENT RULE gives CLIENT of the per-client limiter\n"
+"LIMITER a rule of its own: limit=N (its own limit per the limiter's\n"
+"window; buckets mode), allow (never throttled, uses not counted) or\n"
+"deny (always refused).  The change is atomic against every grant: uses\n"
+"in flight stay counted, so a lowered limit refuses the client until\n"
+"fewer than N are in flight, and a raised one takes effect at once.  Exit\n"
+"1 when the limiter's override table is full.  client clear LIMITER\n"
+"CLIENT removes the rule (exit 1 when there was none).  client list\n"
+"LIMITER prints every rule, one per line: the rule, then the client id\n"
+"(bytes outside printable ASCII as \\xHH).  Rules live in the segment and\n"
+"survive a resize and a snapshot; the daemon's config may name rules too\n"
+"(override = in a limiter's section), and a reload sets those again.\n";
+
 const char shmtc_help_reset[] =
 "Gives back every use in flight of LIMITER, or of CLIENT's entry of a\n"
 "per-client limiter, and prints how many.  This is a deliberate\n"

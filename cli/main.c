@@ -31,7 +31,8 @@ extern const char shmtc_help_stat[], shmtc_help_limiters[],
     shmtc_help_watch[], shmtc_help_help[], shmtc_help_get[],
     shmtc_help_set[], shmtc_help_del[], shmtc_help_incr[], shmtc_help_keys[],
     shmtc_help_hit[], shmtc_help_count[], shmtc_help_top[],
-    shmtc_help_limiter[], shmtc_help_reset[], shmtc_help_resize[];
+    shmtc_help_limiter[], shmtc_help_reset[], shmtc_help_resize[],
+    shmtc_help_client[];
 
 const struct shmtc_cmd shmtc_commands[] = {
 	{ "stat", "[--prometheus]", "the segment, its regions, daemon and slots",
@@ -51,6 +52,9 @@ const struct shmtc_cmd shmtc_commands[] = {
 	{ "limiter", "set NAME KEY=VALUE...|delete NAME",
 	  "change a limiter in place, or delete it",
 	  shmtc_help_limiter, 1, shmtc_cmd_limiter },
+	{ "client", "set|clear|list LIMITER [CLIENT [RULE]]",
+	  "a client's own limit, or allow or deny it (RULE: limit=N|allow|deny)",
+	  shmtc_help_client, 1, shmtc_cmd_client },
 	{ "reset", "LIMITER [CLIENT]",
 	  "give back the uses in flight (all, or one client's)",
 	  shmtc_help_reset, 1, shmtc_cmd_reset },

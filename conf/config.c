@@ -54,7 +54,8 @@ static const char builtin_config[] =
 /* ---- Key tables ---------------------------------------------------------- */
 
 enum ktype { K_U32, K_U64, K_DUR, K_SIZE, K_BOOL, K_STR, K_SEGNAME, K_MODE,
-	K_GROUP, K_LMODE, K_KEYS, K_EVICT, K_LOG, K_PCT, K_ADDR, K_REDIS, K_ERR };
+	K_GROUP, K_LMODE, K_KEYS, K_EVICT, K_LOG, K_PCT, K_ADDR, K_REDIS, K_ERR,
+	K_OVR };
 
 struct keydef {
 	const char *name;
@@ -89,6 +90,8 @@ static const struct keydef limiter_keys[] = {
 	{ "uses_per_key", K_U32, LF(limit.uses_per_key), 0 },
 	{ "per_client", K_BOOL, LF(limit.per_client), 0 },
 	{ "capacity", K_U32, LF(limit.client_capacity), 0 },
+	{ "overrides", K_U32, LF(limit.client_overrides), 0 },
+	{ "override", K_OVR, 0, 0 },
 	{ "burst", K_U64, LF(limit.burst), 0 },
 	{ "shadow", K_BOOL, LF(limit.shadow), 0 },
 	{ "global", K_BOOL, LF(limit.global), 0 },
@@ -421,6 +424,62 @@ keyname_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* One `override = ID RULE` line: ID (no blanks, 1 to
+ * SHMT_OVERRIDE_ID_MAX bytes) and RULE (limit=N, allow or deny). */
+static int
+add_override(struct parse *p, struct shmtd_limiter *lim, const char *v)
+{
+	struct shmtd_override *o;
+	const char *b = v, *e;
+	size_t n;
+	int rc;
+
+	while (isspace((unsigned char)*b))
+		b++;
+	for (e = b; *e != '\0' && !isspace((unsigned char)*e); e++)
+		;
+	n = (size_t)(e - b);
+	if (n == 0 || *e == '\0') {
+		fail(p, p->line, "override", "expected 'CLIENT RULE' (RULE: "
+		    "limit=N, allow or deny), got '%s'", v);
+		return -EINVAL;
+	}
+	if (n > SHMT_OVERRIDE_ID_MAX) {
+		fail(p, p->line, "override", "client id longer than %u bytes",
+		    SHMT_OVERRIDE_ID_MAX);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < lim->noverrides; i++)
+		if (strlen(lim->overrides[i].id) == n &&
+		    memcmp(lim->overrides[i].id, b, n) == 0) {
+			fail(p, p->line, "override", "client '%.*s' given twice "
+			    "(first on line %d)", (int)n, b,
+			    lim->overrides[i].line);
+			return -EINVAL;
+		}
+	if (lim->noverrides >= SHMT_OVERRIDES_MAX) {
+		fail(p, p->line, "override", "more than %u overrides",
+		    SHMT_OVERRIDES_MAX);
+		return -EINVAL;
+	}
+	o = realloc(lim->overrides, (lim->noverrides + 1) * sizeof(*o));
+	if (o == NULL)
+		return -ENOMEM;
+	lim->overrides = o;
+	o = &o[lim->noverrides];
+	memset(o, 0, sizeof(*o));
+	memcpy(o->id, b, n);
+	o->line = p->line;
+	if ((rc = shmtd_parse_rule(e, &o->rule.kind, &o->rule.limit)) != 0) {
+		fail(p, p->line, "override", rc == -ERANGE ? "client '%s': "
+		    "the limit is out of range (1 to 2147483647)" :
+		    "client '%s': the rule is limit=N, allow or deny", o->id);
+		return -EINVAL;
+	}
+	lim->noverrides++;
+	return 0;
+}
+
 /* Append the comma-separated names of V to the key pool of LIM. */
 static int
 add_keys(struct parse *p, struct shmtd_limiter *lim, const char *v)
@@ -586,6 +645,8 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 		break;
 	case K_KEYS:
 		return add_keys(p, (struct shmtd_limiter *)base, v);
+	case K_OVR:
+		return add_override(p, (struct shmtd_limiter *)base, v);
 	case K_EVICT:
 		rc = choose(v, evictions, dst, 16);
 		break;
@@ -768,7 +829,8 @@ on_key(void *user, const char *section, const char *name, const char *value)
 	}
 	/* A key pool may go on over several lines, and inih hands indented
 	 * continuation lines over as the same key again. */
-	if ((seen->bits & (1U << i)) && keys[i].type != K_KEYS) {
+	if ((seen->bits & (1U << i)) && keys[i].type != K_KEYS &&
+	    keys[i].type != K_OVR) {
 		fail(p, p->line, name, "given twice in [%s] (first on line %d)",
 		    section, seen->line[i]);
 		return 0;
@@ -898,6 +960,15 @@ field_of(const struct field_key *table, const char *why)
 	return NULL;
 }
 
+static int
+ovr_has_limit(const struct shmtd_limiter *lim)
+{
+	for (size_t i = 0; i < lim->noverrides; i++)
+		if (lim->overrides[i].rule.kind == SHMT_RULE_LIMIT)
+			return 1;
+	return 0;
+}
+
 /* Fill in what LIM left out (only keys that are absent: a key given as 0
  * is checked as 0), then apply the library's own rules
  * (shmt_limit_check) and the rules of the file itself. */
@@ -929,6 +1000,24 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 		LFAIL("uses_per_key", "[limiter %s] has no keys", lim->name);
 	else if (!l->per_client && has_key(s, limiter_keys, "capacity"))
 		LFAIL("capacity", "[limiter %s] is not per client", lim->name);
+	else if (!l->per_client && has_key(s, limiter_keys, "overrides"))
+		LFAIL("overrides", "[limiter %s] is not per client", lim->name);
+	else if (!l->per_client && lim->noverrides > 0)
+		LFAIL("override", "[limiter %s] is not per client", lim->name);
+	else if (l->per_client && has_key(s, limiter_keys, "overrides") &&
+	    l->client_overrides == 0)
+		LFAIL("overrides", "[limiter %s]: from 1 to %u (leave it out "
+		    "for %u)", lim->name, SHMT_OVERRIDES_MAX,
+		    SHMT_OVERRIDES_DEFAULT);
+	else if (lim->noverrides > (l->client_overrides != 0 ?
+	    l->client_overrides : SHMT_OVERRIDES_DEFAULT))
+		LFAIL("override", "[limiter %s]: %zu overrides, more than its "
+		    "table holds (overrides = %u)", lim->name, lim->noverrides,
+		    l->client_overrides != 0 ? l->client_overrides :
+		    SHMT_OVERRIDES_DEFAULT);
+	else if (l->mode != SHMT_MODE_BUCKETS && ovr_has_limit(lim))
+		LFAIL("override", "[limiter %s]: a limit= override needs mode "
+		    "= buckets (rate mode takes allow and deny)", lim->name);
 	else if (l->mode != SHMT_MODE_GCRA && has_key(s, limiter_keys, "burst"))
 		LFAIL("burst", "[limiter %s]: burst is for mode = gcra", lim->name);
 	else if (l->mode == SHMT_MODE_GCRA &&
@@ -1137,6 +1226,22 @@ shmtd_limiter_apply(shmt_t *h, const struct shmtd_config *cfg,
 {
 	int rc = shmt_limiter_define(h, lim->name, &lim->limit);
 
+	/* The limiter exists (with these parameters or others): its
+	 * overrides; the first that fails names itself. */
+	for (size_t i = 0; (rc == 0 || rc == -EEXIST) &&
+	    i < lim->noverrides; i++) {
+		const struct shmtd_override *o = &lim->overrides[i];
+		int orc = shmt_client_set(h, lim->name, o->id, strlen(o->id),
+		    &o->rule);
+
+		if (orc < 0) {
+			snprintf(err, errcap, "%s:%d: limiter '%s': override "
+			    "for client '%s': %s", cfg->source, o->line,
+			    lim->name, o->id, orc == -ENOSPC ? "the segment's "
+			    "override table is full" : shmt_strerror(orc));
+			return orc;
+		}
+	}
 	if (rc == -EEXIST)
 		snprintf(err, errcap, "%s:%d: limiter '%s': the segment holds "
 		    "it with other parameters", cfg->source, lim->line,
@@ -1188,6 +1293,7 @@ shmtd_config_free(struct shmtd_config *cfg)
 		for (uint32_t k = 0; k < cfg->limiters[i].limit.nkeys; k++)
 			free(cfg->limiters[i].keys[k]);
 		free(cfg->limiters[i].keys);
+		free(cfg->limiters[i].overrides);
 	}
 	free(cfg->limiters);
 	cfg->limiters = NULL;
@@ -1243,6 +1349,18 @@ print_limiter(FILE *f, const struct shmtd_limiter *lim)
 	if (l->per_client)
 		fprintf(f, "per_client = yes\ncapacity = %u\n",
 		    l->client_capacity);
+	if (l->client_overrides != 0)
+		fprintf(f, "overrides = %u\n", l->client_overrides);
+	for (size_t i = 0; i < lim->noverrides; i++) {
+		const shmt_client_rule_t *r = &lim->overrides[i].rule;
+
+		if (r->kind == SHMT_RULE_LIMIT)
+			fprintf(f, "override = %s limit=%" PRIu64 "\n",
+			    lim->overrides[i].id, r->limit);
+		else
+			fprintf(f, "override = %s %s\n", lim->overrides[i].id,
+			    r->kind == SHMT_RULE_ALLOW ? "allow" : "deny");
+	}
 	if (l->shadow)
 		fprintf(f, "shadow = yes\n");
 	if (l->global)

@@ -20,10 +20,19 @@
 /* The name under which the built-in default config reports errors. */
 #define SHMTD_BUILTIN_NAME "<built-in>"
 
+/* One `override = ID RULE` line of a per-client limiter. */
+struct shmtd_override {
+	char id[SHMT_OVERRIDE_ID_MAX + 1];
+	shmt_client_rule_t rule;
+	int line;
+};
+
 struct shmtd_limiter {
 	char name[SHMT_LIMITER_NAME_MAX + 1];
 	shmt_limit_t limit;   /* limit.keys points into KEYS */
 	char **keys;          /* owned: limit.nkeys names */
+	struct shmtd_override *overrides; /* owned: NOVERRIDES rules */
+	size_t noverrides;
 	uint64_t offline_limit; /* global: uses per window this host grants
 	                       * alone while Redis is unreachable (0: none) */
 	int line;             /* line of its section header */
@@ -112,7 +121,11 @@ int shmtd_config_apply(shmt_t *h, const struct shmtd_config *cfg, char *err,
     size_t errcap);
 
 /* shmtd_limiter_apply: define one limiter; as shmt_limiter_define, with
- * ERR naming the limiter and its line. */
+ * ERR naming the limiter and its line.  Then, when the limiter is defined
+ * (now or before, with these parameters or others), set every override
+ * its section names (shmt_client_set): the config's rule wins for every
+ * client it names; overrides it does not name (set by the CLI, or by a
+ * line since removed) stay as they are. */
 int shmtd_limiter_apply(shmt_t *h, const struct shmtd_config *cfg,
     const struct shmtd_limiter *lim, char *err, size_t errcap);
 

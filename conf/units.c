@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct unit {
@@ -139,4 +140,39 @@ shmtd_format_size(uint64_t bytes, char *buf, size_t cap)
 	}
 	snprintf(buf, cap, "%" PRIu64, bytes);
 	return buf;
+}
+
+int
+shmtd_parse_rule(const char *s, int *kind, uint64_t *limit)
+{
+	size_t n;
+	char *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	n = strlen(s);
+	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+		n--;
+	*kind = 0;
+	*limit = 0;
+	if (n == 5 && strncmp(s, "allow", 5) == 0) {
+		*kind = 2;
+		return 0;
+	}
+	if (n == 4 && strncmp(s, "deny", 4) == 0) {
+		*kind = 3;
+		return 0;
+	}
+	if (n < 7 || strncmp(s, "limit=", 6) != 0 || s[6] < '0' || s[6] > '9')
+		return -EINVAL;
+	errno = 0;
+	*limit = strtoull(s + 6, &end, 10);
+	if ((size_t)(end - s) != n)
+		return -EINVAL;
+	if (errno != 0 || *limit > 0x7fffffffULL)
+		return -ERANGE;
+	if (*limit == 0)
+		return -EINVAL;
+	*kind = 1;
+	return 0;
 }

@@ -24,6 +24,16 @@ int shmtd_parse_duration(const char *s, uint64_t *ns);
  */
 int shmtd_parse_size(const char *s, uint64_t *bytes);
 
+/*
+ * shmtd_parse_rule: a per-client override as people write it: "limit=N"
+ * (N a whole number, 1 or more), "allow" or "deny"; blanks may surround
+ * it.  *KIND gets 1, 2 or 3 (SHMT_RULE_LIMIT, _ALLOW, _DENY of
+ * shmthrottle.h) and *LIMIT N, or 0.  Returns 0, -EINVAL or -ERANGE (N
+ * past 2^31 - 1, SHMT_LIMIT_MAX).  The config file and the CLI both read
+ * rules here.
+ */
+int shmtd_parse_rule(const char *s, int *kind, uint64_t *limit);
+
 /* shmtd_format_duration / _size: the shortest exact spelling of V, as the
  * parsers read it back.  Return BUF. */
 char *shmtd_format_duration(uint64_t ns, char *buf, size_t cap);

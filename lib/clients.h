@@ -72,6 +72,70 @@ int shmt__hk_clients(shmt_t *h, const struct shmt_lview *v, uint64_t now,
 void shmt__chk_clients(shmt_t *h, struct shmt_chk *c,
     const struct shmt_lview *v);
 
+/*
+ * Overrides (shmt_client_set).  A rule is one 32-bit word, the same in the
+ * override table (ov_rule) and stamped in a client's entry (ce_rule):
+ * 0 none (the class limit), 1..SHMT_LIMIT_MAX the client's own limit,
+ * CE_RULE_DENY, CE_RULE_ALLOW.  Anything else is damage.
+ */
+#define CE_RULE_NONE 0U
+#define CE_RULE_DENY 0xfffffffeU
+#define CE_RULE_ALLOW 0xffffffffU
+
+static inline int
+ce_rule_valid(uint32_t r)
+{
+	return r <= SHMT_LIMIT_MAX || r == CE_RULE_DENY || r == CE_RULE_ALLOW;
+}
+
+/* What shmt__ce_rule_gate leaves to the grant: decide on *VV. */
+#define CE_GO 2
+
+/*
+ * The rule of entry E, found by a lookup that gave tag EXPECT, before a
+ * grant: CE_GO (decide on *VV, V itself or TMP filled with the client's own
+ * limit); 1 granted (allow) or 0 refused (deny), with *NOW the decision's
+ * clock, read after the rule and before a check that the entry's word
+ * still carries EXPECT (so no change committed in between); -EAGAIN when
+ * it does not (look the entry up again); SHMT_ECORRUPT on a damaged rule.
+ * Counts allowed_by_rule / denied_by_rule.  Out of line: only clients
+ * with an override come here.
+ */
+__attribute__((noinline, cold)) int shmt__ce_rule_gate(shmt_t *h,
+    const struct shmt_lview *v, struct shmt_client *e, uint32_t expect,
+    uint32_t rule, struct shmt_lview *tmp, const struct shmt_lview **vv,
+    uint64_t *now);
+
+/* The hot path's part: one load of the word beside the entry's state. */
+static inline __attribute__((always_inline)) int
+ce_rule_gate(shmt_t *h, const struct shmt_lview *v, struct shmt_client *e,
+    uint32_t expect, struct shmt_lview *tmp, const struct shmt_lview **vv,
+    uint64_t *now)
+{
+	uint32_t rule = __atomic_load_n(&e->ce_rule, __ATOMIC_ACQUIRE);
+
+	*vv = v;
+	if (__builtin_expect(rule == CE_RULE_NONE, 1))
+		return CE_GO;
+	return shmt__ce_rule_gate(h, v, e, expect, rule, tmp, vv, now);
+}
+
+/* The rule the override table of V holds for HASH without a lock (peek):
+ * CE_RULE_NONE when none; SHMT_ECORRUPT (negative) on a damaged one. */
+int64_t shmt__ov_peek(const struct shmt_lview *v, const uint64_t hash[2]);
+
+/* Fill the decision of an allow (RC 1) or deny (RC 0) rule. */
+void shmt__ce_rule_decide(int rc, shmt_decision_t *out);
+
+/* Repair every per-client table of H's segment (a restored image, whose
+ * words were copied one by one): claims left half done, hash epochs, and
+ * every entry's rule stamped from its override table.  Only for a segment
+ * nobody else uses yet. */
+void shmt__clients_restore(shmt_t *h);
+
+/* Check V's override table (part of shmt_check()). */
+void shmt__chk_overrides(struct shmt_chk *c, const struct shmt_lview *v);
+
 /* The number of entries a lookup or a claim may scan. */
 static inline uint32_t
 ce_probe(const struct shmt_lview *v)

@@ -667,6 +667,8 @@ acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len, uint64_t cost, shmt_decision_t *out, shmt_receipt_t *rcpt)
 {
 	struct shmt_client *e;
+	struct shmt_lview tmp;
+	const struct shmt_lview *vv;
 	struct bk_ctx c;
 	struct shmt_w w;
 	uint64_t hash[2], now = 0, t0 = 0;
@@ -690,6 +692,23 @@ acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		if (rc < 0)
 			return rc;
 		e = ce_at(v, (uint32_t)rc);
+		rc = ce_rule_gate(h, v, e, expect, &tmp, &vv, &now);
+		if (__builtin_expect(rc != CE_GO, 0)) {
+			if (rc == -EAGAIN) {
+				if (ce_retry_spent(&t0))
+					break;
+				continue;
+			}
+			if (rc < 0)
+				return rc;
+			/* Allow or deny: nothing recorded, nothing to give
+			 * back. */
+			if (rcpt != NULL)
+				memset(rcpt, 0, sizeof(*rcpt));
+			if (out != NULL)
+				shmt__ce_rule_decide(rc, out);
+			return rc;
+		}
 		if (v->mode == SHMT_MODE_GCRA) {
 			uint64_t tat = 0;
 
@@ -717,7 +736,7 @@ acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 				shmt__gcra_decide(v, tat, now, cost, rc, out);
 			return rc;
 		}
-		shmt__bk_ctx_init(&c, v, ce_ring(e));
+		shmt__bk_ctx_init(&c, vv, ce_ring(e));
 		c.ntags = 0;
 		c.check_tag = 1;
 		c.tag_expect = expect;
@@ -784,6 +803,27 @@ ce_peek_idle(const struct shmt_lview *v, struct shmt_client *e, uint64_t now)
 	return sim_init(&s, &c, w, now) == 0 && s.first == s.n;
 }
 
+/* A peek under RULE: CE_GO with *VP the view to decide on (TMP with the
+ * client's own limit), or the answer of allow (1) or deny (0). */
+static int
+peek_rule(const struct shmt_lview *v, uint32_t rule, struct shmt_lview *tmp,
+    const struct shmt_lview **vp, shmt_decision_t *out)
+{
+	if (__builtin_expect(rule == CE_RULE_NONE, 1))
+		return CE_GO;
+	if (!ce_rule_valid(rule) ||
+	    (rule <= SHMT_LIMIT_MAX && v->mode != SHMT_MODE_BUCKETS))
+		return SHMT_ECORRUPT;
+	if (rule == CE_RULE_ALLOW || rule == CE_RULE_DENY) {
+		shmt__ce_rule_decide(rule == CE_RULE_ALLOW, out);
+		return rule == CE_RULE_ALLOW;
+	}
+	memcpy(tmp, v, sizeof(*tmp));
+	tmp->limit = rule;
+	*vp = tmp;
+	return CE_GO;
+}
+
 int
 shmt__peek_client(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len, uint64_t cost, shmt_decision_t *out)
@@ -791,7 +831,9 @@ shmt__peek_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 	uint32_t cap = v->capacity, home;
 	uint64_t hash[2], now = shmt__now(h);
 	struct shmt_client *fresh = NULL;
+	struct shmt_lview tmp;
 	struct bk_ctx c;
+	int64_t rule;
 	int rc = SHMT_EBUSYLOOP;
 
 	shmt__client_hash(h, client, len, hash);
@@ -816,6 +858,9 @@ shmt__peek_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 			fresh = e;      /* free or mid-claim: a fresh limit */
 			break;
 		}
+		if ((rc = peek_rule(v, __atomic_load_n(&e->ce_rule,
+		    __ATOMIC_ACQUIRE), &tmp, &v, out)) != CE_GO)
+			return rc;
 		if (v->mode == SHMT_MODE_GCRA)
 			return shmt__gcra_peek_tat(v, w.w[0], now, cost, out);
 		shmt__bk_ctx_init(&c, v, ce_ring(e));
@@ -841,6 +886,11 @@ shmt__peek_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 		decide_unknown(v->limit, sat_add(v->window, v->slack), 0, out);
 		return 0;
 	}
+	/* A claim would stamp the table's rule. */
+	if ((rule = shmt__ov_peek(v, hash)) < 0)
+		return (int)rule;
+	if ((rc = peek_rule(v, (uint32_t)rule, &tmp, &v, out)) != CE_GO)
+		return rc;
 	if (v->mode == SHMT_MODE_GCRA)
 		return shmt__gcra_peek_tat(v, 0, now, cost, out);
 	/* A fresh limit: an empty ring. */

@@ -53,6 +53,7 @@
 #include "daemon.h"
 
 #include "analyzer.h"
+#include "clients.h"
 #include "counters.h"
 #include "dict.h"
 #include "layout.h"
@@ -764,6 +765,10 @@ fill(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
 	if ((rc = shmt__rebase_times(t, d)) != 0)
 		return shmt__bad(err, cap, rc, "cannot rebase its times: %s",
 		    shmt_strerror(rc));
+	/* The client tables' words were copied one by one: finish what a
+	 * claim or an override's change left half done, as a kill -9 of
+	 * everyone at the copy would need. */
+	shmt__clients_restore(t);
 	if ((rc = restore_store(t, t->dict, "dictionary", s->at[IMG_S_DICT],
 	    s->count[IMG_S_DICT], s->bytes[IMG_S_DICT], d, dict_insert, err,
 	    cap)) != 0)

@@ -161,6 +161,8 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len)
 {
 	struct shmt_client *e;
+	struct shmt_lview tmp;
+	const struct shmt_lview *vv;
 	struct bk_ctx c;
 	uint64_t hash[2], now = 0, t0 = 0;
 	uint32_t tag, expect = 0;
@@ -180,7 +182,20 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		if (rc < 0)
 			break;
 		e = ce_at(v, (uint32_t)rc);
-		shmt__bk_ctx_init(&c, v, ce_ring(e));
+		rc = ce_rule_gate(h, v, e, expect, &tmp, &vv, &now);
+		if (__builtin_expect(rc != CE_GO, 0)) {
+			if (rc >= 0) {
+				rc = rc == 0 ? enforce(v, 0) : 1;
+				break;
+			}
+			if (rc != -EAGAIN)
+				return rc;
+			rc = SHMT_EBUSYLOOP;
+			if (ce_retry_spent(&t0))
+				break;
+			continue;
+		}
+		shmt__bk_ctx_init(&c, vv, ce_ring(e));
 		c.ntags = 0;
 		c.check_tag = 1;
 		c.tag_expect = expect;
@@ -637,6 +652,14 @@ stat_fill(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 	o->reset_uses = __atomic_load_n(&lim->lm_reset_uses, __ATOMIC_RELAXED);
 	o->shadow = (v->flags & SHMT_LIMF_SHADOW) != 0;
 	o->would_deny = __atomic_load_n(&lim->lm_would_deny, __ATOMIC_RELAXED);
+	o->client_overrides = v->ovcap;
+	for (uint32_t i = 0; i < v->ovcap; i++)
+		if (__atomic_load_n(&v->ov[i].ov_rule, __ATOMIC_RELAXED) != 0)
+			o->overrides_in_use++;
+	o->allowed_by_rule = __atomic_load_n(&lim->lm_allowed_by_rule,
+	    __ATOMIC_RELAXED);
+	o->denied_by_rule = __atomic_load_n(&lim->lm_denied_by_rule,
+	    __ATOMIC_RELAXED);
 	if (v->mode == SHMT_MODE_GCRA)
 		shmt__gcra_stat(h, v, o);
 }
@@ -899,10 +922,14 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 			    "storage (%s)", r, shmt_strerror(rc));
 			continue;
 		}
-		/* Storage is laid out ring, keys, clients: the clients end
-		 * it, and it must lie below the arena's allocation mark. */
+		/* Storage is laid out ring, keys, clients, overrides: the
+		 * clients (or their overrides) end it, and it must lie below
+		 * the arena's allocation mark. */
 		if (lim[r].lm_clients_off +
 		    (uint64_t)lim[r].lm_capacity * lim[r].lm_entsize >
+		    __atomic_load_n(&h->hdr->sh_arena_used, __ATOMIC_RELAXED) ||
+		    lim[r].lm_ov_off + (uint64_t)v.ovcap *
+		    sizeof(struct shmt_override) >
 		    __atomic_load_n(&h->hdr->sh_arena_used, __ATOMIC_RELAXED))
 			shmt__chk(c, "limiter %s: storage beyond the arena's mark",
 			    v.name);

@@ -92,9 +92,27 @@ struct shmt_client {
 	alignas(16) struct shmt_w ce_w;
 	uint64_t ce_last_ns;         /* last grant (for reclaim order) */
 	uint32_t ce_idlen;           /* id bytes kept for display */
-	uint8_t ce_id[20];           /* first bytes of the client id */
+	uint32_t ce_rule;            /* the client's override (CE_RULE_*,
+				      * clients.h), stamped at claim and at
+				      * every change, under the epoch in ce_w */
+	uint8_t ce_id[16];           /* first bytes of the client id */
 };
 _Static_assert(sizeof(struct shmt_client) == 64, "client entry is one line");
+
+/*
+ * One override of a per-client limiter (clients.c), in the arena after the
+ * client table.  ov_rule (CE_RULE_*) is 0 while the entry is free; a new
+ * override fills hash and id first, then publishes with one store of
+ * ov_rule; a change or a clear is one store of ov_rule.  All under the
+ * limiter's client lock, so a kill -9 leaves the old rule or the new.
+ */
+struct shmt_override {
+	uint64_t ov_hash[2];         /* the client's hash (shmt__client_hash) */
+	uint32_t ov_rule;
+	uint32_t ov_idlen;           /* 1..SHMT_OVERRIDE_ID_MAX */
+	uint8_t ov_id[104];          /* the client id, whole */
+};
+_Static_assert(sizeof(struct shmt_override) == 128, "an override is 128 bytes");
 
 /*
  * Parameters of a shared limiter without keys changed in place (generation
@@ -148,6 +166,9 @@ struct shmt_lim {
 	uint64_t lm_clients_off;
 	uint64_t lm_storage;         /* arena bytes taken */
 	uint64_t lm_burst;           /* rate mode: uses that may come at once */
+	uint64_t lm_ov_off;          /* per client: the override table */
+	uint32_t lm_ov_cap;          /* its entries (struct shmt_override) */
+	uint32_t lm_ov_pad;
 	char lm_name[SHMT_LIMITER_NAME_MAX + 1];
 
 	/* Serialises claims of per-client entries. */
@@ -171,6 +192,8 @@ struct shmt_lim {
 	uint64_t lm_denied_ring_full;
 	uint64_t lm_would_deny;      /* shadow mode: refusals not enforced */
 	uint64_t lm_reset_uses;      /* uses given back by shmt_limiter_reset */
+	uint64_t lm_allowed_by_rule; /* grants of allow-listed clients */
+	uint64_t lm_denied_by_rule;  /* refusals of deny-listed clients */
 
 	/* Waiters (wait.c): a futex word, bit 0 set while someone may
 	 * sleep on it, the rest a count of releases; on its own line. */

@@ -149,8 +149,16 @@ shmt__limit_check(const shmt_limit_t *l, struct lim_geom *g, char *why,
 		    g->ring_bytes);
 		g->clients_bytes = (uint64_t)g->entsize * l->client_capacity;
 		g->ring_bytes = 0;
+		if (l->client_overrides > SHMT_OVERRIDES_MAX)
+			REFUSE("client_overrides: must be from 0 (%u) to %u",
+			    SHMT_OVERRIDES_DEFAULT, SHMT_OVERRIDES_MAX);
+		g->ovcap = l->client_overrides != 0 ? l->client_overrides :
+		    SHMT_OVERRIDES_DEFAULT;
+		g->ov_bytes = (uint64_t)g->ovcap * sizeof(struct shmt_override);
 	} else if (l->client_capacity != 0) {
 		REFUSE("client_capacity: set, but per_client is 0");
+	} else if (l->client_overrides != 0) {
+		REFUSE("client_overrides: set, but per_client is 0");
 	}
 	return 0;
 }
@@ -309,6 +317,7 @@ shmt__view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	l.mode = (int)v->mode;
 	l.per_client = (v->flags & SHMT_LIMF_PER_CLIENT) != 0;
 	l.client_capacity = l.per_client ? v->capacity : 0;
+	l.client_overrides = l.per_client ? lim->lm_ov_cap : 0;
 	l.burst = v->burst = lim->lm_burst;
 	l.global = (v->flags & SHMT_LIMF_GLOBAL) != 0;
 	if ((v->flags & SHMT_LIMF_SHADOW) && (v->flags & SHMT_LIMF_KEYS))
@@ -332,6 +341,13 @@ shmt__view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 		    &p)) != 0)
 			return SHMT_ECORRUPT;
 		v->clients = p;
+		/* The override table follows the clients, on its own lines. */
+		if (lim->lm_ov_cap != g.ovcap || lim->lm_ov_off % 16 != 0 ||
+		    lim->lm_ov_off < lim->lm_clients_off + g.clients_bytes ||
+		    arena_span(h, lim->lm_ov_off, g.ov_bytes, &p) != 0)
+			return SHMT_ECORRUPT;
+		v->ov = p;
+		v->ovcap = g.ovcap;
 	}
 	if (v->flags & SHMT_LIMF_KEYS) {
 		if (v->nkeys == 0 || v->nkeys > SHMT_KEYS_MAX ||
@@ -353,6 +369,11 @@ shmt__view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	} else {
 		v->limit_cap = v->limit;
 		v->uses_cap = (uint32_t)v->slack_uses;
+		/* A client's entry may hold what an override let it take,
+		 * above the class limit: at most what its ring holds. */
+		if ((v->flags & SHMT_LIMF_PER_CLIENT) &&
+		    v->mode == SHMT_MODE_BUCKETS)
+			v->limit_cap = (uint64_t)v->nb * v->slack_uses;
 	}
 	/* Key pools (their names follow the grant numbers) and per-client
 	 * limiters keep their definition's parameters; global limiters only
@@ -592,6 +613,9 @@ shmt__count_denial(struct shmt_lim *lim, int why)
 	case WHY_SHADOW:
 		ctr = &lim->lm_would_deny;
 		break;
+	case WHY_RULE:
+		ctr = &lim->lm_denied_by_rule;
+		break;
 	default:
 		ctr = &lim->lm_denied_exhausted;
 		break;
@@ -632,7 +656,8 @@ same_params(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	    v.burst != l->burst ||
 	    ((v.flags & SHMT_LIMF_SHADOW) != 0) != (l->shadow != 0) ||
 	    ((v.flags & SHMT_LIMF_GLOBAL) != 0) != (l->global != 0) ||
-	    (l->per_client && v.capacity != l->client_capacity))
+	    (l->per_client && (v.capacity != l->client_capacity ||
+	    v.ovcap != g->ovcap)))
 		return 0;
 	for (uint32_t i = 0; i < l->nkeys; i++)
 		if (strncmp(v.keys + (uint64_t)i * v.keystride, l->keys[i],
@@ -649,7 +674,7 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 	struct shmt_hdr *hdr = h->hdr;
 	uint64_t size = h->reg[SHMT_R_ARENA].rg_size;
 	uint64_t used = __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
-	uint64_t ring_off, keys_off, cl_off, end;
+	uint64_t ring_off, keys_off, cl_off, ov_off, end;
 	char *arena = shmt__region(h, SHMT_R_ARENA);
 
 	if (used > size)
@@ -657,7 +682,8 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 	ring_off = shmt__align_up(used, SHMT_LINE);
 	keys_off = shmt__align_up(ring_off + g->ring_bytes, 16);
 	cl_off = shmt__align_up(keys_off + g->keys_bytes, SHMT_LINE);
-	end = cl_off + g->clients_bytes;
+	ov_off = shmt__align_up(cl_off + g->clients_bytes, SHMT_LINE);
+	end = ov_off + g->ov_bytes;
 	if (end > size || end < used)
 		return -ENOSPC;
 
@@ -686,6 +712,8 @@ row_build(shmt_t *h, struct shmt_lim *lim, const char *name, size_t len,
 	lim->lm_ring_off = ring_off;
 	lim->lm_keys_off = keys_off;
 	lim->lm_clients_off = cl_off;
+	lim->lm_ov_off = g->ovcap != 0 ? ov_off : 0;
+	lim->lm_ov_cap = g->ovcap;
 	lim->lm_storage = end - used;
 
 	memset(arena + ring_off, 0, end - ring_off);

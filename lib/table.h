@@ -23,7 +23,7 @@
 #define SHMT_RETRY_MAX (1U << 20)
 
 enum { WHY_NONE, WHY_EXHAUSTED, WHY_SLACK, WHY_RING_FULL, WHY_TABLE_FULL,
-	WHY_SHADOW };
+	WHY_SHADOW, WHY_RULE };
 
 /*
  * A validated, process-local copy of a READY row's identity, with pointers
@@ -60,6 +60,8 @@ struct shmt_lview {
 	struct shmt_log_slot *log;    /* exact mode */
 	const char *keys;
 	char *clients;
+	struct shmt_override *ov;     /* per client: the override table */
+	uint32_t ovcap;               /* its entries */
 	char name[SHMT_LIMITER_NAME_MAX + 1];
 };
 
@@ -77,8 +79,8 @@ div_up(uint64_t a, uint64_t b)
 
 struct lim_geom {
 	uint64_t limit;
-	uint32_t nb, keystride, keymax, entsize;
-	uint64_t ring_bytes, keys_bytes, clients_bytes;
+	uint32_t nb, keystride, keymax, entsize, ovcap;
+	uint64_t ring_bytes, keys_bytes, clients_bytes, ov_bytes;
 };
 
 /* The limiter this thread used last, per handle: a ready view never

@@ -9,6 +9,11 @@ if(TARGET shmthrottle)
     LIBS PkgConfig::CLI_JANSSON
     ARGS $<TARGET_FILE:shmthrottle> ${CMAKE_CURRENT_SOURCE_DIR}/cli)
   add_dependencies(test_cli shmthrottle)
+  # `client set|clear|list`: per-client overrides from the command line
+  # and from a config's override lines (create -c).
+  shmt_add_test(test_cli_client SOURCES test_cli_client.c test_cli_util.c
+    LABELS unit LIBS PkgConfig::CLI_JANSSON ARGS $<TARGET_FILE:shmthrottle>)
+  add_dependencies(test_cli_client shmthrottle)
   shmt_add_test(test_cli_watch SOURCES test_cli_watch.c test_cli_util.c
     ARGS $<TARGET_FILE:shmthrottle>)
   add_dependencies(test_cli_watch shmthrottle)

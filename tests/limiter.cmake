@@ -61,3 +61,8 @@ endif()
 # threads and a forked child.
 shmt_add_test(test_limiter_handle SOURCES test_limiter_handle.c LABELS unit
   TIMEOUT 120 LIBS Threads::Threads)
+# Per-client overrides (shmt_client_set): semantics, move, snapshot, damage.
+shmt_add_test(test_overrides SOURCES test_overrides.c
+  LABELS unit single-thread TIMEOUT 60)
+shmt_add_test(test_overrides_mp SOURCES test_overrides_mp.c
+  LABELS stress TIMEOUT 300)

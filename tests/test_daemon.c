@@ -2,7 +2,8 @@
 /*
  * shmthrottled through its binary: check-config, start and stop, a second
  * daemon refused, SIGHUP (a new limiter appears, a changed one keeps its
- * definition and state), an incompatible segment, kill -9 with workers
+ * definition and state, per-client overrides are set again), an
+ * incompatible segment, kill -9 with workers
  * running, snapshots (round trip and damaged files) and systemd
  * notifications.  argv[1] is the daemon binary; argv[2] is the tier,
  * "unit" (default) or "stress".  Every wait polls with a bounded number of retries.
@@ -502,6 +503,57 @@ test_sighup(void **state)
 	tu_write_text(e->conf, "[limiter a\n");
 	assert_int_equal(kill(pid, SIGHUP), 0);
 	wait_log(e, "reload failed, keeping the running config");
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+}
+
+#define PC_LIMITER "[limiter pc]\nlimit = 5\nwindow = 1h\nslack_time = 1m\n" \
+	"slack_uses = 5\nper_client = yes\ncapacity = 64\noverrides = 8\n"
+
+/* Per-client overrides from the config: set at start, set again on
+ * SIGHUP (the config's rule wins for each client it names), while one
+ * set by hand for a client the config does not name stays. */
+static void
+test_sighup_overrides(void **state)
+{
+	shmt_client_rule_t r;
+	struct env *e;
+	shmt_t *h;
+	pid_t pid;
+
+	e = env_init("hupov");
+	tu_write_text(e->conf, PC_LIMITER "override = bot deny\n");
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	assert_int_equal(shmt_client_get(h, "pc", "bot", 3, &r), 1);
+	assert_int_equal(r.kind, SHMT_RULE_DENY);
+	assert_int_equal(shmt_try_use(h, "pc", "bot", 3), 0);
+	r = (shmt_client_rule_t){ .kind = SHMT_RULE_ALLOW };
+	assert_int_equal(shmt_client_set(h, "pc", "bot", 3, &r), 0);
+	r = (shmt_client_rule_t){ .kind = SHMT_RULE_LIMIT, .limit = 2 };
+	assert_int_equal(shmt_client_set(h, "pc", "by-hand", 7, &r), 0);
+	assert_int_equal(shmt_try_use(h, "pc", "bot", 3), 1);
+
+	tu_write_text(e->conf, PC_LIMITER "override = bot deny\n"
+	    "override = gold limit=50\n");
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "reloaded: 1 limiters");
+	assert_int_equal(shmt_client_get(h, "pc", "bot", 3, &r), 1);
+	assert_int_equal(r.kind, SHMT_RULE_DENY);
+	assert_int_equal(shmt_try_use(h, "pc", "bot", 3), 0);
+	assert_int_equal(shmt_client_get(h, "pc", "gold", 4, &r), 1);
+	assert_true(r.kind == SHMT_RULE_LIMIT && r.limit == 50);
+	assert_int_equal(shmt_client_get(h, "pc", "by-hand", 7, &r), 1);
+	assert_true(r.kind == SHMT_RULE_LIMIT && r.limit == 2);
+
+	/* A bad rule: the reload fails and nothing changes. */
+	tu_write_text(e->conf, PC_LIMITER "override = bot sometimes\n");
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "reload failed, keeping the running config");
+	assert_true(tu_file_has(e->log, "the rule is limit=N, allow or deny"));
+	assert_int_equal(shmt_client_get(h, "pc", "bot", 3, &r), 1);
+	assert_int_equal(r.kind, SHMT_RULE_DENY);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);
@@ -1132,6 +1184,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_removed, env_done),
 		cmocka_unit_test_teardown(test_untrusted, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),
+		cmocka_unit_test_teardown(test_sighup_overrides, env_done),
 		cmocka_unit_test_teardown(test_sighup_modes, env_done),
 		cmocka_unit_test_teardown(test_sighup_resize, env_done),
 		cmocka_unit_test_teardown(test_moved_by_other, env_done),

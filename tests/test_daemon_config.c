@@ -254,6 +254,35 @@ test_bad_files(void **state)
 		  ":2: key 'max_value': must be at least 1 byte" },
 		{ "[dictionary]\ndefault_ttl = 1500us\n",
 		  ":2: key 'default_ttl': must be a whole number of milliseconds" },
+		/* Per-client overrides. */
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\noverride = x limit=3\n",
+		  ":4: key 'override': [limiter a] is not per client" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\noverrides = 4\n",
+		  ":4: key 'overrides': [limiter a] is not per client" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nper_client = yes\n"
+		  "override = x\n",
+		  ":5: key 'override': expected 'CLIENT RULE'" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nper_client = yes\n"
+		  "override = x limit=0\n",
+		  ":5: key 'override': client 'x': the rule is limit=N, allow or deny" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nper_client = yes\n"
+		  "override = x limit=99999999999\n",
+		  ":5: key 'override': client 'x': the limit is out of range" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nper_client = yes\n"
+		  "override = x maybe\n",
+		  ":5: key 'override': client 'x': the rule is limit=N, allow or deny" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nper_client = yes\n"
+		  "override = x allow\noverride = x deny\n",
+		  ":6: key 'override': client 'x' given twice (first on line 5)" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nper_client = yes\n"
+		  "overrides = 1\noverride = x allow\noverride = y deny\n",
+		  ":7: key 'override': [limiter a]: 2 overrides, more than its table holds (overrides = 1)" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nper_client = yes\n"
+		  "overrides = 0\n",
+		  ":5: key 'overrides': [limiter a]: from 1 to 65536" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = gcra\n"
+		  "per_client = yes\noverride = x limit=2\n",
+		  ":6: key 'override': [limiter a]: a limit= override needs mode = buckets" },
 		/* Key names a printed config would read as comments. */
 		{ "[limiter a]\nwindow = 1s\nkeys = x,;y\n",
 		  ":3: key 'keys': key name ';y' starts with ';'" },
@@ -274,6 +303,76 @@ test_bad_files(void **state)
 			    want);
 		unlink(path);
 	}
+}
+
+/* Overrides: read, printed back, applied at start and again on a reload
+ * (shmtd_limiter_apply, as the daemon's apply_limiters calls it): the
+ * config's rule wins for each client it names, and an override set by
+ * hand for a client the config does not name stays. */
+static void
+test_overrides(void **state)
+{
+	char path[64], path2[64], err[512], seg[96], *text = NULL;
+	struct shmtd_config c, c2;
+	shmt_client_override_t list[8];
+	shmt_client_rule_t r;
+	size_t n = 0;
+	shmt_t *h;
+	FILE *f;
+
+	(void)state;
+	write_file(path, sizeof(path), "[limiter api]\nlimit = 10\n"
+	    "window = 1m\nper_client = yes\noverrides = 4\n"
+	    "override = gold limit=100\noverride = bad-bot  deny \n"
+	    "override = monitor allow\n");
+	if (shmtd_config_load(path, &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	unlink(path);
+	assert_int_equal(c.limiters[0].limit.client_overrides, 4);
+	assert_int_equal(c.limiters[0].noverrides, 3);
+	assert_string_equal(c.limiters[0].overrides[1].id, "bad-bot");
+	assert_int_equal(c.limiters[0].overrides[1].rule.kind, SHMT_RULE_DENY);
+	assert_int_equal(c.limiters[0].overrides[0].rule.limit, 100);
+	f = open_memstream(&text, &n);
+	shmtd_config_print(f, &c);
+	fclose(f);
+	assert_non_null(strstr(text, "overrides = 4\noverride = gold limit=100\n"
+	    "override = bad-bot deny\noverride = monitor allow\n"));
+	write_file(path2, sizeof(path2), text);
+	free(text);
+	if (shmtd_config_load(path2, &c2, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	unlink(path2);
+	assert_int_equal(c2.limiters[0].noverrides, 3);
+	shmtd_config_free(&c2);
+
+	tu_segname(seg, sizeof(seg), "cfgov");
+	assert_int_equal(shmt_create(seg, NULL, &h), 0);
+	if (shmtd_config_apply(h, &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(shmt_client_list(h, "api", list, 8), 3);
+	assert_int_equal(shmt_try_use(h, "api", "bad-bot", 7), 0);
+	/* By hand: one the config names, one it does not. */
+	r = (shmt_client_rule_t){ .kind = SHMT_RULE_LIMIT, .limit = 2 };
+	assert_int_equal(shmt_client_set(h, "api", "gold", 4, &r), 0);
+	assert_int_equal(shmt_client_set(h, "api", "cli-set", 7, &r), 0);
+	assert_int_equal(shmt_client_clear(h, "api", "monitor", 7), 1);
+	/* The reload. */
+	if (shmtd_config_apply(h, &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(shmt_client_get(h, "api", "gold", 4, &r), 1);
+	assert_int_equal(r.limit, 100);
+	assert_int_equal(shmt_client_get(h, "api", "monitor", 7, &r), 1);
+	assert_int_equal(r.kind, SHMT_RULE_ALLOW);
+	assert_int_equal(shmt_client_get(h, "api", "cli-set", 7, &r), 1);
+	assert_int_equal(r.limit, 2);
+	/* A table the config and the CLI together overfill: named. */
+	c.limiters[0].overrides[2].id[0] = 'M';
+	assert_int_equal(shmtd_config_apply(h, &c, err, sizeof(err)), -ENOSPC);
+	assert_non_null(strstr(err, "override for client 'Monitor': the "
+	    "segment's override table is full"));
+	shmtd_config_free(&c);
+	tu_close_unlink(h, seg);
 }
 
 /* Rate mode reads its burst (1 when not given) and shadow mode its flag,
@@ -717,6 +816,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_example_parses),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_gcra),
+		cmocka_unit_test(test_overrides),
 		cmocka_unit_test(test_long_line_and_missing_file),
 		cmocka_unit_test(test_print_roundtrip),
 		cmocka_unit_test(test_apply),

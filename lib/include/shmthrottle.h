@@ -522,6 +522,11 @@ typedef struct shmt_limit {
 	 * CLOCK_MONOTONIC deadlines: handles that use a global limiter keep
 	 * the real clock (no shmt_set_clock). */
 	int global;
+	/* Per-client only: the capacity of the limiter's override table
+	 * (shmt_client_set), 1..SHMT_OVERRIDES_MAX; 0 takes
+	 * SHMT_OVERRIDES_DEFAULT.  Each override costs 128 bytes of the
+	 * arena, taken at definition; must be 0 on a shared limiter. */
+	uint32_t client_overrides;
 } shmt_limit_t;
 
 /*
@@ -706,12 +711,129 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
  * the table are all live and busy: counted as "table full"), or an error:
  * those of shmt_try_use_key, SHMT_ELOCKED (a new client's entry is claimed
  * under the table's lock, which a live process kept past its bound, as
- * in shmt_limiter_define),
+ * in shmt_limiter_define; a call that finds its client's entry in the
+ * middle of an override's change waits for that lock too),
  * -E2BIG (LEN over SHMT_CLIENT_MAX), -EPERM (the limiter is not per client).
  * An entry is reclaimed only when it holds no use in flight.
  */
 SHMT_EXPORT int shmt_try_use(shmt_t *h, const char *name, const void *client,
     size_t len);
+
+/* ---- Per-client overrides ------------------------------------------------ */
+
+/*
+ * A per-client limiter gives every client the limit it was defined with,
+ * unless an override names the client: its own limit (a tier), allow
+ * (never throttled) or deny (always refused).  Overrides live in a table
+ * of the limiter in the segment (client_overrides rules, 128 bytes each),
+ * so they survive the reclaim of a client's entry, a move into a new
+ * generation and a snapshot.  A client's rule is stamped into its entry
+ * when the entry is claimed and whenever the rule changes, so a client
+ * without an override pays nothing for the table: its grant reads one
+ * more word of the line it CASes anyway.
+ *
+ * The promise, with the client's old limit L and new L' (the class limit
+ * when it had no limit rule; allow counts as no limit, deny as 0): a change
+ * is one atomic step against every grant of that client in every process
+ * (it changes the epoch in the entry's state word, which every grant's CAS
+ * checks), so a grant decides under the old rule or the new one, never
+ * commits after the change under the old one.  Uses in flight stay counted
+ * with their release times: lowering refuses the client until fewer than
+ * L' of its uses are in flight; raising takes effect at once.  So at most
+ * max(L, L') grants fall in any window that holds the change, and at most
+ * L' in any window that starts after it.  The window, slack and buckets
+ * stay the limiter's; in buckets mode a raised limit is also bounded by
+ * the entry's ring (nbuckets x slack_uses uses in flight, refusals past it
+ * count as denied_ring_full): define the class with slack_uses that covers
+ * the highest tier.  Allow grants are not recorded (no use in flight, not
+ * in grants) and are counted in allowed_by_rule; deny refusals are counted
+ * in denied_by_rule (decision: granted 0, retry_after_ns UINT64_MAX).  In
+ * shadow mode a deny is counted in would_deny and granted.  Rate mode
+ * (SHMT_MODE_GCRA) takes allow and deny only (a limit there would change
+ * the client's emission interval under its arrival time).
+ */
+enum shmt_rule_kind {
+	SHMT_RULE_LIMIT = 1,   /* the client's own limit */
+	SHMT_RULE_ALLOW = 2,   /* never throttled */
+	SHMT_RULE_DENY = 3     /* always refused */
+};
+
+typedef struct shmt_client_rule {
+	int kind;              /* enum shmt_rule_kind */
+	uint64_t limit;        /* SHMT_RULE_LIMIT: 1..SHMT_LIMIT_MAX; else 0 */
+} shmt_client_rule_t;
+
+/* Default capacity of a per-client limiter's override table, and its
+ * largest.  An override's client id is at most SHMT_OVERRIDE_ID_MAX
+ * bytes (the table keeps it whole, for shmt_client_list). */
+#define SHMT_OVERRIDES_DEFAULT 16U
+#define SHMT_OVERRIDES_MAX 65536U
+#define SHMT_OVERRIDE_ID_MAX 104U
+
+/*
+ * shmt_client_set: give CLIENT (LEN bytes, 1..SHMT_OVERRIDE_ID_MAX, any
+ * bytes) of the per-client limiter NAME the rule *RULE, replacing the one
+ * it had.  Returns 0, or an error: -EINVAL (NULL handle, name, client or
+ * rule, LEN 0, an unknown kind, a limit outside 1..SHMT_LIMIT_MAX or one
+ * given with allow/deny, a limit on a rate-mode limiter), -E2BIG (LEN over
+ * SHMT_OVERRIDE_ID_MAX), -ENOENT (no such limiter), -EPERM (the limiter
+ * is not per client), -ENOSPC (the override table is full: clear one, or
+ * define the limiter with a larger client_overrides), SHMT_ELOCKED (a
+ * live process kept the limiter's client lock too long: try again),
+ * SHMT_ECORRUPT (the override table or the client's entry is damaged).
+ * Nothing is kept of RULE or CLIENT after the call.
+ * Concurrency: any process may call at any time, beside grants of every
+ * kind; setters of one limiter serialise on its client lock (the lock
+ * that claims of entries take; it recovers from a dead owner).  The
+ * change's atomic step is the CAS of the client's entry word; a grant
+ * that read the old rule fails its CAS and decides again.
+ * kill -9: the override table is changed by one 8-byte store, and decides:
+ * before it the old rule stands, after it the new one.  A client's entry
+ * that a dead setter left with the other rule is restamped from the table
+ * by the next holder of the client lock (a claim of a new client, any
+ * shmt_client_* call of the limiter, the daemon's housekeeping); until
+ * then that client is decided by the rule its entry holds, old or new.
+ */
+SHMT_EXPORT int shmt_client_set(shmt_t *h, const char *name,
+    const void *client, size_t len, const shmt_client_rule_t *rule);
+
+/*
+ * shmt_client_clear: remove CLIENT's override from limiter NAME, giving it
+ * the limiter's own limit again (a lowering or a raising as above).
+ * Returns 1 when an override was removed, 0 when the client had none, or
+ * the errors of shmt_client_set (but -ENOSPC).  Concurrency and kill -9:
+ * as shmt_client_set.
+ */
+SHMT_EXPORT int shmt_client_clear(shmt_t *h, const char *name,
+    const void *client, size_t len);
+
+/*
+ * shmt_client_get: CLIENT's override on limiter NAME into *OUT: 1 when it
+ * has one, 0 when it has none (*OUT zeroed), or the errors of
+ * shmt_client_clear.  Reads the table under the client lock.
+ */
+SHMT_EXPORT int shmt_client_get(shmt_t *h, const char *name,
+    const void *client, size_t len, shmt_client_rule_t *out);
+
+/* One override as shmt_client_list returns it. */
+typedef struct shmt_client_override {
+	uint8_t client[SHMT_OVERRIDE_ID_MAX]; /* the id, CLIENT_LEN bytes
+	                                       * (not NUL-terminated) */
+	uint32_t client_len;
+	shmt_client_rule_t rule;
+} shmt_client_override_t;
+
+/*
+ * shmt_client_list: copy the overrides of limiter NAME into OUT (CAP
+ * entries, caller-owned; may be NULL with CAP 0), in table order.  Returns
+ * the number of overrides set (more than CAP when OUT was too small: the
+ * first CAP are copied), or an error: -EINVAL, -ENOENT, -EPERM,
+ * SHMT_ELOCKED, SHMT_ECORRUPT (a rule or an id length in the table is out
+ * of range).  The copy is taken under the client lock: one instant of the
+ * table.  kill -9 inside changes nothing.
+ */
+SHMT_EXPORT int shmt_client_list(shmt_t *h, const char *name,
+    shmt_client_override_t *out, size_t cap);
 
 /* ---- Rate mode ---------------------------------------------------------- */
 
@@ -994,6 +1116,13 @@ typedef struct shmt_limiter_stat {
 	uint64_t reset_uses;        /* uses in flight given back early by
 	                             * shmt_limiter_reset (an operator's
 	                             * deliberate over-grant) */
+	/* Per-client overrides (shmt_client_set). */
+	uint32_t client_overrides;  /* capacity of the override table */
+	uint32_t overrides_in_use;  /* rules set in it now */
+	uint64_t allowed_by_rule;   /* grants to allow-listed clients: never
+	                             * counted in grants nor in flight */
+	uint64_t denied_by_rule;    /* refusals of deny-listed clients (in
+	                             * shadow mode counted in would_deny) */
 } shmt_limiter_stat_t;
 
 /*

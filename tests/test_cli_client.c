@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `shmthrottle client`, run as a real process: a segment made by `create
+ * -c` from a config that names overrides lists them (text and JSON), set
+ * and clear change what the library then decides, `try` says when a rule
+ * decided, and every error has its documented exit code.
+ *
+ * Usage: test_cli_client CLI-BINARY.
+ */
+#include "testutil.h"
+
+#include "test_cli_util.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ARGV(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+static void
+test_client_commands(void **state)
+{
+	char seg[96], conf[64];
+	struct tc_run r;
+	shmt_client_rule_t rule;
+	json_error_t e;
+	json_t *j, *o;
+	shmt_t *h;
+	int fd;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "cliov");
+	tc_track(seg);
+	snprintf(conf, sizeof(conf), "/tmp/shmt-test-cliov-XXXXXX");
+	assert_true((fd = mkstemp(conf)) >= 0);
+	close(fd);
+	tu_write_text(conf, "[limiter api]\nlimit = 10\nwindow = 1h\n"
+	    "per_client = yes\ncapacity = 64\noverrides = 3\n"
+	    "override = gold limit=100\noverride = bad-bot deny\n"
+	    "[limiter shared]\nlimit = 10\nwindow = 1h\n");
+	tc_expect_run(&r, 0, ARGV("-s", seg, "create", "-c", conf));
+	tc_run_free(&r);
+	unlink(conf);
+
+	tc_expect_run(&r, 0, ARGV("-s", seg, "client", "list", "api"));
+	assert_string_equal(r.out, "limit=100    gold\ndeny         bad-bot\n");
+	tc_run_free(&r);
+	tc_expect_run(&r, 1, ARGV("-s", seg, "try", "api", "bad-bot"));
+	assert_non_null(strstr(r.out, "throttled: the client's deny rule"));
+	tc_run_free(&r);
+
+	tc_expect_run(&r, 0, ARGV("-s", seg, "client", "set", "api", "vip",
+	    "allow"));
+	assert_string_equal(r.out, "api: client vip: allow\n");
+	tc_run_free(&r);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "try", "api", "vip"));
+	assert_non_null(strstr(r.out, "granted: the client's allow rule"));
+	tc_run_free(&r);
+	/* The table holds 3. */
+	tc_expect_run(&r, 1, ARGV("-s", seg, "client", "set", "api", "more",
+	    "limit=4"));
+	assert_non_null(strstr(r.err, "override table is full"));
+	tc_run_free(&r);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "client", "clear", "api",
+	    "gold"));
+	tc_run_free(&r);
+	tc_expect_run(&r, 1, ARGV("-s", seg, "client", "clear", "api",
+	    "gold"));
+	assert_non_null(strstr(r.out, "had no override"));
+	tc_run_free(&r);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "client", "set", "api",
+	    "silver", "limit=2"));
+	tc_run_free(&r);
+
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "client", "list",
+	    "api"));
+	j = json_loads(r.out, 0, &e);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "limiter")),
+	    "api");
+	o = json_object_get(j, "overrides");
+	assert_int_equal(json_array_size(o), 3);
+	/* Table order: silver took the entry gold left. */
+	assert_string_equal(json_string_value(json_object_get(
+	    json_array_get(o, 0), "client")), "silver");
+	assert_string_equal(json_string_value(json_object_get(
+	    json_array_get(o, 0), "rule")), "limit");
+	assert_int_equal(json_integer_value(json_object_get(
+	    json_array_get(o, 0), "limit")), 2);
+	assert_string_equal(json_string_value(json_object_get(
+	    json_array_get(o, 1), "rule")), "deny");
+	assert_true(json_is_null(json_object_get(json_array_get(o, 1),
+	    "limit")));
+	json_decref(j);
+	tc_run_free(&r);
+
+	/* What the CLI set, the library decides by. */
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_client_get(h, "api", "silver", 6, &rule), 1);
+	assert_int_equal(rule.limit, 2);
+	assert_int_equal(shmt_try_use(h, "api", "silver", 6), 1);
+	assert_int_equal(shmt_try_use(h, "api", "silver", 6), 1);
+	assert_int_equal(shmt_try_use(h, "api", "silver", 6), 0);
+	assert_int_equal(shmt_try_use(h, "api", "gold", 4), 1);
+	shmt_close(h);
+
+	/* Errors. */
+	tc_expect_run(&r, 2, ARGV("-s", seg, "client", "set", "api", "x",
+	    "limit=0"));
+	tc_run_free(&r);
+	tc_expect_run(&r, 2, ARGV("-s", seg, "client", "set", "api", "x",
+	    "sometimes"));
+	tc_run_free(&r);
+	tc_expect_run(&r, 2, ARGV("-s", seg, "client", "frob", "api"));
+	tc_run_free(&r);
+	tc_expect_run(&r, 2, ARGV("-s", seg, "client", "list"));
+	tc_run_free(&r);
+	tc_expect_run(&r, 2, ARGV("-s", seg, "client", "set", "shared", "x",
+	    "deny"));
+	assert_non_null(strstr(r.err, "not per client"));
+	tc_run_free(&r);
+	tc_expect_run(&r, 1, ARGV("-s", seg, "client", "list", "nope"));
+	tc_run_free(&r);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "client", "--help"));
+	assert_non_null(strstr(r.out, "client set LIMITER CLIENT RULE"));
+	tc_run_free(&r);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_client_commands, tc_cleanup),
+	};
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s CLI-BINARY\n", argv[0]);
+		return 2;
+	}
+	tc_bin = argv[1];
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
