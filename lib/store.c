@@ -43,6 +43,22 @@
 
 /* ---- Geometry ----------------------------------------------------------- */
 
+
+/* The release fence of an overwrite in place and of its repair: the odd
+ * version (and the undo record) before any byte of the item changes.  gcc
+ * cannot instrument fences for ThreadSanitizer (-Wtsan): its build does
+ * not overwrite in place (shmt__store_overwrite), and a compiler barrier
+ * stands in where the code remains (x86-64 keeps stores in order). */
+static inline void
+store_fence(void)
+{
+#if defined(SHMT_SANITIZE_THREAD)
+	__asm__ __volatile__("" ::: "memory");
+#else
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+}
+
 static int
 ilog2(uint64_t v)
 {
@@ -352,7 +368,7 @@ repair_undo(const struct shmt_store *st, struct shmt_shard *sh)
 			if ((sh->ds_seq & 1) == 0)
 				__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1,
 				    __ATOMIC_RELAXED);
-			__atomic_thread_fence(__ATOMIC_RELEASE);
+			store_fence();
 			memcpy(shard_heap(st, sh) + off, sh->ds_undo_bytes, len);
 		}
 	}
@@ -515,7 +531,7 @@ filter_settle(const struct shmt_store *st, struct shmt_shard *sh,
  * one is still there", shmthrottle.h), and with eviction on, replacing in
  * a full shard evicts as before.  It reads the free-list heads only, in
  * the shard's header, which the writer's lock brought into its cache. */
-static int
+static __attribute__((unused)) int
 room_for(const struct shmt_store *st, struct shmt_shard *sh, uint32_t order)
 {
 	uint64_t m = sh->ds_free_mask >> order;
@@ -554,7 +570,7 @@ shmt__store_overwrite_begin(const struct shmt_store *st,
 	__atomic_store_n(&sh->ds_undo,
 	    (uint64_t)((char *)it - shard_heap(st, sh)) + 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	store_fence();
 }
 
 int
@@ -566,6 +582,17 @@ shmt__store_overwrite(const struct shmt_store *st, struct shmt_shard *sh,
 	uint64_t klen = lens_klen(lens), was = sizeof(*it) + klen +
 	    lens_vlen(lens), seq = sh->ds_seq;
 
+#if defined(SHMT_SANITIZE_THREAD)
+	/* ThreadSanitizer cannot pair a reader's plain copy with the version
+	 * that makes it safe (and gcc cannot instrument the fences), so its
+	 * build always copies on write; the other builds test this path. */
+	(void)was;
+	(void)seq;
+	(void)val;
+	(void)expire;
+	(void)born;
+	return 0;
+#else
 	if (was > SHMT_UNDO_MAX || order_for(sizeof(*it) + klen + vlen) !=
 	    it->it_order || !room_for(st, sh, it->it_order))
 		return 0;
@@ -577,6 +604,7 @@ shmt__store_overwrite(const struct shmt_store *st, struct shmt_shard *sh,
 	__atomic_store_n(&sh->ds_undo, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->ds_seq, seq + 2, __ATOMIC_RELEASE);
 	return 1;
+#endif
 }
 
 /* Unlink the item *LINK points to and free it; the version brackets the

@@ -9,5 +9,5 @@ shmt_add_test(test_dict_evict SOURCES test_dict_evict.c LABELS unit single-threa
 shmt_add_test(test_dict_mp SOURCES test_dict_mp.c LABELS stress TIMEOUT 600)
 shmt_add_test(test_dict_kill SOURCES test_dict_kill.c LABELS stress TIMEOUT 600)
 shmt_add_test(test_dict_layout SOURCES test_dict_layout.c LABELS unit single-thread TIMEOUT 300)
-shmt_add_test(test_dict_inplace SOURCES test_dict_inplace.c LABELS unit TIMEOUT 120)
-shmt_add_test(test_dict_inplace_mp SOURCES test_dict_inplace_mp.c LABELS stress TIMEOUT 300)
+shmt_add_test(test_dict_inplace SOURCES test_dict_inplace.c LABELS unit single-thread TIMEOUT 120)
+shmt_add_test(test_dict_inplace_mp SOURCES test_dict_inplace_mp.c LABELS stress single-thread TIMEOUT 300)
