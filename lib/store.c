@@ -358,16 +358,18 @@ repair_undo(const struct shmt_store *st, struct shmt_shard *sh)
 
 	if (at == 0)
 		return;
-	if (off < st->heap_bytes && off % 64 == 0 && len >= sizeof(saved) &&
-	    len <= SHMT_UNDO_MAX && st->heap_bytes - off >= len) {
+	/* An overwrite arms the record before it makes the version odd and
+	 * disarms it before it makes it even, and changes the item only
+	 * while it is odd: a record armed beside an even version saved an
+	 * item that was never touched (or it is damage), and is dropped. */
+	if ((sh->ds_seq & 1) != 0 && off < st->heap_bytes && off % 64 == 0 &&
+	    len >= sizeof(saved) && len <= SHMT_UNDO_MAX &&
+	    st->heap_bytes - off >= len) {
 		memcpy(&saved, sh->ds_undo_bytes, sizeof(saved));
 		if (saved.it_magic == SHMT_IT_ALLOC &&
 		    saved.it_order <= st->order_max &&
 		    (off & ((64ULL << saved.it_order) - 1)) == 0 &&
 		    len <= (64ULL << saved.it_order)) {
-			if ((sh->ds_seq & 1) == 0)
-				__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1,
-				    __ATOMIC_RELAXED);
 			store_fence();
 			memcpy(shard_heap(st, sh) + off, sh->ds_undo_bytes, len);
 		}

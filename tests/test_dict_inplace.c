@@ -257,6 +257,36 @@ test_check_undo(void **state)
 	get_is(h, key, "v1", 2);
 	assert_int_equal(shmt_set(h, key, strlen(key), "v2", 2, 0), 0);
 	get_is(h, key, "v2", 2);
+	/* A plausible record at rest (version even) that names the middle
+	 * of another key's item: dropped, not written over that item. */
+	{
+		char big[900], out[1000];
+		struct shmt_item fake;
+		size_t n = 0;
+
+		memset(big, 'a', sizeof(big));
+		assert_int_equal(shmt_set(h, "big", 3, big, sizeof(big), 0), 0);
+		hash = key_hash(h, "big", 3);
+		sh = shard_at(h->dict, shard_of(h->dict, hash));
+		it = shmt__store_find(h->dict, sh, hash, "big", 3, &link);
+		assert_non_null(it);
+		assert_true(it->it_order >= 4);
+		memcpy(&fake, it, sizeof(fake));
+		fake.it_order = 0;
+		memset(sh->ds_undo_bytes, 'X', 64);
+		memcpy(sh->ds_undo_bytes, &fake, sizeof(fake));
+		sh->ds_undo_len = 64;
+		sh->ds_undo = (uint64_t)((char *)it - shard_heap(h->dict, sh)) +
+		    512 + 1;
+		assert_int_equal(sh->ds_seq & 1, 0);
+		assert_int_equal(shmt_check(h, report, NULL), 1);
+		assert_int_equal(shmt_check_ex(h, SHMT_CHECK_REPAIR, report,
+		    NULL), 1);
+		assert_int_equal(shmt_check(h, report, NULL), 0);
+		assert_int_equal(shmt_get(h, "big", 3, out, sizeof(out), &n), 0);
+		assert_int_equal(n, sizeof(big));
+		assert_memory_equal(out, big, sizeof(big));
+	}
 	tu_close_unlink(h, seg);
 }
 
