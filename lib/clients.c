@@ -45,7 +45,10 @@
 #include "util.h"
 #include "wait.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <time.h>
 
 /* 128-bit hash of a client id, keyed with the segment's secret (hash.h):
  * ids come from outside, and a public hash would let anyone fill a
@@ -101,16 +104,19 @@ shmt__ov_peek(const struct shmt_lview *v, const uint64_t hash[2])
 
 /* Put RULE into entry E (live or free, under the client lock): the stamp,
  * then the epoch's CAS (the change's commit point), then the hash's
- * epoch.  0, or SHMT_ECORRUPT / SHMT_EBUSYLOOP. */
+ * epoch.  An entry that holds RULE already keeps its epoch unless FORCE
+ * (a repair: a setter may have died between its stamp and its CAS, and
+ * a grant that read the rule before the stamp must still fail).  0, or
+ * SHMT_ECORRUPT / SHMT_EBUSYLOOP. */
 static int
-ce_restamp(struct shmt_client *e, uint32_t rule)
+ce_restamp(struct shmt_client *e, uint32_t rule, int force)
 {
 	struct shmt_w w, nw;
 	uint64_t hw[2];
 	uint32_t st, ep = 0;
 	unsigned i;
 
-	if (__atomic_load_n(&e->ce_rule, __ATOMIC_ACQUIRE) == rule)
+	if (!force && __atomic_load_n(&e->ce_rule, __ATOMIC_ACQUIRE) == rule)
 		return 0;
 	__atomic_store_n(&e->ce_rule, rule, __ATOMIC_RELEASE);
 	shmt__load128(&e->ce_w, w.w);
@@ -186,12 +192,18 @@ ov_restamp_all(const struct shmt_lview *v)
 			hw[1] = (hw[1] & ~0xffffULL) | ep;
 			shmt__store128(e->ce_hash, hw);
 		}
-		if (__atomic_load_n(&e->ce_rule, __ATOMIC_RELAXED) == 0)
-			continue;
-		key[0] = hw[0];
-		key[1] = hw[1] & ~0xffffULL;
-		if ((r = ov_find(v, key, NULL)) >= 0)
-			(void)ce_restamp(e, (uint32_t)r);
+		/* Every entry's epoch moves, its rule the same or not: a
+		 * dead setter may have stamped the new rule without its
+		 * CAS.  (An entry stamped with no rule keeps no rule here;
+		 * the table's clients are stamped below.) */
+		r = CE_RULE_NONE;
+		if (__atomic_load_n(&e->ce_rule, __ATOMIC_RELAXED) != 0) {
+			key[0] = hw[0];
+			key[1] = hw[1] & ~0xffffULL;
+			if ((r = ov_find(v, key, NULL)) < 0)
+				continue;
+		}
+		(void)ce_restamp(e, (uint32_t)r, 1);
 	}
 	for (uint32_t j = 0; j < v->ovcap; j++) {
 		struct shmt_override *o = &v->ov[j];
@@ -201,7 +213,7 @@ ov_restamp_all(const struct shmt_lview *v)
 		if (r == CE_RULE_NONE || !ce_rule_valid(r))
 			continue;
 		if ((e = ce_entry_of(v, o->ov_hash)) != NULL)
-			(void)ce_restamp(e, r);
+			(void)ce_restamp(e, r, 0);
 	}
 }
 
@@ -428,6 +440,9 @@ shmt__chk_clients(shmt_t *h, struct shmt_chk *c, const struct shmt_lview *v)
 {
 	char who[SHMT_LIMITER_NAME_MAX + 40];
 
+	uint64_t stamped = 0, matched = 0;
+	uint32_t owner;
+
 	shmt__chk_overrides(c, v);
 	for (uint32_t i = 0; i < v->capacity; i++) {
 		struct shmt_client *e = ce_at(v, i);
@@ -452,6 +467,9 @@ shmt__chk_clients(shmt_t *h, struct shmt_chk *c, const struct shmt_lview *v)
 		}
 		if (st == CE_CLAIMING)
 			continue;       /* a claim in progress, or repaired later */
+		if (hw[0] != 0 && __atomic_load_n(&e->ce_rule,
+		    __ATOMIC_RELAXED) != CE_RULE_NONE)
+			stamped++;
 		if ((hw[1] & CE_EPOCH_MASK) != ep) {
 			shmt__chk(c, "%s: hash epoch %u, word epoch %u", who,
 			    (unsigned)(hw[1] & CE_EPOCH_MASK), ep);
@@ -467,6 +485,35 @@ shmt__chk_clients(shmt_t *h, struct shmt_chk *c, const struct shmt_lview *v)
 		bc.ntags = 0;
 		shmt__chk_ring(h, c, who, &bc, &e->ce_w);
 	}
+	/* Every stamp is the table's, when no change is under way (the
+	 * client lock free): each client of the table is looked up in its
+	 * entry, and the entries stamped with a rule are counted against
+	 * those found stamped with theirs, so a stamp the table does not
+	 * give (an allow left behind) shows too. */
+	if (shmt__lock_peek(h, &v->lim->lm_client_lock, &owner) !=
+	    SHMT_LOCK_FREE)
+		return;
+	for (uint32_t j = 0; j < v->ovcap; j++) {
+		const struct shmt_override *o = &v->ov[j];
+		uint32_t r = __atomic_load_n(&o->ov_rule, __ATOMIC_ACQUIRE);
+		const struct shmt_client *e;
+		uint32_t got;
+
+		if (r == CE_RULE_NONE || !ce_rule_valid(r) ||
+		    (e = ce_entry_of(v, o->ov_hash)) == NULL)
+			continue;
+		got = __atomic_load_n(&e->ce_rule, __ATOMIC_RELAXED);
+		if (got != r)
+			shmt__chk(c, "limiter %s override %u: its client's entry "
+			    "is stamped %#x, the table gives %#x", v->name, j,
+			    got, r);
+		else
+			matched++;
+	}
+	if (stamped > matched)
+		shmt__chk(c, "limiter %s: %" PRIu64 " client entries carry a "
+		    "rule the override table does not give them", v->name,
+		    stamped - matched);
 }
 
 /* ---- Overrides: grants ------------------------------------------------------ */
@@ -601,6 +648,25 @@ ov_list_locked(const struct shmt_lview *v, struct ov_req *q)
 	return n;
 }
 
+/*
+ * The 14-bit epoch of an entry comes back to a value after 16383 changes,
+ * and a grant that read the rule before the first of them could then
+ * commit under it.  So every set or clear that reaches an entry keeps the
+ * client lock (which every change of a rule holds) for OV_GAP_NS after its
+ * change: 16383 changes take more than a second.  A sleep, not a look at
+ * the clock, so that a clock that stands still cannot hold it for ever.
+ */
+#define OV_GAP_NS 64000L
+
+static void
+ov_gap(void)
+{
+	struct timespec ts = { 0, OV_GAP_NS };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
 /* Set RULE (CE_RULE_NONE: clear) for HASH (ID, LEN bytes) in V's table
  * and in the client's entry.  Under both locks.  Returns 1 when the
  * client had a rule, 0 when not, or an error. */
@@ -633,9 +699,11 @@ ov_put_locked(const struct shmt_lview *v, const uint64_t hash[2],
 	}
 	if (o != NULL)
 		__atomic_store_n(&o->ov_rule, rule, __ATOMIC_RELEASE);
-	if ((e = ce_entry_of(v, hash)) != NULL &&
-	    (rc = ce_restamp(e, rule)) != 0)
-		return rc;
+	if ((e = ce_entry_of(v, hash)) != NULL) {
+		if ((rc = ce_restamp(e, rule, 0)) != 0)
+			return rc;
+		ov_gap();
+	}
 	return had != CE_RULE_NONE;
 }
 

@@ -10,9 +10,12 @@
  * table or stamp gives SHMT_ECORRUPT and shmt_check names it.  The clock
  * is injected throughout.
  */
+#include "atomic128.h"
+#include "clients.h"
 #include "daemon.h"
 #include "fork.h"
 #include "limiter.h"
+#include "lock.h"
 #include "segment.h"
 #include "testutil.h"
 
@@ -20,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define W 1000ULL               /* the window, ns */
 
@@ -438,6 +443,103 @@ test_hostile(void **state)
 	shmt_close(h2);
 }
 
+/* The entry of V's client stamped RULE (the first one), or NULL. */
+static struct shmt_client *
+entry_stamped(struct shmt_lim *row, uint32_t rule)
+{
+	char *base = tu_arena(g.h) + row->lm_clients_off;
+
+	for (uint32_t i = 0; i < row->lm_capacity; i++) {
+		struct shmt_client *x = (struct shmt_client *)(base +
+		    (uint64_t)i * row->lm_entsize);
+
+		if (x->ce_rule == rule)
+			return x;
+	}
+	return NULL;
+}
+
+static uint32_t
+entry_epoch(struct shmt_client *e)
+{
+	uint64_t w[2];
+
+	shmt__load128(&e->ce_w, w);
+	return (uint32_t)(w[1] & CE_EPOCH_MASK);
+}
+
+/*
+ * Stamps against the table.  A valid stamp that is not the table's (an
+ * allow where the table gives 3, a rule the table no longer gives) is
+ * named by shmt_check.  A setter that died between its stamp and its CAS
+ * leaves the entry with the new rule and the old epoch: the repair by the
+ * next holder of the client lock moves the epoch all the same (a grant
+ * that read the old rule must fail).  Changes of one client's rule are
+ * at least 64 us apart, so its 14-bit epoch comes back after a second at
+ * the soonest.
+ */
+static void
+test_stamps(void **state)
+{
+	shmt_client_rule_t r;
+	struct shmt_lim *row;
+	struct shmt_override *ov;
+	struct shmt_client *e;
+	uint64_t t0;
+	uint32_t ep;
+	int probs = 0, st;
+	pid_t pid;
+
+	(void)state;
+	row = tu_row_of(g.h, "pc");
+	ov = (struct shmt_override *)(tu_arena(g.h) + row->lm_ov_off);
+	assert_int_equal(set("s1", SHMT_RULE_LIMIT, 3), 0);
+	assert_int_equal(use("s1"), 1);
+	assert_non_null(e = entry_stamped(row, 3));
+	assert_int_equal(shmt_check(g.h, NULL, NULL), 0);
+
+	e->ce_rule = CE_RULE_ALLOW;
+	assert_true(shmt_check(g.h, count_problems, &probs) > 0);
+	e->ce_rule = 3;
+	assert_int_equal(shmt_check(g.h, NULL, NULL), 0);
+	assert_int_equal(shmt_client_clear(g.h, "pc", "s1", 2), 1);
+	assert_int_equal(e->ce_rule, CE_RULE_NONE);
+	e->ce_rule = 3;
+	assert_true(shmt_check(g.h, NULL, NULL) > 0);
+	e->ce_rule = CE_RULE_NONE;
+	assert_int_equal(shmt_check(g.h, NULL, NULL), 0);
+
+	/* A setter's death after its stamp: table and stamp say 4, the
+	 * epoch is the one grants of 3 read. */
+	assert_int_equal(set("s1", SHMT_RULE_LIMIT, 3), 0);
+	assert_int_equal(ov[0].ov_rule, 3);
+	ep = entry_epoch(e);
+	ov[0].ov_rule = 4;
+	e->ce_rule = 4;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		shmt_t *c;
+
+		if (shmt_open(g.seg, &c) != 0 || shmt__lock(c,
+		    &tu_row_of(c, "pc")->lm_client_lock) < 0)
+			_exit(1);
+		_exit(0);       /* dies holding the client lock */
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(shmt_client_get(g.h, "pc", "s1", 2, &r), 1);
+	assert_int_equal(r.limit, 4);
+	assert_int_not_equal(entry_epoch(e), ep);
+	assert_int_equal(shmt_check(g.h, NULL, NULL), 0);
+
+	/* 100 changes of one client's rule: at least 100 x 64 us. */
+	t0 = tu_mono_ns();
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(set("s1", SHMT_RULE_LIMIT, 3 + (i & 1)), 0);
+	assert_true(tu_mono_ns() - t0 >= 100 * 64000ULL);
+}
+
 int
 main(void)
 {
@@ -457,6 +559,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_move_snapshot, ov_setup,
 		    ov_teardown),
 		cmocka_unit_test_setup_teardown(test_hostile, ov_setup,
+		    ov_teardown),
+		cmocka_unit_test_setup_teardown(test_stamps, ov_setup,
 		    ov_teardown),
 	};
 

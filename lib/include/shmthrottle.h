@@ -785,14 +785,21 @@ typedef struct shmt_client_rule {
  * Concurrency: any process may call at any time, beside grants of every
  * kind; setters of one limiter serialise on its client lock (the lock
  * that claims of entries take; it recovers from a dead owner).  The
- * change's atomic step is the CAS of the client's entry word; a grant
- * that read the old rule fails its CAS and decides again.
- * kill -9: the override table is changed by one 8-byte store, and decides:
+ * change's atomic step is the CAS of the client's entry word (a new
+ * epoch, 14 bits); a grant that read the old rule fails its CAS and
+ * decides again.  A change that reaches a client's entry holds the client
+ * lock 64 us after its CAS, so one entry's epoch comes back to a value
+ * only after 16383 changes, more than a second: a grant stopped that long
+ * between its look at the rule and its CAS, through that many changes of
+ * its client's rule, is the one case decided by a rule that was replaced.
+ * kill -9: the override table is changed by one 4-byte store, and decides:
  * before it the old rule stands, after it the new one.  A client's entry
  * that a dead setter left with the other rule is restamped from the table
  * by the next holder of the client lock (a claim of a new client, any
- * shmt_client_* call of the limiter, the daemon's housekeeping); until
- * then that client is decided by the rule its entry holds, old or new.
+ * shmt_client_* call of the limiter, the daemon's housekeeping), which
+ * moves every entry's epoch; until then that client is decided by the
+ * rule its entry holds, old or new.  shmt_check names an entry whose rule
+ * is not the table's.
  */
 SHMT_EXPORT int shmt_client_set(shmt_t *h, const char *name,
     const void *client, size_t len, const shmt_client_rule_t *rule);
