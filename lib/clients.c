@@ -33,8 +33,16 @@
  * epochs apart and take the client lock, which the setter holds.  A setter
  * killed in between leaves the lock to the next holder, whose repair
  * (ce_repair) makes the hash's epoch the word's and restamps every entry
- * from the table; a restored snapshot is repaired the same way
- * (shmt__clients_restore), since its words were copied one by one.
+ * from the table, moving every entry's epoch even where the stamp is
+ * already the table's (the dead setter may have stamped without its CAS,
+ * and a grant that read the old rule must still fail); a restored
+ * snapshot is repaired the same way (shmt__clients_restore), since its
+ * words were copied one by one.  The epoch has 14 bits: a setter keeps the
+ * client lock OV_GAP_NS (64 us) after its CAS, so 16383 changes, the
+ * fewest that bring an entry's epoch back, take over a second, and only a
+ * grant stopped that long between its read of the rule and its CAS could
+ * still commit under a replaced rule (the same kind of bound as the
+ * parameter generation's in update.c).
  */
 #include "clients.h"
 
