@@ -777,11 +777,7 @@ gen_ov_once(shmt_t *h, const char *name, struct ov_req *q)
 		return rc;
 	lim = shmt__rows(h, &n);
 	rc = -ENOENT;
-	for (r = 0; r < n; r++)
-		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) ==
-		    SHMT_LIM_READY &&
-		    strncmp(lim[r].lm_name, name, sizeof(lim[r].lm_name)) == 0)
-			break;
+	r = shmt__row_named(lim, n, name);
 	if (r < n && (rc = shmt__view_fill(h, r, &lim[r], &v)) == 0) {
 		if (!(v.flags & SHMT_LIMF_PER_CLIENT))
 			rc = -EPERM;

@@ -190,6 +190,19 @@ shmt__rows(const shmt_t *h, uint32_t *n)
 	return shmt__region(h, SHMT_R_LIMITERS);
 }
 
+uint32_t
+shmt__row_named(const struct shmt_lim *lim, uint32_t n, const char *name)
+{
+	uint32_t r;
+
+	for (r = 0; r < n; r++)
+		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) ==
+		    SHMT_LIM_READY &&
+		    strncmp(lim[r].lm_name, name, sizeof(lim[r].lm_name)) == 0)
+			break;
+	return r;
+}
+
 static int
 arena_span(const shmt_t *h, uint64_t off, uint64_t len, void **out)
 {

@@ -105,6 +105,10 @@ int shmt__lim_name_check(const char *name, size_t *lenp);
 
 /* The limiter rows of H's segment; *N gets their number. */
 struct shmt_lim *shmt__rows(const shmt_t *h, uint32_t *n);
+/* The index of the READY row named NAME among the N rows at LIM (under the
+ * table lock, or racy), or N when there is none. */
+uint32_t shmt__row_named(const struct shmt_lim *lim, uint32_t n,
+    const char *name);
 
 /* Fill V from row R, checking every field and offset.  SHMT_ECORRUPT when
  * the row is inconsistent, -ENOENT when it is not READY. */
