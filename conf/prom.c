@@ -84,7 +84,7 @@ static void
 write_limiters(FILE *f, const shmt_limiter_stat_t *ls, size_t n)
 {
 	static const char *const reasons[] = { "exhausted", "slack",
-		"table_full", "ring_full" };
+		"table_full", "ring_full", "rule" };
 
 	family(f, "shmthrottle_grants_total", "counter",
 	    "Uses granted by the limiter since the segment was created.");
@@ -94,12 +94,14 @@ write_limiters(FILE *f, const shmt_limiter_stat_t *ls, size_t n)
 	family(f, "shmthrottle_denials_total", "counter",
 	    "Uses denied by the limiter, by reason: exhausted (no free use), "
 	    "slack (the buckets' allowed false negative), table_full (per-"
-	    "client table full), ring_full (no free bucket).");
+	    "client table full), ring_full (no free bucket), rule (a "
+	    "client's deny override).");
 	for (size_t i = 0; i < n; i++) {
 		const uint64_t v[] = { ls[i].denied_exhausted, ls[i].denied_slack,
-			ls[i].denied_table_full, ls[i].denied_ring_full };
+			ls[i].denied_table_full, ls[i].denied_ring_full,
+			ls[i].denied_by_rule };
 
-		for (size_t r = 0; r < 4; r++)
+		for (size_t r = 0; r < 5; r++)
 			lim_sample(f, "shmthrottle_denials_total", ls[i].name,
 			    reasons[r], v[r]);
 	}
@@ -153,7 +155,20 @@ write_limiters(FILE *f, const shmt_limiter_stat_t *ls, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if (ls[i].per_client)
 			lim_sample(f, "shmthrottle_clients", ls[i].name, NULL,
-			    ls[i].client_capacity);
+			    ls[i].client_capacity);	family(f, "shmthrottle_allowed_by_rule_total", "counter",
+	    "Requests of a per-client limiter granted by a client's allow "
+	    "override (not counted in grants).");
+	for (size_t i = 0; i < n; i++)
+		if (ls[i].per_client)
+			lim_sample(f, "shmthrottle_allowed_by_rule_total",
+			    ls[i].name, NULL, ls[i].allowed_by_rule);
+	family(f, "shmthrottle_overrides_in_use", "gauge",
+	    "Clients of a per-client limiter with an override (a limit, "
+	    "allow or deny).");
+	for (size_t i = 0; i < n; i++)
+		if (ls[i].per_client)
+			lim_sample(f, "shmthrottle_overrides_in_use", ls[i].name,
+			    NULL, ls[i].overrides_in_use);
 }
 
 /* Global limiters (leased from Redis): the same names as the CLI's

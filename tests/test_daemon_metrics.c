@@ -369,6 +369,17 @@ test_scrape(void **state)
 	assert_int_equal(granted, 5);
 	for (int i = 0; i < 3; i++)
 		(void)shmt_try_use(h, "pc", "client-1", 8);
+	/* Overrides: one client denied, one allowed. */
+	{
+		shmt_client_rule_t deny = { .kind = SHMT_RULE_DENY };
+		shmt_client_rule_t allow = { .kind = SHMT_RULE_ALLOW };
+
+		assert_int_equal(shmt_client_set(h, "pc", "bad", 3, &deny), 0);
+		assert_int_equal(shmt_client_set(h, "pc", "vip", 3, &allow), 0);
+		assert_int_equal(shmt_try_use(h, "pc", "bad", 3), 0);
+		for (int i = 0; i < 4; i++)
+			assert_int_equal(shmt_try_use(h, "pc", "vip", 3), 1);
+	}
 	for (int i = 0; i < 3; i++) {
 		char k[8];
 
@@ -413,6 +424,12 @@ test_scrape(void **state)
 	    == 2);
 	assert_true(value_of(text, "shmthrottle_denials_total{limiter=\"pc\","
 	    "reason=\"exhausted\"}") == 1);
+	assert_true(value_of(text, "shmthrottle_denials_total{limiter=\"pc\","
+	    "reason=\"rule\"}") == 1);
+	assert_true(value_of(text,
+	    "shmthrottle_allowed_by_rule_total{limiter=\"pc\"}") == 4);
+	assert_true(value_of(text,
+	    "shmthrottle_overrides_in_use{limiter=\"pc\"}") == 2);
 	assert_true(value_of(text, "shmthrottle_clients_in_use{limiter=\"pc\"}")
 	    == 1);
 	assert_false(has_series(text, "shmthrottle_free_uses{limiter=\"pc\"}"));
