@@ -901,6 +901,9 @@ key_line(const struct seen *s, const struct keydef *keys, const char *k)
 
 #define LFAIL(key, ...) \
 	fail(p, key_line(s, limiter_keys, key), key, __VA_ARGS__)
+/* An error about override I of LIM: it names that override's own line. */
+#define OFAIL(i, ...) \
+	fail(p, lim->overrides[(i)].line, "override", __VA_ARGS__)
 
 /* The config key that holds field FIELD of a library rule ("FIELD: rule",
  * as shmt_limit_check and shmt_config_check write it). */
@@ -960,13 +963,16 @@ field_of(const struct field_key *table, const char *why)
 	return NULL;
 }
 
-static int
-ovr_has_limit(const struct shmtd_limiter *lim)
+/* The index of LIM's first limit= override, or noverrides if none. */
+static size_t
+ovr_first_limit(const struct shmtd_limiter *lim)
 {
-	for (size_t i = 0; i < lim->noverrides; i++)
+	size_t i;
+
+	for (i = 0; i < lim->noverrides; i++)
 		if (lim->overrides[i].rule.kind == SHMT_RULE_LIMIT)
-			return 1;
-	return 0;
+			break;
+	return i;
 }
 
 /* Fill in what LIM left out (only keys that are absent: a key given as 0
@@ -1003,7 +1009,7 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 	else if (!l->per_client && has_key(s, limiter_keys, "overrides"))
 		LFAIL("overrides", "[limiter %s] is not per client", lim->name);
 	else if (!l->per_client && lim->noverrides > 0)
-		LFAIL("override", "[limiter %s] is not per client", lim->name);
+		OFAIL(0, "[limiter %s] is not per client", lim->name);
 	else if (l->per_client && has_key(s, limiter_keys, "overrides") &&
 	    l->client_overrides == 0)
 		LFAIL("overrides", "[limiter %s]: from 1 to %u (leave it out "
@@ -1011,13 +1017,18 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 		    SHMT_OVERRIDES_DEFAULT);
 	else if (lim->noverrides > (l->client_overrides != 0 ?
 	    l->client_overrides : SHMT_OVERRIDES_DEFAULT))
-		LFAIL("override", "[limiter %s]: %zu overrides, more than its "
-		    "table holds (overrides = %u)", lim->name, lim->noverrides,
+		OFAIL(l->client_overrides != 0 ? l->client_overrides :
+		    SHMT_OVERRIDES_DEFAULT, "[limiter %s]: %zu overrides, "
+		    "more than its table holds (overrides = %u)", lim->name,
+		    lim->noverrides,
 		    l->client_overrides != 0 ? l->client_overrides :
 		    SHMT_OVERRIDES_DEFAULT);
-	else if (l->mode != SHMT_MODE_BUCKETS && ovr_has_limit(lim))
-		LFAIL("override", "[limiter %s]: a limit= override needs mode "
-		    "= buckets (rate mode takes allow and deny)", lim->name);
+	else if (l->mode != SHMT_MODE_BUCKETS &&
+	    ovr_first_limit(lim) < lim->noverrides)
+		OFAIL(ovr_first_limit(lim), "[limiter %s]: a limit= override "
+		    "for client '%s' needs mode "
+		    "= buckets (rate mode takes allow and deny)", lim->name,
+		    lim->overrides[ovr_first_limit(lim)].id);
 	else if (l->mode != SHMT_MODE_GCRA && has_key(s, limiter_keys, "burst"))
 		LFAIL("burst", "[limiter %s]: burst is for mode = gcra", lim->name);
 	else if (l->mode == SHMT_MODE_GCRA &&
