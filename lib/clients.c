@@ -273,6 +273,7 @@ static int
 ce_try_reclaim(shmt_t *h, const struct shmt_lview *v, struct shmt_client *e,
     uint64_t now)
 {
+	struct shmt_lview tmp;
 	struct bk_ctx c;
 	struct shmt_w w, nw;
 	uint64_t next = UINT64_MAX;
@@ -286,7 +287,7 @@ ce_try_reclaim(shmt_t *h, const struct shmt_lview *v, struct shmt_client *e,
 		return 0;
 	if (v->mode == SHMT_MODE_GCRA)
 		return shmt__gcra_ce_reclaim(e, now);
-	shmt__bk_ctx_init(&c, v, ce_ring(e));
+	shmt__bk_ctx_init(&c, shmt__ce_view(v, e, &tmp), ce_ring(e));
 	c.ntags = 0;
 	if (shmt__bk_housekeep(h, &c, &e->ce_w, now, &next) < 0)
 		return 0;
@@ -425,13 +426,14 @@ shmt__hk_clients(shmt_t *h, const struct shmt_lview *v, uint64_t now,
 		ce_repair(v);
 	for (uint32_t i = 0; i < v->capacity; i++) {
 		struct shmt_client *e = ce_at(v, i);
+		struct shmt_lview tmp;
 		struct shmt_w w;
 		struct bk_ctx c;
 
 		shmt__load128(&e->ce_w, w.w);
 		if (SHMT_W_TAG(w) >> 14 != CE_LIVE)
 			continue;
-		shmt__bk_ctx_init(&c, v, ce_ring(e));
+		shmt__bk_ctx_init(&c, shmt__ce_view(v, e, &tmp), ce_ring(e));
 		c.ntags = 0;
 		if (v->mode != SHMT_MODE_GCRA &&
 		    shmt__bk_housekeep(h, &c, &e->ce_w, now, next) > 0)
@@ -454,6 +456,7 @@ shmt__chk_clients(shmt_t *h, struct shmt_chk *c, const struct shmt_lview *v)
 	shmt__chk_overrides(c, v);
 	for (uint32_t i = 0; i < v->capacity; i++) {
 		struct shmt_client *e = ce_at(v, i);
+		struct shmt_lview tmp;
 		uint64_t hw[2];
 		struct shmt_w w;
 		struct bk_ctx bc;
@@ -489,7 +492,7 @@ shmt__chk_clients(shmt_t *h, struct shmt_chk *c, const struct shmt_lview *v)
 		}
 		if (v->mode == SHMT_MODE_GCRA)
 			continue;       /* any arrival time is a valid state */
-		shmt__bk_ctx_init(&bc, v, ce_ring(e));
+		shmt__bk_ctx_init(&bc, shmt__ce_view(v, e, &tmp), ce_ring(e));
 		bc.ntags = 0;
 		shmt__chk_ring(h, c, who, &bc, &e->ce_w);
 	}
@@ -539,9 +542,7 @@ shmt__ce_rule_gate(shmt_t *h, const struct shmt_lview *v,
 		/* shmt_client_set gives no limit to a rate-mode limiter. */
 		if (v->mode != SHMT_MODE_BUCKETS)
 			return SHMT_ECORRUPT;
-		memcpy(tmp, v, sizeof(*tmp));
-		tmp->limit = rule;
-		*vv = tmp;
+		*vv = shmt__tier_view(v, rule, tmp);
 		return CE_GO;
 	}
 	*now = shmt__now(h);

@@ -88,6 +88,54 @@ ce_rule_valid(uint32_t r)
 	return r <= SHMT_LIMIT_MAX || r == CE_RULE_DENY || r == CE_RULE_ALLOW;
 }
 
+/*
+ * A tier: a client's own limit L' (an override above or below the class
+ * limit L) runs on the entry's ring of nb buckets, nb = ceil(W / C) +
+ * ceil(L / B) by the class geometry.  Of those, ceil(W / C) may be cooling
+ * while the rest hold the uses in flight, so buckets of B' = max(B,
+ * ceil(L' / (nb - ceil(W / C)))) uses let the ring hold L' (a tier of 200
+ * on a class of 10 with B = 1 would otherwise stop at the ring's 20).  B'
+ * at SHMT_LIMIT_MAX bounds what any entry's bucket may count.
+ */
+static inline uint64_t
+shmt__tier_slack_uses(const struct shmt_lview *v, uint64_t limit)
+{
+	uint64_t cool = div_up(v->window, v->slack), room, b;
+
+	/* The view's nb was checked against the geometry: nb > cool. */
+	room = v->nb > cool ? v->nb - cool : 1;
+	b = div_up(limit, room);
+	return b > v->slack_uses ? b : v->slack_uses;
+}
+
+/* The view of V for a client whose rule is the limit RULE (1 to
+ * SHMT_LIMIT_MAX, buckets mode): TMP, filled.  Returns TMP. */
+static inline const struct shmt_lview *
+shmt__tier_view(const struct shmt_lview *v, uint32_t rule,
+    struct shmt_lview *tmp)
+{
+	memcpy(tmp, v, sizeof(*tmp));
+	tmp->limit = rule;
+	tmp->slack_uses = shmt__tier_slack_uses(v, rule);
+	return tmp;
+}
+
+/* The view entry E's ring is kept under, for the lock holders'
+ * housekeeping and the checks: its tier's (TMP) when its stamp gives it a
+ * limit of its own, else V (no rule, allow, deny, or a damaged stamp,
+ * which the check reports). */
+static inline const struct shmt_lview *
+shmt__ce_view(const struct shmt_lview *v, const struct shmt_client *e,
+    struct shmt_lview *tmp)
+{
+	uint32_t r = __atomic_load_n(&e->ce_rule, __ATOMIC_ACQUIRE);
+
+	if (r == CE_RULE_NONE || r > SHMT_LIMIT_MAX ||
+	    v->mode != SHMT_MODE_BUCKETS)
+		return v;
+	return shmt__tier_view(v, r, tmp);
+}
+
 /* What shmt__ce_rule_gate leaves to the grant: decide on *VV. */
 #define CE_GO 2
 

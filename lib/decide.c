@@ -143,7 +143,10 @@ sim_takes(const struct bk_sim *s)
 {
 	const struct bk_ctx *c = s->c;
 
-	if (s->first == s->n || !SHMT_W_ACTIVE(s->w) || s->t >= s->close_a)
+	/* A client's bucket filled under a higher limit of its own may
+	 * count more than this view's B: it takes no more. */
+	if (s->first == s->n || !SHMT_W_ACTIVE(s->w) || s->t >= s->close_a ||
+	    SHMT_W_COUNT(s->w) >= c->slack_uses)
 		return 0;
 	return c->slack_uses - SHMT_W_COUNT(s->w);
 }
@@ -785,6 +788,7 @@ shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 static int
 ce_peek_idle(const struct shmt_lview *v, struct shmt_client *e, uint64_t now)
 {
+	struct shmt_lview tmp;
 	struct bk_ctx c;
 	struct bk_sim s;
 	struct shmt_w w;
@@ -798,7 +802,7 @@ ce_peek_idle(const struct shmt_lview *v, struct shmt_client *e, uint64_t now)
 		return 0;
 	if (v->mode == SHMT_MODE_GCRA)
 		return w.w[0] <= now;
-	shmt__bk_ctx_init(&c, v, ce_ring(e));
+	shmt__bk_ctx_init(&c, shmt__ce_view(v, e, &tmp), ce_ring(e));
 	c.ntags = 0;
 	return sim_init(&s, &c, w, now) == 0 && s.first == s.n;
 }
@@ -818,9 +822,7 @@ peek_rule(const struct shmt_lview *v, uint32_t rule, struct shmt_lview *tmp,
 		shmt__ce_rule_decide(rule == CE_RULE_ALLOW, out);
 		return rule == CE_RULE_ALLOW;
 	}
-	memcpy(tmp, v, sizeof(*tmp));
-	tmp->limit = rule;
-	*vp = tmp;
+	*vp = shmt__tier_view(v, rule, tmp);
 	return CE_GO;
 }
 

@@ -7,6 +7,7 @@
  */
 #include "table.h"
 
+#include "clients.h"
 #include "gcra.h"
 #include "lock.h"
 #include "ring.h"
@@ -383,10 +384,14 @@ shmt__view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 		v->limit_cap = v->limit;
 		v->uses_cap = (uint32_t)v->slack_uses;
 		/* A client's entry may hold what an override let it take,
-		 * above the class limit: at most what its ring holds. */
+		 * above the class limit: a tier's buckets count up to its B'
+		 * (shmt__tier_slack_uses), its in flight up to its limit. */
 		if ((v->flags & SHMT_LIMF_PER_CLIENT) &&
-		    v->mode == SHMT_MODE_BUCKETS)
-			v->limit_cap = (uint64_t)v->nb * v->slack_uses;
+		    v->mode == SHMT_MODE_BUCKETS) {
+			v->limit_cap = SHMT_LIMIT_MAX;
+			v->uses_cap = (uint32_t)shmt__tier_slack_uses(v,
+			    SHMT_LIMIT_MAX);
+		}
 	}
 	/* Key pools (their names follow the grant numbers) and per-client
 	 * limiters keep their definition's parameters; global limiters only

@@ -187,6 +187,54 @@ test_limits(void **state)
 	assert_int_equal(shmt_check(g.h, NULL, NULL), 0);
 }
 
+/*
+ * A tier far above its class: the class (limit 10, B 1, 1 in 10 of the
+ * window a slack) gives each entry a ring of 20 buckets, which holds 10
+ * uses of the class but only 20 of a tier kept in buckets of 1.  A tier of
+ * 200 fills buckets of 20: all 200 are granted at one instant, also with
+ * housekeeping between the uses (which seals an entry's bucket at its
+ * tier's B, not the class's), and a peek tells what an acquire then does.
+ */
+static void
+test_tier_ring(void **state)
+{
+	shmt_limit_t l = { .limit = 10, .window_ns = W, .slack_ns = 100,
+		.slack_uses = 1, .per_client = 1, .client_capacity = 8,
+		.client_overrides = 4 };
+	shmt_client_rule_t r = { .kind = SHMT_RULE_LIMIT, .limit = 200 };
+	shmt_decision_t p, d;
+	int n = 0, k = 0;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "tr", &l), 0);
+	assert_int_equal(shmt_client_set(g.h, "tr", "big", 3, &r), 0);
+	for (int i = 0; i < 400; i++) {
+		if (shmt_try_use(g.h, "tr", "big", 3) == 1)
+			n++;
+		if (i % 2 == 1)
+			assert_true(shmt_housekeep(g.h, NULL) >= 0);
+	}
+	assert_int_equal(n, 200);
+	for (int i = 0; i < 40; i++)
+		k += shmt_try_use(g.h, "tr", "cls", 3) == 1;
+	assert_int_equal(k, 10);
+	assert_int_equal(shmt_check(g.h, NULL, NULL), 0);
+
+	/* Half a window on (past every close): peek and acquire agree on
+	 * the remaining count, as uses come back. */
+	g.clk.now += W + 150;
+	assert_true(shmt_housekeep(g.h, NULL) >= 0);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(shmt_peek(g.h, "tr", "big", 3, 1, &p), 1);
+		assert_int_equal(shmt_acquire(g.h, "tr", "big", 3, 1, &d), 1);
+		assert_int_equal(p.limit, 200);
+		assert_int_equal(d.limit, 200);
+		assert_int_equal(p.remaining, d.remaining);
+	}
+	assert_int_equal(d.remaining, 200 - 5);
+	assert_int_equal(shmt_check(g.h, NULL, NULL), 0);
+}
+
 static void
 test_allow_deny(void **state)
 {
@@ -547,6 +595,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_errors, ov_setup,
 		    ov_teardown),
 		cmocka_unit_test_setup_teardown(test_limits, ov_setup,
+		    ov_teardown),
+		cmocka_unit_test_setup_teardown(test_tier_ring, ov_setup,
 		    ov_teardown),
 		cmocka_unit_test_setup_teardown(test_allow_deny, ov_setup,
 		    ov_teardown),
