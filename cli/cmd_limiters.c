@@ -71,8 +71,12 @@ shmtc_limiter_json(const shmt_limiter_stat_t *l)
 	    json_pack("{s:i, s:i}", "count", (int)l->nkeys, "uses_per_key",
 	    (int)l->uses_per_key));
 	json_object_set_new(o, "clients", !l->per_client ? json_null() :
-	    json_pack("{s:i, s:i}", "capacity", (int)l->client_capacity,
-	    "in_use", (int)l->clients_in_use));
+	    json_pack("{s:i, s:i, s:{s:i, s:i}, s:o, s:o}", "capacity",
+	    (int)l->client_capacity, "in_use", (int)l->clients_in_use,
+	    "overrides", "capacity", (int)l->client_overrides, "in_use",
+	    (int)l->overrides_in_use,
+	    "allowed_by_rule", shmtc_json_u64(l->allowed_by_rule),
+	    "denied_by_rule", shmtc_json_u64(l->denied_by_rule)));
 	json_object_set_new(o, "housekeeping_lag_ns",
 	    shmtc_json_u64(l->housekeeping_lag_ns));
 	json_object_set_new(o, "burst", l->mode == SHMT_MODE_GCRA ?
@@ -166,6 +170,14 @@ extra_cell(char *buf, size_t cap, const shmt_limiter_stat_t *l)
 		    l->client_capacity);
 	else
 		snprintf(buf, cap, "-");
+	if (l->per_client && (l->overrides_in_use > 0 ||
+	    l->allowed_by_rule > 0 || l->denied_by_rule > 0)) {
+		size_t n = strlen(buf);
+
+		snprintf(buf + n, cap - n, ", overrides %u/%u (allowed %" PRIu64
+		    ", denied %" PRIu64 ")", l->overrides_in_use,
+		    l->client_overrides, l->allowed_by_rule, l->denied_by_rule);
+	}
 	if (l->shadow) {
 		size_t n = strlen(buf);
 
@@ -180,7 +192,7 @@ static void
 limiter_row(struct shmtc_table *t, const shmt_limiter_stat_t *l)
 {
 	char lim[24], win[SHMTC_FMT_MAX], slack[48], infl[24], fr[24], bk[24];
-	char gr[24], dx[24], ds[24], df[24], extra[96], d[SHMTC_FMT_MAX];
+	char gr[24], dx[24], ds[24], df[24], extra[192], d[SHMTC_FMT_MAX];
 	const char *row[13] = { l->name, shmtc_mode_name(l->mode), lim, win,
 		slack, infl, fr, bk, gr, dx, ds, df, extra };
 

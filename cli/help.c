@@ -26,7 +26,8 @@ const char shmtc_help_limiters[] =
 "reason: EXHAUSTED (no free use), SLACK (fewer than slack uses free and all\n"
 "taken within window + slack), FULL (per-client table full).  EXTRA shows\n"
 "key pools (keys x uses per key) and per-client tables (clients in use /\n"
-"capacity).  Counters count since the segment was created.\n";
+"capacity; with overrides: rules set / table size, grants by allow and\n"
+"refusals by deny rules).  Counters count since the segment was created.\n";
 
 const char shmtc_help_buckets[] =
 "One row per bucket in use of LIMITER, oldest first: SERIAL, USES, STATE\n"

@@ -104,7 +104,40 @@ test_client_commands(void **state)
 	assert_int_equal(shmt_try_use(h, "api", "silver", 6), 1);
 	assert_int_equal(shmt_try_use(h, "api", "silver", 6), 0);
 	assert_int_equal(shmt_try_use(h, "api", "gold", 4), 1);
+	assert_int_equal(shmt_try_use(h, "api", "vip", 3), 1);
+	assert_int_equal(shmt_try_use(h, "api", "bad-bot", 7), 0);
 	shmt_close(h);
+
+	/* The limiters view counts the rules set and what they decided:
+	 * vip allowed by `try` and by the call above, bad-bot denied (each
+	 * took an entry of the client table, as silver and gold did). */
+	tc_expect_run(&r, 0, ARGV("-s", seg, "limiters"));
+	assert_non_null(strstr(r.out, "clients 4/64, overrides 3/3 (allowed 2, "
+	    "denied 2)"));
+	tc_run_free(&r);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "limiters"));
+	j = json_loads(r.out, 0, &e);
+	assert_non_null(j);
+	o = NULL;
+	for (size_t i = 0; i < json_array_size(json_object_get(j,
+	    "limiters")); i++) {
+		json_t *l = json_array_get(json_object_get(j, "limiters"), i);
+
+		if (strcmp(json_string_value(json_object_get(l, "name")),
+		    "api") == 0)
+			o = json_object_get(l, "clients");
+	}
+	assert_non_null(o);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(o,
+	    "overrides"), "capacity")), 3);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(o,
+	    "overrides"), "in_use")), 3);
+	assert_int_equal(json_integer_value(json_object_get(o,
+	    "allowed_by_rule")), 2);
+	assert_int_equal(json_integer_value(json_object_get(o,
+	    "denied_by_rule")), 2);
+	json_decref(j);
+	tc_run_free(&r);
 
 	/* Errors. */
 	tc_expect_run(&r, 2, ARGV("-s", seg, "client", "set", "api", "x",
