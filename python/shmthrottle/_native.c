@@ -888,8 +888,11 @@ lim_dict(const shmt_limiter_stat_t *s)
 	    Py_BuildValue("{s:I,s:I}", "count", s->nkeys, "uses_per_key",
 	    s->uses_per_key),
 	    "clients", !s->per_client ? Py_NewRef(Py_None) :
-	    Py_BuildValue("{s:I,s:I}", "capacity", s->client_capacity,
-	    "in_use", s->clients_in_use),
+	    Py_BuildValue("{s:I,s:I,s:{s:I,s:I},s:K,s:K}", "capacity",
+	    s->client_capacity, "in_use", s->clients_in_use, "overrides",
+	    "capacity", s->client_overrides, "in_use", s->overrides_in_use,
+	    "allowed_by_rule", (unsigned long long)s->allowed_by_rule,
+	    "denied_by_rule", (unsigned long long)s->denied_by_rule),
 	    "housekeeping_lag_ns", (unsigned long long)s->housekeeping_lag_ns);
 	PyObject *burst, *v;
 
