@@ -715,7 +715,8 @@ acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		if (v->mode == SHMT_MODE_GCRA) {
 			uint64_t tat = 0;
 
-			rc = shmt__gcra_ce_take(h, v, e, expect, cost, &now, &tat);
+			rc = shmt__gcra_ce_take(h, vv, e, expect, cost, &now,
+			    &tat);
 			if (rc == -EAGAIN) {
 				if (ce_retry_spent(&t0))
 					break;
@@ -736,7 +737,7 @@ acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 					    v->entsize), tat, cost, expect);
 			}
 			if (out != NULL)
-				shmt__gcra_decide(v, tat, now, cost, rc, out);
+				shmt__gcra_decide(vv, tat, now, cost, rc, out);
 			return rc;
 		}
 		shmt__bk_ctx_init(&c, vv, ce_ring(e));
@@ -815,8 +816,8 @@ peek_rule(const struct shmt_lview *v, uint32_t rule, struct shmt_lview *tmp,
 {
 	if (__builtin_expect(rule == CE_RULE_NONE, 1))
 		return CE_GO;
-	if (!ce_rule_valid(rule) ||
-	    (rule <= SHMT_LIMIT_MAX && v->mode != SHMT_MODE_BUCKETS))
+	if (!ce_rule_valid(rule) || (rule <= SHMT_LIMIT_MAX &&
+	    v->mode == SHMT_MODE_GCRA && !shmt__gcra_tier_ok(v, rule)))
 		return SHMT_ECORRUPT;
 	if (rule == CE_RULE_ALLOW || rule == CE_RULE_DENY) {
 		shmt__ce_rule_decide(rule == CE_RULE_ALLOW, out);

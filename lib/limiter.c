@@ -200,7 +200,7 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		c.check_tag = 1;
 		c.tag_expect = expect;
 		rc = v->mode == SHMT_MODE_GCRA ?
-		    shmt__gcra_ce_take(h, v, e, expect, 1, &now, NULL) :
+		    shmt__gcra_ce_take(h, vv, e, expect, 1, &now, NULL) :
 		    bk_take_n(h, &c, &e->ce_w, &tag, &why, 1, &now);
 		if (rc == 1) {
 			__atomic_store_n(&e->ce_last_ns, now, __ATOMIC_RELAXED);

@@ -280,9 +280,6 @@ test_bad_files(void **state)
 		{ "[limiter a]\nlimit = 5\nwindow = 1s\nper_client = yes\n"
 		  "overrides = 0\n",
 		  ":5: key 'overrides': [limiter a]: from 1 to 65536" },
-		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = gcra\n"
-		  "per_client = yes\noverride = x limit=2\n",
-		  ":6: key 'override': [limiter a]: a limit= override for client 'x' needs mode = buckets" },
 		/* An override's error names that override's line, not the
 		 * section's last override line. */
 		{ "[limiter a]\nlimit = 5\nwindow = 1s\noverride = x allow\n"
@@ -292,10 +289,10 @@ test_bad_files(void **state)
 		  "overrides = 1\noverride = x allow\noverride = y deny\n"
 		  "override = z allow\n",
 		  ":7: key 'override': [limiter a]: 3 overrides, more than its table holds (overrides = 1)" },
-		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = gcra\n"
+		{ "[limiter a]\nlimit = 5\nwindow = 1us\nmode = gcra\n"
 		  "per_client = yes\noverride = w allow\noverride = x limit=2\n"
-		  "override = y limit=3\noverride = z deny\n",
-		  ":7: key 'override': [limiter a]: a limit= override for client 'x' needs mode = buckets" },
+		  "override = y limit=1001\noverride = z limit=2000\n",
+		  ":8: key 'override': [limiter a]: client 'y': limit=1001 is more uses than the window has nanoseconds" },
 		/* Key names a printed config would read as comments. */
 		{ "[limiter a]\nwindow = 1s\nkeys = x,;y\n",
 		  ":3: key 'keys': key name ';y' starts with ';'" },
