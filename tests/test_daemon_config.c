@@ -382,6 +382,19 @@ test_overrides(void **state)
 	assert_non_null(strstr(err, "override for client 'Monitor': the "
 	    "segment's override table is full"));
 	shmtd_config_free(&c);
+
+	/* Rate mode takes a client's own limit from the file too. */
+	write_file(path, sizeof(path), "[limiter rate]\nmode = gcra\n"
+	    "limit = 2\nwindow = 1s\nburst = 2\nper_client = yes\n"
+	    "override = fast limit=4\n");
+	if (shmtd_config_load(path, &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	unlink(path);
+	if (shmtd_config_apply(h, &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(shmt_client_get(h, "rate", "fast", 4, &r), 1);
+	assert_int_equal(r.limit, 4);
+	shmtd_config_free(&c);
 	tu_close_unlink(h, seg);
 }
 
