@@ -311,6 +311,23 @@ test_claim_reclaim(void **state)
 	assert_int_equal(use("early"), 0);
 }
 
+/* Client "t" of limiter "rate", just after a change: refused now with
+ * every use back after RESET ns, refused 1 ns before AT, granted once at
+ * AT. */
+static void
+rate_next(uint64_t reset, uint64_t at)
+{
+	shmt_decision_t d;
+
+	assert_int_equal(shmt_peek(g.h, "rate", "t", 1, 1, &d), 0);
+	assert_int_equal(d.reset_after_ns, reset);
+	g.clk.now = at - 1;
+	assert_int_equal(shmt_try_use(g.h, "rate", "t", 1), 0);
+	g.clk.now = at;
+	assert_int_equal(shmt_try_use(g.h, "rate", "t", 1), 1);
+	assert_int_equal(shmt_try_use(g.h, "rate", "t", 1), 0);
+}
+
 /*
  * Rate mode: allow, deny and a client's own limit, which sets its interval
  * (window / limit) under the class's burst.  A change rescales the
@@ -373,24 +390,12 @@ test_rate_mode(void **state)
 	 * use passes at t0 + 500 + 4000 - 2000. */
 	r.limit = 2;
 	assert_int_equal(shmt_client_set(g.h, "rate", "t", 1, &r), 0);
-	assert_int_equal(shmt_peek(g.h, "rate", "t", 1, 1, &d), 0);
-	assert_int_equal(d.reset_after_ns, 4000);
-	g.clk.now = t0 + 2499;
-	assert_int_equal(shmt_try_use(g.h, "rate", "t", 1), 0);
-	g.clk.now = t0 + 2500;
-	assert_int_equal(shmt_try_use(g.h, "rate", "t", 1), 1);
-	assert_int_equal(shmt_try_use(g.h, "rate", "t", 1), 0);
+	rate_next(4000, t0 + 2500);
 	/* Cleared: the class's 1000 ns.  A change never brings uses in
 	 * flight back sooner (the arrival time t0 + 6500 stays), so the
 	 * next use passes at t0 + 6500 + 1000 - 2000. */
 	assert_int_equal(shmt_client_clear(g.h, "rate", "t", 1), 1);
-	assert_int_equal(shmt_peek(g.h, "rate", "t", 1, 1, &d), 0);
-	assert_int_equal(d.reset_after_ns, 4000);
-	g.clk.now = t0 + 5499;
-	assert_int_equal(shmt_try_use(g.h, "rate", "t", 1), 0);
-	g.clk.now = t0 + 5500;
-	assert_int_equal(shmt_try_use(g.h, "rate", "t", 1), 1);
-	assert_int_equal(shmt_try_use(g.h, "rate", "t", 1), 0);
+	rate_next(4000, t0 + 5500);
 	assert_int_equal(shmt_check(g.h, NULL, NULL), 0);
 }
 
