@@ -163,7 +163,6 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 	struct shmt_client *e;
 	struct shmt_lview tmp;
 	const struct shmt_lview *vv;
-	struct bk_ctx c;
 	uint64_t hash[2], now = 0, t0 = 0;
 	uint32_t tag, expect = 0;
 	int why = WHY_NONE, rc = SHMT_EBUSYLOOP;
@@ -195,13 +194,10 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 				break;
 			continue;
 		}
-		shmt__bk_ctx_init(&c, vv, ce_ring(e));
-		c.ntags = 0;
-		c.check_tag = 1;
-		c.tag_expect = expect;
 		rc = v->mode == SHMT_MODE_GCRA ?
 		    shmt__gcra_ce_take(h, vv, e, expect, 1, &now, NULL) :
-		    bk_take_n(h, &c, &e->ce_w, &tag, &why, 1, &now);
+		    bk_take_entry(h, vv, &e->ce_w, ce_ring(e), expect, &tag,
+		    &why, &now);
 		if (rc == 1) {
 			__atomic_store_n(&e->ce_last_ns, now, __ATOMIC_RELAXED);
 			break;

@@ -626,4 +626,82 @@ slow:
 	return shmt__bk_take_view_slow(h, v, w, 1, now, tag, why);
 }
 
+/*
+ * One use of a client entry's ring (shmt_try_use on a per-client limiter):
+ * what bk_take_n decides with the context shmt__bk_ctx_init(V, RING) gives,
+ * ntags 0 and the tag checked against EXPECT, cost 1, with a fast path
+ * like bk_take_view's.  V is the view of the entry's rule (a tier's own
+ * limit and B').  *AT gets the decision's clock value.
+ *
+ * The fast path grants from the word (one full load: entries are never
+ * read half by half) and the clock read after it when F1' the tag is
+ * EXPECT (the entry is still the caller's, its epoch unchanged) and F2-F7
+ * of bk_take_view hold with V's limit, B, nb and window and the entry's
+ * ring, by one CAS of W to {inflight + 1, count + 1, the rest the same}.
+ * Why the loop decides the same from that word and clock value: its first
+ * turn passes the tag check (F1'); w_valid holds, since a per-client view
+ * has limit_cap SHMT_LIMIT_MAX >= L and uses_cap the B' of the largest
+ * tier >= B (shmt__view_fill), and ntags is 0; the release step is F6, or
+ * without a sealed bucket finds the active one due at sat_add(close,
+ * window) >= close > now (F7); the limit passes (F3); the grant goes into
+ * the active bucket (F4, F7) by the same CAS, the tag kept (ntags 0).  An
+ * entry's word has no hand-off: a lost CAS backs off (bk_lost), reads the
+ * word afresh and goes on in the loop with a clock read of its own, as the
+ * loop would; anything else hands the word and the clock value to the
+ * loop's first turn, so the clock is read once per turn on both paths.
+ */
+static inline __attribute__((always_inline)) int
+bk_take_entry(shmt_t *h, const struct shmt_lview *v, struct shmt_w *wp,
+    struct shmt_ring_slot *ring, uint32_t expect, uint32_t *tag, int *why,
+    uint64_t *at)
+{
+	uint32_t inflight, count, tail, nsealed;
+	unsigned lost = 0;
+	struct shmt_w w, nw;
+	struct bk_ctx c;
+	uint64_t now, s[2];
+
+	shmt__load128(wp, w.w);
+	now = shmt__now(h);
+	inflight = SHMT_W_INFLIGHT(w);
+	count = SHMT_W_COUNT(w);
+	tail = SHMT_W_TAIL(w);
+	nsealed = SHMT_W_NSEALED(w);
+	if (__builtin_expect(SHMT_W_TAG(w) != expect || !SHMT_W_ACTIVE(w) ||
+	    inflight >= v->limit || count >= v->slack_uses ||
+	    count > inflight || nsealed >= v->nb, 0))
+		goto slow;
+	if (nsealed > 0) {
+		uint32_t serial = tail - nsealed;
+
+		shmt__load128(ring_slot(ring, v->nb_magic, v->nb, serial), s);
+		if (__builtin_expect(SLOT_SERIAL(s) != serial ||
+		    SLOT_COUNT(s) > inflight || bk_due_of(v->window,
+		    v->hold_window, v->hold_serial, serial, s[0]) <= now, 0))
+			goto slow;
+	}
+	shmt__load128(ring_slot(ring, v->nb_magic, v->nb, tail), s);
+	if (__builtin_expect(SLOT_SERIAL(s) != tail || now >= s[0], 0))
+		goto slow;
+	nw.w[0] = w.w[0] + ((uint64_t)1 << 32) + 1;
+	nw.w[1] = w.w[1];
+	if (__builtin_expect(shmt__cas128(wp, w.w, nw.w), 1)) {
+		*tag = expect;
+		*at = now;
+		return 1;
+	}
+	shmt__bk_ctx_init(&c, v, ring);
+	c.ntags = 0;
+	c.check_tag = 1;
+	c.tag_expect = expect;
+	bk_lost(&c, wp, &w, &lost);
+	return bk_take_loop_at(h, &c, wp, &w, tag, why, 1, at, NULL);
+slow:
+	shmt__bk_ctx_init(&c, v, ring);
+	c.ntags = 0;
+	c.check_tag = 1;
+	c.tag_expect = expect;
+	return bk_take_loop_at(h, &c, wp, &w, tag, why, 1, at, &now);
+}
+
 #endif /* SHMT_RING_H */

@@ -5,6 +5,9 @@
  * full" but never over-grants, and an entry is reclaimed only once none of
  * its uses is in flight, so a reclaim never resets a live limit.
  */
+#include "atomic128.h"
+#include "clients.h"
+#include "limiter.h"
 #include "test_limiter_util.h"
 #include "testutil.h"
 
@@ -94,7 +97,42 @@ test_client_models(void **state)
 	free_sum = 0;
 	for (c = 0; c < TC_CLIENTS; c++)
 		free_sum += m[c].free;
-	assert_true(st.in_flight <= 7 * TC_CLIENTS - free_sum);
+	assert_int_equal(st.in_flight, 7 * TC_CLIENTS - free_sum);
+}
+
+/*
+ * A grant releases what is due before it takes: the entry's word after it
+ * is the one the general loop writes, on the fast path's terms too.  One
+ * client, limit 10 per window 100, slack 10, buckets of 2: two uses at 0
+ * (bucket 1, closed at 10, due at 110), one at 109 (bucket 2, closes at
+ * 119).  At 110 bucket 1 is due and bucket 2 still takes uses: the grant
+ * releases bucket 1's two uses, then takes one, leaving 2 in flight.
+ */
+static void
+test_grant_releases_due_first(void **state)
+{
+	shmt_limit_t lim = { .limit = 10, .window_ns = 100, .slack_ns = 10,
+		.slack_uses = 2, .per_client = 1, .client_capacity = 1 };
+	struct shmt_client *e;
+	struct shmt_lim *row;
+	struct shmt_w w;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(tc_g.h, "pc", &lim), 0);
+	assert_int_equal(tc_use("c", 0), 1);
+	assert_int_equal(tc_use("c", 0), 1);
+	assert_int_equal(tc_use("c", 109), 1);
+	row = tu_row_of(tc_g.h, "pc");
+	assert_non_null(row);
+	e = (struct shmt_client *)(tu_arena(tc_g.h) + row->lm_clients_off);
+	shmt__load128(&e->ce_w, w.w);
+	assert_int_equal(SHMT_W_INFLIGHT(w), 3);
+	assert_int_equal(SHMT_W_NSEALED(w), 1);
+	assert_int_equal(tc_use("c", 110), 1);
+	shmt__load128(&e->ce_w, w.w);
+	assert_int_equal(SHMT_W_INFLIGHT(w), 2);
+	assert_int_equal(SHMT_W_NSEALED(w), 0);
+	assert_int_equal(SHMT_W_COUNT(w), 2);
 }
 
 /*
@@ -195,6 +233,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_client_models,
+		    tc_setup, tc_teardown),
+		cmocka_unit_test_setup_teardown(test_grant_releases_due_first,
 		    tc_setup, tc_teardown),
 		cmocka_unit_test_setup_teardown(test_table_full_and_reclaim,
 		    tc_setup, tc_teardown),

@@ -126,9 +126,12 @@ worker(int w, uint64_t seed)
 		    __ATOMIC_SEQ_CST);
 		/* A call that found the client's entry mid-change waits for
 		 * the setter's lock: on a loaded machine the setter may be
-		 * off the CPU long enough for SHMT_ELOCKED (try again).  It
-		 * took nothing: not recorded. */
-		if (rc == SHMT_ELOCKED)
+		 * off the CPU long enough for SHMT_ELOCKED (try again); and
+		 * a call whose every try met a change (its CAS failing on the
+		 * moved epoch, its clock parked in between) spends its retry
+		 * budget of 250 ms: SHMT_EBUSYLOOP.  Either took nothing: not
+		 * recorded. */
+		if (rc == SHMT_ELOCKED || rc == SHMT_EBUSYLOOP)
 			continue;
 		if (rc < 0) {
 			fprintf(stderr, "worker %d: %s\n", w, shmt_strerror(rc));
