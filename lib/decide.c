@@ -665,23 +665,23 @@ shmt__peek_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 
 /* ---- Per client ------------------------------------------------------------- */
 
+/* The decision for CLIENT (LEN bytes, HASH) on V; *NOWP gets the clock
+ * value it was made at (0 when it read none). */
 static int
-acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
-    size_t len, uint64_t cost, shmt_decision_t *out, shmt_receipt_t *rcpt)
+acquire_client_take(shmt_t *h, const struct shmt_lview *v, const void *client,
+    size_t len, const uint64_t hash[2], uint64_t cost, shmt_decision_t *out,
+    shmt_receipt_t *rcpt, uint64_t *nowp)
 {
 	struct shmt_client *e;
 	struct shmt_lview tmp;
 	const struct shmt_lview *vv;
 	struct bk_ctx c;
 	struct shmt_w w;
-	uint64_t hash[2], now = 0, t0 = 0;
+	uint64_t now = 0, t0 = 0, tat = 0;
 	uint32_t tag, expect = 0;
 	int why = WHY_NONE, rc, drc;
 
-	shmt__client_hash(h, client, len, hash);
-	if (h->an != NULL)
-		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
-		    SHMT_HOT_CLIENT, shmt__now(h));
+	*nowp = 0;
 	for (int tries = 0; tries < 64; tries++) {
 		rc = shmt__ce_find_or_claim(h, v, hash, client, len, &expect,
 		    &t0);
@@ -710,42 +710,21 @@ acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 				memset(rcpt, 0, sizeof(*rcpt));
 			if (out != NULL)
 				shmt__ce_rule_decide(rc, out);
+			*nowp = now;
 			return rc;
 		}
 		if (v->mode == SHMT_MODE_GCRA) {
-			uint64_t tat = 0;
-
 			rc = shmt__gcra_ce_take(h, vv, e, expect, cost, &now,
 			    &tat);
-			if (rc == -EAGAIN) {
-				if (ce_retry_spent(&t0))
-					break;
-				continue;
-			}
-			if (rc < 0)
-				return rc;
-			if (rc == 1)
-				__atomic_store_n(&e->ce_last_ns, now,
-				    __ATOMIC_RELAXED);
-			else
-				shmt__count_denial(v->lim, WHY_EXHAUSTED);
-			if (rcpt != NULL) {
-				memset(rcpt, 0, sizeof(*rcpt));
-				if (rc == 1)
-					rcpt_set(rcpt, RC_CLIENT, v->lv_row,
-					    (uint32_t)(((char *)e - v->clients) /
-					    v->entsize), tat, cost, expect);
-			}
-			if (out != NULL)
-				shmt__gcra_decide(vv, tat, now, cost, rc, out);
-			return rc;
+			why = WHY_EXHAUSTED;
+		} else {
+			shmt__bk_ctx_init(&c, vv, ce_ring(e));
+			c.ntags = 0;
+			c.check_tag = 1;
+			c.tag_expect = expect;
+			rc = bk_take_n(h, &c, &e->ce_w, &tag, &why,
+			    (uint32_t)cost, &now);
 		}
-		shmt__bk_ctx_init(&c, vv, ce_ring(e));
-		c.ntags = 0;
-		c.check_tag = 1;
-		c.tag_expect = expect;
-		rc = bk_take_n(h, &c, &e->ce_w, &tag, &why, (uint32_t)cost,
-		    &now);
 		if (rc == -EAGAIN) {
 			/* The entry changed hands: look again. */
 			if (ce_retry_spent(&t0))
@@ -763,8 +742,11 @@ acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		if (rc == 1 && rcpt != NULL)
 			rcpt_set(rcpt, RC_CLIENT, v->lv_row,
 			    (uint32_t)(((char *)e - v->clients) / v->entsize),
-			    0, cost, expect);
-		if (out == NULL)
+			    tat, cost, expect);
+		if (out != NULL && v->mode == SHMT_MODE_GCRA)
+			shmt__gcra_decide(vv, tat, now, cost, rc, out);
+		*nowp = now;
+		if (out == NULL || v->mode == SHMT_MODE_GCRA)
 			return rc;
 		/* The entry's word as the call left it (single-threaded, the
 		 * word its CAS installed or its refusal saw). */
@@ -774,6 +756,25 @@ acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		return drc < 0 ? drc : rc;
 	}
 	return SHMT_EBUSYLOOP;
+}
+
+/* The analyzer counts the request at the decision's own clock value (one
+ * read of the precise clock per call), or at a read of its own when the
+ * call read none (a full table). */
+static int
+acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
+    size_t len, uint64_t cost, shmt_decision_t *out, shmt_receipt_t *rcpt)
+{
+	uint64_t hash[2], now;
+	int rc;
+
+	shmt__client_hash(h, client, len, hash);
+	rc = acquire_client_take(h, v, client, len, hash, cost, out, rcpt,
+	    &now);
+	if (h->an != NULL && rc >= 0)
+		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
+		    SHMT_HOT_CLIENT, now != 0 ? now : shmt__now(h));
+	return rc;
 }
 
 int
