@@ -116,6 +116,48 @@ int shmt__image_rebuild(const unsigned char *image, size_t len,
     const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,
     shmt_t **out, char *err, size_t cap);
 
+/* ---- Upgrades: images of an older segment format (migrate.c) ------------- */
+
+/* The ABI version of the segment format IMAGE (LEN bytes) was taken from
+ * (the top 16 bits of its format word), or -1 when it is no image. */
+int shmt__image_abi(const unsigned char *image, size_t len);
+
+/* What a migration carried, for the daemon's log. */
+struct shmt__migration {
+	unsigned from_abi;
+	uint32_t limiters;              /* ready rows carried */
+	uint32_t deleted;               /* deleted rows (no storage) */
+	uint32_t dropped;               /* rows a definition left half built */
+	uint64_t inflight;              /* uses in flight carried */
+	uint64_t clients;               /* live per-client entries carried */
+	uint64_t dict_items, counters;  /* records of the image's sections */
+	int analyzer;                   /* analyzer summaries carried */
+	uint64_t arena_grown;           /* bytes the arena grew by */
+};
+
+/*
+ * Rewrite IMAGE (LEN bytes, untrusted), an image of a segment of ABI 6, as
+ * an image of this build's format: limiter rows and their arena storage
+ * moved to this format's layout (offsets rebased, client entries
+ * converted, per-client limiters given an empty override table), the
+ * segment header's regions laid out again, the dictionary's, counters' and
+ * analyzer's sections carried as they are (migrate.c says why each is
+ * safe).  *OUT (malloc'd; the caller frees it) gets *OUTLEN bytes, to be
+ * restored with shmt__image_restore or shmt__image_rebuild, which check
+ * the rest.  *M says what was carried.  Returns 0; SHMT_EMAGIC (not an
+ * image), SHMT_EFORMAT (not of ABI 6), SHMT_ECORRUPT (damaged: a length,
+ * count, offset or row that does not hold), -ENOMEM, -EINVAL; ERR (CAP
+ * bytes) says why.  Pure computation on private memory: thread-safe, and a
+ * kill -9 leaves nothing behind.
+ */
+int shmt__image_migrate(const unsigned char *image, size_t len,
+    unsigned char **out, size_t *outlen, struct shmt__migration *m,
+    char *err, size_t cap);
+
+/* One line for the log: what migration M carried. */
+void shmt__migration_text(const struct shmt__migration *m, char *buf,
+    size_t cap);
+
 /* ---- Generations (move.c, where the protocol is argued) ------------------- */
 
 /* How long a call waits for a live mover to finish before -EAGAIN. */
