@@ -454,15 +454,16 @@ static int
 segment_new(struct daemon *d)
 {
 	const char *name = d->cfg.segment;
-	char err[1024], why[256];
+	char err[1024], why[256], note[512];
 	int rc;
 
 	if (d->cfg.snapshot[0] != '\0') {
-		rc = shmtd_snapshot_restore(d->cfg.snapshot, name, &d->h, err,
-		    sizeof(err));
+		rc = shmtd_snapshot_restore_note(d->cfg.snapshot, name, &d->h,
+		    note, sizeof(note), err, sizeof(err));
 		if (rc == 0) {
-			shmtd_log(LOG_NOTICE, "segment %s restored from %s", name,
-			    d->cfg.snapshot);
+			shmtd_log(LOG_NOTICE, "segment %s restored from %s%s%s",
+			    name, d->cfg.snapshot, note[0] != '\0' ? ", " : "",
+			    note);
 			return 0;
 		}
 		if (rc == -EEXIST)
