@@ -154,6 +154,38 @@ int shmt__image_migrate(const unsigned char *image, size_t len,
     unsigned char **out, size_t *outlen, struct shmt__migration *m,
     char *err, size_t cap);
 
+/*
+ * The image (as shmt__image_build makes one, of ABI 6's format) of the
+ * ABI 6 segment mapped at MAP (SIZE bytes, untrusted: its header, regions,
+ * every chain and item are checked), stamped NOW: the header, limiter
+ * table and used arena copied with 16-byte atomic loads, every item and
+ * counter of its stores as a record (their shards read without their
+ * locks: the caller freezes the segment first), the analyzer's summaries.
+ * *IMAGE (malloc'd) gets *LEN bytes.  Returns 0; SHMT_EMAGIC, SHMT_EFORMAT
+ * (not ABI 6), SHMT_ESIZE, SHMT_ECORRUPT, -ENOMEM; ERR says why.
+ */
+int shmt__segment6_image(const unsigned char *map, uint64_t size,
+    const struct shmt__host_time *now, unsigned char **image, size_t *len,
+    char *err, size_t cap);
+
+/*
+ * Migrate the ABI 6 segment NAME in place (migrate.c gives the protocol):
+ * freeze it as ABI 6's own move does, wait for its writer locks, take its
+ * image, rewrite it in this format, build and check the new segment under
+ * a private name (on CLOCK when not NULL: a test knob), publish it under
+ * NAME with rename(2), and retire the old object (its ABI 6 workers then
+ * answer SHMT_ESTALE, and SHMT_EFORMAT when they reopen NAME).  *M says
+ * what was carried.  Returns 0; -EBUSY (its ABI 6 daemon still runs, or a
+ * live worker kept a lock for 2 s); SHMT_ESTALE (not live: retired or
+ * being moved); SHMT_EUNTRUSTED; the errors of shmt__segment6_image,
+ * shmt__image_migrate and shmt__image_rebuild.  On any error the old
+ * segment is left live as it was.  Only for the daemon, at start, before
+ * it opens NAME.  kill -9 in the middle: see migrate.c.
+ */
+int shmt__segment6_migrate(const char *name,
+    const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,
+    struct shmt__migration *m, char *err, size_t cap);
+
 /* One line for the log: what migration M carried. */
 void shmt__migration_text(const struct shmt__migration *m, char *buf,
     size_t cap);

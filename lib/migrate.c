@@ -49,18 +49,29 @@
  */
 #include "daemon.h"
 
+#include "analyzer.h"
 #include "clients.h"
 #include "image.h"
 #include "layout.h"
 #include "limiter.h"
+#include "lock.h"
+#include "proc.h"
+#include "segment.h"
+#include "store.h"
 #include "table.h"
+#include "wait.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 /* The format word of ABI 6 (layout.c's shmt__format_word as that version
  * built it on LP64 little-endian with gcc or clang). */
@@ -595,4 +606,471 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
 	    m->dropped == 1 ? "" : "s",
 	    m->arena_grown > 0 ? "; the arena grew for the override tables" :
 	    "");
+}
+
+/* ---- A segment of ABI 6 in /dev/shm ---------------------------------------- */
+
+/*
+ * A daemon of this version that finds a segment of ABI 6 under its name
+ * (shmt__segment6_migrate) takes it over as ABI 6's own move (move.c)
+ * takes a segment into a new generation, in the terms ABI 6's library
+ * understands, so the old workers still attached to it stop cleanly:
+ *
+ *   1. check the object's header (ABI 6's magic, format word, size,
+ *      regions) and that no live daemon of ABI 6 holds it;
+ *   2. write this process as the mover and freeze it: one CAS of its state
+ *      word from LIVE to FROZEN.  From there on an ABI 6 worker's grant is
+ *      not reported granted and its locked writers drop their lock without
+ *      writing (ABI 6's move.c proves it); they wait for the outcome;
+ *   3. wait until every writer lock (the limiter table's, every shard's)
+ *      has been seen free, or held by a thread that no longer exists:
+ *      whoever held one before the freeze has finished its write, and
+ *      whoever takes one after it writes nothing;
+ *   4. take its image (shmt__segment6_image: the pieces word by word with
+ *      16-byte atomic loads, every live item and counter as a record, the
+ *      analyzer's summaries), rewrite it in this format
+ *      (shmt__image_migrate), build the new segment from it under the
+ *      private name NAME.migrate.PID and check it (image.c);
+ *   5. publish it with rename(2) over /dev/shm/NAME, so every shm_open of
+ *      NAME finds the old object or the new one;
+ *   6. CAS the old state word from FROZEN to RETIRED and wake its sleepers.
+ *      ABI 6 workers then answer SHMT_ESTALE on every call (the segment
+ *      they mapped is retired), and a reopen of NAME with the ABI 6 library
+ *      answers SHMT_EFORMAT: they must be restarted against this library.
+ *      Until they are, they enforce nothing and hold only their mapping of
+ *      the retired object.
+ * On any failure before 5 the freeze is undone (FROZEN -> LIVE) and the old
+ * segment goes on as it was.  kill -9 of the migrating daemon leaves the
+ * old segment FROZEN with a dead mover: ABI 6's own recovery undoes it
+ * (before the rename: the name still points to it) or finishes it (after:
+ * ABI 6 marks it MOVED; its workers then find SHMT_EFORMAT at the name), and
+ * the private object NAME.migrate.PID, which the next migration by that
+ * pid removes.
+ */
+
+typedef unsigned __int128 u128;
+
+/* Copy LEN bytes (a multiple of 16) of the mapping at SRC (16-aligned)
+ * with 16-byte atomic loads: no shared word is copied half old. */
+static void
+copy16(unsigned char *dst, const unsigned char *src, uint64_t len)
+{
+	const u128 *s = (const u128 *)(const void *)src;
+
+	for (uint64_t i = 0; i < len / sizeof(u128); i++) {
+		u128 v = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+
+		memcpy(dst + i * sizeof(u128), &v, sizeof(v));
+	}
+}
+
+/* ABI 6's shard header: 512 bytes, its version on the line at 384. */
+#define SHARD6_BYTES 512U
+#define SHARD6_LOCK 0U          /* ds_lock, the shard's first word */
+
+/* The geometry of ABI 6's store of region RG in the mapping MAP: this
+ * format's, less the shard header's growth and the extra line between
+ * shards.  0, or SHMT_ECORRUPT when the region does not match. */
+static int
+store6(const struct shmt_store *want, const struct shmt_region *rg,
+    unsigned char *map, struct shmt_store *st)
+{
+	*st = *want;
+	if (st->shards == 0)
+		return rg->rg_size == 0 ? 0 : SHMT_ECORRUPT;
+	st->index_off = shmt__align_up(SHARD6_BYTES, SHMT_LINE);
+	st->heap_off = shmt__align_up(st->index_off +
+	    st->nbuckets * sizeof(struct shmt_bucket), SHMT_PAGE);
+	st->stride = st->heap_off + st->heap_bytes;
+	if (rg->rg_size != st->stride * st->shards)
+		return SHMT_ECORRUPT;
+	st->base = (char *)map + rg->rg_off;
+	return 0;
+}
+
+/* The image under construction. */
+struct buf {
+	unsigned char *b;
+	uint64_t len, cap;
+};
+
+/* Append the live items of ABI 6's store ST as a section of KIND.  Every
+ * link and item is checked (item_at_lens); a shard's walk passes at most
+ * as many items as its heap can hold, so a cycle or shared chains end it
+ * with SHMT_ECORRUPT. */
+static int
+store6_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
+    uint64_t *count)
+{
+	struct img_sec s = { .is_kind = kind };
+	uint64_t at = o->len;
+
+	*count = 0;
+	if (st->shards == 0)
+		return 0;
+	o->len += sizeof(s);
+	for (uint32_t i = 0; i < st->shards; i++) {
+		struct shmt_shard *sh = shard_at(st, i);
+		struct shmt_bucket *index = shard_index(st, sh);
+		char *heap = shard_heap(st, sh);
+		uint64_t budget = chain_bound(st);
+
+		for (uint64_t b = 0; b < st->nbuckets; b++) {
+			uint64_t off = __atomic_load_n(&index[b].bk_head,
+			    __ATOMIC_RELAXED);
+
+			while (link_unit(off) != 0) {
+				uint32_t lens;
+				struct shmt_item *it;
+				struct img_rec r;
+
+				if (budget-- == 0)
+					return SHMT_ECORRUPT;
+				it = item_at_lens(st, heap, link_off(off), &lens);
+				if (it == NULL)
+					return SHMT_ECORRUPT;
+				off = __atomic_load_n(&it->it_next,
+				    __ATOMIC_RELAXED);
+				r.ir_klen = lens_klen(lens);
+				r.ir_vlen = lens_vlen(lens);
+				r.ir_expire = it->it_expire;
+				if (o->cap - o->len < sizeof(r) + r.ir_klen +
+				    r.ir_vlen)
+					return SHMT_ECORRUPT;
+				memcpy(o->b + o->len, &r, sizeof(r));
+				memcpy(o->b + o->len + sizeof(r), item_key(it),
+				    (size_t)r.ir_klen + r.ir_vlen);
+				o->len += sizeof(r) + r.ir_klen + r.ir_vlen;
+				(*count)++;
+			}
+		}
+	}
+	s.is_count = *count;
+	s.is_bytes = o->len - at - sizeof(s);
+	memcpy(o->b + at, &s, sizeof(s));
+	return 0;
+}
+
+/* Check the header of the ABI 6 segment MAP (SIZE bytes) into *HDR and
+ * the stores' and the analyzer's geometry. */
+static int
+seg6_check(const unsigned char *map, uint64_t size, struct shmt_hdr *hdr,
+    struct shmt_store *dict, struct shmt_store *ctr, struct shmt_an *an,
+    char *err, size_t cap)
+{
+	struct shmt_store d, c;
+	uint64_t end = 0, dsize, csize;
+
+	if (size < sizeof(*hdr))
+		return shmt__bad(err, cap, SHMT_ESIZE, "%" PRIu64 " bytes, shorter "
+		    "than a segment header", size);
+	copy16((unsigned char *)hdr, map, sizeof(*hdr));
+	if (hdr->sh_magic != SHMT_MAGIC)
+		return shmt__bad(err, cap, SHMT_EMAGIC, "not a shmthrottle "
+		    "segment");
+	if (hdr->sh_abi != 6 || hdr->sh_format != FORMAT_ABI6)
+		return shmt__bad(err, cap, SHMT_EFORMAT, "segment format %#"
+		    PRIx64 " (ABI %u): this build migrates ABI 6 only",
+		    hdr->sh_format, hdr->sh_abi);
+	if (hdr->sh_size != size)
+		return shmt__bad(err, cap, SHMT_ESIZE, "%" PRIu64 " bytes, its "
+		    "header says %" PRIu64, size, hdr->sh_size);
+	if (hdr->sh_nregions != SHMT_R_COUNT)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "%u regions",
+		    hdr->sh_nregions);
+	for (int i = 0; i < SHMT_R_COUNT; i++) {
+		uint64_t off = hdr->sh_regions[i].rg_off;
+		uint64_t rl = hdr->sh_regions[i].rg_size;
+
+		if (off < end || off > size || rl > size - off ||
+		    off % SHMT_PAGE != 0)
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "region %d is "
+			    "out of order or range", i);
+		end = off + rl;
+	}
+	if (shmt__stores_geometry(&hdr->sh_params, &d, &c, &dsize, &csize,
+	    NULL, 0) != 0 ||
+	    shmt__params_an_geometry(&hdr->sh_params, an, NULL, 0) != 0)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "its creation parameters "
+		    "make no segment");
+	if (store6(&d, &hdr->sh_regions[SHMT_R_DICT], (unsigned char *)map,
+	    dict) != 0 ||
+	    store6(&c, &hdr->sh_regions[SHMT_R_COUNTERS], (unsigned char *)map,
+	    ctr) != 0 ||
+	    hdr->sh_regions[SHMT_R_ANALYZER].rg_size != an->bytes)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "its regions do not "
+		    "match its creation parameters");
+	an->base = (char *)map + hdr->sh_regions[SHMT_R_ANALYZER].rg_off;
+	if (an->bytes == 0)
+		an->base = NULL;
+	return 0;
+}
+
+int
+shmt__segment6_image(const unsigned char *map, uint64_t size,
+    const struct shmt__host_time *now, unsigned char **image, size_t *len,
+    char *err, size_t cap)
+{
+	struct shmt_store dict, ctr;
+	struct shmt_an an;
+	struct shmt_hdr hdr;
+	struct img_hdr ih;
+	struct buf o = { 0 };
+	uint64_t hlen, llen, used, arena, ndict, nctr;
+	int64_t an_bytes = 0;
+	int rc;
+
+	*image = NULL;
+	*len = 0;
+	memset(&an, 0, sizeof(an));
+	if ((rc = seg6_check(map, size, &hdr, &dict, &ctr, &an, err, cap)) != 0)
+		return rc;
+	hlen = hdr.sh_regions[SHMT_R_HEADER].rg_size;
+	llen = hdr.sh_regions[SHMT_R_LIMITERS].rg_size;
+	arena = hdr.sh_regions[SHMT_R_ARENA].rg_size & ~(uint64_t)15;
+	if (hlen % 16 != 0 || llen % 16 != 0)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "its header or limiter "
+		    "region is not a whole number of words");
+	used = (__atomic_load_n((const uint64_t *)(const void *)(map +
+	    offsetof(struct shmt_hdr, sh_arena_used)), __ATOMIC_ACQUIRE) + 15) &
+	    ~(uint64_t)15;
+	if (used > arena)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "its arena's fill level "
+		    "is past the arena");
+	if (an.base != NULL)
+		an_bytes = shmt__an_export_an(&an, NULL, 0);
+	/* The most the image takes: the pieces, each store's heaps, the
+	 * analyzer (a record is smaller than the block of its item). */
+	o.cap = sizeof(ih) + hlen + llen + used + 3 * sizeof(struct img_sec) +
+	    dict.heap_bytes * dict.shards + ctr.heap_bytes * ctr.shards +
+	    (uint64_t)an_bytes;
+	if ((o.b = malloc(o.cap)) == NULL)
+		return shmt__bad(err, cap, -ENOMEM, "no memory for its image");
+	o.len = sizeof(ih);
+	copy16(o.b + o.len, map, hlen);
+	copy16(o.b + o.len + hlen, map + hdr.sh_regions[SHMT_R_LIMITERS].rg_off,
+	    llen);
+	copy16(o.b + o.len + hlen + llen,
+	    map + hdr.sh_regions[SHMT_R_ARENA].rg_off, used);
+	/* The header's copy says the fill level used here. */
+	memcpy(o.b + o.len + offsetof(struct shmt_hdr, sh_arena_used), &used,
+	    sizeof(used));
+	o.len += hlen + llen + used;
+	if ((rc = store6_section(&dict, IMG_S_DICT, &o, &ndict)) != 0 ||
+	    (rc = store6_section(&ctr, IMG_S_COUNTERS, &o, &nctr)) != 0) {
+		free(o.b);
+		return shmt__bad(err, cap, rc, "its %s is damaged (a chain "
+		    "names something that is not an item, or loops)",
+		    ndict == 0 && dict.shards > 0 ? "dictionary" : "counters");
+	}
+	if (an.base != NULL) {
+		struct img_sec s = { .is_kind = IMG_S_ANALYZER };
+		int64_t n = shmt__an_export_an(&an, o.b + o.len + sizeof(s),
+		    o.cap - o.len - sizeof(s));
+
+		if (n < 0) {
+			free(o.b);
+			return shmt__bad(err, cap, (int)n, "cannot copy its "
+			    "analyzer");
+		}
+		s.is_bytes = (uint64_t)n;
+		memcpy(o.b + o.len, &s, sizeof(s));
+		o.len += sizeof(s) + (uint64_t)n;
+	}
+	memset(&ih, 0, sizeof(ih));
+	ih.ih_magic = IMG_MAGIC;
+	ih.ih_version = IMG_VERSION;
+	ih.ih_hdr_size = sizeof(ih);
+	ih.ih_format = FORMAT_ABI6;
+	ih.ih_wall_ns = now->wall_ns;
+	ih.ih_mono_ns = now->mono_ns;
+	memcpy(ih.ih_boot_id, now->boot_id, sizeof(ih.ih_boot_id));
+	ih.ih_boot_id[sizeof(ih.ih_boot_id) - 1] = '\0';
+	ih.ih_size = o.len - sizeof(ih);
+	ih.ih_arena_bytes = used;
+	ih.ih_sum = shmt__fnv1a_words(SHMT_FNV_INIT, o.b + sizeof(ih),
+	    ih.ih_size);
+	ih.ih_hdr_sum = shmt__fnv1a(SHMT_FNV_INIT, &ih,
+	    offsetof(struct img_hdr, ih_hdr_sum));
+	memcpy(o.b, &ih, sizeof(ih));
+	*image = o.b;
+	*len = o.len;
+	return 0;
+}
+
+/* Wait until the lock word at L has been seen free, or naming a thread
+ * that no longer exists: 0; -EBUSY when a live thread kept it WAIT_NS. */
+static int
+lock_quiet(const struct shmt_lock *l, uint64_t wait_ns)
+{
+	uint64_t start = shmt__clock_ns(CLOCK_MONOTONIC);
+
+	for (;;) {
+		uint32_t tid = __atomic_load_n(&l->lk_owner, __ATOMIC_ACQUIRE);
+		char path[32];
+		struct timespec ts = { 0, 1000000 };
+
+		if (tid == 0)
+			return 0;
+		snprintf(path, sizeof(path), "/proc/%u", tid);
+		if (access(path, F_OK) != 0)
+			return 0;
+		if (shmt__clock_ns(CLOCK_MONOTONIC) - start > wait_ns)
+			return -EBUSY;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Steps 3 of the protocol above: every writer lock of the frozen MAP. */
+static int
+locks_quiet(unsigned char *map, const struct shmt_hdr *hdr,
+    const struct shmt_store *dict, const struct shmt_store *ctr, char *err,
+    size_t cap)
+{
+	const struct shmt_store *st[2] = { dict, ctr };
+
+	if (lock_quiet((const struct shmt_lock *)(void *)(map +
+	    offsetof(struct shmt_hdr, sh_table_lock)), 2000000000ULL) != 0)
+		return shmt__bad(err, cap, -EBUSY, "a worker of ABI 6 holds its "
+		    "limiter table's lock");
+	(void)hdr;
+	for (int k = 0; k < 2; k++)
+		for (uint32_t i = 0; i < st[k]->shards; i++)
+			if (lock_quiet((const struct shmt_lock *)(void *)
+			    ((char *)shard_at(st[k], i) + SHARD6_LOCK),
+			    2000000000ULL) != 0)
+				return shmt__bad(err, cap, -EBUSY, "a worker of "
+				    "ABI 6 holds the lock of %s shard %u",
+				    k == 0 ? "dictionary" : "counters", i);
+	return 0;
+}
+
+/* Wake every sleeper of the old segment's limiters (ABI 6 rows). */
+static void
+wake6(unsigned char *map, const struct shmt_hdr *hdr)
+{
+	uint32_t n = hdr->sh_params.sp_max_limiters;
+	unsigned char *rows = map + hdr->sh_regions[SHMT_R_LIMITERS].rg_off;
+
+	if ((uint64_t)n * sizeof(struct shmt_lim6) >
+	    hdr->sh_regions[SHMT_R_LIMITERS].rg_size)
+		return;
+	for (uint32_t r = 0; r < n; r++)
+		shmt__wake_waiters((uint32_t *)(void *)(rows +
+		    (uint64_t)r * sizeof(struct shmt_lim6) +
+		    offsetof(struct shmt_lim6, lm_wake)));
+}
+
+int
+shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
+    shmt_clock_fn clock, void *clock_ctx, struct shmt__migration *m,
+    char *err, size_t cap)
+{
+	char tmp[SHMT_SEGNAME_MAX + 1];
+	char from[SHMT_SEGNAME_MAX + 16], to[SHMT_SEGNAME_MAX + 16];
+	struct shmt_store dict, ctr;
+	struct shmt_an an;
+	struct shmt_hdr hdr;
+	struct shmt_hdr *live = NULL;
+	struct stat sb;
+	unsigned char *map = MAP_FAILED, *img = NULL, *img7 = NULL;
+	size_t len = 0, len7 = 0;
+	shmt_t *t = NULL;
+	uint64_t w;
+	uint32_t seq = 0;
+	int fd, rc, frozen = 0;
+
+	memset(m, 0, sizeof(*m));
+	if (name == NULL || now == NULL || shmt__name_check(name) != 0)
+		return shmt__bad(err, cap, -EINVAL, "bad segment name");
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.migrate.%ld", name,
+	    (long)shmt__env_pid()) >= sizeof(tmp))
+		return shmt__bad(err, cap, -ENAMETOOLONG, "segment name %s is too "
+		    "long to migrate under a private name", name);
+	(void)shm_unlink(tmp);  /* a leftover of a migration killed midway */
+	if ((fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0)) < 0)
+		return shmt__bad(err, cap, -errno, "cannot open %s: %s", name,
+		    strerror(errno));
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    (sb.st_uid != geteuid() && sb.st_uid != 0) ||
+	    (sb.st_mode & S_IWOTH) != 0) {
+		close(fd);
+		return shmt__bad(err, cap, SHMT_EUNTRUSTED, "%s is not a regular "
+		    "object of this user or root, or every user may write it",
+		    name);
+	}
+	if (sb.st_size < (off_t)sizeof(hdr) || (map = mmap(NULL,
+	    (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
+	    MAP_FAILED) {
+		rc = sb.st_size < (off_t)sizeof(hdr) ? SHMT_ESIZE : -errno;
+		close(fd);
+		return shmt__bad(err, cap, rc, "cannot map %s", name);
+	}
+	close(fd);
+	live = (struct shmt_hdr *)(void *)map;
+	memset(&an, 0, sizeof(an));
+	if ((rc = seg6_check(map, (uint64_t)sb.st_size, &hdr, &dict, &ctr, &an,
+	    err, cap)) != 0)
+		goto out;
+	/* 1. No live daemon of ABI 6 on it. */
+	if (hdr.sh_daemon_pid > 0 && hdr.sh_daemon_pid != shmt__env_pid() &&
+	    shmt__pid_alive((pid_t)hdr.sh_daemon_pid, hdr.sh_daemon_start)) {
+		rc = shmt__bad(err, cap, -EBUSY, "its daemon (pid %" PRId64 ", of "
+		    "ABI 6) still runs: stop it first", hdr.sh_daemon_pid);
+		goto out;
+	}
+	/* 2. The freeze, as ABI 6's move makes it. */
+	__atomic_store_n(&live->sh_mover_pid, (int64_t)shmt__env_pid(),
+	    __ATOMIC_RELAXED);
+	__atomic_store_n(&live->sh_mover_start,
+	    shmt__proc_start(shmt__env_pid()), __ATOMIC_RELAXED);
+	w = shmt__genword_load(live);
+	seq = (uint32_t)(w >> 32) + 1;
+	if ((uint32_t)w != SHMT_SEG_LIVE ||
+	    !shmt__genword_cas(live, &w, SHMT_SEG_FROZEN, seq)) {
+		rc = shmt__bad(err, cap, SHMT_ESTALE, "it is not live (state %u): "
+		    "retired, or being moved", (uint32_t)w);
+		goto out;
+	}
+	frozen = 1;
+	/* 3, 4. Quiet locks, the image, this format, the new segment. */
+	if ((rc = locks_quiet(map, &hdr, &dict, &ctr, err, cap)) != 0 ||
+	    (rc = shmt__segment6_image(map, (uint64_t)sb.st_size, now, &img,
+	    &len, err, cap)) != 0 ||
+	    (rc = shmt__image_migrate(img, len, &img7, &len7, m, err,
+	    cap)) != 0 ||
+	    (rc = shmt__image_rebuild(img7, len7, tmp, NULL, now, clock,
+	    clock_ctx, &t, err, cap)) != 0)
+		goto out;
+	/* 5. Publish. */
+	snprintf(from, sizeof(from), "/dev/shm%s", tmp);
+	snprintf(to, sizeof(to), "/dev/shm%s", name);
+	if (rename(from, to) != 0) {
+		rc = shmt__bad(err, cap, -errno, "cannot publish %s by rename(2) "
+		    "from %s: %s", name, tmp, strerror(errno));
+		goto out;
+	}
+	frozen = 0;
+	/* 6. Retire the old one: its workers answer SHMT_ESTALE. */
+	w = shmt__genword(SHMT_SEG_FROZEN, seq);
+	while ((uint32_t)w != SHMT_SEG_RETIRED &&
+	    !shmt__genword_cas(live, &w, SHMT_SEG_RETIRED,
+	    (uint32_t)(w >> 32)))
+		;
+	wake6(map, &hdr);
+	rc = 0;
+out:
+	if (frozen) {
+		w = shmt__genword(SHMT_SEG_FROZEN, seq);
+		(void)shmt__genword_cas(live, &w, SHMT_SEG_LIVE, seq);
+		wake6(map, &hdr);
+	}
+	if (t != NULL) {
+		shmt_close(t);
+		(void)shm_unlink(tmp);
+	}
+	free(img);
+	free(img7);
+	munmap(map, (size_t)sb.st_size);
+	return rc;
 }
