@@ -493,6 +493,38 @@ segment_new(struct daemon *d)
 	return rc == 0 || rc == -EEXIST ? rc : EXIT_FAIL;
 }
 
+/* The segment is of another format: when it is ABI 6's, migrate it into a
+ * new generation of this format (lib/migrate.c).  0 done (open it again),
+ * an exit code when it was ABI 6's and could not be migrated, -1 when it
+ * is of a format this build does not migrate. */
+static int
+migrate(struct daemon *d)
+{
+	const char *name = d->cfg.segment;
+	struct shmt__hdr_facts f;
+	struct shmt__host_time now;
+	struct shmt__migration m;
+	char err[768], note[512];
+	int rc;
+
+	if (shmt__hdr_facts(name, &f) != 0 || (f.format >> 48) != 6)
+		return -1;
+	shmt__host_time_now(&now);
+	rc = shmt__segment6_migrate(name, &now, NULL, NULL, &m, err,
+	    sizeof(err));
+	if (rc != 0) {
+		shmtd_log(LOG_ERR, "segment %s is of format ABI 6 and cannot be "
+		    "migrated: %s; it is left as it was (start with --recreate "
+		    "to replace it, losing its state)", name, err);
+		return EXIT_FAIL;
+	}
+	shmt__migration_text(&m, note, sizeof(note));
+	shmtd_log(LOG_NOTICE, "segment %s %s; the old object is retired: "
+	    "workers built against the ABI 6 library get SHMT_ESTALE until "
+	    "they are restarted against this one", name, note);
+	return 0;
+}
+
 /* Attach to the segment or make it.  Returns 0 or an exit code. */
 static int
 segment_attach(struct daemon *d)
@@ -522,6 +554,14 @@ segment_attach(struct daemon *d)
 			shmtd_log(LOG_ERR, "cannot open segment %s: %s", name,
 			    shmt_strerror(rc));
 			return EXIT_FAIL;
+		}
+		if (rc == SHMT_EFORMAT && !d->recreate) {
+			int m = migrate(d);
+
+			if (m == 0)
+				continue;
+			if (m > 0)
+				return m;
 		}
 		if (!d->recreate) {
 			explain_incompatible(name, rc);
