@@ -14,14 +14,22 @@
 #include "daemon.h"
 #include "image.h"
 #include "limiter.h"
+#include "proc.h"
 #include "segment.h"
 #include "testutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define SEC 1000000000ULL
 #define FIXTURE SHMT_TEST_DATA "/abi6.snap.zr"
@@ -86,52 +94,19 @@ grants(shmt_t *h, const char *name, const char *client)
 	return n;
 }
 
+/* Every item, counter, limiter and use in flight of the fixture, in the
+ * migrated segment H, whose clock CLK is T0 (the fixture's time) plus a
+ * second; the uses deny until their release time, then grant. */
 static void
-test_migrate_fixture(void **state)
+check_migrated(shmt_t *h, struct tu_clock *clk, uint64_t t0)
 {
-	struct shmt__migration m;
-	struct shmt__host_time now;
-	struct tu_clock clk;
 	shmt_limiter_stat_t st;
 	shmt_hotkey_t top[8];
-	unsigned char *img, *img7;
-	size_t len, len7;
-	char err[640], seg[96], key[16], note[512];
-	uint64_t c = 0, t0;
+	char key[16];
+	uint64_t c = 0;
 	int64_t v = 0;
-	shmt_t *h;
 	int n, found = 0;
 
-	(void)state;
-	img = load(&len);
-	err[0] = '\0';
-	if (shmt__image_migrate(img, len, &img7, &len7, &m, err,
-	    sizeof(err)) != 0)
-		fail_msg("migrate: %s", err);
-	shmt__migration_text(&m, note, sizeof(note));
-	printf("# %s\n", note);
-	assert_int_equal(m.from_abi, 6);
-	assert_int_equal(m.limiters, 3);
-	assert_int_equal(m.inflight, 10);    /* 3 api, 3 keys, 4 per-ip */
-	assert_int_equal(m.clients, 3);
-	assert_int_equal(m.dict_items, 4);
-	assert_int_equal(m.counters, 2);
-	assert_int_equal(m.analyzer, 1);
-	assert_int_equal(m.deleted, 0);
-	assert_int_equal(shmt__image_abi(img7, len7), SHMT_ABI_VERSION);
-
-	/* Restored on the image's own clock, one second after it. */
-	image_time(img, &now);
-	t0 = now.mono_ns;
-	clk.now = t0 + SEC;
-	tu_segname(seg, sizeof(seg), "mig");
-	if (shmt__image_restore(img7, len7, seg, &now, tu_clock_read, &clk,
-	    err, sizeof(err)) != 0)
-		fail_msg("restore: %s", err);
-	free(img7);
-	free(img);
-	assert_int_equal(shmt_open(seg, &h), 0);
-	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
 	assert_int_equal(shmt_check(h, NULL, NULL), 0);
 
 	/* The dictionary and the counters. */
@@ -198,13 +173,13 @@ test_migrate_fixture(void **state)
 	}
 
 	/* The old uses still deny an hour on (they were taken less than a
-	 * minute before the image, for 66 minutes)... */
-	clk.now = t0 + 3700 * SEC;
+	 * minute before the fixture's time, for 66 minutes)... */
+	clk->now = t0 + 3700 * SEC;
 	assert_int_equal(shmt_try_use_key(h, "api"), 0);
 	assert_int_equal(grants(h, "per-ip", "10.0.0.1"), 0);
 	assert_int_equal(shmt_next_key(h, "keys", key, sizeof(key)), 0);
 	/* ...and are all back two hours on. */
-	clk.now = t0 + 7200 * SEC;
+	clk->now = t0 + 7200 * SEC;
 	assert_int_equal(grants(h, "api", NULL), 10);
 	assert_int_equal(grants(h, "per-ip", "10.0.0.1"), 3);
 	assert_int_equal(grants(h, "per-ip",
@@ -217,6 +192,58 @@ test_migrate_fixture(void **state)
 	    &(shmt_client_rule_t){ .kind = SHMT_RULE_DENY }), 0);
 	assert_int_equal(shmt_try_use(h, "per-ip", "10.0.0.7", 8), 0);
 	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+}
+
+/* What the migration of the fixture reports. */
+static void
+check_report(const struct shmt__migration *m)
+{
+	char note[512];
+
+	shmt__migration_text(m, note, sizeof(note));
+	printf("# %s\n", note);
+	assert_int_equal(m->from_abi, 6);
+	assert_int_equal(m->limiters, 3);
+	assert_int_equal(m->inflight, 10);    /* 3 api, 3 keys, 4 per-ip */
+	assert_int_equal(m->clients, 3);
+	assert_int_equal(m->dict_items, 4);
+	assert_int_equal(m->counters, 2);
+	assert_int_equal(m->analyzer, 1);
+	assert_int_equal(m->deleted, 0);
+}
+
+static void
+test_migrate_fixture(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct tu_clock clk;
+	unsigned char *img, *img7;
+	size_t len, len7;
+	char err[640], seg[96];
+	shmt_t *h;
+
+	(void)state;
+	img = load(&len);
+	err[0] = '\0';
+	if (shmt__image_migrate(img, len, &img7, &len7, &m, err,
+	    sizeof(err)) != 0)
+		fail_msg("migrate: %s", err);
+	check_report(&m);
+	assert_int_equal(shmt__image_abi(img7, len7), SHMT_ABI_VERSION);
+
+	/* Restored on the image's own clock, one second after it. */
+	image_time(img, &now);
+	clk.now = now.mono_ns + SEC;
+	tu_segname(seg, sizeof(seg), "mig");
+	if (shmt__image_restore(img7, len7, seg, &now, tu_clock_read, &clk,
+	    err, sizeof(err)) != 0)
+		fail_msg("restore: %s", err);
+	free(img7);
+	free(img);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	check_migrated(h, &clk, now.mono_ns);
 	tu_close_unlink(h, seg);
 }
 
@@ -419,6 +446,253 @@ test_migrate_hostile(void **state)
 	free(img);
 }
 
+/* ---- A segment of ABI 6 in /dev/shm ------------------------------------- */
+
+#define SEG_FIXTURE SHMT_TEST_DATA "/abi6.seg.zr"
+
+/* Put the ABI 6 segment of the fixture under SEG (as the old daemon left
+ * it); *SIZE gets its size. */
+static void
+seg_put(const char *seg, size_t *size)
+{
+	unsigned char *b = tu_zr_load(SEG_FIXTURE, size);
+	int fd = shm_open(seg, O_RDWR | O_CREAT | O_EXCL, 0600);
+
+	assert_true(fd >= 0);
+	assert_true(write(fd, b, *size) == (ssize_t)*size);
+	close(fd);
+	free(b);
+}
+
+/* Map SEG as a worker of ABI 6 would (read-write, shared). */
+static struct shmt_hdr *
+seg_map(const char *seg, size_t size)
+{
+	int fd = shm_open(seg, O_RDWR, 0);
+	void *p;
+
+	assert_true(fd >= 0);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	assert_true(p != MAP_FAILED);
+	return p;
+}
+
+/* The fixture's clocks: the snapshot's, taken when the old daemon stopped
+ * and left the segment as it is. */
+static void
+seg_time(struct shmt__host_time *now)
+{
+	size_t len;
+	unsigned char *img = load(&len);
+
+	image_time(img, now);
+	free(img);
+}
+
+static uint32_t
+state_of(const struct shmt_hdr *hdr)
+{
+	return __atomic_load_n(&hdr->sh_retired, __ATOMIC_ACQUIRE);
+}
+
+static void
+test_migrate_segment(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct shmt_hdr *old;
+	struct tu_clock clk;
+	struct stat a, b;
+	char seg[96], path[128], err[640];
+	size_t size;
+	shmt_t *h;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "mig-seg");
+	seg_put(seg, &size);
+	assert_int_equal(shmt_open(seg, &h), SHMT_EFORMAT);
+	old = seg_map(seg, size);
+	snprintf(path, sizeof(path), "/dev/shm%s", seg);
+	assert_int_equal(stat(path, &a), 0);
+	seg_time(&now);
+	clk.now = now.mono_ns + SEC;
+	err[0] = '\0';
+	if (shmt__segment6_migrate(seg, &now, tu_clock_read, &clk, &m, err,
+	    sizeof(err)) != 0)
+		fail_msg("migrate: %s", err);
+	check_report(&m);
+	/* The name is a new object; the old one, still mapped here, is
+	 * retired: its ABI 6 workers answer SHMT_ESTALE. */
+	assert_int_equal(stat(path, &b), 0);
+	assert_true(a.st_ino != b.st_ino);
+	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
+	assert_int_equal(old->sh_abi, 6);
+	munmap(old, size);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	check_migrated(h, &clk, now.mono_ns);
+	tu_close_unlink(h, seg);
+}
+
+/* Refusals: another format; a damaged segment; its daemon alive; a lock
+ * kept by a live thread.  Each leaves the old segment live and named. */
+static void
+test_migrate_segment_refused(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct shmt_hdr *old;
+	struct stat a, b;
+	char seg[96], path[128], err[640];
+	uint64_t v = 1ULL << 40, t0;
+	size_t size;
+	pid_t child;
+	shmt_t *h;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-ref");
+	snprintf(path, sizeof(path), "/dev/shm%s", seg);
+
+	/* This format's own segment. */
+	assert_int_equal(shmt_create(seg, NULL, &h), 0);
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), SHMT_EFORMAT);
+	tu_close_unlink(h, seg);
+
+	seg_put(seg, &size);
+	old = seg_map(seg, size);
+	assert_int_equal(stat(path, &a), 0);
+	/* A row whose ring lies past the arena. */
+	{
+		unsigned char *row0 = (unsigned char *)old +
+		    old->sh_regions[SHMT_R_LIMITERS].rg_off;
+		uint64_t keep;
+
+		memcpy(&keep, row0 + 72, 8);
+		memcpy(row0 + 72, &v, 8);
+		assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL,
+		    &m, err, sizeof(err)), SHMT_ECORRUPT);
+		printf("# %s\n", err);
+		assert_non_null(strstr(err, "storage outside"));
+		assert_int_equal(state_of(old), SHMT_SEG_LIVE);
+		memcpy(row0 + 72, &keep, 8);
+	}
+	/* Its ABI 6 daemon still runs (a live process stands for it). */
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	t0 = shmt__proc_start(child);
+	old->sh_daemon_pid = child;
+	old->sh_daemon_start = t0;
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), -EBUSY);
+	printf("# %s\n", err);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	old->sh_daemon_pid = 0;
+	assert_int_equal(state_of(old), SHMT_SEG_LIVE);
+	/* A live thread (this one) keeps the limiter table's lock. */
+	old->sh_table_lock.lk_owner = (uint32_t)syscall(SYS_gettid);
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), -EBUSY);
+	printf("# %s\n", err);
+	assert_int_equal(state_of(old), SHMT_SEG_LIVE);
+	old->sh_table_lock.lk_owner = 0;
+	/* Nothing was published: the name is the old object. */
+	assert_int_equal(stat(path, &b), 0);
+	assert_true(a.st_ino == b.st_ino);
+	/* And with all that undone, it migrates. */
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), 0);
+	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
+	munmap(old, size);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+/* Seeded damage to the raw segment (any word of its header, a nonzero word
+ * anywhere: rows, client entries, bucket heads, items, the analyzer), read
+ * as the migration reads it: an error, or an image that migrates and
+ * restores into a segment that works; never a crash or an endless loop. */
+static void
+test_migrate_segment_hostile(void **state)
+{
+	uint64_t seed = tu_seed("test_migrate_segment_hostile"), rs = seed;
+	struct shmt__host_time now;
+	struct tu_clock clk;
+	unsigned char *raw, *work;
+	uint64_t *words, nwords = 0;
+	size_t size;
+	char seg[96], err[640];
+	int runs = (int)(300 * tu_scale()), refused = 0, restored = 0;
+
+	(void)state;
+	raw = tu_zr_load(SEG_FIXTURE, &size);
+	work = aligned_alloc(4096, size);
+	words = calloc(size / 8, sizeof(*words));
+	assert_true(work != NULL && words != NULL);
+	for (uint64_t i = 0; i < size / 8; i++) {
+		uint64_t w;
+
+		memcpy(&w, raw + 8 * i, 8);
+		if (w != 0)
+			words[nwords++] = 8 * i;
+	}
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-sh");
+	for (int i = 0; i < runs; i++) {
+		struct shmt__migration m;
+		unsigned char *img = NULL, *img7 = NULL;
+		size_t len = 0, len7 = 0;
+		int k = 1 + (int)(tu_rand(&rs) % 3), rc;
+		shmt_t *h;
+
+		memcpy(work, raw, size);
+		for (int j = 0; j < k; j++) {
+			uint64_t at = tu_rand(&rs) % 4 == 0 ?
+			    (tu_rand(&rs) % (sizeof(struct shmt_hdr) / 8)) * 8 :
+			    words[tu_rand(&rs) % nwords];
+			uint64_t v = nasty(&rs, tu_rand(&rs) % size);
+
+			memcpy(work + at, &v, tu_rand(&rs) % 2 ? 8 : 4);
+		}
+		rc = shmt__segment6_image(work, size, &now, &img, &len, err,
+		    sizeof(err));
+		if (rc == 0)
+			rc = shmt__image_migrate(img, len, &img7, &len7, &m, err,
+			    sizeof(err));
+		if (rc == 0) {
+			clk.now = now.mono_ns + SEC;
+			shmt_unlink(seg);
+			rc = shmt__image_restore(img7, len7, seg, &now,
+			    tu_clock_read, &clk, err, sizeof(err));
+		}
+		free(img);
+		free(img7);
+		if (rc != 0) {
+			refused++;
+			continue;
+		}
+		restored++;
+		assert_int_equal(shmt_open(seg, &h), 0);
+		assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+		assert_true(shmt_check(h, NULL, NULL) >= 0);
+		(void)shmt_try_use_key(h, "api");
+		(void)shmt_try_use(h, "per-ip", "10.0.0.1", 8);
+		tu_close_unlink(h, seg);
+	}
+	printf("# seed %" PRIu64 ": %d mutations of %" PRIu64 " words, %d "
+	    "refused, %d restored\n", seed, runs, nwords, refused, restored);
+	assert_true(refused > 0 && restored > 0);
+	free(words);
+	free(work);
+	free(raw);
+}
+
 int
 main(void)
 {
@@ -426,6 +700,9 @@ main(void)
 		cmocka_unit_test(test_migrate_fixture),
 		cmocka_unit_test(test_migrate_refuses_others),
 		cmocka_unit_test(test_migrate_hostile),
+		cmocka_unit_test(test_migrate_segment),
+		cmocka_unit_test(test_migrate_segment_refused),
+		cmocka_unit_test(test_migrate_segment_hostile),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, tu_sweep);
