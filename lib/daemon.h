@@ -128,7 +128,9 @@ struct shmt__migration {
 	uint32_t limiters;              /* ready rows carried */
 	uint32_t deleted;               /* deleted rows (no storage) */
 	uint32_t dropped;               /* rows a definition left half built */
-	uint64_t inflight;              /* uses in flight carried */
+	uint64_t inflight;              /* uses in flight carried (buckets
+					 * mode: rate and exact mode keep
+					 * times, carried as they are) */
 	uint64_t clients;               /* live per-client entries carried */
 	uint64_t dict_items, counters;  /* records of the image's sections */
 	int analyzer;                   /* analyzer summaries carried */

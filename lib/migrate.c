@@ -269,10 +269,11 @@ struct arena {
 };
 
 /* Convert the client entries of a per-client row: NCAP entries of ENTSIZE
- * bytes at OLD to NEW; count the live ones and their uses in flight. */
+ * bytes at FROM to TO; count the live ones and (BUCKETS: buckets mode,
+ * where the word counts them) their uses in flight. */
 static void
 clients_convert(const unsigned char *from, unsigned char *to, uint32_t ncap,
-    uint32_t entsize, struct shmt__migration *m)
+    uint32_t entsize, int buckets, struct shmt__migration *m)
 {
 	for (uint32_t i = 0; i < ncap; i++) {
 		const unsigned char *s = from + (uint64_t)i * entsize;
@@ -297,7 +298,8 @@ clients_convert(const unsigned char *from, unsigned char *to, uint32_t ncap,
 		memcpy(d + sizeof(e), s + sizeof(e6), entsize - sizeof(e6));
 		if ((SHMT_W_TAG(e.ce_w) >> 14) == CE_LIVE) {
 			m->clients++;
-			m->inflight += SHMT_W_INFLIGHT(e.ce_w);
+			if (buckets)
+				m->inflight += SHMT_W_INFLIGHT(e.ce_w);
 		}
 	}
 }
@@ -374,8 +376,9 @@ row_convert(const struct old *o, uint32_t r, const struct shmt_lim6 *r6,
 	memcpy(a->b + keys_off, o->arena + r6->lm_keys_off, keys_bytes);
 	if (per_client)
 		clients_convert(o->arena + r6->lm_clients_off, a->b + cl_off,
-		    r6->lm_capacity, r6->lm_entsize, m);
-	else
+		    r6->lm_capacity, r6->lm_entsize,
+		    r6->lm_mode == SHMT_MODE_BUCKETS, m);
+	else if (r6->lm_mode == SHMT_MODE_BUCKETS)
 		m->inflight += SHMT_W_INFLIGHT(r6->lm_w);
 
 	memset(r7, 0, sizeof(*r7));
@@ -608,7 +611,7 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
 	    "");
 }
 
-/* ---- A segment of ABI 6 in /dev/shm ---------------------------------------- */
+/* ---- A segment of ABI 6 in /dev/shm ------------------------------------- */
 
 /*
  * A daemon of this version that finds a segment of ABI 6 under its name
@@ -629,8 +632,9 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
  *   4. take its image (shmt__segment6_image: the pieces word by word with
  *      16-byte atomic loads, every live item and counter as a record, the
  *      analyzer's summaries), rewrite it in this format
- *      (shmt__image_migrate), build the new segment from it under the
- *      private name NAME.migrate.PID and check it (image.c);
+ *      (shmt__image_migrate), and restore it as a snapshot under the
+ *      private name NAME.migrate.PID (image.c: built under
+ *      NAME.migrate.PID.restore.PID, checked, linked);
  *   5. publish it with rename(2) over /dev/shm/NAME, so every shm_open of
  *      NAME finds the old object or the new one;
  *   6. CAS the old state word from FROZEN to RETIRED and wake its sleepers.
@@ -644,8 +648,9 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
  * old segment FROZEN with a dead mover: ABI 6's own recovery undoes it
  * (before the rename: the name still points to it) or finishes it (after:
  * ABI 6 marks it MOVED; its workers then find SHMT_EFORMAT at the name), and
- * the private object NAME.migrate.PID, which the next migration by that
- * pid removes.
+ * the private objects NAME.migrate.PID (which the next migration by that
+ * pid removes) and NAME.migrate.PID.restore.PID (removed by the next
+ * restore of that name by that pid).
  */
 
 typedef unsigned __int128 u128;
@@ -975,10 +980,9 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 	struct stat sb;
 	unsigned char *map = MAP_FAILED, *img = NULL, *img7 = NULL;
 	size_t len = 0, len7 = 0;
-	shmt_t *t = NULL;
 	uint64_t w;
 	uint32_t seq = 0;
-	int fd, rc, frozen = 0;
+	int fd, rc, frozen = 0, built = 0;
 
 	memset(m, 0, sizeof(*m));
 	if (name == NULL || now == NULL || shmt__name_check(name) != 0)
@@ -1039,9 +1043,10 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 	    &len, err, cap)) != 0 ||
 	    (rc = shmt__image_migrate(img, len, &img7, &len7, m, err,
 	    cap)) != 0 ||
-	    (rc = shmt__image_rebuild(img7, len7, tmp, NULL, now, clock,
-	    clock_ctx, &t, err, cap)) != 0)
+	    (rc = shmt__image_restore(img7, len7, tmp, now, clock, clock_ctx,
+	    err, cap)) != 0)
 		goto out;
+	built = 1;
 	/* 5. Publish. */
 	snprintf(from, sizeof(from), "/dev/shm%s", tmp);
 	snprintf(to, sizeof(to), "/dev/shm%s", name);
@@ -1065,10 +1070,8 @@ out:
 		(void)shmt__genword_cas(live, &w, SHMT_SEG_LIVE, seq);
 		wake6(map, &hdr);
 	}
-	if (t != NULL) {
-		shmt_close(t);
+	if (built && rc != 0)
 		(void)shm_unlink(tmp);
-	}
 	free(img);
 	free(img7);
 	munmap(map, (size_t)sb.st_size);
