@@ -5,9 +5,10 @@
  * the snapshot into a segment of this format, says what it carried in its
  * log, runs on it (limiters, dictionary), and the snapshot it writes at
  * stop is of this format (a second start restores it without migrating).
- * A segment of ABI 6 under its name is migrated in place and the old object
- * retired.  A damaged ABI 6 snapshot is refused with the reason.  argv[1] is the
- * daemon binary.  Every wait polls with a bounded number of retries.
+ * A segment of ABI 6 under its name is migrated in place and the old
+ * object retired.  A damaged ABI 6 snapshot is refused with the reason.
+ * argv[1] is the daemon binary.  Every wait polls with a bounded number of
+ * retries.
  */
 #include "daemon.h"
 #include "image.h"

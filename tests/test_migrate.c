@@ -247,6 +247,68 @@ test_migrate_fixture(void **state)
 	tu_close_unlink(h, seg);
 }
 
+/* The other modes (tests/data/abi6-modes.snap.zr): rate mode shared and
+ * per client, exact mode, a shadow limiter, a deleted one. */
+static void
+test_migrate_modes(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct tu_clock clk;
+	shmt_limiter_stat_t st;
+	unsigned char *img, *img7;
+	size_t len, len7;
+	char err[640], seg[96];
+	shmt_limit_t l = { .limit = 3, .window_ns = 60 * SEC,
+		.slack_ns = 6 * SEC, .slack_uses = 1 };
+	shmt_t *h;
+
+	(void)state;
+	img = tu_zr_load(SHMT_TEST_DATA "/abi6-modes.snap.zr", &len);
+	if (shmt__image_migrate(img, len, &img7, &len7, &m, err,
+	    sizeof(err)) != 0)
+		fail_msg("migrate: %s", err);
+	assert_int_equal(m.limiters, 4);
+	assert_int_equal(m.deleted, 1);
+	assert_int_equal(m.clients, 1);
+	assert_int_equal(m.inflight, 2);        /* the shadow limiter's */
+	assert_int_equal(m.analyzer, 0);
+	image_time(img, &now);
+	clk.now = now.mono_ns + SEC;
+	tu_segname(seg, sizeof(seg), "mig-m");
+	if (shmt__image_restore(img7, len7, seg, &now, tu_clock_read, &clk,
+	    err, sizeof(err)) != 0)
+		fail_msg("restore: %s", err);
+	free(img7);
+	free(img);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+
+	/* Rate mode, burst 3, 4 an hour: 2 taken, 1 left. */
+	assert_int_equal(grants(h, "rate", NULL), 1);
+	/* Per client, burst 2: alice took 1. */
+	assert_int_equal(grants(h, "rate-pc", "alice"), 1);
+	assert_int_equal(grants(h, "rate-pc", "bob"), 2);
+	/* Exact mode, 5 an hour: 3 taken. */
+	assert_int_equal(grants(h, "exact", NULL), 2);
+	/* Shadow: granted, and its "would deny" count goes on from 1. */
+	assert_int_equal(shmt_try_use_key(h, "shadow"), 1);
+	assert_int_equal(shmt_limiter_stat(h, "shadow", &st), 0);
+	assert_int_equal(st.would_deny, 2);
+	/* The deleted limiter is gone, and its name can be defined again. */
+	assert_int_equal(shmt_limiter_stat(h, "gone", &st), -ENOENT);
+	assert_int_equal(shmt_limiter_define(h, "gone", &l), 0);
+	assert_int_equal(grants(h, "gone", NULL), 3);
+	/* Two hours on, everything is back. */
+	clk.now = now.mono_ns + 7200 * SEC;
+	assert_int_equal(grants(h, "rate", NULL), 3);
+	assert_int_equal(grants(h, "rate-pc", "alice"), 2);
+	assert_int_equal(grants(h, "exact", NULL), 5);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	tu_close_unlink(h, seg);
+}
+
 /* Not ABI 6: this format's own image, not an image, an empty one. */
 static void
 test_migrate_refuses_others(void **state)
@@ -698,6 +760,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_migrate_fixture),
+		cmocka_unit_test(test_migrate_modes),
 		cmocka_unit_test(test_migrate_refuses_others),
 		cmocka_unit_test(test_migrate_hostile),
 		cmocka_unit_test(test_migrate_segment),
