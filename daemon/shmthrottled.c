@@ -454,15 +454,16 @@ static int
 segment_new(struct daemon *d)
 {
 	const char *name = d->cfg.segment;
-	char err[1024], why[256];
+	char err[1024], why[256], note[512];
 	int rc;
 
 	if (d->cfg.snapshot[0] != '\0') {
-		rc = shmtd_snapshot_restore(d->cfg.snapshot, name, &d->h, err,
-		    sizeof(err));
+		rc = shmtd_snapshot_restore_note(d->cfg.snapshot, name, &d->h,
+		    note, sizeof(note), err, sizeof(err));
 		if (rc == 0) {
-			shmtd_log(LOG_NOTICE, "segment %s restored from %s", name,
-			    d->cfg.snapshot);
+			shmtd_log(LOG_NOTICE, "segment %s restored from %s%s%s",
+			    name, d->cfg.snapshot, note[0] != '\0' ? ", " : "",
+			    note);
 			return 0;
 		}
 		if (rc == -EEXIST)
@@ -490,6 +491,38 @@ segment_new(struct daemon *d)
 		    shmt_strerror(rc));
 	}
 	return rc == 0 || rc == -EEXIST ? rc : EXIT_FAIL;
+}
+
+/* The segment is of another format: when it is ABI 6's, migrate it into a
+ * new generation of this format (lib/migrate.c).  0 done (open it again),
+ * an exit code when it was ABI 6's and could not be migrated, -1 when it
+ * is of a format this build does not migrate. */
+static int
+migrate(struct daemon *d)
+{
+	const char *name = d->cfg.segment;
+	struct shmt__hdr_facts f;
+	struct shmt__host_time now;
+	struct shmt__migration m;
+	char err[768], note[512];
+	int rc;
+
+	if (shmt__hdr_facts(name, &f) != 0 || (f.format >> 48) != 6)
+		return -1;
+	shmt__host_time_now(&now);
+	rc = shmt__segment6_migrate(name, &now, NULL, NULL, &m, err,
+	    sizeof(err));
+	if (rc != 0) {
+		shmtd_log(LOG_ERR, "segment %s is of format ABI 6 and cannot be "
+		    "migrated: %s; it is left as it was (start with --recreate "
+		    "to replace it, losing its state)", name, err);
+		return EXIT_FAIL;
+	}
+	shmt__migration_text(&m, note, sizeof(note));
+	shmtd_log(LOG_NOTICE, "segment %s %s; the old object is retired: "
+	    "workers built against the ABI 6 library get SHMT_ESTALE until "
+	    "they are restarted against this one", name, note);
+	return 0;
 }
 
 /* Attach to the segment or make it.  Returns 0 or an exit code. */
@@ -521,6 +554,14 @@ segment_attach(struct daemon *d)
 			shmtd_log(LOG_ERR, "cannot open segment %s: %s", name,
 			    shmt_strerror(rc));
 			return EXIT_FAIL;
+		}
+		if (rc == SHMT_EFORMAT && !d->recreate) {
+			int m = migrate(d);
+
+			if (m == 0)
+				continue;
+			if (m > 0)
+				return m;
 		}
 		if (!d->recreate) {
 			explain_incompatible(name, rc);

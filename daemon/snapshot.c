@@ -249,26 +249,53 @@ shmtd_snapshot_check_clock(shmt_clock_fn fn, void *ctx)
 }
 
 int
-shmtd_snapshot_restore(const char *path, const char *name, shmt_t **out,
-    char *err, size_t cap)
+shmtd_snapshot_restore_note(const char *path, const char *name, shmt_t **out,
+    char *note, size_t notecap, char *err, size_t cap)
 {
 	struct shmt__host_time now;
-	unsigned char *img = NULL;
+	struct shmt__migration m;
+	unsigned char *img = NULL, *img7 = NULL;
 	char why[640];
-	size_t len = 0;
+	size_t len = 0, len7 = 0;
 	int rc;
 
+	if (note != NULL && notecap > 0)
+		note[0] = '\0';
 	if ((rc = read_file(path, &img, &len, err, cap)) != 0)
 		return rc;
-	host_time(1, &now);
 	why[0] = '\0';
+	if (shmt__image_abi(img, len) == 6) {
+		/* The previous format: rewritten in this one, then restored
+		 * (and checked) as any image. */
+		rc = shmt__image_migrate(img, len, &img7, &len7, &m, why,
+		    sizeof(why));
+		free(img);
+		if (rc != 0)
+			return bad(err, cap, rc, path, "cannot migrate it from "
+			    "segment format ABI 6: %s", why);
+		img = img7;
+		len = len7;
+		if (note != NULL && notecap > 0)
+			shmt__migration_text(&m, note, notecap);
+	}
+	host_time(1, &now);
 	rc = shmt__image_restore(img, len, name, &now, check_clock_fn,
 	    check_clock_ctx, why, sizeof(why));
 	free(img);
-	if (rc != 0)
+	if (rc != 0) {
+		if (note != NULL && notecap > 0)
+			note[0] = '\0';
 		return bad(err, cap, rc, path, "%s", why);
+	}
 	if ((rc = shmt_open(name, out)) != 0)
 		return bad(err, cap, rc, path, "restored %s but cannot open it: "
 		    "%s", name, shmt_strerror(rc));
 	return 0;
+}
+
+int
+shmtd_snapshot_restore(const char *path, const char *name, shmt_t **out,
+    char *err, size_t cap)
+{
+	return shmtd_snapshot_restore_note(path, name, out, NULL, 0, err, cap);
 }

@@ -40,6 +40,17 @@ int shmtd_snapshot_restore(const char *path, const char *name, shmt_t **out,
     char *err, size_t cap);
 
 /*
+ * shmtd_snapshot_restore_note: shmtd_snapshot_restore, that also says in
+ * NOTE (NOTECAP bytes; empty when nothing was migrated) what it migrated
+ * when PATH holds the image of a segment of the previous format (ABI 6):
+ * that image is rewritten in this build's format first (lib/migrate.c),
+ * then restored as any other.  An image of any other format is refused
+ * (SHMT_EFORMAT) as shmtd_snapshot_restore refuses it.
+ */
+int shmtd_snapshot_restore_note(const char *path, const char *name,
+    shmt_t **out, char *note, size_t notecap, char *err, size_t cap);
+
+/*
  * shmtd_snapshot_check_clock: the clock the check of a restored image
  * reads (NULL: CLOCK_MONOTONIC, as the daemon always uses).  A test knob:
  * a test whose segment lives on an injected clock restores it with that

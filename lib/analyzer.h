@@ -172,6 +172,10 @@ void shmt__an_sum_retime(const struct shmt_an *an, struct shmt_an_sum *s,
  * -ENOSPC when CAP is short; with BUF NULL, how many it would take.  Safe
  * beside writers (each word is copied atomically; see analyzer.c). */
 int64_t shmt__an_export(shmt_t *h, void *buf, uint64_t cap);
+/* The same from the analyzer AN (NULL: none), whose base may be the
+ * region of a segment of another format with the same analyzer layout (an
+ * upgrade, migrate.c). */
+int64_t shmt__an_export_an(const struct shmt_an *an, void *buf, uint64_t cap);
 /* Bring back what shmt__an_export wrote (LEN bytes) into H, a segment not
  * yet shared, moving its sub-windows by DELTA_NS toward the past.  0, or
  * -EINVAL when the bytes are not of this analyzer's geometry (nothing is

@@ -116,6 +116,82 @@ int shmt__image_rebuild(const unsigned char *image, size_t len,
     const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,
     shmt_t **out, char *err, size_t cap);
 
+/* ---- Upgrades: images of an older segment format (migrate.c) ------------- */
+
+/* The ABI version of the segment format IMAGE (LEN bytes) was taken from
+ * (the top 16 bits of its format word), or -1 when it is no image. */
+int shmt__image_abi(const unsigned char *image, size_t len);
+
+/* What a migration carried, for the daemon's log. */
+struct shmt__migration {
+	unsigned from_abi;
+	uint32_t limiters;              /* ready rows carried */
+	uint32_t deleted;               /* deleted rows (no storage) */
+	uint32_t dropped;               /* rows a definition left half built */
+	uint64_t inflight;              /* uses in flight carried (buckets
+					 * mode: rate and exact mode keep
+					 * times, carried as they are) */
+	uint64_t clients;               /* live per-client entries carried */
+	uint64_t dict_items, counters;  /* records of the image's sections */
+	int analyzer;                   /* analyzer summaries carried */
+	uint64_t arena_grown;           /* bytes the arena grew by */
+};
+
+/*
+ * Rewrite IMAGE (LEN bytes, untrusted), an image of a segment of ABI 6, as
+ * an image of this build's format: limiter rows and their arena storage
+ * moved to this format's layout (offsets rebased, client entries
+ * converted, per-client limiters given an empty override table), the
+ * segment header's regions laid out again, the dictionary's, counters' and
+ * analyzer's sections carried as they are (migrate.c says why each is
+ * safe).  *OUT (malloc'd; the caller frees it) gets *OUTLEN bytes, to be
+ * restored with shmt__image_restore or shmt__image_rebuild, which check
+ * the rest.  *M says what was carried.  Returns 0; SHMT_EMAGIC (not an
+ * image), SHMT_EFORMAT (not of ABI 6), SHMT_ECORRUPT (damaged: a length,
+ * count, offset or row that does not hold), -ENOMEM, -EINVAL; ERR (CAP
+ * bytes) says why.  Pure computation on private memory: thread-safe, and a
+ * kill -9 leaves nothing behind.
+ */
+int shmt__image_migrate(const unsigned char *image, size_t len,
+    unsigned char **out, size_t *outlen, struct shmt__migration *m,
+    char *err, size_t cap);
+
+/*
+ * The image (as shmt__image_build makes one, of ABI 6's format) of the
+ * ABI 6 segment mapped at MAP (SIZE bytes, untrusted: its header, regions,
+ * every chain and item are checked), stamped NOW: the header, limiter
+ * table and used arena copied with 16-byte atomic loads, every item and
+ * counter of its stores as a record (their shards read without their
+ * locks: the caller freezes the segment first), the analyzer's summaries.
+ * *IMAGE (malloc'd) gets *LEN bytes.  Returns 0; SHMT_EMAGIC, SHMT_EFORMAT
+ * (not ABI 6), SHMT_ESIZE, SHMT_ECORRUPT, -ENOMEM; ERR says why.
+ */
+int shmt__segment6_image(const unsigned char *map, uint64_t size,
+    const struct shmt__host_time *now, unsigned char **image, size_t *len,
+    char *err, size_t cap);
+
+/*
+ * Migrate the ABI 6 segment NAME in place (migrate.c gives the protocol):
+ * freeze it as ABI 6's own move does, wait for its writer locks, take its
+ * image, rewrite it in this format, build and check the new segment under
+ * a private name (on CLOCK when not NULL: a test knob), publish it under
+ * NAME with rename(2), and retire the old object (its ABI 6 workers then
+ * answer SHMT_ESTALE, and SHMT_EFORMAT when they reopen NAME).  *M says
+ * what was carried.  Returns 0; -EBUSY (its ABI 6 daemon still runs, or a
+ * live worker kept a lock for 2 s); SHMT_ESTALE (not live: retired or
+ * being moved); SHMT_EUNTRUSTED; the errors of shmt__segment6_image,
+ * shmt__image_migrate and shmt__image_rebuild.  On any error the old
+ * segment is left live as it was.  Only for the daemon, at start, before
+ * it opens NAME.  kill -9 in the middle: see migrate.c.
+ */
+int shmt__segment6_migrate(const char *name,
+    const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,
+    struct shmt__migration *m, char *err, size_t cap);
+
+/* One line for the log: what migration M carried. */
+void shmt__migration_text(const struct shmt__migration *m, char *buf,
+    size_t cap);
+
 /* ---- Generations (move.c, where the protocol is argued) ------------------- */
 
 /* How long a call waits for a live mover to finish before -EAGAIN. */

@@ -444,7 +444,12 @@ an_image_bytes(const struct shmt_an *an)
 int64_t
 shmt__an_export(shmt_t *h, void *buf, uint64_t cap)
 {
-	const struct shmt_an *an = h->an;
+	return shmt__an_export_an(h->an, buf, cap);
+}
+
+int64_t
+shmt__an_export_an(const struct shmt_an *an, void *buf, uint64_t cap)
+{
 	struct an_image ai;
 	uint64_t n, words;
 	unsigned char *b = buf;

@@ -29,6 +29,14 @@ if(TARGET shmthrottled)
       SHMT_CLI_PATH="$<TARGET_FILE:shmthrottle>")
     add_dependencies(test_daemon shmthrottle)
   endif()
+  # Upgrades: the daemon started on the snapshot of an ABI 6 segment.
+  shmt_add_test(test_daemon_migrate
+    SOURCES test_daemon_migrate.c
+    ARGS $<TARGET_FILE:shmthrottled>
+    LABELS unit TIMEOUT 120)
+  target_compile_definitions(test_daemon_migrate PRIVATE
+    SHMT_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data")
+  add_dependencies(test_daemon_migrate shmthrottled)
   add_test(NAME test_daemon_kill9
     COMMAND test_daemon $<TARGET_FILE:shmthrottled> stress)
   set_tests_properties(test_daemon_kill9 PROPERTIES LABELS stress TIMEOUT 120)

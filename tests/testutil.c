@@ -251,6 +251,37 @@ tu_file_has(const char *path, const char *needle)
 	return found;
 }
 
+unsigned char *
+tu_zr_load(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	unsigned char *out;
+	char magic[8];
+	uint64_t n, at = 0;
+
+	if (f == NULL)
+		fail_msg("cannot open %s", path);
+	assert_true(fread(magic, 1, 8, f) == 8 &&
+	    memcmp(magic, "SHMTZR1\n", 8) == 0);
+	assert_true(fread(&n, 8, 1, f) == 1 && n > 0 && n < (1ULL << 30));
+	out = calloc(1, (size_t)n);
+	assert_non_null(out);
+	for (;;) {
+		uint64_t off;
+		uint32_t cl[2];
+
+		if (fread(&off, 8, 1, f) != 1)
+			break;
+		assert_true(fread(cl, 4, 2, f) == 2);
+		assert_true(off >= at && off <= n && cl[0] <= n - off);
+		assert_true(fread(out + off, 1, cl[0], f) == cl[0]);
+		at = off + cl[0];
+	}
+	fclose(f);
+	*len = (size_t)n;
+	return out;
+}
+
 void
 tu_tmpdir(char *dir, size_t cap, const char *tag)
 {

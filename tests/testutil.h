@@ -76,6 +76,9 @@ void tu_write_text(const char *path, const char *text);
 char *tu_read_all(const char *path);
 /* 1 when PATH exists and holds NEEDLE. */
 int tu_file_has(const char *path, const char *needle);
+/* The file PATH in the zero-run form of tests/data/zr.py, unpacked: a
+ * malloc'd buffer of *LEN bytes (fails the test on a malformed file). */
+unsigned char *tu_zr_load(const char *path, size_t *len);
 /* A private temporary directory "/tmp/shmt-test-TAG-XXXXXX" in DIR. */
 void tu_tmpdir(char *dir, size_t cap, const char *tag);
 /* Remove DIR and the files in it: 0, or -1. */

@@ -1,0 +1,1079 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Upgrades: an image (image.c) of a segment of the previous format, ABI 6,
+ * rewritten as an image of this build's format, which image.c then
+ * restores as any other (checked record by record, re-inserted through the
+ * store's calls, checked whole with shmt_check before it is published).
+ *
+ * What changed from ABI 6 to ABI 7, and what the rewrite does with it:
+ *
+ *  - struct shmt_lim (a limiter row, 1280 bytes in both): lm_ov_off,
+ *    lm_ov_cap and a pad word come before lm_name (which moves from byte
+ *    112 to 128), and two counters (lm_allowed_by_rule, lm_denied_by_rule)
+ *    take room that was padding.  Every field is carried to its new place;
+ *    the new counters start at 0.
+ *  - A per-client limiter's storage in the arena is ring, keys, clients,
+ *    then an override table (SHMT_OVERRIDES_DEFAULT entries of 128 bytes,
+ *    all free: ABI 6 had no overrides).  The arena is laid out again, row
+ *    by row, as shmt_limiter_define would lay it out, and every arena
+ *    offset of a row is rebased to its new place; the rings, key names
+ *    and client entries are copied to it.  When the used arena no longer
+ *    fits arena_bytes, the new segment's arena grows (in 64 KiB steps) by
+ *    what the override tables take.
+ *  - struct shmt_client (a client's entry, 64 bytes in both): ce_id[20]
+ *    became ce_rule and ce_id[16].  ce_id is not a hash: it is the first
+ *    bytes of the client id, kept for display only (ce_idlen keeps the
+ *    id's whole length); the client's identity is its keyed 128-bit hash
+ *    ce_hash, which is carried as it is (with the segment's secret).  So
+ *    every client keeps its entry, its uses in flight and their release
+ *    times; what is lost is bytes 17 to 20 of the displayed prefix of ids
+ *    longer than 16 bytes.  ce_rule starts at 0 (no override).
+ *  - struct shmt_shard (a dictionary or counters shard's header) grew a
+ *    free-list mask and an undo record.  An image holds no shard: its
+ *    dictionary items and counters are records (image.c), whose format is
+ *    the same in both, and they are re-inserted through the store's calls
+ *    into the new shards.  Counters keep their own bytes (counters.c did
+ *    not change).
+ *  - The analyzer's region and summaries are the same in both (the same
+ *    types, sizes and export, topkeys.c): they are carried as they are.
+ *  - The segment header is the same but for the ABI number and the format
+ *    word; the regions are laid out again from the creation parameters.
+ *
+ * Nothing in the old image is trusted: its header, checksums, segment
+ * header and regions, every row's parameters (through the same checks as
+ * a row of this format, shmt__limit_check) and every arena offset and
+ * span are checked before a byte is copied; a damaged image gives
+ * SHMT_ECORRUPT (or SHMT_EFORMAT, SHMT_EMAGIC) with the reason, never a
+ * crash.  What is not checked here (the records, the analyzer's bytes, the
+ * state words) image.c checks when it restores the result.
+ */
+#include "daemon.h"
+
+#include "analyzer.h"
+#include "clients.h"
+#include "image.h"
+#include "layout.h"
+#include "limiter.h"
+#include "lock.h"
+#include "proc.h"
+#include "segment.h"
+#include "store.h"
+#include "table.h"
+#include "wait.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The format word of ABI 6 (layout.c's shmt__format_word as that version
+ * built it on LP64 little-endian with gcc or clang). */
+#define FORMAT_ABI6 0x0006f8ef2fad6518ULL
+
+/* ABI 6's client entry. */
+struct shmt_client6 {
+	uint64_t ce_hash[2];
+	alignas(16) struct shmt_w ce_w;
+	uint64_t ce_last_ns;
+	uint32_t ce_idlen;
+	uint8_t ce_id[20];
+};
+_Static_assert(sizeof(struct shmt_client6) == 64 &&
+    offsetof(struct shmt_client6, ce_id) == 44, "ABI 6 client entry");
+_Static_assert(sizeof(struct shmt_client) == 64 &&
+    offsetof(struct shmt_client, ce_idlen) == 40, "ABI 7 client entry");
+
+/* ABI 6's limiter row (limiter.h as it was): the same types but for the
+ * identity's tail and the counters. */
+struct shmt_lim6 {
+	uint32_t lm_state;
+	uint32_t lm_mode;
+	uint64_t lm_limit;
+	uint64_t lm_window;
+	uint64_t lm_slack;
+	uint64_t lm_slack_uses;
+	uint32_t lm_nbuckets;
+	uint32_t lm_flags;
+	uint32_t lm_nkeys;
+	uint32_t lm_uses_per_key;
+	uint32_t lm_keystride;
+	uint32_t lm_keymax;
+	uint32_t lm_capacity;
+	uint32_t lm_entsize;
+	uint64_t lm_ring_off;
+	uint64_t lm_keys_off;
+	uint64_t lm_clients_off;
+	uint64_t lm_storage;
+	uint64_t lm_burst;
+	char lm_name[SHMT_LIMITER_NAME_MAX + 1];
+	alignas(SHMT_LINE) struct shmt_lock lm_client_lock;
+	alignas(SHMT_LINE) struct shmt_w lm_w;
+	uint64_t lm_handoff;
+	alignas(SHMT_LINE) uint64_t lm_released_uses;
+	uint64_t lm_denied_exhausted;
+	uint64_t lm_denied_slack;
+	uint64_t lm_denied_table_full;
+	uint64_t lm_exact_grants;
+	uint64_t lm_denied_ring_full;
+	uint64_t lm_would_deny;
+	uint64_t lm_reset_uses;
+	alignas(SHMT_LINE) uint32_t lm_wake;
+	alignas(SHMT_LINE) struct shmt_lparams lm_p[2];
+	alignas(SHMT_LINE) struct shmt_glease lm_g;
+};
+_Static_assert(sizeof(struct shmt_lim6) == 1280 &&
+    offsetof(struct shmt_lim6, lm_name) == 112 &&
+    offsetof(struct shmt_lim6, lm_client_lock) == 256 &&
+    offsetof(struct shmt_lim6, lm_w) == 384 &&
+    offsetof(struct shmt_lim6, lm_released_uses) == 512 &&
+    offsetof(struct shmt_lim6, lm_reset_uses) == 568 &&
+    offsetof(struct shmt_lim6, lm_wake) == 640 &&
+    offsetof(struct shmt_lim6, lm_p) == 768 &&
+    offsetof(struct shmt_lim6, lm_g) == 896, "ABI 6 limiter row");
+_Static_assert(offsetof(struct shmt_lim6, lm_burst) ==
+    offsetof(struct shmt_lim, lm_burst), "the identity's head is the same");
+
+int
+shmt__image_abi(const unsigned char *img, size_t len)
+{
+	struct img_hdr ih;
+
+	if (img == NULL || len < sizeof(ih))
+		return -1;
+	memcpy(&ih, img, sizeof(ih));
+	if (ih.ih_magic != IMG_MAGIC)
+		return -1;
+	return (int)(ih.ih_format >> 48);
+}
+
+/* The old image, its pieces found and bounded. */
+struct old {
+	const unsigned char *body;      /* after the image header */
+	uint64_t size;                  /* body bytes */
+	struct shmt_hdr hdr;            /* a copy of its segment header */
+	uint64_t hlen, llen;            /* header region, limiter table */
+	const unsigned char *arena;     /* its used part: */
+	uint64_t arena_used;
+	uint64_t rest;                  /* where the sections start */
+};
+
+/* Check the old image's header and segment header. */
+static int
+old_check(const unsigned char *img, size_t len, struct img_hdr *ih,
+    struct old *o, char *err, size_t cap)
+{
+	const struct shmt_hdr *h = &o->hdr;
+	uint64_t end = 0, sum;
+
+	if (len < sizeof(*ih))
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "truncated: %zu bytes, "
+		    "shorter than its header", len);
+	memcpy(ih, img, sizeof(*ih));
+	if (ih->ih_magic != IMG_MAGIC)
+		return shmt__bad(err, cap, SHMT_EMAGIC,
+		    "not a shmthrottle snapshot");
+	if (ih->ih_version != IMG_VERSION &&
+	    ih->ih_version != IMG_VERSION_PIECES)
+		return shmt__bad(err, cap, SHMT_EFORMAT, "snapshot version %u, "
+		    "this build reads versions %u and %u", ih->ih_version,
+		    IMG_VERSION_PIECES, IMG_VERSION);
+	if (ih->ih_hdr_size != sizeof(*ih) ||
+	    ih->ih_hdr_sum != shmt__fnv1a(SHMT_FNV_INIT, ih,
+	    offsetof(struct img_hdr, ih_hdr_sum)))
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "header checksum "
+		    "mismatch (the file is damaged)");
+	if (ih->ih_format != FORMAT_ABI6)
+		return shmt__bad(err, cap, SHMT_EFORMAT, "written for segment "
+		    "format %#" PRIx64 " (ABI %u); this build migrates ABI 6 "
+		    "(%#llx) only", ih->ih_format,
+		    (unsigned)(ih->ih_format >> 48), (unsigned long long)
+		    FORMAT_ABI6);
+	if (ih->ih_size != len - sizeof(*ih))
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "truncated or padded: "
+		    "%zu bytes of image, the header says %" PRIu64,
+		    len - sizeof(*ih), ih->ih_size);
+	o->body = img + sizeof(*ih);
+	o->size = ih->ih_size;
+	if (shmt__fnv1a_words(SHMT_FNV_INIT, o->body, o->size) != ih->ih_sum)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "image checksum mismatch "
+		    "(the file is damaged)");
+	if (o->size < sizeof(o->hdr))
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "image shorter than a "
+		    "segment header");
+	memcpy(&o->hdr, o->body, sizeof(o->hdr));
+
+	/* The segment header, as ABI 6 validated it at open. */
+	if (h->sh_magic != SHMT_MAGIC || h->sh_abi != 6 ||
+	    h->sh_format != FORMAT_ABI6 || h->sh_nregions != SHMT_R_COUNT)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "the image's segment "
+		    "header is not one of ABI 6");
+	for (int i = 0; i < SHMT_R_COUNT; i++) {
+		uint64_t off = h->sh_regions[i].rg_off;
+		uint64_t rl = h->sh_regions[i].rg_size;
+
+		if (off < end || off > h->sh_size || rl > h->sh_size - off ||
+		    off % SHMT_LINE != 0)
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "region %d of "
+			    "the image's segment header is out of order or "
+			    "range", i);
+		end = off + rl;
+	}
+	o->hlen = h->sh_regions[SHMT_R_HEADER].rg_size;
+	o->llen = h->sh_regions[SHMT_R_LIMITERS].rg_size;
+	o->arena_used = ih->ih_arena_bytes;
+	if (h->sh_regions[SHMT_R_HEADER].rg_off != 0 ||
+	    o->hlen < sizeof(o->hdr) || o->hlen % 16 != 0 ||
+	    h->sh_params.sp_max_limiters == 0 ||
+	    h->sh_params.sp_max_limiters > 4096 ||
+	    o->llen != (uint64_t)h->sh_params.sp_max_limiters *
+	    sizeof(struct shmt_lim6) ||
+	    h->sh_regions[SHMT_R_ARENA].rg_size != h->sh_params.sp_arena_bytes ||
+	    o->arena_used % 16 != 0 ||
+	    o->arena_used > h->sh_regions[SHMT_R_ARENA].rg_size)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "the image's segment "
+		    "header is inconsistent with its parameters");
+	/* hlen, llen and arena_used are each below sh_size, itself at most
+	 * what a u64 holds: their sum cannot wrap past 2^64 for sizes a
+	 * mapping can have, but is checked against the image all the same. */
+	if (o->hlen > o->size || o->llen > o->size - o->hlen ||
+	    o->arena_used > o->size - o->hlen - o->llen)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "its pieces do not add "
+		    "up to the image's layout");
+	sum = o->hlen + o->llen + o->arena_used;
+	if (ih->ih_version == IMG_VERSION_PIECES && sum != o->size)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "its pieces do not add "
+		    "up to the image's layout");
+	o->arena = o->body + o->hlen + o->llen;
+	o->rest = sum;
+	return 0;
+}
+
+/* [OFF, OFF + LEN) lies inside the old arena's used part. */
+static int
+old_span(const struct old *o, uint64_t off, uint64_t len)
+{
+	return off <= o->arena_used && len <= o->arena_used - off;
+}
+
+/* The new arena under construction. */
+struct arena {
+	unsigned char *b;
+	uint64_t used, cap;
+};
+
+/* Convert the client entries of a per-client row: NCAP entries of ENTSIZE
+ * bytes at FROM to TO; count the live ones and (BUCKETS: buckets mode,
+ * where the word counts them) their uses in flight. */
+static void
+clients_convert(const unsigned char *from, unsigned char *to, uint32_t ncap,
+    uint32_t entsize, int buckets, struct shmt__migration *m)
+{
+	for (uint32_t i = 0; i < ncap; i++) {
+		const unsigned char *s = from + (uint64_t)i * entsize;
+		unsigned char *d = to + (uint64_t)i * entsize;
+		struct shmt_client6 e6;
+		struct shmt_client e;
+		uint32_t n;
+
+		memcpy(&e6, s, sizeof(e6));
+		memset(&e, 0, sizeof(e));
+		e.ce_hash[0] = e6.ce_hash[0];
+		e.ce_hash[1] = e6.ce_hash[1];
+		e.ce_w = e6.ce_w;
+		e.ce_last_ns = e6.ce_last_ns;
+		e.ce_idlen = e6.ce_idlen;
+		e.ce_rule = CE_RULE_NONE;
+		n = e6.ce_idlen < sizeof(e.ce_id) ? e6.ce_idlen :
+		    (uint32_t)sizeof(e.ce_id);
+		memcpy(e.ce_id, e6.ce_id, n);
+		memcpy(d, &e, sizeof(e));
+		/* The entry's ring follows it, slot for slot. */
+		memcpy(d + sizeof(e), s + sizeof(e6), entsize - sizeof(e6));
+		if ((SHMT_W_TAG(e.ce_w) >> 14) == CE_LIVE) {
+			m->clients++;
+			if (buckets)
+				m->inflight += SHMT_W_INFLIGHT(e.ce_w);
+		}
+	}
+}
+
+/* Convert the READY row R6 (row R) into *R7, its storage copied from the
+ * old arena into A at the places shmt_limiter_define would give it. */
+static int
+row_convert(const struct old *o, uint32_t r, const struct shmt_lim6 *r6,
+    struct shmt_lim *r7, struct arena *a, struct shmt__migration *m,
+    char *err, size_t cap)
+{
+	shmt_limit_t l;
+	struct lim_geom g;
+	uint64_t ring_off, keys_off, cl_off, ov_off, end, keys_bytes = 0;
+	char why[160];
+	int per_client = (r6->lm_flags & SHMT_LIMF_PER_CLIENT) != 0;
+
+	if (memchr(r6->lm_name, '\0', sizeof(r6->lm_name)) == NULL ||
+	    r6->lm_name[0] == '\0')
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter row %u: its "
+		    "name is empty or not terminated", r);
+	/* The row's parameters, through the same rules as a definition. */
+	memset(&l, 0, sizeof(l));
+	l.limit = r6->lm_limit;
+	l.window_ns = r6->lm_window;
+	l.slack_ns = r6->lm_slack;
+	l.slack_uses = r6->lm_slack_uses;
+	l.mode = (int)r6->lm_mode;
+	l.per_client = per_client;
+	l.client_capacity = per_client ? r6->lm_capacity : 0;
+	l.burst = r6->lm_burst;
+	l.global = (r6->lm_flags & SHMT_LIMF_GLOBAL) != 0;
+	why[0] = '\0';
+	if (r6->lm_mode > SHMT_MODE_GCRA || (r6->lm_flags & ~0xfU) != 0 ||
+	    shmt__limit_check(&l, &g, why, sizeof(why)) != 0 ||
+	    g.nb != r6->lm_nbuckets || (per_client && r6->lm_entsize != g.entsize))
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: "
+		    "inconsistent parameters%s%s", r6->lm_name,
+		    why[0] != '\0' ? ": " : "", why);
+	if (r6->lm_flags & SHMT_LIMF_KEYS) {
+		if (r6->lm_nkeys == 0 || r6->lm_nkeys > SHMT_KEYS_MAX ||
+		    r6->lm_keymax == 0 || r6->lm_keymax > SHMT_KEYNAME_MAX ||
+		    r6->lm_keystride != ((r6->lm_keymax + 1 + 7) & ~7U) ||
+		    r6->lm_uses_per_key == 0 ||
+		    (uint64_t)r6->lm_nkeys * r6->lm_uses_per_key != r6->lm_limit)
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: "
+			    "inconsistent key pool", r6->lm_name);
+		keys_bytes = (uint64_t)r6->lm_nkeys * r6->lm_keystride;
+	} else if (r6->lm_nkeys != 0) {
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: keys "
+		    "without a key pool", r6->lm_name);
+	}
+	/* Every span the row names lies in the old arena's used part. */
+	if (r6->lm_ring_off % 16 != 0 || r6->lm_keys_off % 16 != 0 ||
+	    r6->lm_clients_off % 16 != 0 ||
+	    !old_span(o, r6->lm_ring_off, g.ring_bytes) ||
+	    !old_span(o, r6->lm_keys_off, keys_bytes) ||
+	    !old_span(o, r6->lm_clients_off, g.clients_bytes))
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: storage "
+		    "outside the image's arena (%" PRIu64 " bytes)", r6->lm_name,
+		    o->arena_used);
+
+	/* The new places, as row_build (table.c) lays a row out. */
+	ring_off = shmt__align_up(a->used, SHMT_LINE);
+	keys_off = shmt__align_up(ring_off + g.ring_bytes, 16);
+	cl_off = shmt__align_up(keys_off + keys_bytes, SHMT_LINE);
+	ov_off = shmt__align_up(cl_off + g.clients_bytes, SHMT_LINE);
+	end = ov_off + g.ov_bytes;
+	if (end > a->cap)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: its "
+		    "storage overflows the arena", r6->lm_name);
+	memset(a->b + a->used, 0, end - a->used);
+	memcpy(a->b + ring_off, o->arena + r6->lm_ring_off, g.ring_bytes);
+	memcpy(a->b + keys_off, o->arena + r6->lm_keys_off, keys_bytes);
+	if (per_client)
+		clients_convert(o->arena + r6->lm_clients_off, a->b + cl_off,
+		    r6->lm_capacity, r6->lm_entsize,
+		    r6->lm_mode == SHMT_MODE_BUCKETS, m);
+	else if (r6->lm_mode == SHMT_MODE_BUCKETS)
+		m->inflight += SHMT_W_INFLIGHT(r6->lm_w);
+
+	memset(r7, 0, sizeof(*r7));
+	r7->lm_state = SHMT_LIM_READY;
+	r7->lm_mode = r6->lm_mode;
+	r7->lm_limit = r6->lm_limit;
+	r7->lm_window = r6->lm_window;
+	r7->lm_slack = r6->lm_slack;
+	r7->lm_slack_uses = r6->lm_slack_uses;
+	r7->lm_nbuckets = r6->lm_nbuckets;
+	r7->lm_flags = r6->lm_flags;
+	r7->lm_nkeys = r6->lm_nkeys;
+	r7->lm_uses_per_key = r6->lm_uses_per_key;
+	r7->lm_keystride = r6->lm_keystride;
+	r7->lm_keymax = r6->lm_keymax;
+	r7->lm_capacity = r6->lm_capacity;
+	r7->lm_entsize = r6->lm_entsize;
+	r7->lm_ring_off = ring_off;
+	r7->lm_keys_off = keys_off;
+	r7->lm_clients_off = cl_off;
+	r7->lm_ov_off = g.ovcap != 0 ? ov_off : 0;
+	r7->lm_ov_cap = g.ovcap;
+	r7->lm_storage = end - a->used;
+	r7->lm_burst = r6->lm_burst;
+	memcpy(r7->lm_name, r6->lm_name, sizeof(r7->lm_name));
+	/* Lock words and the hand-off name processes of the old segment:
+	 * left at 0, as image.c leaves them. */
+	r7->lm_w = r6->lm_w;
+	r7->lm_released_uses = r6->lm_released_uses;
+	r7->lm_denied_exhausted = r6->lm_denied_exhausted;
+	r7->lm_denied_slack = r6->lm_denied_slack;
+	r7->lm_denied_table_full = r6->lm_denied_table_full;
+	r7->lm_exact_grants = r6->lm_exact_grants;
+	r7->lm_denied_ring_full = r6->lm_denied_ring_full;
+	r7->lm_would_deny = r6->lm_would_deny;
+	r7->lm_reset_uses = r6->lm_reset_uses;
+	memcpy(r7->lm_p, r6->lm_p, sizeof(r7->lm_p));
+	r7->lm_g = r6->lm_g;
+	a->used = end;
+	m->limiters++;
+	return 0;
+}
+
+/* Count the records of the sections that follow the pieces (for the
+ * report only: image.c checks them when it restores). */
+static void
+count_sections(const struct old *o, struct shmt__migration *m)
+{
+	uint64_t at = o->rest;
+
+	while (o->size - at >= sizeof(struct img_sec)) {
+		struct img_sec s;
+
+		memcpy(&s, o->body + at, sizeof(s));
+		at += sizeof(s);
+		if (s.is_bytes > o->size - at)
+			return;
+		if (s.is_kind == IMG_S_DICT)
+			m->dict_items = s.is_count;
+		else if (s.is_kind == IMG_S_COUNTERS)
+			m->counters = s.is_count;
+		else if (s.is_kind == IMG_S_ANALYZER)
+			m->analyzer = 1;
+		at += s.is_bytes;
+	}
+}
+
+int
+shmt__image_migrate(const unsigned char *img, size_t len, unsigned char **out,
+    size_t *outlen, struct shmt__migration *m, char *err, size_t cap)
+{
+	struct shmt_region reg[SHMT_R_COUNT];
+	struct img_hdr ih;
+	struct shmt_hdr nh;
+	struct old o;
+	struct arena a = { 0 };
+	struct shmt_lim *rows = NULL;
+	unsigned char *b = NULL;
+	uint32_t nrows, per_client = 0;
+	uint64_t tail, size, grow, n;
+	int rc;
+
+	if (img == NULL || out == NULL || outlen == NULL || m == NULL)
+		return shmt__bad(err, cap, -EINVAL, "no image");
+	*out = NULL;
+	*outlen = 0;
+	memset(m, 0, sizeof(*m));
+	memset(&o, 0, sizeof(o));
+	if ((rc = old_check(img, len, &ih, &o, err, cap)) != 0)
+		return rc;
+	m->from_abi = 6;
+	nrows = o.hdr.sh_params.sp_max_limiters;
+
+	/* Room for the new arena: the old one's used part, each row's
+	 * alignment (three lines at most) and each per-client row's new
+	 * override table. */
+	for (uint32_t r = 0; r < nrows; r++) {
+		struct shmt_lim6 r6;
+
+		memcpy(&r6, o.body + o.hlen + (uint64_t)r * sizeof(r6),
+		    sizeof(r6));
+		if (r6.lm_state == SHMT_LIM_READY &&
+		    (r6.lm_flags & SHMT_LIMF_PER_CLIENT))
+			per_client++;
+	}
+	a.cap = o.arena_used + (uint64_t)nrows * 3 * SHMT_LINE +
+	    (uint64_t)per_client * SHMT_OVERRIDES_DEFAULT *
+	    sizeof(struct shmt_override);
+	if ((a.b = calloc(1, a.cap)) == NULL ||
+	    (rows = aligned_alloc(alignof(struct shmt_lim),
+	    (size_t)nrows * sizeof(*rows))) == NULL) {
+		rc = shmt__bad(err, cap, -ENOMEM, "no memory for the migration");
+		goto out;
+	}
+	memset(rows, 0, (size_t)nrows * sizeof(*rows));
+	for (uint32_t r = 0; r < nrows; r++) {
+		struct shmt_lim6 r6;
+
+		memcpy(&r6, o.body + o.hlen + (uint64_t)r * sizeof(r6),
+		    sizeof(r6));
+		switch (r6.lm_state) {
+		case SHMT_LIM_FREE:
+			break;
+		case SHMT_LIM_BUILDING:
+			/* A definition killed midway: its row would be
+			 * reclaimed by the next repair; it starts free. */
+			m->dropped++;
+			break;
+		case SHMT_LIM_DELETED:
+			/* Never used again: its name stays (for the row's
+			 * history), its storage is not carried. */
+			rows[r].lm_state = SHMT_LIM_DELETED;
+			memcpy(rows[r].lm_name, r6.lm_name,
+			    sizeof(rows[r].lm_name));
+			rows[r].lm_name[SHMT_LIMITER_NAME_MAX] = '\0';
+			m->deleted++;
+			break;
+		case SHMT_LIM_READY:
+			if ((rc = row_convert(&o, r, &r6, &rows[r], &a, m, err,
+			    cap)) != 0)
+				goto out;
+			break;
+		default:
+			rc = shmt__bad(err, cap, SHMT_ECORRUPT, "limiter row %u: "
+			    "unknown state %u", r, r6.lm_state);
+			goto out;
+		}
+	}
+	a.used = shmt__align_up(a.used, 16);
+
+	/* The new segment header: this format, the regions laid out again,
+	 * the arena grown when the rows no longer fit it. */
+	nh = o.hdr;
+	grow = 0;
+	if (a.used > nh.sh_params.sp_arena_bytes) {
+		uint64_t want = shmt__align_up(a.used, 64ULL << 10);
+
+		grow = want - nh.sh_params.sp_arena_bytes;
+		nh.sh_params.sp_arena_bytes = want;
+	}
+	m->arena_grown = grow;
+	if ((size = shmt__layout(&nh.sh_params, reg)) == 0) {
+		rc = shmt__bad(err, cap, SHMT_ECORRUPT, "the image's creation "
+		    "parameters make no segment of this format");
+		goto out;
+	}
+	nh.sh_format = shmt__format_word();
+	nh.sh_abi = SHMT_ABI_VERSION;
+	nh.sh_size = size;
+	for (int i = 0; i < SHMT_R_COUNT; i++)
+		nh.sh_regions[i] = reg[i];
+	nh.sh_arena_used = a.used;
+	if (reg[SHMT_R_HEADER].rg_size != o.hlen ||
+	    reg[SHMT_R_LIMITERS].rg_size != (uint64_t)nrows * sizeof(*rows)) {
+		rc = shmt__bad(err, cap, SHMT_ECORRUPT, "the image's header or "
+		    "limiter table has an unexpected size");
+		goto out;
+	}
+	count_sections(&o, m);
+
+	/* The new image: header, pieces, the sections as they were. */
+	tail = o.size - o.rest;
+	n = sizeof(ih) + o.hlen + o.llen + a.used + tail;
+	if ((b = malloc(n)) == NULL) {
+		rc = shmt__bad(err, cap, -ENOMEM, "no memory for the migration");
+		goto out;
+	}
+	memcpy(b + sizeof(ih), o.body, o.hlen);
+	memcpy(b + sizeof(ih), &nh, sizeof(nh));
+	memcpy(b + sizeof(ih) + o.hlen, rows, o.llen);
+	memcpy(b + sizeof(ih) + o.hlen + o.llen, a.b, a.used);
+	memcpy(b + sizeof(ih) + o.hlen + o.llen + a.used, o.body + o.rest,
+	    tail);
+	ih.ih_format = shmt__format_word();
+	ih.ih_size = n - sizeof(ih);
+	ih.ih_arena_bytes = a.used;
+	ih.ih_sum = shmt__fnv1a_words(SHMT_FNV_INIT, b + sizeof(ih),
+	    ih.ih_size);
+	ih.ih_hdr_sum = shmt__fnv1a(SHMT_FNV_INIT, &ih,
+	    offsetof(struct img_hdr, ih_hdr_sum));
+	memcpy(b, &ih, sizeof(ih));
+	*out = b;
+	*outlen = n;
+	b = NULL;
+	rc = 0;
+out:
+	free(b);
+	free(a.b);
+	free(rows);
+	return rc;
+}
+
+void
+shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "migrated from segment format ABI %u to ABI %u: "
+	    "%" PRIu32 " limiter%s (%" PRIu64 " use%s in flight, %" PRIu64
+	    " client entr%s), %" PRIu64 " dictionary item%s, %" PRIu64
+	    " counter%s, analyzer summaries %s; %" PRIu32 " deleted row%s "
+	    "kept without storage, %" PRIu32 " half-defined row%s dropped%s",
+	    m->from_abi, (unsigned)SHMT_ABI_VERSION, m->limiters,
+	    m->limiters == 1 ? "" : "s", m->inflight,
+	    m->inflight == 1 ? "" : "s", m->clients,
+	    m->clients == 1 ? "y" : "ies", m->dict_items,
+	    m->dict_items == 1 ? "" : "s", m->counters,
+	    m->counters == 1 ? "" : "s", m->analyzer ? "kept" : "none",
+	    m->deleted, m->deleted == 1 ? "" : "s", m->dropped,
+	    m->dropped == 1 ? "" : "s",
+	    m->arena_grown > 0 ? "; the arena grew for the override tables" :
+	    "");
+}
+
+/* ---- A segment of ABI 6 in /dev/shm ------------------------------------- */
+
+/*
+ * A daemon of this version that finds a segment of ABI 6 under its name
+ * (shmt__segment6_migrate) takes it over as ABI 6's own move (move.c)
+ * takes a segment into a new generation, in the terms ABI 6's library
+ * understands, so the old workers still attached to it stop cleanly:
+ *
+ *   1. check the object's header (ABI 6's magic, format word, size,
+ *      regions) and that no live daemon of ABI 6 holds it;
+ *   2. write this process as the mover and freeze it: one CAS of its state
+ *      word from LIVE to FROZEN.  From there on an ABI 6 worker's grant is
+ *      not reported granted and its locked writers drop their lock without
+ *      writing (ABI 6's move.c proves it); they wait for the outcome;
+ *   3. wait until every writer lock (the limiter table's, every shard's)
+ *      has been seen free, or held by a thread that no longer exists:
+ *      whoever held one before the freeze has finished its write, and
+ *      whoever takes one after it writes nothing;
+ *   4. take its image (shmt__segment6_image: the pieces word by word with
+ *      16-byte atomic loads, every live item and counter as a record, the
+ *      analyzer's summaries), rewrite it in this format
+ *      (shmt__image_migrate), and restore it as a snapshot under the
+ *      private name NAME.migrate.PID (image.c: built under
+ *      NAME.migrate.PID.restore.PID, checked, linked);
+ *   5. publish it with rename(2) over /dev/shm/NAME, so every shm_open of
+ *      NAME finds the old object or the new one;
+ *   6. CAS the old state word from FROZEN to RETIRED and wake its sleepers.
+ *      ABI 6 workers then answer SHMT_ESTALE on every call (the segment
+ *      they mapped is retired), and a reopen of NAME with the ABI 6 library
+ *      answers SHMT_EFORMAT: they must be restarted against this library.
+ *      Until they are, they enforce nothing and hold only their mapping of
+ *      the retired object.
+ * On any failure before 5 the freeze is undone (FROZEN -> LIVE) and the old
+ * segment goes on as it was.  kill -9 of the migrating daemon leaves the
+ * old segment FROZEN with a dead mover: ABI 6's own recovery undoes it
+ * (before the rename: the name still points to it) or finishes it (after:
+ * ABI 6 marks it MOVED; its workers then find SHMT_EFORMAT at the name), and
+ * the private objects NAME.migrate.PID (which the next migration by that
+ * pid removes) and NAME.migrate.PID.restore.PID (removed by the next
+ * restore of that name by that pid).
+ */
+
+typedef unsigned __int128 u128;
+
+/* Copy LEN bytes (a multiple of 16) of the mapping at SRC (16-aligned)
+ * with 16-byte atomic loads: no shared word is copied half old. */
+static void
+copy16(unsigned char *dst, const unsigned char *src, uint64_t len)
+{
+	const u128 *s = (const u128 *)(const void *)src;
+
+	for (uint64_t i = 0; i < len / sizeof(u128); i++) {
+		u128 v = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+
+		memcpy(dst + i * sizeof(u128), &v, sizeof(v));
+	}
+}
+
+/* ABI 6's shard header: 512 bytes, its version on the line at 384. */
+#define SHARD6_BYTES 512U
+#define SHARD6_LOCK 0U          /* ds_lock, the shard's first word */
+
+/* The geometry of ABI 6's store of region RG in the mapping MAP: this
+ * format's, less the shard header's growth and the extra line between
+ * shards.  0, or SHMT_ECORRUPT when the region does not match. */
+static int
+store6(const struct shmt_store *want, const struct shmt_region *rg,
+    unsigned char *map, struct shmt_store *st)
+{
+	*st = *want;
+	if (st->shards == 0)
+		return rg->rg_size == 0 ? 0 : SHMT_ECORRUPT;
+	st->index_off = shmt__align_up(SHARD6_BYTES, SHMT_LINE);
+	st->heap_off = shmt__align_up(st->index_off +
+	    st->nbuckets * sizeof(struct shmt_bucket), SHMT_PAGE);
+	st->stride = st->heap_off + st->heap_bytes;
+	if (rg->rg_size != st->stride * st->shards)
+		return SHMT_ECORRUPT;
+	st->base = (char *)map + rg->rg_off;
+	return 0;
+}
+
+/* The image under construction. */
+struct buf {
+	unsigned char *b;
+	uint64_t len, cap;
+};
+
+/* Append the live items of ABI 6's store ST as a section of KIND.  Every
+ * link and item is checked (item_at_lens); a shard's walk passes at most
+ * as many items as its heap can hold, so a cycle or shared chains end it
+ * with SHMT_ECORRUPT. */
+static int
+store6_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
+    uint64_t *count)
+{
+	struct img_sec s = { .is_kind = kind };
+	uint64_t at = o->len;
+
+	*count = 0;
+	if (st->shards == 0)
+		return 0;
+	o->len += sizeof(s);
+	for (uint32_t i = 0; i < st->shards; i++) {
+		struct shmt_shard *sh = shard_at(st, i);
+		struct shmt_bucket *index = shard_index(st, sh);
+		char *heap = shard_heap(st, sh);
+		uint64_t budget = chain_bound(st);
+
+		for (uint64_t b = 0; b < st->nbuckets; b++) {
+			uint64_t off = __atomic_load_n(&index[b].bk_head,
+			    __ATOMIC_RELAXED);
+
+			while (link_unit(off) != 0) {
+				uint32_t lens;
+				struct shmt_item *it;
+				struct img_rec r;
+
+				if (budget-- == 0)
+					return SHMT_ECORRUPT;
+				it = item_at_lens(st, heap, link_off(off), &lens);
+				if (it == NULL)
+					return SHMT_ECORRUPT;
+				off = __atomic_load_n(&it->it_next,
+				    __ATOMIC_RELAXED);
+				r.ir_klen = lens_klen(lens);
+				r.ir_vlen = lens_vlen(lens);
+				r.ir_expire = it->it_expire;
+				if (o->cap - o->len < sizeof(r) + r.ir_klen +
+				    r.ir_vlen)
+					return SHMT_ECORRUPT;
+				memcpy(o->b + o->len, &r, sizeof(r));
+				memcpy(o->b + o->len + sizeof(r), item_key(it),
+				    (size_t)r.ir_klen + r.ir_vlen);
+				o->len += sizeof(r) + r.ir_klen + r.ir_vlen;
+				(*count)++;
+			}
+		}
+	}
+	s.is_count = *count;
+	s.is_bytes = o->len - at - sizeof(s);
+	memcpy(o->b + at, &s, sizeof(s));
+	return 0;
+}
+
+/* Check the header of the ABI 6 segment MAP (SIZE bytes) into *HDR and
+ * the stores' and the analyzer's geometry. */
+static int
+seg6_check(const unsigned char *map, uint64_t size, struct shmt_hdr *hdr,
+    struct shmt_store *dict, struct shmt_store *ctr, struct shmt_an *an,
+    char *err, size_t cap)
+{
+	struct shmt_store d, c;
+	uint64_t end = 0, dsize, csize;
+
+	if (size < sizeof(*hdr))
+		return shmt__bad(err, cap, SHMT_ESIZE, "%" PRIu64 " bytes, shorter "
+		    "than a segment header", size);
+	copy16((unsigned char *)hdr, map, sizeof(*hdr));
+	if (hdr->sh_magic != SHMT_MAGIC)
+		return shmt__bad(err, cap, SHMT_EMAGIC, "not a shmthrottle "
+		    "segment");
+	if (hdr->sh_abi != 6 || hdr->sh_format != FORMAT_ABI6)
+		return shmt__bad(err, cap, SHMT_EFORMAT, "segment format %#"
+		    PRIx64 " (ABI %u): this build migrates ABI 6 only",
+		    hdr->sh_format, hdr->sh_abi);
+	if (hdr->sh_size != size)
+		return shmt__bad(err, cap, SHMT_ESIZE, "%" PRIu64 " bytes, its "
+		    "header says %" PRIu64, size, hdr->sh_size);
+	if (hdr->sh_nregions != SHMT_R_COUNT)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "%u regions",
+		    hdr->sh_nregions);
+	for (int i = 0; i < SHMT_R_COUNT; i++) {
+		uint64_t off = hdr->sh_regions[i].rg_off;
+		uint64_t rl = hdr->sh_regions[i].rg_size;
+
+		if (off < end || off > size || rl > size - off ||
+		    off % SHMT_PAGE != 0)
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "region %d is "
+			    "out of order or range", i);
+		end = off + rl;
+	}
+	if (shmt__stores_geometry(&hdr->sh_params, &d, &c, &dsize, &csize,
+	    NULL, 0) != 0 ||
+	    shmt__params_an_geometry(&hdr->sh_params, an, NULL, 0) != 0)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "its creation parameters "
+		    "make no segment");
+	if (store6(&d, &hdr->sh_regions[SHMT_R_DICT], (unsigned char *)map,
+	    dict) != 0 ||
+	    store6(&c, &hdr->sh_regions[SHMT_R_COUNTERS], (unsigned char *)map,
+	    ctr) != 0 ||
+	    hdr->sh_regions[SHMT_R_ANALYZER].rg_size != an->bytes)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "its regions do not "
+		    "match its creation parameters");
+	an->base = (char *)map + hdr->sh_regions[SHMT_R_ANALYZER].rg_off;
+	if (an->bytes == 0)
+		an->base = NULL;
+	return 0;
+}
+
+int
+shmt__segment6_image(const unsigned char *map, uint64_t size,
+    const struct shmt__host_time *now, unsigned char **image, size_t *len,
+    char *err, size_t cap)
+{
+	struct shmt_store dict, ctr;
+	struct shmt_an an;
+	struct shmt_hdr hdr;
+	struct img_hdr ih;
+	struct buf o = { 0 };
+	uint64_t hlen, llen, used, arena, ndict, nctr;
+	int64_t an_bytes = 0;
+	int rc;
+
+	*image = NULL;
+	*len = 0;
+	memset(&an, 0, sizeof(an));
+	if ((rc = seg6_check(map, size, &hdr, &dict, &ctr, &an, err, cap)) != 0)
+		return rc;
+	hlen = hdr.sh_regions[SHMT_R_HEADER].rg_size;
+	llen = hdr.sh_regions[SHMT_R_LIMITERS].rg_size;
+	arena = hdr.sh_regions[SHMT_R_ARENA].rg_size & ~(uint64_t)15;
+	if (hlen % 16 != 0 || llen % 16 != 0)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "its header or limiter "
+		    "region is not a whole number of words");
+	used = (__atomic_load_n((const uint64_t *)(const void *)(map +
+	    offsetof(struct shmt_hdr, sh_arena_used)), __ATOMIC_ACQUIRE) + 15) &
+	    ~(uint64_t)15;
+	if (used > arena)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "its arena's fill level "
+		    "is past the arena");
+	if (an.base != NULL)
+		an_bytes = shmt__an_export_an(&an, NULL, 0);
+	/* The most the image takes: the pieces, each store's heaps, the
+	 * analyzer (a record is smaller than the block of its item). */
+	o.cap = sizeof(ih) + hlen + llen + used + 3 * sizeof(struct img_sec) +
+	    dict.heap_bytes * dict.shards + ctr.heap_bytes * ctr.shards +
+	    (uint64_t)an_bytes;
+	if ((o.b = malloc(o.cap)) == NULL)
+		return shmt__bad(err, cap, -ENOMEM, "no memory for its image");
+	o.len = sizeof(ih);
+	copy16(o.b + o.len, map, hlen);
+	copy16(o.b + o.len + hlen, map + hdr.sh_regions[SHMT_R_LIMITERS].rg_off,
+	    llen);
+	copy16(o.b + o.len + hlen + llen,
+	    map + hdr.sh_regions[SHMT_R_ARENA].rg_off, used);
+	/* The header's copy says the fill level used here. */
+	memcpy(o.b + o.len + offsetof(struct shmt_hdr, sh_arena_used), &used,
+	    sizeof(used));
+	o.len += hlen + llen + used;
+	if ((rc = store6_section(&dict, IMG_S_DICT, &o, &ndict)) != 0 ||
+	    (rc = store6_section(&ctr, IMG_S_COUNTERS, &o, &nctr)) != 0) {
+		free(o.b);
+		return shmt__bad(err, cap, rc, "its %s is damaged (a chain "
+		    "names something that is not an item, or loops)",
+		    ndict == 0 && dict.shards > 0 ? "dictionary" : "counters");
+	}
+	if (an.base != NULL) {
+		struct img_sec s = { .is_kind = IMG_S_ANALYZER };
+		int64_t n = shmt__an_export_an(&an, o.b + o.len + sizeof(s),
+		    o.cap - o.len - sizeof(s));
+
+		if (n < 0) {
+			free(o.b);
+			return shmt__bad(err, cap, (int)n, "cannot copy its "
+			    "analyzer");
+		}
+		s.is_bytes = (uint64_t)n;
+		memcpy(o.b + o.len, &s, sizeof(s));
+		o.len += sizeof(s) + (uint64_t)n;
+	}
+	memset(&ih, 0, sizeof(ih));
+	ih.ih_magic = IMG_MAGIC;
+	ih.ih_version = IMG_VERSION;
+	ih.ih_hdr_size = sizeof(ih);
+	ih.ih_format = FORMAT_ABI6;
+	ih.ih_wall_ns = now->wall_ns;
+	ih.ih_mono_ns = now->mono_ns;
+	memcpy(ih.ih_boot_id, now->boot_id, sizeof(ih.ih_boot_id));
+	ih.ih_boot_id[sizeof(ih.ih_boot_id) - 1] = '\0';
+	ih.ih_size = o.len - sizeof(ih);
+	ih.ih_arena_bytes = used;
+	ih.ih_sum = shmt__fnv1a_words(SHMT_FNV_INIT, o.b + sizeof(ih),
+	    ih.ih_size);
+	ih.ih_hdr_sum = shmt__fnv1a(SHMT_FNV_INIT, &ih,
+	    offsetof(struct img_hdr, ih_hdr_sum));
+	memcpy(o.b, &ih, sizeof(ih));
+	*image = o.b;
+	*len = o.len;
+	return 0;
+}
+
+/* Wait until the lock word at L has been seen free, or naming a thread
+ * that no longer exists: 0; -EBUSY when a live thread kept it WAIT_NS. */
+static int
+lock_quiet(const struct shmt_lock *l, uint64_t wait_ns)
+{
+	uint64_t start = shmt__clock_ns(CLOCK_MONOTONIC);
+
+	for (;;) {
+		uint32_t tid = __atomic_load_n(&l->lk_owner, __ATOMIC_ACQUIRE);
+		char path[32];
+		struct timespec ts = { 0, 1000000 };
+
+		if (tid == 0)
+			return 0;
+		snprintf(path, sizeof(path), "/proc/%u", tid);
+		if (access(path, F_OK) != 0)
+			return 0;
+		if (shmt__clock_ns(CLOCK_MONOTONIC) - start > wait_ns)
+			return -EBUSY;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Steps 3 of the protocol above: every writer lock of the frozen MAP. */
+static int
+locks_quiet(unsigned char *map, const struct shmt_hdr *hdr,
+    const struct shmt_store *dict, const struct shmt_store *ctr, char *err,
+    size_t cap)
+{
+	const struct shmt_store *st[2] = { dict, ctr };
+
+	if (lock_quiet((const struct shmt_lock *)(void *)(map +
+	    offsetof(struct shmt_hdr, sh_table_lock)), 2000000000ULL) != 0)
+		return shmt__bad(err, cap, -EBUSY, "a worker of ABI 6 holds its "
+		    "limiter table's lock");
+	(void)hdr;
+	for (int k = 0; k < 2; k++)
+		for (uint32_t i = 0; i < st[k]->shards; i++)
+			if (lock_quiet((const struct shmt_lock *)(void *)
+			    ((char *)shard_at(st[k], i) + SHARD6_LOCK),
+			    2000000000ULL) != 0)
+				return shmt__bad(err, cap, -EBUSY, "a worker of "
+				    "ABI 6 holds the lock of %s shard %u",
+				    k == 0 ? "dictionary" : "counters", i);
+	return 0;
+}
+
+/* Wake every sleeper of the old segment's limiters (ABI 6 rows). */
+static void
+wake6(unsigned char *map, const struct shmt_hdr *hdr)
+{
+	uint32_t n = hdr->sh_params.sp_max_limiters;
+	unsigned char *rows = map + hdr->sh_regions[SHMT_R_LIMITERS].rg_off;
+
+	if ((uint64_t)n * sizeof(struct shmt_lim6) >
+	    hdr->sh_regions[SHMT_R_LIMITERS].rg_size)
+		return;
+	for (uint32_t r = 0; r < n; r++)
+		shmt__wake_waiters((uint32_t *)(void *)(rows +
+		    (uint64_t)r * sizeof(struct shmt_lim6) +
+		    offsetof(struct shmt_lim6, lm_wake)));
+}
+
+int
+shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
+    shmt_clock_fn clock, void *clock_ctx, struct shmt__migration *m,
+    char *err, size_t cap)
+{
+	char tmp[SHMT_SEGNAME_MAX + 1];
+	char from[SHMT_SEGNAME_MAX + 16], to[SHMT_SEGNAME_MAX + 16];
+	struct shmt_store dict, ctr;
+	struct shmt_an an;
+	struct shmt_hdr hdr;
+	struct shmt_hdr *live = NULL;
+	struct stat sb;
+	unsigned char *map = MAP_FAILED, *img = NULL, *img7 = NULL;
+	size_t len = 0, len7 = 0;
+	uint64_t w;
+	uint32_t seq = 0;
+	int fd, rc, frozen = 0, built = 0;
+
+	memset(m, 0, sizeof(*m));
+	if (name == NULL || now == NULL || shmt__name_check(name) != 0)
+		return shmt__bad(err, cap, -EINVAL, "bad segment name");
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.migrate.%ld", name,
+	    (long)shmt__env_pid()) >= sizeof(tmp))
+		return shmt__bad(err, cap, -ENAMETOOLONG, "segment name %s is too "
+		    "long to migrate under a private name", name);
+	(void)shm_unlink(tmp);  /* a leftover of a migration killed midway */
+	if ((fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0)) < 0)
+		return shmt__bad(err, cap, -errno, "cannot open %s: %s", name,
+		    strerror(errno));
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+	    (sb.st_uid != geteuid() && sb.st_uid != 0) ||
+	    (sb.st_mode & S_IWOTH) != 0) {
+		close(fd);
+		return shmt__bad(err, cap, SHMT_EUNTRUSTED, "%s is not a regular "
+		    "object of this user or root, or every user may write it",
+		    name);
+	}
+	if (sb.st_size < (off_t)sizeof(hdr) || (map = mmap(NULL,
+	    (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
+	    MAP_FAILED) {
+		rc = sb.st_size < (off_t)sizeof(hdr) ? SHMT_ESIZE : -errno;
+		close(fd);
+		return shmt__bad(err, cap, rc, "cannot map %s", name);
+	}
+	close(fd);
+	live = (struct shmt_hdr *)(void *)map;
+	memset(&an, 0, sizeof(an));
+	if ((rc = seg6_check(map, (uint64_t)sb.st_size, &hdr, &dict, &ctr, &an,
+	    err, cap)) != 0)
+		goto out;
+	/* 1. No live daemon of ABI 6 on it. */
+	if (hdr.sh_daemon_pid > 0 && hdr.sh_daemon_pid != shmt__env_pid() &&
+	    shmt__pid_alive((pid_t)hdr.sh_daemon_pid, hdr.sh_daemon_start)) {
+		rc = shmt__bad(err, cap, -EBUSY, "its daemon (pid %" PRId64 ", of "
+		    "ABI 6) still runs: stop it first", hdr.sh_daemon_pid);
+		goto out;
+	}
+	/* 2. The freeze, as ABI 6's move makes it. */
+	__atomic_store_n(&live->sh_mover_pid, (int64_t)shmt__env_pid(),
+	    __ATOMIC_RELAXED);
+	__atomic_store_n(&live->sh_mover_start,
+	    shmt__proc_start(shmt__env_pid()), __ATOMIC_RELAXED);
+	w = shmt__genword_load(live);
+	seq = (uint32_t)(w >> 32) + 1;
+	if ((uint32_t)w != SHMT_SEG_LIVE ||
+	    !shmt__genword_cas(live, &w, SHMT_SEG_FROZEN, seq)) {
+		rc = shmt__bad(err, cap, SHMT_ESTALE, "it is not live (state %u): "
+		    "retired, or being moved", (uint32_t)w);
+		goto out;
+	}
+	frozen = 1;
+	/* 3, 4. Quiet locks, the image, this format, the new segment. */
+	if ((rc = locks_quiet(map, &hdr, &dict, &ctr, err, cap)) != 0 ||
+	    (rc = shmt__segment6_image(map, (uint64_t)sb.st_size, now, &img,
+	    &len, err, cap)) != 0 ||
+	    (rc = shmt__image_migrate(img, len, &img7, &len7, m, err,
+	    cap)) != 0 ||
+	    (rc = shmt__image_restore(img7, len7, tmp, now, clock, clock_ctx,
+	    err, cap)) != 0)
+		goto out;
+	built = 1;
+	/* 5. Publish. */
+	snprintf(from, sizeof(from), "/dev/shm%s", tmp);
+	snprintf(to, sizeof(to), "/dev/shm%s", name);
+	if (rename(from, to) != 0) {
+		rc = shmt__bad(err, cap, -errno, "cannot publish %s by rename(2) "
+		    "from %s: %s", name, tmp, strerror(errno));
+		goto out;
+	}
+	frozen = 0;
+	/* 6. Retire the old one: its workers answer SHMT_ESTALE. */
+	w = shmt__genword(SHMT_SEG_FROZEN, seq);
+	while ((uint32_t)w != SHMT_SEG_RETIRED &&
+	    !shmt__genword_cas(live, &w, SHMT_SEG_RETIRED,
+	    (uint32_t)(w >> 32)))
+		;
+	wake6(map, &hdr);
+	rc = 0;
+out:
+	if (frozen) {
+		w = shmt__genword(SHMT_SEG_FROZEN, seq);
+		(void)shmt__genword_cas(live, &w, SHMT_SEG_LIVE, seq);
+		wake6(map, &hdr);
+	}
+	if (built && rc != 0)
+		(void)shm_unlink(tmp);
+	free(img);
+	free(img7);
+	munmap(map, (size_t)sb.st_size);
+	return rc;
+}

@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shmthrottled through its binary, upgraded: started with the snapshot of
+ * an ABI 6 segment (tests/data/abi6.snap.zr) and no segment, it migrates
+ * the snapshot into a segment of this format, says what it carried in its
+ * log, runs on it (limiters, dictionary), and the snapshot it writes at
+ * stop is of this format (a second start restores it without migrating).
+ * A segment of ABI 6 under its name is migrated in place and the old
+ * object retired.  A damaged ABI 6 snapshot is refused with the reason.
+ * argv[1] is the daemon binary.  Every wait polls with a bounded number of
+ * retries.
+ */
+#include "daemon.h"
+#include "image.h"
+#include "segment.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define WAIT_MS 20000
+
+static const char *daemon_bin;
+
+static struct {
+	char dir[64], seg[128], conf[128], log[128], snap[128];
+	pid_t pid;
+} e;
+
+static int
+env_done(void **state)
+{
+	(void)state;
+	if (e.pid > 0) {
+		kill(e.pid, SIGKILL);
+		waitpid(e.pid, NULL, 0);
+		e.pid = 0;
+	}
+	if (e.dir[0] == '\0')
+		return 0;
+	shmt_unlink(e.seg);
+	if (tu_rmdir(e.dir) != 0)
+		return -1;
+	e.dir[0] = '\0';
+	return 0;
+}
+
+/* A config with the fixture's sizes and limiters (tests/data/abi6.conf,
+ * less its segment name and daemon section) and the snapshot at E.snap. */
+static void
+env_init(const char *tag)
+{
+	char *src = tu_read_all(SHMT_TEST_DATA "/abi6.conf"), *text, *p;
+	size_t cap;
+
+	memset(&e, 0, sizeof(e));
+	tu_tmpdir(e.dir, sizeof(e.dir), "dmig");
+	tu_segname(e.seg, sizeof(e.seg), tag);
+	snprintf(e.conf, sizeof(e.conf), "%.63s/d.conf", e.dir);
+	snprintf(e.log, sizeof(e.log), "%.63s/d.log", e.dir);
+	snprintf(e.snap, sizeof(e.snap), "%.63s/state.snap", e.dir);
+	if ((p = strstr(src, "[daemon]")) != NULL)
+		*p = '\0';
+	if ((p = strstr(src, "name = ")) != NULL)
+		p[0] = ';';
+	cap = strlen(src) + 256;
+	text = malloc(cap);
+	assert_non_null(text);
+	snprintf(text, cap, "%s[daemon]\nsnapshot = %s\nsnapshot_interval = 1h\n"
+	    "log = stderr\n", src, e.snap);
+	tu_write_text(e.conf, text);
+	free(text);
+	free(src);
+}
+
+static void
+write_bytes(const char *path, const unsigned char *b, size_t n)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_true(fwrite(b, 1, n, f) == n);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void
+wait_log(const char *needle)
+{
+	for (int i = 0; i < WAIT_MS / 5; i++) {
+		if (tu_file_has(e.log, needle))
+			return;
+		tu_pause_ms(5);
+	}
+	fail_msg("log %s never said \"%s\"", e.log, needle);
+}
+
+/* Start the daemon and wait until it runs; a handle on its segment. */
+static shmt_t *
+start(void)
+{
+	shmt_segment_stat_t st;
+	shmt_t *h = NULL;
+	int status;
+
+	e.pid = tu_daemon_spawn(daemon_bin, e.conf, e.seg, e.log, NULL, NULL);
+	for (int i = 0; i < WAIT_MS / 5; i++) {
+		if (waitpid(e.pid, &status, WNOHANG) == e.pid) {
+			e.pid = 0;
+			fail_msg("daemon exited early (status %d): see %s",
+			    status, e.log);
+		}
+		if (h == NULL && shmt_open(e.seg, &h) != 0)
+			h = NULL;
+		if (h != NULL && shmt_segment_stat(h, &st) == 0 &&
+		    st.daemon_pid == e.pid &&
+		    tu_file_has(e.log, "running on segment"))
+			return h;
+		tu_pause_ms(5);
+	}
+	fail_msg("daemon never became ready");
+	return NULL;
+}
+
+static void
+stop(shmt_t *h)
+{
+	assert_int_equal(kill(e.pid, SIGTERM), 0);
+	assert_int_equal(tu_wait_exit(&e.pid, WAIT_MS), 0);
+	shmt_close(h);
+}
+
+static void
+test_daemon_migrates_snapshot(void **state)
+{
+	shmt_limiter_stat_t st;
+	unsigned char *img;
+	char buf[16];
+	size_t len, n = 0;
+	shmt_t *h;
+
+	(void)state;
+	env_init("dmig");
+	img = tu_zr_load(SHMT_TEST_DATA "/abi6.snap.zr", &len);
+	write_bytes(e.snap, img, len);
+	free(img);
+
+	h = start();
+	wait_log("restored from");
+	assert_true(tu_file_has(e.log, "migrated from segment format ABI 6 to "
+	    "ABI 7: 3 limiters"));
+	assert_true(tu_file_has(e.log, "4 dictionary items, 2 counters, "
+	    "analyzer summaries kept"));
+	/* Items without a TTL outlive any time between the fixture and
+	 * this run; the limiters are there with their definitions. */
+	assert_int_equal(shmt_get(h, "user:1", 6, buf, sizeof(buf), &n), 0);
+	assert_true(n == 5 && memcmp(buf, "alice", 5) == 0);
+	assert_int_equal(shmt_limiter_stat(h, "api", &st), 0);
+	assert_true(st.limit == 10 && st.window_ns == 3600000000000ULL);
+	assert_int_equal(shmt_limiter_stat(h, "per-ip", &st), 0);
+	assert_true(st.per_client && st.client_capacity == 64);
+	assert_int_equal(shmt_limiter_stat(h, "keys", &st), 0);
+	assert_int_equal(st.nkeys, 3);
+	assert_true(shmt_try_use(h, "per-ip", "10.1.2.3", 8) == 1);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	stop(h);
+
+	/* The snapshot written at stop is of this format. */
+	{
+		FILE *f = fopen(e.snap, "r");
+		unsigned char hd[SHMT_IMAGE_HDR_BYTES];
+
+		assert_non_null(f);
+		assert_true(fread(hd, 1, sizeof(hd), f) == sizeof(hd));
+		fclose(f);
+		assert_int_equal(shmt__image_abi(hd, sizeof(hd)),
+		    SHMT_ABI_VERSION);
+	}
+	assert_int_equal(shmt_unlink(e.seg), 0);
+	assert_int_equal(truncate(e.log, 0), 0);
+	h = start();
+	assert_true(tu_file_has(e.log, "restored from"));
+	assert_false(tu_file_has(e.log, "migrated"));
+	assert_int_equal(shmt_get(h, "user:1", 6, buf, sizeof(buf), &n), 0);
+	stop(h);
+}
+
+/* A segment of ABI 6 under the daemon's name (as an old daemon left it,
+ * with an old worker's mapping still on it): migrated in place, the old
+ * object retired, and the log says so. */
+static void
+test_daemon_migrates_segment(void **state)
+{
+	shmt_limiter_stat_t st;
+	unsigned char *raw;
+	char buf[16];
+	size_t len, n = 0;
+	shmt_t *h;
+	void *old;
+	int fd;
+
+	(void)state;
+	env_init("dmigseg");
+	raw = tu_zr_load(SHMT_TEST_DATA "/abi6.seg.zr", &len);
+	fd = shm_open(e.seg, O_RDWR | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_true(write(fd, raw, len) == (ssize_t)len);
+	old = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(old != MAP_FAILED);
+	close(fd);
+	free(raw);
+
+	h = start();
+	assert_true(tu_file_has(e.log, "migrated from segment format ABI 6 to "
+	    "ABI 7: 3 limiters"));
+	assert_true(tu_file_has(e.log, "the old object is retired"));
+	assert_int_equal(((const struct shmt_hdr *)old)->sh_retired,
+	    SHMT_SEG_RETIRED);
+	assert_int_equal(shmt_get(h, "user:1", 6, buf, sizeof(buf), &n), 0);
+	assert_true(n == 5 && memcmp(buf, "alice", 5) == 0);
+	/* (Its uses in flight keep their release times, which lie on the
+	 * fixture's boot's clock: test_migrate checks them on an injected
+	 * one.) */
+	assert_int_equal(shmt_limiter_stat(h, "per-ip", &st), 0);
+	assert_true(st.per_client && st.client_capacity == 64);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	stop(h);
+	munmap(old, len);
+}
+
+/* A damaged ABI 6 snapshot: refused (exit 2) with the reason, nothing
+ * published. */
+static void
+test_daemon_refuses_damaged_abi6(void **state)
+{
+	struct img_hdr ih;
+	unsigned char *img;
+	size_t len;
+	int status;
+
+	(void)state;
+	env_init("dmigbad");
+	img = tu_zr_load(SHMT_TEST_DATA "/abi6.snap.zr", &len);
+	/* Row 0's ring offset far outside the arena, the checksums right. */
+	{
+		uint64_t v = 1ULL << 40;
+		unsigned char *row0 = img + SHMT_IMAGE_HDR_BYTES + 640;
+
+		memcpy(row0 + 72, &v, 8);
+		memcpy(&ih, img, sizeof(ih));
+		ih.ih_sum = shmt__fnv1a_words(SHMT_FNV_INIT,
+		    img + sizeof(ih), ih.ih_size);
+		ih.ih_hdr_sum = shmt__fnv1a(SHMT_FNV_INIT, &ih,
+		    offsetof(struct img_hdr, ih_hdr_sum));
+		memcpy(img, &ih, sizeof(ih));
+	}
+	write_bytes(e.snap, img, len);
+	free(img);
+	e.pid = tu_daemon_spawn(daemon_bin, e.conf, e.seg, e.log, NULL, NULL);
+	status = tu_wait_exit(&e.pid, WAIT_MS);
+	assert_int_equal(status, 2);
+	assert_true(tu_file_has(e.log, "cannot migrate it from segment format "
+	    "ABI 6: limiter api: storage outside the image's arena"));
+	assert_int_equal(shmt_unlink(e.seg), -ENOENT);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_daemon_migrates_snapshot,
+		    env_done),
+		cmocka_unit_test_teardown(test_daemon_migrates_segment,
+		    env_done),
+		cmocka_unit_test_teardown(test_daemon_refuses_damaged_abi6,
+		    env_done),
+	};
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s SHMTHROTTLED\n", argv[0]);
+		return 2;
+	}
+	daemon_bin = argv[1];
+	return cmocka_run_group_tests(tests, NULL, tu_sweep);
+}

@@ -1,0 +1,772 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Upgrades (lib/migrate.c): the snapshot of a segment of ABI 6 in
+ * tests/data/abi6.snap.zr, made by that version's daemon and CLI (see
+ * tests/data/README.md), rewritten in this format and restored.  Every
+ * limiter comes back with its uses in flight (they deny until their
+ * release time, then grant, on an injected clock), every client entry,
+ * key pool cursor, dictionary item, counter and the analyzer's summaries.
+ * A damaged old image (truncated, bytes flipped, or fields of its header,
+ * rows, arena and sections set out of range and the checksums made right
+ * again: seeded mutations) gives an error and never a crash; what passes
+ * the migration is restored, checked and used without one.
+ */
+#include "daemon.h"
+#include "image.h"
+#include "limiter.h"
+#include "proc.h"
+#include "segment.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SEC 1000000000ULL
+#define FIXTURE SHMT_TEST_DATA "/abi6.snap.zr"
+
+/* ABI 6's limiter row: where its fields lie (lib/migrate.c). */
+#define ROW6 1280U
+#define HDR_REGION 640U         /* the segment header's region */
+
+static unsigned char *
+load(size_t *len)
+{
+	unsigned char *img = tu_zr_load(FIXTURE, len);
+
+	assert_int_equal(shmt__image_abi(img, *len), 6);
+	return img;
+}
+
+/* The image's own clocks and boot: a restore "on the same boot", so no
+ * time moves (delta 0) and the test's clock is the image's. */
+static void
+image_time(const unsigned char *img, struct shmt__host_time *t)
+{
+	struct img_hdr ih;
+
+	memcpy(&ih, img, sizeof(ih));
+	memset(t, 0, sizeof(*t));
+	t->wall_ns = ih.ih_wall_ns;
+	t->mono_ns = ih.ih_mono_ns;
+	memcpy(t->boot_id, ih.ih_boot_id, sizeof(t->boot_id));
+	t->boot_id[sizeof(t->boot_id) - 1] = '\0';
+	if (t->boot_id[0] == '\0')
+		strcpy(t->boot_id, "fixture");
+}
+
+static void
+get_is(shmt_t *h, const char *key, const char *want)
+{
+	char buf[64];
+	size_t n = 0;
+
+	assert_int_equal(shmt_get(h, key, strlen(key), buf, sizeof(buf), &n), 0);
+	assert_int_equal(n, strlen(want));
+	assert_memory_equal(buf, want, n);
+}
+
+/* Uses of limiter NAME granted (to CLIENT of a per-client one), one after
+ * another until the first refusal, at most 10. */
+static int
+grants(shmt_t *h, const char *name, const char *client)
+{
+	int n = 0, rc;
+
+	for (int i = 0; i < 10; i++) {
+		rc = client != NULL ?
+		    shmt_try_use(h, name, client, strlen(client)) :
+		    shmt_try_use_key(h, name);
+		assert_true(rc == 0 || rc == 1);
+		n += rc;
+		if (rc == 0)
+			break;
+	}
+	return n;
+}
+
+/* Every item, counter, limiter and use in flight of the fixture, in the
+ * migrated segment H, whose clock CLK is T0 (the fixture's time) plus a
+ * second; the uses deny until their release time, then grant. */
+static void
+check_migrated(shmt_t *h, struct tu_clock *clk, uint64_t t0)
+{
+	shmt_limiter_stat_t st;
+	shmt_hotkey_t top[8];
+	char key[16];
+	uint64_t c = 0;
+	int64_t v = 0;
+	int n, found = 0;
+
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+
+	/* The dictionary and the counters. */
+	get_is(h, "user:1", "alice");
+	get_is(h, "user:2", "bob");
+	get_is(h, "session:abc", "v3");
+	assert_int_equal(shmt_incr(h, "n", 1, 1, &v), 0);
+	assert_int_equal(v, 42);
+	assert_int_equal(shmt_count(h, "page:/home", 10, 0, &c), 0);
+	assert_int_equal(c, 5);
+	assert_int_equal(shmt_count(h, "page:/about", 11, 0, &c), 0);
+	assert_int_equal(c, 1);
+
+	/* The analyzer's summaries: the two gets of user:1 (before this
+	 * test's own gets, which it counts too). */
+	n = shmt_top_keys(h, top, 8, NULL);
+	assert_true(n >= 1);
+	for (int i = 0; i < n && i < 8; i++)
+		if (top[i].kept == 6 && memcmp(top[i].key, "user:1", 6) == 0) {
+			assert_true(top[i].lower >= 2);
+			found = 1;
+		}
+	assert_true(found);
+
+	/* The shared limiter: 3 uses in flight of 10. */
+	assert_int_equal(shmt_limiter_stat(h, "api", &st), 0);
+	assert_int_equal(st.in_flight, 3);
+	assert_int_equal(grants(h, "api", NULL), 7);
+	/* The key pool: 3 of 6 in flight, its cursor after gamma. */
+	assert_int_equal(shmt_next_key(h, "keys", key, sizeof(key)), 5);
+	assert_string_equal(key, "alpha");
+	assert_int_equal(shmt_next_key(h, "keys", key, sizeof(key)), 4);
+	assert_string_equal(key, "beta");
+	assert_int_equal(shmt_next_key(h, "keys", key, sizeof(key)), 5);
+	assert_string_equal(key, "gamma");
+	assert_int_equal(shmt_next_key(h, "keys", key, sizeof(key)), 0);
+	/* The per-client limiter: its clients and their uses (3 each). */
+	assert_int_equal(shmt_limiter_stat(h, "per-ip", &st), 0);
+	assert_int_equal(st.clients_in_use, 3);
+	assert_int_equal(st.in_flight, 4);
+	assert_int_equal(grants(h, "per-ip", "10.0.0.1"), 1);
+	assert_int_equal(grants(h, "per-ip",
+	    "client-with-a-long-identifier-0123456789"), 2);
+	assert_int_equal(grants(h, "per-ip", "192.168.100.200"), 2);
+	assert_int_equal(grants(h, "per-ip", "10.9.9.9"), 3);
+	/* The long id's entry keeps its length and its first 16 bytes. */
+	{
+		struct shmt_lim *r = tu_row_of(h, "per-ip");
+		char *a = tu_arena(h);
+		int seen = 0;
+
+		assert_non_null(r);
+		for (uint32_t i = 0; i < r->lm_capacity; i++) {
+			struct shmt_client *e = (struct shmt_client *)(void *)
+			    (a + r->lm_clients_off + (uint64_t)i * r->lm_entsize);
+
+			if (e->ce_idlen != 40)
+				continue;
+			assert_memory_equal(e->ce_id, "client-with-a-lo", 16);
+			assert_int_equal(e->ce_rule, 0);
+			seen++;
+		}
+		assert_int_equal(seen, 1);
+	}
+
+	/* The old uses still deny an hour on (they were taken less than a
+	 * minute before the fixture's time, for 66 minutes)... */
+	clk->now = t0 + 3700 * SEC;
+	assert_int_equal(shmt_try_use_key(h, "api"), 0);
+	assert_int_equal(grants(h, "per-ip", "10.0.0.1"), 0);
+	assert_int_equal(shmt_next_key(h, "keys", key, sizeof(key)), 0);
+	/* ...and are all back two hours on. */
+	clk->now = t0 + 7200 * SEC;
+	assert_int_equal(grants(h, "api", NULL), 10);
+	assert_int_equal(grants(h, "per-ip", "10.0.0.1"), 3);
+	assert_int_equal(grants(h, "per-ip",
+	    "client-with-a-long-identifier-0123456789"), 3);
+	for (int i = 0; i < 6; i++)
+		assert_true(shmt_next_key(h, "keys", key, sizeof(key)) > 0);
+	assert_int_equal(shmt_next_key(h, "keys", key, sizeof(key)), 0);
+	/* The new format's own parts work on the migrated limiter. */
+	assert_int_equal(shmt_client_set(h, "per-ip", "10.0.0.7", 8,
+	    &(shmt_client_rule_t){ .kind = SHMT_RULE_DENY }), 0);
+	assert_int_equal(shmt_try_use(h, "per-ip", "10.0.0.7", 8), 0);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+}
+
+/* What the migration of the fixture reports. */
+static void
+check_report(const struct shmt__migration *m)
+{
+	char note[512];
+
+	shmt__migration_text(m, note, sizeof(note));
+	printf("# %s\n", note);
+	assert_int_equal(m->from_abi, 6);
+	assert_int_equal(m->limiters, 3);
+	assert_int_equal(m->inflight, 10);    /* 3 api, 3 keys, 4 per-ip */
+	assert_int_equal(m->clients, 3);
+	assert_int_equal(m->dict_items, 4);
+	assert_int_equal(m->counters, 2);
+	assert_int_equal(m->analyzer, 1);
+	assert_int_equal(m->deleted, 0);
+}
+
+static void
+test_migrate_fixture(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct tu_clock clk;
+	unsigned char *img, *img7;
+	size_t len, len7;
+	char err[640], seg[96];
+	shmt_t *h;
+
+	(void)state;
+	img = load(&len);
+	err[0] = '\0';
+	if (shmt__image_migrate(img, len, &img7, &len7, &m, err,
+	    sizeof(err)) != 0)
+		fail_msg("migrate: %s", err);
+	check_report(&m);
+	assert_int_equal(shmt__image_abi(img7, len7), SHMT_ABI_VERSION);
+
+	/* Restored on the image's own clock, one second after it. */
+	image_time(img, &now);
+	clk.now = now.mono_ns + SEC;
+	tu_segname(seg, sizeof(seg), "mig");
+	if (shmt__image_restore(img7, len7, seg, &now, tu_clock_read, &clk,
+	    err, sizeof(err)) != 0)
+		fail_msg("restore: %s", err);
+	free(img7);
+	free(img);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	check_migrated(h, &clk, now.mono_ns);
+	tu_close_unlink(h, seg);
+}
+
+/* The other modes (tests/data/abi6-modes.snap.zr): rate mode shared and
+ * per client, exact mode, a shadow limiter, a deleted one. */
+static void
+test_migrate_modes(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct tu_clock clk;
+	shmt_limiter_stat_t st;
+	unsigned char *img, *img7;
+	size_t len, len7;
+	char err[640], seg[96];
+	shmt_limit_t l = { .limit = 3, .window_ns = 60 * SEC,
+		.slack_ns = 6 * SEC, .slack_uses = 1 };
+	shmt_t *h;
+
+	(void)state;
+	img = tu_zr_load(SHMT_TEST_DATA "/abi6-modes.snap.zr", &len);
+	if (shmt__image_migrate(img, len, &img7, &len7, &m, err,
+	    sizeof(err)) != 0)
+		fail_msg("migrate: %s", err);
+	assert_int_equal(m.limiters, 4);
+	assert_int_equal(m.deleted, 1);
+	assert_int_equal(m.clients, 1);
+	assert_int_equal(m.inflight, 2);        /* the shadow limiter's */
+	assert_int_equal(m.analyzer, 0);
+	image_time(img, &now);
+	clk.now = now.mono_ns + SEC;
+	tu_segname(seg, sizeof(seg), "mig-m");
+	if (shmt__image_restore(img7, len7, seg, &now, tu_clock_read, &clk,
+	    err, sizeof(err)) != 0)
+		fail_msg("restore: %s", err);
+	free(img7);
+	free(img);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+
+	/* Rate mode, burst 3, 4 an hour: 2 taken, 1 left. */
+	assert_int_equal(grants(h, "rate", NULL), 1);
+	/* Per client, burst 2: alice took 1. */
+	assert_int_equal(grants(h, "rate-pc", "alice"), 1);
+	assert_int_equal(grants(h, "rate-pc", "bob"), 2);
+	/* Exact mode, 5 an hour: 3 taken. */
+	assert_int_equal(grants(h, "exact", NULL), 2);
+	/* Shadow: granted, and its "would deny" count goes on from 1. */
+	assert_int_equal(shmt_try_use_key(h, "shadow"), 1);
+	assert_int_equal(shmt_limiter_stat(h, "shadow", &st), 0);
+	assert_int_equal(st.would_deny, 2);
+	/* The deleted limiter is gone, and its name can be defined again. */
+	assert_int_equal(shmt_limiter_stat(h, "gone", &st), -ENOENT);
+	assert_int_equal(shmt_limiter_define(h, "gone", &l), 0);
+	assert_int_equal(grants(h, "gone", NULL), 3);
+	/* Two hours on, everything is back. */
+	clk.now = now.mono_ns + 7200 * SEC;
+	assert_int_equal(grants(h, "rate", NULL), 3);
+	assert_int_equal(grants(h, "rate-pc", "alice"), 2);
+	assert_int_equal(grants(h, "exact", NULL), 5);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	tu_close_unlink(h, seg);
+}
+
+/* Not ABI 6: this format's own image, not an image, an empty one. */
+static void
+test_migrate_refuses_others(void **state)
+{
+	struct shmt__migration m;
+	unsigned char *img, *img7, *out = NULL;
+	size_t len, len7, outlen = 0;
+	char err[640];
+
+	(void)state;
+	img = load(&len);
+	assert_int_equal(shmt__image_migrate(img, len, &img7, &len7, &m, err,
+	    sizeof(err)), 0);
+	assert_int_equal(shmt__image_migrate(img7, len7, &out, &outlen, &m,
+	    err, sizeof(err)), SHMT_EFORMAT);
+	assert_null(out);
+	printf("# %s\n", err);
+	/* Without the migration, the old image is refused as before. */
+	{
+		struct shmt__host_time now;
+		char seg[96];
+
+		image_time(img, &now);
+		tu_segname(seg, sizeof(seg), "mig-r");
+		assert_int_equal(shmt__image_restore(img, len, seg, &now, NULL,
+		    NULL, err, sizeof(err)), SHMT_EFORMAT);
+	}
+	memset(img7, 'x', 8);
+	assert_int_equal(shmt__image_abi(img7, len7), -1);
+	assert_int_equal(shmt__image_migrate(img7, len7, &out, &outlen, &m,
+	    err, sizeof(err)), SHMT_EMAGIC);
+	assert_int_equal(shmt__image_migrate(img, 0, &out, &outlen, &m, err,
+	    sizeof(err)), SHMT_ECORRUPT);
+	assert_int_equal(shmt__image_migrate(img, len - 8, &out, &outlen, &m,
+	    err, sizeof(err)), SHMT_ECORRUPT);
+	assert_null(out);
+	free(img7);
+	free(img);
+}
+
+/* Make the image's checksums right again after a change of its bytes. */
+static void
+reseal(unsigned char *img, size_t len)
+{
+	struct img_hdr ih;
+
+	memcpy(&ih, img, sizeof(ih));
+	ih.ih_size = len - sizeof(ih);
+	ih.ih_sum = shmt__fnv1a_words(SHMT_FNV_INIT, img + sizeof(ih),
+	    ih.ih_size);
+	ih.ih_hdr_sum = shmt__fnv1a(SHMT_FNV_INIT, &ih,
+	    offsetof(struct img_hdr, ih_hdr_sum));
+	memcpy(img, &ih, sizeof(ih));
+}
+
+/* A value that is likely to hurt: 0, small, at or past a bound, huge. */
+static uint64_t
+nasty(uint64_t *rs, uint64_t near)
+{
+	switch (tu_rand(rs) % 8) {
+	case 0: return 0;
+	case 1: return tu_rand(rs) % 64;
+	case 2: return near;
+	case 3: return near + 16;
+	case 4: return near - 16;
+	case 5: return UINT64_MAX - tu_rand(rs) % 4096;
+	case 6: return (uint64_t)1 << (tu_rand(rs) % 64);
+	default: return tu_rand(rs);
+	}
+}
+
+/* One seeded mutation of IMG (*LEN bytes, may shrink); 1 when it was
+ * resealed (its checksums right), 0 when not. */
+static int
+mutate(uint64_t *rs, unsigned char *img, size_t *len, uint64_t arena)
+{
+	/* Fields of a row of ABI 6 (offsets in the row) worth aiming at. */
+	static const struct { uint32_t off, size; } row_fields[] = {
+		{ 0, 4 }, { 4, 4 }, { 8, 8 }, { 16, 8 }, { 24, 8 }, { 32, 8 },
+		{ 40, 4 }, { 44, 4 }, { 48, 4 }, { 52, 4 }, { 56, 4 },
+		{ 60, 4 }, { 64, 4 }, { 68, 4 }, { 72, 8 }, { 80, 8 },
+		{ 88, 8 }, { 96, 8 }, { 104, 8 }, { 112, 8 }, { 168, 8 },
+		{ 384, 8 }, { 392, 8 },
+	};
+	unsigned char *body = img + SHMT_IMAGE_HDR_BYTES;
+	uint64_t kind = tu_rand(rs) % 8, v, at;
+	uint32_t r, f, sz;
+
+	switch (kind) {
+	case 0:         /* truncated */
+		*len = tu_rand(rs) % *len;
+		return 0;
+	case 1:         /* bytes flipped, checksums left wrong */
+		for (int i = 0; i < 1 + (int)(tu_rand(rs) % 4); i++)
+			img[tu_rand(rs) % *len] ^= (unsigned char)(1 + tu_rand(rs) %
+			    255);
+		return 0;
+	case 2:         /* a field of a limiter row (rows 0 to 2 are used) */
+		r = (uint32_t)(tu_rand(rs) % 3);
+		f = (uint32_t)(tu_rand(rs) % (sizeof(row_fields) /
+		    sizeof(row_fields[0])));
+		v = nasty(rs, arena);
+		at = HDR_REGION + (uint64_t)r * ROW6 + row_fields[f].off;
+		memcpy(body + at, &v, row_fields[f].size);
+		break;
+	case 3:         /* a word of the segment header */
+		at = (tu_rand(rs) % (sizeof(struct shmt_hdr) / 8)) * 8;
+		v = nasty(rs, arena);
+		memcpy(body + at, &v, 8);
+		break;
+	case 4:         /* the image header's arena size */
+		v = nasty(rs, arena);
+		memcpy(img + offsetof(struct img_hdr, ih_arena_bytes), &v, 8);
+		break;
+	case 5:         /* a word of the arena (client entries, rings) */
+		at = HDR_REGION + 8 * ROW6 + (tu_rand(rs) % (arena / 8)) * 8;
+		v = nasty(rs, arena);
+		memcpy(body + at, &v, 8);
+		break;
+	default:        /* any aligned word or bytes anywhere after the header */
+		sz = tu_rand(rs) % 2 ? 8 : 4;
+		at = (tu_rand(rs) % ((*len - SHMT_IMAGE_HDR_BYTES) / sz)) * sz;
+		v = nasty(rs, arena);
+		memcpy(body + at, &v, sz);
+		break;
+	}
+	reseal(img, *len);
+	return 1;
+}
+
+static void
+test_migrate_hostile(void **state)
+{
+	uint64_t seed = tu_seed("test_migrate_hostile"), rs = seed;
+	unsigned char *img, *work;
+	size_t len;
+	struct img_hdr ih;
+	struct shmt__host_time now;
+	struct tu_clock clk;
+	char seg[96], err[640];
+	int runs = (int)(600 * tu_scale()), refused = 0, sealed_refused = 0;
+	int migrated = 0, restored = 0;
+
+	(void)state;
+	img = load(&len);
+	memcpy(&ih, img, sizeof(ih));
+	image_time(img, &now);
+	work = malloc(len);
+	assert_non_null(work);
+	tu_segname(seg, sizeof(seg), "mig-h");
+	for (int i = 0; i < runs; i++) {
+		struct shmt__migration m;
+		unsigned char *out = NULL;
+		size_t wlen = len, outlen = 0;
+		int sealed, rc;
+		shmt_t *h;
+
+		memcpy(work, img, len);
+		sealed = mutate(&rs, work, &wlen, ih.ih_arena_bytes);
+		rc = shmt__image_migrate(work, wlen, &out, &outlen, &m, err,
+		    sizeof(err));
+		if (rc != 0) {
+			assert_true(rc == SHMT_ECORRUPT || rc == SHMT_EFORMAT ||
+			    rc == SHMT_EMAGIC);
+			assert_null(out);
+			refused++;
+			sealed_refused += sealed;
+			continue;
+		}
+		migrated++;
+		/* What the migration let through, the restore checks; what
+		 * both let through is a segment that works. */
+		clk.now = now.mono_ns + SEC;
+		shmt_unlink(seg);
+		rc = shmt__image_restore(out, outlen, seg, &now, tu_clock_read,
+		    &clk, err, sizeof(err));
+		free(out);
+		if (rc != 0)
+			continue;
+		restored++;
+		assert_int_equal(shmt_open(seg, &h), 0);
+		assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+		assert_true(shmt_check(h, NULL, NULL) >= 0);
+		(void)shmt_try_use_key(h, "api");
+		(void)shmt_try_use(h, "per-ip", "10.0.0.1", 8);
+		(void)shmt_try_use_key(h, "keys");
+		tu_close_unlink(h, seg);
+	}
+	printf("# seed %" PRIu64 ": %d mutations, %d refused by the "
+	    "migration (%d of them with right checksums), %d migrated, %d "
+	    "restored\n", seed, runs, refused, sealed_refused, migrated,
+	    restored);
+	/* The checks past the checksums were reached and refused some. */
+	assert_true(sealed_refused > 0);
+	assert_true(refused > 0);
+	free(work);
+	free(img);
+}
+
+/* ---- A segment of ABI 6 in /dev/shm ------------------------------------- */
+
+#define SEG_FIXTURE SHMT_TEST_DATA "/abi6.seg.zr"
+
+/* Put the ABI 6 segment of the fixture under SEG (as the old daemon left
+ * it); *SIZE gets its size. */
+static void
+seg_put(const char *seg, size_t *size)
+{
+	unsigned char *b = tu_zr_load(SEG_FIXTURE, size);
+	int fd = shm_open(seg, O_RDWR | O_CREAT | O_EXCL, 0600);
+
+	assert_true(fd >= 0);
+	assert_true(write(fd, b, *size) == (ssize_t)*size);
+	close(fd);
+	free(b);
+}
+
+/* Map SEG as a worker of ABI 6 would (read-write, shared). */
+static struct shmt_hdr *
+seg_map(const char *seg, size_t size)
+{
+	int fd = shm_open(seg, O_RDWR, 0);
+	void *p;
+
+	assert_true(fd >= 0);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	assert_true(p != MAP_FAILED);
+	return p;
+}
+
+/* The fixture's clocks: the snapshot's, taken when the old daemon stopped
+ * and left the segment as it is. */
+static void
+seg_time(struct shmt__host_time *now)
+{
+	size_t len;
+	unsigned char *img = load(&len);
+
+	image_time(img, now);
+	free(img);
+}
+
+static uint32_t
+state_of(const struct shmt_hdr *hdr)
+{
+	return __atomic_load_n(&hdr->sh_retired, __ATOMIC_ACQUIRE);
+}
+
+static void
+test_migrate_segment(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct shmt_hdr *old;
+	struct tu_clock clk;
+	struct stat a, b;
+	char seg[96], path[128], err[640];
+	size_t size;
+	shmt_t *h;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "mig-seg");
+	seg_put(seg, &size);
+	assert_int_equal(shmt_open(seg, &h), SHMT_EFORMAT);
+	old = seg_map(seg, size);
+	snprintf(path, sizeof(path), "/dev/shm%s", seg);
+	assert_int_equal(stat(path, &a), 0);
+	seg_time(&now);
+	clk.now = now.mono_ns + SEC;
+	err[0] = '\0';
+	if (shmt__segment6_migrate(seg, &now, tu_clock_read, &clk, &m, err,
+	    sizeof(err)) != 0)
+		fail_msg("migrate: %s", err);
+	check_report(&m);
+	/* The name is a new object; the old one, still mapped here, is
+	 * retired: its ABI 6 workers answer SHMT_ESTALE. */
+	assert_int_equal(stat(path, &b), 0);
+	assert_true(a.st_ino != b.st_ino);
+	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
+	assert_int_equal(old->sh_abi, 6);
+	munmap(old, size);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	check_migrated(h, &clk, now.mono_ns);
+	tu_close_unlink(h, seg);
+}
+
+/* Refusals: another format; a damaged segment; its daemon alive; a lock
+ * kept by a live thread.  Each leaves the old segment live and named. */
+static void
+test_migrate_segment_refused(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct shmt_hdr *old;
+	struct stat a, b;
+	char seg[96], path[128], err[640];
+	uint64_t v = 1ULL << 40, t0;
+	size_t size;
+	pid_t child;
+	shmt_t *h;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-ref");
+	snprintf(path, sizeof(path), "/dev/shm%s", seg);
+
+	/* This format's own segment. */
+	assert_int_equal(shmt_create(seg, NULL, &h), 0);
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), SHMT_EFORMAT);
+	tu_close_unlink(h, seg);
+
+	seg_put(seg, &size);
+	old = seg_map(seg, size);
+	assert_int_equal(stat(path, &a), 0);
+	/* A row whose ring lies past the arena. */
+	{
+		unsigned char *row0 = (unsigned char *)old +
+		    old->sh_regions[SHMT_R_LIMITERS].rg_off;
+		uint64_t keep;
+
+		memcpy(&keep, row0 + 72, 8);
+		memcpy(row0 + 72, &v, 8);
+		assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL,
+		    &m, err, sizeof(err)), SHMT_ECORRUPT);
+		printf("# %s\n", err);
+		assert_non_null(strstr(err, "storage outside"));
+		assert_int_equal(state_of(old), SHMT_SEG_LIVE);
+		memcpy(row0 + 72, &keep, 8);
+	}
+	/* Its ABI 6 daemon still runs (a live process stands for it). */
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	t0 = shmt__proc_start(child);
+	old->sh_daemon_pid = child;
+	old->sh_daemon_start = t0;
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), -EBUSY);
+	printf("# %s\n", err);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	old->sh_daemon_pid = 0;
+	assert_int_equal(state_of(old), SHMT_SEG_LIVE);
+	/* A live thread (this one) keeps the limiter table's lock. */
+	old->sh_table_lock.lk_owner = (uint32_t)syscall(SYS_gettid);
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), -EBUSY);
+	printf("# %s\n", err);
+	assert_int_equal(state_of(old), SHMT_SEG_LIVE);
+	old->sh_table_lock.lk_owner = 0;
+	/* Nothing was published: the name is the old object. */
+	assert_int_equal(stat(path, &b), 0);
+	assert_true(a.st_ino == b.st_ino);
+	/* And with all that undone, it migrates. */
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), 0);
+	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
+	munmap(old, size);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+/* Seeded damage to the raw segment (any word of its header, a nonzero word
+ * anywhere: rows, client entries, bucket heads, items, the analyzer), read
+ * as the migration reads it: an error, or an image that migrates and
+ * restores into a segment that works; never a crash or an endless loop. */
+static void
+test_migrate_segment_hostile(void **state)
+{
+	uint64_t seed = tu_seed("test_migrate_segment_hostile"), rs = seed;
+	struct shmt__host_time now;
+	struct tu_clock clk;
+	unsigned char *raw, *work;
+	uint64_t *words, nwords = 0;
+	size_t size;
+	char seg[96], err[640];
+	int runs = (int)(300 * tu_scale()), refused = 0, restored = 0;
+
+	(void)state;
+	raw = tu_zr_load(SEG_FIXTURE, &size);
+	work = aligned_alloc(4096, size);
+	words = calloc(size / 8, sizeof(*words));
+	assert_true(work != NULL && words != NULL);
+	for (uint64_t i = 0; i < size / 8; i++) {
+		uint64_t w;
+
+		memcpy(&w, raw + 8 * i, 8);
+		if (w != 0)
+			words[nwords++] = 8 * i;
+	}
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-sh");
+	for (int i = 0; i < runs; i++) {
+		struct shmt__migration m;
+		unsigned char *img = NULL, *img7 = NULL;
+		size_t len = 0, len7 = 0;
+		int k = 1 + (int)(tu_rand(&rs) % 3), rc;
+		shmt_t *h;
+
+		memcpy(work, raw, size);
+		for (int j = 0; j < k; j++) {
+			uint64_t at = tu_rand(&rs) % 4 == 0 ?
+			    (tu_rand(&rs) % (sizeof(struct shmt_hdr) / 8)) * 8 :
+			    words[tu_rand(&rs) % nwords];
+			uint64_t v = nasty(&rs, tu_rand(&rs) % size);
+
+			memcpy(work + at, &v, tu_rand(&rs) % 2 ? 8 : 4);
+		}
+		rc = shmt__segment6_image(work, size, &now, &img, &len, err,
+		    sizeof(err));
+		if (rc == 0)
+			rc = shmt__image_migrate(img, len, &img7, &len7, &m, err,
+			    sizeof(err));
+		if (rc == 0) {
+			clk.now = now.mono_ns + SEC;
+			shmt_unlink(seg);
+			rc = shmt__image_restore(img7, len7, seg, &now,
+			    tu_clock_read, &clk, err, sizeof(err));
+		}
+		free(img);
+		free(img7);
+		if (rc != 0) {
+			refused++;
+			continue;
+		}
+		restored++;
+		assert_int_equal(shmt_open(seg, &h), 0);
+		assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+		assert_true(shmt_check(h, NULL, NULL) >= 0);
+		(void)shmt_try_use_key(h, "api");
+		(void)shmt_try_use(h, "per-ip", "10.0.0.1", 8);
+		tu_close_unlink(h, seg);
+	}
+	printf("# seed %" PRIu64 ": %d mutations of %" PRIu64 " words, %d "
+	    "refused, %d restored\n", seed, runs, nwords, refused, restored);
+	assert_true(refused > 0 && restored > 0);
+	free(words);
+	free(work);
+	free(raw);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_migrate_fixture),
+		cmocka_unit_test(test_migrate_modes),
+		cmocka_unit_test(test_migrate_refuses_others),
+		cmocka_unit_test(test_migrate_hostile),
+		cmocka_unit_test(test_migrate_segment),
+		cmocka_unit_test(test_migrate_segment_refused),
+		cmocka_unit_test(test_migrate_segment_hostile),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, tu_sweep);
+}
