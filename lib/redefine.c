@@ -8,11 +8,13 @@
  * other process sees the segment yet, so nothing here races.
  *
  * Storage.  The new client table, its rings and the override table are
- * taken from the free arena (after sh_arena_used, laid out as a new row's
- * would be); the row's offsets and identity are rewritten to them.  The
- * old storage stays in the arena, unused: rows never give arena back (see
- * table.c), and a move that only resizes does not compact it either.
- *
+ * laid out as a new row's would be: over the limiter's old storage when
+ * they fit there or when it is the arena's last part (it then grows into
+ * the free arena), else after the arena's used part (sh_arena_used), the
+ * old storage then left unused (rows never give arena back, see
+ * table.c).  The old storage is copied aside first and read from there.
+ * The row's offsets and identity are rewritten to the new storage.
+
  * Clients.  Every LIVE entry moves to the first free entry of its probe
  * path in the new table (its home is its hash modulo the new capacity),
  * with its hash and epoch, its id, its last use and its override stamp;
@@ -359,7 +361,8 @@ redefine_one(shmt_t *t, const char *name, const shmt_limit_t *l, char *err,
 {
 	struct shmt_hdr *hdr = t->hdr;
 	uint64_t size = t->reg[SHMT_R_ARENA].rg_size, used, cl_off, ov_off;
-	uint64_t end, now, hold = 0, until = 0;
+	uint64_t end, now, hold = 0, until = 0, start, old_end;
+	void *copy = NULL;
 	char *arena = shmt__region(t, SHMT_R_ARENA);
 	struct shmt_lview vo, vn;
 	struct lim_geom g;
@@ -386,14 +389,47 @@ redefine_one(shmt_t *t, const char *name, const shmt_limit_t *l, char *err,
 	if (used > size)
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "the arena's fill level "
 		    "is past its end");
-	cl_off = shmt__align_up(used, SHMT_LINE);
+	/* The old storage, [start, old_end), copied aside: the new one may
+	 * take its place. */
+	old_end = lim[r].lm_ov_off + (uint64_t)vo.ovcap *
+	    sizeof(struct shmt_override);
+	start = old_end - lim[r].lm_storage;
+	if (lim[r].lm_storage > old_end || start > lim[r].lm_clients_off ||
+	    start % 16 != 0)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: its "
+		    "storage does not add up", name);
+	if ((copy = aligned_alloc(SHMT_LINE, shmt__align_up(old_end - start,
+	    SHMT_LINE))) == NULL)
+		return shmt__bad(err, cap, -ENOMEM, "no memory");
+	memcpy(copy, arena + start, old_end - start);
+	vo.clients = (char *)copy + (lim[r].lm_clients_off - start);
+	vo.ov = (struct shmt_override *)(void *)((char *)copy +
+	    (lim[r].lm_ov_off - start));
+	/* Over the old storage when it fits there, or when the old storage
+	 * is the arena's last (it grows into the free part); else after the
+	 * arena's used part. */
+	cl_off = shmt__align_up(start, SHMT_LINE);
 	ov_off = shmt__align_up(cl_off + g.clients_bytes, SHMT_LINE);
 	end = ov_off + g.ov_bytes;
-	if (end > size || end < used)
-		return shmt__bad(err, cap, -ENOSPC, "limiter %s: its new "
+	if (end < old_end && old_end - g.ov_bytes >= ov_off) {
+		/* The override table ends where the old storage did, so that
+		 * the row keeps all of it for its next change. */
+		ov_off = (old_end - g.ov_bytes) & ~(uint64_t)(SHMT_LINE - 1);
+		end = ov_off + g.ov_bytes;
+	}
+	if (end > old_end && (old_end != used || end > size)) {
+		start = used;
+		cl_off = shmt__align_up(used, SHMT_LINE);
+		ov_off = shmt__align_up(cl_off + g.clients_bytes, SHMT_LINE);
+		end = ov_off + g.ov_bytes;
+	}
+	if (end > size || end < start) {
+		rc = shmt__bad(err, cap, -ENOSPC, "limiter %s: its new "
 		    "definition needs %" PRIu64 " arena bytes, %" PRIu64 " are "
 		    "free: move to a larger arena first (shmthrottle resize "
-		    "arena=...)", name, end - used, size - used);
+		    "arena=...)", name, end - start, size - used);
+		goto out;
+	}
 	memset(arena + cl_off, 0, end - cl_off);
 	lim[r].lm_limit = g.limit;
 	lim[r].lm_window = l->window_ns;
@@ -410,25 +446,30 @@ redefine_one(shmt_t *t, const char *name, const shmt_limit_t *l, char *err,
 	lim[r].lm_clients_off = cl_off;
 	lim[r].lm_ov_off = ov_off;
 	lim[r].lm_ov_cap = g.ovcap;
-	lim[r].lm_storage = end - used;
+	lim[r].lm_storage = end - start;
 	memset(&lim[r].lm_p, 0, sizeof(lim[r].lm_p));
 	shmt__lock_init(&lim[r].lm_client_lock);
-	__atomic_store_n(&hdr->sh_arena_used, end, __ATOMIC_RELAXED);
-	if ((rc = shmt__view_fill(t, r, &lim[r], &vn)) != 0)
-		return shmt__bad(err, cap, rc, "limiter %s: the new row does not "
+	if (end > used)
+		__atomic_store_n(&hdr->sh_arena_used, end, __ATOMIC_RELAXED);
+	if ((rc = shmt__view_fill(t, r, &lim[r], &vn)) != 0) {
+		rc = shmt__bad(err, cap, rc, "limiter %s: the new row does not "
 		    "check: %s", name, shmt_strerror(rc));
+		goto out;
+	}
 	if ((rc = carry_overrides(&vo, &vn, err, cap)) != 0)
-		return rc;
+		goto out;
 	now = shmt__now(t);
 	if ((rc = carry_clients(&vo, &vn, l, now, &hold, &until, err,
 	    cap)) != 0)
-		return rc;
+		goto out;
 	if (hold > l->window_ns && until != 0) {
 		lim[r].lm_p[0].lp_hold_window = hold;
 		lim[r].lm_p[0].lp_slack = until;
 	}
 	__atomic_fetch_add(&hdr->sh_generation, 1, __ATOMIC_RELEASE);
-	return 0;
+out:
+	free(copy);
+	return rc;
 }
 
 int

@@ -344,6 +344,35 @@ test_follow(void **state)
 	assert_int_equal(stat_of("pc").in_flight, 10);
 }
 
+/* Changes again and again take the arena's space of the storage they
+ * replace: a limiter that grows and shrinks 60 times, with another one
+ * defined after it, fits a 16 MiB arena that 60 new tables would not. */
+static void
+test_again(void **state)
+{
+	shmt_limit_t small = pc_limit(10, W, 1024), big = pc_limit(10, W, 2048);
+	shmt_limit_t other = { .limit = 5, .window_ns = W, .slack_ns = S,
+		.slack_uses = 1 };
+	shmt_segment_stat_t ss;
+	uint64_t used = 0;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "other", &other), 0);
+	assert_int_equal(burst("a", 3), 3);
+	for (int i = 0; i < 60; i++) {
+		redefine_ok("pc", i % 2 ? &small : &big);
+		assert_int_equal(shmt_segment_stat(g.h, &ss), 0);
+		assert_string_equal(ss.regions[3].name, "arena");
+		if (i == 1)
+			used = ss.regions[3].used;
+		if (i > 1)
+			assert_true(ss.regions[3].used <= used);
+	}
+	assert_int_equal(stat_of("pc").in_flight, 3);
+	assert_int_equal(burst("a", 10), 7);
+	check_clean();
+}
+
 /* What the new segment cannot hold, or what cannot change, is refused
  * with a reason; the old generation stays, untouched. */
 static void
@@ -426,6 +455,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_rate, rd_setup,
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_follow, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_again, rd_setup,
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_refused, rd_setup,
 		    rd_teardown),
