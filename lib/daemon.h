@@ -128,13 +128,16 @@ int shmt__image_rebuild(const unsigned char *image, size_t len,
  * Give each limiter DEFS[i].name of the private, unpublished segment T
  * (filled from an image, its per-client tables repaired) the definition
  * DEFS[i].limit, in new storage taken from T's free arena, with every use
- * in flight carried (redefine.c says how).  Only per-client limiters;
- * another row gives -EOPNOTSUPP.  Errors: -ENOENT (no such limiter),
+ * in flight carried (redefine.c says how).  Only per-client limiters and
+ * key pools in buckets mode, not global; another row gives -EOPNOTSUPP.
+ * A key pool's definition without names (nkeys 0, keys NULL, with
+ * uses_per_key) keeps its names.  Errors: -ENOENT (no such limiter),
  * -EINVAL (the definition breaks a rule, or changes what cannot change:
- * mode, per_client), -ENOSPC (the arena cannot hold the new storage, or a
- * client holding uses finds no entry in the new table), -E2BIG (a client
- * holds more uses than its new ring holds), SHMT_ECORRUPT; ERR (CAP bytes)
- * says which limiter and why.  T is left half changed on error: the caller
+ * mode, per_client, a key pool), -ENOSPC (the arena cannot hold the new
+ * storage, or a client holding uses finds no entry in the new table, or
+ * more overrides are set than the new table holds), -E2BIG (a client
+ * holds more uses than its new ring holds), SHMT_ECORRUPT; ERR (CAP
+ * bytes) says which limiter and why.  T is left half changed on error: the caller
  * discards it.
  */
 int shmt__redefine_apply(shmt_t *t, const struct shmt__redef *defs,
@@ -181,8 +184,8 @@ int shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 /*
  * shmt__move that also gives each limiter DEFS[i].name (NDEFS of them)
  * the definition DEFS[i].limit in the new generation, its uses in flight
- * carried (shmt__redefine_apply): the way to change a per-client limiter,
- * which cannot change in place.  Every change or none: on any error the
+ * carried (shmt__redefine_apply): the way to change a per-client limiter
+ * or a key pool, which cannot change in place.  Every change or none: on any error the
  * old generation stays authoritative and untouched, and ERR names the
  * limiter and the reason.  Errors as shmt__move and shmt__redefine_apply.
  * Concurrency and kill -9 as shmt__move.

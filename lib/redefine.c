@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Defining a per-client limiter anew by a move (shmt__move_redefine): its
- * parameters, table and ring sizes change in the new generation, every
- * client with its uses in flight carried.  Run on the private segment a
+ * Defining a per-client limiter or a key pool anew by a move
+ * (shmt__move_redefine): its parameters, table, ring and names change in
+ * the new generation, every use in flight carried (key pools: below).  Run on the private segment a
  * move builds (image.c's fill), after the limiters were copied and the
  * client tables repaired, before the stores and the final shmt_check: no
  * other process sees the segment yet, so nothing here races.
@@ -55,6 +55,31 @@
  * Uses in flight, rate mode.  An entry's arrival time is rescaled as an
  * in-place change rescales a shared limiter's (shmt__gcra_rescale: every
  * use in flight costs the new interval, never earlier than it was).
+ *
+ * Key pools (buckets mode, not global).  A pool hands out names in grant
+ * order: grant n gets name n mod K (the cursor in W's tag), and since the
+ * ring releases its oldest uses first, the uses in flight are always the
+ * last ones granted, so a name is held at most ceil(in flight / K) <= X
+ * times (X uses per key).  The new pool (K' names, X') must start in the
+ * same shape: its cursor is set to 0 and it is given I' = K' x m uses in
+ * flight, m the most any kept name holds now (its share of the last grants
+ * under the old cursor; a name that is new holds none), and at least
+ * ceil(in flight / K'): as if the last I' grants of the new pool were in
+ * flight, each name m times.  So every name's uses in flight are counted
+ * (m covers each kept name's, and I' covers them all, names removed
+ * included: those are never handed out again, their uses stay counted
+ * until released), and a name is never held more than X' times once the
+ * pool is under its new limit (a lowered X' or K' refuses until then: the
+ * row's block 0 records the caps the word and the bucket may exceed the
+ * new limit and bucket size by, lp_limit_cap and lp_uses_cap).  Those I'
+ * uses sit in one sealed bucket with the latest close time of the old
+ * ones (lowered to now + the new slack - 1), and the hold above covers the
+ * latest old release time: every use is held until at least max(its old
+ * release time, its grant + the new window), the earlier ones longer
+ * (the safe direction), and uses counted beyond the real ones are taken
+ * off the row's released count, so that grants (released + in flight)
+ * stay right.  A definition without names (nkeys 0, keys NULL, with
+ * uses_per_key) keeps the pool's names.
  */
 #include "daemon.h"
 
@@ -340,12 +365,26 @@ static int
 redef_check(const struct shmt_lview *vo, const shmt_limit_t *l, char *err,
     size_t cap)
 {
+	if (vo->flags & SHMT_LIMF_KEYS) {
+		if ((vo->flags & SHMT_LIMF_GLOBAL) || l->global)
+			return shmt__bad(err, cap, -EOPNOTSUPP, "limiter %s: a "
+			    "global key pool's names are the fleet's: delete and "
+			    "define it again", vo->name);
+		if (vo->mode != SHMT_MODE_BUCKETS)
+			return shmt__bad(err, cap, -EOPNOTSUPP, "limiter %s: only "
+			    "a key pool in buckets mode is defined anew by a "
+			    "move: delete and define it again", vo->name);
+		if ((l->nkeys == 0 && l->uses_per_key == 0) ||
+		    l->mode != SHMT_MODE_BUCKETS || l->per_client)
+			return shmt__bad(err, cap, -EINVAL, "limiter %s: a key "
+			    "pool stays a key pool in buckets mode: delete and "
+			    "define it again", vo->name);
+		return 0;
+	}
 	if (!(vo->flags & SHMT_LIMF_PER_CLIENT))
 		return shmt__bad(err, cap, -EOPNOTSUPP, "limiter %s: only "
-		    "per-client limiters are defined anew by a move (%s): "
-		    "delete and define it again", vo->name,
-		    (vo->flags & SHMT_LIMF_KEYS) ? "this is a key pool" :
-		    "a shared one changes in place");
+		    "per-client limiters and key pools are defined anew by a "
+		    "move (a shared one changes in place)", vo->name);
 	if (!l->per_client)
 		return shmt__bad(err, cap, -EINVAL, "limiter %s: per_client "
 		    "cannot change: delete and define it again", vo->name);
@@ -354,6 +393,250 @@ redef_check(const struct shmt_lview *vo, const shmt_limit_t *l, char *err,
 		    "cannot change: delete and define it again", vo->name);
 	return 0;
 }
+
+/* ---- Key pools ------------------------------------------------------------ */
+
+/* The index of NAME among the names of VO, or VO's nkeys. */
+static uint32_t
+key_index(const struct shmt_lview *vo, const char *name)
+{
+	for (uint32_t k = 0; k < vo->nkeys; k++)
+		if (strncmp(vo->keys + (uint64_t)k * vo->keystride, name,
+		    vo->keystride) == 0)
+			return k;
+	return vo->nkeys;
+}
+
+/*
+ * The uses in flight of key pool VO (word W), as the new pool L (K' names,
+ * U' uses per key) takes them: *IN the uses the new word holds, *CLOSE and
+ * *DUE the close and release time of the one bucket that holds them.
+ */
+static int
+pool_carry(const struct shmt_lview *vo, struct shmt_w w, const shmt_limit_t *l,
+    uint64_t *in, uint64_t *close, uint64_t *due)
+{
+	struct bk_ctx oc;
+	uint32_t inflight = SHMT_W_INFLIGHT(w), cursor = SHMT_W_TAG(w);
+	uint32_t tail = SHMT_W_TAIL(w), nsealed = SHMT_W_NSEALED(w);
+	uint32_t nbk = nsealed + SHMT_W_ACTIVE(w);
+	uint64_t sum = 0, most = 0, per;
+
+	shmt__bk_ctx_init(&oc, vo, vo->ring);
+	if (!w_valid(&oc, w))
+		return SHMT_ECORRUPT;
+	*in = *close = *due = 0;
+	for (uint32_t i = 0; i < nbk; i++) {
+		uint32_t serial = tail - nsealed + i;
+		uint64_t s[2];
+
+		shmt__load128(slot_of(&oc, serial), s);
+		if (SLOT_SERIAL(s) != serial)
+			return SHMT_ECORRUPT;
+		sum += serial == tail ? SHMT_W_COUNT(w) : SLOT_COUNT(s);
+		if (s[0] > *close)
+			*close = s[0];
+		if (bk_due(&oc, serial, s[0]) > *due)
+			*due = bk_due(&oc, serial, s[0]);
+	}
+	if (sum != inflight)
+		return SHMT_ECORRUPT;
+	if (inflight == 0)
+		return 0;
+	/* The uses in flight are the last grants: grant i back (1 the
+	 * latest) had name (cursor - i) mod nkeys, so name k holds
+	 * inflight / nkeys, or one more for the remainder's names. */
+	for (uint32_t j = 0; j < l->nkeys; j++) {
+		uint32_t k = key_index(vo, l->keys[j]), back;
+		uint64_t held;
+
+		if (k == vo->nkeys)
+			continue;       /* a new name holds none */
+		back = (cursor + vo->nkeys - k) % vo->nkeys;
+		if (back == 0)
+			back = vo->nkeys;
+		held = inflight / vo->nkeys + (back <= inflight % vo->nkeys);
+		if (held > most)
+			most = held;
+	}
+	per = div_up(inflight, l->nkeys);
+	if (most > per)
+		per = most;
+	*in = per * l->nkeys;
+	return 0;
+}
+
+/* Define key pool row R of T (old view VO) anew as L (checked into G). */
+static int
+redefine_pool(shmt_t *t, struct shmt_lim *row, uint32_t r,
+    struct shmt_lview *vo, const shmt_limit_t *l, const struct lim_geom *g,
+    char *err, size_t cap)
+{
+	struct shmt_hdr *hdr = t->hdr;
+	uint64_t size = t->reg[SHMT_R_ARENA].rg_size, used, start, old_end;
+	uint64_t ring_off, keys_off, end, now, in, close, due, top;
+	char *arena = shmt__region(t, SHMT_R_ARENA);
+	struct shmt_lparams *b0 = &row->lm_p[0];
+	struct shmt_lview vn;
+	struct shmt_w w;
+	void *copy = NULL;
+	uint32_t tail;
+	int rc;
+
+	shmt__load128(&row->lm_w, w.w);
+	now = shmt__now(t);
+	if ((rc = pool_carry(vo, w, l, &in, &close, &due)) != 0)
+		return shmt__bad(err, cap, rc, "limiter %s: its ring is "
+		    "damaged: %s", vo->name, shmt_strerror(rc));
+	if (in > SHMT_LIMIT_MAX || in > UINT32_MAX / 2)
+		return shmt__bad(err, cap, -E2BIG, "limiter %s: its uses in "
+		    "flight cannot be carried", vo->name);
+	used = __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
+	old_end = shmt__align_up(row->lm_keys_off + (uint64_t)vo->nkeys *
+	    vo->keystride, SHMT_LINE);
+	start = old_end - row->lm_storage;
+	if (used > size || row->lm_storage > old_end ||
+	    start > row->lm_ring_off || start % 16 != 0 || old_end > size)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: its "
+		    "storage does not add up", vo->name);
+	if ((copy = aligned_alloc(SHMT_LINE, shmt__align_up(old_end - start,
+	    SHMT_LINE))) == NULL)
+		return shmt__bad(err, cap, -ENOMEM, "no memory");
+	memcpy(copy, arena + start, old_end - start);
+	vo->ring = (struct shmt_ring_slot *)(void *)((char *)copy +
+	    (row->lm_ring_off - start));
+	vo->keys = (char *)copy + (row->lm_keys_off - start);
+	/* As for a client table (see the top): over the old storage, the
+	 * names at its end, when they fit there; grown in place when it is
+	 * the arena's last; else after the used part. */
+	ring_off = shmt__align_up(start, SHMT_LINE);
+	keys_off = shmt__align_up(ring_off + g->ring_bytes, 16);
+	end = shmt__align_up(keys_off + g->keys_bytes, SHMT_LINE);
+	if (end < old_end && ((old_end - g->keys_bytes) & ~(uint64_t)15) >=
+	    keys_off) {
+		keys_off = (old_end - g->keys_bytes) & ~(uint64_t)15;
+		end = old_end;
+	}
+	if (end > old_end && (old_end != used || end > size)) {
+		start = used;
+		ring_off = shmt__align_up(used, SHMT_LINE);
+		keys_off = shmt__align_up(ring_off + g->ring_bytes, 16);
+		end = shmt__align_up(keys_off + g->keys_bytes, SHMT_LINE);
+	}
+	if (end > size || end < start) {
+		rc = shmt__bad(err, cap, -ENOSPC, "limiter %s: its new "
+		    "definition needs %" PRIu64 " arena bytes, %" PRIu64 " are "
+		    "free: move to a larger arena first (shmthrottle resize "
+		    "arena=...)", vo->name, end - start, size - used);
+		goto out;
+	}
+	memset(arena + ring_off, 0, end - ring_off);
+	for (uint32_t i = 0; i < l->nkeys; i++)
+		memcpy(arena + keys_off + (uint64_t)i * g->keystride, l->keys[i],
+		    strlen(l->keys[i]));
+	row->lm_limit = g->limit;
+	row->lm_window = l->window_ns;
+	row->lm_slack = l->slack_ns;
+	row->lm_slack_uses = l->slack_uses;
+	row->lm_nbuckets = g->nb;
+	row->lm_nkeys = l->nkeys;
+	row->lm_uses_per_key = l->uses_per_key;
+	row->lm_keystride = g->keystride;
+	row->lm_keymax = g->keymax;
+	row->lm_ring_off = ring_off;
+	row->lm_keys_off = keys_off;
+	row->lm_clients_off = end;
+	row->lm_storage = end - start;
+	memset(&row->lm_p, 0, sizeof(row->lm_p));
+	if (end > used)
+		__atomic_store_n(&hdr->sh_arena_used, end, __ATOMIC_RELAXED);
+	/* The carried uses: one sealed bucket, closed no later than now +
+	 * the new slack - 1, cursor 0. */
+	tail = SHMT_W_TAIL(w) + SHMT_W_ACTIVE(w);
+	if (tail < 2)
+		tail = 2;
+	if (in == 0) {
+		w = shmt__w_make(0, 0, tail, 0, 0, 0);
+	} else {
+		struct shmt_ring_slot *ring = (void *)(arena + ring_off);
+		uint64_t s[2];
+
+		top = sat_add(now, l->slack_ns - 1);
+		if (close > top)
+			close = top;
+		s[0] = close;
+		s[1] = ((uint64_t)(tail - 1) << 32) | in;
+		shmt__store128(&ring[(tail - 1) % g->nb], s);
+		w = shmt__w_make((uint32_t)in, 0, tail, 1, 0, 0);
+		if (due > close && due - close > l->window_ns) {
+			b0->lp_hold_window = due - close;
+			b0->lp_slack = close;
+		}
+		if (in > g->limit)
+			b0->lp_limit_cap = (uint32_t)in;
+		if (in > l->slack_uses)
+			b0->lp_uses_cap = (uint32_t)in;
+		/* Grants are released + in flight: the uses added to keep
+		 * every name's count are not grants. */
+		if (in > SHMT_W_INFLIGHT(row->lm_w))
+			row->lm_released_uses -= row->lm_released_uses <
+			    in - SHMT_W_INFLIGHT(row->lm_w) ? row->lm_released_uses :
+			    in - SHMT_W_INFLIGHT(row->lm_w);
+	}
+	shmt__store128(&row->lm_w, w.w);
+	if ((rc = shmt__view_fill(t, r, row, &vn)) != 0) {
+		rc = shmt__bad(err, cap, rc, "limiter %s: the new row does not "
+		    "check: %s", vo->name, shmt_strerror(rc));
+		goto out;
+	}
+	__atomic_fetch_add(&hdr->sh_generation, 1, __ATOMIC_RELEASE);
+out:
+	free(copy);
+	return rc;
+}
+
+/* A key pool defined anew without names (L's nkeys 0, keys NULL) keeps
+ * the names of VO. */
+static int
+redefine_pool_names(shmt_t *t, struct shmt_lim *row, uint32_t r,
+    struct shmt_lview *vo, const shmt_limit_t *l, char *err, size_t cap)
+{
+	shmt_limit_t k = *l;
+	struct lim_geom g;
+	char why[256], *names;
+	const char **keys;
+	int rc;
+
+	names = calloc(vo->nkeys, (size_t)vo->keymax + 1);
+	keys = calloc(vo->nkeys, sizeof(*keys));
+	if (names == NULL || keys == NULL) {
+		free(names);
+		free(keys);
+		return shmt__bad(err, cap, -ENOMEM, "no memory");
+	}
+	for (uint32_t i = 0; i < vo->nkeys; i++) {
+		char *n = names + (size_t)i * (vo->keymax + 1);
+
+		if (shmt__key_copy(vo, i, n) < 0) {
+			rc = shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: key "
+			    "name %u is damaged", vo->name, i);
+			goto out;
+		}
+		keys[i] = n;
+	}
+	k.nkeys = vo->nkeys;
+	k.keys = keys;
+	if ((rc = shmt__limit_check(&k, &g, why, sizeof(why))) != 0)
+		rc = shmt__bad(err, cap, rc, "limiter %s: %s", vo->name, why);
+	else
+		rc = redefine_pool(t, row, r, vo, &k, &g, err, cap);
+out:
+	free(names);
+	free(keys);
+	return rc;
+}
+
+/* ---- One limiter ------------------------------------------------------------ */
 
 static int
 redefine_one(shmt_t *t, const char *name, const shmt_limit_t *l, char *err,
@@ -383,8 +666,13 @@ redefine_one(shmt_t *t, const char *name, const shmt_limit_t *l, char *err,
 		    shmt_strerror(rc));
 	if ((rc = redef_check(&vo, l, err, cap)) != 0)
 		return rc;
+	if ((vo.flags & SHMT_LIMF_KEYS) && l->nkeys == 0 && l->keys == NULL &&
+	    l->uses_per_key != 0)
+		return redefine_pool_names(t, &lim[r], r, &vo, l, err, cap);
 	if ((rc = shmt__limit_check(l, &g, why, sizeof(why))) != 0)
 		return shmt__bad(err, cap, rc, "limiter %s: %s", name, why);
+	if (vo.flags & SHMT_LIMF_KEYS)
+		return redefine_pool(t, &lim[r], r, &vo, l, &g, err, cap);
 	used = __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
 	if (used > size)
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "the arena's fill level "

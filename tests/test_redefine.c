@@ -344,6 +344,167 @@ test_follow(void **state)
 	assert_int_equal(stat_of("pc").in_flight, 10);
 }
 
+/* ---- Key pools ---- */
+
+static const char *pool2[] = { "k1", "k2" };
+
+static shmt_limit_t
+pool_limit(const char **keys, uint32_t nkeys, uint32_t per, uint64_t window)
+{
+	shmt_limit_t l = { .window_ns = window, .slack_ns = S, .slack_uses = 1,
+		.nkeys = nkeys, .keys = keys, .uses_per_key = per };
+
+	return l;
+}
+
+/* The next key name of pool "kp", or "" when throttled. */
+static const char *
+key(void)
+{
+	static char buf[32];
+	int rc = shmt_next_key(g.h, "kp", buf, sizeof(buf));
+
+	if (rc < 0)
+		fail_msg("next_key: %s", shmt_strerror(rc));
+	if (rc == 0)
+		buf[0] = '\0';
+	return buf;
+}
+
+static void
+pool_define(uint64_t window)
+{
+	shmt_limit_t l = pool_limit(pool2, 2, 2, window);
+
+	assert_int_equal(shmt_limiter_define(g.h, "kp", &l), 0);
+}
+
+/* A lowered uses_per_key: every name keeps its uses in flight, so the
+ * pool refuses until they are released; names then come in grant order
+ * from the first. */
+static void
+test_pool_lower(void **state)
+{
+	shmt_limit_t l = pool_limit(pool2, 2, 1, W);
+
+	(void)state;
+	pool_define(W);
+	assert_string_equal(key(), "k1");
+	assert_string_equal(key(), "k2");
+	assert_string_equal(key(), "k1");
+	g.clk.now += 10;
+	redefine_ok("kp", &l);
+	check_clean();
+	assert_int_equal(stat_of("kp").limit, 2);
+	assert_string_equal(key(), "");
+	g.clk.now = T0 + S + W - 1;
+	assert_string_equal(key(), "");
+	g.clk.now = T0 + S + W;
+	assert_string_equal(key(), "k1");
+	assert_string_equal(key(), "k2");
+	assert_string_equal(key(), "");
+	check_clean();
+}
+
+/* A raised uses_per_key and a name added: more at once, in grant order,
+ * no name past its new uses per key (k1 and k2 hold two each). */
+static void
+test_pool_raise(void **state)
+{
+	static const char *three[] = { "k1", "k2", "k3" };
+	shmt_limit_t l = pool_limit(three, 3, 3, W);
+
+	(void)state;
+	pool_define(W);
+	for (int i = 0; i < 4; i++)
+		assert_string_not_equal(key(), "");
+	assert_string_equal(key(), "");
+	redefine_ok("kp", &l);
+	assert_string_equal(key(), "k1");
+	assert_string_equal(key(), "k2");
+	assert_string_equal(key(), "k3");
+	assert_string_equal(key(), "");
+	assert_int_equal(stat_of("kp").nkeys, 3);
+	g.clk.now = T0 + S + W;
+	for (int i = 0; i < 9; i++)
+		assert_string_equal(key(), three[i % 3]);
+	assert_string_equal(key(), "");
+	check_clean();
+}
+
+/* A name removed: its use in flight stays counted until released, and is
+ * never handed out again; the kept name keeps its use. */
+static void
+test_pool_remove(void **state)
+{
+	static const char *next[] = { "k3", "k2" };
+	shmt_limit_t l = pool_limit(next, 2, 2, W);
+
+	(void)state;
+	pool_define(W);
+	assert_string_equal(key(), "k1");
+	assert_string_equal(key(), "k2");
+	redefine_ok("kp", &l);
+	assert_string_equal(key(), "k3");
+	assert_string_equal(key(), "k2");
+	assert_string_equal(key(), "");
+	assert_int_equal(stat_of("kp").in_flight, 4);
+	g.clk.now = T0 + S + W;
+	assert_string_equal(key(), "k3");
+	check_clean();
+}
+
+/* A widened window holds the pool's uses until grant + the new window; a
+ * narrowed one keeps their old release times. */
+static void
+test_pool_windows(void **state)
+{
+	shmt_limit_t wide = pool_limit(pool2, 2, 2, 5 * W);
+	shmt_limit_t narrow = pool_limit(pool2, 2, 2, W);
+
+	(void)state;
+	pool_define(W);
+	for (int i = 0; i < 4; i++)
+		assert_string_not_equal(key(), "");
+	g.clk.now += 10;
+	redefine_ok("kp", &wide);
+	g.clk.now = T0 + S + W;
+	assert_string_equal(key(), "");
+	g.clk.now = T0 + 5 * W - 1;
+	assert_string_equal(key(), "");
+	g.clk.now = T0 + S + 5 * W;
+	for (int i = 0; i < 4; i++)
+		assert_string_not_equal(key(), "");
+	/* Taken at T1 under the window of 5 W, then narrowed to W. */
+	redefine_ok("kp", &narrow);
+	check_clean();
+	g.clk.now = T0 + S + 5 * W + S + W;
+	assert_string_equal(key(), "");
+	g.clk.now = T0 + S + 5 * W + S + 5 * W - 1;
+	assert_string_equal(key(), "");
+	g.clk.now = T0 + S + 5 * W + S + 5 * W;
+	assert_string_equal(key(), "k1");
+	check_clean();
+}
+
+/* A definition without names keeps the pool's. */
+static void
+test_pool_keep_names(void **state)
+{
+	shmt_limit_t l = pool_limit(NULL, 0, 3, W);
+
+	(void)state;
+	pool_define(W);
+	assert_string_equal(key(), "k1");
+	redefine_ok("kp", &l);
+	assert_int_equal(stat_of("kp").nkeys, 2);
+	assert_int_equal(stat_of("kp").limit, 6);
+	for (int i = 0; i < 4; i++)
+		assert_string_equal(key(), pool2[i % 2]);
+	assert_string_equal(key(), "");
+	check_clean();
+}
+
 /* Changes again and again take the arena's space of the storage they
  * replace: a limiter that grows and shrinks 60 times, with another one
  * defined after it, fits a 16 MiB arena that 60 new tables would not. */
@@ -410,8 +571,7 @@ test_refused(void **state)
 	assert_non_null(strstr(err, "mode"));
 	assert_int_equal(redefine("shared", &ok, err, sizeof(err)),
 	    -EOPNOTSUPP);
-	assert_int_equal(redefine("pool", &ok, err, sizeof(err)),
-	    -EOPNOTSUPP);
+	assert_int_equal(redefine("pool", &ok, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "key pool"));
 	assert_int_equal(redefine("nope", &ok, err, sizeof(err)), -ENOENT);
 	bad.slack_uses = 0;
@@ -455,6 +615,16 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_rate, rd_setup,
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_follow, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_pool_lower, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_pool_raise, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_pool_remove, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_pool_windows, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_pool_keep_names, rd_setup,
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_again, rd_setup,
 		    rd_teardown),
