@@ -244,20 +244,20 @@ apply_sizes(struct daemon *d, const struct shmtd_config *cfg, const char *why)
 /*
  * Define every limiter of CFG.  A limiter the segment holds with other
  * parameters (-EEXIST) is changed in place (shmt_limiter_update), which
- * keeps its uses in flight and never over-grants.  A per-client limiter
- * cannot change in place: every such one is defined anew in one move into
- * a new generation (shmt__move_redefine), every client with its uses in
+ * keeps its uses in flight and never over-grants.  Per-client limiters
+ * and key pools cannot change in place: every such one is defined anew in
+ * one move into a new generation (shmt__move_redefine), every use in
  * flight carried; if the move fails, all of them keep their running
  * definitions and state, and the log says why.  A change that can be made
- * neither way (another mode, a key pool, a bigger ring, an exact limit
- * above its log...) keeps the running definition and its state, and the
+ * neither way (another mode, a global key pool, a bigger ring, an exact
+ * limit above its log...) keeps the running definition and its state, and the
  * log names the reason and the commands that apply it (deleting forgets
  * the uses in flight, so that stays the operator's decision).  OLD (may
  * be NULL) tells which limiters are new.  Returns the first error other
  * than -EEXIST, or 0.
  */
 
-/* Limiters that change by a move (per-client ones), gathered by
+/* Limiters that change by a move (per-client ones, key pools), gathered by
  * update_limiter and applied together by redefine_limiters. */
 struct redefs {
 	struct shmt__redef *d;
@@ -265,7 +265,7 @@ struct redefs {
 };
 
 /* L is defined with other parameters (ERR says which): change it in place,
- * queue it in R for the move when it is a per-client limiter, or say why
+ * queue it in R for the move (a per-client limiter, a key pool), or say why
  * not and how to apply it. */
 static void
 update_limiter(struct daemon *d, const struct shmtd_limiter *l,
@@ -276,9 +276,12 @@ update_limiter(struct daemon *d, const struct shmtd_limiter *l,
 	int rc = shmt_limiter_update(d->h, l->name, &l->limit, why,
 	    sizeof(why));
 
-	if ((rc == -EOPNOTSUPP || rc == -E2BIG) && l->limit.per_client &&
-	    shmt_limiter_stat(d->h, l->name, &st) == 0 && st.per_client &&
-	    st.mode == l->limit.mode) {
+	if ((rc == -EOPNOTSUPP || rc == -E2BIG) &&
+	    shmt_limiter_stat(d->h, l->name, &st) == 0 &&
+	    st.mode == l->limit.mode &&
+	    ((st.per_client && l->limit.per_client) ||
+	    (st.nkeys > 0 && l->limit.nkeys > 0 && !l->limit.global &&
+	    st.mode == SHMT_MODE_BUCKETS))) {
 		r->d[r->n].name = l->name;
 		r->d[r->n].limit = &l->limit;
 		r->n++;
@@ -321,7 +324,7 @@ redefine_limiters(struct daemon *d, const struct redefs *r)
 	rc = shmt__move_redefine(d->h, &c, r->d, r->n, NULL, NULL, err,
 	    sizeof(err));
 	if (rc != 0) {
-		shmtd_log(LOG_ERR, "per-client limiter%s %s cannot change: the "
+		shmtd_log(LOG_ERR, "limiter%s %s cannot change: the "
 		    "move that defines %s anew failed (%s), so %s running "
 		    "definition%s and state; fix the config and apply it with "
 		    "kill -HUP %ld, or, forgetting the uses in flight: "
@@ -334,10 +337,11 @@ redefine_limiters(struct daemon *d, const struct redefs *r)
 	}
 	if (adopt_generation(d) != 0)
 		return;
-	shmtd_log(LOG_NOTICE, "per-client limiter%s %s defined anew by a move "
-	    "into a new generation in %" PRIu64 " ms: every client with its "
-	    "uses in flight carried (a lowered limit refuses until fewer are "
-	    "in flight), and running workers follow on their next call",
+	shmtd_log(LOG_NOTICE, "limiter%s %s defined anew by a move into a new "
+	    "generation in %" PRIu64 " ms: every use in flight carried, of "
+	    "every client of a per-client limiter and every name of a key pool "
+	    "(a lowered limit refuses until fewer are in flight), and running "
+	    "workers follow on their next call",
 	    r->n > 1 ? "s" : "", names, (shmt__mono_ns() - t0) / 1000000);
 }
 
