@@ -58,6 +58,30 @@ parse_count(const char *s, uint64_t *out)
 	return errno != 0 || *end != '\0' ? -1 : 0;
 }
 
+/* The names of a key pool, "a,b,c", into L (kept in static storage: one
+ * command, one list). */
+static int
+set_keys(shmt_limit_t *l, const char *v)
+{
+	static char buf[SHMT_KEYS_MAX * (SHMT_KEYNAME_MAX + 1)];
+	static const char *keys[SHMT_KEYS_MAX];
+	uint32_t n = 0;
+	char *p, *save = NULL;
+
+	if (strlen(v) >= sizeof(buf) || *v == '\0')
+		return -1;
+	memcpy(buf, v, strlen(v) + 1);
+	for (p = strtok_r(buf, ",", &save); p != NULL;
+	    p = strtok_r(NULL, ",", &save)) {
+		if (n == SHMT_KEYS_MAX)
+			return -1;
+		keys[n++] = p;
+	}
+	l->nkeys = n;
+	l->keys = keys;
+	return n == 0 ? -1 : 0;
+}
+
 /* Apply one KEY=VALUE to L. */
 static int
 set_one(const struct shmtc *c, shmt_limit_t *l, const char *kv)
@@ -91,11 +115,21 @@ set_one(const struct shmtc *c, shmt_limit_t *l, const char *kv)
 
 		bad = parse_count(v, &n) || n > UINT32_MAX;
 		l->client_overrides = (uint32_t)n;
+	} else if (klen == 12 && strncmp(kv, "uses_per_key", 12) == 0 &&
+	    l->uses_per_key != 0) {
+		uint64_t n = 0;
+
+		bad = parse_count(v, &n) || n == 0 || n > UINT32_MAX;
+		l->uses_per_key = (uint32_t)n;
+	} else if (klen == 4 && strncmp(kv, "keys", 4) == 0 &&
+	    l->uses_per_key != 0) {
+		bad = set_keys(l, v);
 	} else
 		return shmtc_usage_error(c, "'%.*s': the keys are limit, window, "
 		    "slack_time and slack_uses (buckets mode), burst (rate "
-		    "mode), and capacity and overrides for a per-client "
-		    "limiter", (int)klen, kv);
+		    "mode), capacity and overrides for a per-client limiter, "
+		    "keys (NAME,NAME...) and uses_per_key for a key pool",
+		    (int)klen, kv);
 	if (bad)
 		return shmtc_usage_error(c, "'%s': %s", kv, klen == 6 ||
 		    (klen == 10 && kv[6] == 't') ? "a whole number and a unit "
@@ -160,16 +194,22 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 		l.client_capacity = st.client_capacity;
 		l.client_overrides = st.client_overrides;
 	}
+	if (st.nkeys > 0) {
+		/* No names: the move keeps the pool's; the limit is
+		 * nkeys x uses_per_key. */
+		l.uses_per_key = st.uses_per_key;
+		l.limit = 0;
+	}
 	for (int i = optind + 2; i < argc; i++)
 		if ((rc = set_one(c, &l, argv[i])) != 0) {
 			shmt_close(h);
 			return rc;
 		}
 	why[0] = '\0';
-	if (st.per_client) {
-		/* A per-client limiter cannot change in place: a move into a
-		 * new generation defines it anew, every client and its uses
-		 * in flight carried. */
+	if (st.per_client || st.nkeys > 0) {
+		/* A per-client limiter or a key pool cannot change in place:
+		 * a move into a new generation defines it anew, every use in
+		 * flight carried. */
 		struct shmt__redef d = { name, &l };
 		shmt_config_t cfg;
 
@@ -215,6 +255,10 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 			    "s:I}", "capacity", (json_int_t)st.client_capacity,
 			    "in_use", (json_int_t)st.clients_in_use,
 			    "overrides", (json_int_t)st.client_overrides));
+		if (o != NULL && st.nkeys > 0)
+			json_object_set_new(o, "keys", json_pack("{s:I, s:I}",
+			    "count", (json_int_t)st.nkeys, "uses_per_key",
+			    (json_int_t)st.uses_per_key));
 		return shmtc_json_emit(o);
 	}
 	{
@@ -233,12 +277,17 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 		    " uses in flight kept\n", name, st.limit,
 		    shmtc_fmt_dur(w, sizeof(w), st.window_ns), tail,
 		    st.in_flight);
-		if (moved)
+		if (moved && st.per_client)
 			printf("defined anew by a move into a new generation: "
 			    "%u clients carried, capacity %u, %u overrides; "
 			    "running workers follow on their next call\n",
 			    st.clients_in_use, st.client_capacity,
 			    st.client_overrides);
+		else if (moved)
+			printf("defined anew by a move into a new generation: "
+			    "%u key names x %u uses per key, names from the "
+			    "first in grant order; running workers follow on "
+			    "their next call\n", st.nkeys, st.uses_per_key);
 	}
 	return SHMTC_OK;
 }

@@ -6,7 +6,8 @@
  * every client's uses in flight (a lowered limit refuses a client that
  * holds more, a bigger table keeps every client); the JSON says so; a
  * change the new segment cannot hold exits 1 with the reason and leaves
- * the limiter as it was; a key pool still cannot change.
+ * the limiter as it was; a key pool keeps or takes names, its uses in
+ * flight carried.
  *
  * Usage: test_cli_redefine CLI-BINARY.
  */
@@ -39,6 +40,7 @@ test_limiter_set_per_client(void **state)
 	json_error_t e;
 	json_t *j;
 	shmt_t *h;
+	char name[16];
 	int fd, n;
 
 	(void)state;
@@ -111,10 +113,34 @@ test_limiter_set_per_client(void **state)
 	tc_expect_run(&r, 2, ARGV("-s", seg, "limiter", "set", "pool",
 	    "capacity=4"));
 	tc_run_free(&r);
-	tc_expect_run(&r, 1, ARGV("-s", seg, "limiter", "set", "pool",
-	    "window=2h"));
-	assert_non_null(strstr(r.err, "key pool"));
+	/* A key pool: names kept, or given; uses in flight carried. */
+	assert_int_equal(shmt_next_key(h, "pool", name, sizeof(name)), 2);
+	assert_string_equal(name, "k1");
+	tc_expect_run(&r, 0, ARGV("-s", seg, "limiter", "set", "pool",
+	    "uses_per_key=3", "window=2h"));
+	assert_non_null(strstr(r.out, "limiter pool: limit 6 per 2h, slack "
+	    "1s/1; 2 uses in flight kept\n"));
+	assert_non_null(strstr(r.out, "2 key names x 3 uses per key"));
 	tc_run_free(&r);
+	for (n = 0; n < 4; n++) {
+		assert_int_equal(shmt_next_key(h, "pool", name, sizeof(name)), 2);
+		assert_string_equal(name, n % 2 ? "k2" : "k1");
+	}
+	assert_int_equal(shmt_next_key(h, "pool", name, sizeof(name)), 0);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "limiter", "set", "pool",
+	    "keys=k1,k2,k3,k4"));
+	j = json_loads(r.out, 0, &e);
+	assert_non_null(j);
+	assert_true(json_is_true(json_object_get(j, "moved")));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j,
+	    "keys"), "count")), 4);
+	assert_int_equal(json_integer_value(json_object_get(j, "limit")), 12);
+	json_decref(j);
+	tc_run_free(&r);
+	/* k1 and k2 hold three each: k3 and k4 are counted three each too,
+	 * and the pool of 12 is full. */
+	assert_int_equal(shmt_next_key(h, "pool", name, sizeof(name)), 0);
+	assert_int_equal(stat_of(h, "pool").in_flight, 12);
 	tc_expect_run(&r, 0, ARGV("-s", seg, "check"));
 	tc_run_free(&r);
 	shmt_close(h);
