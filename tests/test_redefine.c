@@ -11,6 +11,8 @@
  * segment cannot hold is refused with the old generation untouched.  The
  * clock is injected throughout.
  */
+#include "atomic128.h"
+#include "clients.h"
 #include "daemon.h"
 #include "fork.h"
 #include "testutil.h"
@@ -586,6 +588,33 @@ test_refused(void **state)
 	assert_int_equal(shmt__move_redefine(g.h, &c, two, 2, tu_clock_read,
 	    &g.clk, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "twice"));
+
+	/* A damaged client word (more uses in flight than its buckets
+	 * hold) is refused as damage, never carried. */
+	{
+		struct shmt_lview v;
+		struct shmt_lim *lim;
+		struct shmt_client *e = NULL;
+		struct shmt_w w = { { 0, 0 } };
+		uint32_t n, row;
+
+		lim = shmt__rows(before, &n);
+		row = shmt__row_named(lim, n, "pc");
+		assert_true(row < n);
+		assert_int_equal(shmt__view_fill(before, row, &lim[row], &v), 0);
+		for (uint32_t i = 0; i < v.capacity && e == NULL; i++) {
+			shmt__load128(&ce_at(&v, i)->ce_w, w.w);
+			if (SHMT_W_INFLIGHT(w) == 8)
+				e = ce_at(&v, i);
+		}
+		assert_non_null(e);
+		w.w[0] += 1ULL << 32;
+		shmt__store128(&e->ce_w, w.w);
+		assert_int_equal(redefine("pc", &ok, err, sizeof(err)),
+		    SHMT_ECORRUPT);
+		w.w[0] -= 1ULL << 32;
+		shmt__store128(&e->ce_w, w.w);
+	}
 
 	/* Untouched: the same generation, live, with its definition and
 	 * its uses in flight. */
