@@ -5,6 +5,7 @@
  * flight (a deliberate over-grant).
  */
 #include "cli.h"
+#include "daemon.h"
 
 #include "fmt.h"
 #include "limlist.h"
@@ -57,6 +58,30 @@ parse_count(const char *s, uint64_t *out)
 	return errno != 0 || *end != '\0' ? -1 : 0;
 }
 
+/* The names of a key pool, "a,b,c", into L (kept in static storage: one
+ * command, one list). */
+static int
+set_keys(shmt_limit_t *l, const char *v)
+{
+	static char buf[SHMT_KEYS_MAX * (SHMT_KEYNAME_MAX + 1)];
+	static const char *keys[SHMT_KEYS_MAX];
+	uint32_t n = 0;
+	char *p, *save = NULL;
+
+	if (strlen(v) >= sizeof(buf) || *v == '\0')
+		return -1;
+	memcpy(buf, v, strlen(v) + 1);
+	for (p = strtok_r(buf, ",", &save); p != NULL;
+	    p = strtok_r(NULL, ",", &save)) {
+		if (n == SHMT_KEYS_MAX)
+			return -1;
+		keys[n++] = p;
+	}
+	l->nkeys = n;
+	l->keys = keys;
+	return n == 0 ? -1 : 0;
+}
+
 /* Apply one KEY=VALUE to L. */
 static int
 set_one(const struct shmtc *c, shmt_limit_t *l, const char *kv)
@@ -78,10 +103,33 @@ set_one(const struct shmtc *c, shmt_limit_t *l, const char *kv)
 		bad = parse_count(v, &l->slack_uses);
 	else if (klen == 5 && strncmp(kv, "burst", 5) == 0)
 		bad = parse_count(v, &l->burst);
-	else
+	else if (klen == 8 && strncmp(kv, "capacity", 8) == 0 &&
+	    l->per_client) {
+		uint64_t n = 0;
+
+		bad = parse_count(v, &n) || n > UINT32_MAX;
+		l->client_capacity = (uint32_t)n;
+	} else if (klen == 9 && strncmp(kv, "overrides", 9) == 0 &&
+	    l->per_client) {
+		uint64_t n = 0;
+
+		bad = parse_count(v, &n) || n > UINT32_MAX;
+		l->client_overrides = (uint32_t)n;
+	} else if (klen == 12 && strncmp(kv, "uses_per_key", 12) == 0 &&
+	    l->uses_per_key != 0) {
+		uint64_t n = 0;
+
+		bad = parse_count(v, &n) || n == 0 || n > UINT32_MAX;
+		l->uses_per_key = (uint32_t)n;
+	} else if (klen == 4 && strncmp(kv, "keys", 4) == 0 &&
+	    l->uses_per_key != 0) {
+		bad = set_keys(l, v);
+	} else
 		return shmtc_usage_error(c, "'%.*s': the keys are limit, window, "
 		    "slack_time and slack_uses (buckets mode), burst (rate "
-		    "mode)", (int)klen, kv);
+		    "mode), capacity and overrides for a per-client limiter, "
+		    "keys (NAME,NAME...) and uses_per_key for a key pool",
+		    (int)klen, kv);
 	if (bad)
 		return shmtc_usage_error(c, "'%s': %s", kv, klen == 6 ||
 		    (klen == 10 && kv[6] == 't') ? "a whole number and a unit "
@@ -97,8 +145,8 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 	shmt_limit_t l;
 	shmt_t *h = NULL;
 	const char *sub, *name;
-	char why[512], *arg;
-	int rc, set;
+	char why[768], *arg;
+	int rc, set, moved = 0;
 
 	if ((rc = shmtc_getopt(c, argc, argv, NULL, NULL, &arg)) != -1)
 		return shmtc_getopt_exit(rc);
@@ -141,25 +189,57 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 	l.slack_uses = st.slack_uses;
 	l.burst = st.burst;
 	l.shadow = st.shadow;
+	if (st.per_client) {
+		l.per_client = 1;
+		l.client_capacity = st.client_capacity;
+		l.client_overrides = st.client_overrides;
+	}
+	if (st.nkeys > 0) {
+		/* No names: the move keeps the pool's; the limit is
+		 * nkeys x uses_per_key. */
+		l.uses_per_key = st.uses_per_key;
+		l.limit = 0;
+	}
 	for (int i = optind + 2; i < argc; i++)
 		if ((rc = set_one(c, &l, argv[i])) != 0) {
 			shmt_close(h);
 			return rc;
 		}
-	rc = shmt_limiter_update(h, name, &l, why, sizeof(why));
+	why[0] = '\0';
+	if (st.per_client || st.nkeys > 0) {
+		/* A per-client limiter or a key pool cannot change in place:
+		 * a move into a new generation defines it anew, every use in
+		 * flight carried. */
+		struct shmt__redef d = { name, &l };
+		shmt_config_t cfg;
+
+		moved = 1;
+		shmt__move_config(h, &cfg);
+		rc = shmt__move_redefine(h, &cfg, &d, 1, NULL, NULL, why,
+		    sizeof(why));
+	} else {
+		rc = shmt_limiter_update(h, name, &l, why, sizeof(why));
+	}
 	if (rc == 0)
 		rc = shmt_limiter_stat(h, name, &st);
 	shmt_close(h);
-	if (rc == -EINVAL || rc == -EOPNOTSUPP || rc == -E2BIG) {
-		shmtc_err("limiter '%s' cannot change in place: %s", name,
-		    why[0] != '\0' ? why : shmt_strerror(rc));
+	if (rc == -EINVAL || rc == -EOPNOTSUPP || rc == -E2BIG ||
+	    (moved && rc == -ENOSPC)) {
+		shmtc_err("limiter '%s' cannot change %s: %s", name,
+		    moved ? "(it keeps its definition and its uses in flight)" :
+		    "in place", why[0] != '\0' ? why : shmt_strerror(rc));
 		return SHMTC_NO;
+	}
+	if (rc != 0 && moved && why[0] != '\0') {
+		shmtc_err("limiter '%s': the move into a new generation failed: "
+		    "%s", name, why);
+		return shmtc_exit_for(rc);
 	}
 	if (rc != 0)
 		return shmtc_limiter_error(c, name, rc);
-	if (c->json)
-		return shmtc_json_emit(json_pack(
-		    "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}",
+	if (c->json) {
+		json_t *o = json_pack(
+		    "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:b}",
 		    "limiter", name, "mode", st.mode == SHMT_MODE_GCRA ? "gcra" :
 		    st.mode == SHMT_MODE_EXACT ? "exact" : "buckets",
 		    "limit", (json_int_t)st.limit,
@@ -167,7 +247,20 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 		    "slack_ns", (json_int_t)st.slack_ns,
 		    "slack_uses", (json_int_t)st.slack_uses,
 		    "burst", (json_int_t)st.burst,
-		    "in_flight", (json_int_t)st.in_flight));
+		    "in_flight", (json_int_t)st.in_flight,
+		    "moved", moved);
+
+		if (o != NULL && st.per_client)
+			json_object_set_new(o, "clients", json_pack("{s:I, s:I, "
+			    "s:I}", "capacity", (json_int_t)st.client_capacity,
+			    "in_use", (json_int_t)st.clients_in_use,
+			    "overrides", (json_int_t)st.client_overrides));
+		if (o != NULL && st.nkeys > 0)
+			json_object_set_new(o, "keys", json_pack("{s:I, s:I}",
+			    "count", (json_int_t)st.nkeys, "uses_per_key",
+			    (json_int_t)st.uses_per_key));
+		return shmtc_json_emit(o);
+	}
 	{
 		char w[32], s[32], tail[64];
 
@@ -184,6 +277,17 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 		    " uses in flight kept\n", name, st.limit,
 		    shmtc_fmt_dur(w, sizeof(w), st.window_ns), tail,
 		    st.in_flight);
+		if (moved && st.per_client)
+			printf("defined anew by a move into a new generation: "
+			    "%u clients carried, capacity %u, %u overrides; "
+			    "running workers follow on their next call\n",
+			    st.clients_in_use, st.client_capacity,
+			    st.client_overrides);
+		else if (moved)
+			printf("defined anew by a move into a new generation: "
+			    "%u key names x %u uses per key, names from the "
+			    "first in grant order; running workers follow on "
+			    "their next call\n", st.nkeys, st.uses_per_key);
 	}
 	return SHMTC_OK;
 }

@@ -244,24 +244,49 @@ apply_sizes(struct daemon *d, const struct shmtd_config *cfg, const char *why)
 /*
  * Define every limiter of CFG.  A limiter the segment holds with other
  * parameters (-EEXIST) is changed in place (shmt_limiter_update), which
- * keeps its uses in flight and never over-grants.  A change that cannot be
- * made in place (another mode, a key pool, a bigger ring, an exact limit
- * above its log...) keeps the
- * running definition and its state, and the log names the reason and the
- * commands that apply it (deleting forgets the uses in flight, so that
- * stays the operator's decision).  OLD (may be NULL) tells which limiters
- * are new.  Returns the first error other than -EEXIST, or 0.
+ * keeps its uses in flight and never over-grants.  Per-client limiters
+ * and key pools cannot change in place: every such one is defined anew in
+ * one move into a new generation (shmt__move_redefine), every use in
+ * flight carried; if the move fails, all of them keep their running
+ * definitions and state, and the log says why.  A change that can be made
+ * neither way (another mode, a global key pool, a bigger ring, an exact
+ * limit above its log...) keeps the running definition and its state, and the
+ * log names the reason and the commands that apply it (deleting forgets
+ * the uses in flight, so that stays the operator's decision).  OLD (may
+ * be NULL) tells which limiters are new.  Returns the first error other
+ * than -EEXIST, or 0.
  */
+
+/* Limiters that change by a move (per-client ones, key pools), gathered by
+ * update_limiter and applied together by redefine_limiters. */
+struct redefs {
+	struct shmt__redef *d;
+	size_t n;
+};
+
 /* L is defined with other parameters (ERR says which): change it in place,
- * or say why not and how to apply it. */
+ * queue it in R for the move (a per-client limiter, a key pool), or say why
+ * not and how to apply it. */
 static void
 update_limiter(struct daemon *d, const struct shmtd_limiter *l,
-    const char *err)
+    const char *err, struct redefs *r)
 {
 	char why[512], burst[48] = "";
+	shmt_limiter_stat_t st;
 	int rc = shmt_limiter_update(d->h, l->name, &l->limit, why,
 	    sizeof(why));
 
+	if ((rc == -EOPNOTSUPP || rc == -E2BIG) &&
+	    shmt_limiter_stat(d->h, l->name, &st) == 0 &&
+	    st.mode == l->limit.mode &&
+	    ((st.per_client && l->limit.per_client) ||
+	    (st.nkeys > 0 && l->limit.nkeys > 0 && !l->limit.global &&
+	    st.mode == SHMT_MODE_BUCKETS))) {
+		r->d[r->n].name = l->name;
+		r->d[r->n].limit = &l->limit;
+		r->n++;
+		return;
+	}
 	if (l->limit.mode == SHMT_MODE_GCRA)
 		snprintf(burst, sizeof(burst), ", burst %" PRIu64,
 		    l->limit.burst);
@@ -279,13 +304,60 @@ update_limiter(struct daemon *d, const struct shmtd_limiter *l,
 		    l->name, (long)getpid());
 }
 
+/* Define the limiters of R anew, all in one move into a new generation. */
+static void
+redefine_limiters(struct daemon *d, const struct redefs *r)
+{
+	char err[768], names[512] = "";
+	size_t len = 0;
+	shmt_config_t c;
+	uint64_t t0;
+	int rc;
+
+	if (r->n == 0)
+		return;
+	for (size_t i = 0; i < r->n && len < sizeof(names); i++)
+		len += (size_t)snprintf(names + len, sizeof(names) - len,
+		    "%s'%s'", i > 0 ? ", " : "", r->d[i].name);
+	shmt__move_config(d->h, &c);
+	t0 = shmt__mono_ns();
+	rc = shmt__move_redefine(d->h, &c, r->d, r->n, NULL, NULL, err,
+	    sizeof(err));
+	if (rc != 0) {
+		shmtd_log(LOG_ERR, "limiter%s %s cannot change: the "
+		    "move that defines %s anew failed (%s), so %s running "
+		    "definition%s and state; fix the config and apply it with "
+		    "kill -HUP %ld, or, forgetting the uses in flight: "
+		    "shmthrottle -s %s limiter delete NAME && kill -HUP %ld",
+		    r->n > 1 ? "s" : "", names, r->n > 1 ? "them" : "it", err,
+		    r->n > 1 ? "they keep their" : "it keeps its",
+		    r->n > 1 ? "s" : "", (long)getpid(), d->cfg.segment,
+		    (long)getpid());
+		return;
+	}
+	if (adopt_generation(d) != 0)
+		return;
+	shmtd_log(LOG_NOTICE, "limiter%s %s defined anew by a move into a new "
+	    "generation in %" PRIu64 " ms: every use in flight carried, of "
+	    "every client of a per-client limiter and every name of a key pool "
+	    "(a lowered limit refuses until fewer are in flight), and running "
+	    "workers follow on their next call",
+	    r->n > 1 ? "s" : "", names, (shmt__mono_ns() - t0) / 1000000);
+}
+
 static int
 apply_limiters(struct daemon *d, const struct shmtd_config *cfg,
     const struct shmtd_config *old)
 {
 	char err[1024];
+	struct redefs r = { NULL, 0 };
 	int first = 0;
 
+	if (cfg->nlimiters > 0 &&
+	    (r.d = calloc(cfg->nlimiters, sizeof(*r.d))) == NULL) {
+		shmtd_log(LOG_ERR, "out of memory applying the limiters");
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < cfg->nlimiters; i++) {
 		const struct shmtd_limiter *l = &cfg->limiters[i];
 		int rc = shmtd_limiter_apply(d->h, cfg, l, err, sizeof(err));
@@ -296,12 +368,14 @@ apply_limiters(struct daemon *d, const struct shmtd_config *cfg,
 		if (rc == 0 && old != NULL && !known)
 			shmtd_log(LOG_NOTICE, "limiter '%s' added", l->name);
 		else if (rc == -EEXIST)
-			update_limiter(d, l, err);
+			update_limiter(d, l, err, &r);
 		else if (rc != 0)
 			shmtd_log(LOG_ERR, "%s", err);
 		if (rc != 0 && rc != -EEXIST && first == 0)
 			first = rc;
 	}
+	redefine_limiters(d, &r);
+	free(r.d);
 	return first;
 }
 

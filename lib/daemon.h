@@ -56,6 +56,13 @@ int shmt__hdr_facts(const char *name, struct shmt__hdr_facts *f);
 #define SHMT_BOOT_ID_LEN 40
 #define SHMT_IMAGE_HDR_BYTES 112
 
+/* A limiter to define anew by a move: its name and its new definition
+ * (shmt__move_redefine). */
+struct shmt__redef {
+	const char *name;
+	const shmt_limit_t *limit;
+};
+
 /* Where and when an image is taken or restored: the host's clocks and the
  * boot it is on.  An empty boot id never matches another. */
 struct shmt__host_time {
@@ -113,6 +120,7 @@ int shmt__image_restore(const unsigned char *image, size_t len,
  */
 int shmt__image_rebuild(const unsigned char *image, size_t len,
     const char *tmp, const shmt_config_t *want,
+    const struct shmt__redef *defs, size_t ndefs,
     const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,
     shmt_t **out, char *err, size_t cap);
 
@@ -192,6 +200,25 @@ int shmt__segment6_migrate(const char *name,
 void shmt__migration_text(const struct shmt__migration *m, char *buf,
     size_t cap);
 
+/*
+ * Give each limiter DEFS[i].name of the private, unpublished segment T
+ * (filled from an image, its per-client tables repaired) the definition
+ * DEFS[i].limit, in new storage taken from T's free arena, with every use
+ * in flight carried (redefine.c says how).  Only per-client limiters and
+ * key pools in buckets mode, not global; another row gives -EOPNOTSUPP.
+ * A key pool's definition without names (nkeys 0, keys NULL, with
+ * uses_per_key) keeps its names.  Errors: -ENOENT (no such limiter),
+ * -EINVAL (the definition breaks a rule, or changes what cannot change:
+ * mode, per_client, a key pool), -ENOSPC (the arena cannot hold the new
+ * storage, or a client holding uses finds no entry in the new table, or
+ * more overrides are set than the new table holds), -E2BIG (a client
+ * holds more uses than its new ring holds), SHMT_ECORRUPT; ERR (CAP
+ * bytes) says which limiter and why.  T is left half changed on error: the caller
+ * discards it.
+ */
+int shmt__redefine_apply(shmt_t *t, const struct shmt__redef *defs,
+    size_t ndefs, char *err, size_t cap);
+
 /* ---- Generations (move.c, where the protocol is argued) ------------------- */
 
 /* How long a call waits for a live mover to finish before -EAGAIN. */
@@ -228,6 +255,19 @@ void shmt__migration_text(const struct shmt__migration *m, char *buf,
  * NAME.move.PID may be left, removed by the undo.
  */
 int shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
+    void *clock_ctx, char *err, size_t cap);
+
+/*
+ * shmt__move that also gives each limiter DEFS[i].name (NDEFS of them)
+ * the definition DEFS[i].limit in the new generation, its uses in flight
+ * carried (shmt__redefine_apply): the way to change a per-client limiter
+ * or a key pool, which cannot change in place.  Every change or none: on any error the
+ * old generation stays authoritative and untouched, and ERR names the
+ * limiter and the reason.  Errors as shmt__move and shmt__redefine_apply.
+ * Concurrency and kill -9 as shmt__move.
+ */
+int shmt__move_redefine(shmt_t *h, const shmt_config_t *want,
+    const struct shmt__redef *defs, size_t ndefs, shmt_clock_fn clock,
     void *clock_ctx, char *err, size_t cap);
 
 /* The creation parameters of H's segment (its newest generation), as a

@@ -715,7 +715,7 @@ check_restored(shmt_t *t, char *err, size_t cap)
 static int
 fill(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
     const struct img_hdr *ih, const struct sections *s, int64_t d, int resized,
-    char *err, size_t cap)
+    const struct shmt__redef *defs, size_t ndefs, char *err, size_t cap)
 {
 	int rc;
 
@@ -733,6 +733,10 @@ fill(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
 	 * claim or an override's change left half done, as a kill -9 of
 	 * everyone at the copy would need. */
 	shmt__clients_restore(t);
+	/* Limiters defined anew by a move, with their uses carried. */
+	if (ndefs > 0 && (rc = shmt__redefine_apply(t, defs, ndefs, err,
+	    cap)) != 0)
+		return rc;
 	if ((rc = restore_store(t, t->dict, "dictionary", s->at[IMG_S_DICT],
 	    s->count[IMG_S_DICT], s->bytes[IMG_S_DICT], d, dict_insert, err,
 	    cap)) != 0)
@@ -784,8 +788,9 @@ image_check(const unsigned char *img, size_t len, struct img_hdr *ih,
 
 int
 shmt__image_rebuild(const unsigned char *img, size_t len, const char *tmp,
-    const shmt_config_t *want, const struct shmt__host_time *now,
-    shmt_clock_fn clock, void *clock_ctx, shmt_t **out, char *err, size_t cap)
+    const shmt_config_t *want, const struct shmt__redef *defs, size_t ndefs,
+    const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,
+    shmt_t **out, char *err, size_t cap)
 {
 	const unsigned char *body;
 	struct img_hdr ih;
@@ -815,7 +820,8 @@ shmt__image_rebuild(const unsigned char *img, size_t len, const char *tmp,
 		shmt__bad(err, cap, rc, "cannot set the clock: %s",
 		    shmt_strerror(rc));
 	if (rc == 0)
-		rc = fill(t, body, &sh, &ih, &s, d, want != NULL, err, cap);
+		rc = fill(t, body, &sh, &ih, &s, d, want != NULL, defs, ndefs,
+		    err, cap);
 	if (rc != 0) {
 		shmt_close(t);
 		shmt_unlink(tmp);
@@ -843,7 +849,7 @@ shmt__image_restore(const unsigned char *img, size_t len, const char *name,
 	    (int)shmt__env_pid()) > SHMT_SEGNAME_MAX)
 		return shmt__bad(err, cap, -ENAMETOOLONG, "segment name %s is too "
 		    "long to restore under a temporary name", name);
-	if ((rc = shmt__image_rebuild(img, len, tmp, NULL, now, clock,
+	if ((rc = shmt__image_rebuild(img, len, tmp, NULL, NULL, 0, now, clock,
 	    clock_ctx, &t, err, cap)) != 0)
 		return rc;
 	snprintf(from, sizeof(from), "/dev/shm%s", tmp);

@@ -749,9 +749,8 @@ gen_limiter_buckets_once(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 		out[i].active = serial == tail && out[i].uses < v->slack_uses &&
 		    now < s[0];
 		out[i].close_ns = s[0];
-		out[i].release_ns = sat_add(s[0], v->hold_window > v->window &&
-		    (int32_t)(serial - v->hold_serial) < 0 ? v->hold_window :
-		    v->window);
+		out[i].release_ns = bk_due_of(v->window, v->hold_window,
+		    v->hold_serial, v->hold_until, serial, s[0]);
 		if (SLOT_SERIAL(s) != serial)
 			return SHMT_ECORRUPT;
 	}

@@ -393,6 +393,15 @@ int
 shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
     void *clock_ctx, char *err, size_t cap)
 {
+	return shmt__move_redefine(h, want, NULL, 0, clock, clock_ctx, err,
+	    cap);
+}
+
+int
+shmt__move_redefine(shmt_t *h, const shmt_config_t *want,
+    const struct shmt__redef *defs, size_t ndefs, shmt_clock_fn clock,
+    void *clock_ctx, char *err, size_t cap)
+{
 	char tmp[SHMT_SEGNAME_MAX + 1];
 	char from[SHMT_SEGNAME_MAX + 16], to[SHMT_SEGNAME_MAX + 16];
 	struct shmt_params p, np;
@@ -404,7 +413,7 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 	shmt_t *t = NULL;
 	int rc;
 
-	if (h == NULL || want == NULL)
+	if (h == NULL || want == NULL || (defs == NULL && ndefs > 0))
 		return shmt__bad(err, cap, -EINVAL, "no segment or no sizes");
 	if ((rc = shmt_config_check(want, err, cap)) != 0)
 		return rc;
@@ -442,8 +451,8 @@ shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
 		    shmt_strerror(rc));
 		goto undo;
 	}
-	if ((rc = shmt__image_rebuild(img, len, tmp, want, &now, clock,
-	    clock_ctx, &t, err, cap)) != 0)
+	if ((rc = shmt__image_rebuild(img, len, tmp, want, defs, ndefs, &now,
+	    clock, clock_ctx, &t, err, cap)) != 0)
 		goto undo;
 	obj_path(from, sizeof(from), tmp);
 	obj_path(to, sizeof(to), h->name);

@@ -144,6 +144,7 @@ shmt__bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
 	c->uses_cap = v->uses_cap;
 	c->hold_window = v->hold_window;
 	c->hold_serial = v->hold_serial;
+	c->hold_until = v->hold_until;
 	/* A shared ring's tag is its parameter generation: a grant or a
 	 * release on a view of another generation must not commit. */
 	c->check_tag = ring == v->ring && v->pgen_check;

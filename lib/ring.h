@@ -29,6 +29,7 @@ struct bk_ctx {
 	uint32_t slack_uses, nb;
 	uint64_t limit_cap, hold_window; /* see shmt_limiter_update */
 	uint32_t uses_cap, hold_serial;
+	uint64_t hold_until;          /* see bk_due_of */
 	uint32_t ntags;               /* key pool size, or 0: tag is fixed */
 	int check_tag;                /* client entries: W must carry... */
 	uint32_t tag_expect;          /* ...this tag (LIVE, epoch) */
@@ -243,14 +244,18 @@ w_valid(const struct bk_ctx *c, struct shmt_w w)
 }
 
 /* The time bucket SERIAL, closed at CLOSE, is due with window WINDOW: a
- * bucket sealed before the last change of parameters (serials below
- * HOLD_SERIAL) keeps the longer of the two windows. */
+ * bucket sealed before the last change of parameters keeps the longer of
+ * the two windows.  Those buckets are the serials below HOLD_SERIAL after
+ * a change in place (update.c), or, after a per-client limiter was
+ * defined anew by a move (redefine.c), those that close at or before
+ * HOLD_UNTIL (0: none such). */
 static inline uint64_t
 bk_due_of(uint64_t window, uint64_t hold_window, uint32_t hold_serial,
-    uint32_t serial, uint64_t close)
+    uint64_t hold_until, uint32_t serial, uint64_t close)
 {
 	if (__builtin_expect(hold_window > window, 0) &&
-	    (int32_t)(serial - hold_serial) < 0)
+	    (hold_until != 0 ? close <= hold_until :
+	    (int32_t)(serial - hold_serial) < 0))
 		window = hold_window;
 	return sat_add(close, window);
 }
@@ -258,8 +263,8 @@ bk_due_of(uint64_t window, uint64_t hold_window, uint32_t hold_serial,
 static inline uint64_t
 bk_due(const struct bk_ctx *c, uint32_t serial, uint64_t close)
 {
-	return bk_due_of(c->window, c->hold_window, c->hold_serial, serial,
-	    close);
+	return bk_due_of(c->window, c->hold_window, c->hold_serial,
+	    c->hold_until, serial, close);
 }
 
 /*
@@ -596,7 +601,8 @@ bk_take_view(shmt_t *h, const struct shmt_lview *v, uint32_t *tag, int *why)
 		    serial), s);
 		if (__builtin_expect(SLOT_SERIAL(s) != serial ||
 		    SLOT_COUNT(s) > inflight || bk_due_of(v->window,
-		    v->hold_window, v->hold_serial, serial, s[0]) <= now, 0))
+		    v->hold_window, v->hold_serial, v->hold_until, serial,
+		    s[0]) <= now, 0))
 			goto slow;
 	}
 	shmt__load128_hilo(ring_slot(v->ring, v->nb_magic, v->nb, tail), s);

@@ -397,6 +397,37 @@ shmt__view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 	 * limiters keep their definition's parameters; global limiters only
 	 * in buckets mode exist. */
 	v->pgen_check = !(v->flags & (SHMT_LIMF_PER_CLIENT | SHMT_LIMF_KEYS));
+	if ((v->flags & (SHMT_LIMF_PER_CLIENT | SHMT_LIMF_KEYS)) &&
+	    v->mode == SHMT_MODE_BUCKETS) {
+		/* A definition changed by a move (redefine.c) leaves in block
+		 * 0 how long the buckets it carried stay held (lp_hold_window)
+		 * and the latest close time among them (in lp_slack), and for
+		 * a key pool the uses it carried past the new limit and bucket
+		 * size (lp_limit_cap, lp_uses_cap), written before the new
+		 * generation was published and never again; zero in a row
+		 * defined in place. */
+		const struct shmt_lparams *hp = &lim->lm_p[0];
+
+		v->hold_window = hp->lp_hold_window;
+		v->hold_until = hp->lp_slack;
+		if (hp->lp_gen != 0 || (v->hold_window != 0 &&
+		    (v->hold_window <= v->window || v->hold_until == 0)))
+			return SHMT_ECORRUPT;
+		if (hp->lp_limit_cap != 0) {
+			if (!(v->flags & SHMT_LIMF_KEYS) ||
+			    hp->lp_limit_cap <= v->limit ||
+			    hp->lp_limit_cap > SHMT_LIMIT_MAX)
+				return SHMT_ECORRUPT;
+			v->limit_cap = hp->lp_limit_cap;
+		}
+		if (hp->lp_uses_cap != 0) {
+			if (!(v->flags & SHMT_LIMF_KEYS) ||
+			    hp->lp_uses_cap <= v->slack_uses ||
+			    hp->lp_uses_cap > v->limit_cap)
+				return SHMT_ECORRUPT;
+			v->uses_cap = hp->lp_uses_cap;
+		}
+	}
 	return v->pgen_check ? view_params(lim, v) : 0;
 }
 

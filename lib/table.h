@@ -46,6 +46,7 @@ struct shmt_lview {
 		uint32_t nlog;        /* exact mode: the log's length */
 	};
 	uint64_t hold_window;
+	uint64_t hold_until;          /* per client: see bk_due_of (ring.h) */
 	union {
 		uint64_t limit_cap;   /* buckets mode */
 		int64_t hold_seq;     /* exact mode: see struct shmt_lparams */

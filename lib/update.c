@@ -106,8 +106,9 @@ update_check(const struct shmt_lview *v, const shmt_limit_t *l, char *why,
 		    "delete and define the limiter again", mode_name(v->mode));
 	if (!v->pgen_check)
 		REFUSE(-EOPNOTSUPP, "%s: its parameters cannot change in "
-		    "place (only a shared limiter without keys can): delete "
-		    "and define it again",
+		    "place (only a shared limiter without keys can): a move "
+		    "into a new generation defines it anew with its uses in "
+		    "flight (shmthrottle limiter set, or the daemon's reload)",
 		    (v->flags & SHMT_LIMF_KEYS) ? "a key pool" :
 		    "a per-client limiter");
 	if (l->per_client || l->client_capacity != 0 || l->nkeys != 0 ||

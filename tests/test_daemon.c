@@ -559,6 +559,83 @@ test_sighup_overrides(void **state)
 	shmt_close(h);
 }
 
+/* SIGHUP on per-client limiters and a key pool: every changed one is
+ * defined anew in one move into a new generation, each client's uses in
+ * flight carried, and a handle opened before follows; a change the new
+ * generation cannot hold leaves every limiter as it was, and the log says
+ * why. */
+#define RD_PD(limit, window) "[limiter pd]\nlimit = " #limit "\nwindow = " \
+	window "\nslack_time = 1m\nslack_uses = 1\nper_client = yes\n" \
+	"capacity = 16\n"
+#define RD_KP(window) "[limiter kp]\nkeys = k1, k2\nuses_per_key = 2\n" \
+	"window = " window "\nslack_time = 1m\nslack_uses = 1\n"
+#define RD_PC(capacity) "[limiter pc]\nlimit = 3\nwindow = 1h\n" \
+	"slack_time = 1m\nslack_uses = 1\nper_client = yes\ncapacity = " \
+	#capacity "\noverrides = 8\n"
+
+static void
+test_sighup_redefine(void **state)
+{
+	shmt_limiter_stat_t st;
+	char name[16];
+	struct env *e;
+	shmt_t *h;
+	pid_t pid;
+
+	e = env_init("hupre");
+	tu_write_text(e->conf, PC_LIMITER RD_PD(3, "1h") RD_KP("1h"));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(shmt_try_use(h, "pc", "a", 1), 1);
+	assert_int_equal(shmt_try_use(h, "pc", "c", 1), 1);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(shmt_try_use(h, "pd", "b", 1), 1);
+	for (int i = 0; i < 3; i++)
+		assert_true(shmt_next_key(h, "kp", name, sizeof(name)) > 0);
+
+	tu_write_text(e->conf, RD_PC(128) RD_PD(6, "2h") RD_KP("2h"));
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "reloaded: 3 limiters");
+	assert_true(tu_file_has(e->log, "limiters 'pc', 'pd', 'kp' defined "
+	    "anew by a move into a new generation"));
+	assert_true(tu_file_has(e->log, "every use in flight carried"));
+	assert_false(tu_file_has(e->log, "limiter delete kp"));
+	/* The handle opened before follows: a holds 5 of its new 3. */
+	assert_int_equal(shmt_try_use(h, "pc", "a", 1), 0);
+	assert_int_equal(shmt_limiter_stat(h, "pc", &st), 0);
+	assert_true(st.limit == 3 && st.client_capacity == 128 &&
+	    st.in_flight == 6 && st.slack_uses == 1);
+	assert_int_equal(shmt_try_use(h, "pc", "c", 1), 1);
+	assert_int_equal(shmt_try_use(h, "pc", "c", 1), 1);
+	assert_int_equal(shmt_try_use(h, "pc", "c", 1), 0);
+	assert_int_equal(shmt_limiter_stat(h, "pd", &st), 0);
+	assert_true(st.limit == 6 && st.in_flight == 2);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(shmt_try_use(h, "pd", "b", 1), 1);
+	assert_int_equal(shmt_try_use(h, "pd", "b", 1), 0);
+	/* k1 held two of the three: the pool holds two per name, full. */
+	assert_int_equal(shmt_limiter_stat(h, "kp", &st), 0);
+	assert_true(st.window_ns == 2 * 3600 * 1000000000ULL &&
+	    st.in_flight == 4);
+	assert_int_equal(shmt_next_key(h, "kp", name, sizeof(name)), 0);
+
+	/* a and c hold uses: a table of one entry cannot hold both. */
+	tu_write_text(e->conf, RD_PC(1) RD_PD(7, "2h") RD_KP("2h"));
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "the move that defines them anew failed");
+	assert_true(tu_file_has(e->log, "finds no free entry"));
+	assert_true(tu_file_has(e->log, "they keep their running definitions"));
+	assert_int_equal(shmt_limiter_stat(h, "pc", &st), 0);
+	assert_true(st.limit == 3 && st.client_capacity == 128 &&
+	    st.in_flight == 8);
+	assert_int_equal(shmt_limiter_stat(h, "pd", &st), 0);
+	assert_true(st.limit == 6 && st.in_flight == 6);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+}
+
 /* SIGHUP on rate and exact mode: a changed one is changed in place with
  * its uses in flight; an exact limit above its log is refused, and the
  * commands the log gives apply it. */
@@ -1185,6 +1262,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_untrusted, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),
 		cmocka_unit_test_teardown(test_sighup_overrides, env_done),
+		cmocka_unit_test_teardown(test_sighup_redefine, env_done),
 		cmocka_unit_test_teardown(test_sighup_modes, env_done),
 		cmocka_unit_test_teardown(test_sighup_resize, env_done),
 		cmocka_unit_test_teardown(test_moved_by_other, env_done),

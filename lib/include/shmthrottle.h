@@ -592,8 +592,10 @@ SHMT_EXPORT int shmt_limiter_define(shmt_t *h, const char *name,
  * bytes, may be NULL) holding one sentence naming the field and the rule:
  * -EINVAL (LIMIT breaks a rule of shmt_limit_check, or H or LIMIT is
  * NULL), -EOPNOTSUPP (a field that cannot change in place: mode, key pool,
- * per-client, shadow, global; or a key pool or a per-client limiter, which
- * must be deleted and defined again), -E2BIG (buckets mode: the new
+ * per-client, shadow, global; or a key pool or a per-client limiter,
+ * which a move into a new generation of the segment defines anew with
+ * every use in flight: `shmthrottle limiter set` and shmthrottled's
+ * reload make that move), -E2BIG (buckets mode: the new
  * parameters need more buckets than the ring made at definition holds:
  * raise slack_ns or slack_uses; exact mode: a limit above the one the log
  * was made for: delete and define the limiter again), -ENOENT, -EINVAL or
