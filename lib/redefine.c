@@ -50,11 +50,18 @@
  * narrower one keeps their old release times (some carried buckets a
  * little longer: H is the largest, which is the safe direction).  The
  * carried buckets keep the entry's serials (the active one's sealed),
- * moved up when they are more than the serials already used.
+ * moved up when they are more than the serials already used.  A client
+ * with a limit of its own (a tier, stamped in its entry) runs on buckets of
+ * its own B' (shmt__tier_slack_uses, clients.h): its buckets are split and
+ * packed to the B' of the new definition, so a tier that fitted its old
+ * ring fits a new one as large.
  *
  * Uses in flight, rate mode.  An entry's arrival time is rescaled as an
- * in-place change rescales a shared limiter's (shmt__gcra_rescale: every
- * use in flight costs the new interval, never earlier than it was).
+ * in-place change rescales a shared limiter's (shmt__gcra_rescale_T: every
+ * use in flight costs the new interval, never earlier than it was), at the
+ * client's own interval (window / its own limit, old and new) for a tier;
+ * a tier the new window gives no interval (window / limit under 1 ns)
+ * refuses the move.
  *
  * Key pools (buckets mode, not global).  A pool hands out names in grant
  * order: grant n gets name n mod K (the cursor in W's tag), and since the
@@ -196,6 +203,24 @@ pack(const struct cb *ob, int k, struct cb *nbk, uint32_t nb, uint32_t su)
 	return (int)m;
 }
 
+/* The bucket size of an entry stamped RULE under view V: a tier's own B'
+ * (shmt__tier_slack_uses), else V's. */
+static uint64_t
+entry_b(const struct shmt_lview *v, uint32_t rule)
+{
+	if (rule != CE_RULE_NONE && rule <= SHMT_LIMIT_MAX &&
+	    v->mode == SHMT_MODE_BUCKETS)
+		return shmt__tier_slack_uses(v, rule);
+	return v->slack_uses;
+}
+
+/* The limit an entry stamped RULE runs under: its own, or LIMIT's. */
+static uint64_t
+entry_limit(uint32_t rule, uint64_t limit)
+{
+	return rule != CE_RULE_NONE && rule <= SHMT_LIMIT_MAX ? rule : limit;
+}
+
 /* Carry the buckets of old entry E (word W) into new entry NE of view VN
  * at NOW: its new word in *NW; *HOLD raised to the hold its buckets need.
  * OB, NBK: scratch for VO's and VN's rings. */
@@ -212,7 +237,8 @@ carry_ring(const struct shmt_lview *vo, const struct shmt_lview *vn,
 
 	if ((k = old_buckets(vo, e, w, ob)) < 0)
 		return k;
-	if ((m = pack(ob, k, nbk, vn->nb, (uint32_t)vn->slack_uses)) < 0)
+	if ((m = pack(ob, k, nbk, vn->nb, (uint32_t)entry_b(vn,
+	    e->ce_rule))) < 0)
 		return m;
 	/* Serials only grow, and the carried ones stay above 0 (the serial
 	 * of a slot never opened). */
@@ -263,6 +289,12 @@ carry_overrides(const struct shmt_lview *vo, const struct shmt_lview *vn,
 		if (!ce_rule_valid(r))
 			return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: "
 			    "override %u holds rule %#x", vo->name, j, r);
+		if (r <= SHMT_LIMIT_MAX && vn->mode == SHMT_MODE_GCRA &&
+		    !shmt__gcra_tier_ok(vn, r))
+			return shmt__bad(err, cap, -EINVAL, "limiter %s: a "
+			    "client's own limit %u has no interval in the new "
+			    "window (window / limit under 1 ns): clear it "
+			    "first (shmthrottle client clear)", vo->name, r);
 		memcpy(&vn->ov[m++], &vo->ov[j], sizeof(vo->ov[j]));
 	}
 	return 0;
@@ -329,7 +361,10 @@ carry_clients(const struct shmt_lview *vo, const struct shmt_lview *vn,
 			break;
 		}
 		if (vo->mode == SHMT_MODE_GCRA) {
-			nw.w[0] = shmt__gcra_rescale(vo, l, w.w[0], now);
+			/* At the client's own interval, old and new. */
+			nw.w[0] = shmt__gcra_rescale_T(w.w[0], now,
+			    vo->window / entry_limit(e->ce_rule, vo->limit),
+			    l->window_ns / entry_limit(e->ce_rule, l->limit));
 			nw.w[1] = w.w[1];
 		} else if ((rc = carry_ring(vo, vn, e, w, ne, now, &nw, hold,
 		    until, ob, nbk)) != 0) {

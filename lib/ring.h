@@ -683,7 +683,8 @@ bk_take_entry(shmt_t *h, const struct shmt_lview *v, struct shmt_w *wp,
 		shmt__load128(ring_slot(ring, v->nb_magic, v->nb, serial), s);
 		if (__builtin_expect(SLOT_SERIAL(s) != serial ||
 		    SLOT_COUNT(s) > inflight || bk_due_of(v->window,
-		    v->hold_window, v->hold_serial, serial, s[0]) <= now, 0))
+		    v->hold_window, v->hold_serial, v->hold_until, serial, s[0]) <=
+		    now, 0))
 			goto slow;
 	}
 	shmt__load128(ring_slot(ring, v->nb_magic, v->nb, tail), s);
