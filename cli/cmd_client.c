@@ -54,9 +54,8 @@ client_error(const struct shmtc *c, const char *name, const char *client,
 		return SHMTC_USAGE;
 	case -EINVAL:
 		if (client != NULL) {
-			shmtc_err("limiter '%s': a rule it cannot take (in "
-			    "rate mode, a limit above the window in "
-			    "nanoseconds has no interval)", name);
+			shmtc_err("limiter '%s': a rule it cannot take (rate "
+			    "mode takes allow and deny only)", name);
 			return SHMTC_USAGE;
 		}
 		/* fall through */

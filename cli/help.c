@@ -280,8 +280,7 @@ const char shmtc_help_limiter[] =
 const char shmtc_help_client[] =
 "client set LIMITER CLIENT RULE gives CLIENT of the per-client limiter\n"
 "LIMITER a rule of its own: limit=N (its own limit per the limiter's\n"
-"window; in rate mode an interval of window / N under the limiter's\n"
-"burst), allow (never throttled, uses not counted) or\n"
+"window; buckets mode), allow (never throttled, uses not counted) or\n"
 "deny (always refused).  The change is atomic against every grant: uses\n"
 "in flight stay counted, so a lowered limit refuses the client until\n"
 "fewer than N are in flight, and a raised one takes effect at once.  Exit\n"

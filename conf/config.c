@@ -963,16 +963,14 @@ field_of(const struct field_key *table, const char *why)
 	return NULL;
 }
 
-/* The index of LIM's first limit= override that rate mode cannot take
- * (an interval window / limit under 1 ns), or noverrides if none. */
+/* The index of LIM's first limit= override, or noverrides if none. */
 static size_t
-ovr_first_too_fast(const struct shmtd_limiter *lim)
+ovr_first_limit(const struct shmtd_limiter *lim)
 {
 	size_t i;
 
 	for (i = 0; i < lim->noverrides; i++)
-		if (lim->overrides[i].rule.kind == SHMT_RULE_LIMIT &&
-		    lim->overrides[i].rule.limit > lim->limit.window_ns)
+		if (lim->overrides[i].rule.kind == SHMT_RULE_LIMIT)
 			break;
 	return i;
 }
@@ -1025,13 +1023,12 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 		    lim->noverrides,
 		    l->client_overrides != 0 ? l->client_overrides :
 		    SHMT_OVERRIDES_DEFAULT);
-	else if (l->mode == SHMT_MODE_GCRA &&
-	    ovr_first_too_fast(lim) < lim->noverrides)
-		OFAIL(ovr_first_too_fast(lim), "[limiter %s]: client '%s': "
-		    "limit=%" PRIu64 " is more uses than the window has "
-		    "nanoseconds (rate mode needs window / limit of at least "
-		    "1 ns)", lim->name, lim->overrides[ovr_first_too_fast(lim)].id,
-		    lim->overrides[ovr_first_too_fast(lim)].rule.limit);
+	else if (l->mode != SHMT_MODE_BUCKETS &&
+	    ovr_first_limit(lim) < lim->noverrides)
+		OFAIL(ovr_first_limit(lim), "[limiter %s]: a limit= override "
+		    "for client '%s' needs mode "
+		    "= buckets (rate mode takes allow and deny)", lim->name,
+		    lim->overrides[ovr_first_limit(lim)].id);
 	else if (l->mode != SHMT_MODE_GCRA && has_key(s, limiter_keys, "burst"))
 		LFAIL("burst", "[limiter %s]: burst is for mode = gcra", lim->name);
 	else if (l->mode == SHMT_MODE_GCRA &&

@@ -117,26 +117,15 @@ shmt__ov_peek(const struct shmt_lview *v, const uint64_t hash[2])
  * a grant that read the rule before the stamp must still fail).  0, or
  * SHMT_ECORRUPT / SHMT_EBUSYLOOP. */
 static int
-ce_restamp(const struct shmt_lview *v, struct shmt_client *e, uint32_t rule,
-    int force, uint64_t now)
+ce_restamp(struct shmt_client *e, uint32_t rule, int force)
 {
-	uint32_t st, ep = 0, old = __atomic_load_n(&e->ce_rule,
-	    __ATOMIC_ACQUIRE);
-	uint64_t hw[2], t_old = 0, t_new = 0;
 	struct shmt_w w, nw;
+	uint64_t hw[2];
+	uint32_t st, ep = 0;
 	unsigned i;
 
-	if (!force && old == rule)
+	if (!force && __atomic_load_n(&e->ce_rule, __ATOMIC_ACQUIRE) == rule)
 		return 0;
-	/* Rate mode, from one limit to another (the class's or a tier's):
-	 * the entry's arrival time is rescaled in the same CAS, so its uses
-	 * in flight stay counted at the new interval. */
-	if (v->mode == SHMT_MODE_GCRA && old != rule &&
-	    (old == CE_RULE_NONE || old <= SHMT_LIMIT_MAX) &&
-	    (rule == CE_RULE_NONE || rule <= SHMT_LIMIT_MAX)) {
-		t_old = v->window / (old != CE_RULE_NONE ? old : v->limit);
-		t_new = v->window / (rule != CE_RULE_NONE ? rule : v->limit);
-	}
 	__atomic_store_n(&e->ce_rule, rule, __ATOMIC_RELEASE);
 	shmt__load128(&e->ce_w, w.w);
 	for (i = 0; i < SHMT_RETRY_MAX; i++) {
@@ -146,9 +135,6 @@ ce_restamp(const struct shmt_lview *v, struct shmt_client *e, uint32_t rule,
 		ep = ((SHMT_W_TAG(w) & CE_EPOCH_MASK) % CE_EPOCH_MASK) + 1;
 		nw = w;
 		nw.w[1] = (w.w[1] & ~0xffffULL) | CE_TAG(st, ep);
-		if (st == CE_LIVE && t_old != t_new)
-			nw.w[0] = shmt__gcra_rescale_T(w.w[0], now, t_old,
-			    t_new);
 		if (shmt__cas128(&e->ce_w, w.w, nw.w))
 			break;
 		shmt__load128(&e->ce_w, w.w);
@@ -193,7 +179,7 @@ ce_entry_of(const struct shmt_lview *v, const uint64_t hash[2])
  * both ways: stamped entries looked up in the table, and the table's
  * clients looked up in theirs. */
 static void
-ov_restamp_all(const struct shmt_lview *v, uint64_t now)
+ov_restamp_all(const struct shmt_lview *v)
 {
 	for (uint32_t i = 0; i < v->capacity; i++) {
 		struct shmt_client *e = ce_at(v, i);
@@ -225,7 +211,7 @@ ov_restamp_all(const struct shmt_lview *v, uint64_t now)
 			if ((r = ov_find(v, key, NULL)) < 0)
 				continue;
 		}
-		(void)ce_restamp(v, e, (uint32_t)r, 1, now);
+		(void)ce_restamp(e, (uint32_t)r, 1);
 	}
 	for (uint32_t j = 0; j < v->ovcap; j++) {
 		struct shmt_override *o = &v->ov[j];
@@ -235,7 +221,7 @@ ov_restamp_all(const struct shmt_lview *v, uint64_t now)
 		if (r == CE_RULE_NONE || !ce_rule_valid(r))
 			continue;
 		if ((e = ce_entry_of(v, o->ov_hash)) != NULL)
-			(void)ce_restamp(v, e, r, 0, now);
+			(void)ce_restamp(e, r, 0);
 	}
 }
 
@@ -317,7 +303,7 @@ ce_try_reclaim(shmt_t *h, const struct shmt_lview *v, struct shmt_client *e,
 /* Repair after a claimer died holding the client lock: an entry left
  * CLAIMING becomes free, with its hash word's epoch made to match. */
 static void
-ce_repair(const struct shmt_lview *v, uint64_t now)
+ce_repair(const struct shmt_lview *v)
 {
 	for (uint32_t i = 0; i < v->capacity; i++) {
 		struct shmt_client *e = ce_at(v, i);
@@ -340,7 +326,7 @@ ce_repair(const struct shmt_lview *v, uint64_t now)
 		nw = ce_word(SHMT_W_TAIL(w), CE_FREE, ep);
 		shmt__cas128(&e->ce_w, w.w, nw.w);
 	}
-	ov_restamp_all(v, now);
+	ov_restamp_all(v);
 }
 
 /* Claim an entry for HASH under the client lock.  Returns its index, or
@@ -410,7 +396,7 @@ shmt__ce_find_or_claim(shmt_t *h, const struct shmt_lview *v,
 		if (lk < 0)
 			return lk;
 		if (lk == 1)
-			ce_repair(v, shmt__now(h));
+			ce_repair(v);
 		rc = ce_claim(h, v, hash, id, idlen, tagp);
 		shmt__unlock(&v->lim->lm_client_lock);
 		if (rc != -EAGAIN)
@@ -437,7 +423,7 @@ shmt__hk_clients(shmt_t *h, const struct shmt_lview *v, uint64_t now,
 	if (lk < 0)
 		return lk;
 	if (lk == 1)
-		ce_repair(v, now);
+		ce_repair(v);
 	for (uint32_t i = 0; i < v->capacity; i++) {
 		struct shmt_client *e = ce_at(v, i);
 		struct shmt_lview tmp;
@@ -553,8 +539,8 @@ shmt__ce_rule_gate(shmt_t *h, const struct shmt_lview *v,
 	if (!ce_rule_valid(rule))
 		return SHMT_ECORRUPT;
 	if (rule <= SHMT_LIMIT_MAX) {
-		/* shmt_client_set gives rate mode only limits it can take. */
-		if (v->mode == SHMT_MODE_GCRA && !shmt__gcra_tier_ok(v, rule))
+		/* shmt_client_set gives no limit to a rate-mode limiter. */
+		if (v->mode != SHMT_MODE_BUCKETS)
 			return SHMT_ECORRUPT;
 		*vv = shmt__tier_view(v, rule, tmp);
 		return CE_GO;
@@ -601,8 +587,7 @@ rule_word(const struct shmt_lview *v, const shmt_client_rule_t *r,
 	switch (r->kind) {
 	case SHMT_RULE_LIMIT:
 		if (r->limit == 0 || r->limit > SHMT_LIMIT_MAX ||
-		    (v->mode == SHMT_MODE_GCRA &&
-		    !shmt__gcra_tier_ok(v, r->limit)))
+		    v->mode != SHMT_MODE_BUCKETS)
 			return -EINVAL;
 		*out = (uint32_t)r->limit;
 		return 0;
@@ -696,7 +681,7 @@ ov_gap(void)
  * client had a rule, 0 when not, or an error. */
 static int
 ov_put_locked(const struct shmt_lview *v, const uint64_t hash[2],
-    const void *id, size_t len, uint32_t rule, uint64_t now)
+    const void *id, size_t len, uint32_t rule)
 {
 	struct shmt_override *o = NULL;
 	struct shmt_client *e;
@@ -724,7 +709,7 @@ ov_put_locked(const struct shmt_lview *v, const uint64_t hash[2],
 	if (o != NULL)
 		__atomic_store_n(&o->ov_rule, rule, __ATOMIC_RELEASE);
 	if ((e = ce_entry_of(v, hash)) != NULL) {
-		if ((rc = ce_restamp(v, e, rule, 0, now)) != 0)
+		if ((rc = ce_restamp(e, rule, 0)) != 0)
 			return rc;
 		ov_gap();
 	}
@@ -741,7 +726,7 @@ ov_locked(shmt_t *h, const struct shmt_lview *v, struct ov_req *q)
 	if ((lk = shmt__lock(h, &v->lim->lm_client_lock)) < 0)
 		return lk;
 	if (lk == 1)
-		ce_repair(v, shmt__now(h));
+		ce_repair(v);
 	switch (q->op) {
 	case OV_LIST:
 		rc = ov_list_locked(v, q);
@@ -756,7 +741,7 @@ ov_locked(shmt_t *h, const struct shmt_lview *v, struct ov_req *q)
 	default:
 		shmt__client_hash(h, q->client, q->len, hash);
 		rc = ov_put_locked(v, hash, q->client, q->len,
-		    q->op == OV_SET ? q->rule : CE_RULE_NONE, shmt__now(h));
+		    q->op == OV_SET ? q->rule : CE_RULE_NONE);
 		if (rc > 0 && q->op == OV_SET)
 			rc = 0;
 		break;
@@ -885,7 +870,7 @@ shmt__clients_restore(shmt_t *h)
 		    SHMT_LIM_READY || shmt__view_fill(h, r, &lim[r], &v) != 0 ||
 		    !(v.flags & SHMT_LIMF_PER_CLIENT))
 			continue;
-		ce_repair(&v, shmt__now(h));
+		ce_repair(&v);
 	}
 }
 
@@ -909,10 +894,9 @@ shmt__chk_overrides(struct shmt_chk *c, const struct shmt_lview *v)
 		if (o->ov_hash[0] == 0 || (o->ov_hash[1] & 0xffffU) != 0)
 			shmt__chk(c, "limiter %s override %u: not a client hash",
 			    v->name, i);
-		if (r <= SHMT_LIMIT_MAX && v->mode == SHMT_MODE_GCRA &&
-		    !shmt__gcra_tier_ok(v, r))
-			shmt__chk(c, "limiter %s override %u: limit %u gives "
-			    "no interval rate mode can take", v->name, i, r);
+		if (r <= SHMT_LIMIT_MAX && v->mode != SHMT_MODE_BUCKETS)
+			shmt__chk(c, "limiter %s override %u: a limit in rate "
+			    "mode", v->name, i);
 		/* Duplicates: a small table only (quadratic). */
 		for (uint32_t j = i + 1; j < v->ovcap && v->ovcap <= 1024; j++)
 			if (__atomic_load_n(&v->ov[j].ov_rule,

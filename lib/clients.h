@@ -109,16 +109,14 @@ shmt__tier_slack_uses(const struct shmt_lview *v, uint64_t limit)
 }
 
 /* The view of V for a client whose rule is the limit RULE (1 to
- * SHMT_LIMIT_MAX): TMP, filled (in rate mode the limit alone, so the
- * interval is window / RULE and the burst the class's).  Returns TMP. */
+ * SHMT_LIMIT_MAX, buckets mode): TMP, filled.  Returns TMP. */
 static inline const struct shmt_lview *
 shmt__tier_view(const struct shmt_lview *v, uint32_t rule,
     struct shmt_lview *tmp)
 {
 	memcpy(tmp, v, sizeof(*tmp));
 	tmp->limit = rule;
-	if (v->mode == SHMT_MODE_BUCKETS)
-		tmp->slack_uses = shmt__tier_slack_uses(v, rule);
+	tmp->slack_uses = shmt__tier_slack_uses(v, rule);
 	return tmp;
 }
 

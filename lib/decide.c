@@ -817,8 +817,8 @@ peek_rule(const struct shmt_lview *v, uint32_t rule, struct shmt_lview *tmp,
 {
 	if (__builtin_expect(rule == CE_RULE_NONE, 1))
 		return CE_GO;
-	if (!ce_rule_valid(rule) || (rule <= SHMT_LIMIT_MAX &&
-	    v->mode == SHMT_MODE_GCRA && !shmt__gcra_tier_ok(v, rule)))
+	if (!ce_rule_valid(rule) ||
+	    (rule <= SHMT_LIMIT_MAX && v->mode != SHMT_MODE_BUCKETS))
 		return SHMT_ECORRUPT;
 	if (rule == CE_RULE_ALLOW || rule == CE_RULE_DENY) {
 		shmt__ce_rule_decide(rule == CE_RULE_ALLOW, out);

@@ -138,37 +138,19 @@ gcra_T(const struct shmt_lview *v)
 }
 
 uint64_t
-shmt__gcra_rescale_T(uint64_t tat, uint64_t now, uint64_t t_old,
-    uint64_t t_new)
-{
-	unsigned __int128 want;
-
-	if (tat <= now || t_old == t_new || t_old == 0)
-		return tat;             /* nothing in flight, or the same T */
-	/* Every use in flight, rounded up to a whole one, at the new T. */
-	want = (unsigned __int128)div_up(tat - now, t_old) * t_new + now;
-	if (want > UINT64_MAX)
-		return UINT64_MAX;
-	return (uint64_t)want > tat ? (uint64_t)want : tat;
-}
-
-uint64_t
 shmt__gcra_rescale(const struct shmt_lview *v, const shmt_limit_t *l,
     uint64_t tat, uint64_t now)
 {
-	return shmt__gcra_rescale_T(tat, now, gcra_T(v),
-	    l->window_ns / l->limit);
-}
+	unsigned __int128 want;
 
-int
-shmt__gcra_tier_ok(const struct shmt_lview *v, uint64_t limit)
-{
-	uint64_t T;
-
-	if (limit == 0 || limit > SHMT_LIMIT_MAX || v->window < limit)
-		return 0;
-	T = v->window / limit;
-	return (unsigned __int128)T * v->burst < ((unsigned __int128)1 << 62);
+	if (tat <= now || l->window_ns / l->limit == gcra_T(v))
+		return tat;             /* nothing in flight, or the same T */
+	/* Every use in flight, rounded up to a whole one, at the new T. */
+	want = (unsigned __int128)div_up(tat - now, gcra_T(v)) *
+	    (l->window_ns / l->limit) + now;
+	if (want > UINT64_MAX)
+		return UINT64_MAX;
+	return (uint64_t)want > tat ? (uint64_t)want : tat;
 }
 
 void

@@ -16,17 +16,6 @@ int shmt__gcra_check(const shmt_limit_t *l);
 uint64_t shmt__gcra_rescale(const struct shmt_lview *v, const shmt_limit_t *l,
     uint64_t tat, uint64_t now);
 
-/* The same from the intervals: every use in flight at TAT, counted at
- * interval T_OLD and rounded up to a whole one, held at interval T_NEW
- * from NOW; never below TAT. */
-uint64_t shmt__gcra_rescale_T(uint64_t tat, uint64_t now, uint64_t t_old,
-    uint64_t t_new);
-
-/* Whether a client's own limit LIMIT fits rate-mode limiter V: an
- * interval window / LIMIT of at least 1 ns, and interval x burst below
- * 2^62, as shmt__gcra_check asks of a definition. */
-int shmt__gcra_tier_ok(const struct shmt_lview *v, uint64_t limit);
-
 /* Fill OUT for a request of K at NOW that saw TAT (refused), or that
  * installed TAT (granted). */
 void shmt__gcra_decide(const struct shmt_lview *v, uint64_t tat, uint64_t now,

@@ -57,11 +57,10 @@
  * ring fits a new one as large.
  *
  * Uses in flight, rate mode.  An entry's arrival time is rescaled as an
- * in-place change rescales a shared limiter's (shmt__gcra_rescale_T: every
- * use in flight costs the new interval, never earlier than it was), at the
- * client's own interval (window / its own limit, old and new) for a tier;
- * a tier the new window gives no interval (window / limit under 1 ns)
- * refuses the move.
+ * in-place change rescales a shared limiter's (shmt__gcra_rescale: every
+ * use in flight costs the new interval, never earlier than it was); rate
+ * mode takes no limit override, so every arrival time is at the class's
+ * interval.
  *
  * Key pools (buckets mode, not global).  A pool hands out names in grant
  * order: grant n gets name n mod K (the cursor in W's tag), and since the
@@ -214,13 +213,6 @@ entry_b(const struct shmt_lview *v, uint32_t rule)
 	return v->slack_uses;
 }
 
-/* The limit an entry stamped RULE runs under: its own, or LIMIT's. */
-static uint64_t
-entry_limit(uint32_t rule, uint64_t limit)
-{
-	return rule != CE_RULE_NONE && rule <= SHMT_LIMIT_MAX ? rule : limit;
-}
-
 /* Carry the buckets of old entry E (word W) into new entry NE of view VN
  * at NOW: its new word in *NW; *HOLD raised to the hold its buckets need.
  * OB, NBK: scratch for VO's and VN's rings. */
@@ -289,12 +281,7 @@ carry_overrides(const struct shmt_lview *vo, const struct shmt_lview *vn,
 		if (!ce_rule_valid(r))
 			return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: "
 			    "override %u holds rule %#x", vo->name, j, r);
-		if (r <= SHMT_LIMIT_MAX && vn->mode == SHMT_MODE_GCRA &&
-		    !shmt__gcra_tier_ok(vn, r))
-			return shmt__bad(err, cap, -EINVAL, "limiter %s: a "
-			    "client's own limit %u has no interval in the new "
-			    "window (window / limit under 1 ns): clear it "
-			    "first (shmthrottle client clear)", vo->name, r);
+
 		memcpy(&vn->ov[m++], &vo->ov[j], sizeof(vo->ov[j]));
 	}
 	return 0;
@@ -361,10 +348,7 @@ carry_clients(const struct shmt_lview *vo, const struct shmt_lview *vn,
 			break;
 		}
 		if (vo->mode == SHMT_MODE_GCRA) {
-			/* At the client's own interval, old and new. */
-			nw.w[0] = shmt__gcra_rescale_T(w.w[0], now,
-			    vo->window / entry_limit(e->ce_rule, vo->limit),
-			    l->window_ns / entry_limit(e->ce_rule, l->limit));
+			nw.w[0] = shmt__gcra_rescale(vo, l, w.w[0], now);
 			nw.w[1] = w.w[1];
 		} else if ((rc = carry_ring(vo, vn, e, w, ne, now, &nw, hold,
 		    until, ob, nbk)) != 0) {

@@ -280,6 +280,9 @@ test_bad_files(void **state)
 		{ "[limiter a]\nlimit = 5\nwindow = 1s\nper_client = yes\n"
 		  "overrides = 0\n",
 		  ":5: key 'overrides': [limiter a]: from 1 to 65536" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = gcra\n"
+		  "per_client = yes\noverride = x limit=2\n",
+		  ":6: key 'override': [limiter a]: a limit= override for client 'x' needs mode = buckets" },
 		/* An override's error names that override's line, not the
 		 * section's last override line. */
 		{ "[limiter a]\nlimit = 5\nwindow = 1s\noverride = x allow\n"
@@ -289,10 +292,10 @@ test_bad_files(void **state)
 		  "overrides = 1\noverride = x allow\noverride = y deny\n"
 		  "override = z allow\n",
 		  ":7: key 'override': [limiter a]: 3 overrides, more than its table holds (overrides = 1)" },
-		{ "[limiter a]\nlimit = 5\nwindow = 1us\nmode = gcra\n"
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = gcra\n"
 		  "per_client = yes\noverride = w allow\noverride = x limit=2\n"
-		  "override = y limit=1001\noverride = z limit=2000\n",
-		  ":8: key 'override': [limiter a]: client 'y': limit=1001 is more uses than the window has nanoseconds" },
+		  "override = y limit=3\noverride = z deny\n",
+		  ":7: key 'override': [limiter a]: a limit= override for client 'x' needs mode = buckets" },
 		/* Key names a printed config would read as comments. */
 		{ "[limiter a]\nwindow = 1s\nkeys = x,;y\n",
 		  ":3: key 'keys': key name ';y' starts with ';'" },
@@ -381,19 +384,6 @@ test_overrides(void **state)
 	assert_int_equal(shmtd_config_apply(h, &c, err, sizeof(err)), -ENOSPC);
 	assert_non_null(strstr(err, "override for client 'Monitor': the "
 	    "segment's override table is full"));
-	shmtd_config_free(&c);
-
-	/* Rate mode takes a client's own limit from the file too. */
-	write_file(path, sizeof(path), "[limiter rate]\nmode = gcra\n"
-	    "limit = 2\nwindow = 1s\nburst = 2\nper_client = yes\n"
-	    "override = fast limit=4\n");
-	if (shmtd_config_load(path, &c, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
-	unlink(path);
-	if (shmtd_config_apply(h, &c, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
-	assert_int_equal(shmt_client_get(h, "rate", "fast", 4, &r), 1);
-	assert_int_equal(r.limit, 4);
 	shmtd_config_free(&c);
 	tu_close_unlink(h, seg);
 }

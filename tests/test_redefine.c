@@ -297,23 +297,17 @@ test_rate(void **state)
 }
 
 /*
- * A client with a limit of its own (a tier) is carried under its own
- * terms.  Buckets mode: a tier of 100 on a class of 10 fills buckets of
+ * A client with a limit of its own (a tier) is carried in buckets of its
+ * own B'.  A tier of 100 on a class of 10 fills buckets of
  * B' = 100 / (15 - 10) = 20; a new definition with buckets of 1 (20 of
  * them, 10 for the uses) gives it B' = 10, so its 100 uses in flight fit
- * (in buckets of the class's 1 they would not).  Rate mode: the tier's
- * arrival time is rescaled at its own interval (a class limit changed
- * alone leaves it as it was; a window three times longer triples it).
+ * (in buckets of the class's 1 they would not).
  */
 static void
 test_tier(void **state)
 {
 	shmt_client_rule_t r = { .kind = SHMT_RULE_LIMIT, .limit = 100 };
 	shmt_limit_t l = pc_limit(10, W, 16);
-	shmt_limit_t q = { .mode = SHMT_MODE_GCRA, .limit = 4,
-		.window_ns = 4000, .burst = 2, .per_client = 1,
-		.client_capacity = 8, .client_overrides = 4 };
-	shmt_decision_t d;
 
 	(void)state;
 	assert_int_equal(shmt_client_set(g.h, "pc", "big", 3, &r), 0);
@@ -324,32 +318,6 @@ test_tier(void **state)
 	assert_int_equal(burst("c", 50), 10);
 	g.clk.now += W + S;
 	assert_int_equal(burst("big", 300), 100);
-
-	/* Rate mode: a tier of 8 per 4000 ns, an interval of 500 ns. */
-	assert_int_equal(shmt_limiter_define(g.h, "rate", &q), 0);
-	r.limit = 8;
-	assert_int_equal(shmt_client_set(g.h, "rate", "t", 1, &r), 0);
-	/* One use in flight: a peek tells what one more would leave. */
-	assert_int_equal(shmt_try_use(g.h, "rate", "t", 1), 1);
-	assert_int_equal(shmt_peek(g.h, "rate", "t", 1, 1, &d), 1);
-	assert_int_equal(d.reset_after_ns, 1000);
-	q.limit = 2;                    /* the class's interval doubles */
-	redefine_ok("rate", &q);
-	assert_int_equal(shmt_peek(g.h, "rate", "t", 1, 1, &d), 1);
-	assert_int_equal(d.reset_after_ns, 1000);
-	q.window_ns = 12000;            /* the tier's interval: 1500 ns */
-	redefine_ok("rate", &q);
-	assert_int_equal(shmt_peek(g.h, "rate", "t", 1, 1, &d), 1);
-	assert_int_equal(d.reset_after_ns, 3000);
-	/* A tier the new window has no interval for is refused. */
-	q.window_ns = 7;
-	{
-		char err[768] = "";
-
-		assert_int_equal(redefine("rate", &q, err, sizeof(err)),
-		    -EINVAL);
-		assert_non_null(strstr(err, "has no interval"));
-	}
 	check_clean();
 }
 

@@ -748,17 +748,13 @@ SHMT_EXPORT int shmt_try_use(shmt_t *h, const char *name, const void *client,
  * nbuckets, and a client with a limit L' of its own fills each bucket to
  * B' = max(slack_uses, ceil(L' / (nbuckets - ceil(window / slack)))) uses,
  * so the ring holds any tier (its uses come back B' at a time; the largest
- * cost of one call stays slack_uses).  In rate mode (SHMT_MODE_GCRA) a
- * client's own limit L' sets its interval to window / L' (at least 1 ns)
- * under the class's burst; the change rescales the client's arrival time
- * in the same atomic step, so its uses in flight stay counted at the new
- * interval and are never held shorter than before (a setter killed between
- * its stamp and its step leaves the arrival time unscaled: its uses are
- * then counted at the new interval as the old one left them).  Allow
- * grants are not recorded (no use in flight, not
- * in grants) and are counted in allowed_by_rule; deny refusals are counted
- * in denied_by_rule (decision: granted 0, retry_after_ns UINT64_MAX).  In
- * shadow mode a deny is counted in would_deny and granted.
+ * cost of one call stays slack_uses).  Allow grants are not recorded (no
+ * use in flight, not in grants) and are counted in allowed_by_rule; deny
+ * refusals are counted in denied_by_rule (decision: granted 0,
+ * retry_after_ns UINT64_MAX).  In
+ * shadow mode a deny is counted in would_deny and granted.  Rate mode
+ * (SHMT_MODE_GCRA) takes allow and deny only (a limit there would change
+ * the client's emission interval under its arrival time).
  */
 enum shmt_rule_kind {
 	SHMT_RULE_LIMIT = 1,   /* the client's own limit */
@@ -783,8 +779,7 @@ typedef struct shmt_client_rule {
  * bytes) of the per-client limiter NAME the rule *RULE, replacing the one
  * it had.  Returns 0, or an error: -EINVAL (NULL handle, name, client or
  * rule, LEN 0, an unknown kind, a limit outside 1..SHMT_LIMIT_MAX or one
- * given with allow/deny, in rate mode a limit above window_ns, whose interval
- * would be under 1 ns, or whose interval x burst reaches 2^62), -E2BIG (LEN over
+ * given with allow/deny, a limit on a rate-mode limiter), -E2BIG (LEN over
  * SHMT_OVERRIDE_ID_MAX), -ENOENT (no such limiter), -EPERM (the limiter
  * is not per client), -ENOSPC (the override table is full: clear one, or
  * define the limiter with a larger client_overrides), SHMT_ELOCKED (a
