@@ -845,7 +845,29 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 			continue;
 		if ((rc = shmt__view_get(h, r, &scratch, &v)) != 0)
 			return rc;
-		if (v->mode == SHMT_MODE_GCRA) {
+		/* A definition changed by a move holds its carried buckets
+		 * until the time in block 0 (table.c): a time like theirs,
+		 * kept above 0 (0 is "none"). */
+		if ((v->flags & (SHMT_LIMF_PER_CLIENT | SHMT_LIMF_KEYS)) &&
+		    v->mode == SHMT_MODE_BUCKETS &&
+		    v->lim->lm_p[0].lp_hold_window != 0) {
+			uint64_t u = shift(v->lim->lm_p[0].lp_slack, d);
+
+			v->lim->lm_p[0].lp_slack = u != 0 ? u : 1;
+		}
+		if (v->flags & SHMT_LIMF_PER_CLIENT) {
+			/* Each entry's ring or arrival time (rate mode). */
+			for (uint32_t i = 0; i < v->capacity; i++) {
+				struct shmt_client *e = ce_at(v, i);
+
+				if (v->mode != SHMT_MODE_GCRA)
+					rebase_ring(ce_ring(e), v->nb, d);
+				else if (e->ce_w.w[0] != 0)
+					e->ce_w.w[0] = shift(e->ce_w.w[0], d);
+				if (e->ce_last_ns != 0)
+					e->ce_last_ns = shift(e->ce_last_ns, d);
+			}
+		} else if (v->mode == SHMT_MODE_GCRA) {
 			if (v->lim->lm_w.w[0] != 0)
 				v->lim->lm_w.w[0] = shift(v->lim->lm_w.w[0], d);
 		} else if (v->mode == SHMT_MODE_EXACT) {
@@ -856,17 +878,6 @@ shmt__rebase_times(shmt_t *h, int64_t d)
 		} else if (v->flags & SHMT_LIMF_GLOBAL) {
 			/* Leases of another boot's daemon and Redis. */
 			shmt__global_forget(&v->lim->lm_g);
-		} else if (v->flags & SHMT_LIMF_PER_CLIENT) {
-			for (uint32_t i = 0; i < v->capacity; i++) {
-				struct shmt_client *e = ce_at(v, i);
-
-				rebase_ring(ce_ring(e), v->nb, d);
-				if (v->mode == SHMT_MODE_GCRA &&
-				    e->ce_w.w[0] != 0)
-					e->ce_w.w[0] = shift(e->ce_w.w[0], d);
-				if (e->ce_last_ns != 0)
-					e->ce_last_ns = shift(e->ce_last_ns, d);
-			}
 		} else {
 			rebase_ring(v->ring, v->nb, d);
 		}

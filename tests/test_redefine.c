@@ -215,6 +215,146 @@ test_narrow(void **state)
 	check_clean();
 }
 
+/* A narrowed window's hold survives a snapshot restored on another boot:
+ * the restore shifts every close time by the boots' difference, so the
+ * time that tells carried buckets from later ones must shift with them. */
+static void
+test_narrow_restored(void **state)
+{
+	shmt_limit_t wide = pc_limit(10, 5 * W, 16), l = pc_limit(10, W, 16);
+	const uint64_t D = 100 * W;     /* the new boot's clock is D ahead */
+	struct shmt__host_time then, now;
+	unsigned char *img = NULL;
+	size_t len = 0;
+	char err[512] = "", seg2[128];
+	shmt_t *h2;
+	int n = 0;
+
+	(void)state;
+	redefine_ok("pc", &wide);
+	assert_int_equal(burst("a", 20), 10);
+	g.clk.now += 10;
+	redefine_ok("pc", &l);
+	check_clean();
+	(void)stat_of("pc");            /* the handle follows the move */
+	shmt__host_time_now(&then);
+	assert_int_equal(shmt__image_build(shmt__gen_live(g.h), &then, &img,
+	    &len), 0);
+	now = then;
+	now.mono_ns += D;
+	snprintf(now.boot_id, sizeof(now.boot_id), "another-boot");
+	tu_segname(seg2, sizeof(seg2), "redef2");
+	g.clk.now += D;
+	if (shmt__image_restore(img, len, seg2, &now, tu_clock_read, &g.clk,
+	    err, sizeof(err)) != 0)
+		fail_msg("restore: %s", err);
+	free(img);
+	assert_int_equal(shmt_open(seg2, &h2), 0);
+	assert_int_equal(shmt_set_clock(h2, tu_clock_read, &g.clk), 0);
+	/* a's uses were granted at T0 under a window of 5 W: on the new
+	 * boot's clock they are held until T0 + D + S + 5 W. */
+	g.clk.now = T0 + D + S + 2 * W;
+	while (n < 20 && shmt_try_use(h2, "pc", "a", 1) == 1)
+		n++;
+	assert_int_equal(n, 0);
+	tu_close_unlink(h2, seg2);
+}
+
+/* A per-client limiter in rate mode restored on a boot whose clock is
+ * behind: each client's arrival time moves with the clock (it was left as
+ * it was, a time of the old boot far ahead of the new clock, which
+ * refused the client until the new clock caught up). */
+static void
+test_rate_restored_behind(void **state)
+{
+	shmt_limit_t q = { .mode = SHMT_MODE_GCRA, .limit = 10,
+		.window_ns = W, .burst = 2, .per_client = 1,
+		.client_capacity = 8 };
+	const uint64_t D = 100 * W;     /* the new boot's clock is D behind */
+	struct shmt__host_time then, now;
+	unsigned char *img = NULL;
+	size_t len = 0;
+	char err[512] = "", seg2[128];
+	shmt_t *h2;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "rate", &q), 0);
+	g.clk.now = T0 + D;
+	assert_int_equal(shmt_try_use(g.h, "rate", "a", 1), 1);
+	assert_int_equal(shmt_try_use(g.h, "rate", "a", 1), 1);
+	assert_int_equal(shmt_try_use(g.h, "rate", "a", 1), 0);
+	shmt__host_time_now(&then);
+	assert_int_equal(shmt__image_build(shmt__gen_live(g.h), &then, &img,
+	    &len), 0);
+	now = then;
+	now.mono_ns -= D;
+	snprintf(now.boot_id, sizeof(now.boot_id), "another-boot");
+	tu_segname(seg2, sizeof(seg2), "redef3");
+	g.clk.now = T0;
+	if (shmt__image_restore(img, len, seg2, &now, tu_clock_read, &g.clk,
+	    err, sizeof(err)) != 0)
+		fail_msg("restore: %s", err);
+	free(img);
+	assert_int_equal(shmt_open(seg2, &h2), 0);
+	assert_int_equal(shmt_set_clock(h2, tu_clock_read, &g.clk), 0);
+	/* The two uses are held as before: one comes back W / 10 later. */
+	assert_int_equal(shmt_try_use(h2, "rate", "a", 1), 0);
+	g.clk.now = T0 + W / 10;
+	assert_int_equal(shmt_try_use(h2, "rate", "a", 1), 1);
+	assert_int_equal(shmt_try_use(h2, "rate", "a", 1), 0);
+	tu_close_unlink(h2, seg2);
+}
+
+/* The same restored on a boot whose clock is behind (the common case
+ * after a reboot): a client new to the restored segment has the new
+ * window, not the hold of the uses carried by the change. */
+static void
+test_narrow_restored_behind(void **state)
+{
+	shmt_limit_t wide = pc_limit(10, 5 * W, 16), l = pc_limit(10, W, 16);
+	const uint64_t D = 100 * W;     /* the new boot's clock is D behind */
+	struct shmt__host_time then, now;
+	unsigned char *img = NULL;
+	size_t len = 0;
+	char err[512] = "", seg2[128];
+	shmt_t *h2;
+	uint64_t t1;
+	int n = 0;
+
+	(void)state;
+	redefine_ok("pc", &wide);
+	assert_int_equal(burst("a", 20), 10);
+	g.clk.now += 10;
+	redefine_ok("pc", &l);
+	(void)stat_of("pc");            /* the handle follows the move */
+	shmt__host_time_now(&then);
+	assert_int_equal(shmt__image_build(shmt__gen_live(g.h), &then, &img,
+	    &len), 0);
+	now = then;
+	now.mono_ns -= D;
+	snprintf(now.boot_id, sizeof(now.boot_id), "another-boot");
+	tu_segname(seg2, sizeof(seg2), "redef3");
+	g.clk.now -= D;
+	if (shmt__image_restore(img, len, seg2, &now, tu_clock_read, &g.clk,
+	    err, sizeof(err)) != 0)
+		fail_msg("restore: %s", err);
+	free(img);
+	assert_int_equal(shmt_open(seg2, &h2), 0);
+	assert_int_equal(shmt_set_clock(h2, tu_clock_read, &g.clk), 0);
+	/* c's 10 uses, granted after the restore, come back after their
+	 * close + the new window W. */
+	t1 = g.clk.now;
+	while (n < 20 && shmt_try_use(h2, "pc", "c", 1) == 1)
+		n++;
+	assert_int_equal(n, 10);
+	g.clk.now = t1 + S + W;
+	n = 0;
+	while (n < 20 && shmt_try_use(h2, "pc", "c", 1) == 1)
+		n++;
+	assert_int_equal(n, 10);
+	tu_close_unlink(h2, seg2);
+}
+
 /* Every client with its uses moves to a bigger table and to a smaller
  * one; uses granted before either move stay counted. */
 static void
@@ -664,6 +804,12 @@ main(void)
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_narrow, rd_setup,
 		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_narrow_restored, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_rate_restored_behind,
+		    rd_setup, rd_teardown),
+		cmocka_unit_test_setup_teardown(test_narrow_restored_behind,
+		    rd_setup, rd_teardown),
 		cmocka_unit_test_setup_teardown(test_capacity, rd_setup,
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_overrides, rd_setup,
