@@ -219,6 +219,20 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 		    sizeof(why));
 	} else {
 		rc = shmt_limiter_update(h, name, &l, why, sizeof(why));
+		if (rc == -E2BIG && st.mode == SHMT_MODE_EXACT &&
+		    l.mode == SHMT_MODE_EXACT) {
+			/* A limit above the exact log: a move into a new
+			 * generation gives it a larger log, every record of
+			 * a use in flight carried. */
+			struct shmt__redef d = { name, &l };
+			shmt_config_t cfg;
+
+			moved = 1;
+			why[0] = '\0';
+			shmt__move_config(h, &cfg);
+			rc = shmt__move_redefine(h, &cfg, &d, 1, NULL, NULL,
+			    why, sizeof(why));
+		}
 	}
 	if (rc == 0)
 		rc = shmt_limiter_stat(h, name, &st);
@@ -283,6 +297,11 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 			    "running workers follow on their next call\n",
 			    st.clients_in_use, st.client_capacity,
 			    st.client_overrides);
+		else if (moved && st.mode == SHMT_MODE_EXACT)
+			printf("defined anew by a move into a new generation: "
+			    "a log of %" PRIu64 " records, every use in flight "
+			    "carried with its time; running workers follow on "
+			    "their next call\n", st.limit);
 		else if (moved)
 			printf("defined anew by a move into a new generation: "
 			    "%u key names x %u uses per key, names from the "
