@@ -205,9 +205,10 @@ void shmt__migration_text(const struct shmt__migration *m, char *buf,
  * (filled from an image, its per-client tables repaired) the definition
  * DEFS[i].limit, in new storage taken from T's free arena, with every use
  * in flight carried (redefine.c says how).  Only per-client limiters,
- * key pools in buckets mode, not global, and shared exact limiters (their
- * log grown or shrunk to the new limit); another row, or a shared one
- * changing its mode, gives -EOPNOTSUPP.
+ * key pools in buckets mode, not global, shared exact limiters (their
+ * log grown or shrunk to the new limit) and shared limiters going into
+ * rate mode; another row, or a shared one going into buckets or exact
+ * mode from another, gives -EOPNOTSUPP.
  * A key pool's definition without names (nkeys 0, keys NULL, with
  * uses_per_key) keeps its names.  Errors: -ENOENT (no such limiter),
  * -EINVAL (the definition breaks a rule, or changes what cannot change:

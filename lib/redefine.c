@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Defining a per-client limiter, a key pool or a shared exact limiter
- * anew by a move (shmt__move_redefine): its parameters, table, ring, log
- * and names change in the new generation, every use in flight carried
- * (key pools and exact limiters: below).  Run on the private segment a
+ * Defining a per-client limiter, a key pool, a shared exact limiter or a
+ * shared limiter going into rate mode anew by a move
+ * (shmt__move_redefine): its parameters, table, ring, log and names
+ * change in the new generation, every use in flight carried (key pools,
+ * exact limiters and rate mode: below).  Run on the private segment a
  * move builds (image.c's fill), after the limiters were copied and the
  * client tables repaired, before the stores and the final shmt_check: no
  * other process sees the segment yet, so nothing here races.
@@ -114,8 +115,24 @@
  * largest: the safe direction), and exact.c's argument for a change
  * applies unchanged, the generations splitting the grants at number n: an
  * interval of length C' wholly after the change holds at most L' grants,
- * one of length min(C, C') at most max(L, L').  A change of mode is
- * refused (-EOPNOTSUPP).
+ * one of length min(C, C') at most max(L, L').
+ *
+ * A shared limiter into rate mode (from buckets or exact mode; not
+ * global, no keys).  Rate mode keeps one arrival time TAT and no storage
+ * (the old storage is left unused).  At the move's NOW the old definition
+ * holds n uses not yet due (a bucket's count when its release time is
+ * past NOW, an exact record's use when its ex_due is), the latest of
+ * their release times R.  The row gets TAT = max(NOW + n x T', R) (0 when
+ * n is 0), T' = window' / limit'.  Rate mode's promise (gcra.c) counts
+ * the uses behind TAT: with TAT >= NOW + n x T', the n uses count as n
+ * grants of the new definition decided at NOW, so the grants decided in
+ * any interval [a, a + d) after the change number at most B' + d / T'
+ * less those of the n that TAT still holds; none is forgotten, each
+ * costs the new interval, and TAT >= R keeps the limiter from being
+ * whole again (TAT <= now) before the last old use is released.  A burst
+ * below n refuses until they drain under it, as an in-place change does
+ * (shmt__gcra_rescale_T).  Other changes of a shared limiter's mode (into
+ * buckets or exact mode) are refused (-EOPNOTSUPP).
  */
 #include "daemon.h"
 
@@ -446,12 +463,20 @@ redef_check(const struct shmt_lview *vo, const shmt_limit_t *l, char *err,
 			    "define it again", vo->name);
 		return 0;
 	}
+	if (vo->mode != SHMT_MODE_GCRA && l->mode == SHMT_MODE_GCRA &&
+	    !(vo->flags & (SHMT_LIMF_PER_CLIENT | SHMT_LIMF_GLOBAL))) {
+		if (l->per_client || l->nkeys != 0 || l->global)
+			return shmt__bad(err, cap, -EINVAL, "limiter %s: a "
+			    "shared limiter stays shared, without keys: delete "
+			    "and define it again", vo->name);
+		return 0;
+	}
 	if (vo->mode == SHMT_MODE_EXACT &&
 	    !(vo->flags & (SHMT_LIMF_PER_CLIENT | SHMT_LIMF_GLOBAL))) {
 		if (l->mode != SHMT_MODE_EXACT)
 			return shmt__bad(err, cap, -EOPNOTSUPP, "limiter %s: "
-			    "a shared limiter's mode cannot change: delete and "
-			    "define it again", vo->name);
+			    "a shared limiter's mode changes only into rate mode: "
+			    "delete and define it again", vo->name);
 		if (l->per_client || l->nkeys != 0 || l->global)
 			return shmt__bad(err, cap, -EINVAL, "limiter %s: a "
 			    "shared exact limiter stays shared, without keys: "
@@ -461,8 +486,8 @@ redef_check(const struct shmt_lview *vo, const shmt_limit_t *l, char *err,
 	if (!(vo->flags & SHMT_LIMF_PER_CLIENT)) {
 		if ((uint32_t)l->mode != vo->mode)
 			return shmt__bad(err, cap, -EOPNOTSUPP, "limiter %s: "
-			    "a shared limiter's mode cannot change: delete and "
-			    "define it again", vo->name);
+			    "a shared limiter's mode changes only into rate mode: "
+			    "delete and define it again", vo->name);
 		return shmt__bad(err, cap, -EOPNOTSUPP, "limiter %s: only "
 		    "per-client limiters, key pools and shared exact "
 		    "limiters are defined anew by a move (a shared one "
@@ -843,6 +868,124 @@ out:
 	return rc;
 }
 
+/* ---- A shared limiter into rate mode --------------------------------------- */
+
+/*
+ * The uses in flight of shared limiter VO at NOW, as rate mode takes them
+ * (see the top): *N those not yet due, *R the latest release time among
+ * them (0: none).
+ */
+static int
+shared_inflight(shmt_t *t, const struct shmt_lview *vo, uint64_t now,
+    uint64_t *n, uint64_t *r)
+{
+	*n = *r = 0;
+	if (vo->mode == SHMT_MODE_EXACT) {
+		int64_t h = (int64_t)vo->lim->lm_w.w[0];
+		uint64_t s[2];
+
+		if (h < 0 || h == INT64_MAX)
+			return SHMT_ECORRUPT;
+		for (uint64_t i = 0; i < vo->nlog; i++) {
+			uint64_t due;
+
+			shmt__load128(&vo->log[i], s);
+			if ((int64_t)s[0] < -(int64_t)vo->nlog ||
+			    (int64_t)s[0] > h)
+				return SHMT_ECORRUPT;
+			if ((int64_t)s[0] < 0 || (due = ex_due(vo, (int64_t)s[0],
+			    s[1])) <= now)
+				continue;
+			(*n)++;
+			if (due > *r)
+				*r = due;
+		}
+		return 0;
+	} else {
+		struct bk_ctx oc;
+		struct shmt_w w;
+		uint32_t tail, nsealed, nbk;
+		uint64_t sum = 0;
+
+		(void)t;
+		shmt__load128(&vo->lim->lm_w, w.w);
+		shmt__bk_ctx_init(&oc, vo, vo->ring);
+		oc.ntags = 0;
+		if (!w_valid(&oc, w))
+			return SHMT_ECORRUPT;
+		tail = SHMT_W_TAIL(w);
+		nsealed = SHMT_W_NSEALED(w);
+		nbk = nsealed + SHMT_W_ACTIVE(w);
+		for (uint32_t i = 0; i < nbk; i++) {
+			uint32_t serial = tail - nsealed + i, count;
+			uint64_t s[2], due;
+
+			shmt__load128(slot_of(&oc, serial), s);
+			if (SLOT_SERIAL(s) != serial)
+				return SHMT_ECORRUPT;
+			count = serial == tail ? SHMT_W_COUNT(w) : SLOT_COUNT(s);
+			sum += count;
+			due = bk_due(&oc, serial, s[0]);
+			if (count == 0 || due <= now)
+				continue;
+			*n += count;
+			if (due > *r)
+				*r = due;
+		}
+		if (sum != SHMT_W_INFLIGHT(w))
+			return SHMT_ECORRUPT;
+		return 0;
+	}
+}
+
+/*
+ * Define shared limiter row R of T (old view VO, buckets or exact mode)
+ * anew in rate mode as L (checked into G): see the top.
+ */
+static int
+redefine_to_rate(shmt_t *t, struct shmt_lim *row, uint32_t r,
+    struct shmt_lview *vo, const shmt_limit_t *l, const struct lim_geom *g,
+    char *err, size_t cap)
+{
+	uint64_t now = shmt__now(t), n, rel, T = l->window_ns / l->limit;
+	uint64_t tat = 0, s[2];
+	unsigned __int128 want;
+	struct shmt_lview vn;
+	int rc;
+
+	if ((rc = shared_inflight(t, vo, now, &n, &rel)) != 0)
+		return shmt__bad(err, cap, rc, "limiter %s: its %s is damaged",
+		    vo->name, vo->mode == SHMT_MODE_EXACT ? "log" : "ring");
+	if (n > 0) {
+		/* Every use in flight at the new interval, never before the
+		 * latest old release. */
+		want = (unsigned __int128)n * T + now;
+		tat = want > UINT64_MAX ? UINT64_MAX : (uint64_t)want;
+		if (rel > tat)
+			tat = rel;
+	}
+	/* Rate mode keeps no storage: the old is left unused (rows never
+	 * give arena back). */
+	row->lm_mode = SHMT_MODE_GCRA;
+	row->lm_limit = g->limit;
+	row->lm_window = l->window_ns;
+	row->lm_slack = 0;
+	row->lm_slack_uses = 0;
+	row->lm_nbuckets = g->nb;
+	row->lm_burst = l->burst;
+	row->lm_flags = l->shadow ? SHMT_LIMF_SHADOW : 0;
+	row->lm_storage = 0;
+	memset(&row->lm_p, 0, sizeof(row->lm_p));
+	s[0] = tat;
+	s[1] = 0;
+	shmt__store128(&row->lm_w, s);
+	if ((rc = shmt__view_fill(t, r, row, &vn)) != 0)
+		return shmt__bad(err, cap, rc, "limiter %s: the new row does "
+		    "not check: %s", vo->name, shmt_strerror(rc));
+	__atomic_fetch_add(&t->hdr->sh_generation, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
 /* ---- One limiter ------------------------------------------------------------ */
 
 static int
@@ -880,6 +1023,8 @@ redefine_one(shmt_t *t, const char *name, const shmt_limit_t *l, char *err,
 		return shmt__bad(err, cap, rc, "limiter %s: %s", name, why);
 	if (vo.flags & SHMT_LIMF_KEYS)
 		return redefine_pool(t, &lim[r], r, &vo, l, &g, err, cap);
+	if (!(vo.flags & SHMT_LIMF_PER_CLIENT) && l->mode == SHMT_MODE_GCRA)
+		return redefine_to_rate(t, &lim[r], r, &vo, l, &g, err, cap);
 	if (vo.mode == SHMT_MODE_EXACT)
 		return redefine_exact(t, &lim[r], r, &vo, l, &g, err, cap);
 	used = __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);

@@ -811,6 +811,101 @@ test_exact_grow_held(void **state)
 	check_clean();
 }
 
+/* A shared exact limiter into rate mode by a move: the uses in flight
+ * give the arrival time max(now + n x T', the latest old release). */
+static void
+test_exact_to_rate(void **state)
+{
+	shmt_limit_t l = { .mode = SHMT_MODE_EXACT, .limit = 4,
+		.window_ns = W };
+	/* T' = W / 10, D' = 5 T': the latest release T0 + 100 + W wins
+	 * over now + 3 T'. */
+	shmt_limit_t r1 = { .mode = SHMT_MODE_GCRA, .limit = 10,
+		.window_ns = W, .burst = 5 };
+	uint64_t T = W / 10, tat = T0 + 100 + W;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "ex", &l), 0);
+	g.clk.now = T0;
+	assert_int_equal(burst_shared("ex", 2), 2);
+	g.clk.now = T0 + 100;
+	assert_int_equal(burst_shared("ex", 1), 1);
+	g.clk.now = T0 + 200;
+	redefine_ok("ex", &r1);
+	assert_int_equal(stat_of("ex").mode, SHMT_MODE_GCRA);
+	assert_int_equal(stat_of("ex").in_flight, div_up(tat - g.clk.now, T));
+	check_clean();
+	/* Granted when TAT + T' - D' <= now. */
+	g.clk.now = tat - 4 * T - 1;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	g.clk.now = tat - 4 * T;
+	assert_int_equal(burst_shared("ex", 3), 1);
+	/* The new rate from here on: one per T'. */
+	g.clk.now += T - 1;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	g.clk.now += 1;
+	assert_int_equal(burst_shared("ex", 3), 1);
+	check_clean();
+}
+
+/* Into rate mode with the uses in flight at the new interval later than
+ * their old releases: now + n x T'. */
+static void
+test_exact_to_rate_slow(void **state)
+{
+	shmt_limit_t l = { .mode = SHMT_MODE_EXACT, .limit = 4,
+		.window_ns = W };
+	shmt_limit_t r1 = { .mode = SHMT_MODE_GCRA, .limit = 2,
+		.window_ns = 2 * W, .burst = 1 };
+	uint64_t now = T0 + 200, tat = now + 3 * W;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "ex", &l), 0);
+	g.clk.now = T0;
+	assert_int_equal(burst_shared("ex", 3), 3);
+	g.clk.now = now;
+	redefine_ok("ex", &r1);
+	assert_int_equal(stat_of("ex").in_flight, 3);
+	g.clk.now = tat - 1;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	g.clk.now = tat;
+	assert_int_equal(burst_shared("ex", 3), 1);
+	check_clean();
+}
+
+/* A shared buckets limiter into rate mode: the arrival time is its uses'
+ * release (the exact retry_after_ns of a full limiter before the move)
+ * when that is later than now + n x T'. */
+static void
+test_buckets_to_rate(void **state)
+{
+	shmt_limit_t l = { .limit = 3, .window_ns = W, .slack_ns = S,
+		.slack_uses = 3 };
+	shmt_limit_t r1 = { .mode = SHMT_MODE_GCRA, .limit = 10,
+		.window_ns = W, .burst = 5 };
+	uint64_t T = W / 10, tat;
+	shmt_decision_t d;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "sb", &l), 0);
+	g.clk.now = T0 + 100;
+	assert_int_equal(burst_shared("sb", 4), 3);
+	g.clk.now = T0 + 200;
+	assert_true(shmt_peek(g.h, "sb", NULL, 0, 1, &d) >= 0);
+	assert_int_equal(d.granted, 0);
+	tat = g.clk.now + d.retry_after_ns;
+	assert_true(tat > g.clk.now + 3 * T);
+	redefine_ok("sb", &r1);
+	assert_int_equal(stat_of("sb").mode, SHMT_MODE_GCRA);
+	assert_int_equal(stat_of("sb").in_flight, div_up(tat - g.clk.now, T));
+	check_clean();
+	g.clk.now = tat - 4 * T - 1;
+	assert_int_equal(burst_shared("sb", 1), 0);
+	g.clk.now = tat - 4 * T;
+	assert_int_equal(burst_shared("sb", 3), 1);
+	check_clean();
+}
+
 /* A shared limiter's mode does not change by a move. */
 static void
 test_exact_refused(void **state)
@@ -875,6 +970,12 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_exact_grow_held, rd_setup,
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_exact_refused, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_exact_to_rate, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_exact_to_rate_slow,
+		    rd_setup, rd_teardown),
+		cmocka_unit_test_setup_teardown(test_buckets_to_rate, rd_setup,
 		    rd_teardown),
 	};
 
