@@ -280,9 +280,14 @@ update_limiter(struct daemon *d, const struct shmtd_limiter *l,
 
 	if ((rc == -EOPNOTSUPP || rc == -E2BIG) &&
 	    shmt_limiter_stat(d->h, l->name, &st) == 0 &&
-	    st.mode == l->limit.mode &&
+	    (st.mode == l->limit.mode || (l->limit.mode == SHMT_MODE_GCRA &&
+	    !st.per_client && st.nkeys == 0)) &&
 	    ((st.per_client && l->limit.per_client) ||
 	    (rc == -E2BIG && st.mode == SHMT_MODE_EXACT && !st.per_client &&
+	    st.nkeys == 0 && !l->limit.per_client && l->limit.nkeys == 0 &&
+	    !l->limit.global) ||
+	    (rc == -EOPNOTSUPP && st.mode != SHMT_MODE_GCRA &&
+	    l->limit.mode == SHMT_MODE_GCRA && !st.per_client &&
 	    st.nkeys == 0 && !l->limit.per_client && l->limit.nkeys == 0 &&
 	    !l->limit.global) ||
 	    (st.nkeys > 0 && l->limit.nkeys > 0 && !l->limit.global &&

@@ -762,7 +762,12 @@ test_limiter_live(void **state)
 	json_decref(j);
 	tc_run_free(&r);
 	tc_expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api", "mode=1"));
-	expect_err(&r, "the keys are limit, window, slack_time and slack_uses");
+	expect_err(&r, "the modes are buckets, rate (gcra) and exact");
+	tc_run_free(&r);
+	tc_expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api",
+	    "colour=1"));
+	expect_err(&r, "the keys are mode, limit, window, slack_time and "
+	    "slack_uses");
 	tc_run_free(&r);
 	tc_expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "set", "api",
 	    "window=soon"));

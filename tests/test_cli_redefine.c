@@ -8,7 +8,8 @@
  * change the new segment cannot hold exits 1 with the reason and leaves
  * the limiter as it was; a key pool keeps or takes names, its uses in
  * flight carried; an exact limiter given a limit above its log gets a
- * larger log by a move, its uses in flight carried.
+ * larger log by a move, its uses in flight carried, and goes into rate
+ * mode by one.
  *
  * Usage: test_cli_redefine CLI-BINARY.
  */
@@ -148,8 +149,8 @@ test_limiter_set_per_client(void **state)
 }
 
 /* An exact limiter given a limit above its log: the move gives it a
- * larger log, the uses in flight carried; a change of mode is refused and
- * leaves it as it was. */
+ * larger log, the uses in flight carried; a change into buckets mode is
+ * refused and leaves it as it was; into rate mode it moves. */
 static void
 test_limiter_set_exact(void **state)
 {
@@ -207,6 +208,26 @@ test_limiter_set_exact(void **state)
 	tc_run_free(&r);
 	assert_int_equal(shmt_try_use_key(h, "ex"), 1);
 	assert_int_equal(shmt_try_use_key(h, "ex"), 0);
+	/* Another mode than rate: refused, nothing changes. */
+	tc_expect_run(&r, 1, ARGV("-s", seg, "limiter", "set", "ex",
+	    "mode=buckets", "slack_time=1m", "slack_uses=1"));
+	assert_non_null(strstr(r.err, "mode"));
+	tc_run_free(&r);
+	assert_int_equal(stat_of(h, "ex").mode, SHMT_MODE_EXACT);
+	/* Into rate mode by a move: the 11 uses in flight keep it full
+	 * (their release, an hour on, is past now + 11 x 5 min). */
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "limiter", "set", "ex",
+	    "mode=rate", "limit=12", "burst=4"));
+	j = json_loads(r.out, 0, &e);
+	assert_non_null(j);
+	assert_true(json_is_true(json_object_get(j, "moved")));
+	assert_string_equal(json_string_value(json_object_get(j, "mode")),
+	    "gcra");
+	assert_true(json_integer_value(json_object_get(j, "in_flight")) >= 11);
+	json_decref(j);
+	tc_run_free(&r);
+	assert_int_equal(shmt_try_use_key(h, "ex"), 0);
+	assert_int_equal(stat_of(h, "ex").mode, SHMT_MODE_GCRA);
 	tc_expect_run(&r, 0, ARGV("-s", seg, "check"));
 	tc_run_free(&r);
 	shmt_close(h);

@@ -726,6 +726,25 @@ test_sighup_modes(void **state)
 	assert_int_equal(shmt_limiter_stat(h, "x", &st), 0);
 	assert_true(st.limit == 30 && st.in_flight == 0 &&
 	    st.mode == SHMT_MODE_BUCKETS);
+
+	/* Into rate mode: by a move, its uses in flight carried. */
+	assert_int_equal(drain(h, "x", 3), 3);
+	tu_write_text(e->conf, "[limiter r]\nmode = gcra\nlimit = 5\n"
+	    "window = 1h\nburst = 6\n[limiter x]\nmode = gcra\n"
+	    "limit = 30\nwindow = 2h\nburst = 5\n");
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "limiter 'x' defined anew by a move into a new generation");
+	for (int ms = 0; ms < WAIT_MS; ms += 10) {
+		if (shmt_limiter_stat(h, "x", &st) == 0 &&
+		    st.mode == SHMT_MODE_GCRA)
+			break;
+		tu_pause_ms(10);
+	}
+	assert_int_equal(shmt_limiter_stat(h, "x", &st), 0);
+	assert_true(st.mode == SHMT_MODE_GCRA && st.in_flight >= 3);
+	/* Their release, 2h on, is past now + 3 x 4 min: full. */
+	assert_int_equal(drain(h, "x", 5), 0);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);
