@@ -103,6 +103,18 @@ set_one(const struct shmtc *c, shmt_limit_t *l, const char *kv)
 		bad = parse_count(v, &l->slack_uses);
 	else if (klen == 5 && strncmp(kv, "burst", 5) == 0)
 		bad = parse_count(v, &l->burst);
+	else if (klen == 4 && strncmp(kv, "mode", 4) == 0) {
+		bad = 0;
+		if (strcmp(v, "rate") == 0 || strcmp(v, "gcra") == 0)
+			l->mode = SHMT_MODE_GCRA;
+		else if (strcmp(v, "buckets") == 0)
+			l->mode = SHMT_MODE_BUCKETS;
+		else if (strcmp(v, "exact") == 0)
+			l->mode = SHMT_MODE_EXACT;
+		else
+			return shmtc_usage_error(c, "'%s': the modes are "
+			    "buckets, rate (gcra) and exact", kv);
+	}
 	else if (klen == 8 && strncmp(kv, "capacity", 8) == 0 &&
 	    l->per_client) {
 		uint64_t n = 0;
@@ -125,8 +137,8 @@ set_one(const struct shmtc *c, shmt_limit_t *l, const char *kv)
 	    l->uses_per_key != 0) {
 		bad = set_keys(l, v);
 	} else
-		return shmtc_usage_error(c, "'%.*s': the keys are limit, window, "
-		    "slack_time and slack_uses (buckets mode), burst (rate "
+		return shmtc_usage_error(c, "'%.*s': the keys are mode, limit, "
+		    "window, slack_time and slack_uses (buckets mode), burst (rate "
 		    "mode), capacity and overrides for a per-client limiter, "
 		    "keys (NAME,NAME...) and uses_per_key for a key pool",
 		    (int)klen, kv);
@@ -218,7 +230,27 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 		rc = shmt__move_redefine(h, &cfg, &d, 1, NULL, NULL, why,
 		    sizeof(why));
 	} else {
+		if (l.mode == SHMT_MODE_GCRA && st.mode != SHMT_MODE_GCRA) {
+			/* Into rate mode: no slack. */
+			l.slack_ns = 0;
+			l.slack_uses = 0;
+		}
 		rc = shmt_limiter_update(h, name, &l, why, sizeof(why));
+		if ((rc == -E2BIG && st.mode == SHMT_MODE_EXACT &&
+		    l.mode == SHMT_MODE_EXACT) || (rc == -EOPNOTSUPP &&
+		    l.mode == SHMT_MODE_GCRA && st.mode != SHMT_MODE_GCRA)) {
+			/* A limit above the exact log, or into rate mode:
+			 * a move into a new generation, every use in flight
+			 * carried. */
+			struct shmt__redef d = { name, &l };
+			shmt_config_t cfg;
+
+			moved = 1;
+			why[0] = '\0';
+			shmt__move_config(h, &cfg);
+			rc = shmt__move_redefine(h, &cfg, &d, 1, NULL, NULL,
+			    why, sizeof(why));
+		}
 	}
 	if (rc == 0)
 		rc = shmt_limiter_stat(h, name, &st);
@@ -283,6 +315,16 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 			    "running workers follow on their next call\n",
 			    st.clients_in_use, st.client_capacity,
 			    st.client_overrides);
+		else if (moved && st.mode == SHMT_MODE_GCRA)
+			printf("defined anew by a move into a new generation: "
+			    "in rate mode, every use in flight carried at the "
+			    "new interval; running workers follow on their "
+			    "next call\n");
+		else if (moved && st.mode == SHMT_MODE_EXACT)
+			printf("defined anew by a move into a new generation: "
+			    "a log of %" PRIu64 " records, every use in flight "
+			    "carried with its time; running workers follow on "
+			    "their next call\n", st.limit);
 		else if (moved)
 			printf("defined anew by a move into a new generation: "
 			    "%u key names x %u uses per key, names from the "

@@ -245,28 +245,30 @@ apply_sizes(struct daemon *d, const struct shmtd_config *cfg, const char *why)
  * Define every limiter of CFG.  A limiter the segment holds with other
  * parameters (-EEXIST) is changed in place (shmt_limiter_update), which
  * keeps its uses in flight and never over-grants.  Per-client limiters
- * and key pools cannot change in place: every such one is defined anew in
- * one move into a new generation (shmt__move_redefine), every use in
- * flight carried; if the move fails, all of them keep their running
- * definitions and state, and the log says why.  A change that can be made
- * neither way (another mode, a global key pool, a bigger ring, an exact
- * limit above its log...) keeps the running definition and its state, and the
+ * and key pools cannot change in place, nor can a shared exact limiter
+ * take a limit above its log: every such one is defined anew in one move
+ * into a new generation (shmt__move_redefine), every use in flight
+ * carried; if the move fails, all of them keep their running definitions
+ * and state, and the log says why.  A change that can be made neither way
+ * (another mode, a global key pool, a bigger ring of a shared limiter...)
+ * keeps the running definition and its state, and the
  * log names the reason and the commands that apply it (deleting forgets
  * the uses in flight, so that stays the operator's decision).  OLD (may
  * be NULL) tells which limiters are new.  Returns the first error other
  * than -EEXIST, or 0.
  */
 
-/* Limiters that change by a move (per-client ones, key pools), gathered by
- * update_limiter and applied together by redefine_limiters. */
+/* Limiters that change by a move (per-client ones, key pools, exact ones
+ * given a limit above their log), gathered by update_limiter and applied
+ * together by redefine_limiters. */
 struct redefs {
 	struct shmt__redef *d;
 	size_t n;
 };
 
 /* L is defined with other parameters (ERR says which): change it in place,
- * queue it in R for the move (a per-client limiter, a key pool), or say why
- * not and how to apply it. */
+ * queue it in R for the move (a per-client limiter, a key pool, an exact
+ * limit above its log), or say why not and how to apply it. */
 static void
 update_limiter(struct daemon *d, const struct shmtd_limiter *l,
     const char *err, struct redefs *r)
@@ -278,8 +280,16 @@ update_limiter(struct daemon *d, const struct shmtd_limiter *l,
 
 	if ((rc == -EOPNOTSUPP || rc == -E2BIG) &&
 	    shmt_limiter_stat(d->h, l->name, &st) == 0 &&
-	    st.mode == l->limit.mode &&
+	    (st.mode == l->limit.mode || (l->limit.mode == SHMT_MODE_GCRA &&
+	    !st.per_client && st.nkeys == 0)) &&
 	    ((st.per_client && l->limit.per_client) ||
+	    (rc == -E2BIG && st.mode == SHMT_MODE_EXACT && !st.per_client &&
+	    st.nkeys == 0 && !l->limit.per_client && l->limit.nkeys == 0 &&
+	    !l->limit.global) ||
+	    (rc == -EOPNOTSUPP && st.mode != SHMT_MODE_GCRA &&
+	    l->limit.mode == SHMT_MODE_GCRA && !st.per_client &&
+	    st.nkeys == 0 && !l->limit.per_client && l->limit.nkeys == 0 &&
+	    !l->limit.global) ||
 	    (st.nkeys > 0 && l->limit.nkeys > 0 && !l->limit.global &&
 	    st.mode == SHMT_MODE_BUCKETS))) {
 		r->d[r->n].name = l->name;
@@ -339,8 +349,8 @@ redefine_limiters(struct daemon *d, const struct redefs *r)
 		return;
 	shmtd_log(LOG_NOTICE, "limiter%s %s defined anew by a move into a new "
 	    "generation in %" PRIu64 " ms: every use in flight carried, of "
-	    "every client of a per-client limiter and every name of a key pool "
-	    "(a lowered limit refuses until fewer are in flight), and running "
+	    "every client of a per-client limiter, every name of a key pool "
+	    "and every record of an exact log (a lowered limit refuses until fewer are in flight), and running "
 	    "workers follow on their next call",
 	    r->n > 1 ? "s" : "", names, (shmt__mono_ns() - t0) / 1000000);
 }

@@ -204,8 +204,11 @@ void shmt__migration_text(const struct shmt__migration *m, char *buf,
  * Give each limiter DEFS[i].name of the private, unpublished segment T
  * (filled from an image, its per-client tables repaired) the definition
  * DEFS[i].limit, in new storage taken from T's free arena, with every use
- * in flight carried (redefine.c says how).  Only per-client limiters and
- * key pools in buckets mode, not global; another row gives -EOPNOTSUPP.
+ * in flight carried (redefine.c says how).  Only per-client limiters,
+ * key pools in buckets mode, not global, shared exact limiters (their
+ * log grown or shrunk to the new limit) and shared limiters going into
+ * rate mode; another row, or a shared one going into buckets or exact
+ * mode from another, gives -EOPNOTSUPP.
  * A key pool's definition without names (nkeys 0, keys NULL, with
  * uses_per_key) keeps its names.  Errors: -ENOENT (no such limiter),
  * -EINVAL (the definition breaks a rule, or changes what cannot change:
@@ -261,7 +264,8 @@ int shmt__move(shmt_t *h, const shmt_config_t *want, shmt_clock_fn clock,
  * shmt__move that also gives each limiter DEFS[i].name (NDEFS of them)
  * the definition DEFS[i].limit in the new generation, its uses in flight
  * carried (shmt__redefine_apply): the way to change a per-client limiter
- * or a key pool, which cannot change in place.  Every change or none: on any error the
+ * or a key pool, which cannot change in place, or to give a shared exact
+ * limiter a limit above its log.  Every change or none: on any error the
  * old generation stays authoritative and untouched, and ERR names the
  * limiter and the reason.  Errors as shmt__move and shmt__redefine_apply.
  * Concurrency and kill -9 as shmt__move.

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Defining a per-client limiter or a key pool anew by a move
- * (shmt__move_redefine): its parameters, table, ring and names change in
- * the new generation, every use in flight carried (key pools: below).  Run on the private segment a
+ * Defining a per-client limiter, a key pool, a shared exact limiter or a
+ * shared limiter going into rate mode anew by a move
+ * (shmt__move_redefine): its parameters, table, ring, log and names
+ * change in the new generation, every use in flight carried (key pools,
+ * exact limiters and rate mode: below).  Run on the private segment a
  * move builds (image.c's fill), after the limiters were copied and the
  * client tables repaired, before the stores and the final shmt_check: no
  * other process sees the segment yet, so nothing here races.
@@ -86,10 +88,55 @@
  * off the row's released count, so that grants (released + in flight)
  * stay right.  A definition without names (nkeys 0, keys NULL, with
  * uses_per_key) keeps the pool's names.
+ *
+ * Shared exact limiters (not global, no keys).  In place, the log keeps
+ * the length N it was defined with and a limit above N is refused
+ * (exact.c); a move gives the row a new log of N' = the new limit L'
+ * records, laid out as a new row's (over the old storage when it fits,
+ * grown in place when it is the arena's last, else after the used part).
+ * The grant numbers go on: with the hint n (moved past grant n when its
+ * record is already written), the old log holds exactly the records of
+ * grants n - N .. n - 1 (each slot checked, a damaged one refused as
+ * damage), and new slot j gets the latest grant m < n with m = j mod N':
+ * its record {m, time} copied when m >= n - N, else {m, 0} (a grant the
+ * old log no longer held: it counted nowhere, and time 0 is long past) or
+ * {m, 0} with m < 0 (none yet, as a new log starts).  So the new log is
+ * the one the grant protocol expects at hint n, every use in flight keeps
+ * its decision time and its order, and grant n' >= n checks the record of
+ * grant n' - L' as always.  Release: a carried record is due at its time
+ * + max(C', H), H the longest hold among them in the old definition
+ * (ex_due - time: its window, or an in-place change's longer hold): when
+ * H > C' the row gets parameter generation 1 whose block names the
+ * carried grants (lp_hold_seq = n) and H (lp_hold_window), exactly as an
+ * in-place change does (exact.c), else generation 0 and no hold.  Hence
+ * each use in flight is held until at least max(its old release time,
+ * its decision + the new window) (some a little longer, H being the
+ * largest: the safe direction), and exact.c's argument for a change
+ * applies unchanged, the generations splitting the grants at number n: an
+ * interval of length C' wholly after the change holds at most L' grants,
+ * one of length min(C, C') at most max(L, L').
+ *
+ * A shared limiter into rate mode (from buckets or exact mode; not
+ * global, no keys).  Rate mode keeps one arrival time TAT and no storage
+ * (the old storage is left unused).  At the move's NOW the old definition
+ * holds n uses not yet due (a bucket's count when its release time is
+ * past NOW, an exact record's use when its ex_due is), the latest of
+ * their release times R.  The row gets TAT = max(NOW + n x T', R) (0 when
+ * n is 0), T' = window' / limit'.  Rate mode's promise (gcra.c) counts
+ * the uses behind TAT: with TAT >= NOW + n x T', the n uses count as n
+ * grants of the new definition decided at NOW, so the grants decided in
+ * any interval [a, a + d) after the change number at most B' + d / T'
+ * less those of the n that TAT still holds; none is forgotten, each
+ * costs the new interval, and TAT >= R keeps the limiter from being
+ * whole again (TAT <= now) before the last old use is released.  A burst
+ * below n refuses until they drain under it, as an in-place change does
+ * (shmt__gcra_rescale_T).  Other changes of a shared limiter's mode (into
+ * buckets or exact mode) are refused (-EOPNOTSUPP).
  */
 #include "daemon.h"
 
 #include "clients.h"
+#include "exact.h"
 #include "gcra.h"
 #include "lock.h"
 #include "ring.h"
@@ -400,10 +447,36 @@ redef_check(const struct shmt_lview *vo, const shmt_limit_t *l, char *err,
 			    "define it again", vo->name);
 		return 0;
 	}
-	if (!(vo->flags & SHMT_LIMF_PER_CLIENT))
+	if (vo->mode != SHMT_MODE_GCRA && l->mode == SHMT_MODE_GCRA &&
+	    !(vo->flags & (SHMT_LIMF_PER_CLIENT | SHMT_LIMF_GLOBAL))) {
+		if (l->per_client || l->nkeys != 0 || l->global)
+			return shmt__bad(err, cap, -EINVAL, "limiter %s: a "
+			    "shared limiter stays shared, without keys: delete "
+			    "and define it again", vo->name);
+		return 0;
+	}
+	if (vo->mode == SHMT_MODE_EXACT &&
+	    !(vo->flags & (SHMT_LIMF_PER_CLIENT | SHMT_LIMF_GLOBAL))) {
+		if (l->mode != SHMT_MODE_EXACT)
+			return shmt__bad(err, cap, -EOPNOTSUPP, "limiter %s: "
+			    "a shared limiter's mode changes only into rate mode: "
+			    "delete and define it again", vo->name);
+		if (l->per_client || l->nkeys != 0 || l->global)
+			return shmt__bad(err, cap, -EINVAL, "limiter %s: a "
+			    "shared exact limiter stays shared, without keys: "
+			    "delete and define it again", vo->name);
+		return 0;
+	}
+	if (!(vo->flags & SHMT_LIMF_PER_CLIENT)) {
+		if ((uint32_t)l->mode != vo->mode)
+			return shmt__bad(err, cap, -EOPNOTSUPP, "limiter %s: "
+			    "a shared limiter's mode changes only into rate mode: "
+			    "delete and define it again", vo->name);
 		return shmt__bad(err, cap, -EOPNOTSUPP, "limiter %s: only "
-		    "per-client limiters and key pools are defined anew by a "
-		    "move (a shared one changes in place)", vo->name);
+		    "per-client limiters, key pools and shared exact "
+		    "limiters are defined anew by a move (a shared one "
+		    "changes in place)", vo->name);
+	}
 	if (!l->per_client)
 		return shmt__bad(err, cap, -EINVAL, "limiter %s: per_client "
 		    "cannot change: delete and define it again", vo->name);
@@ -655,6 +728,248 @@ out:
 	return rc;
 }
 
+/* ---- Shared exact limiters -------------------------------------------------- */
+
+/*
+ * Define shared exact limiter row R of T (old view VO, grant hint n) anew
+ * as L (checked into G), with a log of G's limit records (see the top).
+ */
+static int
+redefine_exact(shmt_t *t, struct shmt_lim *row, uint32_t r,
+    struct shmt_lview *vo, const shmt_limit_t *l, const struct lim_geom *g,
+    char *err, size_t cap)
+{
+	struct shmt_hdr *hdr = t->hdr;
+	uint64_t size = t->reg[SHMT_R_ARENA].rg_size, used, start, old_end;
+	uint64_t ring_off, end, hold = 0, N = vo->nlog, N2 = g->limit;
+	char *arena = shmt__region(t, SHMT_R_ARENA);
+	struct shmt_log_slot *log;
+	struct shmt_lview vn;
+	uint64_t s[2];
+	void *copy = NULL;
+	int64_t n;
+	int rc;
+
+	n = (int64_t)row->lm_w.w[0];
+	if (n < 0 || n == INT64_MAX || N == 0)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: its "
+		    "grant hint is damaged", vo->name);
+	/* Grant n may be recorded, the hint not moved on yet. */
+	shmt__load128(ex_slot(vo, n), s);
+	if ((int64_t)s[0] == n)
+		n++;
+	/* Every slot must hold the latest grant below n of its number. */
+	for (int64_t m = n - (int64_t)N; m < n; m++) {
+		shmt__load128(ex_slot(vo, m), s);
+		if ((int64_t)s[0] != m || (m >= 0 && s[1] > shmt__now(t)))
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: "
+			    "its log is damaged (slot of grant %" PRId64 ")",
+			    vo->name, m);
+		if (m >= 0 && ex_due(vo, m, s[1]) - s[1] > hold)
+			hold = ex_due(vo, m, s[1]) - s[1];
+	}
+	used = __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
+	old_end = shmt__align_up(row->lm_ring_off + N *
+	    sizeof(struct shmt_log_slot), SHMT_LINE);
+	start = old_end - row->lm_storage;
+	if (used > size || row->lm_storage > old_end ||
+	    start > row->lm_ring_off || start % 16 != 0 || old_end > size)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: its "
+		    "storage does not add up", vo->name);
+	if ((copy = aligned_alloc(SHMT_LINE, shmt__align_up(old_end - start,
+	    SHMT_LINE))) == NULL)
+		return shmt__bad(err, cap, -ENOMEM, "no memory");
+	memcpy(copy, arena + start, old_end - start);
+	vo->log = (struct shmt_log_slot *)(void *)((char *)copy +
+	    (row->lm_ring_off - start));
+	/* Over the old storage when it fits there; grown in place when it
+	 * is the arena's last; else after the used part. */
+	ring_off = shmt__align_up(start, SHMT_LINE);
+	end = shmt__align_up(ring_off + g->ring_bytes, SHMT_LINE);
+	if (end > old_end && (old_end != used || end > size)) {
+		start = used;
+		ring_off = shmt__align_up(used, SHMT_LINE);
+		end = shmt__align_up(ring_off + g->ring_bytes, SHMT_LINE);
+	}
+	if (end > size || end < start) {
+		rc = shmt__bad(err, cap, -ENOSPC, "limiter %s: its new "
+		    "definition needs %" PRIu64 " arena bytes, %" PRIu64 " are "
+		    "free: move to a larger arena first (shmthrottle resize "
+		    "arena=...)", vo->name, end - start, size - used);
+		goto out;
+	}
+	memset(arena + ring_off, 0, end - ring_off);
+	log = (struct shmt_log_slot *)(void *)(arena + ring_off);
+	/* Slot j: the latest grant m below n with m = j mod N2, its record
+	 * copied when the old log holds it (m >= n - N), else one made long
+	 * ago (time 0) or none (m < 0). */
+	for (uint64_t j = 0; j < N2; j++) {
+		int64_t m = n - 1 - (((n - 1 - (int64_t)j) % (int64_t)N2) +
+		    (int64_t)N2) % (int64_t)N2;
+
+		log[j].ls_seq = m;
+		log[j].ls_time = 0;
+		if (m >= 0 && m >= n - (int64_t)N)
+			log[j].ls_time = vo->log[(uint64_t)m % N].ls_time;
+	}
+	row->lm_limit = g->limit;
+	row->lm_window = l->window_ns;
+	row->lm_slack = 0;
+	row->lm_slack_uses = 0;
+	row->lm_nbuckets = g->nb;
+	row->lm_burst = l->burst;
+	row->lm_flags = l->shadow ? SHMT_LIMF_SHADOW : 0;
+	row->lm_ring_off = ring_off;
+	row->lm_keys_off = shmt__align_up(ring_off + g->ring_bytes, 16);
+	row->lm_clients_off = shmt__align_up(row->lm_keys_off, SHMT_LINE);
+	row->lm_storage = end - start;
+	memset(&row->lm_p, 0, sizeof(row->lm_p));
+	/* The carried records keep their old hold when it is longer than
+	 * the new window: generation 1, its block naming them (below n). */
+	s[0] = (uint64_t)n;
+	s[1] = 0;
+	if (hold > l->window_ns) {
+		struct shmt_lparams *p = &row->lm_p[1];
+
+		p->lp_limit = g->limit;
+		p->lp_window = l->window_ns;
+		p->lp_hold_seq = n;
+		p->lp_hold_window = hold;
+		p->lp_gen = 1;
+		s[1] = 1;
+	}
+	shmt__store128(&row->lm_w, s);
+	if (end > used)
+		__atomic_store_n(&hdr->sh_arena_used, end, __ATOMIC_RELAXED);
+	if ((rc = shmt__view_fill(t, r, row, &vn)) != 0) {
+		rc = shmt__bad(err, cap, rc, "limiter %s: the new row does not "
+		    "check: %s", vo->name, shmt_strerror(rc));
+		goto out;
+	}
+	__atomic_fetch_add(&hdr->sh_generation, 1, __ATOMIC_RELEASE);
+out:
+	free(copy);
+	return rc;
+}
+
+/* ---- A shared limiter into rate mode --------------------------------------- */
+
+/*
+ * The uses in flight of shared limiter VO at NOW, as rate mode takes them
+ * (see the top): *N those not yet due, *R the latest release time among
+ * them (0: none).
+ */
+static int
+shared_inflight(shmt_t *t, const struct shmt_lview *vo, uint64_t now,
+    uint64_t *n, uint64_t *r)
+{
+	*n = *r = 0;
+	if (vo->mode == SHMT_MODE_EXACT) {
+		int64_t h = (int64_t)vo->lim->lm_w.w[0];
+		uint64_t s[2];
+
+		if (h < 0 || h == INT64_MAX)
+			return SHMT_ECORRUPT;
+		for (uint64_t i = 0; i < vo->nlog; i++) {
+			uint64_t due;
+
+			shmt__load128(&vo->log[i], s);
+			if ((int64_t)s[0] < -(int64_t)vo->nlog ||
+			    (int64_t)s[0] > h)
+				return SHMT_ECORRUPT;
+			if ((int64_t)s[0] < 0 || (due = ex_due(vo, (int64_t)s[0],
+			    s[1])) <= now)
+				continue;
+			(*n)++;
+			if (due > *r)
+				*r = due;
+		}
+		return 0;
+	} else {
+		struct bk_ctx oc;
+		struct shmt_w w;
+		uint32_t tail, nsealed, nbk;
+		uint64_t sum = 0;
+
+		(void)t;
+		shmt__load128(&vo->lim->lm_w, w.w);
+		shmt__bk_ctx_init(&oc, vo, vo->ring);
+		oc.ntags = 0;
+		if (!w_valid(&oc, w))
+			return SHMT_ECORRUPT;
+		tail = SHMT_W_TAIL(w);
+		nsealed = SHMT_W_NSEALED(w);
+		nbk = nsealed + SHMT_W_ACTIVE(w);
+		for (uint32_t i = 0; i < nbk; i++) {
+			uint32_t serial = tail - nsealed + i, count;
+			uint64_t s[2], due;
+
+			shmt__load128(slot_of(&oc, serial), s);
+			if (SLOT_SERIAL(s) != serial)
+				return SHMT_ECORRUPT;
+			count = serial == tail ? SHMT_W_COUNT(w) : SLOT_COUNT(s);
+			sum += count;
+			due = bk_due(&oc, serial, s[0]);
+			if (count == 0 || due <= now)
+				continue;
+			*n += count;
+			if (due > *r)
+				*r = due;
+		}
+		if (sum != SHMT_W_INFLIGHT(w))
+			return SHMT_ECORRUPT;
+		return 0;
+	}
+}
+
+/*
+ * Define shared limiter row R of T (old view VO, buckets or exact mode)
+ * anew in rate mode as L (checked into G): see the top.
+ */
+static int
+redefine_to_rate(shmt_t *t, struct shmt_lim *row, uint32_t r,
+    struct shmt_lview *vo, const shmt_limit_t *l, const struct lim_geom *g,
+    char *err, size_t cap)
+{
+	uint64_t now = shmt__now(t), n, rel, T = l->window_ns / l->limit;
+	uint64_t tat = 0, s[2];
+	unsigned __int128 want;
+	struct shmt_lview vn;
+	int rc;
+
+	if ((rc = shared_inflight(t, vo, now, &n, &rel)) != 0)
+		return shmt__bad(err, cap, rc, "limiter %s: its %s is damaged",
+		    vo->name, vo->mode == SHMT_MODE_EXACT ? "log" : "ring");
+	if (n > 0) {
+		/* Every use in flight at the new interval, never before the
+		 * latest old release. */
+		want = (unsigned __int128)n * T + now;
+		tat = want > UINT64_MAX ? UINT64_MAX : (uint64_t)want;
+		if (rel > tat)
+			tat = rel;
+	}
+	/* Rate mode keeps no storage: the old is left unused (rows never
+	 * give arena back). */
+	row->lm_mode = SHMT_MODE_GCRA;
+	row->lm_limit = g->limit;
+	row->lm_window = l->window_ns;
+	row->lm_slack = 0;
+	row->lm_slack_uses = 0;
+	row->lm_nbuckets = g->nb;
+	row->lm_burst = l->burst;
+	row->lm_flags = l->shadow ? SHMT_LIMF_SHADOW : 0;
+	row->lm_storage = 0;
+	memset(&row->lm_p, 0, sizeof(row->lm_p));
+	s[0] = tat;
+	s[1] = 0;
+	shmt__store128(&row->lm_w, s);
+	if ((rc = shmt__view_fill(t, r, row, &vn)) != 0)
+		return shmt__bad(err, cap, rc, "limiter %s: the new row does "
+		    "not check: %s", vo->name, shmt_strerror(rc));
+	__atomic_fetch_add(&t->hdr->sh_generation, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
 /* ---- One limiter ------------------------------------------------------------ */
 
 static int
@@ -692,6 +1007,10 @@ redefine_one(shmt_t *t, const char *name, const shmt_limit_t *l, char *err,
 		return shmt__bad(err, cap, rc, "limiter %s: %s", name, why);
 	if (vo.flags & SHMT_LIMF_KEYS)
 		return redefine_pool(t, &lim[r], r, &vo, l, &g, err, cap);
+	if (!(vo.flags & SHMT_LIMF_PER_CLIENT) && l->mode == SHMT_MODE_GCRA)
+		return redefine_to_rate(t, &lim[r], r, &vo, l, &g, err, cap);
+	if (vo.mode == SHMT_MODE_EXACT)
+		return redefine_exact(t, &lim[r], r, &vo, l, &g, err, cap);
 	used = __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
 	if (used > size)
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "the arena's fill level "

@@ -130,9 +130,10 @@ update_check(const struct shmt_lview *v, const shmt_limit_t *l, char *why,
 	if (v->mode == SHMT_MODE_EXACT && l->limit > v->nlog)
 		REFUSE(-E2BIG, "limit %" PRIu64 ": an exact limiter's log "
 		    "holds the %" PRIu64 " grants it was defined with, and a "
-		    "limit up to that can change in place; for more, delete "
-		    "and define the limiter again (forgetting its uses in "
-		    "flight), or use rate mode", l->limit, (uint64_t)v->nlog);
+		    "limit up to that can change in place; for more, a move "
+		    "into a new generation gives it a larger log with its "
+		    "uses in flight (shmthrottle limiter set, or the daemon's "
+		    "reload)", l->limit, (uint64_t)v->nlog);
 	return 0;
 }
 

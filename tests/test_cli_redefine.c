@@ -7,7 +7,9 @@
  * holds more, a bigger table keeps every client); the JSON says so; a
  * change the new segment cannot hold exits 1 with the reason and leaves
  * the limiter as it was; a key pool keeps or takes names, its uses in
- * flight carried.
+ * flight carried; an exact limiter given a limit above its log gets a
+ * larger log by a move, its uses in flight carried, and goes into rate
+ * mode by one.
  *
  * Usage: test_cli_redefine CLI-BINARY.
  */
@@ -146,12 +148,98 @@ test_limiter_set_per_client(void **state)
 	shmt_close(h);
 }
 
+/* An exact limiter given a limit above its log: the move gives it a
+ * larger log, the uses in flight carried; a change into buckets mode is
+ * refused and leaves it as it was; into rate mode it moves. */
+static void
+test_limiter_set_exact(void **state)
+{
+	char seg[96], conf[64];
+	struct tc_run r;
+	json_error_t e;
+	json_t *j;
+	shmt_t *h;
+	int fd, n;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "clirx");
+	tc_track(seg);
+	snprintf(conf, sizeof(conf), "/tmp/shmt-test-clirx-XXXXXX");
+	assert_true((fd = mkstemp(conf)) >= 0);
+	close(fd);
+	tu_write_text(conf, "[limiter ex]\nmode = exact\nlimit = 4\n"
+	    "window = 1h\n");
+	tc_expect_run(&r, 0, ARGV("-s", seg, "create", "-c", conf));
+	tc_run_free(&r);
+	unlink(conf);
+
+	assert_int_equal(shmt_open(seg, &h), 0);
+	for (n = 0; n < 3; n++)
+		assert_int_equal(shmt_try_use_key(h, "ex"), 1);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "limiter", "set", "ex",
+	    "limit=10"));
+	assert_non_null(strstr(r.out, "limiter ex: limit 10 per 1h; 3 uses "
+	    "in flight kept\n"));
+	assert_non_null(strstr(r.out, "defined anew by a move into a new "
+	    "generation: a log of 10 records"));
+	tc_run_free(&r);
+	/* The worker follows: the three carried count, seven more fit. */
+	for (n = 0; n < 20 && shmt_try_use_key(h, "ex") == 1; n++)
+		;
+	assert_int_equal(n, 7);
+	assert_int_equal(stat_of(h, "ex").in_flight, 10);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "limiter", "set", "ex",
+	    "limit=12"));
+	j = json_loads(r.out, 0, &e);
+	assert_non_null(j);
+	assert_true(json_is_true(json_object_get(j, "moved")));
+	assert_int_equal(json_integer_value(json_object_get(j, "limit")), 12);
+	assert_int_equal(json_integer_value(json_object_get(j, "in_flight")),
+	    10);
+	json_decref(j);
+	tc_run_free(&r);
+	/* Lowered: in place, no move. */
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "limiter", "set", "ex",
+	    "limit=11"));
+	j = json_loads(r.out, 0, &e);
+	assert_non_null(j);
+	assert_false(json_is_true(json_object_get(j, "moved")));
+	json_decref(j);
+	tc_run_free(&r);
+	assert_int_equal(shmt_try_use_key(h, "ex"), 1);
+	assert_int_equal(shmt_try_use_key(h, "ex"), 0);
+	/* Another mode than rate: refused, nothing changes. */
+	tc_expect_run(&r, 1, ARGV("-s", seg, "limiter", "set", "ex",
+	    "mode=buckets", "slack_time=1m", "slack_uses=1"));
+	assert_non_null(strstr(r.err, "mode"));
+	tc_run_free(&r);
+	assert_int_equal(stat_of(h, "ex").mode, SHMT_MODE_EXACT);
+	/* Into rate mode by a move: the 11 uses in flight keep it full
+	 * (their release, an hour on, is past now + 11 x 5 min). */
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "limiter", "set", "ex",
+	    "mode=rate", "limit=12", "burst=4"));
+	j = json_loads(r.out, 0, &e);
+	assert_non_null(j);
+	assert_true(json_is_true(json_object_get(j, "moved")));
+	assert_string_equal(json_string_value(json_object_get(j, "mode")),
+	    "gcra");
+	assert_true(json_integer_value(json_object_get(j, "in_flight")) >= 11);
+	json_decref(j);
+	tc_run_free(&r);
+	assert_int_equal(shmt_try_use_key(h, "ex"), 0);
+	assert_int_equal(stat_of(h, "ex").mode, SHMT_MODE_GCRA);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "check"));
+	tc_run_free(&r);
+	shmt_close(h);
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_limiter_set_per_client,
 		    tc_cleanup),
+		cmocka_unit_test_teardown(test_limiter_set_exact, tc_cleanup),
 	};
 
 	if (argc != 2) {

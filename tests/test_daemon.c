@@ -637,8 +637,9 @@ test_sighup_redefine(void **state)
 }
 
 /* SIGHUP on rate and exact mode: a changed one is changed in place with
- * its uses in flight; an exact limit above its log is refused, and the
- * commands the log gives apply it. */
+ * its uses in flight; an exact limit above its log is applied by a move,
+ * its uses in flight carried; another mode is refused, and the commands
+ * the log gives apply it. */
 static void
 test_sighup_modes(void **state)
 {
@@ -672,16 +673,28 @@ test_sighup_modes(void **state)
 	    st.in_flight == 5);
 	assert_int_equal(drain(h, "x", 10), 1);
 
-	/* Above the 8 grants its log holds: refused, and the advice works. */
+	/* Above the 8 grants its log holds: a move gives it a log of 20,
+	 * its six uses in flight carried; the handle follows. */
 	tu_write_text(e->conf, "[limiter r]\nmode = gcra\nlimit = 5\n"
 	    "window = 1h\nburst = 6\n[limiter x]\nmode = exact\n"
 	    "limit = 20\nwindow = 2h\n");
 	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "limiter 'x' defined anew by a move");
+	assert_false(tu_file_has(e->log, "limiter delete x && kill -HUP"));
+	assert_int_equal(shmt_limiter_stat(h, "x", &st), 0);
+	assert_true(st.limit == 20 && st.in_flight == 6);
+	assert_int_equal(drain(h, "x", 30), 14);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+
+	/* Another mode: refused, and the advice works. */
+	tu_write_text(e->conf, "[limiter r]\nmode = gcra\nlimit = 5\n"
+	    "window = 1h\nburst = 6\n[limiter x]\nlimit = 30\n"
+	    "window = 2h\nslack_time = 1m\nslack_uses = 1\n");
+	assert_int_equal(kill(pid, SIGHUP), 0);
 	wait_log(e, "it cannot change in place");
-	assert_true(tu_file_has(e->log, "log holds the 8 grants"));
 	assert_true(tu_file_has(e->log, "limiter delete x && kill -HUP"));
 	assert_int_equal(shmt_limiter_stat(h, "x", &st), 0);
-	assert_true(st.limit == 6);
+	assert_true(st.limit == 20 && st.mode == SHMT_MODE_EXACT);
 #ifdef SHMT_CLI_PATH
 	{
 		/* The advice as the log wrote it, the CLI's path put first. */
@@ -706,12 +719,32 @@ test_sighup_modes(void **state)
 #endif
 	/* Defined again by the reload (the config knew it: no "added"). */
 	for (int ms = 0; ms < WAIT_MS; ms += 10) {
-		if (shmt_limiter_stat(h, "x", &st) == 0 && st.limit == 20)
+		if (shmt_limiter_stat(h, "x", &st) == 0 && st.limit == 30)
 			break;
 		tu_pause_ms(10);
 	}
 	assert_int_equal(shmt_limiter_stat(h, "x", &st), 0);
-	assert_true(st.limit == 20 && st.in_flight == 0);
+	assert_true(st.limit == 30 && st.in_flight == 0 &&
+	    st.mode == SHMT_MODE_BUCKETS);
+
+	/* Into rate mode: by a move, its uses in flight carried. */
+	assert_int_equal(drain(h, "x", 3), 3);
+	tu_write_text(e->conf, "[limiter r]\nmode = gcra\nlimit = 5\n"
+	    "window = 1h\nburst = 6\n[limiter x]\nmode = gcra\n"
+	    "limit = 30\nwindow = 2h\nburst = 5\n");
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "limiter 'x' defined anew by a move into a new generation");
+	for (int ms = 0; ms < WAIT_MS; ms += 10) {
+		if (shmt_limiter_stat(h, "x", &st) == 0 &&
+		    st.mode == SHMT_MODE_GCRA)
+			break;
+		tu_pause_ms(10);
+	}
+	assert_int_equal(shmt_limiter_stat(h, "x", &st), 0);
+	assert_true(st.mode == SHMT_MODE_GCRA && st.in_flight >= 3);
+	/* Their release, 2h on, is past now + 3 x 4 min: full. */
+	assert_int_equal(drain(h, "x", 5), 0);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
 	shmt_close(h);

@@ -481,7 +481,7 @@ test_refusals(void **state)
 	l.limit = 11;
 	assert_int_equal(shmt_limiter_update(h, "e", &l, why, sizeof(why)),
 	    -E2BIG);
-	assert_non_null(strstr(why, "delete and define"));
+	assert_non_null(strstr(why, "a move into a new generation"));
 	assert_non_null(strstr(why, "10 grants"));
 	l.limit = 4;
 	l.window_ns = 3000;

@@ -790,6 +790,249 @@ test_refused(void **state)
 	check_clean();
 }
 
+/* Grants of shared limiter NAME in a row at the same instant, up to MAX
+ * tries. */
+static int
+burst_shared(const char *name, int max)
+{
+	int n = 0, rc;
+
+	while (n < max && (rc = shmt_try_use_key(g.h, name)) == 1)
+		n++;
+	if (rc < 0)
+		fail_msg("try_use_key %s: %s", name, shmt_strerror(rc));
+	return n;
+}
+
+/* A shared exact limiter given a limit above its log, by a move (WINDOW
+ * the new window): the records of the uses in flight are carried into the
+ * larger log, each held until max(its old release, its time + WINDOW). */
+static void
+exact_grow(uint64_t window)
+{
+	shmt_limit_t l = { .mode = SHMT_MODE_EXACT, .limit = 4,
+		.window_ns = W };
+	shmt_limit_t big = { .mode = SHMT_MODE_EXACT, .limit = 8,
+		.window_ns = window };
+	uint64_t t1 = T0 + 100, hold = window > W ? window : W;
+	char why[256];
+
+	assert_int_equal(shmt_limiter_define(g.h, "ex", &l), 0);
+	g.clk.now = T0;
+	assert_int_equal(burst_shared("ex", 2), 2);
+	g.clk.now = t1;
+	assert_int_equal(burst_shared("ex", 3), 2);
+	/* In place, the log cannot hold 8. */
+	assert_int_equal(shmt_limiter_update(g.h, "ex", &big, why,
+	    sizeof(why)), -E2BIG);
+	g.clk.now = T0 + 200;
+	redefine_ok("ex", &big);
+	assert_int_equal(stat_of("ex").limit, 8);
+	assert_int_equal(stat_of("ex").window_ns, window);
+	assert_int_equal(stat_of("ex").in_flight, 4);
+	check_clean();
+	/* Four more, then the four carried still count. */
+	assert_int_equal(burst_shared("ex", 6), 4);
+	/* The first two carried are held until T0 + hold, no sooner. */
+	g.clk.now = T0 + hold - 1;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	g.clk.now = T0 + hold;
+	assert_int_equal(burst_shared("ex", 3), 2);
+	g.clk.now = t1 + hold - 1;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	/* Then the next two, and the third the four made after the change
+	 * when the new window has released them (a narrower one). */
+	g.clk.now = t1 + hold;
+	assert_int_equal(burst_shared("ex", 3),
+	    T0 + 200 + window > t1 + hold ? 2 : 3);
+	/* The new limit holds: 8 in any window from here on. */
+	g.clk.now += 4 * hold;
+	assert_int_equal(burst_shared("ex", 10), 8);
+	g.clk.now += window - 1;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	g.clk.now += 1;
+	assert_int_equal(burst_shared("ex", 10), 8);
+	check_clean();
+}
+
+static void
+test_exact_grow(void **state)
+{
+	(void)state;
+	exact_grow(W);
+}
+
+static void
+test_exact_grow_widen(void **state)
+{
+	(void)state;
+	exact_grow(2 * W);
+}
+
+static void
+test_exact_grow_narrow(void **state)
+{
+	(void)state;
+	exact_grow(W / 2);
+}
+
+/* An exact limiter's log carried after an in-place change: a record it
+ * holds longer (the change's hold) keeps that hold in the larger log. */
+static void
+test_exact_grow_held(void **state)
+{
+	shmt_limit_t l = { .mode = SHMT_MODE_EXACT, .limit = 4,
+		.window_ns = 3 * W };
+	shmt_limit_t mid = { .mode = SHMT_MODE_EXACT, .limit = 4,
+		.window_ns = W };
+	shmt_limit_t big = { .mode = SHMT_MODE_EXACT, .limit = 6,
+		.window_ns = W };
+	char why[256];
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "ex", &l), 0);
+	g.clk.now = T0;
+	assert_int_equal(burst_shared("ex", 2), 2);
+	/* In place to window W: the two keep their hold of 3W. */
+	assert_int_equal(shmt_limiter_update(g.h, "ex", &mid, why,
+	    sizeof(why)), 0);
+	g.clk.now = T0 + 10;
+	assert_int_equal(burst_shared("ex", 1), 1);
+	redefine_ok("ex", &big);
+	check_clean();
+	assert_int_equal(burst_shared("ex", 6), 3);
+	/* The log is first in, first out: the next grant waits for the
+	 * first record, held until T0 + 3W, though the new window alone
+	 * would release it at T0 + W.  The third use, the in-place change's
+	 * grant n (held as an old one, exact.c), keeps its hold too: until
+	 * T0 + 10 + 3W; then the three made after the move are due. */
+	g.clk.now = T0 + 10 + W;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	g.clk.now = T0 + 3 * W - 1;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	g.clk.now = T0 + 3 * W;
+	assert_int_equal(burst_shared("ex", 8), 2);
+	g.clk.now = T0 + 10 + 3 * W - 1;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	g.clk.now = T0 + 10 + 3 * W;
+	assert_int_equal(burst_shared("ex", 8), 4);
+	check_clean();
+}
+
+/* A shared exact limiter into rate mode by a move: the uses in flight
+ * give the arrival time max(now + n x T', the latest old release). */
+static void
+test_exact_to_rate(void **state)
+{
+	shmt_limit_t l = { .mode = SHMT_MODE_EXACT, .limit = 4,
+		.window_ns = W };
+	/* T' = W / 10, D' = 5 T': the latest release T0 + 100 + W wins
+	 * over now + 3 T'. */
+	shmt_limit_t r1 = { .mode = SHMT_MODE_GCRA, .limit = 10,
+		.window_ns = W, .burst = 5 };
+	uint64_t T = W / 10, tat = T0 + 100 + W;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "ex", &l), 0);
+	g.clk.now = T0;
+	assert_int_equal(burst_shared("ex", 2), 2);
+	g.clk.now = T0 + 100;
+	assert_int_equal(burst_shared("ex", 1), 1);
+	g.clk.now = T0 + 200;
+	redefine_ok("ex", &r1);
+	assert_int_equal(stat_of("ex").mode, SHMT_MODE_GCRA);
+	assert_int_equal(stat_of("ex").in_flight, div_up(tat - g.clk.now, T));
+	check_clean();
+	/* Granted when TAT + T' - D' <= now. */
+	g.clk.now = tat - 4 * T - 1;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	g.clk.now = tat - 4 * T;
+	assert_int_equal(burst_shared("ex", 3), 1);
+	/* The new rate from here on: one per T'. */
+	g.clk.now += T - 1;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	g.clk.now += 1;
+	assert_int_equal(burst_shared("ex", 3), 1);
+	check_clean();
+}
+
+/* Into rate mode with the uses in flight at the new interval later than
+ * their old releases: now + n x T'. */
+static void
+test_exact_to_rate_slow(void **state)
+{
+	shmt_limit_t l = { .mode = SHMT_MODE_EXACT, .limit = 4,
+		.window_ns = W };
+	shmt_limit_t r1 = { .mode = SHMT_MODE_GCRA, .limit = 2,
+		.window_ns = 2 * W, .burst = 1 };
+	uint64_t now = T0 + 200, tat = now + 3 * W;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "ex", &l), 0);
+	g.clk.now = T0;
+	assert_int_equal(burst_shared("ex", 3), 3);
+	g.clk.now = now;
+	redefine_ok("ex", &r1);
+	assert_int_equal(stat_of("ex").in_flight, 3);
+	g.clk.now = tat - 1;
+	assert_int_equal(burst_shared("ex", 1), 0);
+	g.clk.now = tat;
+	assert_int_equal(burst_shared("ex", 3), 1);
+	check_clean();
+}
+
+/* A shared buckets limiter into rate mode: the arrival time is its uses'
+ * release (the exact retry_after_ns of a full limiter before the move)
+ * when that is later than now + n x T'. */
+static void
+test_buckets_to_rate(void **state)
+{
+	shmt_limit_t l = { .limit = 3, .window_ns = W, .slack_ns = S,
+		.slack_uses = 3 };
+	shmt_limit_t r1 = { .mode = SHMT_MODE_GCRA, .limit = 10,
+		.window_ns = W, .burst = 5 };
+	uint64_t T = W / 10, tat;
+	shmt_decision_t d;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "sb", &l), 0);
+	g.clk.now = T0 + 100;
+	assert_int_equal(burst_shared("sb", 4), 3);
+	g.clk.now = T0 + 200;
+	assert_true(shmt_peek(g.h, "sb", NULL, 0, 1, &d) >= 0);
+	assert_int_equal(d.granted, 0);
+	tat = g.clk.now + d.retry_after_ns;
+	assert_true(tat > g.clk.now + 3 * T);
+	redefine_ok("sb", &r1);
+	assert_int_equal(stat_of("sb").mode, SHMT_MODE_GCRA);
+	assert_int_equal(stat_of("sb").in_flight, div_up(tat - g.clk.now, T));
+	check_clean();
+	g.clk.now = tat - 4 * T - 1;
+	assert_int_equal(burst_shared("sb", 1), 0);
+	g.clk.now = tat - 4 * T;
+	assert_int_equal(burst_shared("sb", 3), 1);
+	check_clean();
+}
+
+/* A shared limiter's mode does not change by a move. */
+static void
+test_exact_refused(void **state)
+{
+	shmt_limit_t l = { .mode = SHMT_MODE_EXACT, .limit = 4,
+		.window_ns = W };
+	shmt_limit_t b = { .limit = 8, .window_ns = W, .slack_ns = S,
+		.slack_uses = 1 };
+	char err[768];
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(g.h, "ex", &l), 0);
+	assert_int_equal(burst_shared("ex", 2), 2);
+	assert_int_equal(redefine("ex", &b, err, sizeof(err)), -EOPNOTSUPP);
+	assert_non_null(strstr(err, "mode"));
+	assert_int_equal(stat_of("ex").in_flight, 2);
+	check_clean();
+}
+
 int
 main(void)
 {
@@ -831,6 +1074,22 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_again, rd_setup,
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_refused, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_exact_grow, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_exact_grow_widen, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_exact_grow_narrow,
+		    rd_setup, rd_teardown),
+		cmocka_unit_test_setup_teardown(test_exact_grow_held, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_exact_refused, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_exact_to_rate, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_exact_to_rate_slow,
+		    rd_setup, rd_teardown),
+		cmocka_unit_test_setup_teardown(test_buckets_to_rate, rd_setup,
 		    rd_teardown),
 	};
 
