@@ -130,7 +130,7 @@
  * costs the new interval, and TAT >= R keeps the limiter from being
  * whole again (TAT <= now) before the last old use is released.  A burst
  * below n refuses until they drain under it, as an in-place change does
- * (shmt__gcra_rescale_T).  Other changes of a shared limiter's mode (into
+ * (shmt__gcra_rescale).  Other changes of a shared limiter's mode (into
  * buckets or exact mode) are refused (-EOPNOTSUPP).
  */
 #include "daemon.h"
