@@ -755,6 +755,64 @@ test_migrate_segment_hostile(void **state)
 	free(raw);
 }
 
+/* A clock for the migration's new segment that kills its process the
+ * first time it is read: kill -9 of the migrating daemon after the freeze
+ * and the image, before the rename. */
+static shmt_time_t
+clock_kill(void *ctx)
+{
+	(void)ctx;
+	kill(getpid(), SIGKILL);
+	return 0;
+}
+
+/* kill -9 of the migrating daemon in the middle, then the next daemon:
+ * exactly one authoritative segment, the old one still named and usable
+ * (not left frozen for good), which the next daemon migrates. */
+static void
+test_migrate_segment_killed(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct shmt_hdr *old;
+	char seg[96], path[160], err[640];
+	size_t size;
+	pid_t child;
+	int status, rc;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-kill");
+	seg_put(seg, &size);
+	old = seg_map(seg, size);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		(void)shmt__segment6_migrate(seg, &now, clock_kill, NULL, &m,
+		    err, sizeof(err));
+		_exit(3);
+	}
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	/* Killed between the freeze and the rename: the name is the old
+	 * object, frozen by a dead mover. */
+	printf("# after kill -9: old segment state %u\n", state_of(old));
+	/* The next daemon finds it under the name and must take it over. */
+	err[0] = '\0';
+	rc = shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err));
+	printf("# next migration: %d (%s)\n", rc, err);
+	snprintf(path, sizeof(path), "/dev/shm%s.migrate.%ld.restore.%ld", seg,
+	    (long)child, (long)child);
+	printf("# leftover %s: %s\n", path, access(path, F_OK) == 0 ?
+	    "present" : "absent");
+	(void)shm_unlink(path + 8);
+	assert_int_equal(rc, 0);
+	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
+	munmap(old, size);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 int
 main(void)
 {
@@ -766,6 +824,7 @@ main(void)
 		cmocka_unit_test(test_migrate_segment),
 		cmocka_unit_test(test_migrate_segment_refused),
 		cmocka_unit_test(test_migrate_segment_hostile),
+		cmocka_unit_test(test_migrate_segment_killed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, tu_sweep);
