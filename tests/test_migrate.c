@@ -813,6 +813,52 @@ test_migrate_segment_killed(void **state)
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
+/* A segment frozen by another live mover (a second daemon migrating it, a
+ * live process stands for it): a migration that finds it frozen refuses,
+ * and must leave the record of who froze it as it was, or the old
+ * library's recovery takes the freeze for a dead mover's (once this
+ * process is gone) and undoes it under the live one. */
+static void
+test_migrate_segment_frozen_by_other(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct shmt_hdr *old;
+	char seg[96], err[640];
+	uint64_t w, start;
+	size_t size;
+	pid_t other;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-other");
+	seg_put(seg, &size);
+	old = seg_map(seg, size);
+	other = fork();
+	assert_true(other >= 0);
+	if (other == 0) {
+		pause();
+		_exit(0);
+	}
+	start = shmt__proc_start(other);
+	/* The other mover's freeze, as the migration makes it. */
+	__atomic_store_n(&old->sh_mover_pid, (int64_t)other, __ATOMIC_RELAXED);
+	__atomic_store_n(&old->sh_mover_start, start, __ATOMIC_RELAXED);
+	w = shmt__genword_load(old);
+	assert_true(shmt__genword_cas(old, &w, SHMT_SEG_FROZEN,
+	    (uint32_t)(w >> 32) + 1));
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), SHMT_ESTALE);
+	printf("# %s; mover now pid %" PRId64 " (the other is %ld)\n", err,
+	    old->sh_mover_pid, (long)other);
+	kill(other, SIGKILL);
+	waitpid(other, NULL, 0);
+	assert_int_equal(old->sh_mover_pid, (int64_t)other);
+	assert_int_equal(old->sh_mover_start, start);
+	munmap(old, size);
+	(void)shm_unlink(seg);
+}
+
 int
 main(void)
 {
@@ -825,6 +871,7 @@ main(void)
 		cmocka_unit_test(test_migrate_segment_refused),
 		cmocka_unit_test(test_migrate_segment_hostile),
 		cmocka_unit_test(test_migrate_segment_killed),
+		cmocka_unit_test(test_migrate_segment_frozen_by_other),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, tu_sweep);
