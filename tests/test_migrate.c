@@ -859,6 +859,89 @@ test_migrate_segment_frozen_by_other(void **state)
 	(void)shm_unlink(seg);
 }
 
+/* What an ABI 6 worker does while the migration builds the new segment:
+ * it finds the freeze undone (its recovery took the mover for dead: a
+ * mover record overwritten, another PID namespace) and takes a use of
+ * "api" on the old segment, after the image was copied. */
+struct undo_clock {
+	struct tu_clock clk;
+	struct shmt_hdr *old;
+	int done;
+	uint64_t inflight;      /* api's uses in flight in the old segment */
+};
+
+static shmt_time_t
+clock_undo(void *ctx)
+{
+	struct undo_clock *u = ctx;
+
+	if (!u->done) {
+		uint64_t w = shmt__genword_load(u->old);
+		unsigned char *rows = (unsigned char *)u->old +
+		    u->old->sh_regions[SHMT_R_LIMITERS].rg_off;
+
+		u->done = 1;
+		assert_int_equal((uint32_t)w, SHMT_SEG_FROZEN);
+		assert_true(shmt__genword_cas(u->old, &w, SHMT_SEG_LIVE,
+		    (uint32_t)(w >> 32)));
+		for (uint32_t r = 0; r < u->old->sh_params.sp_max_limiters; r++)
+			if (strcmp((char *)rows + (uint64_t)r * ROW6 + 112,
+			    "api") == 0) {
+				uint64_t *w0 = (uint64_t *)(void *)(rows +
+				    (uint64_t)r * ROW6 + 384);
+
+				/* One grant: in flight + 1, count + 1. */
+				__atomic_fetch_add(w0, (1ULL << 32) + 1,
+				    __ATOMIC_SEQ_CST);
+				u->inflight = *w0 >> 32;
+			}
+	}
+	return u->clk.now;
+}
+
+/* The freeze undone during the migration: a grant may have landed on the
+ * old segment after its copy.  The migration must not report success with
+ * that grant lost (the new segment would grant it again). */
+static void
+test_migrate_segment_undone(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct undo_clock u;
+	shmt_limiter_stat_t st;
+	char seg[96], err[640];
+	size_t size;
+	shmt_t *h;
+	int rc;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-undo");
+	seg_put(seg, &size);
+	memset(&u, 0, sizeof(u));
+	u.old = seg_map(seg, size);
+	u.clk.now = now.mono_ns + SEC;
+	err[0] = '\0';
+	rc = shmt__segment6_migrate(seg, &now, clock_undo, &u, &m, err,
+	    sizeof(err));
+	printf("# migration: %d (%s); old state %u, api in flight there %"
+	    PRIu64 "\n", rc, err, state_of(u.old), u.inflight);
+	assert_true(u.done);
+	assert_int_equal(u.inflight, 4);
+	if (rc == 0) {
+		assert_int_equal(shmt_open(seg, &h), 0);
+		assert_int_equal(shmt_set_clock(h, tu_clock_read, &u.clk), 0);
+		assert_int_equal(shmt_limiter_stat(h, "api", &st), 0);
+		printf("# new segment: api in flight %" PRIu64 "\n",
+		    (uint64_t)st.in_flight);
+		/* Every use granted on the old segment is held in the new. */
+		assert_true(st.in_flight >= u.inflight);
+		shmt_close(h);
+	}
+	munmap(u.old, size);
+	(void)shmt_unlink(seg);
+}
+
 int
 main(void)
 {
@@ -872,6 +955,7 @@ main(void)
 		cmocka_unit_test(test_migrate_segment_hostile),
 		cmocka_unit_test(test_migrate_segment_killed),
 		cmocka_unit_test(test_migrate_segment_frozen_by_other),
+		cmocka_unit_test(test_migrate_segment_undone),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, tu_sweep);
