@@ -61,6 +61,7 @@
 #include "table.h"
 #include "wait.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -622,9 +623,10 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
  * understands, so the old workers still attached to it stop cleanly:
  *
  *   1. take the object's flock (migrations of it take turns: -EBUSY
- *      when another holds it), check the object's header (ABI 6's
- *      magic, format word, size, regions) and that no live daemon of
- *      ABI 6 holds it;
+ *      when another holds it), remove what migrations of it by processes
+ *      that no longer run left (NAME.migrate.PID*), check the object's
+ *      header (ABI 6's magic, format word, size, regions) and that no
+ *      live daemon of ABI 6 holds it;
  *   2. read its state as ABI 6's settling does: FROZEN by a live mover is
  *      refused (SHMT_ESTALE, its mover record untouched); FROZEN by a dead
  *      one is undone (CAS FROZEN -> LIVE with the recorded freeze number)
@@ -667,9 +669,8 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
  * ABI 6's own recovery undoes it (before the rename: the name still points
  * to it; the next migration then takes it) or finishes it (after: MOVED;
  * its workers then find SHMT_EFORMAT at the name), and the private
- * objects NAME.migrate.PID (which the next migration by that pid removes)
- * and NAME.migrate.PID.restore.PID (removed by the next restore of that
- * name by that pid).
+ * objects NAME.migrate.PID and NAME.migrate.PID.restore.PID, which the
+ * next migration of NAME removes (step 1).
  */
 
 typedef unsigned __int128 u128;
@@ -1001,6 +1002,40 @@ names_object(int fd, const char *name)
 	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/* Remove the private objects that migrations of NAME by processes that are
+ * gone left behind: NAME.migrate.PID (a new segment built, not published)
+ * and NAME.migrate.PID.restore.PID (one killed while being built). */
+static void
+sweep_dead_migrations(const char *name)
+{
+	char pre[SHMT_SEGNAME_MAX + 16], obj[SHMT_SEGNAME_MAX + 2];
+	struct dirent *e;
+	size_t n;
+	DIR *d;
+
+	if ((size_t)snprintf(pre, sizeof(pre), "%s.migrate.", name + 1) >=
+	    sizeof(pre) || (d = opendir("/dev/shm")) == NULL)
+		return;
+	n = strlen(pre);
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, pre, n) != 0)
+			continue;
+		pid = strtol(e->d_name + n, &end, 10);
+		if (end == e->d_name + n || pid <= 0 || pid > INT32_MAX ||
+		    (*end != '\0' && *end != '.') ||
+		    (pid != (long)shmt__env_pid() &&
+		    shmt__pid_alive((pid_t)pid, 0)))
+			continue;
+		if ((size_t)snprintf(obj, sizeof(obj), "/%s", e->d_name) <
+		    sizeof(obj))
+			(void)shm_unlink(obj);
+	}
+	closedir(d);
+}
+
 /*
  * The old segment at LIVE (object FD, named NAME) before its freeze, as
  * ABI 6's settling sees it: 0 LIVE (after undoing the freeze of a dead
@@ -1101,7 +1136,8 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 		return shmt__bad(err, cap, rc, "another process is migrating %s",
 		    name);
 	}
-	(void)shm_unlink(tmp);  /* a leftover of a migration killed midway */
+	/* What migrations of it killed midway left, this pid's included. */
+	sweep_dead_migrations(name);
 	if (sb.st_size < (off_t)sizeof(hdr) || (map = mmap(NULL,
 	    (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
 	    MAP_FAILED) {

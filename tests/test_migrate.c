@@ -942,6 +942,89 @@ test_migrate_segment_undone(void **state)
 	(void)shmt_unlink(seg);
 }
 
+/* Does the shared-memory object NAME exist? */
+static int
+shm_exists(const char *name)
+{
+	char path[200];
+
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	return access(path, F_OK) == 0;
+}
+
+/* Make an empty shared-memory object NAME. */
+static void
+shm_make(const char *name)
+{
+	int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+/* What a migration killed midway leaves (NAME.migrate.PID, and
+ * NAME.migrate.PID.restore.PID of the restore it was in) is removed by the
+ * next migration of NAME; a live migrator's private object is not, nor an
+ * object that only shares the prefix. */
+static void
+test_migrate_segment_leftovers(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	char seg[96], err[640], built[160], restore[160], alive[160],
+	    other[160];
+	size_t size;
+	pid_t child, live;
+	int status;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-left");
+	seg_put(seg, &size);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		(void)shmt__segment6_migrate(seg, &now, clock_kill, NULL, &m,
+		    err, sizeof(err));
+		_exit(3);
+	}
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	snprintf(restore, sizeof(restore), "%s.migrate.%ld.restore.%ld", seg,
+	    (long)child, (long)child);
+	/* Killed in the restore: its half-built object is there. */
+	assert_true(shm_exists(restore));
+	/* As if killed after the restore, before the rename. */
+	snprintf(built, sizeof(built), "%s.migrate.%ld", seg, (long)child);
+	shm_make(built);
+	live = fork();
+	assert_true(live >= 0);
+	if (live == 0) {
+		pause();
+		_exit(0);
+	}
+	snprintf(alive, sizeof(alive), "%s.migrate.%ld", seg, (long)live);
+	shm_make(alive);
+	snprintf(other, sizeof(other), "%s.migrated", seg);
+	shm_make(other);
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), 0);
+	printf("# after the next migration: %s %s, %s %s\n", built,
+	    shm_exists(built) ? "present" : "absent", restore,
+	    shm_exists(restore) ? "present" : "absent");
+	kill(live, SIGKILL);
+	waitpid(live, NULL, 0);
+	assert_false(shm_exists(built));
+	assert_false(shm_exists(restore));
+	assert_true(shm_exists(alive));
+	assert_true(shm_exists(other));
+	(void)shm_unlink(built);
+	(void)shm_unlink(restore);
+	(void)shm_unlink(alive);
+	(void)shm_unlink(other);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 int
 main(void)
 {
@@ -956,6 +1039,7 @@ main(void)
 		cmocka_unit_test(test_migrate_segment_killed),
 		cmocka_unit_test(test_migrate_segment_frozen_by_other),
 		cmocka_unit_test(test_migrate_segment_undone),
+		cmocka_unit_test(test_migrate_segment_leftovers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, tu_sweep);
