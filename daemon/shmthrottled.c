@@ -528,7 +528,7 @@ static int
 segment_new(struct daemon *d)
 {
 	const char *name = d->cfg.segment;
-	char err[1024], why[256], note[512];
+	char err[1024], why[256], note[768];
 	int rc;
 
 	if (d->cfg.snapshot[0] != '\0') {
@@ -578,7 +578,7 @@ migrate(struct daemon *d)
 	struct shmt__hdr_facts f;
 	struct shmt__host_time now;
 	struct shmt__migration m;
-	char err[768], note[512];
+	char err[768], note[768];
 	int rc;
 
 	if (shmt__hdr_facts(name, &f) != 0 || (f.format >> 48) != 6)

@@ -597,6 +597,14 @@ out:
 void
 shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
 {
+	char grown[200] = "";
+
+	if (m->arena_grown > 0)
+		snprintf(grown, sizeof(grown), "; the arena grew for the "
+		    "override tables, to %" PRIu64 " bytes: raise arena in the "
+		    "daemon's configuration to at least that, or every start and "
+		    "reload fails to resize the segment (-ENOSPC)",
+		    m->arena_bytes);
 	snprintf(buf, cap, "migrated from segment format ABI %u to ABI %u: "
 	    "%" PRIu32 " limiter%s (%" PRIu64 " use%s in flight, %" PRIu64
 	    " client entr%s), %" PRIu64 " dictionary item%s, %" PRIu64
@@ -609,9 +617,7 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
 	    m->dict_items == 1 ? "" : "s", m->counters,
 	    m->counters == 1 ? "" : "s", m->analyzer ? "kept" : "none",
 	    m->deleted, m->deleted == 1 ? "" : "s", m->dropped,
-	    m->dropped == 1 ? "" : "s",
-	    m->arena_grown > 0 ? "; the arena grew for the override tables" :
-	    "");
+	    m->dropped == 1 ? "" : "s", grown);
 }
 
 /* ---- A segment of ABI 6 in /dev/shm ------------------------------------- */
@@ -881,12 +887,15 @@ shmt__segment6_image(const unsigned char *map, uint64_t size,
 	memcpy(o.b + o.len + offsetof(struct shmt_hdr, sh_arena_used), &used,
 	    sizeof(used));
 	o.len += hlen + llen + used;
-	if ((rc = store6_section(&dict, IMG_S_DICT, &o, &ndict)) != 0 ||
-	    (rc = store6_section(&ctr, IMG_S_COUNTERS, &o, &nctr)) != 0) {
-		free(o.b);
-		return shmt__bad(err, cap, rc, "its %s is damaged (a chain "
-		    "names something that is not an item, or loops)",
-		    ndict == 0 && dict.shards > 0 ? "dictionary" : "counters");
+	for (int k = 0; k < 2; k++) {
+		rc = k == 0 ? store6_section(&dict, IMG_S_DICT, &o, &ndict) :
+		    store6_section(&ctr, IMG_S_COUNTERS, &o, &nctr);
+		if (rc != 0) {
+			free(o.b);
+			return shmt__bad(err, cap, rc, "its %s is damaged (a "
+			    "chain names something that is not an item, or "
+			    "loops)", k == 0 ? "dictionary" : "counters");
+		}
 	}
 	if (an.base != NULL) {
 		struct img_sec s = { .is_kind = IMG_S_ANALYZER };

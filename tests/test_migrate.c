@@ -198,7 +198,7 @@ check_migrated(shmt_t *h, struct tu_clock *clk, uint64_t t0)
 static void
 check_report(const struct shmt__migration *m)
 {
-	char note[512];
+	char note[768];
 
 	shmt__migration_text(m, note, sizeof(note));
 	printf("# %s\n", note);
@@ -1025,6 +1025,28 @@ test_migrate_segment_leftovers(void **state)
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
+/* The report of a migration whose arena grew tells the operator the size
+ * to put in the configuration; one that did not grow says nothing of it. */
+static void
+test_migrate_text_grown(void **state)
+{
+	struct shmt__migration m;
+	char note[768];
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	m.from_abi = 6;
+	shmt__migration_text(&m, note, sizeof(note));
+	assert_null(strstr(note, "arena"));
+	m.arena_grown = 65536;
+	m.arena_bytes = 8454144;
+	shmt__migration_text(&m, note, sizeof(note));
+	printf("# %s\n", note);
+	assert_non_null(strstr(note, "to 8454144 bytes"));
+	assert_non_null(strstr(note, "raise arena in the daemon's "
+	    "configuration"));
+}
+
 int
 main(void)
 {
@@ -1040,6 +1062,7 @@ main(void)
 		cmocka_unit_test(test_migrate_segment_frozen_by_other),
 		cmocka_unit_test(test_migrate_segment_undone),
 		cmocka_unit_test(test_migrate_segment_leftovers),
+		cmocka_unit_test(test_migrate_text_grown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, tu_sweep);
