@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -975,7 +976,7 @@ test_migrate_segment_leftovers(void **state)
 	    other[160];
 	size_t size;
 	pid_t child, live;
-	int status;
+	int status, rc;
 
 	(void)state;
 	seg_time(&now);
@@ -1007,13 +1008,14 @@ test_migrate_segment_leftovers(void **state)
 	shm_make(alive);
 	snprintf(other, sizeof(other), "%s.migrated", seg);
 	shm_make(other);
-	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
-	    sizeof(err)), 0);
-	printf("# after the next migration: %s %s, %s %s\n", built,
+	rc = shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err));
+	printf("# next migration %d; after it: %s %s, %s %s\n", rc, built,
 	    shm_exists(built) ? "present" : "absent", restore,
 	    shm_exists(restore) ? "present" : "absent");
 	kill(live, SIGKILL);
 	waitpid(live, NULL, 0);
+	assert_int_equal(rc, 0);
 	assert_false(shm_exists(built));
 	assert_false(shm_exists(restore));
 	assert_true(shm_exists(alive));
@@ -1047,6 +1049,62 @@ test_migrate_text_grown(void **state)
 	    "configuration"));
 }
 
+/* Two migrations of one segment take turns: while another process
+ * migrates it (its lock on the object, held here by a child), a second
+ * one answers -EBUSY and writes nothing; once that process is gone the
+ * next one migrates it. */
+static void
+test_migrate_segment_busy(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct shmt_hdr *old;
+	char seg[96], err[640];
+	int64_t mover;
+	uint64_t w;
+	size_t size;
+	pid_t child;
+	int p[2], rc;
+	char c;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-busy");
+	seg_put(seg, &size);
+	old = seg_map(seg, size);
+	assert_int_equal(pipe(p), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		int fd = shm_open(seg, O_RDWR | O_CLOEXEC, 0);
+
+		if (fd < 0 || flock(fd, LOCK_EX) != 0)
+			_exit(1);
+		if (write(p[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	mover = old->sh_mover_pid;
+	w = shmt__genword_load(old);
+	rc = shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err));
+	printf("# %d (%s)\n", rc, err);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	assert_int_equal(rc, -EBUSY);
+	assert_int_equal(old->sh_mover_pid, mover);
+	assert_int_equal(shmt__genword_load(old), w);
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), 0);
+	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
+	munmap(old, size);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 int
 main(void)
 {
@@ -1061,6 +1119,7 @@ main(void)
 		cmocka_unit_test(test_migrate_segment_killed),
 		cmocka_unit_test(test_migrate_segment_frozen_by_other),
 		cmocka_unit_test(test_migrate_segment_undone),
+		cmocka_unit_test(test_migrate_segment_busy),
 		cmocka_unit_test(test_migrate_segment_leftovers),
 		cmocka_unit_test(test_migrate_text_grown),
 	};
