@@ -538,7 +538,7 @@ static int
 segment_new(struct daemon *d)
 {
 	const char *name = d->cfg.segment;
-	char err[1024], why[256], note[512];
+	char err[1024], why[256], note[768];
 	int rc;
 
 	if (d->cfg.snapshot[0] != '\0') {
@@ -588,15 +588,26 @@ migrate(struct daemon *d)
 	struct shmt__hdr_facts f;
 	struct shmt__host_time now;
 	struct shmt__migration m;
-	char err[768], note[512];
+	char err[768], note[768];
 	int rc;
 
 	if (shmt__hdr_facts(name, &f) != 0 || (f.format >> 48) != 6)
 		return -1;
-	shmt__host_time_now(&now);
-	rc = shmt__segment6_migrate(name, &now, NULL, NULL, &m, err,
-	    sizeof(err));
-	if (rc != 0) {
+	/* A freeze undone under the migration (-EAGAIN) published nothing:
+	 * the old segment is live as it was, and is taken again. */
+	for (int tries = 0; tries < 3; tries++) {
+		shmt__host_time_now(&now);
+		rc = shmt__segment6_migrate(name, &now, NULL, NULL, &m, err,
+		    sizeof(err));
+		if (rc != -EAGAIN)
+			break;
+		shmtd_log(LOG_WARNING, "segment %s: %s", name, err);
+	}
+	if (rc != 0 && m.published) {
+		/* Published, but the old segment's freeze was undone on the
+		 * way: go on with the new one, and say what may be lost. */
+		shmtd_log(LOG_WARNING, "segment %s: %s", name, err);
+	} else if (rc != 0) {
 		shmtd_log(LOG_ERR, "segment %s is of format ABI 6 and cannot be "
 		    "migrated: %s; it is left as it was (start with --recreate "
 		    "to replace it, losing its state)", name, err);

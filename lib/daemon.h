@@ -143,6 +143,9 @@ struct shmt__migration {
 	uint64_t dict_items, counters;  /* records of the image's sections */
 	int analyzer;                   /* analyzer summaries carried */
 	uint64_t arena_grown;           /* bytes the arena grew by */
+	uint64_t arena_bytes;           /* the new segment's arena */
+	int published;                  /* the new segment has the name
+					 * (set even when an error follows) */
 };
 
 /*
@@ -185,12 +188,19 @@ int shmt__segment6_image(const unsigned char *map, uint64_t size,
  * a private name (on CLOCK when not NULL: a test knob), publish it under
  * NAME with rename(2), and retire the old object (its ABI 6 workers then
  * answer SHMT_ESTALE, and SHMT_EFORMAT when they reopen NAME).  *M says
- * what was carried.  Returns 0; -EBUSY (its ABI 6 daemon still runs, or a
- * live worker kept a lock for 2 s); SHMT_ESTALE (not live: retired or
- * being moved); SHMT_EUNTRUSTED; the errors of shmt__segment6_image,
- * shmt__image_migrate and shmt__image_rebuild.  On any error the old
- * segment is left live as it was.  Only for the daemon, at start, before
- * it opens NAME.  kill -9 in the middle: see migrate.c.
+ * what was carried.  Returns 0; -EBUSY (its ABI 6 daemon still runs,
+ * another process migrates it, or a live worker kept a lock for 2 s);
+ * SHMT_ESTALE (frozen by a live mover, or moved or retired: a freeze left
+ * by a dead mover is first undone when NAME still names the object, as
+ * ABI 6's recovery does); -EAGAIN (its freeze was undone during the
+ * migration, before the rename: nothing published); SHMT_EUNTRUSTED; the
+ * errors of shmt__segment6_image, shmt__image_migrate and
+ * shmt__image_rebuild.  On those errors the old segment is left live as it
+ * was (M->published 0).  SHMT_ECORRUPT with M->published 1: the new
+ * segment is published and the old one retired, but its freeze was undone
+ * between the last check and the rename, so uses granted by ABI 6 workers
+ * in between may be lost.  Only for the daemon, at start, before it opens
+ * NAME.  kill -9 in the middle: see migrate.c.
  */
 int shmt__segment6_migrate(const char *name,
     const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,

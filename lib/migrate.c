@@ -61,6 +61,7 @@
 #include "table.h"
 #include "wait.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -68,6 +69,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -540,6 +542,7 @@ shmt__image_migrate(const unsigned char *img, size_t len, unsigned char **out,
 		nh.sh_params.sp_arena_bytes = want;
 	}
 	m->arena_grown = grow;
+	m->arena_bytes = nh.sh_params.sp_arena_bytes;
 	if ((size = shmt__layout(&nh.sh_params, reg)) == 0) {
 		rc = shmt__bad(err, cap, SHMT_ECORRUPT, "the image's creation "
 		    "parameters make no segment of this format");
@@ -594,6 +597,14 @@ out:
 void
 shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
 {
+	char grown[200] = "";
+
+	if (m->arena_grown > 0)
+		snprintf(grown, sizeof(grown), "; the arena grew for the "
+		    "override tables, to %" PRIu64 " bytes: raise arena in the "
+		    "daemon's configuration to at least that, or every start and "
+		    "reload fails to resize the segment (-ENOSPC)",
+		    m->arena_bytes);
 	snprintf(buf, cap, "migrated from segment format ABI %u to ABI %u: "
 	    "%" PRIu32 " limiter%s (%" PRIu64 " use%s in flight, %" PRIu64
 	    " client entr%s), %" PRIu64 " dictionary item%s, %" PRIu64
@@ -606,9 +617,7 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
 	    m->dict_items == 1 ? "" : "s", m->counters,
 	    m->counters == 1 ? "" : "s", m->analyzer ? "kept" : "none",
 	    m->deleted, m->deleted == 1 ? "" : "s", m->dropped,
-	    m->dropped == 1 ? "" : "s",
-	    m->arena_grown > 0 ? "; the arena grew for the override tables" :
-	    "");
+	    m->dropped == 1 ? "" : "s", grown);
 }
 
 /* ---- A segment of ABI 6 in /dev/shm ------------------------------------- */
@@ -619,10 +628,19 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
  * takes a segment into a new generation, in the terms ABI 6's library
  * understands, so the old workers still attached to it stop cleanly:
  *
- *   1. check the object's header (ABI 6's magic, format word, size,
- *      regions) and that no live daemon of ABI 6 holds it;
- *   2. write this process as the mover and freeze it: one CAS of its state
- *      word from LIVE to FROZEN.  From there on an ABI 6 worker's grant is
+ *   1. take the object's flock (migrations of it take turns: -EBUSY
+ *      when another holds it), remove what migrations of it by processes
+ *      that no longer run left (NAME.migrate.PID*), check the object's
+ *      header (ABI 6's magic, format word, size, regions) and that no
+ *      live daemon of ABI 6 holds it;
+ *   2. read its state as ABI 6's settling does: FROZEN by a live mover is
+ *      refused (SHMT_ESTALE, its mover record untouched); FROZEN by a dead
+ *      one is undone (CAS FROZEN -> LIVE with the recorded freeze number)
+ *      when NAME still names this object (same st_dev, st_ino), finished
+ *      as MOVED when it names another, RETIRED when none (both refused,
+ *      SHMT_ESTALE).  Only when it is LIVE, write this process as the
+ *      mover and freeze it: one CAS of its state word from LIVE to
+ *      FROZEN.  From there on an ABI 6 worker's grant is
  *      not reported granted and its locked writers drop their lock without
  *      writing (ABI 6's move.c proves it); they wait for the outcome;
  *   3. wait until every writer lock (the limiter table's, every shard's)
@@ -635,9 +653,17 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
  *      (shmt__image_migrate), and restore it as a snapshot under the
  *      private name NAME.migrate.PID (image.c: built under
  *      NAME.migrate.PID.restore.PID, checked, linked);
- *   5. publish it with rename(2) over /dev/shm/NAME, so every shm_open of
- *      NAME finds the old object or the new one;
- *   6. CAS the old state word from FROZEN to RETIRED and wake its sleepers.
+ *   5. check that the freeze is still ours (an ABI 6 worker's recovery
+ *      that took this process for a dead mover may have undone it: then
+ *      uses granted since are not in the image, nothing is published and
+ *      the answer is -EAGAIN), and publish it with rename(2) over
+ *      /dev/shm/NAME, so every shm_open of NAME finds the old object or
+ *      the new one;
+ *   6. CAS the old state word from FROZEN (our freeze number) to RETIRED
+ *      and wake its sleepers.  When that CAS fails (the freeze undone
+ *      between 5's check and the rename) it is retired whatever its state,
+ *      and the answer is SHMT_ECORRUPT, as ABI 6's move answers: uses
+ *      granted in between may be lost.
  *      ABI 6 workers then answer SHMT_ESTALE on every call (the segment
  *      they mapped is retired), and a reopen of NAME with the ABI 6 library
  *      answers SHMT_EFORMAT: they must be restarted against this library.
@@ -645,12 +671,12 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
  *      the retired object.
  * On any failure before 5 the freeze is undone (FROZEN -> LIVE) and the old
  * segment goes on as it was.  kill -9 of the migrating daemon leaves the
- * old segment FROZEN with a dead mover: ABI 6's own recovery undoes it
- * (before the rename: the name still points to it) or finishes it (after:
- * ABI 6 marks it MOVED; its workers then find SHMT_EFORMAT at the name), and
- * the private objects NAME.migrate.PID (which the next migration by that
- * pid removes) and NAME.migrate.PID.restore.PID (removed by the next
- * restore of that name by that pid).
+ * old segment FROZEN with a dead mover: the next migration (step 2) or
+ * ABI 6's own recovery undoes it (before the rename: the name still points
+ * to it; the next migration then takes it) or finishes it (after: MOVED;
+ * its workers then find SHMT_EFORMAT at the name), and the private
+ * objects NAME.migrate.PID and NAME.migrate.PID.restore.PID, which the
+ * next migration of NAME removes (step 1).
  */
 
 typedef unsigned __int128 u128;
@@ -861,12 +887,15 @@ shmt__segment6_image(const unsigned char *map, uint64_t size,
 	memcpy(o.b + o.len + offsetof(struct shmt_hdr, sh_arena_used), &used,
 	    sizeof(used));
 	o.len += hlen + llen + used;
-	if ((rc = store6_section(&dict, IMG_S_DICT, &o, &ndict)) != 0 ||
-	    (rc = store6_section(&ctr, IMG_S_COUNTERS, &o, &nctr)) != 0) {
-		free(o.b);
-		return shmt__bad(err, cap, rc, "its %s is damaged (a chain "
-		    "names something that is not an item, or loops)",
-		    ndict == 0 && dict.shards > 0 ? "dictionary" : "counters");
+	for (int k = 0; k < 2; k++) {
+		rc = k == 0 ? store6_section(&dict, IMG_S_DICT, &o, &ndict) :
+		    store6_section(&ctr, IMG_S_COUNTERS, &o, &nctr);
+		if (rc != 0) {
+			free(o.b);
+			return shmt__bad(err, cap, rc, "its %s is damaged (a "
+			    "chain names something that is not an item, or "
+			    "loops)", k == 0 ? "dictionary" : "counters");
+		}
 	}
 	if (an.base != NULL) {
 		struct img_sec s = { .is_kind = IMG_S_ANALYZER };
@@ -966,6 +995,112 @@ wake6(unsigned char *map, const struct shmt_hdr *hdr)
 		    offsetof(struct shmt_lim6, lm_wake)));
 }
 
+/* 1 when the object FD is the one NAME names now, 0 when NAME names
+ * another object, -ENOENT when none, or another -errno. */
+static int
+names_object(int fd, const char *name)
+{
+	char path[SHMT_SEGNAME_MAX + 16];
+	struct stat a, b;
+
+	if (fstat(fd, &a) != 0)
+		return -errno;
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	if (stat(path, &b) != 0)
+		return -errno;
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Remove the private objects that migrations of NAME by processes that are
+ * gone left behind: NAME.migrate.PID (a new segment built, not published)
+ * and NAME.migrate.PID.restore.PID (one killed while being built). */
+static void
+sweep_dead_migrations(const char *name)
+{
+	char pre[SHMT_SEGNAME_MAX + 16], obj[SHMT_SEGNAME_MAX + 2];
+	struct dirent *e;
+	size_t n;
+	DIR *d;
+
+	if ((size_t)snprintf(pre, sizeof(pre), "%s.migrate.", name + 1) >=
+	    sizeof(pre) || (d = opendir("/dev/shm")) == NULL)
+		return;
+	n = strlen(pre);
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		long pid;
+
+		if (strncmp(e->d_name, pre, n) != 0)
+			continue;
+		pid = strtol(e->d_name + n, &end, 10);
+		if (end == e->d_name + n || pid <= 0 || pid > INT32_MAX ||
+		    (*end != '\0' && *end != '.') ||
+		    (pid != (long)shmt__env_pid() &&
+		    shmt__pid_alive((pid_t)pid, 0)))
+			continue;
+		if ((size_t)snprintf(obj, sizeof(obj), "/%s", e->d_name) <
+		    sizeof(obj))
+			(void)shm_unlink(obj);
+	}
+	closedir(d);
+}
+
+/*
+ * The old segment at LIVE (object FD, named NAME) before its freeze, as
+ * ABI 6's settling sees it: 0 LIVE (after undoing the freeze of a dead
+ * mover when NAME still names this object), SHMT_ESTALE frozen by a live
+ * mover, or moved or retired (a dead mover's freeze finished as the name
+ * says: another object under NAME, MOVED; none, RETIRED).  Nothing is
+ * written when it is LIVE or frozen by a live mover.
+ */
+static int
+settle6(struct shmt_hdr *live, int fd, const char *name, char *err,
+    size_t cap)
+{
+	uint64_t w = shmt__genword_load(live), seen;
+	uint32_t s = (uint32_t)w, seq = (uint32_t)(w >> 32);
+	int64_t pid;
+	uint64_t start;
+	int own;
+
+	if (s == SHMT_SEG_LIVE)
+		return 0;
+	if (s != SHMT_SEG_FROZEN)
+		return shmt__bad(err, cap, SHMT_ESTALE, "it is not live (state "
+		    "%u): moved or retired", s);
+	/* The mover of freeze SEQ wrote its record before the freeze; every
+	 * CAS below expects W whole, so a later mover's freeze is never
+	 * undone on an older record. */
+	pid = __atomic_load_n(&live->sh_mover_pid, __ATOMIC_ACQUIRE);
+	start = __atomic_load_n(&live->sh_mover_start, __ATOMIC_ACQUIRE);
+	if (pid > 0 && pid <= INT32_MAX && shmt__pid_alive((pid_t)pid, start))
+		return shmt__bad(err, cap, SHMT_ESTALE, "it is being moved or "
+		    "migrated by pid %" PRId64 " (state %u)", pid, s);
+	seen = w;
+	if ((own = names_object(fd, name)) == -ENOENT) {
+		(void)shmt__genword_cas(live, &seen, SHMT_SEG_RETIRED, seq);
+		return shmt__bad(err, cap, SHMT_ESTALE, "it was frozen by pid %"
+		    PRId64 ", which is gone, and no longer has a name: retired",
+		    pid);
+	}
+	if (own < 0)
+		return shmt__bad(err, cap, own, "cannot look up %s: %s", name,
+		    strerror(-own));
+	if (!own) {
+		(void)shmt__genword_cas(live, &seen, SHMT_SEG_MOVED, seq);
+		return shmt__bad(err, cap, SHMT_ESTALE, "it was frozen by pid %"
+		    PRId64 ", which is gone, and %s names another object now: "
+		    "moved", pid, name);
+	}
+	/* The name is still this object's: the dead mover published
+	 * nothing, so its freeze is undone and the segment is as it was. */
+	if (!shmt__genword_cas(live, &seen, SHMT_SEG_LIVE, seq) &&
+	    (uint32_t)seen != SHMT_SEG_LIVE)
+		return shmt__bad(err, cap, SHMT_ESTALE, "it is not live (state "
+		    "%u): moved or retired", (uint32_t)seen);
+	return 0;
+}
+
 int
 shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
     shmt_clock_fn clock, void *clock_ctx, struct shmt__migration *m,
@@ -991,7 +1126,6 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 	    (long)shmt__env_pid()) >= sizeof(tmp))
 		return shmt__bad(err, cap, -ENAMETOOLONG, "segment name %s is too "
 		    "long to migrate under a private name", name);
-	(void)shm_unlink(tmp);  /* a leftover of a migration killed midway */
 	if ((fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0)) < 0)
 		return shmt__bad(err, cap, -errno, "cannot open %s: %s", name,
 		    strerror(errno));
@@ -1003,6 +1137,16 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 		    "object of this user or root, or every user may write it",
 		    name);
 	}
+	/* Migrations of one object take turns (the lock goes with the
+	 * descriptor: a killed migrator's is released by its death). */
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		close(fd);
+		return shmt__bad(err, cap, rc, "another process is migrating %s",
+		    name);
+	}
+	/* What migrations of it killed midway left, this pid's included. */
+	sweep_dead_migrations(name);
 	if (sb.st_size < (off_t)sizeof(hdr) || (map = mmap(NULL,
 	    (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
 	    MAP_FAILED) {
@@ -1010,7 +1154,6 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 		close(fd);
 		return shmt__bad(err, cap, rc, "cannot map %s", name);
 	}
-	close(fd);
 	live = (struct shmt_hdr *)(void *)map;
 	memset(&an, 0, sizeof(an));
 	if ((rc = seg6_check(map, (uint64_t)sb.st_size, &hdr, &dict, &ctr, &an,
@@ -1023,15 +1166,28 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 		    "ABI 6) still runs: stop it first", hdr.sh_daemon_pid);
 		goto out;
 	}
-	/* 2. The freeze, as ABI 6's move makes it. */
+	/* 2. Its state first, as ABI 6's settling reads it: a freeze left by
+	 * a dead mover is undone (the name still this object's) or finished;
+	 * one of a live mover is left alone, its record with it. */
+	w = shmt__genword_load(live);
+	if ((rc = settle6(live, fd, name, err, cap)) != 0)
+		goto out;
+	if ((uint32_t)w != SHMT_SEG_LIVE)
+		wake6(map, &hdr);
+	/* The freeze, as ABI 6's move makes it: the mover's record, then one
+	 * CAS from LIVE. */
+	w = shmt__genword_load(live);
+	seq = (uint32_t)(w >> 32) + 1;
+	if ((uint32_t)w != SHMT_SEG_LIVE) {
+		rc = shmt__bad(err, cap, SHMT_ESTALE, "it is not live (state %u): "
+		    "retired, or being moved", (uint32_t)w);
+		goto out;
+	}
 	__atomic_store_n(&live->sh_mover_pid, (int64_t)shmt__env_pid(),
 	    __ATOMIC_RELAXED);
 	__atomic_store_n(&live->sh_mover_start,
-	    shmt__proc_start(shmt__env_pid()), __ATOMIC_RELAXED);
-	w = shmt__genword_load(live);
-	seq = (uint32_t)(w >> 32) + 1;
-	if ((uint32_t)w != SHMT_SEG_LIVE ||
-	    !shmt__genword_cas(live, &w, SHMT_SEG_FROZEN, seq)) {
+	    shmt__proc_start(shmt__env_pid()), __ATOMIC_RELEASE);
+	if (!shmt__genword_cas(live, &w, SHMT_SEG_FROZEN, seq)) {
 		rc = shmt__bad(err, cap, SHMT_ESTALE, "it is not live (state %u): "
 		    "retired, or being moved", (uint32_t)w);
 		goto out;
@@ -1047,7 +1203,18 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 	    err, cap)) != 0)
 		goto out;
 	built = 1;
-	/* 5. Publish. */
+	/* 5. Publish, while the freeze is still ours: an ABI 6 worker's
+	 * recovery that took this process for a dead mover may have undone
+	 * it, and uses granted since are not in the image. */
+	w = shmt__genword_load(live);
+	if (w != shmt__genword(SHMT_SEG_FROZEN, seq)) {
+		frozen = 0;
+		rc = shmt__bad(err, cap, -EAGAIN, "its freeze was undone during "
+		    "the migration (state word %#" PRIx64 "): nothing was "
+		    "published and the old segment goes on as it is; migrate it "
+		    "again", w);
+		goto out;
+	}
 	snprintf(from, sizeof(from), "/dev/shm%s", tmp);
 	snprintf(to, sizeof(to), "/dev/shm%s", name);
 	if (rename(from, to) != 0) {
@@ -1056,14 +1223,29 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 		goto out;
 	}
 	frozen = 0;
+	built = 0;
+	m->published = 1;
 	/* 6. Retire the old one: its workers answer SHMT_ESTALE. */
 	w = shmt__genword(SHMT_SEG_FROZEN, seq);
-	while ((uint32_t)w != SHMT_SEG_RETIRED &&
-	    !shmt__genword_cas(live, &w, SHMT_SEG_RETIRED,
-	    (uint32_t)(w >> 32)))
-		;
-	wake6(map, &hdr);
 	rc = 0;
+	if (!shmt__genword_cas(live, &w, SHMT_SEG_RETIRED, seq)) {
+		/* The freeze was undone between the check and the rename:
+		 * uses may have been granted on the old segment after its
+		 * copy.  The name is the new one's: the old one takes no
+		 * more, whatever its state, and the caller hears of it. */
+		uint64_t seen = w;
+
+		while ((uint32_t)w != SHMT_SEG_RETIRED &&
+		    !shmt__genword_cas(live, &w, SHMT_SEG_RETIRED,
+		    (uint32_t)(w >> 32)))
+			;
+		rc = shmt__bad(err, cap, SHMT_ECORRUPT, "%s migrated, but its "
+		    "freeze was undone during the migration (state word %#"
+		    PRIx64 "): uses granted by workers of ABI 6 in between may "
+		    "be lost; check it with 'shmthrottle -s %s check'", name,
+		    seen, name);
+	}
+	wake6(map, &hdr);
 out:
 	if (frozen) {
 		w = shmt__genword(SHMT_SEG_FROZEN, seq);
@@ -1075,5 +1257,6 @@ out:
 	free(img);
 	free(img7);
 	munmap(map, (size_t)sb.st_size);
+	close(fd);
 	return rc;
 }

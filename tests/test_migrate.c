@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -198,7 +199,7 @@ check_migrated(shmt_t *h, struct tu_clock *clk, uint64_t t0)
 static void
 check_report(const struct shmt__migration *m)
 {
-	char note[512];
+	char note[768];
 
 	shmt__migration_text(m, note, sizeof(note));
 	printf("# %s\n", note);
@@ -755,6 +756,355 @@ test_migrate_segment_hostile(void **state)
 	free(raw);
 }
 
+/* A clock for the migration's new segment that kills its process the
+ * first time it is read: kill -9 of the migrating daemon after the freeze
+ * and the image, before the rename. */
+static shmt_time_t
+clock_kill(void *ctx)
+{
+	(void)ctx;
+	kill(getpid(), SIGKILL);
+	return 0;
+}
+
+/* kill -9 of the migrating daemon in the middle, then the next daemon:
+ * exactly one authoritative segment, the old one still named and usable
+ * (not left frozen for good), which the next daemon migrates. */
+static void
+test_migrate_segment_killed(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct shmt_hdr *old;
+	char seg[96], path[160], err[640];
+	size_t size;
+	pid_t child;
+	int status, rc;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-kill");
+	seg_put(seg, &size);
+	old = seg_map(seg, size);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		(void)shmt__segment6_migrate(seg, &now, clock_kill, NULL, &m,
+		    err, sizeof(err));
+		_exit(3);
+	}
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	/* Killed between the freeze and the rename: the name is the old
+	 * object, frozen by a dead mover. */
+	printf("# after kill -9: old segment state %u\n", state_of(old));
+	/* The next daemon finds it under the name and must take it over. */
+	err[0] = '\0';
+	rc = shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err));
+	printf("# next migration: %d (%s)\n", rc, err);
+	snprintf(path, sizeof(path), "/dev/shm%s.migrate.%ld.restore.%ld", seg,
+	    (long)child, (long)child);
+	printf("# leftover %s: %s\n", path, access(path, F_OK) == 0 ?
+	    "present" : "absent");
+	(void)shm_unlink(path + 8);
+	assert_int_equal(rc, 0);
+	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
+	munmap(old, size);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+/* A segment frozen by another live mover (a second daemon migrating it, a
+ * live process stands for it): a migration that finds it frozen refuses,
+ * and must leave the record of who froze it as it was, or the old
+ * library's recovery takes the freeze for a dead mover's (once this
+ * process is gone) and undoes it under the live one. */
+static void
+test_migrate_segment_frozen_by_other(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct shmt_hdr *old;
+	char seg[96], err[640];
+	uint64_t w, start;
+	size_t size;
+	pid_t other;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-other");
+	seg_put(seg, &size);
+	old = seg_map(seg, size);
+	other = fork();
+	assert_true(other >= 0);
+	if (other == 0) {
+		pause();
+		_exit(0);
+	}
+	start = shmt__proc_start(other);
+	/* The other mover's freeze, as the migration makes it. */
+	__atomic_store_n(&old->sh_mover_pid, (int64_t)other, __ATOMIC_RELAXED);
+	__atomic_store_n(&old->sh_mover_start, start, __ATOMIC_RELAXED);
+	w = shmt__genword_load(old);
+	assert_true(shmt__genword_cas(old, &w, SHMT_SEG_FROZEN,
+	    (uint32_t)(w >> 32) + 1));
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), SHMT_ESTALE);
+	printf("# %s; mover now pid %" PRId64 " (the other is %ld)\n", err,
+	    old->sh_mover_pid, (long)other);
+	kill(other, SIGKILL);
+	waitpid(other, NULL, 0);
+	assert_int_equal(old->sh_mover_pid, (int64_t)other);
+	assert_int_equal(old->sh_mover_start, start);
+	munmap(old, size);
+	(void)shm_unlink(seg);
+}
+
+/* What an ABI 6 worker does while the migration builds the new segment:
+ * it finds the freeze undone (its recovery took the mover for dead: a
+ * mover record overwritten, another PID namespace) and takes a use of
+ * "api" on the old segment, after the image was copied. */
+struct undo_clock {
+	struct tu_clock clk;
+	struct shmt_hdr *old;
+	int done;
+	uint64_t inflight;      /* api's uses in flight in the old segment */
+};
+
+static shmt_time_t
+clock_undo(void *ctx)
+{
+	struct undo_clock *u = ctx;
+
+	if (!u->done) {
+		uint64_t w = shmt__genword_load(u->old);
+		unsigned char *rows = (unsigned char *)u->old +
+		    u->old->sh_regions[SHMT_R_LIMITERS].rg_off;
+
+		u->done = 1;
+		assert_int_equal((uint32_t)w, SHMT_SEG_FROZEN);
+		assert_true(shmt__genword_cas(u->old, &w, SHMT_SEG_LIVE,
+		    (uint32_t)(w >> 32)));
+		for (uint32_t r = 0; r < u->old->sh_params.sp_max_limiters; r++)
+			if (strcmp((char *)rows + (uint64_t)r * ROW6 + 112,
+			    "api") == 0) {
+				uint64_t *w0 = (uint64_t *)(void *)(rows +
+				    (uint64_t)r * ROW6 + 384);
+
+				/* One grant: in flight + 1, count + 1. */
+				__atomic_fetch_add(w0, (1ULL << 32) + 1,
+				    __ATOMIC_SEQ_CST);
+				u->inflight = *w0 >> 32;
+			}
+	}
+	return u->clk.now;
+}
+
+/* The freeze undone during the migration: a grant may have landed on the
+ * old segment after its copy.  The migration must not report success with
+ * that grant lost (the new segment would grant it again). */
+static void
+test_migrate_segment_undone(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct undo_clock u;
+	shmt_limiter_stat_t st;
+	char seg[96], err[640];
+	size_t size;
+	shmt_t *h;
+	int rc;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-undo");
+	seg_put(seg, &size);
+	memset(&u, 0, sizeof(u));
+	u.old = seg_map(seg, size);
+	u.clk.now = now.mono_ns + SEC;
+	err[0] = '\0';
+	rc = shmt__segment6_migrate(seg, &now, clock_undo, &u, &m, err,
+	    sizeof(err));
+	printf("# migration: %d (%s); old state %u, api in flight there %"
+	    PRIu64 "\n", rc, err, state_of(u.old), u.inflight);
+	assert_true(u.done);
+	assert_int_equal(u.inflight, 4);
+	if (rc == 0) {
+		assert_int_equal(shmt_open(seg, &h), 0);
+		assert_int_equal(shmt_set_clock(h, tu_clock_read, &u.clk), 0);
+		assert_int_equal(shmt_limiter_stat(h, "api", &st), 0);
+		printf("# new segment: api in flight %" PRIu64 "\n",
+		    (uint64_t)st.in_flight);
+		/* Every use granted on the old segment is held in the new. */
+		assert_true(st.in_flight >= u.inflight);
+		shmt_close(h);
+	}
+	munmap(u.old, size);
+	(void)shmt_unlink(seg);
+}
+
+/* Does the shared-memory object NAME exist? */
+static int
+shm_exists(const char *name)
+{
+	char path[200];
+
+	snprintf(path, sizeof(path), "/dev/shm%s", name);
+	return access(path, F_OK) == 0;
+}
+
+/* Make an empty shared-memory object NAME. */
+static void
+shm_make(const char *name)
+{
+	int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+/* What a migration killed midway leaves (NAME.migrate.PID, and
+ * NAME.migrate.PID.restore.PID of the restore it was in) is removed by the
+ * next migration of NAME; a live migrator's private object is not, nor an
+ * object that only shares the prefix. */
+static void
+test_migrate_segment_leftovers(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	char seg[96], err[640], built[160], restore[160], alive[160],
+	    other[160];
+	size_t size;
+	pid_t child, live;
+	int status, rc;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-left");
+	seg_put(seg, &size);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		(void)shmt__segment6_migrate(seg, &now, clock_kill, NULL, &m,
+		    err, sizeof(err));
+		_exit(3);
+	}
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	snprintf(restore, sizeof(restore), "%s.migrate.%ld.restore.%ld", seg,
+	    (long)child, (long)child);
+	/* Killed in the restore: its half-built object is there. */
+	assert_true(shm_exists(restore));
+	/* As if killed after the restore, before the rename. */
+	snprintf(built, sizeof(built), "%s.migrate.%ld", seg, (long)child);
+	shm_make(built);
+	live = fork();
+	assert_true(live >= 0);
+	if (live == 0) {
+		pause();
+		_exit(0);
+	}
+	snprintf(alive, sizeof(alive), "%s.migrate.%ld", seg, (long)live);
+	shm_make(alive);
+	snprintf(other, sizeof(other), "%s.migrated", seg);
+	shm_make(other);
+	rc = shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err));
+	printf("# next migration %d; after it: %s %s, %s %s\n", rc, built,
+	    shm_exists(built) ? "present" : "absent", restore,
+	    shm_exists(restore) ? "present" : "absent");
+	kill(live, SIGKILL);
+	waitpid(live, NULL, 0);
+	assert_int_equal(rc, 0);
+	assert_false(shm_exists(built));
+	assert_false(shm_exists(restore));
+	assert_true(shm_exists(alive));
+	assert_true(shm_exists(other));
+	(void)shm_unlink(built);
+	(void)shm_unlink(restore);
+	(void)shm_unlink(alive);
+	(void)shm_unlink(other);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+/* The report of a migration whose arena grew tells the operator the size
+ * to put in the configuration; one that did not grow says nothing of it. */
+static void
+test_migrate_text_grown(void **state)
+{
+	struct shmt__migration m;
+	char note[768];
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	m.from_abi = 6;
+	shmt__migration_text(&m, note, sizeof(note));
+	assert_null(strstr(note, "arena"));
+	m.arena_grown = 65536;
+	m.arena_bytes = 8454144;
+	shmt__migration_text(&m, note, sizeof(note));
+	printf("# %s\n", note);
+	assert_non_null(strstr(note, "to 8454144 bytes"));
+	assert_non_null(strstr(note, "raise arena in the daemon's "
+	    "configuration"));
+}
+
+/* Two migrations of one segment take turns: while another process
+ * migrates it (its lock on the object, held here by a child), a second
+ * one answers -EBUSY and writes nothing; once that process is gone the
+ * next one migrates it. */
+static void
+test_migrate_segment_busy(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct shmt_hdr *old;
+	char seg[96], err[640];
+	int64_t mover;
+	uint64_t w;
+	size_t size;
+	pid_t child;
+	int p[2], rc;
+	char c;
+
+	(void)state;
+	seg_time(&now);
+	tu_segname(seg, sizeof(seg), "mig-busy");
+	seg_put(seg, &size);
+	old = seg_map(seg, size);
+	assert_int_equal(pipe(p), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		int fd = shm_open(seg, O_RDWR | O_CLOEXEC, 0);
+
+		if (fd < 0 || flock(fd, LOCK_EX) != 0)
+			_exit(1);
+		if (write(p[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	mover = old->sh_mover_pid;
+	w = shmt__genword_load(old);
+	rc = shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err));
+	printf("# %d (%s)\n", rc, err);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	assert_int_equal(rc, -EBUSY);
+	assert_int_equal(old->sh_mover_pid, mover);
+	assert_int_equal(shmt__genword_load(old), w);
+	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	    sizeof(err)), 0);
+	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
+	munmap(old, size);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 int
 main(void)
 {
@@ -766,6 +1116,12 @@ main(void)
 		cmocka_unit_test(test_migrate_segment),
 		cmocka_unit_test(test_migrate_segment_refused),
 		cmocka_unit_test(test_migrate_segment_hostile),
+		cmocka_unit_test(test_migrate_segment_killed),
+		cmocka_unit_test(test_migrate_segment_frozen_by_other),
+		cmocka_unit_test(test_migrate_segment_undone),
+		cmocka_unit_test(test_migrate_segment_busy),
+		cmocka_unit_test(test_migrate_segment_leftovers),
+		cmocka_unit_test(test_migrate_text_grown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, tu_sweep);
