@@ -249,6 +249,20 @@ pack(const struct cb *ob, int k, struct cb *nbk, uint32_t nb, uint32_t su)
 	return (int)m;
 }
 
+/* The view of row R (ROW) of T as rewritten, in *VN: 0, or the view's
+ * error with ERR saying that limiter NAME's new row does not check. */
+static int
+row_check(shmt_t *t, uint32_t r, struct shmt_lim *row, struct shmt_lview *vn,
+    const char *name, char *err, size_t cap)
+{
+	int rc = shmt__view_fill(t, r, row, vn);
+
+	if (rc != 0)
+		return shmt__bad(err, cap, rc, "limiter %s: the new row does "
+		    "not check: %s", name, shmt_strerror(rc));
+	return 0;
+}
+
 /* The bucket size of an entry stamped RULE under view V: a tier's own B'
  * (shmt__tier_slack_uses), else V's. */
 static uint64_t
@@ -676,11 +690,8 @@ redefine_pool(shmt_t *t, struct shmt_lim *row, uint32_t r,
 			    in - SHMT_W_INFLIGHT(row->lm_w);
 	}
 	shmt__store128(&row->lm_w, w.w);
-	if ((rc = shmt__view_fill(t, r, row, &vn)) != 0) {
-		rc = shmt__bad(err, cap, rc, "limiter %s: the new row does not "
-		    "check: %s", vo->name, shmt_strerror(rc));
+	if ((rc = row_check(t, r, row, &vn, vo->name, err, cap)) != 0)
 		goto out;
-	}
 	__atomic_fetch_add(&hdr->sh_generation, 1, __ATOMIC_RELEASE);
 out:
 	free(copy);
@@ -841,11 +852,8 @@ redefine_exact(shmt_t *t, struct shmt_lim *row, uint32_t r,
 	shmt__store128(&row->lm_w, s);
 	if (end > used)
 		__atomic_store_n(&hdr->sh_arena_used, end, __ATOMIC_RELAXED);
-	if ((rc = shmt__view_fill(t, r, row, &vn)) != 0) {
-		rc = shmt__bad(err, cap, rc, "limiter %s: the new row does not "
-		    "check: %s", vo->name, shmt_strerror(rc));
+	if ((rc = row_check(t, r, row, &vn, vo->name, err, cap)) != 0)
 		goto out;
-	}
 	__atomic_fetch_add(&hdr->sh_generation, 1, __ATOMIC_RELEASE);
 out:
 	free(copy);
@@ -963,9 +971,8 @@ redefine_to_rate(shmt_t *t, struct shmt_lim *row, uint32_t r,
 	s[0] = tat;
 	s[1] = 0;
 	shmt__store128(&row->lm_w, s);
-	if ((rc = shmt__view_fill(t, r, row, &vn)) != 0)
-		return shmt__bad(err, cap, rc, "limiter %s: the new row does "
-		    "not check: %s", vo->name, shmt_strerror(rc));
+	if ((rc = row_check(t, r, row, &vn, vo->name, err, cap)) != 0)
+		return rc;
 	__atomic_fetch_add(&t->hdr->sh_generation, 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -1077,11 +1084,8 @@ redefine_one(shmt_t *t, const char *name, const shmt_limit_t *l, char *err,
 	shmt__lock_init(&lim[r].lm_client_lock);
 	if (end > used)
 		__atomic_store_n(&hdr->sh_arena_used, end, __ATOMIC_RELAXED);
-	if ((rc = shmt__view_fill(t, r, &lim[r], &vn)) != 0) {
-		rc = shmt__bad(err, cap, rc, "limiter %s: the new row does not "
-		    "check: %s", name, shmt_strerror(rc));
+	if ((rc = row_check(t, r, &lim[r], &vn, name, err, cap)) != 0)
 		goto out;
-	}
 	if ((rc = carry_overrides(&vo, &vn, err, cap)) != 0)
 		goto out;
 	now = shmt__now(t);
