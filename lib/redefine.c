@@ -572,6 +572,33 @@ pool_carry(const struct shmt_lview *vo, struct shmt_w w, const shmt_limit_t *l,
 	return 0;
 }
 
+/*
+ * The old storage of ROW, [*START, OLD_END) in the arena of T (FIRST: the
+ * offset of its first part), checked against the arena's size and its fill
+ * level USED, and copied aside into *COPY (the caller frees it): the new storage
+ * may take its place, and the old one is read from the copy.  Returns 0,
+ * or SHMT_ECORRUPT / -ENOMEM with ERR filled.
+ */
+static int
+old_storage(shmt_t *t, uint64_t used, const struct shmt_lim *row,
+    uint64_t first, uint64_t old_end, const char *name, uint64_t *start,
+    void **copy, char *err, size_t cap)
+{
+	uint64_t size = t->reg[SHMT_R_ARENA].rg_size;
+	const char *arena = shmt__region(t, SHMT_R_ARENA);
+
+	*start = old_end - row->lm_storage;
+	if (used > size || row->lm_storage > old_end || *start > first ||
+	    *start % 16 != 0 || old_end > size)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: its "
+		    "storage does not add up", name);
+	if ((*copy = aligned_alloc(SHMT_LINE, shmt__align_up(old_end - *start,
+	    SHMT_LINE))) == NULL)
+		return shmt__bad(err, cap, -ENOMEM, "no memory");
+	memcpy(*copy, arena + *start, old_end - *start);
+	return 0;
+}
+
 /* Define key pool row R of T (old view VO) anew as L (checked into G). */
 static int
 redefine_pool(shmt_t *t, struct shmt_lim *row, uint32_t r,
@@ -600,15 +627,9 @@ redefine_pool(shmt_t *t, struct shmt_lim *row, uint32_t r,
 	used = __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
 	old_end = shmt__align_up(row->lm_keys_off + (uint64_t)vo->nkeys *
 	    vo->keystride, SHMT_LINE);
-	start = old_end - row->lm_storage;
-	if (used > size || row->lm_storage > old_end ||
-	    start > row->lm_ring_off || start % 16 != 0 || old_end > size)
-		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: its "
-		    "storage does not add up", vo->name);
-	if ((copy = aligned_alloc(SHMT_LINE, shmt__align_up(old_end - start,
-	    SHMT_LINE))) == NULL)
-		return shmt__bad(err, cap, -ENOMEM, "no memory");
-	memcpy(copy, arena + start, old_end - start);
+	if ((rc = old_storage(t, used, row, row->lm_ring_off, old_end, vo->name,
+	    &start, &copy, err, cap)) != 0)
+		return rc;
 	vo->ring = (struct shmt_ring_slot *)(void *)((char *)copy +
 	    (row->lm_ring_off - start));
 	vo->keys = (char *)copy + (row->lm_keys_off - start);
@@ -782,15 +803,9 @@ redefine_exact(shmt_t *t, struct shmt_lim *row, uint32_t r,
 	used = __atomic_load_n(&hdr->sh_arena_used, __ATOMIC_RELAXED);
 	old_end = shmt__align_up(row->lm_ring_off + N *
 	    sizeof(struct shmt_log_slot), SHMT_LINE);
-	start = old_end - row->lm_storage;
-	if (used > size || row->lm_storage > old_end ||
-	    start > row->lm_ring_off || start % 16 != 0 || old_end > size)
-		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: its "
-		    "storage does not add up", vo->name);
-	if ((copy = aligned_alloc(SHMT_LINE, shmt__align_up(old_end - start,
-	    SHMT_LINE))) == NULL)
-		return shmt__bad(err, cap, -ENOMEM, "no memory");
-	memcpy(copy, arena + start, old_end - start);
+	if ((rc = old_storage(t, used, row, row->lm_ring_off, old_end, vo->name,
+	    &start, &copy, err, cap)) != 0)
+		return rc;
 	vo->log = (struct shmt_log_slot *)(void *)((char *)copy +
 	    (row->lm_ring_off - start));
 	/* Over the old storage when it fits there; grown in place when it
@@ -1026,15 +1041,9 @@ redefine_one(shmt_t *t, const char *name, const shmt_limit_t *l, char *err,
 	 * take its place. */
 	old_end = lim[r].lm_ov_off + (uint64_t)vo.ovcap *
 	    sizeof(struct shmt_override);
-	start = old_end - lim[r].lm_storage;
-	if (lim[r].lm_storage > old_end || start > lim[r].lm_clients_off ||
-	    start % 16 != 0)
-		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: its "
-		    "storage does not add up", name);
-	if ((copy = aligned_alloc(SHMT_LINE, shmt__align_up(old_end - start,
-	    SHMT_LINE))) == NULL)
-		return shmt__bad(err, cap, -ENOMEM, "no memory");
-	memcpy(copy, arena + start, old_end - start);
+	if ((rc = old_storage(t, used, &lim[r], lim[r].lm_clients_off, old_end,
+	    name, &start, &copy, err, cap)) != 0)
+		return rc;
 	vo.clients = (char *)copy + (lim[r].lm_clients_off - start);
 	vo.ov = (struct shmt_override *)(void *)((char *)copy +
 	    (lim[r].lm_ov_off - start));
