@@ -31,6 +31,30 @@ struct put {
 	enum put_mode mode;
 };
 
+/*
+ * A get's clock.  A get uses its time for the expiry, the access time and
+ * the analyzer's stamp, so without a clock of the caller's it reads
+ * CLOCK_MONOTONIC_COARSE: the time of the kernel's last tick (1-4 ms old
+ * with HZ 1000-250, never ahead of CLOCK_MONOTONIC), at the cost of a load
+ * instead of a timer read.  So an item may still be read up to one tick
+ * after it expired, never before, and the analyzer counts a get up to one
+ * tick early (what that does to its exact minute: the top of analyzer.c);
+ * a write that sets an expiry (shmt_set with a TTL or the default TTL,
+ * shmt_incr creating a key with the default TTL) reads the precise clock,
+ * so the expiry is exact; a write without one reads the coarse clock too:
+ * its time is then the item's age for eviction and the time at which an
+ * old item counts as expired, as for a get (a write may so replace an item
+ * up to one tick after it expired as if it had not: shmt_add finds it
+ * present).  An injected clock drives all of it.
+ */
+static inline uint64_t
+get_now(shmt_t *h)
+{
+	if (h->clock == NULL)
+		return shmt__clock_ns(CLOCK_MONOTONIC_COARSE);
+	return shmt__now(h);
+}
+
 /* Under the lock: store P in SH, over the old item when the new one takes
  * its block, else in a fresh block (copy on write).  Returns 0 or -errno. */
 static int
@@ -127,7 +151,7 @@ dict_put(shmt_t *h, const void *key, size_t klen, const void *val,
 	p.vlen = vlen;
 	p.keep_ttl = 0;
 	p.mode = mode;
-	p.now = shmt__now(h);
+	p.now = ttl_ms == 0 ? get_now(h) : shmt__now(h);
 	p.expire = ttl_ms == 0 ? 0 : p.now + ttl_ms * 1000000ULL;
 	sh = shard_at(st, shard_of(st, p.hash));
 	if ((rc = shmt__shard_lock(st, sh)) < 0)
@@ -268,7 +292,7 @@ gen_incr_once(shmt_t *h, const void *key, size_t klen, int64_t delta,
 		return -E2BIG;
 	if ((rc = lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
-	now = shmt__now(h);
+	now = st->default_ttl_ms == 0 ? get_now(h) : shmt__now(h);
 	it = shmt__store_find(st, sh, hash, key, klen, &link);
 	if (link == NULL) {
 		rc = SHMT_ECORRUPT;
@@ -342,23 +366,6 @@ dict_read_of(const struct shmt_store *st, uint64_t hash)
 		.b = bucket_of(st, hash), .hash = hash };
 }
 
-/*
- * A get's clock.  A get uses its time for the expiry, the access time and
- * the analyzer's stamp, so without a clock of the caller's it reads
- * CLOCK_MONOTONIC_COARSE: the time of the kernel's last tick (1-4 ms old
- * with HZ 1000-250, never ahead of CLOCK_MONOTONIC), at the cost of a load
- * instead of a timer read.  So an item may still be read up to one tick
- * after it expired, never before, and the analyzer counts a get up to one
- * tick early (what that does to its exact minute: the top of analyzer.c);
- * every write reads the precise clock.  An injected clock drives all of it.
- */
-static inline uint64_t
-get_now(shmt_t *h)
-{
-	if (h->clock == NULL)
-		return shmt__clock_ns(CLOCK_MONOTONIC_COARSE);
-	return shmt__now(h);
-}
 
 /* shmt_get's copy: the value of KEY. */
 static int
