@@ -109,10 +109,23 @@ test_client_commands(void **state)
 	shmt_close(h);
 
 	/* The limiters view counts the rules set and what they decided:
-	 * vip allowed by `try` and by the call above, bad-bot denied (each
-	 * took an entry of the client table, as silver and gold did). */
+	 * vip allowed by `try` and by the call above, bad-bot denied.  Each
+	 * call took an entry of the client table; silver's and gold's hold
+	 * uses for the hour and bad-bot's was taken last, but vip's holds
+	 * none (an allow takes no use), so a later claim whose probe path
+	 * passes it (the keyed hash decides, with the segment's random
+	 * secret) may reclaim it: 3 or 4 entries live. */
 	tc_expect_run(&r, 0, ARGV("-s", seg, "limiters"));
-	assert_non_null(strstr(r.out, "clients 4/64, overrides 3/3 (allowed 2, "
+	{
+		const char *c = strstr(r.out, "clients ");
+		unsigned n = 0, cap = 0;
+
+		assert_non_null(c);
+		assert_int_equal(sscanf(c, "clients %u/%u", &n, &cap), 2);
+		assert_int_equal(cap, 64);
+		assert_true(n == 3 || n == 4);
+	}
+	assert_non_null(strstr(r.out, "/64, overrides 3/3 (allowed 2, "
 	    "denied 2)"));
 	tc_run_free(&r);
 	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "limiters"));
