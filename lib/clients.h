@@ -3,9 +3,28 @@
 #ifndef SHMT_CLIENTS_H
 #define SHMT_CLIENTS_H
 
+#include "hash.h"
 #include "table.h"
 
 struct shmt_chk;
+
+/* 128-bit hash of a client id, keyed with the segment's secret (hash.h):
+ * ids come from outside, and a public hash would let anyone fill a
+ * victim's neighbourhood of the table with ids found offline.  A collision
+ * makes two clients share one limit, which is stricter, never looser.
+ * shmt__client_hash, inline for the grants.  An 8-byte id (an address, a
+ * number) is the common case: with the length a constant the message loop
+ * and the padding fold away. */
+static inline __attribute__((always_inline)) void
+ce_client_hash(const shmt_t *h, const void *id, size_t len, uint64_t out[2])
+{
+	if (len == 8)
+		shmt__siphash(1, 3, 1, h->key.hk_key, id, 8, out);
+	else
+		shmt__siphash(1, 3, 1, h->key.hk_key, id, len, out);
+	out[0] |= 1;                /* never 0: 0 marks a never-used entry */
+	out[1] &= ~0xffffULL;       /* the low 16 bits hold the epoch */
+}
 
 /* Client entry states (W tag bits 15..14) and epoch (bits 13..0). */
 enum { CE_NEVER = 0, CE_LIVE = 1, CE_FREE = 2, CE_CLAIMING = 3 };

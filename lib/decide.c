@@ -768,7 +768,7 @@ acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 	uint64_t hash[2], now;
 	int rc;
 
-	shmt__client_hash(h, client, len, hash);
+	ce_client_hash(h, client, len, hash);
 	rc = acquire_client_take(h, v, client, len, hash, cost, out, rcpt,
 	    &now);
 	if (h->an != NULL && rc >= 0)

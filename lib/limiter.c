@@ -169,7 +169,7 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 
 	if (!(v->flags & SHMT_LIMF_PER_CLIENT))
 		return -EPERM;
-	shmt__client_hash(h, client, len, hash);
+	ce_client_hash(h, client, len, hash);
 	for (int tries = 0; tries < 64; tries++) {
 		rc = shmt__ce_find_or_claim(h, v, hash, client, len, &expect,
 		    &t0);
