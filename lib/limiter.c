@@ -215,7 +215,7 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		if (ce_retry_spent(&t0))
 			break;
 	}
-	if (h->an != NULL && rc >= 0)
+	if (rc >= 0 && shmt__an_counts(h->an, SHMT_HOT_CLIENT))
 		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
 		    SHMT_HOT_CLIENT, now != 0 ? now : shmt__now(h));
 	return rc;
