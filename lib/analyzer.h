@@ -152,6 +152,15 @@ shmt__an_group(uint32_t groups, uint64_t hash)
  * rule. */
 int shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw,
     uint32_t ppm, struct shmt_an *an, const char **why);
+/* Whether the analyzer AN (NULL: none) counts requests of KIND; the
+ * per-client grants ask first, so that a segment whose analyzer leaves
+ * clients out costs them no call and no clock read. */
+static inline int
+shmt__an_counts(const struct shmt_an *an, int kind)
+{
+	return an != NULL && (kind != SHMT_HOT_CLIENT || an->clients);
+}
+
 /* Count one request for KEY (hash HASH) of KIND at NOW. */
 void shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
     int kind, uint64_t now);

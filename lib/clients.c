@@ -58,16 +58,10 @@
 #include <stdio.h>
 #include <time.h>
 
-/* 128-bit hash of a client id, keyed with the segment's secret (hash.h):
- * ids come from outside, and a public hash would let anyone fill a
- * victim's neighbourhood of the table with ids found offline.  A collision
- * makes two clients share one limit, which is stricter, never looser. */
 void
 shmt__client_hash(const shmt_t *h, const void *id, size_t len, uint64_t out[2])
 {
-	shmt__hash128(&h->key, id, len, out);
-	out[0] |= 1;                /* never 0: 0 marks a never-used entry */
-	out[1] &= ~0xffffULL;       /* the low 16 bits hold the epoch */
+	ce_client_hash(h, id, len, out);
 }
 
 /* ---- Override table ---------------------------------------------------------- */

@@ -3,9 +3,29 @@
 #ifndef SHMT_CLIENTS_H
 #define SHMT_CLIENTS_H
 
+#include "atomic128.h"
+#include "hash.h"
 #include "table.h"
 
 struct shmt_chk;
+
+/* 128-bit hash of a client id, keyed with the segment's secret (hash.h):
+ * ids come from outside, and a public hash would let anyone fill a
+ * victim's neighbourhood of the table with ids found offline.  A collision
+ * makes two clients share one limit, which is stricter, never looser.
+ * shmt__client_hash, inline for the grants.  An 8-byte id (an address, a
+ * number) is the common case: with the length a constant the message loop
+ * and the padding fold away. */
+static inline __attribute__((always_inline)) void
+ce_client_hash(const shmt_t *h, const void *id, size_t len, uint64_t out[2])
+{
+	if (len == 8)
+		shmt__siphash(1, 3, 1, h->key.hk_key, id, 8, out);
+	else
+		shmt__siphash(1, 3, 1, h->key.hk_key, id, len, out);
+	out[0] |= 1;                /* never 0: 0 marks a never-used entry */
+	out[1] &= ~0xffffULL;       /* the low 16 bits hold the epoch */
+}
 
 /* Client entry states (W tag bits 15..14) and epoch (bits 13..0). */
 enum { CE_NEVER = 0, CE_LIVE = 1, CE_FREE = 2, CE_CLAIMING = 3 };
@@ -57,6 +77,44 @@ ce_retry_spent(uint64_t *t0)
 int shmt__ce_find_or_claim(shmt_t *h, const struct shmt_lview *v,
     const uint64_t hash[2], const void *id, size_t idlen, uint32_t *tagp,
     uint64_t *t0);
+
+/*
+ * The common case of the lookup, inline in the grant: the entry of HASH on
+ * its probe path LIVE with the hash's epoch.  Returns its index, with the
+ * tag its word must carry in *TAGP and the word itself in *W (one full
+ * load); -1 for anything else (no entry, a free one to revive, a claim in
+ * progress, damage), which the caller hands to shmt__ce_find_or_claim to
+ * look up afresh.  Reads only: the table is left as it was.
+ */
+static inline __attribute__((always_inline)) int
+ce_lookup_live(const struct shmt_lview *v, const uint64_t hash[2],
+    uint32_t *tagp, struct shmt_w *w)
+{
+	uint32_t cap = v->capacity, i = shmt__client_home(hash, cap);
+	uint32_t n = cap < CE_PROBE ? cap : CE_PROBE;
+
+	for (uint32_t k = 0; k < n; k++) {
+		const struct shmt_client *e = (const struct shmt_client *)
+		    (v->clients + (uint64_t)i * v->entsize);
+		uint64_t hw[2];
+		uint32_t ep;
+
+		shmt__load128(e->ce_hash, hw);
+		if (hw[0] == hash[0] && (hw[1] & ~0xffffULL) == hash[1]) {
+			ep = (uint32_t)(hw[1] & CE_EPOCH_MASK);
+			shmt__load128(&e->ce_w, w->w);
+			if (SHMT_W_TAG(*w) != CE_TAG(CE_LIVE, ep))
+				return -1;
+			*tagp = CE_TAG(CE_LIVE, ep);
+			return (int)i;
+		}
+		if (hw[0] == 0 && hw[1] == 0)
+			return -1;
+		if (++i == cap)
+			i = 0;
+	}
+	return -1;
+}
 
 /* Give back every use of client entry E (its ring or its arrival time):
  * the uses given back, or an error. */

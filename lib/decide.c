@@ -768,10 +768,10 @@ acquire_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 	uint64_t hash[2], now;
 	int rc;
 
-	shmt__client_hash(h, client, len, hash);
+	ce_client_hash(h, client, len, hash);
 	rc = acquire_client_take(h, v, client, len, hash, cost, out, rcpt,
 	    &now);
-	if (h->an != NULL && rc >= 0)
+	if (rc >= 0 && shmt__an_counts(h->an, SHMT_HOT_CLIENT))
 		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
 		    SHMT_HOT_CLIENT, now != 0 ? now : shmt__now(h));
 	return rc;

@@ -163,16 +163,25 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 	struct shmt_client *e;
 	struct shmt_lview tmp;
 	const struct shmt_lview *vv;
+	const struct shmt_w *w0;
+	struct shmt_w w;
 	uint64_t hash[2], now = 0, t0 = 0;
-	uint32_t tag, expect = 0;
+	uint32_t rule, tag, expect = 0;
 	int why = WHY_NONE, rc = SHMT_EBUSYLOOP;
 
 	if (!(v->flags & SHMT_LIMF_PER_CLIENT))
 		return -EPERM;
-	shmt__client_hash(h, client, len, hash);
+	ce_client_hash(h, client, len, hash);
 	for (int tries = 0; tries < 64; tries++) {
-		rc = shmt__ce_find_or_claim(h, v, hash, client, len, &expect,
-		    &t0);
+		/* A live entry is found inline, its word loaded once for the
+		 * lookup and the grant; anything else takes the full way. */
+		w0 = &w;
+		rc = ce_lookup_live(v, hash, &expect, &w);
+		if (__builtin_expect(rc < 0, 0)) {
+			w0 = NULL;
+			rc = shmt__ce_find_or_claim(h, v, hash, client, len,
+			    &expect, &t0);
+		}
 		if (rc == -ENOSPC) {
 			shmt__count_denial(v->lim, WHY_TABLE_FULL);
 			rc = enforce(v, 0);
@@ -181,7 +190,16 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		if (rc < 0)
 			break;
 		e = ce_at(v, (uint32_t)rc);
-		rc = ce_rule_gate(h, v, e, expect, &tmp, &vv, &now);
+		/* ce_rule_gate, with the word of the lookup kept only for a
+		 * client without a rule (the gate reads the word again). */
+		rule = __atomic_load_n(&e->ce_rule, __ATOMIC_ACQUIRE);
+		vv = v;
+		rc = CE_GO;
+		if (__builtin_expect(rule != CE_RULE_NONE, 0)) {
+			w0 = NULL;
+			rc = shmt__ce_rule_gate(h, v, e, expect, rule, &tmp,
+			    &vv, &now);
+		}
 		if (__builtin_expect(rc != CE_GO, 0)) {
 			if (rc >= 0) {
 				rc = rc == 0 ? enforce(v, 0) : 1;
@@ -197,7 +215,7 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		rc = v->mode == SHMT_MODE_GCRA ?
 		    shmt__gcra_ce_take(h, vv, e, expect, 1, &now, NULL) :
 		    bk_take_entry(h, vv, &e->ce_w, ce_ring(e), expect, &tag,
-		    &why, &now);
+		    &why, &now, w0);
 		if (rc == 1) {
 			__atomic_store_n(&e->ce_last_ns, now, __ATOMIC_RELAXED);
 			break;
@@ -215,7 +233,7 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		if (ce_retry_spent(&t0))
 			break;
 	}
-	if (h->an != NULL && rc >= 0)
+	if (rc >= 0 && shmt__an_counts(h->an, SHMT_HOT_CLIENT))
 		shmt__an_feed(h, hash[0] ^ hash[1], client, len,
 		    SHMT_HOT_CLIENT, now != 0 ? now : shmt__now(h));
 	return rc;

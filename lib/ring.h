@@ -655,11 +655,18 @@ slow:
  * word afresh and goes on in the loop with a clock read of its own, as the
  * loop would; anything else hands the word and the clock value to the
  * loop's first turn, so the clock is read once per turn on both paths.
+ *
+ * W0, when not NULL, is the word as the caller's lookup loaded it (one
+ * full load, before the clock is read and before the entry's rule): the
+ * fast path starts from it instead of loading W again.  Nothing above
+ * changes: a CAS that succeeds proves W held W0 from that load on, so the
+ * decision is the one the word would give at the clock value read after
+ * it; one that fails reads the word afresh, as above.
  */
 static inline __attribute__((always_inline)) int
 bk_take_entry(shmt_t *h, const struct shmt_lview *v, struct shmt_w *wp,
     struct shmt_ring_slot *ring, uint32_t expect, uint32_t *tag, int *why,
-    uint64_t *at)
+    uint64_t *at, const struct shmt_w *w0)
 {
 	uint32_t inflight, count, tail, nsealed;
 	unsigned lost = 0;
@@ -667,7 +674,10 @@ bk_take_entry(shmt_t *h, const struct shmt_lview *v, struct shmt_w *wp,
 	struct bk_ctx c;
 	uint64_t now, s[2];
 
-	shmt__load128(wp, w.w);
+	if (w0 != NULL)
+		w = *w0;
+	else
+		shmt__load128(wp, w.w);
 	now = shmt__now(h);
 	inflight = SHMT_W_INFLIGHT(w);
 	count = SHMT_W_COUNT(w);
