@@ -535,7 +535,7 @@ name_scan(const char *name, size_t *lenp, uint32_t *hashp)
 }
 
 __thread struct shmt_lim_last shmt__lim_last
-    __attribute__((tls_model("local-dynamic")));
+    __attribute__((tls_model("initial-exec")));
 
 int
 shmt__lim_lookup(shmt_t *h, const char *name, struct shmt_lview *scratch,
