@@ -190,6 +190,37 @@ shows_ops(const char *out)
 	return 0;
 }
 
+/* 1 when the terminal has shown NEEDLE (a string), or a rate above zero
+ * (NULL). */
+static int
+shown(const struct term *t, const char *needle)
+{
+	if (t->out == NULL)
+		return 0;
+	return needle != NULL ? strstr(t->out, needle) != NULL :
+	    shows_ops(t->out);
+}
+
+/* Read until the terminal has shown NEEDLE (see shown()), for up to 30 s:
+ * a frame drawn before the test's last calls may come in after them, so
+ * a count of frames alone does not say that one drawn after them was
+ * read. */
+static void
+wait_shown(struct term *t, const char *needle)
+{
+	uint64_t start = tu_mono_ns();
+
+	while (!shown(t, needle)) {
+		if (tu_mono_ns() - start > LIMIT_NS) {
+			kill(t->pid, SIGKILL);
+			fail_msg("no frame with %s in 30 s: %s",
+			    needle != NULL ? needle : "a rate above zero",
+			    t->out ? t->out : "");
+		}
+		term_read(t);
+	}
+}
+
 static void
 test_quit(void **state)
 {
@@ -209,6 +240,13 @@ test_quit(void **state)
 		    -ENOENT);
 	}
 	wait_frames(&t, 5);
+	/* The frames that show the calls above: those drawn after them.
+	 * Five frames in all are not enough when this process stalls for
+	 * three frames' time (150 ms) after the second frame or between
+	 * its grants and its gets: the frames then drawn show neither. */
+	wait_shown(&t, "40/100");
+	wait_shown(&t, NULL);
+	wait_shown(&t, ", 10 requests, threshold 10%");
 	assert_int_equal(write(t.master, "q", 1), 1);
 	st = term_wait(&t);
 	assert_true(WIFEXITED(st));
