@@ -21,6 +21,13 @@
 int shmt__take_log_or_rate(shmt_t *h, const struct shmt_lview *v,
     uint64_t *cursor);
 
+/* One use of the shared ring of V after a grant from V answered -EAGAIN
+ * (its parameters changed since V was built): V renewed, and the use taken
+ * again, up to 64 times (then SHMT_EBUSYLOOP); the slow path of a grant,
+ * out of line, with take_shared_once's result. */
+int shmt__take_ring_renewed(shmt_t *h, const struct shmt_lview *v,
+    uint64_t *cursor);
+
 /* The end of a rate or exact grant RC (SEQ: an exact grant's number):
  * the count of exact grants, the key-pool cursor, or the denial's. */
 static inline __attribute__((always_inline)) int
@@ -39,11 +46,29 @@ log_or_rate_done(const struct shmt_lview *v, int rc, uint64_t seq,
 	return rc;
 }
 
+/* One use of V's shared ring (V neither global nor in exact or rate mode):
+ * take_shared_once's ring part. */
 static inline __attribute__((always_inline)) int
-take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+take_ring_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
 	uint32_t tag = 0;
 	int why = WHY_NONE, rc;
+
+	rc = bk_take_view(h, v, &tag, &why);
+	if (__builtin_expect(rc == -EAGAIN, 0))
+		/* The parameters changed since V was built. */
+		return shmt__take_ring_renewed(h, v, cursor);
+	if (rc == 1)
+		*cursor = tag;
+	else if (rc == 0)
+		shmt__count_denial(v->lim, why);
+	return rc;
+}
+
+static inline __attribute__((always_inline)) int
+take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+{
+	int rc;
 
 	if (__builtin_expect(v->flags & SHMT_LIMF_GLOBAL, 0)) {
 		uint64_t pos = 0;
@@ -65,21 +90,15 @@ take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 			return shmt__take_log_or_rate(h, v, cursor);
 		return log_or_rate_done(v, rc, seq, cursor);
 	}
-	for (int tries = 0;; tries++) {
-		rc = bk_take_view(h, v, &tag, &why);
-		if (__builtin_expect(rc != -EAGAIN, 1))
-			break;
-		/* The parameters changed since this view was built. */
-		if (tries == 64)
-			return SHMT_EBUSYLOOP;
-		if ((rc = shmt__view_renew(h, &v)) != 0)
-			return rc;
-	}
-	if (rc == 1)
-		*cursor = tag;
-	else if (rc == 0)
-		shmt__count_denial(v->lim, why);
-	return rc;
+	return take_ring_once(h, v, cursor);
+}
+
+/* take_shared_raw on V, a limiter that is neither global nor in exact or
+ * rate mode: the ring's grant alone, inline. */
+static inline __attribute__((always_inline)) int
+take_ring_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+{
+	return shmt__grant_check(h, take_ring_once(h, v, cursor));
 }
 
 /* One use of the shared limiter V: 1 granted (*CURSOR: the key-pool

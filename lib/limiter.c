@@ -74,16 +74,55 @@ shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
 
 /* ---- Public: using limiters ---------------------------------------------- */
 
+/* take_shared_raw on a global limiter, or one in exact or rate mode: out
+ * of line, so that the ring's grant, inlined into the public calls, keeps
+ * their registers and frame small. */
+static __attribute__((noinline)) int
+take_shared_other(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+{
+	return take_shared_raw(h, v, cursor);
+}
+
 /* take_shared_raw, with a refusal of a shadow limiter granted (inlined, so
  * that a grant pays nothing for it, and into each public call, so that a
- * grant makes one call of the library, not two). */
+ * grant makes one call of the library, not two).  Only the ring's grant is
+ * inlined; the others are taken by take_shared_other. */
 static inline __attribute__((always_inline)) int
 take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
-	int rc = take_shared_raw(h, v, cursor);
+	int rc;
 
+	if (__builtin_expect((v->flags & SHMT_LIMF_GLOBAL) ||
+	    v->mode != SHMT_MODE_BUCKETS, 0))
+		rc = take_shared_other(h, v, cursor);
+	else
+		rc = take_ring_raw(h, v, cursor);
 	if (__builtin_expect(rc == 0, 0))
 		rc = enforce(v, 0);
+	return rc;
+}
+
+int
+shmt__take_ring_renewed(shmt_t *h, const struct shmt_lview *v,
+    uint64_t *cursor)
+{
+	uint32_t tag = 0;
+	int why = WHY_NONE, rc;
+
+	for (int tries = 1;; tries++) {
+		if ((rc = shmt__view_renew(h, &v)) != 0)
+			return rc;
+		rc = bk_take_view(h, v, &tag, &why);
+		if (__builtin_expect(rc != -EAGAIN, 1))
+			break;
+		/* The parameters changed again. */
+		if (tries == 64)
+			return SHMT_EBUSYLOOP;
+	}
+	if (rc == 1)
+		*cursor = tag;
+	else if (rc == 0)
+		shmt__count_denial(v->lim, why);
 	return rc;
 }
 

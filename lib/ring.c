@@ -356,9 +356,10 @@ shmt__handoff_yield(uint64_t *ho, const struct shmt_w *wp)
 
 int
 shmt__bk_take_view_slow(shmt_t *h, const struct shmt_lview *v,
-    struct shmt_w w, int have_now, uint64_t now, uint32_t *tag, int *why)
+    uint64_t w0, uint64_t w1, int have_now, uint64_t now, uint32_t *tag,
+    int *why)
 {
-	struct shmt_w *wp = &v->lim->lm_w;
+	struct shmt_w *wp = &v->lim->lm_w, w = { { w0, w1 } };
 	struct shmt_wguess *g = &shmt__wguess[wguess_slot(wp)];
 	struct bk_ctx c;
 	int rc;

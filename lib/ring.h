@@ -513,11 +513,13 @@ bk_take_n(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 	return rc;
 }
 
-/* The general path of bk_take_view (ring.c): the loop from the word W, with
- * the clock value NOW read after it when HAVE_NOW (else the loop reads the
- * clock), keeping this thread's guess of the word as bk_take_n does. */
+/* The general path of bk_take_view (ring.c): the loop from the word {W0,
+ * W1} (its halves, passed in registers), with the clock value NOW read
+ * after it when HAVE_NOW (else the loop reads the clock), keeping this
+ * thread's guess of the word as bk_take_n does. */
 int shmt__bk_take_view_slow(shmt_t *h, const struct shmt_lview *v,
-    struct shmt_w w, int have_now, uint64_t now, uint32_t *tag, int *why);
+    uint64_t w0, uint64_t w1, int have_now, uint64_t now, uint32_t *tag,
+    int *why);
 
 /*
  * One use of the shared ring of view V (shmt_try_use_key, shmt_next_key,
@@ -627,9 +629,9 @@ bk_take_view(shmt_t *h, const struct shmt_lview *v, uint32_t *tag, int *why)
 	/* bk_lost, then the loop on the word read afresh. */
 	shmt__handoff_ask(&lim->lm_handoff, wp);
 	shmt__load128(wp, w.w);
-	return shmt__bk_take_view_slow(h, v, w, 0, 0, tag, why);
+	return shmt__bk_take_view_slow(h, v, w.w[0], w.w[1], 0, 0, tag, why);
 slow:
-	return shmt__bk_take_view_slow(h, v, w, 1, now, tag, why);
+	return shmt__bk_take_view_slow(h, v, w.w[0], w.w[1], 1, now, tag, why);
 }
 
 /*
