@@ -1251,7 +1251,12 @@ SHMT_EXPORT int shmt_global_stat(shmt_t *h, const char *name,
  * if the writer dies half way.
  *
  * TTLs are in milliseconds (0: no expiry); an expired item reads as absent
- * and its memory is reclaimed by writers and by shmt_housekeep().
+ * and its memory is reclaimed by writers and by shmt_housekeep().  Without
+ * shmt_set_clock, a write that sets an expiry reads CLOCK_MONOTONIC (the
+ * expiry is exact); a get, and a write without one, read
+ * CLOCK_MONOTONIC_COARSE (one tick behind at most, 1-4 ms), so an item may
+ * still be read, found present by shmt_add or counted on by shmt_incr up to
+ * one tick after it expired, never before.
  */
 
 /*
