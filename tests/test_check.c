@@ -640,25 +640,37 @@ test_repair_on_request(void **state)
 static pid_t
 attached_child(shmt_t *h, const char *seg, int *fd)
 {
-	int p[2];
+	int p[2], back[2];
 	char c = 0;
 	pid_t pid;
 
+	/* The child says when its shmt_open has returned: the segment's
+	 * process table shows its slot before the open has written all of
+	 * it, and a check that copies the segment in between would see the
+	 * child's own stores as changes. */
+	assert_int_equal(pipe(back), 0);
 	pid = tu_fork_pipe(p);
 	if (pid == 0) {
 		shmt_t *ch = NULL;
 
 		close(p[1]);
+		close(back[0]);
 		alarm(60);
 		if (shmt_open(seg, &ch) != 0)
 			_exit(1);
+		if (write(back[1], "o", 1) != 1)
+			_exit(3);
 		if (read(p[0], &c, 1) < 0)
 			_exit(2);
 		shmt_close(ch);
 		_exit(0);
 	}
 	close(p[0]);
+	close(back[1]);
 	*fd = p[1];
+	if (read(back[0], &c, 1) != 1)
+		fail_msg("the child never attached");
+	close(back[0]);
 	for (int i = 0; i < 5000; i++) {
 		shmt_segment_stat_t ss;
 
