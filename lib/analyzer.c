@@ -505,19 +505,67 @@ name_check(uint64_t hash, uint32_t klen, uint32_t kind, uint32_t kept,
 	return c | 1;
 }
 
-/* Keep KEY's first bytes under HASH, unless they are there already.  Two
+/* A name's rank: the sub-window it was last put in (its low 12 bits) and
+ * the level its key's count had reached in one summary then (count
+ * NAME_AT << level).  A rank from a sub-window outside the span, or from
+ * none (an empty place), ranks below every put. */
+#define NAME_LEVELS 16U
+#define NAME_SUBW_MASK 0xfffU
+
+static inline uint16_t
+name_rank(uint64_t id, uint32_t level)
+{
+	return (uint16_t)((id & NAME_SUBW_MASK) << 4 |
+	    (level < NAME_LEVELS ? level : NAME_LEVELS - 1));
+}
+
+static inline int
+name_level_now(const struct shmt_an *an, const struct shmt_an_name *e,
+    uint64_t id)
+{
+	uint16_t r = __atomic_load_n(&e->an_rank, __ATOMIC_RELAXED);
+
+	if (__atomic_load_n(&e->an_hash, __ATOMIC_RELAXED) == 0 ||
+	    ((id - (r >> 4)) & NAME_SUBW_MASK) > an->subw)
+		return -1;
+	return r & (NAME_LEVELS - 1);
+}
+
+/* Keep KEY's first bytes under HASH, unless they are there already, in
+ * one of its two places: an empty one, or the one whose key ranks lower,
+ * and only if that key reached no higher level in the span than this one
+ * now has (LEVEL, in sub-window ID).  So a key counted NAME_AT << L times
+ * by one writer in a sub-window keeps its name against every key of the
+ * span that reached a lower level in both its places; a hot key, which
+ * comes back at each level, takes its place back from a colder one.  Two
  * writers may interleave on one entry; the check word makes a mixed entry
- * read as absent. */
+ * read as absent, and a torn rank only changes which entry goes first. */
 static __attribute__((noinline)) void
 name_put(const struct shmt_an *an, uint64_t hash, const void *key,
-    size_t klen, int kind)
+    size_t klen, int kind, uint64_t id, uint32_t level)
 {
-	struct shmt_an_name *e = &names(an)[(hash >> 20) & (an->names - 1)];
+	struct shmt_an_name *e0, *e1, *e;
+	uint32_t i0, i1;
 	uint32_t kept = klen < SHMT_AN_NAME_BYTES ? (uint32_t)klen :
 	    SHMT_AN_NAME_BYTES;
 	uint8_t buf[SHMT_AN_NAME_BYTES] = { 0 };
+	uint16_t rank = name_rank(id, level);
+	int l0, l1;
 
-	if (__atomic_load_n(&e->an_hash, __ATOMIC_RELAXED) == hash)
+	shmt__an_name_slots(an->names, hash, &i0, &i1);
+	e0 = &names(an)[i0];
+	e1 = &names(an)[i1];
+	e = __atomic_load_n(&e0->an_hash, __ATOMIC_RELAXED) == hash ? e0 :
+	    __atomic_load_n(&e1->an_hash, __ATOMIC_RELAXED) == hash ? e1 : NULL;
+	if (e != NULL) {
+		if (name_level_now(an, e, id) <= (int)level)
+			__atomic_store_n(&e->an_rank, rank, __ATOMIC_RELAXED);
+		return;
+	}
+	l0 = name_level_now(an, e0, id);
+	l1 = name_level_now(an, e1, id);
+	e = l1 < l0 ? e1 : e0;
+	if ((l1 < l0 ? l1 : l0) > (int)level)
 		return;
 	memcpy(buf, key, kept);
 	__atomic_store_n(&e->an_hash, 0, __ATOMIC_RELAXED);
@@ -531,16 +579,16 @@ name_put(const struct shmt_an *an, uint64_t hash, const void *key,
 	__atomic_store_n(&e->an_klen, (uint32_t)klen, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->an_kind, (uint8_t)kind, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->an_kept, (uint8_t)kept, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->an_rank, rank, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->an_check,
 	    name_check(hash, (uint32_t)klen, (uint32_t)kind, kept, buf),
 	    __ATOMIC_RELEASE);
 	__atomic_store_n(&e->an_hash, hash, __ATOMIC_RELEASE);
 }
 
-int
-shmt__an_name_get(const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
+static int
+name_get_at(const struct shmt_an_name *e, uint64_t hash, shmt_hotkey_t *k)
 {
-	struct shmt_an_name *e = &names(an)[(hash >> 20) & (an->names - 1)];
 	uint8_t buf[SHMT_AN_NAME_BYTES];
 	uint32_t klen, kind, kept;
 
@@ -566,6 +614,16 @@ shmt__an_name_get(const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
 	k->kept = kept;
 	k->kind = (int)kind;
 	return 1;
+}
+
+int
+shmt__an_name_get(const struct shmt_an *an, uint64_t hash, shmt_hotkey_t *k)
+{
+	uint32_t i0, i1;
+
+	shmt__an_name_slots(an->names, hash, &i0, &i1);
+	return name_get_at(&names(an)[i0], hash, k) ||
+	    name_get_at(&names(an)[i1], hash, k);
 }
 
 /* ---- Updates ---------------------------------------------------------------- */
@@ -916,12 +974,18 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 				    (c + 1) << SHMT_AN_SEQ_BITS | sb,
 				    __ATOMIC_RELEASE);
 				/* Name a key when its count here reaches
-				 * NAME_AT: at most once per summary, and never
-				 * for the long tail of a noisy stream, whose
-				 * keys come and go below it.  A hot key
-				 * reaches it at once. */
-				if (c + 1 - d == NAME_AT)
-					name_put(an, hash, key, klen, kind);
+				 * NAME_AT, and again at each power of two
+				 * above (its level rises: name_put), so
+				 * O(log n) times per summary, and never for
+				 * the long tail of a noisy stream, whose keys
+				 * come and go below it.  A hot key reaches it
+				 * at once. */
+				c = c + 1 - d;
+				if (__builtin_expect(c >= NAME_AT &&
+				    (c & (c - 1)) == 0, 0))
+					name_put(an, hash, key, klen, kind, id,
+					    (uint32_t)(__builtin_ctzll(c) -
+					    __builtin_ctz(NAME_AT)));
 				goto counted;
 			}
 		}

@@ -20,7 +20,8 @@
  *             (count << 16 | mark number), hint, floor} on whole lines]
  *            [groups x probe u64 hashes]
  *            [pieces x piece mark {mk_t, mk_d, mk_n, mk_sq}]
- *   name     {an_hash, an_klen, an_kind, an_kept, an_check, an_bytes[40]}
+ *   name     {an_hash, an_klen, an_kind, an_kept, an_rank, an_check,
+ *             an_bytes[40]}; a key has two places (shmt__an_name_slots)
  *
  * A key's counters are one group: probe counters (as many as a summary
  * holds, up to SHMT_AN_PROBE_MAX; the default 1 MiB gives one group of 128
@@ -113,7 +114,8 @@ struct shmt_an_name {
 	uint32_t an_klen;
 	uint8_t an_kind;
 	uint8_t an_kept;
-	uint16_t an_pad;
+	uint16_t an_rank;        /* (sub-window & 0xfff) << 4 | level: see
+	                          * name_put; outside the check word */
 	uint64_t an_check;
 	uint8_t an_bytes[SHMT_AN_NAME_BYTES];   /* 8-aligned: offset 24 */
 };
@@ -138,6 +140,18 @@ struct shmt_an {
 	int clients;
 	uint64_t lock_off, sums_off, sum_size, names_off;
 };
+
+/* The two places of a key's name in a table of NAMES (a power of two):
+ * bits 20 and up of its hash, and that index with other bits of the hash
+ * flipped (the same place only in a table of one). */
+static inline void
+shmt__an_name_slots(uint32_t names, uint64_t hash, uint32_t *i0, uint32_t *i1)
+{
+	uint32_t m = names - 1;
+
+	*i0 = (uint32_t)(hash >> 20) & m;
+	*i1 = m == 0 ? *i0 : *i0 ^ (((uint32_t)(hash >> 42) & m) | 1U);
+}
 
 /* The group of a key's counters: the low 32 bits of its hash scaled to
  * GROUPS (tests that make keys collide use it too). */

@@ -49,3 +49,7 @@ foreach(t exact edges oldest seed mp)
   set_tests_properties(test_analyzer_${t}_sse2 PROPERTIES
     ENVIRONMENT "SHMT_ANALYZER_SSE2=1" LABELS "unit" TIMEOUT 300)
 endforeach()
+# The name table under collisions (keys chosen with the secret known): a
+# hot key keeps its name against colder keys in both its places.
+shmt_add_test(test_analyzer_names SOURCES test_analyzer_names.c
+  LIBS shmt_analyzer_util LABELS unit single-thread TIMEOUT 60)
