@@ -148,6 +148,7 @@ ac_run(int clients)
 	rs = tu_seed(clients ? "test_analyzer_clients on" :
 	    "test_analyzer_clients off");
 	h = am_create(seg, sizeof(seg), &clk, clients);
+	tu_secret(h, &rs);
 	assert_int_equal(shmt_limiter_define(h, "per-client", &lim), 0);
 	memset(longid, 'c', sizeof(longid));
 	for (int j = 0; j < 20000; j++) {

@@ -91,6 +91,19 @@ tu_rand(uint64_t *s)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
+void
+tu_secret(shmt_t *h, uint64_t *state)
+{
+	uint8_t key[SHMT_SECRET_BYTES];
+
+	for (size_t i = 0; i < sizeof(key); i += 8) {
+		uint64_t r = tu_rand(state);
+
+		memcpy(key + i, &r, sizeof(key) - i < 8 ? sizeof(key) - i : 8);
+	}
+	shmt__secret_set(h, key);
+}
+
 double
 tu_scale(void)
 {

@@ -28,6 +28,11 @@ shmt_time_t tu_clock_read(void *ctx);
 uint64_t tu_seed(const char *test);
 /* xorshift64* */
 uint64_t tu_rand(uint64_t *state);
+/* Give H's segment a secret drawn from *STATE (tu_rand), before anything
+ * is stored in it: where keys land (analyzer groups and names, client
+ * entries, dictionary buckets) then follows the test's seed, so a verdict
+ * that depends on it replays with SHMT_SEED like the rest. */
+void tu_secret(shmt_t *h, uint64_t *state);
 
 /* Scale for stress loops: $SHMT_STRESS_SCALE (default 1.0; sanitizer
  * builds set it lower in CI). */
