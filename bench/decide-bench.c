@@ -6,6 +6,8 @@
  *     resolved limiter (shmt_limiter_try) and a 40-byte name;
  *   - a rate-mode grant against its floor: one clock read and one 8-byte
  *     CAS (target: at most 1.3 x);
+ *   - per-client calls over 1,000 client ids of 8 bytes in turn:
+ *     shmt_try_use against shmt_acquire with a decision;
  *   - the wake latency of shmt_wait across processes: from a give-back in
  *     one process to the waiter's grant in another, p50 and p99.
  * One SUMMARY line per measurement.  Usage: decide-bench [-n OPS] [-w WAKES]
@@ -42,7 +44,11 @@ cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-enum { OP_TRY, OP_ACQ_NULL, OP_ACQ_DECIDE, OP_FLOOR8, OP_RESOLVED };
+enum { OP_TRY, OP_ACQ_NULL, OP_ACQ_DECIDE, OP_FLOOR8, OP_RESOLVED,
+    OP_CLIENT_TRY, OP_CLIENT_ACQ };
+
+/* The per-client rows' ids: 0..CLIENTS-1 as 8-byte words, in turn. */
+#define CLIENTS 1000U
 
 /* The resolved limiter of OP_RESOLVED. */
 static shmt_limiter_t *resolved;
@@ -76,6 +82,21 @@ run(shmt_t *h, const char *name, int op, uint64_t n)
 				    1, &d);
 				sink += d.remaining;
 				break;
+			case OP_CLIENT_TRY: {
+				uint64_t id = i % CLIENTS;
+
+				sink += (uint64_t)shmt_try_use(h, name, &id,
+				    sizeof(id));
+				break;
+			}
+			case OP_CLIENT_ACQ: {
+				uint64_t id = i % CLIENTS;
+
+				sink += (uint64_t)shmt_acquire(h, name, &id,
+				    sizeof(id), 1, &d);
+				sink += d.remaining;
+				break;
+			}
 			default: {
 				uint64_t w = __atomic_load_n(&word,
 				    __ATOMIC_ACQUIRE), now = mono();
@@ -168,6 +189,10 @@ main(int argc, char **argv)
 	shmt_t *h;
 	shmt_limit_t bk = { .limit = SHMT_LIMIT_MAX, .window_ns = 3600000000000ULL,
 		.slack_ns = 1000000000ULL, .slack_uses = SHMT_LIMIT_MAX };
+	shmt_limit_t pc = { .limit = SHMT_LIMIT_MAX,
+		.window_ns = 1000000000ULL, .slack_ns = 100000000ULL,
+		.slack_uses = SHMT_LIMIT_MAX, .per_client = 1,
+		.client_capacity = 2 * CLIENTS };
 	shmt_limit_t gc = { .limit = 1000000000, .window_ns = 1000000000,
 		.mode = SHMT_MODE_GCRA, .burst = SHMT_LIMIT_MAX };
 	double p50 = 0, p99 = 0;
@@ -185,11 +210,13 @@ main(int argc, char **argv)
 	cfg.dict_bytes = 0;
 	cfg.counters_bytes = 0;
 	cfg.analyzer_bytes = 0;
+	cfg.arena_bytes = 64ULL << 20;   /* the per-client table and rings */
 	cfg.max_limiters = (uint32_t)(wakes > 0 ? wakes : 0) + 8;
 	if ((rc = shmt_create(seg, &cfg, &h)) != 0 ||
 	    (rc = shmt_limiter_define(h, "bk", &bk)) != 0 ||
 	    (rc = shmt_limiter_define(h, "gc", &gc)) != 0 ||
-	    (rc = shmt_limiter_define(h, LONG_NAME, &bk)) != 0) {
+	    (rc = shmt_limiter_define(h, LONG_NAME, &bk)) != 0 ||
+	    (rc = shmt_limiter_define(h, "pc", &pc)) != 0) {
 		fprintf(stderr, "decide-bench: %s\n", shmt_strerror(rc));
 		return 1;
 	}
@@ -208,6 +235,12 @@ main(int argc, char **argv)
 	    " ns_per_op=%.1f\n", n, run(h, "bk", OP_ACQ_NULL, n));
 	printf("SUMMARY bench=decide what=acquire_decision mode=buckets ops=%"
 	    PRIu64 " ns_per_op=%.1f\n", n, run(h, "bk", OP_ACQ_DECIDE, n));
+	printf("SUMMARY bench=decide what=client_try_use mode=buckets "
+	    "clients=%u ops=%" PRIu64 " ns_per_op=%.1f\n", CLIENTS, n,
+	    run(h, "pc", OP_CLIENT_TRY, n));
+	printf("SUMMARY bench=decide what=client_acquire_decision "
+	    "mode=buckets clients=%u ops=%" PRIu64 " ns_per_op=%.1f\n",
+	    CLIENTS, n, run(h, "pc", OP_CLIENT_ACQ, n));
 	printf("SUMMARY bench=decide what=floor_clock_cas8 ops=%" PRIu64
 	    " ns_per_op=%.1f\n", n, run(h, "gc", OP_FLOOR8, n));
 	printf("SUMMARY bench=decide what=try_use_key mode=gcra ops=%" PRIu64
