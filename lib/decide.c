@@ -683,8 +683,12 @@ acquire_client_take(shmt_t *h, const struct shmt_lview *v, const void *client,
 
 	*nowp = 0;
 	for (int tries = 0; tries < 64; tries++) {
-		rc = shmt__ce_find_or_claim(h, v, hash, client, len, &expect,
-		    &t0);
+		/* A live entry is found inline (the grant's own lookup, see
+		 * try_client_once); anything else takes the full way. */
+		rc = ce_lookup_live(v, hash, &expect, &w);
+		if (__builtin_expect(rc < 0, 0))
+			rc = shmt__ce_find_or_claim(h, v, hash, client, len,
+			    &expect, &t0);
 		if (rc == -ENOSPC) {
 			shmt__count_denial(v->lim, WHY_TABLE_FULL);
 			if (out != NULL)
