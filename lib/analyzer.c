@@ -506,9 +506,13 @@ name_check(uint64_t hash, uint32_t klen, uint32_t kind, uint32_t kept,
 }
 
 /* A name's rank: the sub-window it was last put in (its low 12 bits) and
- * the level its key's count had reached in one summary then (count
- * NAME_AT << level).  A rank from a sub-window outside the span, or from
- * none (an empty place), ranks below every put. */
+ * the level its key's count had reached in one writer's summary then
+ * (NAME_AT << level).  An empty place, or a rank from a sub-window outside
+ * the span, ranks below every put.  A rank up to subw sub-windows ahead
+ * (put by a writer whose clock or summary is ahead of this one's) is live
+ * too.  12 bits tell sub-windows apart over 4096 of them: a name nobody
+ * put again for that long ranks live again, at its old level, for subw + 1
+ * sub-windows, until a key that reaches that level takes its place. */
 #define NAME_LEVELS 16U
 #define NAME_SUBW_MASK 0xfffU
 
@@ -524,11 +528,25 @@ name_level_now(const struct shmt_an *an, const struct shmt_an_name *e,
     uint64_t id)
 {
 	uint16_t r = __atomic_load_n(&e->an_rank, __ATOMIC_RELAXED);
+	uint32_t age = (uint32_t)(id - (r >> 4)) & NAME_SUBW_MASK;
 
 	if (__atomic_load_n(&e->an_hash, __ATOMIC_RELAXED) == 0 ||
-	    ((id - (r >> 4)) & NAME_SUBW_MASK) > an->subw)
+	    (age > an->subw && age < NAME_SUBW_MASK + 1 - an->subw))
 		return -1;
 	return r & (NAME_LEVELS - 1);
+}
+
+void
+shmt__an_names_shift(const struct shmt_an *an, int64_t k)
+{
+	struct shmt_an_name *e = names(an);
+
+	for (uint32_t i = 0; i < an->names; i++) {
+		uint16_t r = e[i].an_rank;
+		uint64_t id = (uint64_t)(r >> 4) + (uint64_t)k;
+
+		e[i].an_rank = name_rank(id, r & (NAME_LEVELS - 1U));
+	}
 }
 
 /* Keep KEY's first bytes under HASH, unless they are there already, in
@@ -550,24 +568,32 @@ name_put(const struct shmt_an *an, uint64_t hash, const void *key,
 	    SHMT_AN_NAME_BYTES;
 	uint8_t buf[SHMT_AN_NAME_BYTES] = { 0 };
 	uint16_t rank = name_rank(id, level);
+	uint64_t check;
 	int l0, l1;
 
 	shmt__an_name_slots(an->names, hash, &i0, &i1);
 	e0 = &names(an)[i0];
 	e1 = &names(an)[i1];
+	memcpy(buf, key, kept);
+	check = name_check(hash, (uint32_t)klen, (uint32_t)kind, kept, buf);
 	e = __atomic_load_n(&e0->an_hash, __ATOMIC_RELAXED) == hash ? e0 :
 	    __atomic_load_n(&e1->an_hash, __ATOMIC_RELAXED) == hash ? e1 : NULL;
-	if (e != NULL) {
+	/* Found, and whole: its rank rises.  An entry with this hash but
+	 * another's check word (two writers interleaved, or one killed in the
+	 * middle) reads as absent; it is written again in place. */
+	if (e != NULL && __atomic_load_n(&e->an_check, __ATOMIC_RELAXED) ==
+	    check) {
 		if (name_level_now(an, e, id) <= (int)level)
 			__atomic_store_n(&e->an_rank, rank, __ATOMIC_RELAXED);
 		return;
 	}
-	l0 = name_level_now(an, e0, id);
-	l1 = name_level_now(an, e1, id);
-	e = l1 < l0 ? e1 : e0;
-	if ((l1 < l0 ? l1 : l0) > (int)level)
-		return;
-	memcpy(buf, key, kept);
+	if (e == NULL) {
+		l0 = name_level_now(an, e0, id);
+		l1 = name_level_now(an, e1, id);
+		e = l1 < l0 ? e1 : e0;
+		if ((l1 < l0 ? l1 : l0) > (int)level)
+			return;
+	}
 	__atomic_store_n(&e->an_hash, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->an_check, 0, __ATOMIC_RELAXED);
 	for (uint32_t i = 0; i < SHMT_AN_NAME_BYTES / 8; i++) {
@@ -580,9 +606,7 @@ name_put(const struct shmt_an *an, uint64_t hash, const void *key,
 	__atomic_store_n(&e->an_kind, (uint8_t)kind, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->an_kept, (uint8_t)kept, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->an_rank, rank, __ATOMIC_RELAXED);
-	__atomic_store_n(&e->an_check,
-	    name_check(hash, (uint32_t)klen, (uint32_t)kind, kept, buf),
-	    __ATOMIC_RELEASE);
+	__atomic_store_n(&e->an_check, check, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->an_hash, hash, __ATOMIC_RELEASE);
 }
 

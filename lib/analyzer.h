@@ -178,6 +178,10 @@ shmt__an_counts(const struct shmt_an *an, int kind)
 /* Count one request for KEY (hash HASH) of KIND at NOW. */
 void shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
     int kind, uint64_t now);
+/* Move the sub-window of every name's rank by K sub-windows (a snapshot
+ * brought back on another clock, as shmt__an_sum_retime); for a private
+ * segment. */
+void shmt__an_names_shift(const struct shmt_an *an, int64_t k);
 /* Free the stripes this handle owns (shmt_close). */
 void shmt__an_release(shmt_t *h);
 /* Free the stripes of dead processes. */

@@ -536,5 +536,9 @@ shmt__an_import(shmt_t *h, const void *buf, uint64_t len, int64_t delta_ns)
 	}
 	memcpy(names(an), b + (an->names_off - an->sums_off),
 	    (uint64_t)an->names * sizeof(struct shmt_an_name));
+	/* The names' ranks move by the same sub-windows (only their low 12
+	 * bits are kept, so K modulo 4096 will do). */
+	shmt__an_names_shift(an, delta_ns >= 0 ? (int64_t)(k & 0xfffU) :
+	    -(int64_t)(k & 0xfffU));
 	return 0;
 }

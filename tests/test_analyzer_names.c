@@ -41,6 +41,8 @@ nm_open(struct nm *t)
 	uint32_t i0, i1;
 	int found = 0;
 
+	uint64_t ss = tu_seed("test_analyzer_names");
+
 	t->clk.now = 5 * 86400 * TA_SEC;
 	shmt_config_init(&cfg);
 	cfg.dict_bytes = 4ULL << 20;
@@ -48,6 +50,7 @@ nm_open(struct nm *t)
 	tu_segname(t->seg, sizeof(t->seg), "annames");
 	assert_int_equal(shmt_create(t->seg, &cfg, &t->h), 0);
 	assert_int_equal(shmt_set_clock(t->h, tu_clock_read, &t->clk), 0);
+	tu_secret(t->h, &ss);
 	assert_non_null(t->h->an);
 	assert_true(t->h->an->names >= 2);
 	shmt__an_name_slots(t->h->an->names, nm_hash(t->h, "hot", 3),
@@ -126,6 +129,32 @@ nm_named(struct nm *t, const char *key, size_t len)
 	return -1;
 }
 
+/* A key named PREFIX-<n> whose first place is WANT (its second another). */
+static int
+nm_fresh(struct nm *t, uint32_t want, const char *prefix, char *key,
+    size_t cap)
+{
+	uint32_t i0 = 0, i1 = 0;
+	int len = 0;
+
+	for (uint32_t n = 0; n < 50000000U; n++) {
+		len = snprintf(key, cap, "%s-%" PRIu32, prefix, n);
+		shmt__an_name_slots(t->h->an->names,
+		    nm_hash(t->h, key, (size_t)len), &i0, &i1);
+		if (i0 == want && i1 != want)
+			return len;
+	}
+	fail();
+	return -1;
+}
+
+static struct shmt_an_name *
+nm_place(struct nm *t, uint32_t i)
+{
+	return (struct shmt_an_name *)(t->h->an->base + t->h->an->names_off) +
+	    i;
+}
+
 /* Colder keys after the hot key, in both its places: each reaches the
  * level where its name is put, and more, but stays below the hot key's. */
 static void
@@ -178,23 +207,82 @@ test_colder_later(void **state)
 	assert_int_equal(((const struct shmt_an_name *)(t.h->an->base +
 	    t.h->an->names_off))[t.hot0].an_hash, nm_hash(t.h, "hot", 3));
 	for (int p = 0; p < 2; p++) {
-		uint32_t want = p == 0 ? t.hot0 : t.hot1, i0, i1;
+		uint32_t want = p == 0 ? t.hot0 : t.hot1;
 		const struct shmt_an_name *e = (const struct shmt_an_name *)
 		    (t.h->an->base + t.h->an->names_off) + want;
 		char key[32];
-		int len = 0;
+		int len = nm_fresh(&t, want, "late", key, sizeof(key));
 
-		for (uint32_t n = 0; n < 50000000U; n++) {
-			len = snprintf(key, sizeof(key), "late-%" PRIu32, n);
-			shmt__an_name_slots(t.h->an->names,
-			    nm_hash(t.h, key, (size_t)len), &i0, &i1);
-			if (i0 == want && i1 != want)
-				break;
-		}
-		assert_int_equal(i0, want);
 		nm_get(&t, key, (size_t)len, 8);
 		assert_true(e->an_hash == nm_hash(t.h, key, (size_t)len));
 	}
+	nm_close(&t);
+}
+
+/* The hot key's entry holds its hash with a check word that is not its
+ * own (what an interleaved or killed writer leaves): it reads as absent,
+ * and the key's next level writes it whole again. */
+static void
+test_torn_entry(void **state)
+{
+	struct shmt_an_name *e;
+	struct nm t;
+
+	(void)state;
+	nm_open(&t);
+	e = nm_place(&t, t.hot0);
+	nm_get(&t, "hot", 3, 8);
+	assert_int_equal(e->an_hash, nm_hash(t.h, "hot", 3));
+	e->an_check ^= 2;
+	assert_int_equal(nm_named(&t, "hot", 3), 0);
+	nm_get(&t, "hot", 3, 8);
+	assert_int_equal(nm_named(&t, "hot", 3), 1);
+	nm_close(&t);
+}
+
+/* A restore on another clock moves the summaries by K sub-windows; the
+ * ranks move with them, modulo 4096, their levels kept. */
+static void
+test_rank_shift(void **state)
+{
+	struct shmt_an_name *e;
+	struct nm t;
+	uint16_t r;
+
+	(void)state;
+	nm_open(&t);
+	e = nm_place(&t, t.hot0);
+	nm_get(&t, "hot", 3, 64);
+	r = e->an_rank;
+	assert_int_equal(r & 15, 3);   /* 64 = 8 << 3 */
+	shmt__an_names_shift(t.h->an, 5);
+	assert_int_equal(((e->an_rank >> 4) - (r >> 4)) & 0xfff, 5);
+	assert_int_equal(e->an_rank & 15, 3);
+	shmt__an_names_shift(t.h->an, -5);
+	assert_int_equal(e->an_rank, r);
+	shmt__an_names_shift(t.h->an, -4097);
+	assert_int_equal(((r >> 4) - (e->an_rank >> 4)) & 0xfff, 1);
+	/* Moved back by 4097 = one sub-window in 12 bits, with the clock
+	 * one sub-window on: the name is still live at its level, so a
+	 * colder key sharing its place does not take it. */
+	shmt__an_names_shift(t.h->an, 4097);
+	assert_int_equal(e->an_rank, r);
+	t.clk.now += t.h->an->w;
+	nm_cold(&t, 40);
+	assert_int_equal(nm_named(&t, "hot", 3), 1);
+	/* A rank one sub-window ahead of the writers (put by one whose
+	 * clock is ahead) is live too: a new key whose first place it is
+	 * does not take it. */
+	e = nm_place(&t, t.hot0);
+	assert_int_equal(e->an_hash, nm_hash(t.h, "hot", 3));
+	shmt__an_names_shift(t.h->an, 2);
+	{
+		char key[32];
+		int len = nm_fresh(&t, t.hot0, "ahead", key, sizeof(key));
+
+		nm_get(&t, key, (size_t)len, 40);
+	}
+	assert_int_equal(e->an_hash, nm_hash(t.h, "hot", 3));
 	nm_close(&t);
 }
 
@@ -205,6 +293,8 @@ main(void)
 		cmocka_unit_test(test_colder_after),
 		cmocka_unit_test(test_colder_before),
 		cmocka_unit_test(test_colder_later),
+		cmocka_unit_test(test_torn_entry),
+		cmocka_unit_test(test_rank_shift),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1492,11 +1492,14 @@ typedef struct shmt_hotkey {
 	uint8_t key[SHMT_KEY_MAX];
 	/* The key's bytes are kept once it is seen 8 times by one writer in
 	 * a sub-window (its first 40 bytes), in a table of two places per
-	 * key where a key seen more often in the span keeps its place over
-	 * a colder one; a dictionary key is also found in the dictionary by
-	 * its hash.  A key known by its hash alone (seen fewer times per
-	 * sub-window, or both its places held by keys at least as hot, and
-	 * not in the dictionary) has klen and kept 0. */
+	 * key where a key that one writer saw more often in a sub-window of
+	 * the span keeps its place over a colder one; a dictionary key is
+	 * also found in the dictionary by its hash.  A key known by its hash
+	 * alone (seen fewer times per writer and sub-window, or both its
+	 * places held by keys at least as hot for their writers, or its
+	 * entry torn by a writer killed in the middle until the key's next
+	 * count at a power of two, and not in the dictionary) has klen and
+	 * kept 0. */
 	uint32_t klen;           /* the key's full length, 0: unknown */
 	uint32_t kept;           /* bytes of it in key[] (< klen: truncated) */
 	int kind;                /* SHMT_HOT_DICT or SHMT_HOT_CLIENT, always */
