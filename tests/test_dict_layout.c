@@ -166,6 +166,13 @@ test_filters_hold(void **state)
 	(void)state;
 	memset(val_of, 0, sizeof(val_of));
 	h = lay_open(seg, sizeof(seg), 1);
+	/* Which keys share a chain, and so which are evicted, follows the
+	 * seed too: its own stream, so the operations stay as they were. */
+	{
+		uint64_t ss = seed ^ 0x9e3779b97f4a7c15ULL;
+
+		tu_secret(h, &ss);
+	}
 	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
 	for (int round = 0; round < 20; round++) {
 		for (int i = 0; i < 4000; i++) {

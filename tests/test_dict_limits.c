@@ -393,6 +393,14 @@ room_run(uint64_t dict_bytes, uint32_t shards, uint64_t seed)
 
 	assert_non_null(f);
 	dl_open(&d, dict_bytes, shards);
+	/* Which shard each fill item lands in, and so when a shard is full
+	 * and how much room is left, follows the seed too: its own stream,
+	 * so the items drawn stay as they were. */
+	{
+		uint64_t ss = seed ^ 0x9e3779b97f4a7c15ULL;
+
+		tu_secret(d.h, &ss);
+	}
 	for (;;) {
 		room = check_room(&d, &rs, levels++);
 		full_room += room == SHMT_VALUE_MAX;

@@ -576,6 +576,14 @@ dm_open(struct dm_run *r, const struct dm_params *p, uint64_t seed)
 	cfg.counters_bytes = 0;
 	tu_segname(r->seg, sizeof(r->seg), "dmodel");
 	assert_int_equal(shmt_create(r->seg, &cfg, &r->h), 0);
+	/* Where the keys land (shards, shared chains) follows the seed too,
+	 * so that a run replays with SHMT_SEED: its own stream, so the
+	 * operations drawn stay as they were. */
+	{
+		uint64_t ss = seed ^ 0x9e3779b97f4a7c15ULL;
+
+		tu_secret(r->h, &ss);
+	}
 	r->clk.now = 3600ULL * 1000 * DM_MS;
 	assert_int_equal(shmt_set_clock(r->h, tu_clock_read, &r->clk), 0);
 	r->buf = malloc(p->vmax + 64);

@@ -342,9 +342,13 @@ mp_sum(struct mp_shared *sh, int from, int to)
 	return s;
 }
 
+/* The segment, its secret drawn from SEED (on a stream of its own) before
+ * any key is stored or any worker opens it: which keys share a shard, and
+ * so how often a reader retries, follows the seed. */
 static shmt_t *
-mp_create(char *seg, size_t cap)
+mp_create(char *seg, size_t cap, uint64_t seed)
 {
+	uint64_t ss = seed ^ 0x9e3779b97f4a7c15ULL;
 	shmt_config_t cfg;
 	shmt_t *h;
 
@@ -358,6 +362,7 @@ mp_create(char *seg, size_t cap)
 	cfg.counters_bytes = 0;
 	tu_segname(seg, cap, "dmp");
 	assert_int_equal(shmt_create(seg, &cfg, &h), 0);
+	tu_secret(h, &ss);
 	return h;
 }
 
@@ -401,7 +406,7 @@ test_processes(void **state)
 	assert_true(sh != MAP_FAILED);
 	assert_non_null(buf);
 	memset(sh, 0, sizeof(*sh));
-	h = mp_create(seg, sizeof(seg));
+	h = mp_create(seg, sizeof(seg), seed);
 	mp_seed_keys(h, &rs, buf);
 	fflush(stdout);
 	for (int i = 0; i < MP_WRITERS; i++)
@@ -524,7 +529,7 @@ test_threads(void **state)
 
 	assert_non_null(sh);
 	assert_non_null(buf);
-	h = mp_create(seg, sizeof(seg));
+	h = mp_create(seg, sizeof(seg), seed);
 	mp_seed_keys(h, &rs, buf);
 	for (int i = 0; i < 3; i++) {
 		t[i] = (struct mp_thread){ h, sh, i, seed + 300 + (uint64_t)i,

@@ -83,17 +83,21 @@ small_config(shmt_config_t *cfg)
 static const char *const pool_keys[] = { "k-one", "k-two", "k-three" };
 static const char *const limiter_names[] = { "api", "exact", "pool", "pc" };
 
-/* A segment with a limiter of every kind, keys, hits and hot keys. */
+/* A segment with a limiter of every kind, keys, hits and hot keys; its
+ * secret, and so where the keys lie (what a scribble lands on), is drawn
+ * from SEED, on a stream of its own. */
 static shmt_t *
-make_segment(const char *name)
+make_segment(const char *name, uint64_t seed)
 {
 	shmt_config_t cfg;
 	shmt_limit_t l;
 	shmt_t *h = NULL;
+	uint64_t ss = seed ^ 0x9e3779b97f4a7c15ULL;
 	char k[32];
 
 	small_config(&cfg);
 	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	tu_secret(h, &ss);
 	memset(&l, 0, sizeof(l));
 	l.limit = 50, l.window_ns = 100000000ULL, l.slack_ns = 10000000ULL;
 	l.slack_uses = 5;
@@ -515,7 +519,7 @@ test_chaos(void **state)
 	if (len < HS_MIN_NS)
 		len = HS_MIN_NS;
 	tu_segname(name, sizeof(name), "hostile");
-	h = make_segment(name);
+	h = make_segment(name, seed);
 	map_raw(name, h, &m);
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -607,7 +611,7 @@ damage_is_named(const char *rname, int chunks, uint64_t seed)
 	int r, n;
 
 	tu_segname(name, sizeof(name), "named");
-	h = make_segment(name);
+	h = make_segment(name, seed);
 	map_raw(name, h, &m);
 	r = region_index(&m, rname);
 	assert_true(r >= 0);
