@@ -18,16 +18,39 @@ typedef unsigned __int128 shmt_u128;
 
 #if defined(__x86_64__)
 /*
- * On x86-64, ck_pr's inline cmpxchg16b: no call through libatomic, and
- * atomic across processes in every build.  (ThreadSanitizer runs
- * __atomic 16-byte operations under a lock private to each process, which
- * does not make them atomic between processes.)
+ * On x86-64, ck_pr's inline cmpxchg16b for the CAS: no call through
+ * libatomic, and atomic across processes in every build.  (ThreadSanitizer
+ * runs __atomic 16-byte operations under a lock private to each process,
+ * which does not make them atomic between processes.)
+ *
+ * A load is one aligned 16-byte SSE load (MOVDQA) where the CPU makes it
+ * atomic: every x86-64 CPU with AVX, as Intel's SDM (vol. 3A, 9.1.1) and
+ * AMD's APM (vol. 2, 7.3.2) state for cacheable memory, which a segment
+ * is.  Elsewhere it is a locked cmpxchg16b of the word with itself, which
+ * takes the line for writing: every reader then moves it between cores, as
+ * a writer does.  x86 loads are acquire loads either way; the "memory"
+ * clobber keeps the compiler from moving memory accesses across it.
+ * shmt__atomic16_sse is set once, by a constructor (atomic128.c), before
+ * main; 0 (the locked load) until then, and where $SHMT_ATOMIC16=cas.
  */
 #include <ck_pr.h>
+#include <emmintrin.h>
+
+extern int shmt__atomic16_sse;
 
 static inline void
 shmt__load128(const void *p, uint64_t out[2])
 {
+	if (__builtin_expect(__atomic_load_n(&shmt__atomic16_sse,
+	    __ATOMIC_RELAXED) != 0, 1)) {
+		__m128i v;
+
+		__asm__ __volatile__("movdqa %1, %0" : "=x" (v) :
+		    "m" (*(const __m128i *)p) : "memory");
+		out[0] = (uint64_t)_mm_cvtsi128_si64(v);
+		out[1] = (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v));
+		return;
+	}
 	ck_pr_load_64_2((const uint64_t *)p, out);
 }
 
