@@ -54,6 +54,14 @@ shmt__load128(const void *p, uint64_t out[2])
 	ck_pr_load_64_2((const uint64_t *)p, out);
 }
 
+/* The locked load on every CPU: it takes the line for writing, as a CAS
+ * that follows it will (see bk_lost). */
+static inline void
+shmt__load128_excl(const void *p, uint64_t out[2])
+{
+	ck_pr_load_64_2((const uint64_t *)p, out);
+}
+
 static inline int
 shmt__cas128(void *p, uint64_t expected[2], const uint64_t desired[2])
 {

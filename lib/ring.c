@@ -77,9 +77,11 @@
  * bounded (SHMT_RETRY_MAX) so a damaged segment yields SHMT_EBUSYLOOP, not
  * an endless loop.
  *
- * Torn reads.  A 16-byte atomic load is a locked cmpxchg16b on most x86-64
- * CPUs, as dear as the CAS itself.  A shared limiter's W is therefore read
- * as two 8-byte loads, high half (tail, nsealed, active, tag) first.  Every
+ * Torn reads.  A 16-byte atomic load is a locked cmpxchg16b on x86-64 CPUs
+ * without AVX, as dear as the CAS itself (with AVX it is one SSE load:
+ * atomic128.h).  A shared limiter's W is therefore read as two 8-byte
+ * loads, high half (tail, nsealed, active, tag) first, which costs as
+ * little as the SSE load and the same on every CPU.  Every
  * transition raises (tail, active, count - nsealed) lexicographically: a
  * grant raises count, a release of a sealed bucket lowers nsealed, every
  * other step raises tail or turns active on.  So if a CAS succeeds against

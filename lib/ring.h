@@ -108,10 +108,10 @@ bk_handoff(const struct bk_ctx *c, struct shmt_w *wp)
 }
 
 /* After a grant's CAS lost to another writer: ask for the word (shared
- * limiters) or back off (client entries).  Then read W afresh with a full
- * atomic load: one locked read that takes the line for writing, so the CAS
- * that follows it after the clock read finds the line still here more
- * often than after two plain loads. */
+ * limiters) or back off (client entries).  Then read W afresh with the
+ * locked load (on x86-64 also where an SSE load would do): it takes the
+ * line for writing, so the CAS that follows it after the clock read finds
+ * the line still here more often than after a plain load. */
 static inline void
 bk_lost(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w,
     unsigned *lost)
@@ -124,7 +124,7 @@ bk_lost(const struct bk_ctx *c, struct shmt_w *wp, struct shmt_w *w,
 	} else {
 		shmt__cas_backoff(lost);
 	}
-	shmt__load128(wp, w->w);
+	shmt__load128_excl(wp, w->w);
 }
 
 /* After a grant's CAS won: step aside if another process asked for the
