@@ -88,6 +88,15 @@ sim_bucket(const struct bk_sim *s, uint32_t i, uint64_t *close,
 	return 0;
 }
 
+/* When bucket I, closed at CLOSE, is due: after the window, or after the
+ * longer one it is held by since a change of parameters (bk_due). */
+static uint64_t
+sim_due(const struct bk_sim *s, uint32_t i, uint64_t close)
+{
+	return bk_due(s->c, SHMT_W_TAIL(s->w) - SHMT_W_NSEALED(s->w) + i,
+	    close);
+}
+
 /* Release, in order, every bucket due at T (T never goes back). */
 static int
 sim_release(struct bk_sim *s, uint64_t t)
@@ -100,8 +109,7 @@ sim_release(struct bk_sim *s, uint64_t t)
 
 		if (rc != 0)
 			return rc;
-		if (bk_due(s->c, SHMT_W_TAIL(s->w) - SHMT_W_NSEALED(s->w) +
-		    s->first, close) > t)
+		if (sim_due(s, s->first, close) > t)
 			break;
 		if (count > s->inflight)
 			return SHMT_ECORRUPT;
@@ -192,8 +200,8 @@ sim_back(const struct bk_sim *s, uint64_t *at)
 	for (uint32_t i = s->first; i < s->n; i++) {
 		if ((rc = sim_bucket(s, i, &close, &count)) != 0)
 			return rc;
-		if (sat_add(close, s->c->window) > due && count > 0)
-			due = sat_add(close, s->c->window);
+		if (count > 0 && sim_due(s, i, close) > due)
+			due = sim_due(s, i, close);
 	}
 	*at = due;
 	return 0;
@@ -210,13 +218,20 @@ sim_when(struct bk_sim *s, uint64_t k, uint64_t *at)
 	int rc;
 
 	while (!sim_can(s, k)) {
-		if (s->first == s->n)
+		uint32_t first = s->first;
+
+		if (first == s->n)
 			return SHMT_ECORRUPT;   /* an empty ring takes any k <= B */
-		if ((rc = sim_bucket(s, s->first, &close, &count)) != 0)
+		if ((rc = sim_bucket(s, first, &close, &count)) != 0)
 			return rc;
-		close = sat_add(close, s->c->window);
+		/* Its due time as sim_release reckons it (a bucket held by an
+		 * earlier, longer window is due after that one): so the
+		 * release below frees it, and the loop ends within n turns. */
+		close = sim_due(s, first, close);
 		if ((rc = sim_release(s, close > s->t ? close : s->t)) != 0)
 			return rc;
+		if (s->first == first)
+			return SHMT_ECORRUPT;
 	}
 	*at = s->t;
 	return 0;
@@ -249,7 +264,7 @@ bk_decide(const struct bk_ctx *c, struct shmt_w w, uint64_t now, uint64_t k,
 		uint64_t room = takes >= k ? takes - k +
 		    sim_rooms(&s) * c->slack_uses :
 		    sim_rooms(&s) * c->slack_uses - k;
-		uint64_t due = takes >= k ? sat_add(s.close_a, c->window) :
+		uint64_t due = takes >= k ? sim_due(&s, s.n - 1, s.close_a) :
 		    sat_add(sat_add(now, c->slack), c->window);
 
 		out->remaining = free - k < room ? free - k : room;

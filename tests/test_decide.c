@@ -1025,6 +1025,49 @@ test_decide_bad_input(void **state)
 	    -ENOKEY);
 }
 
+/* After a change in place that shortens the window, the buckets sealed
+ * before it stay in flight for the old, longer window: a refusal's
+ * retry_after and reset_after count to that, and the decision ends (it
+ * once replayed the releases by the new window and never got there). */
+static void
+test_decide_held_window(void **state)
+{
+	shmt_limit_t lim = { .limit = 3, .window_ns = 1000, .slack_ns = 100,
+		.slack_uses = 3 };
+	shmt_decision_t d;
+	char why[128];
+	uint64_t t0;
+
+	(void)state;
+	alarm(60);      /* a decision that loops fails here, not at ctest's */
+	g.clk.now = t0 = 10000000;
+	g.pclk.now = t0;
+	assert_int_equal(shmt_limiter_define(g.h, "held", &lim), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(shmt_acquire(g.h, "held", NULL, 0, 1, &d), 1);
+	/* The bucket closes at t0 + 100; the old window makes it due at
+	 * t0 + 1100, the new one would at t0 + 300. */
+	lim.window_ns = 200;
+	g.clk.now = t0 + 50;
+	assert_int_equal(shmt_limiter_update(g.h, "held", &lim, why,
+	    sizeof(why)), 0);
+	g.clk.now = t0 + 400;
+	assert_int_equal(shmt_acquire(g.h, "held", NULL, 0, 1, &d), 0);
+	assert_int_equal(d.granted, 0);
+	assert_int_equal(d.remaining, 0);
+	assert_int_equal(d.retry_after_ns, 700);
+	assert_int_equal(d.reset_after_ns, 700);
+	g.pclk.now = t0 + 400;
+	assert_int_equal(shmt_peek(g.probe, "held", NULL, 0, 1, &d), 0);
+	assert_int_equal(d.retry_after_ns, 700);
+	/* The answer holds: refused 1 ns before, granted at it. */
+	g.clk.now = t0 + 1099;
+	assert_int_equal(shmt_try_use_key(g.h, "held"), 0);
+	g.clk.now = t0 + 1100;
+	assert_int_equal(shmt_acquire(g.h, "held", NULL, 0, 1, &d), 1);
+	alarm(0);
+}
+
 int
 main(void)
 {
@@ -1040,6 +1083,7 @@ main(void)
 		cmocka_unit_test(test_acquire_all_refund),
 		cmocka_unit_test(test_peek_changes_nothing),
 		cmocka_unit_test(test_decide_bad_input),
+		cmocka_unit_test(test_decide_held_window),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
