@@ -38,6 +38,14 @@ typedef unsigned __int128 shmt_u128;
 
 extern int shmt__atomic16_sse;
 
+/* The locked load on every CPU: it takes the line for writing, as a CAS
+ * that follows it will (see bk_lost). */
+static inline void
+shmt__load128_excl(const void *p, uint64_t out[2])
+{
+	ck_pr_load_64_2((const uint64_t *)p, out);
+}
+
 static inline void
 shmt__load128(const void *p, uint64_t out[2])
 {
@@ -51,15 +59,7 @@ shmt__load128(const void *p, uint64_t out[2])
 		out[1] = (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v));
 		return;
 	}
-	ck_pr_load_64_2((const uint64_t *)p, out);
-}
-
-/* The locked load on every CPU: it takes the line for writing, as a CAS
- * that follows it will (see bk_lost). */
-static inline void
-shmt__load128_excl(const void *p, uint64_t out[2])
-{
-	ck_pr_load_64_2((const uint64_t *)p, out);
+	shmt__load128_excl(p, out);
 }
 
 static inline int

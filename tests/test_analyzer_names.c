@@ -206,12 +206,10 @@ test_colder_later(void **state)
 	/* Past the span: the hot key's places rank below any put, so a new
 	 * key whose first place is one of them goes there. */
 	t.clk.now += t.h->an->window + 2 * w;
-	assert_int_equal(((const struct shmt_an_name *)(t.h->an->base +
-	    t.h->an->names_off))[t.hot0].an_hash, nm_hash(t.h, "hot", 3));
+	assert_int_equal(nm_place(&t, t.hot0)->an_hash, nm_hash(t.h, "hot", 3));
 	for (int p = 0; p < 2; p++) {
 		uint32_t want = p == 0 ? t.hot0 : t.hot1;
-		const struct shmt_an_name *e = (const struct shmt_an_name *)
-		    (t.h->an->base + t.h->an->names_off) + want;
+		const struct shmt_an_name *e = nm_place(&t, want);
 		char key[32];
 		int len = nm_fresh(&t, want, "late", key, sizeof(key));
 
