@@ -45,7 +45,7 @@ cmp_u64(const void *a, const void *b)
 }
 
 enum { OP_TRY, OP_ACQ_NULL, OP_ACQ_DECIDE, OP_FLOOR8, OP_RESOLVED,
-    OP_CLIENT_TRY, OP_CLIENT_ACQ };
+    OP_CLIENT_TRY, OP_CLIENT_ACQ, OP_CLIENT_ACQ_NULL };
 
 /* The per-client rows' ids: 0..CLIENTS-1 as 8-byte words, in turn. */
 #define CLIENTS 1000U
@@ -87,6 +87,13 @@ run(shmt_t *h, const char *name, int op, uint64_t n)
 
 				sink += (uint64_t)shmt_try_use(h, name, &id,
 				    sizeof(id));
+				break;
+			}
+			case OP_CLIENT_ACQ_NULL: {
+				uint64_t id = i % CLIENTS;
+
+				sink += (uint64_t)shmt_acquire(h, name, &id,
+				    sizeof(id), 1, NULL);
 				break;
 			}
 			case OP_CLIENT_ACQ: {
@@ -238,6 +245,9 @@ main(int argc, char **argv)
 	printf("SUMMARY bench=decide what=client_try_use mode=buckets "
 	    "clients=%u ops=%" PRIu64 " ns_per_op=%.1f\n", CLIENTS, n,
 	    run(h, "pc", OP_CLIENT_TRY, n));
+	printf("SUMMARY bench=decide what=client_acquire_null "
+	    "mode=buckets clients=%u ops=%" PRIu64 " ns_per_op=%.1f\n",
+	    CLIENTS, n, run(h, "pc", OP_CLIENT_ACQ_NULL, n));
 	printf("SUMMARY bench=decide what=client_acquire_decision "
 	    "mode=buckets clients=%u ops=%" PRIu64 " ns_per_op=%.1f\n",
 	    CLIENTS, n, run(h, "pc", OP_CLIENT_ACQ, n));

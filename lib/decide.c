@@ -604,6 +604,11 @@ int
 shmt__acquire_shared(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     uint64_t *cursor, shmt_decision_t *out, shmt_receipt_t *rcpt)
 {
+	/* One use, no decision, no receipt: shmt_try_use_key's grant, with
+	 * its fast path (ring.h, bk_take_view) which decides as the loop
+	 * below does (the proof is there). */
+	if (cost == 1 && out == NULL && rcpt == NULL)
+		return take_shared_raw(h, v, cursor);
 	return shmt__grant_check(h, acquire_shared_once(h, v, cost, cursor, out,
 	    rcpt));
 }
@@ -800,6 +805,10 @@ int
 shmt__acquire_client(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len, uint64_t cost, shmt_decision_t *out, shmt_receipt_t *rcpt)
 {
+	/* One use, no decision, no receipt: shmt_try_use's grant, with its
+	 * fast path (ring.h, bk_take_entry). */
+	if (cost == 1 && out == NULL && rcpt == NULL)
+		return shmt__try_client(h, v, client, len);
 	return shmt__grant_check(h, acquire_client_once(h, v, client, len, cost,
 	    out, rcpt));
 }

@@ -28,6 +28,12 @@ int shmt__acquire_client(shmt_t *h, const struct shmt_lview *v,
     const void *client, size_t len, uint64_t cost, shmt_decision_t *out,
     shmt_receipt_t *rcpt);
 
+/* One use for CLIENT (LEN bytes, checked by the caller) of the per-client
+ * limiter V: shmt_try_use's grant (limiter.c), a refusal of a shadow
+ * limiter granted. */
+int shmt__try_client(shmt_t *h, const struct shmt_lview *v,
+    const void *client, size_t len);
+
 /* What a grant must remember to be given back (shmt_receipt_t, opaque):
  * r[0] = kind:8 | row:24 | entry:32, r[1] = bucket serial or arrival time,
  * r[2] = cost, r[3] = the client entry's tag. */

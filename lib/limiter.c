@@ -278,8 +278,8 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 	return rc;
 }
 
-static int
-try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
+int
+shmt__try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len)
 {
 	return shmt__grant_check(h, try_client_once(h, v, client, len));
@@ -298,7 +298,7 @@ gen_try_use_once(shmt_t *h, const char *name, const void *client, size_t len)
 		return -E2BIG;
 	if ((rc = lim_find(h, name, &scratch, &v)) != 0)
 		return rc;
-	return try_client(h, v, client, len);
+	return shmt__try_client(h, v, client, len);
 }
 
 SHMT_EXPORT int
@@ -501,7 +501,7 @@ limiter_try_once(shmt_limiter_t *l, const void *client, size_t len)
 		return -EINVAL;
 	if (len > SHMT_CLIENT_MAX)
 		return -E2BIG;
-	return try_client(h, v, client, len);
+	return shmt__try_client(h, v, client, len);
 }
 
 SHMT_EXPORT int

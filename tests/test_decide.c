@@ -1068,6 +1068,89 @@ test_decide_held_window(void **state)
 	alarm(0);
 }
 
+/*
+ * shmt_acquire of one use without a decision takes the plain grant's path
+ * (shmt_try_use_key's, shmt_try_use's): two limiters of the same
+ * parameters, one driven by the plain calls and the other by shmt_acquire
+ * (named and resolved), give the same answer call for call, in every mode,
+ * with shadow mode, key pools and per-client tables (a table small enough
+ * to fill), and end with the same statistics.
+ */
+static void
+test_acquire_plain_is_try(void **state)
+{
+	static const char *const keys[] = { "k0", "k1", "k2" };
+	uint64_t seed = tu_seed("test_acquire_plain_is_try"), rs = seed;
+	shmt_limit_t ls[] = {
+		{ .limit = 9, .window_ns = 500, .slack_ns = 60, .slack_uses = 3 },
+		{ .limit = 9, .window_ns = 500, .slack_ns = 60, .slack_uses = 3,
+		  .shadow = 1 },
+		{ .limit = 7, .window_ns = 500, .slack_ns = 40, .slack_uses = 2,
+		  .per_client = 1, .client_capacity = 4 },
+		{ .limit = 7, .window_ns = 500, .slack_ns = 40, .slack_uses = 2,
+		  .per_client = 1, .client_capacity = 4, .shadow = 1 },
+		{ .limit = 6, .window_ns = 500, .mode = SHMT_MODE_EXACT },
+		{ .limit = 10, .window_ns = 500, .mode = SHMT_MODE_GCRA,
+		  .burst = 4 },
+		{ .limit = 10, .window_ns = 500, .mode = SHMT_MODE_GCRA,
+		  .burst = 3, .per_client = 1, .client_capacity = 4 },
+		{ .window_ns = 300, .slack_ns = 30, .slack_uses = 1,
+		  .keys = keys, .nkeys = 3, .uses_per_key = 2 },
+	};
+	uint64_t refused = 0;
+
+	(void)state;
+	for (unsigned m = 0; m < sizeof(ls) / sizeof(ls[0]); m++) {
+		char tn[16], an[16], rn[16];
+		shmt_limiter_stat_t st, sa, sr;
+		shmt_limiter_t *rl = NULL;
+
+		snprintf(tn, sizeof(tn), "pt%u", m);
+		snprintf(an, sizeof(an), "pa%u", m);
+		snprintf(rn, sizeof(rn), "pr%u", m);
+		assert_int_equal(shmt_limiter_define(g.h, tn, &ls[m]), 0);
+		assert_int_equal(shmt_limiter_define(g.h, an, &ls[m]), 0);
+		assert_int_equal(shmt_limiter_define(g.h, rn, &ls[m]), 0);
+		assert_int_equal(shmt_limiter_open(g.h, rn, &rl), 0);
+		for (int i = 0; i < 4000; i++) {
+			uint64_t x = tu_rand(&rs);
+			char id[2] = { (char)('a' + (x >> 16) % 6), 0 };
+			const char *c = ls[m].per_client ? id : NULL;
+			size_t len = c != NULL ? 1 : 0;
+			int rt, ra, rr;
+
+			if (x % 3 == 0)
+				g.clk.now += (x >> 24) % 150;
+			rt = c != NULL ? shmt_try_use(g.h, tn, c, len) :
+			    shmt_try_use_key(g.h, tn);
+			ra = shmt_acquire(g.h, an, c, len, 1, NULL);
+			rr = shmt_limiter_acquire(rl, c, len, 1, NULL);
+			if (rt != ra || rt != rr)
+				fail_msg("seed %" PRIu64 " limiter %u op %d: "
+				    "try %d, acquire %d, resolved %d", seed, m,
+				    i, rt, ra, rr);
+			assert_true(rt == 0 || rt == 1);
+			refused += rt == 0;
+		}
+		assert_int_equal(shmt_limiter_stat(g.h, tn, &st), 0);
+		assert_int_equal(shmt_limiter_stat(g.h, an, &sa), 0);
+		assert_int_equal(shmt_limiter_stat(g.h, rn, &sr), 0);
+		assert_int_equal(sa.grants, st.grants);
+		assert_int_equal(sr.grants, st.grants);
+		assert_int_equal(sa.in_flight, st.in_flight);
+		assert_int_equal(sa.denied_exhausted, st.denied_exhausted);
+		assert_int_equal(sa.denied_slack, st.denied_slack);
+		assert_int_equal(sa.denied_ring_full, st.denied_ring_full);
+		assert_int_equal(sa.denied_table_full, st.denied_table_full);
+		assert_int_equal(sa.would_deny, st.would_deny);
+		assert_int_equal(sr.would_deny, st.would_deny);
+		assert_true(st.grants > 0);
+		shmt_limiter_close(rl);
+	}
+	/* The requests did run into the limits. */
+	assert_true(refused > 1000);
+}
+
 int
 main(void)
 {
@@ -1084,6 +1167,7 @@ main(void)
 		cmocka_unit_test(test_peek_changes_nothing),
 		cmocka_unit_test(test_decide_bad_input),
 		cmocka_unit_test(test_decide_held_window),
+		cmocka_unit_test(test_acquire_plain_is_try),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
