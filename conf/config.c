@@ -1313,19 +1313,29 @@ shmtd_config_free(struct shmtd_config *cfg)
 
 /* ---- Printing ------------------------------------------------------------- */
 
+/* The longest line the loader reads (read_line: inih's buffer of 200
+ * bytes, less the newline and the NUL). */
+#define CONF_LINE_MAX 198
+
 static void
 print_keys(FILE *f, const struct shmtd_limiter *lim)
 {
 	size_t col;
 
-	/* Wrapped onto indented lines: inih reads lines of 200 bytes. */
+	/* Wrapped onto indented lines near 150 columns, and never past
+	 * CONF_LINE_MAX: a name that a config could hold (on a line of its
+	 * own, after one space) prints on a line of its own when it is long.
+	 * A line ends with a comma where the comma fits; the loader needs
+	 * none (each line adds its names). */
 	col = (size_t)fprintf(f, "keys =");
 	for (uint32_t i = 0; i < lim->limit.nkeys; i++) {
 		size_t n = strlen(lim->keys[i]);
 
-		if (i > 0 && col + n + 2 > 150) {
-			fprintf(f, ",\n ");
-			col = 1;
+		if (col + 2 + n > 150 && col > 1) {
+			if (i > 0 && col + 1 <= CONF_LINE_MAX)
+				fputc(',', f);
+			fputc('\n', f);
+			col = 0;
 		} else if (i > 0) {
 			col += (size_t)fprintf(f, ",");
 		}

@@ -683,6 +683,40 @@ test_pool_names_roundtrip(void **state)
 	assert_string_equal(c.limiters[0].keys[59], "x#59");
 	free(t);
 	shmtd_config_free(&c);
+
+	/* Names as long as a config line allows: 191 bytes after "keys = ",
+	 * 197 on a line of their own.  Each prints on a line the loader
+	 * reads (the printer once ended such a line with a comma, one byte
+	 * too many). */
+	{
+		static const size_t lens[] = { 191, 197, 3, 197, 150, 2, 197 };
+		char name[200], *line;
+
+		off = (size_t)snprintf(text, sizeof(text),
+		    "[limiter c]\nwindow = 1s\nkeys =");
+		for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+			memset(name, 'a' + (int)i, lens[i]);
+			name[lens[i]] = '\0';
+			off += (size_t)snprintf(text + off, sizeof(text) - off,
+			    "%s%s", i == 0 ? " " : "\n ", name);
+		}
+		snprintf(text + off, sizeof(text) - off, "\n");
+		t = roundtrip(text, strlen(text), &c);
+		assert_int_equal(c.limiters[0].limit.nkeys, 7);
+		for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+			assert_int_equal(strlen(c.limiters[0].keys[i]), lens[i]);
+			assert_int_equal(c.limiters[0].keys[i][0], 'a' + (int)i);
+		}
+		for (line = t; line != NULL && *line != '\0';) {
+			char *nl = strchr(line, '\n');
+
+			assert_true((nl != NULL ? (size_t)(nl - line) :
+			    strlen(line)) <= 198);
+			line = nl != NULL ? nl + 1 : NULL;
+		}
+		free(t);
+		shmtd_config_free(&c);
+	}
 }
 
 /* A NUL byte inside a line is refused at its line, never read as the end
