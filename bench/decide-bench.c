@@ -245,12 +245,12 @@ main(int argc, char **argv)
 	printf("SUMMARY bench=decide what=client_try_use mode=buckets "
 	    "clients=%u ops=%" PRIu64 " ns_per_op=%.1f\n", CLIENTS, n,
 	    run(h, "pc", OP_CLIENT_TRY, n));
-	printf("SUMMARY bench=decide what=client_acquire_null "
-	    "mode=buckets clients=%u ops=%" PRIu64 " ns_per_op=%.1f\n",
-	    CLIENTS, n, run(h, "pc", OP_CLIENT_ACQ_NULL, n));
 	printf("SUMMARY bench=decide what=client_acquire_decision "
 	    "mode=buckets clients=%u ops=%" PRIu64 " ns_per_op=%.1f\n",
 	    CLIENTS, n, run(h, "pc", OP_CLIENT_ACQ, n));
+	printf("SUMMARY bench=decide what=client_acquire_null "
+	    "mode=buckets clients=%u ops=%" PRIu64 " ns_per_op=%.1f\n",
+	    CLIENTS, n, run(h, "pc", OP_CLIENT_ACQ_NULL, n));
 	printf("SUMMARY bench=decide what=floor_clock_cas8 ops=%" PRIu64
 	    " ns_per_op=%.1f\n", n, run(h, "gc", OP_FLOOR8, n));
 	printf("SUMMARY bench=decide what=try_use_key mode=gcra ops=%" PRIu64
