@@ -569,14 +569,21 @@ acquire_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 		drc = ex_decide_now(v, now, rc, 0, out);
 		return drc < 0 ? drc : rc;
 	}
-	/* Through bk_take_n, so that this thread's guess of W stays the last
-	 * word it saw: a stale guess would make the next shmt_try_use_key
-	 * open a bucket early (safe, but no longer the seed's answer). */
+	/* Through bk_take_view_at (one use: the plain grant's fast path) or
+	 * bk_take_n, so that this thread's guess of W stays the last word it
+	 * saw: a stale guess would make the next shmt_try_use_key open a
+	 * bucket early (safe, but no longer the seed's answer).  Both decide
+	 * as bk_take_n (ring.h proves the fast path's steps), and the
+	 * decision below reads the guess. */
 	for (int tries = 0;; tries++) {
-		shmt__bk_ctx_init(&c, v, v->ring);
-		c.torn_ok = 1;
-		rc = bk_take_n(h, &c, &v->lim->lm_w, &tag, &why,
-		    (uint32_t)cost, &now);
+		if (cost == 1) {
+			rc = bk_take_view_at(h, v, &tag, &why, &now);
+		} else {
+			shmt__bk_ctx_init(&c, v, v->ring);
+			c.torn_ok = 1;
+			rc = bk_take_n(h, &c, &v->lim->lm_w, &tag, &why,
+			    (uint32_t)cost, &now);
+		}
 		if (rc != -EAGAIN)
 			break;
 		if ((rc = renew_for_cost(h, &v, cost, tries)) != 0)
@@ -596,6 +603,10 @@ acquire_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 		rcpt_set(rcpt, RC_BUCKET, v->lv_row, 0, SHMT_W_TAIL(w), cost, 0);
 	if (rc < 0 || out == NULL)
 		return rc;
+	if (cost == 1) {
+		shmt__bk_ctx_init(&c, v, v->ring);
+		c.torn_ok = 1;
+	}
 	drc = bk_decide_at(&c, &v->lim->lm_w, w, now, cost, rc, out);
 	return drc < 0 ? drc : rc;
 }

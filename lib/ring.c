@@ -359,7 +359,7 @@ shmt__handoff_yield(uint64_t *ho, const struct shmt_w *wp)
 int
 shmt__bk_take_view_slow(shmt_t *h, const struct shmt_lview *v,
     uint64_t w0, uint64_t w1, int have_now, uint64_t now, uint32_t *tag,
-    int *why)
+    int *why, uint64_t *at)
 {
 	struct shmt_w *wp = &v->lim->lm_w, w = { { w0, w1 } };
 	struct shmt_wguess *g = &shmt__wguess[wguess_slot(wp)];
@@ -368,7 +368,7 @@ shmt__bk_take_view_slow(shmt_t *h, const struct shmt_lview *v,
 
 	shmt__bk_ctx_init(&c, v, v->ring);
 	c.torn_ok = 1;
-	rc = bk_take_loop_at(h, &c, wp, &w, tag, why, 1, NULL,
+	rc = bk_take_loop_at(h, &c, wp, &w, tag, why, 1, at,
 	    have_now ? &now : NULL);
 	/* As bk_take_n keeps it: only a word known to be current. */
 	g->wp = rc >= 0 ? wp : NULL;

@@ -516,10 +516,11 @@ bk_take_n(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp, uint32_t *tag,
 /* The general path of bk_take_view (ring.c): the loop from the word {W0,
  * W1} (its halves, passed in registers), with the clock value NOW read
  * after it when HAVE_NOW (else the loop reads the clock), keeping this
- * thread's guess of the word as bk_take_n does. */
+ * thread's guess of the word as bk_take_n does.  AT (may be NULL) gets the
+ * decision's clock value. */
 int shmt__bk_take_view_slow(shmt_t *h, const struct shmt_lview *v,
     uint64_t w0, uint64_t w1, int have_now, uint64_t now, uint32_t *tag,
-    int *why);
+    int *why, uint64_t *at);
 
 /*
  * One use of the shared ring of view V (shmt_try_use_key, shmt_next_key,
@@ -571,7 +572,8 @@ int shmt__bk_take_view_slow(shmt_t *h, const struct shmt_lview *v,
  * (shmt__grant_check) follows both paths alike (grant.h).
  */
 static inline __attribute__((always_inline)) int
-bk_take_view(shmt_t *h, const struct shmt_lview *v, uint32_t *tag, int *why)
+bk_take_view_at(shmt_t *h, const struct shmt_lview *v, uint32_t *tag, int *why,
+    uint64_t *at)
 {
 	struct shmt_lim *lim = v->lim;
 	struct shmt_w *wp = &lim->lm_w, w, nw;
@@ -620,6 +622,8 @@ bk_take_view(shmt_t *h, const struct shmt_lview *v, uint32_t *tag, int *why)
 		g->w[0] = nw.w[0];
 		g->w[1] = nw.w[1];
 		*tag = wtag;
+		if (at != NULL)
+			*at = now;
 		/* bk_won */
 		if (__builtin_expect(__atomic_load_n(&lim->lm_handoff,
 		    __ATOMIC_RELAXED) != 0, 0))
@@ -629,9 +633,18 @@ bk_take_view(shmt_t *h, const struct shmt_lview *v, uint32_t *tag, int *why)
 	/* bk_lost, then the loop on the word read afresh. */
 	shmt__handoff_ask(&lim->lm_handoff, wp);
 	shmt__load128(wp, w.w);
-	return shmt__bk_take_view_slow(h, v, w.w[0], w.w[1], 0, 0, tag, why);
+	return shmt__bk_take_view_slow(h, v, w.w[0], w.w[1], 0, 0, tag, why,
+	    at);
 slow:
-	return shmt__bk_take_view_slow(h, v, w.w[0], w.w[1], 1, now, tag, why);
+	return shmt__bk_take_view_slow(h, v, w.w[0], w.w[1], 1, now, tag, why,
+	    at);
+}
+
+/* bk_take_view_at without the clock value: the plain grant. */
+static inline __attribute__((always_inline)) int
+bk_take_view(shmt_t *h, const struct shmt_lview *v, uint32_t *tag, int *why)
+{
+	return bk_take_view_at(h, v, tag, why, NULL);
 }
 
 /*
