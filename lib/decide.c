@@ -193,15 +193,26 @@ sim_remaining(const struct bk_sim *s)
 static int
 sim_back(const struct bk_sim *s, uint64_t *at)
 {
-	uint64_t due = s->t, close;
-	uint32_t count;
+	const struct bk_ctx *c = s->c;
+	uint32_t nsealed = SHMT_W_NSEALED(s->w);
+	uint32_t serial = SHMT_W_TAIL(s->w) - nsealed + s->first;
+	/* sim_bucket's reads, one slot after the other: consecutive serials
+	 * are consecutive slots of the ring, around its end. */
+	struct shmt_ring_slot *slot = slot_of(c, serial), *end = c->ring + c->nb;
+	uint64_t due = s->t, sl[2];
 	int rc;
 
-	for (uint32_t i = s->first; i < s->n; i++) {
-		if ((rc = sim_bucket(s, i, &close, &count)) != 0)
+	for (uint32_t i = s->first; i < s->n; i++, serial++) {
+		uint32_t count;
+
+		shmt__load128(slot, sl);
+		if ((rc = slot_is(sl, serial)) != SLOT_OK)
 			return rc;
-		if (count > 0 && sim_due(s, i, close) > due)
-			due = sim_due(s, i, close);
+		count = i < nsealed ? SLOT_COUNT(sl) : SHMT_W_COUNT(s->w);
+		if (count > 0 && bk_due(c, serial, sl[0]) > due)
+			due = bk_due(c, serial, sl[0]);
+		if (++slot == end)
+			slot = c->ring;
 	}
 	*at = due;
 	return 0;
