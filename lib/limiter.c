@@ -192,9 +192,11 @@ shmt_next_key(shmt_t *h, const char *name, char *buf, size_t cap)
 	SHMT_GEN_CALL(h, gen_next_key_once(h, name, buf, cap));
 }
 
-/* One use of CLIENT (LEN bytes, checked) on V, a per-client limiter.  The
- * precise clock is read once, by the grant: the entry's last use and the
- * analyzer's count take the grant's own time. */
+/* One use of CLIENT (LEN bytes, checked) on V, a per-client limiter: 1
+ * granted (or allowed by a rule), 0 refused (a shadow limiter's too:
+ * shmt__try_client grants those), or an error.  The precise clock is read
+ * once, by the grant: the entry's last use and the analyzer's count take
+ * the grant's own time. */
 static int
 try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len)
@@ -223,7 +225,7 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		}
 		if (rc == -ENOSPC) {
 			shmt__count_denial(v->lim, WHY_TABLE_FULL);
-			rc = enforce(v, 0);
+			rc = 0;
 			break;
 		}
 		if (rc < 0)
@@ -240,10 +242,8 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 			    &vv, &now);
 		}
 		if (__builtin_expect(rc != CE_GO, 0)) {
-			if (rc >= 0) {
-				rc = rc == 0 ? enforce(v, 0) : 1;
+			if (rc >= 0)
 				break;
-			}
 			if (rc != -EAGAIN)
 				return rc;
 			rc = SHMT_EBUSYLOOP;
@@ -261,7 +261,6 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 		}
 		if (rc == 0) {
 			shmt__count_denial(v->lim, why);
-			rc = enforce(v, 0);
 			break;
 		}
 		/* -EAGAIN: the entry was reclaimed or changed hands between
@@ -278,11 +277,16 @@ try_client_once(shmt_t *h, const struct shmt_lview *v, const void *client,
 	return rc;
 }
 
+/* A refusal of a shadow limiter is granted after the move check, as
+ * take_shared does: what was refused recorded nothing, so it waits for no
+ * move and is never asked again in a new generation (which would count it
+ * twice). */
 int
 shmt__try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
     size_t len)
 {
-	return shmt__grant_check(h, try_client_once(h, v, client, len));
+	return enforce(v, shmt__grant_check(h, try_client_once(h, v, client,
+	    len)));
 }
 
 static int

@@ -26,6 +26,7 @@
  *   granting throughout.
  */
 #include "daemon.h"
+#include "proc.h"
 #include "segment.h"
 #include "testutil.h"
 
@@ -761,11 +762,103 @@ test_move_kill(void **state)
 	tu_close_unlink(h, seg);
 }
 
+/* A clock that freezes H's segment, as a live mover (this process)
+ * would, at the read it is armed for: inside a call that found the
+ * segment LIVE at its entry. */
+struct freeze_clock {
+	shmt_t *h;
+	shmt_time_t now;
+	int armed;
+};
+
+static shmt_time_t
+freeze_clock_read(void *ctx)
+{
+	struct freeze_clock *fc = ctx;
+
+	if (fc->armed) {
+		uint64_t w = shmt__genword_load(fc->h->hdr);
+
+		fc->armed = 0;
+		__atomic_store_n(&fc->h->hdr->sh_mover_pid, (int64_t)getpid(),
+		    __ATOMIC_RELEASE);
+		__atomic_store_n(&fc->h->hdr->sh_mover_start,
+		    shmt__proc_start(getpid()), __ATOMIC_RELEASE);
+		assert_true(shmt__genword_cas(fc->h->hdr, &w, SHMT_SEG_FROZEN,
+		    (uint32_t)(w >> 32) + 1));
+	}
+	return fc->now;
+}
+
+static void
+unfreeze(shmt_t *h)
+{
+	uint64_t w = shmt__genword_load(h->hdr);
+
+	assert_int_equal((uint32_t)w, SHMT_SEG_FROZEN);
+	assert_true(shmt__genword_cas(h->hdr, &w, SHMT_SEG_LIVE,
+	    (uint32_t)(w >> 32)));
+}
+
+/*
+ * A refusal records nothing, so it waits for no move: a call that found
+ * the segment LIVE at its entry and is refused after a live mover froze it
+ * (the freeze made by its own clock read), on a shadow limiter, shared or
+ * per client, through shmt_try_use_key, shmt_try_use and shmt_acquire of
+ * one use, is granted at once and counted once.  (A grant there waits for
+ * the move's outcome: with the mover alive, -EAGAIN after
+ * SHMT_MOVE_WAIT_NS.)
+ */
+static void
+test_move_shadow_refusal(void **state)
+{
+	shmt_limit_t l = { .limit = 1, .window_ns = 3600 * MV_S,
+		.slack_ns = MV_S, .slack_uses = 1, .shadow = 1 };
+	shmt_limit_t pc = l;
+	struct freeze_clock fc = { .now = 1000 * MV_S };
+	shmt_limiter_stat_t st;
+	shmt_config_t c;
+	char seg[96];
+	shmt_t *h;
+
+	(void)state;
+	pc.per_client = 1;
+	pc.client_capacity = 4;
+	mv_config(&c, 0);
+	tu_segname(seg, sizeof(seg), "mvshadow");
+	assert_int_equal(shmt_create(seg, &c, &h), 0);
+	fc.h = h;
+	assert_int_equal(shmt_set_clock(h, freeze_clock_read, &fc), 0);
+	assert_int_equal(shmt_limiter_define(h, "sh", &l), 0);
+	assert_int_equal(shmt_limiter_define(h, "shc", &pc), 0);
+	assert_int_equal(shmt_try_use_key(h, "sh"), 1);
+	assert_int_equal(shmt_try_use(h, "shc", "a", 1), 1);
+	fc.armed = 1;
+	assert_int_equal(shmt_try_use_key(h, "sh"), 1);
+	unfreeze(h);
+	fc.armed = 1;
+	assert_int_equal(shmt_acquire(h, "sh", NULL, 0, 1, NULL), 1);
+	unfreeze(h);
+	fc.armed = 1;
+	assert_int_equal(shmt_try_use(h, "shc", "a", 1), 1);
+	unfreeze(h);
+	fc.armed = 1;
+	assert_int_equal(shmt_acquire(h, "shc", "a", 1, 1, NULL), 1);
+	unfreeze(h);
+	assert_int_equal(shmt_limiter_stat(h, "sh", &st), 0);
+	assert_int_equal(st.would_deny, 2);
+	assert_int_equal(st.grants, 1);
+	assert_int_equal(shmt_limiter_stat(h, "shc", &st), 0);
+	assert_int_equal(st.would_deny, 2);
+	tu_close_unlink(h, seg);
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest unit[] = {
 		cmocka_unit_test_teardown(test_move_carries, tu_sweep),
+		cmocka_unit_test_teardown(test_move_shadow_refusal, tu_sweep),
 		cmocka_unit_test_teardown(test_move_walk, tu_sweep),
 		cmocka_unit_test_teardown(test_move_follow_calls, tu_sweep),
 		cmocka_unit_test_teardown(test_move_workers, tu_sweep),
