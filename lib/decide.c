@@ -197,12 +197,14 @@ sim_back(const struct bk_sim *s, uint64_t *at)
 	uint32_t nsealed = SHMT_W_NSEALED(s->w);
 	uint32_t serial = SHMT_W_TAIL(s->w) - nsealed + s->first;
 	/* sim_bucket's reads, one slot after the other: consecutive serials
-	 * are consecutive slots of the ring, around its end. */
+	 * are consecutive slots of the ring, around its end, but for the
+	 * serial's own wrap from 2^32 - 1 to 0 (slot_of of each, as the
+	 * writers place them). */
 	struct shmt_ring_slot *slot = slot_of(c, serial), *end = c->ring + c->nb;
 	uint64_t due = s->t, sl[2];
 	int rc;
 
-	for (uint32_t i = s->first; i < s->n; i++, serial++) {
+	for (uint32_t i = s->first; i < s->n; i++) {
 		uint32_t count;
 
 		shmt__load128(slot, sl);
@@ -211,8 +213,8 @@ sim_back(const struct bk_sim *s, uint64_t *at)
 		count = i < nsealed ? SLOT_COUNT(sl) : SHMT_W_COUNT(s->w);
 		if (count > 0 && bk_due(c, serial, sl[0]) > due)
 			due = bk_due(c, serial, sl[0]);
-		if (++slot == end)
-			slot = c->ring;
+		if (++serial == 0 || ++slot == end)
+			slot = slot_of(c, serial);
 	}
 	*at = due;
 	return 0;

@@ -23,6 +23,7 @@
 #include "test_limiter_util.h"
 #include "testutil.h"
 
+#include "atomic128.h"
 #include "lock.h"
 #include "segment.h"
 #include "table.h"
@@ -906,11 +907,74 @@ test_exact_kill(void **state)
 	kill_run(SHMT_MODE_EXACT);
 }
 
+/*
+ * A decision over buckets whose serials wrap around 2^32: a sealed bucket
+ * 2^32 - 1 and the active bucket 0, written by hand where the writers put
+ * them (slot serial % nb, with nb = 12, which does not divide 2^32: the
+ * two slots are 3 and 0, not neighbours).  The decision reads each from
+ * its own slot: remaining and reset_after are the ring's, and the grant
+ * and the peek after it agree.
+ */
+static void
+test_decision_serial_wrap(void **state)
+{
+	shmt_limit_t l = { .limit = 10, .window_ns = 1000, .slack_ns = 100,
+		.slack_uses = 5 };
+	struct tu_clock clk = { .now = 1000000 };
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	uint64_t w[2], nw[2], T = clk.now;
+	shmt_decision_t d;
+	char seg[96];
+	shmt_t *h;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "wrap");
+	assert_int_equal(shmt_create(seg, NULL, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_limiter_define(h, "wrap", &l), 0);
+	assert_int_equal(shmt__lim_lookup(h, "wrap", &scratch, &v), 0);
+	assert_int_equal(v->nb, 12);
+	/* Every slot a released bucket far behind, then the two live ones:
+	 * sealed 2^32 - 1 (2 uses, closed at T - 50, due at T + 950) and
+	 * active 0 (1 use, closes at T + 50, due at T + 1050). */
+	for (uint32_t i = 0; i < v->nb; i++) {
+		v->ring[i].r[0] = 1;
+		v->ring[i].r[1] = (uint64_t)(0xffffff00U + i) << 32;
+	}
+	v->ring[0xffffffffU % 12].r[0] = T - 50;
+	v->ring[0xffffffffU % 12].r[1] = (uint64_t)0xffffffffU << 32 | 2;
+	v->ring[0].r[0] = T + 50;
+	v->ring[0].r[1] = 0;
+	shmt__load128(&v->lim->lm_w, w);
+	nw[0] = (uint64_t)3 << 32 | 1;                  /* inflight 3, count 1 */
+	nw[1] = 1U << 17 | 1U << 16 | (w[1] & 0xffffU); /* tail 0, 1 sealed */
+	assert_true(shmt__cas128(&v->lim->lm_w, w, nw));
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	/* 7 uses free: a peek counts its own grant (6 left), and every use is
+	 * back when the active bucket is, at T + 1050. */
+	assert_int_equal(shmt_peek(h, "wrap", NULL, 0, 1, &d), 1);
+	assert_int_equal(d.remaining, 6);
+	assert_int_equal(d.reset_after_ns, 1050);
+	assert_int_equal(shmt_acquire(h, "wrap", NULL, 0, 1, &d), 1);
+	assert_int_equal(d.remaining, 6);
+	assert_int_equal(d.reset_after_ns, 1050);
+	/* At T + 950 the sealed bucket is back (8 free) and the active one
+	 * closed: a peek's grant would open a bucket back at T + 2050. */
+	clk.now = T + 950;
+	assert_int_equal(shmt_peek(h, "wrap", NULL, 0, 1, &d), 1);
+	assert_int_equal(d.remaining, 7);
+	assert_int_equal(d.reset_after_ns, 1100);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	tu_close_unlink(h, seg);
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest unit[] = {
 		cmocka_unit_test(test_checkers),
+		cmocka_unit_test_teardown(test_decision_serial_wrap, tu_sweep),
 		cmocka_unit_test_teardown(test_rate_model, tu_sweep),
 		cmocka_unit_test_teardown(test_exact_model, tu_sweep),
 		cmocka_unit_test_teardown(test_refusals, tu_sweep),
