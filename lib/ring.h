@@ -171,12 +171,21 @@ void shmt__chk_ring(shmt_t *h, struct shmt_chk *c, const char *who,
 
 /* Open bucket SERIAL with close time CLOSE unless someone already did (first
  * opener wins).  Returns the close time of SERIAL, or 0 when the slot
- * already holds a newer serial (the caller's W is stale). */
+ * already holds a newer serial (the caller's W is stale) or, with *BUSY
+ * set, a bucket still in use: one at or after OLDEST, the oldest serial the
+ * caller's W holds.  Serials wrap at 2^32, and where nb does not divide
+ * 2^32, serials s and s + (2^32 mod nb) fall in one slot across the wrap
+ * (slot_of): then, and only then, the slot of the next bucket may still
+ * hold one in use, and the ring has no room for it until it is released
+ * (within a window and its slack; elsewhere the buckets in use span fewer
+ * than nb serials, so their slots differ). */
 static inline uint64_t
-slot_open(struct shmt_ring_slot *slot, uint32_t serial, uint64_t close)
+slot_open(struct shmt_ring_slot *slot, uint32_t serial, uint32_t oldest,
+    uint64_t close, int *busy)
 {
 	uint64_t s[2], d[2] = { close, (uint64_t)serial << 32 };
 
+	*busy = 0;
 	shmt__load128(slot, s);
 	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
 		int32_t age = (int32_t)(serial - SLOT_SERIAL(s));
@@ -185,6 +194,10 @@ slot_open(struct shmt_ring_slot *slot, uint32_t serial, uint64_t close)
 			return s[0];
 		if (age < 0)
 			return 0;
+		if ((int32_t)(SLOT_SERIAL(s) - oldest) >= 0) {
+			*busy = 1;
+			return 0;
+		}
 		if (shmt__cas128(slot, s, d))
 			return close;
 	}
@@ -355,7 +368,7 @@ bk_take_loop_at(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 {
 	struct shmt_w w = *wio, nw;
 	uint64_t s[2], due, now = 0;
-	int rc = SHMT_EBUSYLOOP;
+	int rc = SHMT_EBUSYLOOP, busy;
 	unsigned lost = 0, i;
 
 	for (i = 0; i < SHMT_RETRY_MAX; i++) {
@@ -438,8 +451,17 @@ bk_take_loop_at(shmt_t *h, const struct bk_ctx *c, struct shmt_w *wp,
 			rc = 0;
 			break;
 		}
-		close = slot_open(slot_of(c, tail2), tail2,
-		    sat_add(now, c->slack));
+		close = slot_open(slot_of(c, tail2), tail2, tail2 - nsealed2,
+		    sat_add(now, c->slack), &busy);
+		if (busy) {
+			/* Across the serial's wrap, the slot's bucket is still
+			 * in use (slot_open): no room yet, as a full ring. */
+			if (!bk_confirm(c, wp, &w))
+				continue;
+			*why = WHY_RING_FULL;
+			rc = 0;
+			break;
+		}
 		if (close <= now) {
 			/* A stale opener set this serial's close in the past
 			 * (or W is stale): skip the serial, which stays in the

@@ -969,12 +969,98 @@ test_decision_serial_wrap(void **state)
 	tu_close_unlink(h, seg);
 }
 
+/*
+ * Grants across the serial's wrap at 2^32 on a ring whose size does not
+ * divide it (nb = 30: serials s and s + 16 share a slot there).  One use
+ * per bucket, up to 20 buckets in use, so buckets 16 apart are in use
+ * together as the serial wraps.  Against the seed's model, call for call
+ * on an injected clock: no call fails, none is granted that the model
+ * refuses, and only where a bucket's slot is still taken by one 16 before
+ * it may the ring refuse what the model grants (ring full, at most nb
+ * times, none once the wrap is 2 nb serials behind); the ring checks clean
+ * throughout.
+ */
+static void
+test_ring_serial_wrap(void **state)
+{
+	shmt_limit_t l = { .limit = 20, .window_ns = 1000, .slack_ns = 100,
+		.slack_uses = 1 };
+	struct tu_clock clk = { .now = 1000000 };
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	struct tl_throttle m;
+	shmt_limiter_stat_t st;
+	uint64_t w[2], nw[2];
+	uint32_t tail = 0xffffffc0U, extra = 0, granted = 0;
+	uint64_t ring_full_past = UINT64_MAX;
+	char seg[96];
+	shmt_t *h;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "wrap2");
+	assert_int_equal(shmt_create(seg, NULL, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_limiter_define(h, "w", &l), 0);
+	assert_int_equal(shmt__lim_lookup(h, "w", &scratch, &v), 0);
+	assert_int_equal(v->nb, 30);
+	assert_int_equal((uint32_t)((1ULL << 32) % v->nb), 16);
+	/* An idle ring whose next bucket is serial TAIL: each slot holds a
+	 * bucket released long ago (the serial nb to 2 nb before TAIL that
+	 * maps to it). */
+	for (uint32_t s = tail - 2 * v->nb; s != tail - v->nb; s++) {
+		struct shmt_ring_slot *sl = &v->ring[s % v->nb];
+
+		sl->r[0] = 1;
+		sl->r[1] = (uint64_t)s << 32;
+	}
+	shmt__load128(&v->lim->lm_w, w);
+	nw[0] = 0;
+	nw[1] = (uint64_t)tail << 32 | (w[1] & 0xffffU);
+	assert_true(shmt__cas128(&v->lim->lm_w, w, nw));
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	assert_int_equal(tl_throttle_init(&m, 20, 1000, 100, 1), 0);
+	for (int i = 0; i < 3000; i++) {
+		int want = tl_throttle_try(&m, clk.now);
+		int got = shmt_try_use_key(h, "w");
+
+		if (got < 0 || got > want)
+			fail_msg("call %d at %" PRIu64 ": model %d, ring %d", i,
+			    clk.now, want, got);
+		extra += (uint32_t)(want - got);
+		granted += (uint32_t)got;
+		clk.now += 7 + (uint64_t)(i % 5) * 13;
+		if (i % 100 == 0)
+			assert_int_equal(shmt_check(h, NULL, NULL), 0);
+		shmt__load128(&v->lim->lm_w, w);
+		if (ring_full_past == UINT64_MAX &&
+		    (uint32_t)(w[1] >> 32) >= 2 * v->nb &&
+		    (uint32_t)(w[1] >> 32) < 0x80000000U) {
+			assert_int_equal(shmt_limiter_stat(h, "w", &st), 0);
+			ring_full_past = st.denied_ring_full;
+		}
+	}
+	tl_throttle_free(&m);
+	/* The serial wrapped long before the end, and the ring refused a few
+	 * grants of the model's around the wrap (as ring full), none after. */
+	shmt__load128(&v->lim->lm_w, w);
+	assert_true((uint32_t)(w[1] >> 32) > 4 * v->nb &&
+	    (uint32_t)(w[1] >> 32) < 0x80000000U);
+	assert_true(granted > 1000);
+	assert_int_equal(shmt_limiter_stat(h, "w", &st), 0);
+	assert_true(extra <= st.denied_ring_full);
+	assert_true(st.denied_ring_full <= v->nb);
+	assert_int_equal(st.denied_ring_full, ring_full_past);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	tu_close_unlink(h, seg);
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest unit[] = {
 		cmocka_unit_test(test_checkers),
 		cmocka_unit_test_teardown(test_decision_serial_wrap, tu_sweep),
+		cmocka_unit_test_teardown(test_ring_serial_wrap, tu_sweep),
 		cmocka_unit_test_teardown(test_rate_model, tu_sweep),
 		cmocka_unit_test_teardown(test_exact_model, tu_sweep),
 		cmocka_unit_test_teardown(test_refusals, tu_sweep),

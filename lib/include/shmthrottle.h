@@ -1117,7 +1117,11 @@ typedef struct shmt_limiter_stat {
 	uint64_t denied_table_full; /* per-client table full of live entries */
 	uint64_t denied_ring_full;  /* no bucket free in the ring: proven not
 	                             * to happen single-threaded; possible
-	                             * when a caller's clock read is stale */
+	                             * when a caller's clock read is stale,
+	                             * and for up to a window after a ring's
+	                             * bucket serial wraps at 2^32 (every
+	                             * 2^32 buckets) when the ring's size
+	                             * does not divide 2^32 */
 	shmt_time_t housekeeping_lag_ns;
 	uint64_t burst;             /* rate mode: uses that may come at once */
 	uint64_t would_deny;        /* shadow mode: requests enforcement would
