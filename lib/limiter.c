@@ -880,11 +880,14 @@ shift(uint64_t t, int64_t d)
 	return sat_add(t, (uint64_t)d);
 }
 
+/* A slot never opened holds serial 0 and close time 0 and keeps them;
+ * every other moves, bucket 0 included (a serial wraps to 0 after 2^32
+ * buckets, and its bucket's close time is a time like any other). */
 static void
 rebase_ring(struct shmt_ring_slot *ring, uint32_t nb, int64_t d)
 {
 	for (uint32_t i = 0; i < nb; i++)
-		if (SLOT_SERIAL(ring[i].r) != 0)
+		if (SLOT_SERIAL(ring[i].r) != 0 || ring[i].r[0] != 0)
 			ring[i].r[0] = shift(ring[i].r[0], d);
 }
 
