@@ -277,6 +277,28 @@ entry_b(const struct shmt_lview *v, uint32_t rule)
 /* Carry the buckets of old entry E (word W) into new entry NE of view VN
  * at NOW: its new word in *NW; *HOLD raised to the hold its buckets need.
  * OB, NBK: scratch for VO's and VN's rings. */
+/*
+ * A new ring's slots read as serial 0 (zeroed).  A serial is compared with
+ * a slot's by their 32-bit difference, so with the word's tail at 2^31 or
+ * more a zeroed slot reads as holding a newer serial than the next to
+ * open, and no bucket could ever be opened there.  Every slot that holds
+ * none of the carried buckets (serials FIRST onwards) gets a bucket
+ * released long ago instead: the serial below FIRST that falls in it, with
+ * close time 0.  Where those serials cross 0 (FIRST < NB, far from 2^31),
+ * a slot may keep its 0, which reads as older there.
+ */
+static void
+ring_fill_released(struct shmt_ring_slot *ring, uint32_t nb, uint32_t first)
+{
+	for (uint32_t k = 1; k <= nb; k++) {
+		uint32_t serial = first - k;
+		struct shmt_ring_slot *sl = &ring[serial % nb];
+
+		if (sl->r[0] == 0 && sl->r[1] == 0)
+			sl->r[1] = (uint64_t)serial << 32;
+	}
+}
+
 static int
 carry_ring(const struct shmt_lview *vo, const struct shmt_lview *vn,
     struct shmt_client *e, struct shmt_w w, struct shmt_client *ne,
@@ -313,6 +335,7 @@ carry_ring(const struct shmt_lview *vo, const struct shmt_lview *vn,
 		s[1] = ((uint64_t)serial << 32) | nbk[j].count;
 		shmt__store128(&ring[serial % vn->nb], s);
 	}
+	ring_fill_released(ring, vn->nb, tail - (uint32_t)m);
 	*nw = shmt__w_make(SHMT_W_INFLIGHT(w), 0, tail, (uint32_t)m, 0,
 	    SHMT_W_TAG(w));
 	return 0;
@@ -710,6 +733,8 @@ redefine_pool(shmt_t *t, struct shmt_lim *row, uint32_t r,
 			    in - SHMT_W_INFLIGHT(row->lm_w) ? row->lm_released_uses :
 			    in - SHMT_W_INFLIGHT(row->lm_w);
 	}
+	ring_fill_released((void *)(arena + ring_off), g->nb,
+	    tail - (in == 0 ? 0 : 1));
 	shmt__store128(&row->lm_w, w.w);
 	if ((rc = row_check(t, r, row, &vn, vo->name, err, cap)) != 0)
 		goto out;

@@ -15,6 +15,7 @@
 #include "clients.h"
 #include "daemon.h"
 #include "fork.h"
+#include "table.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -152,6 +153,53 @@ test_lower(void **state)
 	g.clk.now = T0 + S + W;
 	assert_int_equal(burst("a", 10), 4);
 	check_clean();
+}
+
+/* A client whose ring's serial is past 2^31, defined anew by a move: the
+ * carried bucket keeps its uses and the new ring opens buckets after it
+ * (the zeroed slots marked released, as for a pool). */
+static void
+test_client_high_serial(void **state)
+{
+	shmt_limit_t l = pc_limit(20, W, 16);
+	uint32_t tail = 0x90000000U, n, row;
+	struct shmt_client *e = NULL;
+	struct shmt_ring_slot *ring;
+	struct shmt_w w = { { 0, 0 } };
+	struct shmt_lview v;
+	struct shmt_lim *lim;
+
+	(void)state;
+	assert_int_equal(use("a"), 1);
+	lim = shmt__rows(g.h, &n);
+	row = shmt__row_named(lim, n, "pc");
+	assert_true(row < n);
+	assert_int_equal(shmt__view_fill(g.h, row, &lim[row], &v), 0);
+	for (uint32_t i = 0; i < v.capacity && e == NULL; i++) {
+		shmt__load128(&ce_at(&v, i)->ce_w, w.w);
+		if (SHMT_W_INFLIGHT(w) == 1)
+			e = ce_at(&v, i);
+	}
+	assert_non_null(e);
+	/* The same one use, in the active bucket TAIL; every other slot a
+	 * bucket released long ago. */
+	ring = ce_ring(e);
+	for (uint32_t s = tail - v.nb; s != tail; s++) {
+		ring[s % v.nb].r[0] = 1;
+		ring[s % v.nb].r[1] = (uint64_t)s << 32;
+	}
+	ring[tail % v.nb].r[0] = T0 + S;
+	ring[tail % v.nb].r[1] = (uint64_t)tail << 32;
+	w.w[1] = (uint64_t)tail << 32 | (w.w[1] & 0x1ffffULL);
+	shmt__store128(&e->ce_w, w.w);
+	check_clean();
+	redefine_ok("pc", &l);
+	assert_int_equal(stat_of("pc").in_flight, 1);
+	for (int round = 0; round < 3; round++) {
+		assert_int_equal(burst("a", 30), round == 0 ? 19 : 20);
+		check_clean();
+		g.clk.now += S + W + W;
+	}
 }
 
 /* A raised limit grants the difference at once. */
@@ -571,6 +619,44 @@ test_pool_lower(void **state)
 	assert_string_equal(key(), "k2");
 	assert_string_equal(key(), "");
 	check_clean();
+}
+
+/* A pool whose bucket serial is past 2^31 (2^32 buckets wrap, so any
+ * serial comes): defined anew by a move, its new ring must still open
+ * buckets.  Its zeroed slots read as serial 0, newer than such a tail by
+ * their 32-bit difference, unless the move marks them released. */
+static void
+test_pool_high_serial(void **state)
+{
+	static const char *three[] = { "k1", "k2", "k3" };
+	shmt_limit_t l = pool_limit(three, 3, 3, W);
+	uint32_t tail = 0x90000000U;
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	uint64_t w[2], nw[2];
+
+	(void)state;
+	pool_define(W);
+	assert_int_equal(shmt__lim_lookup(g.h, "kp", &scratch, &v), 0);
+	/* Idle, next bucket TAIL; every slot a bucket released long ago. */
+	for (uint32_t s = tail - 2 * v->nb; s != tail - v->nb; s++) {
+		v->ring[s % v->nb].r[0] = 1;
+		v->ring[s % v->nb].r[1] = (uint64_t)s << 32;
+	}
+	shmt__load128(&v->lim->lm_w, w);
+	nw[0] = 0;
+	nw[1] = (uint64_t)tail << 32 | (w[1] & 0xffffU);
+	assert_true(shmt__cas128(&v->lim->lm_w, w, nw));
+	check_clean();
+	assert_string_equal(key(), "k1");
+	redefine_ok("kp", &l);
+	for (int round = 0; round < 3; round++) {
+		g.clk.now += S + W;
+		for (int i = 0; i < 9; i++)
+			assert_string_not_equal(key(), "");
+		assert_string_equal(key(), "");
+		check_clean();
+	}
 }
 
 /* A raised uses_per_key and a name added: more at once, in grant order,
@@ -1043,6 +1129,8 @@ main(void)
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_raise, rd_setup,
 		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_client_high_serial, rd_setup,
+		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_widen, rd_setup,
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_narrow, rd_setup,
@@ -1064,6 +1152,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_pool_lower, rd_setup,
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_pool_raise, rd_setup,
+		    rd_teardown),
+		cmocka_unit_test_setup_teardown(test_pool_high_serial, rd_setup,
 		    rd_teardown),
 		cmocka_unit_test_setup_teardown(test_pool_remove, rd_setup,
 		    rd_teardown),
