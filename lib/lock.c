@@ -1,10 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The segment's writer locks: a word with the owner's thread id, taken by
- * CAS, waited for by spinning, then yielding, then sleeping briefly, with
- * owner-death recovery by a liveness check of the owner's thread.  Critical
- * sections are short (microseconds; a 1 MiB copy or a repair at worst), so
- * the sleeps are short too and fairness is not needed.
+ * CAS, waited for by spinning on reads of the word (a CAS only once it
+ * reads free: waiters that CAS a held word would steal the line from the
+ * owner, whose shard header shares it), then by sleeping on a futex,
+ * with owner-death recovery by a liveness check of the owner's thread.
+ * Critical sections are short (microseconds; a 1 MiB copy or a repair at
+ * worst), so fairness is not needed.
+ *
+ * Sleepers: lk_pad is 1 while a waiter may sleep on it.  A waiter stores 1
+ * there, then reads the owner again, then sleeps while lk_pad is still 1;
+ * an unlock clears the owner, then reads lk_pad, and when it finds 1,
+ * clears it and wakes one sleeper.  Both sides' store and load are
+ * sequentially consistent, so either the waiter sees the lock free or the
+ * unlock sees the flag.  A waiter that slept takes the lock with lk_pad
+ * set again (others may sleep still), so its unlock wakes the next one:
+ * a contended spell costs one wake too many at its end, as a futex mutex
+ * does.  Every sleep has a timeout (SHMT_LOCK_SLEEP_NS), so a sleeper whose
+ * wake was lost (a woken waiter killed before it passed the flag on, or an
+ * owner that died) looks again within it.  A waiter killed while the flag
+ * is set costs the next unlock one wake system call.
  */
 #include "lock.h"
 
@@ -13,15 +28,17 @@
 #include "segment.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/futex.h>
 
 #include <ck_pr.h>
 
@@ -50,6 +67,14 @@
  * bounds: far beyond any hold seen in the stress tests, far below the
  * seconds that would stall a caller. */
 #define SHMT_LOCK_WAIT_MAX_NS (10 * SHMT_LOCK_LIVE_WAIT_NS)
+
+/* Reads of a held word (each after a pause) before a waiter sleeps: a
+ * few microseconds, about the longest common hold (a dictionary write). */
+#define SHMT_LOCK_SPINS 256
+/* The longest sleep at a time: an owner's death, or a wake lost to a
+ * killed waiter, is noticed within it. */
+#define SHMT_LOCK_SLEEP_NS (500ULL * 1000ULL)
+uint64_t shmt__lock_sleep_ns = SHMT_LOCK_SLEEP_NS;
 
 /* Thread ids are below PID_MAX_LIMIT (2^22) on Linux. */
 #define SHMT_TID_MAX (1U << 22)
@@ -111,20 +136,39 @@ static int
 lock_once(shmt_t *h, struct shmt_lock *l, uint32_t me, int check,
     uint32_t *seen, int *running)
 {
-	uint32_t cur = 0;
+	uint32_t cur = __atomic_load_n(&l->lk_owner, __ATOMIC_RELAXED);
 
-	if (__atomic_compare_exchange_n(&l->lk_owner, &cur, me, 0,
+	if (cur == 0 && __atomic_compare_exchange_n(&l->lk_owner, &cur, me, 0,
 	    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return 0;
 	*seen = cur;
 	/* Our own id in the word: a thread that had this id died holding it
 	 * (ids are reused), since no thread takes a lock it holds. */
-	if (cur == me || (check && !owner_alive(h, cur, running))) {
+	if (cur != 0 && (cur == me || (check && !owner_alive(h, cur, running)))) {
 		if (__atomic_compare_exchange_n(&l->lk_owner, &cur, me, 0,
 		    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			return 1;
 	}
 	return -EBUSY;
+}
+
+/* Sleep until an unlock wakes us or SHMT_LOCK_SLEEP_NS passes, unless the
+ * word no longer holds SEEN.  1 when the sleep timed out. */
+static int
+lock_sleep(struct shmt_lock *l, uint32_t seen)
+{
+	uint64_t ns = shmt__lock_sleep_ns;
+	struct timespec ts = { (time_t)(ns / 1000000000ULL),
+	    (long)(ns % 1000000000ULL) };
+	int saved = errno, timed_out;
+
+	__atomic_exchange_n(&l->lk_pad, 1, __ATOMIC_SEQ_CST);
+	if (seen == 0 || __atomic_load_n(&l->lk_owner, __ATOMIC_SEQ_CST) != seen)
+		return 0;
+	timed_out = syscall(SYS_futex, &l->lk_pad, FUTEX_WAIT, 1, &ts, NULL,
+	    0) != 0 && errno == ETIMEDOUT;
+	errno = saved;
+	return timed_out;
 }
 
 int
@@ -145,20 +189,27 @@ shmt__lock(shmt_t *h, struct shmt_lock *l)
 {
 	uint32_t me = tid_self(), seen = 0, owner = 0;
 	uint64_t start = 0, since = 0, now;
-	int running = 1, frc;
+	int running = 1, frc, slept = 0, timed_out = 0;
 
 	/* A forked child first takes its own slot: a holder without one
 	 * would look dead to the next waiter, which would take the lock
 	 * over while the child is inside (fork.h). */
 	if ((frc = shmt__fork_check(h)) != 0)
 		return frc;
-	for (unsigned i = 0;; i++) {
-		/* The liveness check is a system call: only now and then. */
-		int rc = lock_once(h, l, me, i % 64 == 63, &seen, &running);
 
-		if (rc >= 0)
+	for (unsigned i = 0;; i++) {
+		/* The liveness check is a system call: only now and then, and
+		 * after each sleep that no unlock ended. */
+		int rc = lock_once(h, l, me, i % 64 == 63 || timed_out, &seen,
+		    &running);
+
+		if (rc >= 0) {
+			/* Others may sleep still: our unlock wakes the next. */
+			if (slept)
+				__atomic_store_n(&l->lk_pad, 1, __ATOMIC_SEQ_CST);
 			return rc;
-		if (i < 128) {
+		}
+		if (i < SHMT_LOCK_SPINS) {
 			ck_pr_stall();
 			continue;
 		}
@@ -173,10 +224,8 @@ shmt__lock(shmt_t *h, struct shmt_lock *l)
 		if ((!running && now - since > SHMT_LOCK_LIVE_WAIT_NS) ||
 		    now - start > SHMT_LOCK_WAIT_MAX_NS)
 			return SHMT_ELOCKED;
-		if (i < 256)
-			sched_yield();
-		else
-			nanosleep(&(struct timespec){ 0, 20000 }, NULL);
+		timed_out = lock_sleep(l, seen);
+		slept = 1;
 	}
 }
 
@@ -189,7 +238,15 @@ shmt__lock_owner(const struct shmt_lock *l)
 void
 shmt__unlock(struct shmt_lock *l)
 {
-	__atomic_store_n(&l->lk_owner, 0, __ATOMIC_RELEASE);
+	int saved;
+
+	__atomic_exchange_n(&l->lk_owner, 0, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&l->lk_pad, __ATOMIC_SEQ_CST) == 0 ||
+	    __atomic_exchange_n(&l->lk_pad, 0, __ATOMIC_SEQ_CST) == 0)
+		return;
+	saved = errno;
+	syscall(SYS_futex, &l->lk_pad, FUTEX_WAKE, 1, NULL, NULL, 0);
+	errno = saved;
 }
 
 int

@@ -22,8 +22,14 @@
  */
 struct shmt_lock {
 	uint32_t lk_owner;
-	uint32_t lk_pad;
+	uint32_t lk_pad;                /* 1: a waiter may sleep on it (a
+	                                 * futex word; lock.c) */
 };
+
+/* The longest a waiter sleeps before it looks at the lock again (500 us):
+ * how soon an owner's death, or a wake lost to a killed waiter, is seen.
+ * Process-local; tests raise it so that a lost wake hangs. */
+extern uint64_t shmt__lock_sleep_ns;
 
 struct shmt;
 

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The segment's writer lock between real processes: mutual exclusion while
+ * waiters spin, sleep on the lock's futex word and are woken, with no wake
+ * lost (the sleep's timeout is raised to a minute, so a lost wake hangs
+ * the test and its alarm fails it) and no sleeper flag left behind.
+ */
+#include "testutil.h"
+
+#include "dict.h"
+#include "lock.h"
+#include "segment.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LK_ALARM 60
+/* Long enough that a test passes only on wakes, never on timeouts. */
+#define LK_SLEEP_NS (60ULL * 1000000000ULL)
+
+struct lk_shared {
+	uint64_t counter;       /* read, paused, written back under the lock */
+	uint64_t inside;        /* 1 while someone holds the lock */
+	uint64_t violations;    /* two holders at once */
+	uint64_t takeovers;     /* shmt__lock answered 1 (nobody died) */
+	uint64_t errors;
+	uint64_t sleepers_seen; /* a holder found the sleeper flag set */
+};
+
+static struct shmt_lock *
+lock0(shmt_t *h)
+{
+	return &tu_shard(h->dict, 0)->ds_lock;
+}
+
+static void
+hold_ns(uint64_t ns)
+{
+	struct timespec ts = { 0, (long)ns };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Child I of the exclusion test: ITERS turns, one in 32 (of its seed's
+ * draws) held for 200-1000 us so that the others pass their spins and
+ * sleep. */
+static void
+exclusion_child(const char *name, struct lk_shared *sh, uint64_t seed,
+    int iters)
+{
+	shmt_t *c = NULL;
+	uint64_t st = seed;
+
+	alarm(LK_ALARM);
+	shmt__lock_sleep_ns = LK_SLEEP_NS;
+	if (shmt_open(name, &c) != 0)
+		_exit(2);
+	for (int i = 0; i < iters; i++) {
+		uint64_t r = tu_rand(&st);
+		int rc = shmt__lock(c, lock0(c));
+
+		if (rc < 0) {
+			__atomic_add_fetch(&sh->errors, 1, __ATOMIC_RELAXED);
+			_exit(3);
+		}
+		if (rc == 1)
+			__atomic_add_fetch(&sh->takeovers, 1, __ATOMIC_RELAXED);
+		if (__atomic_exchange_n(&sh->inside, 1, __ATOMIC_ACQ_REL) != 0)
+			__atomic_add_fetch(&sh->violations, 1, __ATOMIC_RELAXED);
+		uint64_t v = __atomic_load_n(&sh->counter, __ATOMIC_RELAXED);
+		if (r % 32 == 0) {
+			hold_ns(200000 + (r >> 8) % 800000);
+			if (__atomic_load_n(&lock0(c)->lk_pad, __ATOMIC_ACQUIRE))
+				__atomic_add_fetch(&sh->sleepers_seen, 1,
+				    __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&sh->counter, v + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&sh->inside, 0, __ATOMIC_RELEASE);
+		shmt__unlock(lock0(c));
+	}
+	shmt_close(c);
+	_exit(0);
+}
+
+/* Four processes take one shard lock in turns, some holds long enough for
+ * the others to sleep: the count is exact, no two ever held it at once,
+ * nobody was taken over, sleepers were there and were all woken (a lost
+ * wake waits a minute: the alarm), and the flag ends clear. */
+static void
+test_lock_exclusion_with_sleepers(void **state)
+{
+	enum { NPROC = 4, ITERS = 1500 };
+	char name[64];
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	uint64_t seed = tu_seed("test_lock_exclusion_with_sleepers");
+	struct lk_shared *sh;
+	pid_t pids[NPROC];
+
+	(void)state;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(sh != MAP_FAILED);
+	memset(sh, 0, sizeof(*sh));
+	tu_segname(name, sizeof(name), "lkx");
+	tu_config_tiny(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	for (int i = 0; i < NPROC; i++) {
+		fflush(stdout);
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0)
+			exclusion_child(name, sh, seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL,
+			    ITERS);
+	}
+	for (int i = 0; i < NPROC; i++) {
+		int ws = 0;
+
+		assert_int_equal(waitpid(pids[i], &ws, 0), pids[i]);
+		if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+			fail_msg("child %d: %s %d (seed %llu)", i,
+			    WIFEXITED(ws) ? "exit" : "signal",
+			    WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws),
+			    (unsigned long long)seed);
+	}
+	printf("lock: %llu turns, %llu long holds found a sleeper\n",
+	    (unsigned long long)sh->counter,
+	    (unsigned long long)sh->sleepers_seen);
+	assert_int_equal(sh->counter, (uint64_t)NPROC * ITERS);
+	assert_int_equal(sh->violations, 0);
+	assert_int_equal(sh->takeovers, 0);
+	assert_int_equal(sh->errors, 0);
+	assert_true(sh->sleepers_seen > 0);
+	assert_int_equal(lock0(h)->lk_owner, 0);
+	assert_int_equal(lock0(h)->lk_pad, 0);
+	munmap(sh, sizeof(*sh));
+	tu_close_unlink(h, name);
+}
+
+/* A waiter that went to sleep behind a holder is woken by the unlock (the
+ * sleep's timeout is a minute: only the wake can end it within the
+ * alarm), takes the lock as a plain acquisition, and its own unlock
+ * leaves the flag clear. */
+static void
+test_lock_sleeper_woken(void **state)
+{
+	char name[64];
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	int p[2], ws = 0;
+	pid_t pid;
+	char got = 0;
+	uint64_t t0;
+
+	(void)state;
+	tu_segname(name, sizeof(name), "lkw");
+	tu_config_tiny(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	assert_int_equal(shmt__lock(h, lock0(h)), 0);
+	assert_int_equal(pipe(p), 0);
+	fflush(stdout);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		shmt_t *c = NULL;
+		char rc;
+
+		alarm(LK_ALARM);
+		close(p[0]);
+		shmt__lock_sleep_ns = LK_SLEEP_NS;
+		if (shmt_open(name, &c) != 0)
+			_exit(2);
+		rc = (char)shmt__lock(c, lock0(c));
+		shmt__unlock(lock0(c));
+		if (write(p[1], &rc, 1) != 1)
+			_exit(4);
+		_exit(0);
+	}
+	close(p[1]);
+	/* The child spins, then raises the flag and sleeps. */
+	t0 = tu_mono_ns();
+	while (__atomic_load_n(&lock0(h)->lk_pad, __ATOMIC_ACQUIRE) == 0) {
+		if (tu_mono_ns() - t0 > 20000000000ULL)
+			fail_msg("the waiter never went to sleep");
+		tu_pause_ms(1);
+	}
+	shmt__unlock(lock0(h));
+	assert_int_equal(read(p[0], &got, 1), 1);
+	close(p[0]);
+	assert_int_equal(got, 0);
+	assert_int_equal(waitpid(pid, &ws, 0), pid);
+	assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+	assert_int_equal(lock0(h)->lk_owner, 0);
+	assert_int_equal(lock0(h)->lk_pad, 0);
+	tu_close_unlink(h, name);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lock_sleeper_woken),
+		cmocka_unit_test(test_lock_exclusion_with_sleepers),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
