@@ -9,6 +9,13 @@ if(TARGET shmthrottle-bench)
             --out ${CMAKE_CURRENT_BINARY_DIR}/bench-smoke)
   set_tests_properties(bench_smoke PROPERTIES LABELS unit TIMEOUT 120)
 
+  # bench/pack's bundle, and bench/run's --counts, --host, --no-plot, --raw
+  # and --replot, on a smoke run of two worker counts.
+  add_test(NAME bench_tools
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bench_tools.sh ${PROJECT_SOURCE_DIR}
+            $<TARGET_FILE:shmthrottle-bench>)
+  set_tests_properties(bench_tools PROPERTIES LABELS unit TIMEOUT 180)
+
   # The mutex design's locks: one per limiter, robust (a holder killed
   # with kill -9 is taken over), and the one-lock variant as labelled.
   shmt_add_test(test_bench_mutex
