@@ -106,17 +106,17 @@ test_lock_exclusion_with_sleepers(void **state)
 	pid_t pids[NPROC];
 
 	(void)state;
+	/* Zeroed, shared with the children (MAP_ANONYMOUS). */
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(sh != MAP_FAILED);
-	memset(sh, 0, sizeof(*sh));
 	tu_segname(name, sizeof(name), "lkx");
 	tu_config_tiny(&cfg);
 	assert_int_equal(shmt_create(name, &cfg, &h), 0);
 	for (int i = 0; i < NPROC; i++) {
 		fflush(stdout);
-		pids[i] = fork();
-		assert_true(pids[i] >= 0);
+		if ((pids[i] = fork()) < 0)
+			fail_msg("fork: %s", strerror(errno));
 		if (pids[i] == 0)
 			exclusion_child(name, sh, seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL,
 			    ITERS);
@@ -165,10 +165,7 @@ test_lock_sleeper_woken(void **state)
 	tu_config_tiny(&cfg);
 	assert_int_equal(shmt_create(name, &cfg, &h), 0);
 	assert_int_equal(shmt__lock(h, lock0(h)), 0);
-	assert_int_equal(pipe(p), 0);
-	fflush(stdout);
-	pid = fork();
-	assert_true(pid >= 0);
+	pid = tu_fork_pipe(p);
 	if (pid == 0) {
 		shmt_t *c = NULL;
 		char rc;
