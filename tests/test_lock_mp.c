@@ -3,7 +3,9 @@
  * The segment's writer lock between real processes: mutual exclusion while
  * waiters spin, sleep on the lock's futex word and are woken, with no wake
  * lost (the sleep's timeout is raised to a minute, so a lost wake hangs
- * the test and its alarm fails it) and no sleeper flag left behind.
+ * the test and its alarm fails it) and no sleeper flag left behind; a
+ * sleeping waiter killed with kill -9, and an owner killed while a waiter
+ * sleeps (taken over once the sleep times out).
  */
 #include "testutil.h"
 
@@ -200,12 +202,146 @@ test_lock_sleeper_woken(void **state)
 	tu_close_unlink(h, name);
 }
 
+/* Wait (bounded) until L's sleeper flag is up: a waiter spun and slept. */
+static void
+wait_for_sleeper(struct shmt_lock *l)
+{
+	uint64_t t0 = tu_mono_ns();
+
+	while (__atomic_load_n(&l->lk_pad, __ATOMIC_ACQUIRE) == 0) {
+		if (tu_mono_ns() - t0 > 20000000000ULL)
+			fail_msg("no waiter went to sleep");
+		tu_pause_ms(1);
+	}
+}
+
+/* A child that opens NAME and waits for shard 0's lock; exits with 0 when
+ * shmt__lock answered WANT. */
+static pid_t
+waiter_child(const char *name, int want)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	if ((pid = fork()) < 0)
+		fail_msg("fork: %s", strerror(errno));
+	if (pid == 0) {
+		shmt_t *c = NULL;
+		int rc;
+
+		alarm(LK_ALARM);
+		if (shmt_open(name, &c) != 0)
+			_exit(2);
+		rc = shmt__lock(c, lock0(c));
+		if (rc >= 0)
+			shmt__unlock(lock0(c));
+		_exit(rc == want ? 0 : 3);
+	}
+	return pid;
+}
+
+static void
+reap_ok(pid_t pid)
+{
+	int ws = 0;
+
+	assert_int_equal(waitpid(pid, &ws, 0), pid);
+	if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+		fail_msg("child %d: %s %d", (int)pid,
+		    WIFEXITED(ws) ? "exit" : "signal",
+		    WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
+}
+
+/* kill -9 of a sleeping waiter leaves the flag up: the next unlock clears
+ * it (one wake to nobody), and the lock goes on working for others. */
+static void
+test_lock_sleeper_killed(void **state)
+{
+	char name[64];
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	uint64_t saved;
+	pid_t pid;
+	int ws = 0;
+
+	(void)state;
+	tu_segname(name, sizeof(name), "lkk");
+	tu_config_tiny(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	assert_int_equal(shmt__lock(h, lock0(h)), 0);
+	pid = waiter_child(name, 0);
+	wait_for_sleeper(lock0(h));
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	assert_int_equal(waitpid(pid, &ws, 0), pid);
+	assert_true(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+	assert_int_equal(lock0(h)->lk_pad, 1);
+	shmt__unlock(lock0(h));
+	assert_int_equal(lock0(h)->lk_owner, 0);
+	assert_int_equal(lock0(h)->lk_pad, 0);
+	/* Another waiter, asleep behind us, is still woken as usual (its
+	 * sleep is a minute long: only the wake ends it in time). */
+	assert_int_equal(shmt__lock(h, lock0(h)), 0);
+	saved = shmt__lock_sleep_ns;
+	shmt__lock_sleep_ns = LK_SLEEP_NS;
+	pid = waiter_child(name, 0);
+	wait_for_sleeper(lock0(h));
+	shmt__unlock(lock0(h));
+	reap_ok(pid);
+	shmt__lock_sleep_ns = saved;
+	assert_int_equal(lock0(h)->lk_pad, 0);
+	tu_close_unlink(h, name);
+}
+
+/* An owner killed with kill -9 while a waiter sleeps: nobody unlocks, so
+ * the waiter's sleep times out, it finds the owner dead and takes the lock
+ * over (shmt__lock answers 1). */
+static void
+test_lock_owner_killed_under_sleeper(void **state)
+{
+	char name[64];
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	int p[2], ws = 0;
+	pid_t owner, waiter;
+	char ready = 0;
+
+	(void)state;
+	tu_segname(name, sizeof(name), "lko");
+	tu_config_tiny(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	owner = tu_fork_pipe(p);
+	if (owner == 0) {
+		shmt_t *c = NULL;
+
+		alarm(LK_ALARM);
+		close(p[0]);
+		if (shmt_open(name, &c) != 0 || shmt__lock(c, lock0(c)) != 0)
+			_exit(2);
+		if (write(p[1], "l", 1) != 1)
+			_exit(4);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &ready, 1), 1);
+	close(p[0]);
+	waiter = waiter_child(name, 1);
+	wait_for_sleeper(lock0(h));
+	assert_int_equal(kill(owner, SIGKILL), 0);
+	assert_int_equal(waitpid(owner, &ws, 0), owner);
+	reap_ok(waiter);
+	assert_int_equal(lock0(h)->lk_owner, 0);
+	tu_close_unlink(h, name);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lock_sleeper_woken),
 		cmocka_unit_test(test_lock_exclusion_with_sleepers),
+		cmocka_unit_test(test_lock_sleeper_killed),
+		cmocka_unit_test(test_lock_owner_killed_under_sleeper),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
