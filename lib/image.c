@@ -59,6 +59,7 @@
 #include "image.h"
 #include "layout.h"
 #include "limiter.h"
+#include "lock.h"
 #include "proc.h"
 #include "segment.h"
 
@@ -466,6 +467,12 @@ fill_limiters(shmt_t *t, const unsigned char *img, const struct shmt_hdr *sh,
 	}
 	memcpy(t->base + t->reg[SHMT_R_LIMITERS].rg_off,
 	    img + sh->sh_regions[SHMT_R_HEADER].rg_size, lim_len);
+	/* The rows' client locks came with them: they name threads of the
+	 * old segment (a live one, attached here, would hold the table's
+	 * claims off until it ended). */
+	for (uint64_t r = 0; r < lim_len / sizeof(struct shmt_lim); r++)
+		shmt__lock_init(&((struct shmt_lim *)(void *)(t->base +
+		    t->reg[SHMT_R_LIMITERS].rg_off))[r].lm_client_lock);
 	memcpy(t->base + t->reg[SHMT_R_ARENA].rg_off,
 	    img + sh->sh_regions[SHMT_R_HEADER].rg_size + lim_src,
 	    ih->ih_arena_bytes);

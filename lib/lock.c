@@ -16,10 +16,12 @@
  * unlock sees the flag.  A waiter that slept takes the lock with lk_pad
  * set again (others may sleep still), so its unlock wakes the next one:
  * a contended spell costs one wake too many at its end, as a futex mutex
- * does.  Every sleep has a timeout (SHMT_LOCK_SLEEP_NS), so a sleeper whose
- * wake was lost (a woken waiter killed before it passed the flag on, or an
- * owner that died) looks again within it.  A waiter killed while the flag
- * is set costs the next unlock one wake system call.
+ * does; a woken waiter that gives up (SHMT_ELOCKED) wakes the next one
+ * instead.  Every sleep has a timeout (SHMT_LOCK_SLEEP_NS), so a sleeper
+ * whose wake was lost (a woken waiter killed before it passed the flag on,
+ * an owner that died, or an unlock by a build older than the flag, which
+ * wakes nobody) looks again within it.  A waiter killed while the flag is
+ * set costs the next unlock one wake system call.
  */
 #include "lock.h"
 
@@ -152,6 +154,16 @@ lock_once(shmt_t *h, struct shmt_lock *l, uint32_t me, int check,
 	return -EBUSY;
 }
 
+/* Wake one sleeper of L, if any. */
+static void
+lock_wake(struct shmt_lock *l)
+{
+	int saved = errno;
+
+	syscall(SYS_futex, &l->lk_pad, FUTEX_WAKE, 1, NULL, NULL, 0);
+	errno = saved;
+}
+
 /* Sleep until an unlock wakes us or SHMT_LOCK_SLEEP_NS passes, unless the
  * word no longer holds SEEN.  1 when the sleep timed out. */
 static int
@@ -222,8 +234,14 @@ shmt__lock(shmt_t *h, struct shmt_lock *l)
 			running = 1;
 		}
 		if ((!running && now - since > SHMT_LOCK_LIVE_WAIT_NS) ||
-		    now - start > SHMT_LOCK_WAIT_MAX_NS)
+		    now - start > SHMT_LOCK_WAIT_MAX_NS) {
+			/* We may have taken the wake meant to pass the lock
+			 * on: hand it to the next sleeper, or none would be
+			 * woken until its sleep ends. */
+			if (slept)
+				lock_wake(l);
 			return SHMT_ELOCKED;
+		}
 		timed_out = lock_sleep(l, seen);
 		slept = 1;
 	}
@@ -238,15 +256,11 @@ shmt__lock_owner(const struct shmt_lock *l)
 void
 shmt__unlock(struct shmt_lock *l)
 {
-	int saved;
-
 	__atomic_exchange_n(&l->lk_owner, 0, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&l->lk_pad, __ATOMIC_SEQ_CST) == 0 ||
 	    __atomic_exchange_n(&l->lk_pad, 0, __ATOMIC_SEQ_CST) == 0)
 		return;
-	saved = errno;
-	syscall(SYS_futex, &l->lk_pad, FUTEX_WAKE, 1, NULL, NULL, 0);
-	errno = saved;
+	lock_wake(l);
 }
 
 int

@@ -5,11 +5,14 @@
  * lost (the sleep's timeout is raised to a minute, so a lost wake hangs
  * the test and its alarm fails it) and no sleeper flag left behind; a
  * sleeping waiter killed with kill -9, and an owner killed while a waiter
- * sleeps (taken over once the sleep times out).
+ * sleeps (taken over once the sleep times out), a woken waiter that gives
+ * up passing the wake on, and a snapshot that carries no lock word.
  */
 #include "testutil.h"
 
+#include "daemon.h"
 #include "dict.h"
+#include "limiter.h"
 #include "lock.h"
 #include "segment.h"
 
@@ -49,6 +52,31 @@ hold_ns(uint64_t ns)
 
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
+}
+
+/* Wait (bounded) until process PID sleeps ('S' in /proc/PID/stat): a
+ * waiter whose flag is up is then inside its futex wait, not before it. */
+static void
+wait_asleep(pid_t pid)
+{
+	uint64_t t0 = tu_mono_ns();
+	char path[64], buf[256], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (;;) {
+		FILE *f = fopen(path, "r");
+		size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+		if (f != NULL)
+			fclose(f);
+		buf[n] = '\0';
+		/* "pid (comm) S ...": the state follows the last ')'. */
+		if ((p = strrchr(buf, ')')) != NULL && p[1] == ' ' && p[2] == 'S')
+			return;
+		if (tu_mono_ns() - t0 > 20000000000ULL)
+			fail_msg("process %d never slept", (int)pid);
+		tu_pause_ms(1);
+	}
 }
 
 /* Child I of the exclusion test: ITERS turns, one in 32 (of its seed's
@@ -94,8 +122,11 @@ exclusion_child(const char *name, struct lk_shared *sh, uint64_t seed,
 
 /* Four processes take one shard lock in turns, some holds long enough for
  * the others to sleep: the count is exact, no two ever held it at once,
- * nobody was taken over, sleepers were there and were all woken (a lost
- * wake waits a minute: the alarm), and the flag ends clear. */
+ * nobody was taken over, waiters reached the sleep (a long hold found the
+ * flag up) and every sleeper was woken (a lost wake waits a minute: the
+ * alarm), and the flag ends clear.  A child's turns take milliseconds in
+ * all, far from the 100 ms after which a waiter gives up on a sleeping
+ * holder (a hold sleeps in nanosleep). */
 static void
 test_lock_exclusion_with_sleepers(void **state)
 {
@@ -191,6 +222,7 @@ test_lock_sleeper_woken(void **state)
 			fail_msg("the waiter never went to sleep");
 		tu_pause_ms(1);
 	}
+	wait_asleep(pid);
 	shmt__unlock(lock0(h));
 	assert_int_equal(read(p[0], &got, 1), 1);
 	close(p[0]);
@@ -215,8 +247,11 @@ wait_for_sleeper(struct shmt_lock *l)
 	}
 }
 
+/* Any answer of a bounded wait: the lock (0) or SHMT_ELOCKED. */
+#define WANT_0_OR_ELOCKED 100
+
 /* A child that opens NAME and waits for shard 0's lock; exits with 0 when
- * shmt__lock answered WANT. */
+ * shmt__lock answered WANT (or, for WANT_0_OR_ELOCKED, either). */
 static pid_t
 waiter_child(const char *name, int want)
 {
@@ -235,7 +270,8 @@ waiter_child(const char *name, int want)
 		rc = shmt__lock(c, lock0(c));
 		if (rc >= 0)
 			shmt__unlock(lock0(c));
-		_exit(rc == want ? 0 : 3);
+		_exit(rc == want || (want == WANT_0_OR_ELOCKED &&
+		    (rc == 0 || rc == SHMT_ELOCKED)) ? 0 : 3);
 	}
 	return pid;
 }
@@ -334,6 +370,110 @@ test_lock_owner_killed_under_sleeper(void **state)
 	tu_close_unlink(h, name);
 }
 
+/* A woken waiter that gives up (its 1 s bound passed while the owner ran)
+ * passes the wake on: the other sleeper, whose sleep is a minute long,
+ * must end within its alarm.  The owner holds the lock, busy, past the
+ * bound, then unlocks and takes it again at once (before the woken waiter
+ * runs), so the waiter it woke finds it held and gives up. */
+static void
+test_lock_giveup_passes_wake(void **state)
+{
+	char name[64];
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	uint64_t saved = shmt__lock_sleep_ns, t0;
+	pid_t a, b;
+
+	(void)state;
+	tu_segname(name, sizeof(name), "lkg");
+	tu_config_tiny(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	assert_int_equal(shmt__lock(h, lock0(h)), 0);
+	shmt__lock_sleep_ns = LK_SLEEP_NS;
+	a = waiter_child(name, WANT_0_OR_ELOCKED);
+	b = waiter_child(name, WANT_0_OR_ELOCKED);
+	shmt__lock_sleep_ns = saved;
+	wait_for_sleeper(lock0(h));
+	t0 = tu_mono_ns();
+	while (tu_mono_ns() - t0 < 1200000000ULL)
+		;       /* a running owner: no 100 ms bound for the waiters */
+	shmt__unlock(lock0(h));
+	assert_int_equal(shmt__lock(h, lock0(h)), 0);
+	t0 = tu_mono_ns();
+	while (tu_mono_ns() - t0 < 2000000ULL)
+		;
+	shmt__unlock(lock0(h));
+	reap_ok(a);
+	reap_ok(b);
+	tu_close_unlink(h, name);
+}
+
+/* A snapshot carries no client-table lock word: restored, the row's lock
+ * is free even when the image's named a thread that lives and attaches to
+ * the new segment, and a new client is claimed at once. */
+static void
+test_lock_not_in_image(void **state)
+{
+	shmt_limit_t l = { .limit = 5, .window_ns = 1000000000ULL,
+		.slack_ns = 1000000, .slack_uses = 2, .per_client = 1,
+		.client_capacity = 8 };
+	char name[64], name2[64], err[512] = "", go = 'g', got = 0;
+	shmt_config_t cfg;
+	shmt_t *h = NULL, *h2 = NULL;
+	struct shmt__host_time now;
+	unsigned char *img = NULL;
+	size_t len = 0;
+	int to_child[2], from_child[2], ws = 0;
+	pid_t pid;
+
+	(void)state;
+	tu_segname(name, sizeof(name), "lki");
+	tu_segname(name2, sizeof(name2), "lki2");
+	tu_config_small(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	assert_int_equal(shmt_limiter_define(h, "pc", &l), 0);
+	assert_int_equal(pipe(to_child), 0);
+	pid = tu_fork_pipe(from_child);
+	if (pid == 0) {
+		shmt_t *c = NULL;
+
+		alarm(LK_ALARM);
+		close(to_child[1]);
+		close(from_child[0]);
+		if (read(to_child[0], &go, 1) != 1 || shmt_open(name2, &c) != 0)
+			_exit(2);
+		if (write(from_child[1], &go, 1) != 1)
+			_exit(4);
+		for (;;)
+			pause();
+	}
+	close(to_child[0]);
+	close(from_child[1]);
+	/* The image's row names the child (one thread: its tid is its pid)
+	 * as the holder of the client lock. */
+	__atomic_store_n(&tu_row_of(h, "pc")->lm_client_lock.lk_owner,
+	    (uint32_t)pid, __ATOMIC_RELEASE);
+	shmt__host_time_now(&now);
+	assert_int_equal(shmt__image_build(h, &now, &img, &len), 0);
+	__atomic_store_n(&tu_row_of(h, "pc")->lm_client_lock.lk_owner, 0,
+	    __ATOMIC_RELEASE);
+	if (shmt__image_restore(img, len, name2, &now, NULL, NULL, err,
+	    sizeof(err)) != 0)
+		fail_msg("restore: %s", err);
+	free(img);
+	assert_int_equal(write(to_child[1], &go, 1), 1);
+	assert_int_equal(read(from_child[0], &got, 1), 1);
+	assert_int_equal(shmt_open(name2, &h2), 0);
+	assert_int_equal(tu_row_of(h2, "pc")->lm_client_lock.lk_owner, 0);
+	assert_int_equal(shmt_try_use(h2, "pc", "new-client", 10), 1);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &ws, 0), pid);
+	close(to_child[1]);
+	close(from_child[0]);
+	tu_close_unlink(h2, name2);
+	tu_close_unlink(h, name);
+}
+
 int
 main(void)
 {
@@ -342,6 +482,8 @@ main(void)
 		cmocka_unit_test(test_lock_exclusion_with_sleepers),
 		cmocka_unit_test(test_lock_sleeper_killed),
 		cmocka_unit_test(test_lock_owner_killed_under_sleeper),
+		cmocka_unit_test(test_lock_giveup_passes_wake),
+		cmocka_unit_test(test_lock_not_in_image),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
