@@ -107,7 +107,6 @@ shmt__ex_take(shmt_t *h, const struct shmt_lview *v, uint64_t *seq)
 {
 	int64_t *np = (int64_t *)&v->lim->lm_w.w[0];
 	int64_t N = (int64_t)v->nlog, L = (int64_t)v->limit;
-	unsigned lost = 0;
 
 	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
 		int64_t n = __atomic_load_n(np, __ATOMIC_ACQUIRE), m;
@@ -156,7 +155,9 @@ shmt__ex_take(shmt_t *h, const struct shmt_lview *v, uint64_t *seq)
 		d[0] = (uint64_t)n;
 		d[1] = now;
 		if (!shmt__cas128(slot, s, d)) {
-			shmt__cas_backoff(&lost);
+			/* Lost to another grant: ask for the hint's line
+			 * (W's; see "Contention" in ring.c). */
+			shmt__handoff_ask(&v->lim->lm_handoff, &v->lim->lm_w);
 			continue;
 		}
 		/* Our grant is number n: the one the slot CAS recorded.  The
@@ -166,6 +167,10 @@ shmt__ex_take(shmt_t *h, const struct shmt_lview *v, uint64_t *seq)
 		*seq = (uint64_t)n;
 		__atomic_compare_exchange_n(np, &(int64_t){ n }, m, 0,
 		    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		/* Another process asked for the word: step aside. */
+		if (__builtin_expect(__atomic_load_n(&v->lim->lm_handoff,
+		    __ATOMIC_RELAXED) != 0, 0))
+			shmt__handoff_yield(&v->lim->lm_handoff, &v->lim->lm_w);
 		return 1;
 	}
 	return SHMT_EBUSYLOOP;

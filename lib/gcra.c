@@ -185,7 +185,6 @@ gcra_take(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 	struct shmt_w *wp = &v->lim->lm_w;
 	uint64_t inc = gcra_T(v) * cost, D = gcra_T(v) * v->burst;
 	uint64_t w[2], nw[2];
-	unsigned lost = 0;
 
 	w[1] = __atomic_load_n(&wp->w[1], __ATOMIC_ACQUIRE);
 	w[0] = __atomic_load_n(&wp->w[0], __ATOMIC_ACQUIRE);
@@ -213,9 +212,17 @@ gcra_take(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 		nw[1] = w[1];
 		if (shmt__cas128(wp, w, nw)) {
 			*tatp = nt;
+			/* Another process asked for the word: step aside
+			 * (see "Contention" in ring.c). */
+			if (__builtin_expect(__atomic_load_n(
+			    &v->lim->lm_handoff, __ATOMIC_RELAXED) != 0, 0))
+				shmt__handoff_yield(&v->lim->lm_handoff, wp);
 			return 1;
 		}
-		shmt__cas_backoff(&lost);
+		/* Lost to another grant: ask for the word, then read it
+		 * afresh (taking its line, for the CAS that follows). */
+		shmt__handoff_ask(&v->lim->lm_handoff, wp);
+		shmt__load128_excl(wp, w);
 	}
 	return SHMT_EBUSYLOOP;
 }

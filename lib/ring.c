@@ -228,9 +228,11 @@ __thread struct shmt_wguess shmt__wguess[WGUESS]
  *    by a dead process costs the next winner about a microsecond, once).
  * The hand-off word only changes how long a call waits: what a call decides
  * is still decided by the CAS on W alone (above), whatever the word holds,
- * and a kill -9 anywhere in these waits holds nothing.  Client entries and
- * the other modes' words back off instead (shmt__cas_backoff): a random
- * time, doubling with each loss in a row, at most SHMT_BACKOFF_MAX_NS.
+ * and a kill -9 anywhere in these waits holds nothing.  Exact mode (its
+ * hint, the first half of W, moves on each grant; exact.c) and rate mode
+ * (its arrival time; gcra.c) hand the word over the same way.  Client
+ * entries back off instead (shmt__cas_backoff): a random time, doubling
+ * with each loss in a row, at most SHMT_BACKOFF_MAX_NS.
  */
 #ifndef SHMT_BACKOFF_MIN_NS
 #define SHMT_BACKOFF_MIN_NS 40U

@@ -5,7 +5,8 @@
  * and still grants, a request left by a process that is gone costs one
  * grant a bounded wait and is gone after it, a request nobody takes is
  * withdrawn, and two processes granting on one limiter through hand-offs
- * grant exactly the limit, leaving no request behind.
+ * grant exactly the limit, leaving no request behind: in buckets, exact
+ * and rate mode, which hand their words over alike.
  */
 #include "testutil.h"
 
@@ -32,6 +33,32 @@ hf_limit(uint64_t limit)
 	l.window_ns = 3600 * HS;
 	l.slack_ns = 60 * HS;
 	l.slack_uses = limit;
+	return l;
+}
+
+/* Exact mode: the log of LIMIT grants. */
+static shmt_limit_t
+hf_exact(uint64_t limit)
+{
+	shmt_limit_t l = hf_limit(limit);
+
+	l.mode = SHMT_MODE_EXACT;
+	l.slack_ns = 0;
+	l.slack_uses = 0;
+	return l;
+}
+
+/* Rate mode: BURST grants at once, then one each 1000 s. */
+static shmt_limit_t
+hf_rate(uint64_t burst)
+{
+	shmt_limit_t l;
+
+	memset(&l, 0, sizeof(l));
+	l.mode = SHMT_MODE_GCRA;
+	l.limit = 1;
+	l.window_ns = 1000 * HS;
+	l.burst = burst;
 	return l;
 }
 
@@ -72,6 +99,36 @@ test_request_taken(void **state)
 	tu_close_unlink(h, seg);
 }
 
+/* Exact and rate mode: a grant takes a request too; a refusal leaves it. */
+static void
+test_request_taken_modes(void **state)
+{
+	const shmt_limit_t ls[2] = { hf_exact(3), hf_rate(3) };
+	const char *names[2] = { "exact", "rate" };
+	struct shmt_lim *row;
+	char seg[96];
+	shmt_t *h;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "handoff-modes");
+	assert_int_equal(shmt_create(seg, NULL, &h), 0);
+	for (int m = 0; m < 2; m++) {
+		assert_int_equal(shmt_limiter_define(h, names[m], &ls[m]), 0);
+		row = tu_row_of(h, names[m]);
+		for (int i = 0; i < 3; i++) {
+			__atomic_store_n(&row->lm_handoff, FOREIGN,
+			    __ATOMIC_RELAXED);
+			assert_int_equal(shmt_try_use_key(h, names[m]), 1);
+			assert_int_equal(__atomic_load_n(&row->lm_handoff,
+			    __ATOMIC_RELAXED), 0);
+		}
+		__atomic_store_n(&row->lm_handoff, FOREIGN, __ATOMIC_RELAXED);
+		assert_int_equal(shmt_try_use_key(h, names[m]), 0);
+		assert_int_equal(row->lm_handoff, FOREIGN);
+	}
+	tu_close_unlink(h, seg);
+}
+
 /* A request nobody takes (no other process calls) is withdrawn by its
  * asker, which then grants as usual. */
 static void
@@ -93,13 +150,13 @@ test_request_withdrawn(void **state)
 	tu_close_unlink(h, seg);
 }
 
-/* Two processes on one limiter, started together: exactly the limit is
- * granted between them, then both are refused, and no request is left. */
+/* Two processes on one limiter of parameters L (LIMIT grants at most),
+ * started together: exactly the limit is granted between them, then both
+ * are refused, and no request is left. */
 static void
-test_two_processes_exact(void **state)
+two_processes(const shmt_limit_t *lp, uint64_t limit)
 {
-	const uint64_t limit = (uint64_t)(2000000 * tu_scale());
-	shmt_limit_t l = hf_limit(limit);
+	shmt_limit_t l = *lp;
 	struct shmt_lim *row;
 	struct { volatile int go; uint64_t grants[2]; int bad[2]; } *sh;
 	char seg[96];
@@ -107,7 +164,6 @@ test_two_processes_exact(void **state)
 	shmt_t *h;
 	int st;
 
-	(void)state;
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(sh != MAP_FAILED);
@@ -151,6 +207,37 @@ test_two_processes_exact(void **state)
 	tu_close_unlink(h, seg);
 }
 
+static void
+test_two_processes_exact(void **state)
+{
+	const uint64_t limit = (uint64_t)(2000000 * tu_scale());
+	shmt_limit_t l = hf_limit(limit);
+
+	(void)state;
+	two_processes(&l, limit);
+}
+
+/* Exact mode: its log holds a grant's record each (16 bytes). */
+static void
+test_two_processes_exact_mode(void **state)
+{
+	const uint64_t limit = (uint64_t)(200000 * tu_scale());
+	shmt_limit_t l = hf_exact(limit);
+
+	(void)state;
+	two_processes(&l, limit);
+}
+
+static void
+test_two_processes_rate_mode(void **state)
+{
+	const uint64_t burst = (uint64_t)(2000000 * tu_scale());
+	shmt_limit_t l = hf_rate(burst);
+
+	(void)state;
+	two_processes(&l, burst);
+}
+
 int
 main(void)
 {
@@ -158,6 +245,11 @@ main(void)
 		cmocka_unit_test_teardown(test_request_taken, tu_sweep),
 		cmocka_unit_test_teardown(test_request_withdrawn, tu_sweep),
 		cmocka_unit_test_teardown(test_two_processes_exact, tu_sweep),
+		cmocka_unit_test_teardown(test_request_taken_modes, tu_sweep),
+		cmocka_unit_test_teardown(test_two_processes_exact_mode,
+		    tu_sweep),
+		cmocka_unit_test_teardown(test_two_processes_rate_mode,
+		    tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
