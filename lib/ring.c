@@ -228,9 +228,11 @@ __thread struct shmt_wguess shmt__wguess[WGUESS]
  *    by a dead process costs the next winner about a microsecond, once).
  * The hand-off word only changes how long a call waits: what a call decides
  * is still decided by the CAS on W alone (above), whatever the word holds,
- * and a kill -9 anywhere in these waits holds nothing.  Exact mode (its
- * hint, the first half of W, moves on each grant; exact.c) and rate mode
- * (its arrival time; gcra.c) hand the word over the same way.  Client
+ * and a kill -9 anywhere in these waits holds nothing.  Rate mode (its
+ * arrival time; gcra.c) hands the word over the same way, and so does
+ * exact mode, whose deciding CAS is on a log slot: its loser asks for and
+ * watches W's first half, the hint of the next grant number, which each
+ * grant moves on (exact.c).  Client
  * entries back off instead (shmt__cas_backoff): a random time, doubling
  * with each loss in a row, at most SHMT_BACKOFF_MAX_NS.
  */
