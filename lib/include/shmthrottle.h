@@ -49,10 +49,10 @@
  *   peek        | any caller      | none (loads only)        | nothing
  *   wait        | any caller      | as acquire; sleeps on    | a release,
  *               |                 | the row's futex word     | its retry time
- * Rate mode keeps one 8-byte arrival time instead of W: a grant, and a
- * refund, are one 8-byte CAS on it.  A release that returns uses bumps the
- * row's futex word and wakes sleepers, with a system call only when one
- * may sleep.
+ * A shared rate limiter's W holds its arrival time and its parameter
+ * generation in one 16-byte word: a grant, and a refund, are one 16-byte
+ * CAS on it.  A release that returns uses bumps the row's futex word and
+ * wakes sleepers, with a system call only when one may sleep.
  * Every operation on W is lock-free: a CAS fails only because another one
  * succeeded.  On success a CAS is a full barrier (sequentially consistent);
  * on failure it acts as an acquire load of the current word.
@@ -463,7 +463,8 @@ enum shmt_mode {
 	SHMT_MODE_EXACT = 1,
 	/* Rate and burst (the generic cell rate algorithm): one use every
 	 * T = window_ns / limit on average, up to `burst` at once; one
-	 * 8-byte word per limiter.  See "Rate mode" below. */
+	 * 16-byte word per limiter (arrival time and parameter generation).
+	 * See "Rate mode" below. */
 	SHMT_MODE_GCRA = 2
 };
 
@@ -851,10 +852,11 @@ SHMT_EXPORT int shmt_client_list(shmt_t *h, const char *name,
 /*
  * SHMT_MODE_GCRA: `limit` uses per `window_ns` as a rate (one use every
  * T = window_ns / limit ns, rounded down; window_ns >= limit), and up to
- * `burst` uses at once.  The limiter keeps one theoretical arrival time
- * (TAT) in one 8-byte word: a request of k uses at now passes when
- * max(TAT, now) + k * T <= now + T * burst, and its grant is one CAS that
- * moves TAT there.  Its safety promise is its own: at most
+ * `burst` uses at once.  A shared limiter keeps its theoretical arrival
+ * time (TAT) and its parameter generation in one 16-byte word: a request
+ * of k uses at now passes when max(TAT, now) + k * T <= now + T * burst,
+ * and its grant, or a refund, is one 16-byte CAS on the word that moves
+ * TAT there.  Its safety promise is its own: at most
  * burst + floor(d / T) uses are granted in any half-open interval of length
  * d (not the ring's `limit` per window: a full burst, then the rate).
  * Decisions answer as redis-cell's CL.THROTTLE key max_burst count period
