@@ -713,9 +713,10 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
  * Returns 1 granted, 0 throttled (also when the 64 entries of its part of
  * the table are all live and busy: counted as "table full"), or an error:
  * those of shmt_try_use_key, SHMT_ELOCKED (a new client's entry is claimed
- * under the table's lock, which a live process kept past its bound, as
- * in shmt_limiter_define; a call that finds its client's entry in the
- * middle of an override's change waits for that lock too),
+ * under the limiter's client lock, which a live process kept past its
+ * bound: 100 ms while it sleeps or is stopped, 1 s in all; a call that
+ * finds its client's entry in the middle of an override's change waits
+ * for that lock too),
  * -E2BIG (LEN over SHMT_CLIENT_MAX), -EPERM (the limiter is not per client).
  * An entry is reclaimed only when it holds no use in flight.
  */
@@ -784,12 +785,15 @@ typedef struct shmt_client_rule {
  * SHMT_OVERRIDE_ID_MAX), -ENOENT (no such limiter), -EPERM (the limiter
  * is not per client), -ENOSPC (the override table is full: clear one, or
  * define the limiter with a larger client_overrides), SHMT_ELOCKED (a
- * live process kept the limiter's client lock too long: try again),
- * SHMT_ECORRUPT (the override table or the client's entry is damaged).
+ * live process kept the table's lock or the limiter's client lock too
+ * long: try again), SHMT_ECORRUPT (the override table or the client's
+ * entry is damaged).
  * Nothing is kept of RULE or CLIENT after the call.
  * Concurrency: any process may call at any time, beside grants of every
- * kind; setters of one limiter serialise on its client lock (the lock
- * that claims of entries take; it recovers from a dead owner).  The
+ * kind.  A change takes the limiter table's lock first (definitions,
+ * updates and deletions take it too, and a move of the segment waits for
+ * it), then the limiter's client lock (the lock that claims of entries
+ * take); both recover from a dead owner.  The
  * change's atomic step is the CAS of the client's entry word (a new
  * epoch, 14 bits); a grant that read the old rule fails its CAS and
  * decides again.  A change that reaches a client's entry holds the client
