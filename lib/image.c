@@ -15,10 +15,14 @@
  *   counters    the same records; the values are the counters' own bytes
  *               (counters.c reads them back: shmt__cnt_restore)
  *   analyzer    the analyzer's own bytes (analyzer.c: shmt__an_export)
- * Slots, stripe owners and every lock word are left out: they name
+ * A restore keeps no slot, stripe owner or lock word: they name
  * processes and threads of the old segment, and after a reboot a lock's
- * owner id may name a live, unrelated thread.  Version 2 images (the
- * pieces only) are still read: their dictionary comes back empty.
+ * owner id may name a live, unrelated thread.  Slots, stripe owners and
+ * the shards' locks are not in the image; the header region and the
+ * limiter rows are, lock words included, and the restore puts the old
+ * header's counts into a new header (not its lock) and clears the rows'
+ * client locks (fill_limiters).  Version 2 images (the pieces only) are
+ * still read: their dictionary comes back empty.
  *
  * Consistency.  The pieces are copied word by word (see copy_range): the
  * image is what a kill -9 of everyone at each word's copy would leave,
