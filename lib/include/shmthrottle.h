@@ -214,7 +214,9 @@ typedef struct shmt_config {
 	uint32_t counters_error_ppm;
 } shmt_config_t;
 
-/* shmt_config_init: fill *CFG with the defaults stated above (NULL: no-op). */
+/* shmt_config_init: fill *CFG with the defaults stated above (NULL: no-op).
+ * No errors.  It writes *CFG alone (the caller's) and touches no segment:
+ * thread-safe, and a kill -9 leaves nothing behind. */
 SHMT_EXPORT void shmt_config_init(shmt_config_t *cfg);
 
 /*
@@ -236,8 +238,11 @@ SHMT_EXPORT int shmt_config_check(const shmt_config_t *cfg, char *why,
 
 /*
  * shmt_strerror: a static, constant description of any value this library
- * returns (a negative errno or a SHMT_E* code).  Never NULL; never changes
- * errno; thread-safe.
+ * returns (a negative errno or a SHMT_E* code); "unknown error" for a value
+ * it does not know.  Never NULL; the string is the library's (never free
+ * it) and stays valid for the life of the process.  No errors; never
+ * changes errno; thread-safe; it touches no segment, so a kill -9 leaves
+ * nothing behind.
  */
 SHMT_EXPORT const char *shmt_strerror(int err);
 
@@ -280,8 +285,15 @@ SHMT_EXPORT unsigned long shmt_version_number(void);
  * -ENOSPC (no room in /dev/shm), -EACCES/-EPERM (mode or gid refused),
  * -ENOSYS (the kernel has no getrandom(2)), SHMT_ENOSLOT.  On error nothing
  * is left behind and *OUT is untouched.
+ * Ownership: on success *OUT is the caller's, to be closed with shmt_close
+ * (which never removes the segment: shmt_unlink does).  CFG is read during
+ * the call only.
+ * Concurrency: thread-safe; any number of processes may create at once
+ * (one wins a name, as above).
  * kill -9 during the call leaves at most a temporary object named
- * "NAME.tmp.PID.N" in /dev/shm, never a half-built NAME.
+ * "NAME.tmp.PID.N" in /dev/shm, never a half-built NAME; once NAME is
+ * published it is complete (a slot the creator claimed in it is then a
+ * stale slot, see Caveats).
  */
 SHMT_EXPORT int shmt_create(const char *name, const shmt_config_t *cfg,
     shmt_t **out);
@@ -306,8 +318,18 @@ SHMT_EXPORT int shmt_create(const char *name, const shmt_config_t *cfg,
  * SHMT_ENOSLOT, SHMT_ENAMESPACE (the segment was created in another PID or
  * time namespace: its slots name processes by pid and its times are
  * CLOCK_MONOTONIC, so all its processes must share both; not compared
- * where /proc cannot tell), SHMT_ESTALE (removed as it was opened).  On
- * error *OUT is untouched.
+ * where /proc cannot tell), SHMT_ESTALE (removed as it was opened),
+ * -EAGAIN (a move of the segment into a new generation outlasted the
+ * wait, see above: try again).  On error *OUT is untouched.
+ * Ownership: on success *OUT is the caller's, to be closed with
+ * shmt_close (a child of fork() may use it too: "Handles and fork()").
+ * Concurrency: thread-safe; any number of processes may open one segment
+ * at once (each claims its slot with one CAS).  A segment frozen by a
+ * mover that died is settled here first, as by any process that finds it
+ * so (the move finished or undone by one CAS).
+ * kill -9 during the call leaves at most a slot claimed for the dead
+ * process, a stale slot (see Caveats); a move it was settling is settled
+ * by the next process that finds the segment frozen.
  */
 SHMT_EXPORT int shmt_open(const char *name, shmt_t **out);
 
@@ -319,6 +341,10 @@ typedef struct shmt_open_options {
 	uint32_t reserved[7];    /* zero */
 } shmt_open_opts_t;
 
+/* shmt_open_opts_init: fill *OPTS with the defaults (owner (uid_t)-1,
+ * reserved zero); NULL is a no-op.  No errors.  It writes *OPTS alone (the
+ * caller's) and touches no segment: thread-safe, and a kill -9 leaves
+ * nothing behind. */
 SHMT_EXPORT void shmt_open_opts_init(shmt_open_opts_t *opts);
 
 /*
@@ -336,7 +362,11 @@ SHMT_EXPORT void shmt_open_opts_init(shmt_open_opts_t *opts);
  *   group attach a 0660 segment owned by the daemon's user this way).
  *   Root trusts no group: a privileged process names the owner it trusts.
  * Anything else gives SHMT_EUNTRUSTED before a byte of the object is read.
- * Errors: those of shmt_open.
+ * Errors: those of shmt_open.  OPTS is read during the call only; on
+ * success *OUT is the caller's, to be closed with shmt_close.
+ * Thread-safe.  kill -9 during the call leaves at most a stale slot of the
+ * dead process, and a move it was settling to the next process that finds
+ * the segment frozen, as for shmt_open.
  */
 SHMT_EXPORT int shmt_open_opts(const char *name, const shmt_open_opts_t *opts,
     shmt_t **out);
@@ -393,7 +423,10 @@ SHMT_EXPORT void shmt_close(shmt_t *h);
  */
 SHMT_EXPORT int shmt_unlink(const char *name);
 
-/* The name the handle was opened with (owned by the handle). */
+/* shmt_name: the name the handle was opened with (the same after the
+ * segment moved), or NULL when H is NULL.  The string is owned by the
+ * handle: valid until shmt_close, never to be freed.  No errors;
+ * thread-safe; it reads the handle only, so a kill -9 leaves nothing. */
 SHMT_EXPORT const char *shmt_name(const shmt_t *h);
 
 /* ---- Time -------------------------------------------------------------- */
@@ -401,12 +434,21 @@ SHMT_EXPORT const char *shmt_name(const shmt_t *h);
 /*
  * shmt_set_clock: make handle H read time from FN(CTX) instead of
  * CLOCK_MONOTONIC; FN == NULL restores CLOCK_MONOTONIC.  Every later call on
- * H reads time through it.  Call it before sharing H between threads.
- * Returns 0, or -EINVAL when H is NULL.
+ * H reads time through it, and so does every generation H follows after a
+ * move.  Returns 0, or -EINVAL when H is NULL.
+ * Ownership: H keeps FN and CTX (not a copy of what CTX points to) until
+ * the next shmt_set_clock or shmt_close: CTX must stay valid, and FN
+ * callable, that long.
+ * Concurrency: call it before sharing H between threads (the change is
+ * not atomic against calls in progress).  It writes the handle alone,
+ * nothing in the segment: a kill -9 leaves nothing.
  */
 SHMT_EXPORT int shmt_set_clock(shmt_t *h, shmt_clock_fn fn, void *ctx);
 
-/* shmt_now: the handle's current time. */
+/* shmt_now: the handle's current time: FN(CTX) of shmt_set_clock, else
+ * CLOCK_MONOTONIC (also when H is NULL).  No errors.  Thread-safe as far
+ * as the handle's clock is; it reads no segment, so a kill -9 leaves
+ * nothing. */
 SHMT_EXPORT shmt_time_t shmt_now(shmt_t *h);
 
 /* ---- Segment statistics ------------------------------------------------ */
@@ -448,6 +490,8 @@ typedef struct shmt_segment_stat {
  * atomically.
  * Errors: -EINVAL, SHMT_ESIZE (the object was truncated after the open:
  * nothing is read from it).
+ * Reads only, without a lock, beside any other call; *OUT is the
+ * caller's.  kill -9 leaves nothing.
  */
 SHMT_EXPORT int shmt_segment_stat(shmt_t *h, shmt_segment_stat_t *out);
 
