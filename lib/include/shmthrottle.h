@@ -762,7 +762,19 @@ SHMT_EXPORT int shmt_next_key(shmt_t *h, const char *name, char *buf,
  * finds its client's entry in the middle of an override's change waits
  * for that lock too),
  * -E2BIG (LEN over SHMT_CLIENT_MAX), -EPERM (the limiter is not per client).
- * An entry is reclaimed only when it holds no use in flight.
+ * An entry is reclaimed only when it holds no use in flight.  CLIENT is
+ * read during the call only.
+ * Concurrency: any number of threads and processes at once.  A grant on
+ * the client's live entry is lock-free: one 16-byte CAS on the entry's
+ * word, which also checks that the entry is still that client's.  A new
+ * client's entry is claimed (an idle one reclaimed on the way) under the
+ * limiter's client lock, which recovers from a dead owner.
+ * kill -9 at any instruction of a grant loses at most the use being
+ * granted (it stays in flight until released: never an over-grant); one
+ * during a claim leaves the client lock, and at most one entry half
+ * claimed, to the lock's next holder (the next claim, shmt_client_* call
+ * or housekeeping that takes it), which takes the lock over and frees
+ * that entry.
  */
 SHMT_EXPORT int shmt_try_use(shmt_t *h, const char *name, const void *client,
     size_t len);
@@ -870,7 +882,12 @@ SHMT_EXPORT int shmt_client_clear(shmt_t *h, const char *name,
 /*
  * shmt_client_get: CLIENT's override on limiter NAME into *OUT: 1 when it
  * has one, 0 when it has none (*OUT zeroed), or the errors of
- * shmt_client_clear.  Reads the table under the client lock.
+ * shmt_client_clear.  Reads the table under the limiter's client lock
+ * alone (not the table's lock), beside grants and the other calls; it
+ * writes nothing, unless it takes the lock over from a dead holder and
+ * repairs what that one left, as every holder does (see shmt_client_set).
+ * kill -9 inside leaves the override table as it was, and the client lock
+ * to its next holder, which takes it over.
  */
 SHMT_EXPORT int shmt_client_get(shmt_t *h, const char *name,
     const void *client, size_t len, shmt_client_rule_t *out);
@@ -991,6 +1008,12 @@ SHMT_EXPORT int shmt_peek(shmt_t *h, const char *name, const void *client,
  * shmt_next_key_decide: shmt_next_key with the decision in *OUT (may be
  * NULL).  Returns the name's length (> 0), 0 when throttled, or the errors
  * of shmt_next_key.
+ * Concurrency: any number of threads and processes; the grant is one CAS,
+ * lock-free, that decides, records and numbers it (the name), and the
+ * decision is computed after it from the word it installed, as in
+ * shmt_acquire.  kill -9 at any instruction loses at most the use being
+ * granted (its name is not handed out; the use stays in flight until
+ * released).
  */
 SHMT_EXPORT int shmt_next_key_decide(shmt_t *h, const char *name, char *buf,
     size_t cap, shmt_decision_t *out);
@@ -1133,6 +1156,13 @@ SHMT_EXPORT int shmt_limiter_try(shmt_limiter_t *l, const void *client,
  * LEN 0: a shared limiter) with the decision in OUT (may be NULL).
  * Returns and errors as shmt_acquire, plus -ENOENT and SHMT_ESTALE as
  * shmt_limiter_try.
+ * Concurrency: L may be used by any number of threads at once, like H.
+ * The grant is one CAS that decides and records it, lock-free, never
+ * waiting for the daemon; a client without an entry has one claimed under
+ * the limiter's client lock first, as in shmt_try_use.  kill -9 at any
+ * instruction loses at most the COST uses being granted (they stay in
+ * flight until released); one during a claim leaves the client lock to
+ * its next holder, which takes it over and frees the entry half claimed.
  */
 SHMT_EXPORT int shmt_limiter_acquire(shmt_limiter_t *l, const void *client,
     size_t len, uint64_t cost, shmt_decision_t *out);
@@ -1140,7 +1170,14 @@ SHMT_EXPORT int shmt_limiter_acquire(shmt_limiter_t *l, const void *client,
 /*
  * shmt_next_key_wait: shmt_next_key, waiting as shmt_wait does.  Returns the
  * name's length (> 0), 0 when the timeout ran out, -EINTR, or the errors of
- * shmt_next_key.
+ * shmt_next_key (-ENOENT also when the limiter is deleted while the call
+ * waits).
+ * Concurrency: any number of threads and processes; each try is
+ * shmt_next_key's lock-free CAS, and a refused caller sleeps on the row's
+ * futex word until uses come back or its retry time; waiters are not
+ * queued.  kill -9 while asleep leaves nothing held (at most one needless
+ * wake-up call for the next releaser); during a try it loses at most the
+ * use being granted (its name is not handed out).
  */
 SHMT_EXPORT int shmt_next_key_wait(shmt_t *h, const char *name, char *buf,
     size_t cap, uint64_t timeout_ns, shmt_decision_t *out);
@@ -1191,8 +1228,11 @@ typedef struct shmt_limiter_stat {
 } shmt_limiter_stat_t;
 
 /*
- * shmt_limiter_stat: fill *OUT for limiter NAME.  Errors: -EINVAL, -ENOENT.
+ * shmt_limiter_stat: fill *OUT for limiter NAME.  Errors: -EINVAL, -ENOENT
+ * (and those of the name and its row, as for shmt_limiter_open).
  * Wait-free apart from per-client limiters, where it walks the table.
+ * Reads only, without a lock, beside any other call: each field is read
+ * atomically, not all at one instant.  kill -9 leaves nothing.
  */
 SHMT_EXPORT int shmt_limiter_stat(shmt_t *h, const char *name,
     shmt_limiter_stat_t *out);
@@ -1201,6 +1241,9 @@ SHMT_EXPORT int shmt_limiter_stat(shmt_t *h, const char *name,
  * shmt_limiter_list: fill OUT[0..CAP) with the stats of the defined limiters
  * in table order; returns how many are defined (may exceed CAP: call again
  * with more room).  OUT may be NULL when CAP is 0.  Errors: -EINVAL.
+ * Reads only, without a lock, beside any other call: a limiter defined or
+ * deleted during the call may be listed or not, and each row is read as
+ * shmt_limiter_stat reads it.  kill -9 leaves nothing.
  */
 SHMT_EXPORT int shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out,
     size_t cap);
@@ -1221,7 +1264,13 @@ typedef struct shmt_bucket_info {
 /*
  * shmt_limiter_buckets: the ring of limiter NAME (buckets mode, not per
  * client), oldest first, into OUT[0..CAP); returns how many buckets are in
- * use.  Errors: -EINVAL, -ENOENT, -EPERM (exact mode or per client).
+ * use.  Errors: -EINVAL, -ENOENT, -EPERM (exact or rate mode, or per
+ * client), SHMT_ECORRUPT (the state word counts more buckets than the ring
+ * holds, or a slot holds another bucket than the word implies: damage, or
+ * a slot reused for a newer bucket while the call read the ring).
+ * Reads only, without a lock, beside grants: the state word once, then
+ * each bucket's slot, so the ring is the one that word describes, each
+ * close time as read just after it.  kill -9 leaves nothing.
  */
 SHMT_EXPORT int shmt_limiter_buckets(shmt_t *h, const char *name,
     shmt_bucket_info_t *out, size_t cap);
