@@ -1391,14 +1391,20 @@ SHMT_EXPORT int shmt_get(shmt_t *h, const void *key, size_t klen, void *buf,
 SHMT_EXPORT int shmt_set(shmt_t *h, const void *key, size_t klen,
     const void *val, size_t vlen, uint64_t ttl_ms);
 /* shmt_add: shmt_set only if KEY is absent (else -EEXIST); the same
- * limits and the same default TTL. */
+ * limits and the same default TTL.  Under the key's shard lock, as
+ * shmt_set: kill -9 during the call leaves KEY absent or with the new
+ * value (the shard repaired as after any writer killed). */
 SHMT_EXPORT int shmt_add(shmt_t *h, const void *key, size_t klen,
     const void *val, size_t vlen, uint64_t ttl_ms);
 /* shmt_replace: shmt_set only if KEY is present (else -ENOENT); the TTL is
- * replaced too (TTL 0: the segment's default TTL); the same limits. */
+ * replaced too (TTL 0: the segment's default TTL); the same limits.  Under
+ * the key's shard lock, as shmt_set: kill -9 during the call leaves the
+ * old value and TTL or the new ones. */
 SHMT_EXPORT int shmt_replace(shmt_t *h, const void *key, size_t klen,
     const void *val, size_t vlen, uint64_t ttl_ms);
-/* shmt_del: remove KEY.  Returns 0 or -ENOENT (and the errors of set). */
+/* shmt_del: remove KEY.  Returns 0 or -ENOENT (and the errors of set).
+ * Under the key's shard lock, as shmt_set: kill -9 during the call leaves
+ * KEY present or removed. */
 SHMT_EXPORT int shmt_del(shmt_t *h, const void *key, size_t klen);
 
 /*
@@ -1410,7 +1416,11 @@ SHMT_EXPORT int shmt_del(shmt_t *h, const void *key, size_t klen);
  * that fits in int64_t), -ERANGE (the sum overflows), and the errors of
  * shmt_set: -E2BIG for a key over the segment's dict_max_key, -EMSGSIZE
  * when the sum's text is longer than its dict_max_value; nothing changes
- * on any error.  Atomic with respect to every other writer of the key.
+ * on any error, and *RESULT is set only on success.  Atomic with respect
+ * to every other writer of the key: the read, the sum and the store are
+ * made under the key's shard lock (readers do not wait).  kill -9 during
+ * the call leaves the old value or the sum, never a mix (the shard
+ * repaired as after any writer killed).
  */
 SHMT_EXPORT int shmt_incr(shmt_t *h, const void *key, size_t klen,
     int64_t delta, int64_t *result);
@@ -1450,7 +1460,9 @@ typedef struct shmt_dict_stat {
 	uint64_t repairs;         /* shards repaired after a dead writer */
 } shmt_dict_stat_t;
 
-/* shmt_dict_stat: fill *OUT.  Errors: -EINVAL, -ENODEV. */
+/* shmt_dict_stat: fill *OUT.  Errors: -EINVAL, -ENODEV.  Reads only,
+ * without a lock, beside readers and writers: each shard's figures are
+ * read atomically, not all at one instant.  kill -9 leaves nothing. */
 SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
 
 /*
@@ -1644,8 +1656,14 @@ typedef struct shmt_top_info {
 /*
  * shmt_top_keys: the hot keys, most requested first, into OUT[0..CAP), and
  * the span they cover into *INFO (may be NULL).  Returns how many keys are
- * hot (may exceed CAP), or -EINVAL, -ENODEV (no analyzer), -ENOMEM.
- * Lock-free; reads what concurrent writers have published.
+ * hot (may exceed CAP), or -EINVAL, -ENODEV (no analyzer), -ENOMEM (the
+ * private memory the merge takes, freed before it returns).  OUT and INFO
+ * are the caller's.
+ * Lock-free, beside any other call; reads what concurrent writers have
+ * published (a summary that changes under four reads in a row is left
+ * out) and writes nothing to the analyzer; a key known by its hash alone
+ * is looked up in the dictionary as shmt_get looks.  kill -9 leaves
+ * nothing.
  */
 SHMT_EXPORT int shmt_top_keys(shmt_t *h, shmt_hotkey_t *out, size_t cap,
     shmt_top_info_t *info);
@@ -1751,16 +1769,30 @@ SHMT_EXPORT int shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report,
 
 /*
  * shmt_housekeep: do now what callers would otherwise do lazily: seal and
- * release due buckets of every limiter, reclaim idle per-client entries,
- * free expired dictionary items and counters, reap the slots of dead
- * processes.  Sets *NEXT_NS (may be NULL) to the
+ * release due buckets of every buckets-mode limiter, reclaim the idle
+ * client entries of the per-client ones (a rate-mode client's entry is
+ * reclaimed when a claim needs it; exact logs and arrival times age
+ * alone), free expired dictionary items and counters, reap the slots (and
+ * analyzer stripes) of dead processes.  Sets *NEXT_NS (may be NULL) to the
  * earliest time at which there will be work again (UINT64_MAX: none
  * known).  Returns the number of actions taken, or an error (among them
  * SHMT_ESIZE when the object was truncated after the open: then nothing is
  * touched, and the caller should let go of the segment; SHMT_ESTALE when the
  * segment was removed, by shmt_unlink or by hand: an object left without a
- * name is retired here, so that every process attached learns of it).
- * Any number of processes may call it at once; the daemon calls it on time.
+ * name is retired here, so that every process attached learns of it;
+ * SHMT_ELOCKED when a live process kept a client or shard lock past its
+ * bound, as in shmt_set: the work before it stays done).
+ * Concurrency: any number of processes may call it at once, beside every
+ * other call; the daemon calls it on time.  Buckets are sealed and released
+ * by CAS, as callers do; a per-client limiter's entries are reclaimed under
+ * its client lock (claims of new clients wait meanwhile); expired items and
+ * counters are freed under their shard's lock (writers of that shard wait,
+ * readers never do); slots and stripes are reaped by CAS.
+ * kill -9 in the middle leaves what it did done and the rest for later
+ * (each release, reclaim and reap is one CAS), and a client or shard lock
+ * it held to the next process that needs it, which finds the owner dead
+ * and takes the lock over (lib/lock.c): a shard is then repaired as after
+ * any writer killed, every item kept or freed whole (lib/store.c).
  */
 SHMT_EXPORT int shmt_housekeep(shmt_t *h, shmt_time_t *next_ns);
 
