@@ -920,8 +920,8 @@ SHMT_EXPORT int shmt_client_list(shmt_t *h, const char *name,
  * `burst` uses at once.  A shared limiter keeps its theoretical arrival
  * time (TAT) and its parameter generation in one 16-byte word: a request
  * of k uses at now passes when max(TAT, now) + k * T <= now + T * burst,
- * and its grant, or a refund, is one 16-byte CAS on the word that moves
- * TAT there.  Its safety promise is its own: at most
+ * and its grant is one 16-byte CAS on the word that moves TAT there (a
+ * refund is one too).  Its safety promise is its own: at most
  * burst + floor(d / T) uses are granted in any half-open interval of length
  * d (not the ring's `limit` per window: a full burst, then the rate).
  * Decisions answer as redis-cell's CL.THROTTLE key max_burst count period
