@@ -93,6 +93,21 @@ shmt__load128(const void *p, uint64_t out[2])
 	memcpy(out, &v, sizeof(v));
 }
 
+/* The load that takes the line for writing, as a CAS that follows it will:
+ * a CAS of the word with a value it is unlikely to hold, whose failure
+ * returns the current one (libatomic takes its lock where the CPU has no
+ * 16-byte CAS, and that load is atomic too).  Where it happens to hold
+ * zero, the CAS stores zero: the same value. */
+static inline void
+shmt__load128_excl(const void *p, uint64_t out[2])
+{
+	shmt_u128 e = 0;
+
+	(void)__atomic_compare_exchange_n((shmt_u128 *)(uintptr_t)p, &e, e,
+	    0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE);
+	memcpy(out, &e, sizeof(e));
+}
+
 static inline void
 shmt__store128(void *p, const uint64_t in[2])
 {
