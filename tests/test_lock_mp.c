@@ -178,62 +178,6 @@ test_lock_exclusion_with_sleepers(void **state)
 	tu_close_unlink(h, name);
 }
 
-/* A waiter that went to sleep behind a holder is woken by the unlock (the
- * sleep's timeout is a minute: only the wake can end it within the
- * alarm), takes the lock as a plain acquisition, and its own unlock
- * leaves the flag clear. */
-static void
-test_lock_sleeper_woken(void **state)
-{
-	char name[64];
-	shmt_config_t cfg;
-	shmt_t *h = NULL;
-	int p[2], ws = 0;
-	pid_t pid;
-	char got = 0;
-	uint64_t t0;
-
-	(void)state;
-	tu_segname(name, sizeof(name), "lkw");
-	tu_config_tiny(&cfg);
-	assert_int_equal(shmt_create(name, &cfg, &h), 0);
-	assert_int_equal(shmt__lock(h, lock0(h)), 0);
-	pid = tu_fork_pipe(p);
-	if (pid == 0) {
-		shmt_t *c = NULL;
-		char rc;
-
-		alarm(LK_ALARM);
-		close(p[0]);
-		shmt__lock_sleep_ns = LK_SLEEP_NS;
-		if (shmt_open(name, &c) != 0)
-			_exit(2);
-		rc = (char)shmt__lock(c, lock0(c));
-		shmt__unlock(lock0(c));
-		if (write(p[1], &rc, 1) != 1)
-			_exit(4);
-		_exit(0);
-	}
-	close(p[1]);
-	/* The child spins, then raises the flag and sleeps. */
-	t0 = tu_mono_ns();
-	while (__atomic_load_n(&lock0(h)->lk_pad, __ATOMIC_ACQUIRE) == 0) {
-		if (tu_mono_ns() - t0 > 20000000000ULL)
-			fail_msg("the waiter never went to sleep");
-		tu_pause_ms(1);
-	}
-	wait_asleep(pid);
-	shmt__unlock(lock0(h));
-	assert_int_equal(read(p[0], &got, 1), 1);
-	close(p[0]);
-	assert_int_equal(got, 0);
-	assert_int_equal(waitpid(pid, &ws, 0), pid);
-	assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
-	assert_int_equal(lock0(h)->lk_owner, 0);
-	assert_int_equal(lock0(h)->lk_pad, 0);
-	tu_close_unlink(h, name);
-}
-
 /* Wait (bounded) until L's sleeper flag is up: a waiter spun and slept. */
 static void
 wait_for_sleeper(struct shmt_lock *l)
@@ -286,6 +230,38 @@ reap_ok(pid_t pid)
 		fail_msg("child %d: %s %d", (int)pid,
 		    WIFEXITED(ws) ? "exit" : "signal",
 		    WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
+}
+
+/* A waiter that went to sleep behind a holder is woken by the unlock (the
+ * sleep's timeout is a minute: only the wake can end it within the
+ * alarm), takes the lock as a plain acquisition, and its own unlock
+ * leaves the flag clear. */
+static void
+test_lock_sleeper_woken(void **state)
+{
+	char name[64];
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	uint64_t saved = shmt__lock_sleep_ns;
+	pid_t pid;
+
+	(void)state;
+	tu_segname(name, sizeof(name), "lkw");
+	tu_config_tiny(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	assert_int_equal(shmt__lock(h, lock0(h)), 0);
+	/* The child spins, then raises the flag and sleeps for a minute at
+	 * most (its alarm comes first): only the unlock's wake ends it. */
+	shmt__lock_sleep_ns = LK_SLEEP_NS;
+	pid = waiter_child(name, 0);
+	shmt__lock_sleep_ns = saved;
+	wait_for_sleeper(lock0(h));
+	wait_asleep(pid);
+	shmt__unlock(lock0(h));
+	reap_ok(pid);
+	assert_int_equal(lock0(h)->lk_owner, 0);
+	assert_int_equal(lock0(h)->lk_pad, 0);
+	tu_close_unlink(h, name);
 }
 
 /* kill -9 of a sleeping waiter leaves the flag up: the next unlock clears
