@@ -108,7 +108,11 @@ tid_self(void)
 }
 
 /* 1 when OWNER names a thread that exists now, of a process that holds a
- * slot of the segment; *RUNNING as shmt__tid_status(). */
+ * slot of the segment; *RUNNING as shmt__tid_status().  A thread that
+ * exists but whose status cannot be read (this process out of
+ * descriptors, /proc hidden or absent) counts as alive and running: the
+ * waiter's bound then ends its wait with SHMT_ELOCKED, and nobody takes a
+ * lock from a live holder on a guess. */
 static int
 owner_alive(shmt_t *h, uint32_t owner, int *running)
 {
@@ -118,8 +122,14 @@ owner_alive(shmt_t *h, uint32_t owner, int *running)
 	if (owner == 0 || owner >= SHMT_TID_MAX)
 		return 0;
 	alive = shmt__env_kill0((pid_t)owner) == 0 || errno == EPERM;
-	if (alive && h != NULL)
-		alive = shmt__slot_held_by(h, shmt__tid_status(owner, running));
+	if (alive && h != NULL) {
+		pid_t p = shmt__tid_status(owner, running);
+
+		if (p < 0)
+			*running = 1;
+		else
+			alive = shmt__slot_held_by(h, p);
+	}
 	errno = saved;
 	return alive;
 }

@@ -100,9 +100,12 @@ shmt__pid_alive(pid_t pid, uint64_t start)
 	return alive;
 }
 
-/* The process (thread group) of thread TID, or 0 when it does not exist
- * or is a zombie: a thread killed and not yet waited for holds nothing, and
- * its parent may take its time to reap it.  *RUNNING gets 1 when the thread
+/* The process (thread group) of thread TID, or 0 when it is a zombie: a
+ * thread killed and not yet waited for holds nothing, and its parent may
+ * take its time to reap it.  -1 when its status cannot be read (no
+ * descriptor left, /proc hidden by hidepid or not mounted, or the thread
+ * just exited): unknown, never taken for dead, since the callers ask
+ * kill(2) first and a thread that is gone fails that next time.  *RUNNING gets 1 when the thread
  * runs or waits for a CPU (R), or waits in the kernel without being
  * interruptible (D: a page fault, a memory allocation), which is how a
  * writer inside a critical section looks; 0 when it sleeps or is stopped. */
@@ -115,7 +118,7 @@ shmt__tid_status(uint32_t tid, int *running)
 	*running = 0;
 	snprintf(path, sizeof(path), "/proc/%u/status", tid);
 	if (shmt__proc_read(path, buf, sizeof(buf)) != 0)
-		return 0;
+		return -1;
 	p = strstr(buf, "\nState:");
 	if (p != NULL) {
 		p += 7;
@@ -126,13 +129,14 @@ shmt__tid_status(uint32_t tid, int *running)
 		*running = *p == 'R' || *p == 'D';
 	}
 	p = strstr(buf, "\nTgid:");
-	return p != NULL ? (pid_t)atoi(p + 6) : 0;
+	return p != NULL ? (pid_t)atoi(p + 6) : -1;
 }
 
 pid_t
 shmt__tid_process(uint32_t tid)
 {
 	int running;
+	pid_t p = shmt__tid_status(tid, &running);
 
-	return shmt__tid_status(tid, &running);
+	return p > 0 ? p : 0;
 }

@@ -19,8 +19,8 @@ uint64_t shmt__proc_start(pid_t pid);
 /* 1 when PID runs and (if START is known) is the same process; a zombie
  * counts as dead.  Keeps errno. */
 int shmt__pid_alive(pid_t pid, uint64_t start);
-/* The process (thread group) of thread TID, or 0 when it does not exist or
- * is a zombie.  *RUNNING gets 1 when the thread runs, waits for a CPU (R)
+/* The process (thread group) of thread TID, 0 when it is a zombie, or -1
+ * when its status cannot be read (unknown: not dead).  *RUNNING gets 1 when the thread runs, waits for a CPU (R)
  * or waits in the kernel uninterruptibly (D), as a writer inside a critical
  * section looks; 0 when it sleeps or is stopped. */
 pid_t shmt__tid_status(uint32_t tid, int *running);
