@@ -195,7 +195,8 @@ shmt__genword_from_live(struct shmt_hdr *hdr, uint32_t state)
 _Static_assert(sizeof(uint64_t) == 8 && sizeof(int) == 4, "LP64 please");
 _Static_assert(-1 == ~0, "two's complement please");
 
-/* One slot per attached process. sl_pid is claimed by CAS from 0. */
+/* One slot per attached process. sl_pid is claimed by CAS from 0, with
+ * its top bit set until the claimer has stored sl_start (slots.c). */
 struct shmt_slot {
 	uint32_t sl_pid;
 	uint32_t sl_pad;

@@ -7,6 +7,13 @@
  * Reaping rechecks before it frees, as LMDB's reader table does: a slot is
  * freed only by a CAS from the exact pid found dead, and the start time
  * tells a reused pid from the process that claimed the slot.
+ *
+ * A claim takes two steps, so that no reaper ever judges a claimer by the
+ * start time its slot's last holder left there: the CAS from 0 stores the
+ * pid with SLOT_CLAIMING set, then the claimer stores its start time and
+ * only then its plain pid (release).  A reaper that finds SLOT_CLAIMING
+ * frees the slot only when kill(2) says that process does not exist (a
+ * claimer killed between the steps); a claimer still at work keeps it.
  */
 #include "segment.h"
 
@@ -20,6 +27,9 @@ slots(const shmt_t *h, uint32_t *n)
 	return shmt__region(h, SHMT_R_SLOTS);
 }
 
+/* sl_pid while its process claims the slot (pids are below 2^31). */
+#define SLOT_CLAIMING 0x80000000U
+
 static int
 claim_once(shmt_t *h)
 {
@@ -31,13 +41,14 @@ claim_once(shmt_t *h)
 
 		if (__atomic_load_n(&s[i].sl_pid, __ATOMIC_RELAXED) != 0)
 			continue;
-		if (!__atomic_compare_exchange_n(&s[i].sl_pid, &expect, pid, 0,
-		    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		if (!__atomic_compare_exchange_n(&s[i].sl_pid, &expect,
+		    pid | SLOT_CLAIMING, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue;
 		__atomic_store_n(&s[i].sl_start, shmt__proc_start(h->pid),
 		    __ATOMIC_RELAXED);
 		__atomic_store_n(&s[i].sl_attached_ns, shmt__mono_ns(),
 		    __ATOMIC_RELAXED);
+		__atomic_store_n(&s[i].sl_pid, pid, __ATOMIC_RELEASE);
 		h->slot = i;
 		return 0;
 	}
@@ -80,9 +91,18 @@ shmt__slots_reap(shmt_t *h)
 		uint32_t pid = __atomic_load_n(&s[i].sl_pid, __ATOMIC_ACQUIRE);
 		uint64_t start = __atomic_load_n(&s[i].sl_start, __ATOMIC_RELAXED);
 
-		if (pid == 0 || pid > INT32_MAX ||
-		    shmt__pid_alive((pid_t)pid, start))
+		if (pid == 0)
 			continue;
+		if (pid & SLOT_CLAIMING) {
+			/* Half claimed: its start time is not yet the
+			 * claimer's.  Freed only when that process is gone. */
+			if ((pid & ~SLOT_CLAIMING) != 0 &&
+			    shmt__pid_alive((pid_t)(pid & ~SLOT_CLAIMING), 0))
+				continue;
+		} else if (pid > INT32_MAX ||
+		    shmt__pid_alive((pid_t)pid, start)) {
+			continue;
+		}
 		if (__atomic_compare_exchange_n(&s[i].sl_pid, &pid, 0, 0,
 		    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			reaped++;
@@ -105,7 +125,8 @@ shmt__slots_count(shmt_t *h, uint32_t *in_use, uint32_t *stale)
 		if (pid == 0)
 			continue;
 		used++;
-		if (pid > INT32_MAX || !shmt__pid_alive((pid_t)pid,
+		if ((pid & SLOT_CLAIMING) ? !shmt__pid_alive((pid_t)(pid &
+		    ~SLOT_CLAIMING), 0) : !shmt__pid_alive((pid_t)pid,
 		    __atomic_load_n(&s[i].sl_start, __ATOMIC_RELAXED)))
 			dead++;
 	}
