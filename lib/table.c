@@ -585,6 +585,31 @@ shmt__lim_lookup(shmt_t *h, const char *name, struct shmt_lview *scratch,
 	return -ENOENT;
 }
 
+/* A and B are views of one row for the same generation and parameters:
+ * equal from pgen on (view_fill zeroes every view first, so padding is
+ * equal too). */
+static int
+view_same(const struct shmt_lview *a, const struct shmt_lview *b)
+{
+	size_t at = offsetof(struct shmt_lview, pgen);
+
+	return a->pgen == b->pgen && memcmp((const char *)a + at,
+	    (const char *)b + at, sizeof(*a) - at) == 0;
+}
+
+/* The view on HEAD's chain that is the same as NV, or NULL.  The chain
+ * holds one view per distinct generation and parameters this process saw
+ * (a hostile writer can make many; each costs one view, once). */
+static const struct shmt_lview *
+view_same_on_chain(const struct shmt_lview *head, const struct shmt_lview *nv)
+{
+	for (const struct shmt_lview *v = head; v != NULL;
+	    v = __atomic_load_n(&v->lv_next, __ATOMIC_ACQUIRE))
+		if (view_same(v, nv))
+			return v;
+	return NULL;
+}
+
 __attribute__((noinline, cold)) int
 shmt__view_renew(shmt_t *h, const struct shmt_lview **vp)
 {
@@ -607,10 +632,17 @@ shmt__view_renew(shmt_t *h, const struct shmt_lview **vp)
 		return rc;
 	}
 	nv->lv_state = 2;
+	/* A view of this generation and these parameters on the chain
+	 * already (another thread's, or one the tag went back to): use it. */
+	if ((got = view_same_on_chain(head, nv)) != NULL) {
+		free(nv);
+		*vp = got;
+		goto done;
+	}
 	tail = (struct shmt_lview *)view_latest(head);
 	for (;;) {
-		if (tail->pgen == nv->pgen) {
-			/* Another thread chained this generation first. */
+		if (view_same(tail, nv)) {
+			/* Another thread chained it first. */
 			free(nv);
 			*vp = tail;
 			break;
@@ -619,10 +651,12 @@ shmt__view_renew(shmt_t *h, const struct shmt_lview **vp)
 		if (__atomic_compare_exchange_n(&tail->lv_next, &expect, nv, 0,
 		    __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
 			*vp = nv;
+			__atomic_store_n(&head->lv_tail, nv, __ATOMIC_RELEASE);
 			break;
 		}
-		tail = (struct shmt_lview *)view_latest(expect);
+		tail = expect;
 	}
+done:
 	if (shmt__lim_last.uid == h->uid && shmt__lim_last.v != NULL &&
 	    shmt__lim_last.v->lv_row == r)
 		shmt__lim_last.v = *vp;

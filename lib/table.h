@@ -32,11 +32,18 @@ enum { WHY_NONE, WHY_EXHAUSTED, WHY_SLACK, WHY_RING_FULL, WHY_TABLE_FULL,
  * the view records the generation it was built for (pgen), and a view
  * found stale is never rewritten (other threads may be reading it): a new
  * one is chained after it (lv_next) and kept until the handle closes.
+ * A view already on the chain with the same generation and the same
+ * parameters is used again instead of chaining another, so a word whose
+ * tag goes back and forth between generations (a hostile writer) costs no
+ * memory; and the row's first view keeps the newest (lv_tail), so that
+ * finding it does not walk the chain.
  */
 struct shmt_lview {
 	uint32_t lv_state;            /* 0 empty, 1 filling, 2 ready */
 	uint32_t lv_row;
 	struct shmt_lview *lv_next;   /* a newer view of the same row */
+	struct shmt_lview *lv_tail;   /* the row's first view only: the
+				       * newest chained (a hint; NULL: none) */
 	uint32_t pgen;                /* W's tag this view is valid for */
 	uint32_t pgen_check;          /* 1: shared, without keys (the
 				       * parameters may change in place) */
@@ -173,8 +180,11 @@ int shmt__define_locked(shmt_t *h, const char *name, size_t len,
 static inline const struct shmt_lview *
 view_latest(const struct shmt_lview *v)
 {
-	const struct shmt_lview *n;
+	const struct shmt_lview *n = __atomic_load_n(&v->lv_tail,
+	    __ATOMIC_ACQUIRE);
 
+	if (n != NULL)
+		v = n;
 	while ((n = __atomic_load_n(&v->lv_next, __ATOMIC_ACQUIRE)) != NULL)
 		v = n;
 	return v;
