@@ -14,6 +14,7 @@ shmt_add_test(test_hostile SOURCES test_hostile.c LABELS stress TIMEOUT 120)
 shmt_add_test(test_hostile_perms SOURCES test_hostile_perms.c LABELS unit TIMEOUT 60)
 shmt_add_test(test_hostile_cases SOURCES test_hostile_cases.c LABELS unit TIMEOUT 120)
 shmt_add_test(test_lock_mp SOURCES test_lock_mp.c LABELS unit TIMEOUT 120)
+shmt_add_test(test_liveness SOURCES test_liveness.c LABELS unit TIMEOUT 120)
 
 # valgrind runs the native binaries: only in the build without sanitizers.
 if(SHMT_SANITIZE STREQUAL "" AND NOT SHMT_FUZZ AND TARGET shmthrottle
