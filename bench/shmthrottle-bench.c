@@ -64,7 +64,8 @@ static const struct bench_sys *const systems[] = {
 };
 #define NSYSTEMS (sizeof(systems) / sizeof(systems[0]))
 
-/* clock+cas8 runs in rate mode only, whose state word is 8 bytes. */
+/* clock+cas8 runs in rate mode only: the floor of an 8-byte arrival time,
+ * which rate mode's target is measured against (its word is 16 bytes). */
 static const struct bench_sys *const floors[] = {
 	&bench_sys_floor_clock, &bench_sys_floor_cas, &bench_sys_floor_cas8,
 	&bench_sys_floor_add,

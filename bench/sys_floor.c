@@ -5,7 +5,8 @@
  * read (the vDSO).  clock+cas: one clock read and one uncontended 16-byte
  * CAS on the worker's own line, the least a lock-free grant does (a
  * bucket's state word is 16 bytes); clock+cas8: the same with an 8-byte
- * CAS (a rate-mode state word).  add: one atomic add on a line every
+ * CAS (an 8-byte arrival time: the floor rate mode's target names; its
+ * word is 16 bytes, the arrival time and the parameters' generation).  add: one atomic add on a line every
  * worker shares, the cost of contention.
  *
  * bench_clock_measure() times the same ops in one thread, outside the
