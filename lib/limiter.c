@@ -843,10 +843,12 @@ shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
 		    SHMT_LIM_READY || shmt__view_get(h, r, &scratch, &v) != 0)
 			continue;
-		if (v->mode == SHMT_MODE_EXACT || v->mode == SHMT_MODE_GCRA)
-			continue;  /* its log or arrival time ages alone */
 		if (v->flags & SHMT_LIMF_PER_CLIENT) {
+			/* Idle entries of either mode are reclaimed. */
 			rc = shmt__hk_clients(h, v, now, next);
+		} else if (v->mode == SHMT_MODE_EXACT ||
+		    v->mode == SHMT_MODE_GCRA) {
+			continue;  /* its log or arrival time ages alone */
 		} else {
 			rc = -EAGAIN;
 			/* -EAGAIN: the parameters changed meanwhile. */

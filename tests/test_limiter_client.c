@@ -182,6 +182,44 @@ test_table_full_and_reclaim(void **state)
 	assert_int_equal(st.denied_table_full, 5);
 }
 
+/* Housekeeping reclaims the idle entries of a per-client table in rate
+ * mode as in buckets mode: once every client's arrival time has passed,
+ * none is in use, and a client still limited keeps its entry. */
+static void
+test_housekeep_reclaims_rate_mode(void **state)
+{
+	shmt_limit_t lim = { .mode = SHMT_MODE_GCRA, .limit = 2,
+		.window_ns = 100, .burst = 2, .per_client = 1,
+		.client_capacity = 8 };
+	shmt_limiter_stat_t st;
+
+	(void)state;
+	assert_int_equal(shmt_limiter_define(tc_g.h, "pc", &lim), 0);
+	assert_int_equal(tc_use("A", 0), 1);
+	assert_int_equal(tc_use("B", 0), 1);
+	assert_int_equal(tc_use("C", 0), 1);
+	assert_int_equal(shmt_limiter_stat(tc_g.h, "pc", &st), 0);
+	assert_int_equal(st.clients_in_use, 3);
+	/* At 40 every arrival time (50) is ahead: nothing is idle. */
+	tc_g.clk.now = 40;
+	assert_true(shmt_housekeep(tc_g.h, NULL) >= 0);
+	assert_int_equal(shmt_limiter_stat(tc_g.h, "pc", &st), 0);
+	assert_int_equal(st.clients_in_use, 3);
+	/* C asks again at 60 (arrival time 110); A and B are idle. */
+	assert_int_equal(tc_use("C", 60), 1);
+	tc_g.clk.now = 100;
+	assert_true(shmt_housekeep(tc_g.h, NULL) >= 2);
+	assert_int_equal(shmt_limiter_stat(tc_g.h, "pc", &st), 0);
+	assert_int_equal(st.clients_in_use, 1);
+	/* C's limit was kept: one more now, then refused. */
+	assert_int_equal(tc_use("C", 100), 1);
+	assert_int_equal(tc_use("C", 100), 0);
+	tc_g.clk.now = 1000;
+	assert_true(shmt_housekeep(tc_g.h, NULL) >= 1);
+	assert_int_equal(shmt_limiter_stat(tc_g.h, "pc", &st), 0);
+	assert_int_equal(st.clients_in_use, 0);
+}
+
 /* Many more clients than entries, random times: a client is never granted
  * more than the seed would grant it, and whenever the library throttles a
  * client the model would grant, the table was full. */
@@ -244,6 +282,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_client_models,
 		    tc_setup, tc_teardown),
 		cmocka_unit_test_setup_teardown(test_grant_releases_due_first,
+		    tc_setup, tc_teardown),
+		cmocka_unit_test_setup_teardown(test_housekeep_reclaims_rate_mode,
 		    tc_setup, tc_teardown),
 		cmocka_unit_test_setup_teardown(test_table_full_and_reclaim,
 		    tc_setup, tc_teardown),
