@@ -773,6 +773,15 @@ shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out, size_t cap)
 	SHMT_GEN_READ(h, gen_limiter_list_once(h, out, cap));
 }
 
+/* How often shmt_limiter_buckets reads a ring whose word moved under it. */
+#define BUCKETS_READS 100000
+/* How often it reads a ring whose slots disagree with a word that stands
+ * still, before it calls that damage. */
+#define BUCKETS_STILL 16
+
+static int buckets_read(shmt_t *h, const struct shmt_lview *v,
+    shmt_bucket_info_t *out, size_t cap, struct shmt_w *wp);
+
 static int
 gen_limiter_buckets_once(shmt_t *h, const char *name, shmt_bucket_info_t *out,
     size_t cap)
@@ -780,8 +789,6 @@ gen_limiter_buckets_once(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
 	struct shmt_w w;
-	uint32_t tail, nsealed, total;
-	uint64_t now;
 	int rc;
 
 	if (out == NULL && cap != 0)
@@ -791,7 +798,41 @@ gen_limiter_buckets_once(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 		return rc;
 	if (v->mode != SHMT_MODE_BUCKETS || (v->flags & SHMT_LIMF_PER_CLIENT))
 		return -EPERM;
+	/* A ring that turns over while it is read (grants that release and
+	 * reuse slots) shows slots of later serials, and a new bucket's slot
+	 * is written just after the word that opens it: read it again while
+	 * its word moves, and a few times (yielding) while it stands still;
+	 * a slot that keeps another serial under a still word is damage. */
+	for (unsigned t = 0, still = 0;; t++) {
+		struct shmt_w w2;
+
+		rc = buckets_read(h, v, out, cap, &w);
+		if (rc != SHMT_ECORRUPT)
+			return rc;
+		if (t >= BUCKETS_READS)
+			return SHMT_EBUSYLOOP;
+		shmt__load128(&v->lim->lm_w, w2.w);
+		if (w2.w[0] == w.w[0] && w2.w[1] == w.w[1]) {
+			if (++still >= BUCKETS_STILL)
+				return rc;
+			sched_yield();
+		}
+	}
+}
+
+/* One read of V's ring into OUT (CAP entries): its bucket count, or
+ * SHMT_ECORRUPT when a slot does not hold the serial the word *W (read
+ * first) gives it. */
+static int
+buckets_read(shmt_t *h, const struct shmt_lview *v, shmt_bucket_info_t *out,
+    size_t cap, struct shmt_w *wp)
+{
+	struct shmt_w w;
+	uint32_t tail, nsealed, total;
+	uint64_t now;
+
 	shmt__load128(&v->lim->lm_w, w.w);
+	*wp = w;
 	tail = SHMT_W_TAIL(w);
 	nsealed = SHMT_W_NSEALED(w);
 	total = nsealed + SHMT_W_ACTIVE(w);

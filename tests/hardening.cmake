@@ -15,6 +15,7 @@ shmt_add_test(test_hostile_perms SOURCES test_hostile_perms.c LABELS unit TIMEOU
 shmt_add_test(test_hostile_cases SOURCES test_hostile_cases.c LABELS unit TIMEOUT 120)
 shmt_add_test(test_lock_mp SOURCES test_lock_mp.c LABELS unit TIMEOUT 120)
 shmt_add_test(test_liveness SOURCES test_liveness.c LABELS unit TIMEOUT 120)
+shmt_add_test(test_buckets_read SOURCES test_buckets_read.c LABELS unit TIMEOUT 120)
 
 # valgrind runs the native binaries: only in the build without sanitizers.
 if(SHMT_SANITIZE STREQUAL "" AND NOT SHMT_FUZZ AND TARGET shmthrottle

@@ -1266,11 +1266,13 @@ typedef struct shmt_bucket_info {
  * client), oldest first, into OUT[0..CAP); returns how many buckets are in
  * use.  Errors: -EINVAL, -ENOENT, -EPERM (exact or rate mode, or per
  * client), SHMT_ECORRUPT (the state word counts more buckets than the ring
- * holds, or a slot holds another bucket than the word implies: damage, or
- * a slot reused for a newer bucket while the call read the ring).
- * Reads only, without a lock, beside grants: the state word once, then
- * each bucket's slot, so the ring is the one that word describes, each
- * close time as read just after it.  kill -9 leaves nothing.
+ * holds, or a slot keeps holding another bucket than the word implies
+ * while the word stands still: damage), SHMT_EBUSYLOOP (grants turned the
+ * ring over under 100,000 reads in a row).
+ * Reads only, without a lock, beside grants: the state word, then each
+ * bucket's slot, so the ring is the one that word describes, each close
+ * time as read just after it; a ring that grants turn over meanwhile (its
+ * slots reused for newer buckets) is read again.  kill -9 leaves nothing.
  */
 SHMT_EXPORT int shmt_limiter_buckets(shmt_t *h, const char *name,
     shmt_bucket_info_t *out, size_t cap);
