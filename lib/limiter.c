@@ -355,7 +355,9 @@ lh_find(shmt_t *h, const char *name, const struct shmt_lview **out)
 		if ((rc = shmt__view_get(h, scratch.lv_row, &scratch, &v)) != 0)
 			return rc;
 	}
-	*out = v;
+	/* The row's first view: view_latest() gives the one in force from
+	 * it (a later view of the chain need not be). */
+	*out = &__atomic_load_n(&h->lviews, __ATOMIC_ACQUIRE)[v->lv_row];
 	return 0;
 }
 

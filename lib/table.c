@@ -563,7 +563,7 @@ shmt__lim_lookup(shmt_t *h, const char *name, struct shmt_lview *scratch,
 	    row_live(&views[r])) {
 		*out = view_latest(&views[r]);
 		shmt__lim_last.uid = h->uid;
-		shmt__lim_last.v = *out;
+		shmt__lim_last.v = &views[r];
 		return 0;
 	}
 	if (ent != 0 && (uint32_t)(ent >> 32) == hash &&
@@ -641,6 +641,11 @@ shmt__view_renew(shmt_t *h, const struct shmt_lview **vp)
 	}
 	tail = (struct shmt_lview *)view_latest(head);
 	for (;;) {
+		if (__atomic_load_n(&tail->lv_next, __ATOMIC_ACQUIRE) !=
+		    NULL) {
+			tail = tail->lv_next;   /* the hint lags: go on */
+			continue;
+		}
 		if (view_same(tail, nv)) {
 			/* Another thread chained it first. */
 			free(nv);
@@ -651,15 +656,19 @@ shmt__view_renew(shmt_t *h, const struct shmt_lview **vp)
 		if (__atomic_compare_exchange_n(&tail->lv_next, &expect, nv, 0,
 		    __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
 			*vp = nv;
-			__atomic_store_n(&head->lv_tail, nv, __ATOMIC_RELEASE);
 			break;
 		}
 		tail = expect;
 	}
 done:
+	/* The view in force now is the row's latest, chained last or not:
+	 * lookups take it from the first view's hint (a thread that stores
+	 * an older one after ours costs a renew, which stores it again). */
+	__atomic_store_n(&head->lv_tail, (struct shmt_lview *)*vp,
+	    __ATOMIC_RELEASE);
 	if (shmt__lim_last.uid == h->uid && shmt__lim_last.v != NULL &&
 	    shmt__lim_last.v->lv_row == r)
-		shmt__lim_last.v = *vp;
+		shmt__lim_last.v = head;
 	return 0;
 }
 

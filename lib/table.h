@@ -35,15 +35,17 @@ enum { WHY_NONE, WHY_EXHAUSTED, WHY_SLACK, WHY_RING_FULL, WHY_TABLE_FULL,
  * A view already on the chain with the same generation and the same
  * parameters is used again instead of chaining another, so a word whose
  * tag goes back and forth between generations (a hostile writer) costs no
- * memory; and the row's first view keeps the newest (lv_tail), so that
- * finding it does not walk the chain.
+ * memory; and the row's first view keeps the one last found in force
+ * (lv_tail), which lookups take without walking the chain (the chain's
+ * last view is not always it: the tag may have gone back to an older one).
  */
 struct shmt_lview {
 	uint32_t lv_state;            /* 0 empty, 1 filling, 2 ready */
 	uint32_t lv_row;
 	struct shmt_lview *lv_next;   /* a newer view of the same row */
 	struct shmt_lview *lv_tail;   /* the row's first view only: the
-				       * newest chained (a hint; NULL: none) */
+				       * one last found in force (a hint;
+				       * NULL: none yet) */
 	uint32_t pgen;                /* W's tag this view is valid for */
 	uint32_t pgen_check;          /* 1: shared, without keys (the
 				       * parameters may change in place) */
@@ -176,7 +178,9 @@ void shmt__rows_repair(shmt_t *h);
 int shmt__define_locked(shmt_t *h, const char *name, size_t len,
     const shmt_limit_t *l, const struct lim_geom *g);
 
-/* The newest view chained after V. */
+/* The view to use for V's row: for the row's first view, the one last
+ * found in force when there is one; else the newest chained after V.
+ * (Callers check it against the word's tag and renew it when it is not.) */
 static inline const struct shmt_lview *
 view_latest(const struct shmt_lview *v)
 {
@@ -184,7 +188,7 @@ view_latest(const struct shmt_lview *v)
 	    __ATOMIC_ACQUIRE);
 
 	if (n != NULL)
-		v = n;
+		return n;
 	while ((n = __atomic_load_n(&v->lv_next, __ATOMIC_ACQUIRE)) != NULL)
 		v = n;
 	return v;
