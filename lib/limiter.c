@@ -777,9 +777,6 @@ shmt_limiter_list(shmt_t *h, shmt_limiter_stat_t *out, size_t cap)
 
 /* How often shmt_limiter_buckets reads a ring whose word moved under it. */
 #define BUCKETS_READS 100000
-/* How often it reads a ring whose slots disagree with a word that stands
- * still, before it calls that damage. */
-#define BUCKETS_STILL 16
 
 static int buckets_read(shmt_t *h, const struct shmt_lview *v,
     shmt_bucket_info_t *out, size_t cap, struct shmt_w *wp);
@@ -801,24 +798,21 @@ gen_limiter_buckets_once(shmt_t *h, const char *name, shmt_bucket_info_t *out,
 	if (v->mode != SHMT_MODE_BUCKETS || (v->flags & SHMT_LIMF_PER_CLIENT))
 		return -EPERM;
 	/* A ring that turns over while it is read (grants that release and
-	 * reuse slots) shows slots of later serials, and a new bucket's slot
-	 * is written just after the word that opens it: read it again while
-	 * its word moves, and a few times (yielding) while it stands still;
-	 * a slot that keeps another serial under a still word is damage. */
-	for (unsigned t = 0, still = 0;; t++) {
+	 * reuse slots) shows slots of later serials: read it again while its
+	 * word moves.  A bucket's slot is written before the CAS of the word
+	 * that opens it (slot_open), so a slot that holds another serial
+	 * under a word that stood still is damage. */
+	for (unsigned t = 0;; t++) {
 		struct shmt_w w2;
 
 		rc = buckets_read(h, v, out, cap, &w);
 		if (rc != SHMT_ECORRUPT)
 			return rc;
+		shmt__load128(&v->lim->lm_w, w2.w);
+		if (w2.w[0] == w.w[0] && w2.w[1] == w.w[1])
+			return rc;
 		if (t >= BUCKETS_READS)
 			return SHMT_EBUSYLOOP;
-		shmt__load128(&v->lim->lm_w, w2.w);
-		if (w2.w[0] == w.w[0] && w2.w[1] == w.w[1]) {
-			if (++still >= BUCKETS_STILL)
-				return rc;
-			sched_yield();
-		}
 	}
 }
 
