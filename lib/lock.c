@@ -108,11 +108,13 @@ tid_self(void)
 }
 
 /* 1 when OWNER names a thread that exists now, of a process that holds a
- * slot of the segment; *RUNNING as shmt__tid_status().  A thread that
- * exists but whose status cannot be read (this process out of
- * descriptors, /proc hidden or absent) counts as alive and running: the
- * waiter's bound then ends its wait with SHMT_ELOCKED, and nobody takes a
- * lock from a live holder on a guess. */
+ * slot of the segment; *RUNNING as shmt__tid_status().  Where the
+ * thread's status cannot be read (this process out of descriptors, /proc
+ * hidden or absent), each slot's process is asked whether OWNER is one of
+ * its threads (tgkill(2) with no signal): one is, and it counts as alive
+ * and running (the waiter's bound then ends its wait with SHMT_ELOCKED;
+ * nobody takes a lock from a live holder on a guess); none is, and the
+ * owner is dead (a tid reused by an unattached process holds nothing). */
 static int
 owner_alive(shmt_t *h, uint32_t owner, int *running)
 {
@@ -126,7 +128,7 @@ owner_alive(shmt_t *h, uint32_t owner, int *running)
 		pid_t p = shmt__tid_status(owner, running);
 
 		if (p < 0)
-			*running = 1;
+			*running = alive = shmt__slot_has_thread(h, owner);
 		else
 			alive = shmt__slot_held_by(h, p);
 	}

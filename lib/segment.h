@@ -387,5 +387,9 @@ int shmt__slots_reap(shmt_t *h);
 void shmt__slots_count(shmt_t *h, uint32_t *in_use, uint32_t *stale);
 /* 1 when process PID holds a slot of H's segment. */
 int shmt__slot_held_by(shmt_t *h, pid_t pid);
+/* 1 when thread TID is a thread of a process that holds a slot, asked of
+ * tgkill(2) with no signal for each slot's process (no /proc needed).
+ * Keeps errno. */
+int shmt__slot_has_thread(shmt_t *h, uint32_t tid);
 
 #endif /* SHMT_SEGMENT_H */

@@ -18,6 +18,7 @@
 #include "segment.h"
 
 #include <errno.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static struct shmt_slot *
@@ -132,6 +133,25 @@ shmt__slots_count(shmt_t *h, uint32_t *in_use, uint32_t *stale)
 	}
 	*in_use = used;
 	*stale = dead;
+}
+
+int
+shmt__slot_has_thread(shmt_t *h, uint32_t tid)
+{
+	int saved = errno, found = 0;
+	uint32_t n;
+	struct shmt_slot *s = slots(h, &n);
+
+	for (uint32_t i = 0; i < n && !found; i++) {
+		uint32_t pid = __atomic_load_n(&s[i].sl_pid, __ATOMIC_ACQUIRE);
+
+		if (pid == 0 || pid > INT32_MAX)
+			continue;
+		found = syscall(SYS_tgkill, (pid_t)pid, (pid_t)tid, 0) == 0 ||
+		    errno == EPERM;
+	}
+	errno = saved;
+	return found;
 }
 
 int

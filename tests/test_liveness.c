@@ -83,6 +83,54 @@ test_owner_status_unreadable(void **state)
 	tu_close_unlink(h, name);
 }
 
+/* The same with the lock word naming a live process that is not attached
+ * (as a dead owner's tid taken by another process): no slot's process has
+ * that thread, so the lock is taken over (1) without reading /proc. */
+static void
+test_unattached_owner_status_unreadable(void **state)
+{
+	char name[64], c = 0;
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	struct rlimit saved, rl;
+	int p[2], fds[4096], nfd = 0, rc;
+	pid_t pid;
+
+	(void)state;
+	tu_segname(name, sizeof(name), "lvu");
+	tu_config_tiny(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	pid = tu_fork_pipe(p);
+	if (pid == 0) {
+		alarm(60);
+		close(p[0]);
+		if (write(p[1], "u", 1) != 1)
+			_exit(3);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	__atomic_store_n(&lock0(h)->lk_owner, (uint32_t)pid, __ATOMIC_RELEASE);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	rl = saved;
+	rl.rlim_cur = 64;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	while (nfd < (int)(sizeof(fds) / sizeof(fds[0])) &&
+	    (fds[nfd] = dup(0)) >= 0)
+		nfd++;
+	rc = shmt__lock(h, lock0(h));
+	while (nfd > 0)
+		close(fds[--nfd]);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	assert_int_equal(rc, 1);
+	shmt__unlock(lock0(h));
+	tu_close_unlink(h, name);
+}
+
 /* Processes that attach while another reaps slots in a loop: each finds
  * its own pid in its slot afterwards (a reaper that judged a claimer by
  * the start time its slot's last holder left took it from 1 in 20). */
@@ -263,6 +311,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_owner_status_unreadable),
+		cmocka_unit_test(test_unattached_owner_status_unreadable),
 		cmocka_unit_test(test_slot_half_claimed),
 		cmocka_unit_test(test_slot_claim_against_reaper),
 		cmocka_unit_test(test_view_tag_flip),
