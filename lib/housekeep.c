@@ -17,7 +17,7 @@ SHMT_EXPORT int
 shmt_housekeep(shmt_t *h, shmt_time_t *next_ns)
 {
 	shmt_time_t next = UINT64_MAX;
-	int n, actions = 0;
+	int n, actions = 0, locked = 0;
 
 	uint64_t now_size;
 
@@ -31,18 +31,26 @@ shmt_housekeep(shmt_t *h, shmt_time_t *next_ns)
 	 * its next call on). */
 	if ((n = shmt__gone_check(h)) != 0)
 		return n;
+	/* A lock kept past its bound (SHMT_ELOCKED) stops only what it
+	 * guards: the rest is housekept, and the error comes after. */
 	n = shmt__limiters_housekeep(h, shmt__now(h), &next);
-	if (n < 0)
+	if (n == SHMT_ELOCKED)
+		locked = n;
+	else if (n < 0)
 		return n;
-	actions += n;
+	else
+		actions += n;
 	n = shmt__stores_housekeep(h, shmt__now(h), &next);
-	if (n < 0)
+	if (n == SHMT_ELOCKED)
+		locked = n;
+	else if (n < 0)
 		return n;
-	actions += n;
+	else
+		actions += n;
 	actions += shmt__slots_reap(h);
 	actions += shmt__an_reap(h);
 	__atomic_fetch_add(&h->hdr->sh_hk_runs, 1, __ATOMIC_RELAXED);
 	if (next_ns != NULL)
 		*next_ns = next;
-	return actions;
+	return locked != 0 ? locked : actions;
 }

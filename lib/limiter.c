@@ -871,7 +871,7 @@ shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 	const struct shmt_lview *v;
 	uint32_t n;
 	struct shmt_lim *lim = shmt__rows(h, &n);
-	int actions = 0;
+	int actions = 0, locked = 0;
 
 	for (uint32_t r = 0; r < n; r++) {
 		struct bk_ctx c;
@@ -902,11 +902,17 @@ shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 			if (rc == -ENOENT)
 				continue;      /* deleted meanwhile */
 		}
+		/* A client lock a live process kept past its bound: that
+		 * table waits for the next run, the others go on. */
+		if (rc == SHMT_ELOCKED) {
+			locked = rc;
+			continue;
+		}
 		if (rc < 0)
 			return rc;
 		actions += rc;
 	}
-	return actions;
+	return locked != 0 ? locked : actions;
 }
 
 /* ---- Rebasing stored times (snapshot restore) ------------------------------- */

@@ -49,7 +49,13 @@ claim_once(shmt_t *h)
 		    __ATOMIC_RELAXED);
 		__atomic_store_n(&s[i].sl_attached_ns, shmt__mono_ns(),
 		    __ATOMIC_RELAXED);
-		__atomic_store_n(&s[i].sl_pid, pid, __ATOMIC_RELEASE);
+		/* From our mark only: a slot freed under us (by a reaper that
+		 * took us for dead, which a live claimer never is) and taken
+		 * by another is left to it, and we look further. */
+		expect = pid | SLOT_CLAIMING;
+		if (!__atomic_compare_exchange_n(&s[i].sl_pid, &expect, pid, 0,
+		    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			continue;
 		h->slot = i;
 		return 0;
 	}

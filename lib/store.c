@@ -798,18 +798,24 @@ static int
 store_housekeep(shmt_t *h, const struct shmt_store *st, uint64_t now,
     uint64_t *next)
 {
-	int n = 0;
+	int n = 0, locked = 0;
 
 	for (uint32_t i = 0; st != NULL && i < st->shards; i++) {
 		struct shmt_shard *sh = shard_at(st, i);
 		int rc = shmt__shard_lock(st, sh);
 
+		/* A shard whose lock a live writer kept past its bound waits
+		 * for the next run; the others go on. */
+		if (rc == SHMT_ELOCKED) {
+			locked = rc;
+			continue;
+		}
 		if (rc < 0)
 			return rc;
 		n += (int)shmt__store_reap(st, sh, now, next);
 		shmt__unlock(&sh->ds_lock);
 	}
-	return n;
+	return locked != 0 ? locked : n;
 }
 
 int
@@ -817,10 +823,12 @@ shmt__stores_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 {
 	int a = store_housekeep(h, h->dict, now, next), b;
 
-	if (a < 0)
+	if (a < 0 && a != SHMT_ELOCKED)
 		return a;
 	b = store_housekeep(h, h->counters, now, next);
-	return b < 0 ? b : a + b;
+	if (b < 0 && b != SHMT_ELOCKED)
+		return b;
+	return a < 0 ? a : b < 0 ? b : a + b;
 }
 
 static void

@@ -131,6 +131,64 @@ test_unattached_owner_status_unreadable(void **state)
 	tu_close_unlink(h, name);
 }
 
+/* Housekeeping with a shard lock that a live process keeps: it answers
+ * SHMT_ELOCKED, yet still reaps the slot of a process killed with kill -9
+ * (the lock stops only the shard it guards). */
+static void
+test_housekeep_past_kept_lock(void **state)
+{
+	char name[64], c = 0;
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	uint32_t used, stale;
+	int p[2], q[2];
+	pid_t holder, dead;
+
+	(void)state;
+	tu_segname(name, sizeof(name), "lvk");
+	tu_config_tiny(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	holder = tu_fork_pipe(p);
+	if (holder == 0) {
+		shmt_t *x = NULL;
+
+		alarm(60);
+		close(p[0]);
+		if (shmt_open(name, &x) != 0 || shmt__lock(x, lock0(x)) != 0)
+			_exit(2);
+		if (write(p[1], "h", 1) != 1)
+			_exit(3);
+		for (;;)
+			pause();        /* keeps the lock, asleep */
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	dead = tu_fork_pipe(q);
+	if (dead == 0) {
+		shmt_t *x = NULL;
+
+		close(q[0]);
+		if (shmt_open(name, &x) != 0 || write(q[1], "a", 1) != 1)
+			_exit(2);
+		for (;;)
+			pause();
+	}
+	close(q[1]);
+	assert_int_equal(read(q[0], &c, 1), 1);
+	close(q[0]);
+	assert_int_equal(kill(dead, SIGKILL), 0);
+	assert_int_equal(waitpid(dead, NULL, 0), dead);
+	shmt__slots_count(h, &used, &stale);
+	assert_int_equal(stale, 1);
+	assert_int_equal(shmt_housekeep(h, NULL), SHMT_ELOCKED);
+	shmt__slots_count(h, &used, &stale);
+	assert_int_equal(stale, 0);
+	kill(holder, SIGKILL);
+	waitpid(holder, NULL, 0);
+	tu_close_unlink(h, name);
+}
+
 /* Processes that attach while another reaps slots in a loop: each finds
  * its own pid in its slot afterwards (a reaper that judged a claimer by
  * the start time its slot's last holder left took it from 1 in 20). */
@@ -313,6 +371,7 @@ main(void)
 		cmocka_unit_test(test_owner_status_unreadable),
 		cmocka_unit_test(test_unattached_owner_status_unreadable),
 		cmocka_unit_test(test_slot_half_claimed),
+		cmocka_unit_test(test_housekeep_past_kept_lock),
 		cmocka_unit_test(test_slot_claim_against_reaper),
 		cmocka_unit_test(test_view_tag_flip),
 	};

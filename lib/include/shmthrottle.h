@@ -1772,9 +1772,9 @@ SHMT_EXPORT int shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report,
 /*
  * shmt_housekeep: do now what callers would otherwise do lazily: seal and
  * release due buckets of every buckets-mode limiter, reclaim the idle
- * client entries of the per-client ones (a rate-mode client's entry is
- * reclaimed when a claim needs it; exact logs and arrival times age
- * alone), free expired dictionary items and counters, reap the slots (and
+ * client entries of the per-client ones, in buckets and in rate mode (an
+ * entry whose arrival time has passed; exact logs and shared arrival times
+ * age alone), free expired dictionary items and counters, reap the slots (and
  * analyzer stripes) of dead processes.  Sets *NEXT_NS (may be NULL) to the
  * earliest time at which there will be work again (UINT64_MAX: none
  * known).  Returns the number of actions taken, or an error (among them
@@ -1783,7 +1783,8 @@ SHMT_EXPORT int shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report,
  * segment was removed, by shmt_unlink or by hand: an object left without a
  * name is retired here, so that every process attached learns of it;
  * SHMT_ELOCKED when a live process kept a client or shard lock past its
- * bound, as in shmt_set: the work before it stays done).
+ * bound, as in shmt_set: the other limiters, the stores, the slots and the
+ * stripes are still housekept, and the error comes after).
  * Concurrency: any number of processes may call it at once, beside every
  * other call; the daemon calls it on time.  Buckets are sealed and released
  * by CAS, as callers do; a per-client limiter's entries are reclaimed under
