@@ -31,6 +31,28 @@ lock0(shmt_t *h)
 	return &tu_shard(h->dict, 0)->ds_lock;
 }
 
+/* shmt__lock of shard 0's lock while this process has no descriptor left
+ * (so no /proc file can be opened), all given back after. */
+static int
+lock_without_fds(shmt_t *h)
+{
+	struct rlimit saved, rl;
+	int fds[4096], nfd = 0, rc;
+
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	rl = saved;
+	rl.rlim_cur = 64;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	while (nfd < (int)(sizeof(fds) / sizeof(fds[0])) &&
+	    (fds[nfd] = dup(0)) >= 0)
+		nfd++;
+	rc = shmt__lock(h, lock0(h));
+	while (nfd > 0)
+		close(fds[--nfd]);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	return rc;
+}
+
 /* A live owner, running inside its critical section, whose status this
  * process cannot read (its descriptors used up): the wait ends with
  * SHMT_ELOCKED at its bound, never with a takeover (1). */
@@ -40,8 +62,7 @@ test_owner_status_unreadable(void **state)
 	char name[64], c = 0;
 	shmt_config_t cfg;
 	shmt_t *h = NULL;
-	struct rlimit saved, rl;
-	int p[2], fds[4096], nfd = 0, rc;
+	int p[2], rc;
 	pid_t pid;
 
 	(void)state;
@@ -64,17 +85,7 @@ test_owner_status_unreadable(void **state)
 	close(p[1]);
 	assert_int_equal(read(p[0], &c, 1), 1);
 	close(p[0]);
-	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
-	rl = saved;
-	rl.rlim_cur = 64;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
-	while (nfd < (int)(sizeof(fds) / sizeof(fds[0])) &&
-	    (fds[nfd] = dup(0)) >= 0)
-		nfd++;
-	rc = shmt__lock(h, lock0(h));
-	while (nfd > 0)
-		close(fds[--nfd]);
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	rc = lock_without_fds(h);
 	if (rc >= 0)
 		shmt__unlock(lock0(h));
 	kill(pid, SIGKILL);
@@ -92,8 +103,7 @@ test_unattached_owner_status_unreadable(void **state)
 	char name[64], c = 0;
 	shmt_config_t cfg;
 	shmt_t *h = NULL;
-	struct rlimit saved, rl;
-	int p[2], fds[4096], nfd = 0, rc;
+	int p[2], rc;
 	pid_t pid;
 
 	(void)state;
@@ -113,17 +123,7 @@ test_unattached_owner_status_unreadable(void **state)
 	assert_int_equal(read(p[0], &c, 1), 1);
 	close(p[0]);
 	__atomic_store_n(&lock0(h)->lk_owner, (uint32_t)pid, __ATOMIC_RELEASE);
-	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
-	rl = saved;
-	rl.rlim_cur = 64;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
-	while (nfd < (int)(sizeof(fds) / sizeof(fds[0])) &&
-	    (fds[nfd] = dup(0)) >= 0)
-		nfd++;
-	rc = shmt__lock(h, lock0(h));
-	while (nfd > 0)
-		close(fds[--nfd]);
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	rc = lock_without_fds(h);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	assert_int_equal(rc, 1);
