@@ -493,23 +493,36 @@ shmt__decide_find(shmt_t *h, const char *name, const void *client, size_t len,
 	if (len > SHMT_CLIENT_MAX)
 		return -E2BIG;
 	if ((rc = lim_find(h, name, scratch, &v)) != 0 ||
-	    (rc = shmt__decide_check(v, client, len, cost)) != 0)
+	    (rc = shmt__decide_check(h, &v, client, len, cost)) != 0)
 		return rc;
 	*vp = v;
 	return 0;
 }
 
 int
-shmt__decide_check(const struct shmt_lview *v, const void *client, size_t len,
-    uint64_t cost)
+shmt__decide_check(shmt_t *h, const struct shmt_lview **vp,
+    const void *client, size_t len, uint64_t cost)
 {
+	const struct shmt_lview *v = *vp;
+	int rc;
+
 	if ((client == NULL) != (len == 0))
 		return -EINVAL;
 	if (len > SHMT_CLIENT_MAX)
 		return -E2BIG;
 	if ((client != NULL) != ((v->flags & SHMT_LIMF_PER_CLIENT) != 0))
 		return -EPERM;
-	if (cost == 0 || cost > shmt__cost_max(v))
+	if (cost == 0)
+		return -EINVAL;
+	/* Over the view's largest cost: the view may be older than the
+	 * parameters in force (a renew by another thread can leave the
+	 * row's hint on the older of two views), so ask the word first. */
+	if (cost > shmt__cost_max(v) && v->pgen_check) {
+		if ((rc = shmt__view_fresh(h, vp)) != 0)
+			return rc;
+		v = *vp;
+	}
+	if (cost > shmt__cost_max(v))
 		return -EINVAL;
 	return 0;
 }

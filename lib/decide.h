@@ -12,10 +12,11 @@ int shmt__decide_find(shmt_t *h, const char *name, const void *client,
     size_t len, uint64_t cost, struct shmt_lview *scratch,
     const struct shmt_lview **vp);
 
-/* CLIENT/LEN against V's kind and COST against its mode: 0, -EINVAL,
- * -E2BIG or -EPERM, as shmt_acquire. */
-int shmt__decide_check(const struct shmt_lview *v, const void *client,
-    size_t len, uint64_t cost);
+/* CLIENT/LEN against *VP's kind and COST against its mode: 0, -EINVAL,
+ * -E2BIG or -EPERM, as shmt_acquire.  A cost over *VP's largest is asked
+ * again of a fresh view (*VP renewed when the word's tag moved). */
+int shmt__decide_check(shmt_t *h, const struct shmt_lview **vp,
+    const void *client, size_t len, uint64_t cost);
 
 /* One grant of COST on a shared limiter, with its decision in OUT (may be
  * NULL) and the key-pool cursor in *CURSOR. */

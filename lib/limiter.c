@@ -526,7 +526,7 @@ limiter_acquire_once(shmt_limiter_t *l, const void *client, size_t len,
 	int rc;
 
 	if ((rc = lh_view(l, &h, &v)) != 0 ||
-	    (rc = shmt__decide_check(v, client, len, cost)) != 0)
+	    (rc = shmt__decide_check(h, &v, client, len, cost)) != 0)
 		return rc;
 	if (client != NULL)
 		return enforce(v, shmt__acquire_client(h, v, client, len,
@@ -882,6 +882,8 @@ shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 			continue;
 		if (v->flags & SHMT_LIMF_PER_CLIENT) {
 			/* Idle entries of either mode are reclaimed. */
+			if (locked != 0)
+				continue;
 			rc = shmt__hk_clients(h, v, now, next);
 		} else if (v->mode == SHMT_MODE_EXACT ||
 		    v->mode == SHMT_MODE_GCRA) {
@@ -902,8 +904,9 @@ shmt__limiters_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 			if (rc == -ENOENT)
 				continue;      /* deleted meanwhile */
 		}
-		/* A client lock a live process kept past its bound: that
-		 * table waits for the next run, the others go on. */
+		/* A client lock a live process kept past its bound: the
+		 * client tables wait for the next run (one such wait per run,
+		 * not one per table); shared rings go on. */
 		if (rc == SHMT_ELOCKED) {
 			locked = rc;
 			continue;

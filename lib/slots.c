@@ -153,8 +153,11 @@ shmt__slot_has_thread(shmt_t *h, uint32_t tid)
 
 		if (pid == 0 || pid > INT32_MAX)
 			continue;
+		/* Only ESRCH says the thread is not there: any other
+		 * failure (EPERM, or a filter that refuses the call) is
+		 * taken as "it may be", never as dead. */
 		found = syscall(SYS_tgkill, (pid_t)pid, (pid_t)tid, 0) == 0 ||
-		    errno == EPERM;
+		    errno != ESRCH;
 	}
 	errno = saved;
 	return found;

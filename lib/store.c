@@ -804,11 +804,12 @@ store_housekeep(shmt_t *h, const struct shmt_store *st, uint64_t now,
 		struct shmt_shard *sh = shard_at(st, i);
 		int rc = shmt__shard_lock(st, sh);
 
-		/* A shard whose lock a live writer kept past its bound waits
-		 * for the next run; the others go on. */
+		/* A shard whose lock a live writer kept past its bound: this
+		 * store waits for the next run (one such wait per store and
+		 * run, not one per shard), the rest of the run goes on. */
 		if (rc == SHMT_ELOCKED) {
 			locked = rc;
-			continue;
+			break;
 		}
 		if (rc < 0)
 			return rc;

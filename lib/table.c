@@ -641,9 +641,11 @@ shmt__view_renew(shmt_t *h, const struct shmt_lview **vp)
 	}
 	tail = (struct shmt_lview *)view_latest(head);
 	for (;;) {
-		if (__atomic_load_n(&tail->lv_next, __ATOMIC_ACQUIRE) !=
-		    NULL) {
-			tail = tail->lv_next;   /* the hint lags: go on */
+		struct shmt_lview *after = __atomic_load_n(&tail->lv_next,
+		    __ATOMIC_ACQUIRE);
+
+		if (after != NULL) {
+			tail = after;           /* the hint lags: go on */
 			continue;
 		}
 		if (view_same(tail, nv)) {

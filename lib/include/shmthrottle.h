@@ -1783,8 +1783,10 @@ SHMT_EXPORT int shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report,
  * segment was removed, by shmt_unlink or by hand: an object left without a
  * name is retired here, so that every process attached learns of it;
  * SHMT_ELOCKED when a live process kept a client or shard lock past its
- * bound, as in shmt_set: the other limiters, the stores, the slots and the
- * stripes are still housekept, and the error comes after).
+ * bound, as in shmt_set: the rest of that store, or the other client
+ * tables, wait for the next call (one such wait per store and for the
+ * client tables, 1 s at most each); shared rings, the other store, the
+ * slots and the stripes are still housekept, and the error comes after).
  * Concurrency: any number of processes may call it at once, beside every
  * other call; the daemon calls it on time.  Buckets are sealed and released
  * by CAS, as callers do; a per-client limiter's entries are reclaimed under
