@@ -517,13 +517,14 @@ shmt__decide_check(shmt_t *h, const struct shmt_lview **vp,
 	/* Over the view's largest cost: the view may be older than the
 	 * parameters in force (a renew by another thread can leave the
 	 * row's hint on the older of two views), so ask the word first. */
-	if (cost > shmt__cost_max(v) && v->pgen_check) {
+	if (cost > shmt__cost_max(v)) {
+		if (!v->pgen_check)
+			return -EINVAL;
 		if ((rc = shmt__view_fresh(h, vp)) != 0)
 			return rc;
-		v = *vp;
+		if (cost > shmt__cost_max(*vp))
+			return -EINVAL;
 	}
-	if (cost > shmt__cost_max(v))
-		return -EINVAL;
 	return 0;
 }
 
