@@ -131,12 +131,6 @@ shmt__gcra_check(const shmt_limit_t *l)
 	return 0;
 }
 
-static inline uint64_t
-gcra_T(const struct shmt_lview *v)
-{
-	return v->window / v->limit;
-}
-
 uint64_t
 shmt__gcra_rescale(const struct shmt_lview *v, const shmt_limit_t *l,
     uint64_t tat, uint64_t now)
@@ -157,7 +151,7 @@ void
 shmt__gcra_decide(const struct shmt_lview *v, uint64_t tat, uint64_t now,
     uint64_t k, int granted, shmt_decision_t *out)
 {
-	uint64_t T = gcra_T(v), D = T * v->burst;
+	uint64_t T = gcra_T(v), D = v->rate_d;
 	uint64_t ttl = tat > now ? tat - now : 0;
 
 	out->granted = granted;
@@ -172,61 +166,6 @@ shmt__gcra_decide(const struct shmt_lview *v, uint64_t tat, uint64_t now,
 	}
 }
 
-/* One request of COST: 1 granted, 0 refused, -EAGAIN when W's tag names
- * other parameters than V's (renew the view and call again).  *NOWP gets
- * its clock value, *TATP the arrival time it installed (granted) or saw
- * (refused).  W's halves are read apart (the CAS checks both); a refusal,
- * which makes no CAS, reads the tag again after the arrival time, so that
- * it saw the two together (see "Changing the parameters in place"). */
-static inline int
-gcra_take(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
-    uint64_t *nowp, uint64_t *tatp)
-{
-	struct shmt_w *wp = &v->lim->lm_w;
-	uint64_t inc = gcra_T(v) * cost, D = gcra_T(v) * v->burst;
-	uint64_t w[2], nw[2];
-
-	w[1] = __atomic_load_n(&wp->w[1], __ATOMIC_ACQUIRE);
-	w[0] = __atomic_load_n(&wp->w[0], __ATOMIC_ACQUIRE);
-	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
-		uint64_t now, nt;
-
-		if (__builtin_expect((uint32_t)(w[1] & 0xffffU) != v->pgen, 0))
-			return -EAGAIN;
-		now = shmt__now(h);
-		nt = sat_add(w[0] > now ? w[0] : now, inc);
-		*nowp = now;
-		if (nt > sat_add(now, D)) {
-			if (__atomic_load_n(&wp->w[1], __ATOMIC_ACQUIRE) !=
-			    w[1]) {
-				w[1] = __atomic_load_n(&wp->w[1],
-				    __ATOMIC_ACQUIRE);
-				w[0] = __atomic_load_n(&wp->w[0],
-				    __ATOMIC_ACQUIRE);
-				continue;
-			}
-			*tatp = w[0];
-			return 0;
-		}
-		nw[0] = nt;
-		nw[1] = w[1];
-		if (shmt__cas128(wp, w, nw)) {
-			*tatp = nt;
-			/* Another process asked for the word: step aside
-			 * (see "Contention" in ring.c). */
-			if (__builtin_expect(__atomic_load_n(
-			    &v->lim->lm_handoff, __ATOMIC_RELAXED) != 0, 0))
-				shmt__handoff_yield(&v->lim->lm_handoff, wp);
-			return 1;
-		}
-		/* Lost to another grant: ask for the word, then read it
-		 * afresh (taking its line, for the CAS that follows). */
-		shmt__handoff_ask(&v->lim->lm_handoff, wp);
-		shmt__load128_excl(wp, w);
-	}
-	return SHMT_EBUSYLOOP;
-}
-
 int
 shmt__gcra_acquire_at(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out, uint64_t *tatp)
@@ -236,11 +175,7 @@ shmt__gcra_acquire_at(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 
 	if (tatp != NULL)
 		*tatp = tat;
-	if (rc == 1)
-		__atomic_fetch_add(&v->lim->lm_exact_grants, cost,
-		    __ATOMIC_RELAXED);
-	else if (rc == 0)
-		shmt__count_denial(v->lim, WHY_EXHAUSTED);
+	gcra_count(v, rc, cost);
 	if (rc >= 0 && out != NULL)
 		shmt__gcra_decide(v, tat, now, cost, rc, out);
 	return rc;
@@ -276,7 +211,7 @@ shmt__gcra_peek_tat(const struct shmt_lview *v, uint64_t tat, uint64_t now,
     uint64_t cost, shmt_decision_t *out)
 {
 	uint64_t T = gcra_T(v), nt = sat_add(tat > now ? tat : now, T * cost);
-	int ok = nt <= sat_add(now, T * v->burst);
+	int ok = nt <= sat_add(now, v->rate_d);
 
 	shmt__gcra_decide(v, ok ? nt : tat, now, cost, ok, out);
 	return ok;
@@ -294,7 +229,7 @@ shmt__gcra_peek(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 void
 shmt__gcra_stat(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 {
-	uint64_t now = shmt__now(h), T = gcra_T(v), D = T * v->burst, ttl;
+	uint64_t now = shmt__now(h), T = gcra_T(v), D = v->rate_d, ttl;
 	uint64_t tat = __atomic_load_n(&v->lim->lm_w.w[0], __ATOMIC_ACQUIRE);
 
 	o->buckets_in_use = 0;
@@ -322,7 +257,7 @@ int
 shmt__gcra_ce_take(shmt_t *h, const struct shmt_lview *v, struct shmt_client *e,
     uint32_t expect, uint64_t cost, uint64_t *nowp, uint64_t *tatp)
 {
-	uint64_t inc = gcra_T(v) * cost, D = gcra_T(v) * v->burst;
+	uint64_t inc = gcra_T(v) * cost, D = v->rate_d;
 	struct shmt_w w, nw;
 	unsigned lost = 0;
 

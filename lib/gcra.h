@@ -3,6 +3,7 @@
 #ifndef SHMT_GCRA_H
 #define SHMT_GCRA_H
 
+#include "ring.h"
 #include "table.h"
 
 #include <shmthrottle.h>
@@ -72,11 +73,98 @@ int shmt__gcra_ce_reclaim(struct shmt_client *e, uint64_t now);
  * second word (a client entry's state) as it is. */
 int64_t shmt__gcra_reset(struct shmt_w *wp, int is_client);
 
+/* The interval T = window / limit of V's parameters (view_fill). */
+static inline uint64_t
+gcra_T(const struct shmt_lview *v)
+{
+	return v->rate_t;
+}
+
+/* One request of COST: 1 granted, 0 refused, -EAGAIN when W's tag names
+ * other parameters than V's (renew the view and call again).  *NOWP gets
+ * its clock value, *TATP the arrival time it installed (granted) or saw
+ * (refused).  W's halves are read apart (the CAS checks both); a refusal,
+ * which makes no CAS, reads the tag again after the arrival time, so that
+ * it saw the two together (see "Changing the parameters in place"). */
+static inline __attribute__((always_inline)) int
+gcra_take(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
+    uint64_t *nowp, uint64_t *tatp)
+{
+	struct shmt_w *wp = &v->lim->lm_w;
+	uint64_t inc = gcra_T(v) * cost, D = v->rate_d;
+	uint64_t w[2], nw[2];
+
+	w[1] = __atomic_load_n(&wp->w[1], __ATOMIC_ACQUIRE);
+	w[0] = __atomic_load_n(&wp->w[0], __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < SHMT_RETRY_MAX; i++) {
+		uint64_t now, nt;
+
+		if (__builtin_expect((uint32_t)(w[1] & 0xffffU) != v->pgen, 0))
+			return -EAGAIN;
+		now = shmt__now(h);
+		nt = sat_add(w[0] > now ? w[0] : now, inc);
+		*nowp = now;
+		if (nt > sat_add(now, D)) {
+			if (__atomic_load_n(&wp->w[1], __ATOMIC_ACQUIRE) !=
+			    w[1]) {
+				w[1] = __atomic_load_n(&wp->w[1],
+				    __ATOMIC_ACQUIRE);
+				w[0] = __atomic_load_n(&wp->w[0],
+				    __ATOMIC_ACQUIRE);
+				continue;
+			}
+			*tatp = w[0];
+			return 0;
+		}
+		nw[0] = nt;
+		nw[1] = w[1];
+		if (shmt__cas128(wp, w, nw)) {
+			*tatp = nt;
+			/* Another process asked for the word: step aside
+			 * (see "Contention" in ring.c). */
+			if (__builtin_expect(__atomic_load_n(
+			    &v->lim->lm_handoff, __ATOMIC_RELAXED) != 0, 0))
+				shmt__handoff_yield(&v->lim->lm_handoff, wp);
+			return 1;
+		}
+		/* Lost to another grant: ask for the word, then read it
+		 * afresh (taking its line, for the CAS that follows). */
+		shmt__handoff_ask(&v->lim->lm_handoff, wp);
+		shmt__load128_excl(wp, w);
+	}
+	return SHMT_EBUSYLOOP;
+}
+
+/* The count of a rate grant's end RC: the grants, or the denial's. */
+static inline __attribute__((always_inline)) void
+gcra_count(const struct shmt_lview *v, int rc, uint64_t cost)
+{
+	if (rc == 1)
+		__atomic_fetch_add(&v->lim->lm_exact_grants, cost,
+		    __ATOMIC_RELAXED);
+	else if (rc == 0)
+		shmt__count_denial(v->lim, WHY_EXHAUSTED);
+}
+
+/* A grant of COST with no decision, inline (the plain grant's path):
+ * 1 granted, 0 refused, -EAGAIN (renew V), or SHMT_EBUSYLOOP. */
+static inline __attribute__((always_inline)) int
+gcra_grant(shmt_t *h, const struct shmt_lview *v, uint64_t cost)
+{
+	uint64_t now, tat;
+	int rc = gcra_take(h, v, cost, &now, &tat);
+
+	gcra_count(v, rc, cost);
+	return rc;
+}
+
 /* A grant of COST with its decision in OUT (may be NULL). */
 static inline int
 gcra_acquire(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
     shmt_decision_t *out)
 {
+	if (out == NULL)
+		return gcra_grant(h, v, cost);
 	return shmt__gcra_acquire_at(h, v, cost, out, NULL);
 }
 

@@ -29,7 +29,8 @@ int shmt__take_ring_renewed(shmt_t *h, const struct shmt_lview *v,
     uint64_t *cursor);
 
 /* The end of a rate or exact grant RC (SEQ: an exact grant's number):
- * the count of exact grants, the key-pool cursor, or the denial's. */
+ * the key-pool cursor, or the denial's count.  (An exact limiter's grants
+ * are its grant number, W's first half: nothing else counts them.) */
 static inline __attribute__((always_inline)) int
 log_or_rate_done(const struct shmt_lview *v, int rc, uint64_t seq,
     uint64_t *cursor)
@@ -37,8 +38,6 @@ log_or_rate_done(const struct shmt_lview *v, int rc, uint64_t seq,
 	if (v->mode == SHMT_MODE_GCRA)
 		return rc;
 	if (rc == 1) {
-		__atomic_fetch_add(&v->lim->lm_exact_grants, 1,
-		    __ATOMIC_RELAXED);
 		*cursor = v->nkeys != 0 ? seq % v->nkeys : 0;
 	} else if (rc == 0) {
 		shmt__count_denial(v->lim, WHY_EXHAUSTED);

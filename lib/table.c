@@ -428,7 +428,14 @@ shmt__view_fill(const shmt_t *h, uint32_t r, struct shmt_lim *lim,
 			v->uses_cap = hp->lp_uses_cap;
 		}
 	}
-	return v->pgen_check ? view_params(lim, v) : 0;
+	if (v->pgen_check && (rc = view_params(lim, v)) != 0)
+		return rc;
+	if (v->mode == SHMT_MODE_GCRA) {
+		/* In range: shmt__gcra_check passed on these parameters. */
+		v->rate_t = v->window / v->limit;
+		v->rate_d = v->rate_t * v->burst;
+	}
+	return 0;
 }
 
 static int

@@ -65,6 +65,9 @@ struct shmt_lview {
 	uint32_t mode, flags, nb, nkeys, keystride, keymax, capacity, entsize;
 	uint32_t uses_per_key;
 	uint64_t burst;               /* rate mode */
+	uint64_t rate_t, rate_d;      /* rate mode: window / limit and
+				       * rate_t * burst (view_fill), so that
+				       * a grant divides nothing */
 	uint64_t nb_magic;            /* for slot_of, see there */
 	struct shmt_ring_slot *ring;  /* buckets mode */
 	struct shmt_log_slot *log;    /* exact mode */
