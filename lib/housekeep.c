@@ -50,6 +50,10 @@ shmt_housekeep(shmt_t *h, shmt_time_t *next_ns)
 	actions += shmt__slots_reap(h);
 	actions += shmt__an_reap(h);
 	__atomic_fetch_add(&h->hdr->sh_hk_runs, 1, __ATOMIC_RELAXED);
+	/* What a kept lock made us skip is due now, whatever NEXT says of
+	 * the rest. */
+	if (locked != 0)
+		next = shmt__now(h);
 	if (next_ns != NULL)
 		*next_ns = next;
 	return locked != 0 ? locked : actions;

@@ -141,6 +141,7 @@ test_housekeep_past_kept_lock(void **state)
 	shmt_config_t cfg;
 	shmt_t *h = NULL;
 	uint32_t used, stale;
+	shmt_time_t before, next = UINT64_MAX;
 	int p[2], q[2];
 	pid_t holder, dead;
 
@@ -181,9 +182,12 @@ test_housekeep_past_kept_lock(void **state)
 	assert_int_equal(waitpid(dead, NULL, 0), dead);
 	shmt__slots_count(h, &used, &stale);
 	assert_int_equal(stale, 1);
-	assert_int_equal(shmt_housekeep(h, NULL), SHMT_ELOCKED);
+	before = shmt_now(h);
+	assert_int_equal(shmt_housekeep(h, &next), SHMT_ELOCKED);
 	shmt__slots_count(h, &used, &stale);
 	assert_int_equal(stale, 0);
+	/* The shard it skipped is due at once. */
+	assert_true(next >= before && next <= shmt_now(h));
 	kill(holder, SIGKILL);
 	waitpid(holder, NULL, 0);
 	tu_close_unlink(h, name);

@@ -1786,7 +1786,8 @@ SHMT_EXPORT int shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report,
  * bound, as in shmt_set: the rest of that store, or the other client
  * tables, wait for the next call (one such wait per store and for the
  * client tables, 1 s at most each); shared rings, the other store, the
- * slots and the stripes are still housekept, and the error comes after).
+ * slots and the stripes are still housekept, the error comes after, and
+ * *NEXT_NS is the time of the call: the work skipped is due at once).
  * Concurrency: any number of processes may call it at once, beside every
  * other call; the daemon calls it on time.  Buckets are sealed and released
  * by CAS, as callers do; a per-client limiter's entries are reclaimed under
