@@ -80,6 +80,8 @@ uint64_t shmt__lock_sleep_ns = SHMT_LOCK_SLEEP_NS;
 
 /* Thread ids are below PID_MAX_LIMIT (2^22) on Linux. */
 #define SHMT_TID_MAX (1U << 22)
+_Static_assert(SHMT_LOCK_UNREPAIRED >= SHMT_TID_MAX,
+    "an unrepaired lock names no thread");
 
 static __thread uint32_t my_tid;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
@@ -265,14 +267,26 @@ shmt__lock_owner(const struct shmt_lock *l)
 	return __atomic_load_n(&l->lk_owner, __ATOMIC_RELAXED);
 }
 
-void
-shmt__unlock(struct shmt_lock *l)
+static void
+unlock_to(struct shmt_lock *l, uint32_t owner)
 {
-	__atomic_exchange_n(&l->lk_owner, 0, __ATOMIC_SEQ_CST);
+	__atomic_exchange_n(&l->lk_owner, owner, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&l->lk_pad, __ATOMIC_SEQ_CST) == 0 ||
 	    __atomic_exchange_n(&l->lk_pad, 0, __ATOMIC_SEQ_CST) == 0)
 		return;
 	lock_wake(l);
+}
+
+void
+shmt__unlock(struct shmt_lock *l)
+{
+	unlock_to(l, 0);
+}
+
+void
+shmt__unlock_unrepaired(struct shmt_lock *l)
+{
+	unlock_to(l, SHMT_LOCK_UNREPAIRED);
 }
 
 int

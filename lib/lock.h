@@ -44,6 +44,14 @@ int shmt__lock(struct shmt *h, struct shmt_lock *l);
 /* As shmt__lock without waiting: -EBUSY when a live owner holds it. */
 int shmt__lock_try(struct shmt *h, struct shmt_lock *l);
 void shmt__unlock(struct shmt_lock *l);
+/* Let go of L after a takeover whose repair failed (out of memory): the
+ * word then names SHMT_LOCK_UNREPAIRED, an owner no thread can be, so the
+ * next locker takes the lock over as from a dead owner (shmt__lock answers
+ * 1) and repairs in its turn, where shmt__unlock would have left it free
+ * and the damage trusted.  Sleepers are woken as by shmt__unlock. */
+void shmt__unlock_unrepaired(struct shmt_lock *l);
+/* Above every thread id (PID_MAX_LIMIT is 2^22): read as a dead owner. */
+#define SHMT_LOCK_UNREPAIRED (1U << 22)
 /* Who holds L, without taking it or writing anything (for the read-only
  * check): SHMT_LOCK_FREE, SHMT_LOCK_LIVE (a live owner, see above) or
  * SHMT_LOCK_DEAD (the word names no live owner, or the calling thread,

@@ -374,7 +374,7 @@ repair_undo(const struct shmt_store *st, struct shmt_shard *sh)
 			memcpy(shard_heap(st, sh) + off, sh->ds_undo_bytes, len);
 		}
 	}
-	__atomic_store_n(&sh->ds_undo, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&sh->ds_undo, 0, __ATOMIC_RELEASE);
 }
 
 /* Repair SH; the caller holds its lock (just taken over from a dead holder). */
@@ -403,9 +403,11 @@ shmt__shard_lock_any(const struct shmt_store *st, struct shmt_shard *sh)
 	if (rc == 1) {
 		rc = shmt__shard_repair(st, sh);
 		if (rc != 0) {
-			shmt__unlock(&sh->ds_lock);
+			/* Unrepaired: the next locker must repair it. */
+			shmt__unlock_unrepaired(&sh->ds_lock);
 			return rc;
 		}
+		return 1;
 	}
 	return rc;
 }
@@ -434,15 +436,16 @@ shmt__shard_check_owner(const struct shmt_store *st, struct shmt_shard *sh)
 {
 	int rc = shmt__lock_try(st->h, &sh->ds_lock);
 
-	if (rc == 1) {
-		shmt__shard_repair(st, sh);
-		shmt__unlock(&sh->ds_lock);
-	} else if (rc == 0) {
-		/* Nobody holds it, yet the version is odd: a writer makes it
-		 * even before it lets go, so this is damage; repair it too. */
-		if (__atomic_load_n(&sh->ds_seq, __ATOMIC_ACQUIRE) & 1)
-			shmt__shard_repair(st, sh);
-		shmt__unlock(&sh->ds_lock);
+	if (rc == 1 || rc == 0) {
+		/* rc 0: nobody holds it, yet the version is odd: a writer
+		 * makes it even before it lets go, so this is damage; repair
+		 * it too.  A repair that failed (out of memory) is left to
+		 * the next locker. */
+		if ((rc == 1 || (__atomic_load_n(&sh->ds_seq,
+		    __ATOMIC_ACQUIRE) & 1)) && shmt__shard_repair(st, sh) != 0)
+			shmt__unlock_unrepaired(&sh->ds_lock);
+		else
+			shmt__unlock(&sh->ds_lock);
 	}
 }
 
@@ -603,7 +606,10 @@ shmt__store_overwrite(const struct shmt_store *st, struct shmt_shard *sh,
 	__atomic_store_n(&it->it_expire, expire, __ATOMIC_RELAXED);
 	it->it_born = born;
 	copy_short((char *)(it + 1) + klen, val, vlen);
-	__atomic_store_n(&sh->ds_undo, 0, __ATOMIC_RELAXED);
+	/* Disarmed only once every byte above is stored (a release store:
+	 * the compiler may not move it before them either; a killed writer's
+	 * repair trusts a disarmed record's item to be whole). */
+	__atomic_store_n(&sh->ds_undo, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->ds_seq, seq + 2, __ATOMIC_RELEASE);
 	return 1;
 #endif

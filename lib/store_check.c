@@ -341,10 +341,13 @@ chk_shard(const struct shmt_store *st, struct shmt_shard *sh, const char *who,
 			else {
 				/* rc 1: taken over from the dead writer, and
 				 * repaired as every writer does. */
-				if (rc == 0 && shmt__shard_repair(st, sh) != 0)
+				if (rc == 0 && shmt__shard_repair(st, sh) != 0) {
 					shmt__chk(c, "%s: no memory to repair "
 					    "it", who);
-				shmt__unlock(&sh->ds_lock);
+					shmt__unlock_unrepaired(&sh->ds_lock);
+				} else {
+					shmt__unlock(&sh->ds_lock);
+				}
 			}
 		}
 	}

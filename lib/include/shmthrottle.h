@@ -1367,8 +1367,9 @@ SHMT_EXPORT int shmt_global_stat(shmt_t *h, const char *name,
 /*
  * shmt_get: copy the value of KEY (KLEN bytes) into BUF (CAP bytes) and set
  * *VLEN to its length.  Returns 0; -ENOENT (absent or expired); -ERANGE
- * when CAP is too small (then *VLEN holds the length needed and BUF is
- * untouched); -E2BIG (KLEN 0 or over SHMT_KEY_MAX: -EINVAL for 0); -ENODEV
+ * when CAP is too small (then *VLEN holds the length needed; BUF holds
+ * nothing usable: a read that a concurrent write made retry may have
+ * filled it with the discarded copy of a shorter value); -E2BIG (KLEN 0 or over SHMT_KEY_MAX: -EINVAL for 0); -ENODEV
  * (the segment has no dictionary); -EAGAIN when writers kept the shard busy
  * through every retry.  Lock-free for readers; kill -9 leaves nothing.
  */
