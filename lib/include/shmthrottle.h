@@ -1385,8 +1385,9 @@ SHMT_EXPORT int shmt_get(shmt_t *h, const void *key, size_t klen, void *buf,
  * dict_max_value), -ENOSPC (no room and eviction off, or the item can never
  * fit), -ENODEV, SHMT_ELOCKED (a live process kept the shard's lock: 100 ms
  * while it sleeps or is stopped, 1 s in all), SHMT_ECORRUPT (the key's chain
- * loops); on any error nothing changes (only expired items, which read as
- * absent, may be reclaimed).  Replacing a value needs room for the new item
+ * loops), -ENOMEM (the shard's last writer died and its repair found no
+ * memory: the next writer repairs it); on any error nothing changes (only
+ * expired items, which read as absent, may be reclaimed).  Replacing a value needs room for the new item
  * while the old one is still there: a new item that needs the whole shard
  * can never fit beside the old one, and is refused before anything is
  * evicted.  kill -9 during the call leaves the old value or the new one.
