@@ -40,10 +40,24 @@ const char shmtd_lease_lua[] =
     "local P = K * 1073741824\n"
     "local F = function(x) return string.format('%d', x) end\n"
     "local born = tonumber(redis.call('HGET', KEYS[3], 'born') or '0')\n"
+    /* The Redis process the records were last written by (its run_id,
+     * new at every start).  Another one that kept them without an AOF
+     * loaded them from an RDB file, which may be older than the leases
+     * in flight: the records start over, as for a Redis without its
+     * data.  A record without one (born set by hand, or by an older
+     * script) is taken as this Redis's. */
+    "local rid = string.match(redis.call('INFO', 'server'),\n"
+    "  'run_id:(%x+)') or '?'\n"
+    "local was = redis.call('HGET', KEYS[3], 'rid')\n"
+    "if born ~= 0 and was and was ~= rid and not string.find(\n"
+    "    redis.call('INFO', 'persistence'), 'aof_enabled:1', 1, true) then\n"
+    "  born = 0\n"
+    "end\n"
     "if born == 0 then\n"
     "  born = now\n"
     "  redis.call('HSET', KEYS[3], 'born', F(born))\n"
     "end\n"
+    "if was ~= rid then redis.call('HSET', KEYS[3], 'rid', rid) end\n"
     /* Redis's wall clock may step back: the script's clock stands still
      * instead (a hold then lasts longer, never shorter). */
     "local last = tonumber(redis.call('HGET', KEYS[3], 'last') or '0')\n"
