@@ -83,6 +83,7 @@ struct held {
 	uint64_t until;               /* local ns after which Redis freed it */
 	uint64_t n;
 	long long id;
+	int owed;                     /* offline: already reported to Redis */
 };
 
 struct gslot {
@@ -304,8 +305,9 @@ node_conn(struct shmtd_lease *l, unsigned n, uint64_t now)
 	}
 	r->backoff = 0;
 	for (size_t i = 0; i < l->ng; i++) {
-		if (l->g[i].noff > 0)
-			l->g[i].owe = 1;
+		for (unsigned j = 0; j < l->g[i].noff; j++)
+			if (!l->g[i].off[j].owed)
+				l->g[i].owe = 1;
 		l->g[i].hello = 0;
 	}
 	return r->c;
@@ -703,6 +705,7 @@ held_add(struct held *a, unsigned *n, uint64_t until, uint64_t k, long long id)
 	a[*n].until = until;
 	a[*n].n = k;
 	a[*n].id = id;
+	a[*n].owed = 0;
 	(*n)++;
 }
 
@@ -816,16 +819,24 @@ open_left(struct glim *g, uint64_t soon, unsigned *nopen, uint64_t *usedp)
 }
 
 /* Report offline uses still in flight to Redis, once it is back, so the
- * fleet counts them from now on. */
+ * fleet counts them from now on.  The records stay until their hold ends,
+ * marked reported: should Redis go away again within it, ask_offline
+ * still counts them against offline_limit (forgetting them would let a
+ * host that loses Redis twice in a window grant offline_limit twice). */
 static void
 pay_debt(struct shmtd_lease *l, struct glim *g, uint64_t now)
 {
-	uint64_t debt = held_sum(g->off, &g->noff, now);
+	uint64_t debt = 0;
 	long long out[GL_REPLY];
 
+	(void)held_sum(g->off, &g->noff, now);
+	for (unsigned i = 0; i < g->noff; i++)
+		if (!g->off[i].owed)
+			debt += g->off[i].n;
 	if (debt > 0 && script(l, g, "owe", debt, 0, 0, 0, out, NULL, NULL) != 0)
 		return;
-	g->noff = 0;
+	for (unsigned i = 0; i < g->noff; i++)
+		g->off[i].owed = 1;
 	g->owe = 0;
 }
 

@@ -1639,6 +1639,95 @@ test_fleet_offline_limit(void **state)
 	assert_true(after <= F_LIMIT);
 }
 
+/* Wait until every host's daemon has reached Redis again (a fresh one:
+ * it waits out its hold), which it does after paying its offline debt;
+ * 0 when END passed first. */
+static int
+hosts_waiting(struct fleet *f, uint64_t end)
+{
+	for (;;) {
+		int n = 0;
+
+		for (int i = 0; i < HOSTS; i++) {
+			shmt_global_stat_t gs;
+			shmt_t *h = NULL;
+
+			if (shmt_open(f->seg[i], &h) != 0)
+				continue;
+			if (shmt_global_stat(h, "g", &gs) == 0 &&
+			    gs.state == SHMT_GLOBAL_WAITING)
+				n++;
+			shmt_close(h);
+		}
+		if (n == HOSTS)
+			return 1;
+		if (mono() >= end)
+			return 0;
+		nap(2 * MSEC);
+	}
+}
+
+/*
+ * offline_limit across two outages in one window: Redis goes away (each
+ * host grants up to N on its own), comes back without its data (the hosts
+ * report their offline uses, then wait out its hold), and goes away again
+ * before the first offline leases' hold is over.  The second outage must
+ * count the first one's uses still in flight: no host grants more than N
+ * in any window of the two (a host that forgot its reported uses granted
+ * 2 N).
+ */
+static void
+test_fleet_offline_flap(void **state)
+{
+	const int busy[HOSTS] = { 1, 1, 1 };
+	const uint64_t off = 30;
+	struct fleet f;
+	uint64_t start, end, down, back, down2, host_most = 0;
+	struct verdict v;
+	int reached;
+
+	(void)state;
+	NEED_REDIS();
+	memset(&f, 0, sizeof(f));
+	f.offline_limit = off;
+	fleet_up(&f, "flap");
+	start = mono();
+	end = start + 2500 * MSEC;
+	workers_start(&f, busy, end);
+	nap(F_HOLD_NS + 300 * MSEC);
+	down = mono();
+	redis_kill(&f);
+	nap(40 * MSEC);
+	redis_start(&f);
+	back = mono();
+	reached = hosts_waiting(&f, down + F_HOLD_NS);
+	down2 = mono();
+	redis_kill(&f);
+	workers_wait(&f);
+	v = judge(&f, start, end);
+	for (int i = 0; i < HOSTS; i++) {
+		uint64_t m = most_in_window(&f, i, down, end);
+
+		if (m > host_most)
+			host_most = m;
+	}
+	printf("# offline_limit %llu, Redis away twice: back after %llu ms, "
+	    "every host reached it again %s (%llu ms after the first "
+	    "outage), away again; most in a window per host from the first "
+	    "outage on: %llu\n", (unsigned long long)off,
+	    (unsigned long long)((back - down) / MSEC),
+	    reached ? "within the first leases' hold" : "only after it",
+	    (unsigned long long)((down2 - down) / MSEC),
+	    (unsigned long long)host_most);
+	report("offline flap", &f, &v);
+	fleet_down(&f);
+	/* Meaningful only when the second outage began within the first
+	 * offline leases' hold: the daemons reconnect within 50-100 ms. */
+	assert_true(reached);
+	assert_true(host_most > 0);
+	assert_true(host_most <= off);
+}
+
 /*
  * Redis behind a proxy that adds 0-50 ms to each request and drops
  * connections (1 request or reply in 40): leases arrive late (those past
@@ -2692,6 +2781,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_fleet_big_cost),
 		cmocka_unit_test(test_fleet_fail_closed),
 		cmocka_unit_test(test_fleet_offline_limit),
+		cmocka_unit_test(test_fleet_offline_flap),
 		cmocka_unit_test(test_fleet_slow_redis),
 		cmocka_unit_test(test_fleet_late_replies),
 		cmocka_unit_test(test_fleet_mismatch),
