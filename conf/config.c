@@ -539,7 +539,8 @@ add_keys(struct parse *p, struct shmtd_limiter *lim, const char *v)
 static int
 set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 {
-	static const char *const lmodes[] = { "buckets", "exact", "gcra", NULL };
+	static const char *const lmodes[] = { "buckets", "exact", "gcra", "rate",
+		NULL };
 	static const char *const evictions[] = { "lru", "none", NULL };
 	static const char *const logs[] = { "stderr", "syslog", NULL };
 	void *dst = base + k->off;
@@ -639,8 +640,10 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 	}
 	case K_LMODE:
 		if ((rc = choose(v, lmodes, tmp, sizeof(tmp))) == 0)
+			/* "rate" is the CLI's name of the same mode. */
 			*(int *)dst = strcmp(tmp, "exact") == 0 ?
-			    SHMT_MODE_EXACT : strcmp(tmp, "gcra") == 0 ?
+			    SHMT_MODE_EXACT : strcmp(tmp, "gcra") == 0 ||
+			    strcmp(tmp, "rate") == 0 ?
 			    SHMT_MODE_GCRA : SHMT_MODE_BUCKETS;
 		break;
 	case K_KEYS:
@@ -678,7 +681,7 @@ set_value(struct parse *p, const struct keydef *k, char *base, const char *v)
 		    k->type == K_SIZE ? "a size (e.g. 4096, 64KiB, 16MiB, 1GB)" :
 		    k->type == K_BOOL ? "yes or no" :
 		    k->type == K_MODE ? "an octal mode (e.g. 0660)" :
-		    k->type == K_LMODE ? "buckets, exact or gcra" :
+		    k->type == K_LMODE ? "buckets, exact, or rate (gcra)" :
 		    k->type == K_EVICT ? "lru or none" :
 		    k->type == K_LOG ? "stderr or syslog" :
 		    k->type == K_PCT ? "a percentage from 1 to 99" :

@@ -230,7 +230,7 @@ test_bad_files(void **state)
 		{ "[limiter a]\nlimit = 5\nwindow = 4ns\nmode = gcra\n",
 		  ":3: key 'window': [limiter a]: window_ns: SHMT_MODE_GCRA needs window_ns / limit" },
 		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = leaky\n",
-		  ":4: key 'mode': cannot read 'leaky' as buckets, exact or gcra" },
+		  ":4: key 'mode': cannot read 'leaky' as buckets, exact, or rate (gcra)" },
 		{ "[segment]\nmax_limiters = 1\n[limiter a]\nlimit = 1\nwindow = 1s\n"
 		  "[limiter b]\nlimit = 1\nwindow = 1s\n",
 		  ":2: key 'max_limiters': 2 limiters are configured but max_limiters is 1" },
@@ -389,7 +389,7 @@ test_overrides(void **state)
 }
 
 /* Rate mode reads its burst (1 when not given) and shadow mode its flag,
- * and both print back. */
+ * and both print back; `mode = rate`, the CLI's name, reads as gcra. */
 static void
 test_gcra(void **state)
 {
@@ -401,13 +401,14 @@ test_gcra(void **state)
 	(void)state;
 	write_file(path, sizeof(path), "[limiter a]\nlimit = 100\nwindow = 1s\n"
 	    "mode = gcra\nburst = 7\n[limiter b]\nlimit = 10\nwindow = 1s\n"
-	    "mode = gcra\nshadow = yes\n");
+	    "mode = rate\nshadow = yes\n");
 	assert_int_equal(shmtd_config_load(path, &c, err, sizeof(err)), 0);
 	unlink(path);
 	assert_int_equal(c.nlimiters, 2);
 	assert_int_equal(c.limiters[0].limit.mode, SHMT_MODE_GCRA);
 	assert_int_equal(c.limiters[0].limit.burst, 7);
 	assert_int_equal(c.limiters[0].limit.slack_ns, 0);
+	assert_int_equal(c.limiters[1].limit.mode, SHMT_MODE_GCRA);
 	assert_int_equal(c.limiters[1].limit.burst, 1);
 	assert_int_equal(c.limiters[0].limit.shadow, 0);
 	assert_int_equal(c.limiters[1].limit.shadow, 1);
