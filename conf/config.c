@@ -793,7 +793,14 @@ section_open(struct parse *p, const char *name)
 
 	if (rc == -ENOMEM)
 		p->rc = rc;
-	if (rc == 0 && seen->first_line == 0)
+	if (rc == 0 && seen->first_line != 0) {
+		/* Two sections of one name would merge unseen: a second
+		 * [limiter a] pasted below the first would change it. */
+		fail(p, p->line, NULL, "section [%s] given twice (first on "
+		    "line %d)", name, seen->first_line);
+		return -EINVAL;
+	}
+	if (rc == 0)
 		seen->first_line = p->line;
 	return rc;
 }
@@ -1042,6 +1049,14 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 	    has_key(s, limiter_keys, "slack_uses"))
 		LFAIL("slack_uses", "[limiter %s]: mode = gcra has no slack "
 		    "(it has burst)", lim->name);
+	else if (l->mode == SHMT_MODE_EXACT &&
+	    has_key(s, limiter_keys, "slack_time"))
+		LFAIL("slack_time", "[limiter %s]: mode = exact has no slack "
+		    "(it keeps one record per use)", lim->name);
+	else if (l->mode == SHMT_MODE_EXACT &&
+	    has_key(s, limiter_keys, "slack_uses"))
+		LFAIL("slack_uses", "[limiter %s]: mode = exact has no slack "
+		    "(it keeps one record per use)", lim->name);
 	else if (!l->global && has_key(s, limiter_keys, "offline_limit"))
 		LFAIL("offline_limit", "[limiter %s] is not global", lim->name);
 	else if (l->global && l->nkeys > 0 &&

@@ -231,6 +231,17 @@ test_bad_files(void **state)
 		  ":3: key 'window': [limiter a]: window_ns: SHMT_MODE_GCRA needs window_ns / limit" },
 		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = leaky\n",
 		  ":4: key 'mode': cannot read 'leaky' as buckets, exact, or rate (gcra)" },
+		/* Exact mode has no slack, as rate mode has none. */
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nmode = exact\nslack_time = 1ms\n",
+		  ":5: key 'slack_time': [limiter a]: mode = exact has no slack" },
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\nslack_uses = 2\nmode = exact\n",
+		  ":4: key 'slack_uses': [limiter a]: mode = exact has no slack" },
+		/* A section given twice would merge unseen. */
+		{ "[limiter a]\nlimit = 5\nwindow = 1s\n[limiter b]\nlimit = 1\n"
+		  "window = 1s\n[limiter a]\nslack_uses = 2\n",
+		  ":7: section [limiter a] given twice (first on line 1)" },
+		{ "[daemon]\nlog = stderr\n[segment]\nname = /x\n[daemon]\n",
+		  ":5: section [daemon] given twice (first on line 1)" },
 		{ "[segment]\nmax_limiters = 1\n[limiter a]\nlimit = 1\nwindow = 1s\n"
 		  "[limiter b]\nlimit = 1\nwindow = 1s\n",
 		  ":2: key 'max_limiters': 2 limiters are configured but max_limiters is 1" },
