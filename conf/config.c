@@ -1098,6 +1098,38 @@ limiter_resolve(struct parse *p, struct shmtd_limiter *lim, struct seen *s)
 #define SFAIL(sec, keys, key, ...) \
 	fail(p, key_line(&p->fixed[sec], keys, key), key, __VA_ARGS__)
 
+/*
+ * The library gives each shard of the dictionary and of the counters a
+ * heap of a power of two bytes, the largest that fits size / shards: a
+ * size it would round down is refused here, so that the size the file
+ * says (and --check-config prints) is the size the segment holds.
+ */
+static void
+heap_exact(struct parse *p, enum section sec, const struct keydef *keys,
+    const char *name, uint64_t size, uint32_t shards)
+{
+	uint64_t per, heap, lo, hi;
+	char a[32], b[32], c[32], d[32];
+
+	if (shards == 0)
+		return; /* shmt_config_check refused it */
+	per = size / shards;
+	for (heap = 1; heap <= per / 2; heap *= 2)
+		;
+	if (heap * shards == size)
+		return;
+	lo = heap * shards;
+	hi = lo * 2;
+	SFAIL(sec, keys, has_key(&p->fixed[sec], keys, "size") ? "size" :
+	    "shards", "[%s] size %s over %u shards is %s a shard, and a shard "
+	    "holds a power of two bytes: the segment would hold %s; give "
+	    "size = %s or %s (or other shards)", name,
+	    shmtd_format_size(size, a, sizeof(a)), shards,
+	    shmtd_format_size(per, b, sizeof(b)),
+	    shmtd_format_size(lo, c, sizeof(c)), c,
+	    shmtd_format_size(hi, d, sizeof(d)));
+}
+
 static void
 resolve(struct parse *p)
 {
@@ -1152,7 +1184,12 @@ resolve(struct parse *p)
 		else
 			SFAIL(fk->sec, sections[fk->sec].keys, fk->key, "%s",
 			    why);
-	}
+	} else if (c->dict.enabled)
+		heap_exact(p, S_DICT, dict_keys, "dictionary", c->dict.size,
+		    c->dict.shards);
+	if (p->err_line == 0 && c->counters.enabled)
+		heap_exact(p, S_COUNTERS, counters_keys, "counters",
+		    c->counters.size, c->counters.shards);
 }
 
 /* ---- Load, apply, free ---------------------------------------------------- */

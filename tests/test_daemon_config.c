@@ -242,6 +242,14 @@ test_bad_files(void **state)
 		  ":7: section [limiter a] given twice (first on line 1)" },
 		{ "[daemon]\nlog = stderr\n[segment]\nname = /x\n[daemon]\n",
 		  ":5: section [daemon] given twice (first on line 1)" },
+		/* A size the segment would round down. */
+		{ "[dictionary]\nsize = 96MiB\nshards = 8\n",
+		  ":2: key 'size': [dictionary] size 96MiB over 8 shards is 12MiB a "
+		  "shard, and a shard holds a power of two bytes: the segment would "
+		  "hold 64MiB; give size = 64MiB or 128MiB" },
+		{ "[counters]\nshards = 2\nsize = 3MiB\n",
+		  ":3: key 'size': [counters] size 3MiB over 2 shards is 1536KiB a "
+		  "shard" },
 		{ "[segment]\nmax_limiters = 1\n[limiter a]\nlimit = 1\nwindow = 1s\n"
 		  "[limiter b]\nlimit = 1\nwindow = 1s\n",
 		  ":2: key 'max_limiters': 2 limiters are configured but max_limiters is 1" },
