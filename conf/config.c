@@ -1287,27 +1287,11 @@ shmtd_config_load(const char *path, struct shmtd_config *out, char *err,
 }
 
 int
-shmtd_limiter_apply(shmt_t *h, const struct shmtd_config *cfg,
+shmtd_limiter_define_cfg(shmt_t *h, const struct shmtd_config *cfg,
     const struct shmtd_limiter *lim, char *err, size_t errcap)
 {
 	int rc = shmt_limiter_define(h, lim->name, &lim->limit);
 
-	/* The limiter exists (with these parameters or others): its
-	 * overrides; the first that fails names itself. */
-	for (size_t i = 0; (rc == 0 || rc == -EEXIST) &&
-	    i < lim->noverrides; i++) {
-		const struct shmtd_override *o = &lim->overrides[i];
-		int orc = shmt_client_set(h, lim->name, o->id, strlen(o->id),
-		    &o->rule);
-
-		if (orc < 0) {
-			snprintf(err, errcap, "%s:%d: limiter '%s': override "
-			    "for client '%s': %s", cfg->source, o->line,
-			    lim->name, o->id, orc == -ENOSPC ? "the segment's "
-			    "override table is full" : shmt_strerror(orc));
-			return orc;
-		}
-	}
 	if (rc == -EEXIST)
 		snprintf(err, errcap, "%s:%d: limiter '%s': the segment holds "
 		    "it with other parameters", cfg->source, lim->line,
@@ -1316,6 +1300,44 @@ shmtd_limiter_apply(shmt_t *h, const struct shmtd_config *cfg,
 		snprintf(err, errcap, "%s:%d: limiter '%s': %s", cfg->source,
 		    lim->line, lim->name, shmt_strerror(rc));
 	return rc < 0 ? rc : 0;
+}
+
+int
+shmtd_override_apply(shmt_t *h, const struct shmtd_config *cfg,
+    const struct shmtd_limiter *lim, size_t i, char *err, size_t errcap)
+{
+	const struct shmtd_override *o = &lim->overrides[i];
+	int rc = shmt_client_set(h, lim->name, o->id, strlen(o->id),
+	    &o->rule);
+
+	if (rc >= 0)
+		return 0;
+	snprintf(err, errcap, "%s:%d: limiter '%s': override for client "
+	    "'%s': %s", cfg->source, o->line, lim->name, o->id,
+	    rc == -ENOSPC ? "the segment's override table is full" :
+	    shmt_strerror(rc));
+	return rc;
+}
+
+int
+shmtd_limiter_apply(shmt_t *h, const struct shmtd_config *cfg,
+    const struct shmtd_limiter *lim, char *err, size_t errcap)
+{
+	char why[512];
+	int rc = shmtd_limiter_define_cfg(h, cfg, lim, why, sizeof(why));
+
+	/* The limiter exists (with these parameters or others): its
+	 * overrides; the first that fails names itself. */
+	for (size_t i = 0; (rc == 0 || rc == -EEXIST) &&
+	    i < lim->noverrides; i++) {
+		int orc = shmtd_override_apply(h, cfg, lim, i, err, errcap);
+
+		if (orc < 0)
+			return orc;
+	}
+	if (rc < 0)
+		snprintf(err, errcap, "%s", why);
+	return rc;
 }
 
 int

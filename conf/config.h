@@ -129,6 +129,18 @@ int shmtd_config_apply(shmt_t *h, const struct shmtd_config *cfg, char *err,
 int shmtd_limiter_apply(shmt_t *h, const struct shmtd_config *cfg,
     const struct shmtd_limiter *lim, char *err, size_t errcap);
 
+/* shmtd_limiter_define_cfg: define one limiter, as shmt_limiter_define
+ * (-EEXIST: the segment holds it with other parameters), with ERR naming
+ * the limiter and its line; no override is set. */
+int shmtd_limiter_define_cfg(shmt_t *h, const struct shmtd_config *cfg,
+    const struct shmtd_limiter *lim, char *err, size_t errcap);
+
+/* shmtd_override_apply: set override I of LIM (shmt_client_set); 0, or
+ * its error with ERR naming the file, the override's line, the limiter
+ * and the client (-ENOSPC: the segment's override table is full). */
+int shmtd_override_apply(shmt_t *h, const struct shmtd_config *cfg,
+    const struct shmtd_limiter *lim, size_t i, char *err, size_t errcap);
+
 void shmtd_config_free(struct shmtd_config *cfg);
 
 

@@ -355,12 +355,50 @@ redefine_limiters(struct daemon *d, const struct redefs *r)
 	    r->n > 1 ? "s" : "", names, (shmt__mono_ns() - t0) / 1000000);
 }
 
+/* Set the overrides of every limiter of CFG that DEFINED says is in the
+ * segment.  An override that cannot be set is logged with its file and
+ * line and left out; the limiter and the other overrides stay applied. */
+static void
+apply_overrides(struct daemon *d, const struct shmtd_config *cfg,
+    const int *defined)
+{
+	char err[1024];
+
+	for (size_t i = 0; i < cfg->nlimiters; i++) {
+		const struct shmtd_limiter *l = &cfg->limiters[i];
+		size_t failed = 0;
+
+		for (size_t j = 0; defined[i] && j < l->noverrides; j++)
+			if (shmtd_override_apply(d->h, cfg, l, j, err,
+			    sizeof(err)) != 0) {
+				shmtd_log(LOG_ERR, "%s: this override is not "
+				    "applied", err);
+				failed++;
+			}
+		if (failed > 0)
+			shmtd_log(LOG_WARNING, "limiter '%s': %zu of its %zu "
+			    "overrides in %s not applied (see above); the "
+			    "limiter itself is", l->name, failed,
+			    l->noverrides, cfg->source);
+	}
+}
+
+/*
+ * Define every limiter of CFG, change or define anew the ones the segment
+ * holds with other parameters (update_limiter, redefine_limiters), and
+ * only then set their overrides: a larger override table comes with the
+ * move, before the rules that need it.  DEFINED (one per limiter of CFG)
+ * says which are in the segment afterwards.  Returns the first error
+ * defining a limiter, or 0; an override that fails is logged, not
+ * returned.
+ */
 static int
 apply_limiters(struct daemon *d, const struct shmtd_config *cfg,
-    const struct shmtd_config *old)
+    const struct shmtd_config *old, int *defined)
 {
 	char err[1024];
 	struct redefs r = { NULL, 0 };
+	shmt_limiter_stat_t st;
 	int first = 0;
 
 	if (cfg->nlimiters > 0 &&
@@ -370,7 +408,8 @@ apply_limiters(struct daemon *d, const struct shmtd_config *cfg,
 	}
 	for (size_t i = 0; i < cfg->nlimiters; i++) {
 		const struct shmtd_limiter *l = &cfg->limiters[i];
-		int rc = shmtd_limiter_apply(d->h, cfg, l, err, sizeof(err));
+		int rc = shmtd_limiter_define_cfg(d->h, cfg, l, err,
+		    sizeof(err));
 		int known = 0;
 
 		for (size_t j = 0; old != NULL && j < old->nlimiters; j++)
@@ -383,9 +422,14 @@ apply_limiters(struct daemon *d, const struct shmtd_config *cfg,
 			shmtd_log(LOG_ERR, "%s", err);
 		if (rc != 0 && rc != -EEXIST && first == 0)
 			first = rc;
+		/* A define that failed may still leave one in the segment
+		 * (one defined meanwhile by another process). */
+		defined[i] = rc == 0 || rc == -EEXIST ||
+		    shmt_limiter_stat(d->h, l->name, &st) == 0;
 	}
 	redefine_limiters(d, &r);
 	free(r.d);
+	apply_overrides(d, cfg, defined);
 	return first;
 }
 
@@ -409,6 +453,7 @@ reload(struct daemon *d)
 {
 	struct shmtd_config cfg;
 	char err[1024];
+	int *defined = NULL;
 
 	shmtd_log(LOG_NOTICE, "SIGHUP: reloading %s", d->cfg.source);
 	sd_notify(0, "RELOADING=1");
@@ -465,7 +510,17 @@ reload(struct daemon *d)
 	shmtd_lease_stop(d->lease);
 	d->lease = NULL;
 	apply_sizes(d, &cfg, "SIGHUP");
-	apply_limiters(d, &cfg, &d->cfg);
+	if (cfg.nlimiters > 0 &&
+	    (defined = calloc(cfg.nlimiters, sizeof(*defined))) == NULL) {
+		shmtd_log(LOG_ERR, "reload failed, keeping the running config: "
+		    "out of memory");
+		shmtd_config_free(&cfg);
+		start_lease(d);
+		sd_notify(0, "READY=1");
+		return;
+	}
+	apply_limiters(d, &cfg, &d->cfg, defined);
+	free(defined);
 	shmtd_config_free(&d->cfg);
 	d->cfg = cfg;
 	start_lease(d);
@@ -800,6 +855,7 @@ static int
 start(struct daemon *d)
 {
 	uint64_t usec = 0;
+	int *defined = NULL;
 	int rc;
 
 	if ((rc = segment_attach(d)) != 0)
@@ -807,7 +863,14 @@ start(struct daemon *d)
 	if ((rc = claim(d)) != 0)
 		return rc;
 	apply_sizes(d, &d->cfg, "start");
-	if (apply_limiters(d, &d->cfg, NULL) != 0)
+	if (d->cfg.nlimiters > 0 &&
+	    (defined = calloc(d->cfg.nlimiters, sizeof(*defined))) == NULL) {
+		shmtd_log(LOG_ERR, "out of memory applying the limiters");
+		return EXIT_FAIL;
+	}
+	rc = apply_limiters(d, &d->cfg, NULL, defined);
+	free(defined);
+	if (rc != 0)
 		return EXIT_FAIL;
 	if ((rc = start_metrics(d)) != 0)
 		return rc;

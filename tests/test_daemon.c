@@ -559,6 +559,123 @@ test_sighup_overrides(void **state)
 	shmt_close(h);
 }
 
+/* The config of limiter "pc" with an override table of TABLE and the
+ * overrides "c1 deny" to "cN deny" after "vip allow", into BUF. */
+static void
+pc_overrides(char *buf, size_t cap, unsigned table, unsigned n,
+    const char *extra)
+{
+	size_t len = (size_t)snprintf(buf, cap, "[limiter pc]\nlimit = 5\n"
+	    "window = 1h\nslack_time = 1m\nslack_uses = 5\nper_client = yes\n"
+	    "capacity = 64\noverrides = %u\noverride = vip allow\n", table);
+
+	for (unsigned i = 1; i <= n; i++)
+		len += (size_t)snprintf(buf + len, cap - len,
+		    "override = c%u deny\n", i);
+	snprintf(buf + len, cap - len, "%s", extra);
+	assert_true(len < cap);
+}
+
+static void
+expect_rule(shmt_t *h, const char *client, int kind)
+{
+	shmt_client_rule_t r;
+
+	assert_int_equal(shmt_client_get(h, "pc", client, strlen(client), &r),
+	    1);
+	assert_int_equal(r.kind, kind);
+}
+
+static void
+expect_table(shmt_t *h, uint32_t cap, uint32_t used)
+{
+	shmt_limiter_stat_t st;
+
+	assert_int_equal(shmt_limiter_stat(h, "pc", &st), 0);
+	if (st.client_overrides != cap || st.overrides_in_use != used)
+		fail_msg("overrides %u/%u, want %u/%u", st.overrides_in_use,
+		    st.client_overrides, used, cap);
+}
+
+/* More override lines than the segment's table, with a larger
+ * `overrides =`: the table grows first (the limiter is defined anew by a
+ * move), then every override is set, on SIGHUP and at start alike.  An
+ * override that still cannot be set is logged with its line and does not
+ * stop the start. */
+static void
+test_overrides_grow(void **state)
+{
+	char conf[2048], want[256];
+	shmt_client_rule_t r = { .kind = SHMT_RULE_ALLOW };
+	struct env *e;
+	shmt_t *h;
+	pid_t pid;
+
+	(void)state;
+	e = env_init("ovgrow");
+	pc_overrides(conf, sizeof(conf), 4, 0, "");
+	tu_write_text(e->conf, conf);
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	expect_table(h, 4, 1);
+	assert_int_equal(shmt_try_use(h, "pc", "x", 1), 1);
+
+	/* SIGHUP: 11 rules for a table of 16. */
+	pc_overrides(conf, sizeof(conf), 16, 10, "");
+	tu_write_text(e->conf, conf);
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "reloaded: 1 limiters");
+	assert_false(tu_file_has(e->log, "override table is full"));
+	expect_table(h, 16, 11);
+	expect_rule(h, "vip", SHMT_RULE_ALLOW);
+	expect_rule(h, "c10", SHMT_RULE_DENY);
+	assert_int_equal(shmt_try_use(h, "pc", "c10", 3), 0);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+
+	/* A start on the segment of table 16 with 21 rules for 32 (the log
+	 * emptied, so that "running" is this start's). */
+	pc_overrides(conf, sizeof(conf), 32, 20, "");
+	tu_write_text(e->conf, conf);
+	tu_write_text(e->log, "");
+	pid = spawn(e, NULL, NULL);
+	shmt_close(h);
+	h = wait_ready(e, pid);
+	expect_table(h, 32, 21);
+	expect_rule(h, "c20", SHMT_RULE_DENY);
+	assert_false(tu_file_has(e->log, "override table is full"));
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+
+	/* The table filled by hand: the config's one new rule (line 30) has
+	 * no room; the daemon starts anyway and says what it left out. */
+	for (int i = 0; i < 11; i++) {
+		char id[16];
+
+		snprintf(id, sizeof(id), "hand%d", i);
+		assert_int_equal(shmt_client_set(h, "pc", id, strlen(id), &r),
+		    0);
+	}
+	expect_table(h, 32, 32);
+	pc_overrides(conf, sizeof(conf), 32, 20, "override = late deny\n");
+	tu_write_text(e->conf, conf);
+	tu_write_text(e->log, "");
+	pid = spawn(e, NULL, NULL);
+	shmt_close(h);
+	h = wait_ready(e, pid);
+	snprintf(want, sizeof(want), "%s:30: limiter 'pc': override for "
+	    "client 'late': the segment's override table is full: this "
+	    "override is not applied", e->conf);
+	wait_log(e, want);
+	assert_true(tu_file_has(e->log, "limiter 'pc': 1 of its 22 overrides"));
+	assert_int_equal(shmt_client_get(h, "pc", "late", 4, &r), 0);
+	expect_rule(h, "c20", SHMT_RULE_DENY);
+	assert_int_equal(shmt_try_use(h, "pc", "x", 1), 1);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+}
+
 /* SIGHUP on per-client limiters and a key pool: every changed one is
  * defined anew in one move into a new generation, each client's uses in
  * flight carried, and a handle opened before follows; a change the new
@@ -1295,6 +1412,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_untrusted, env_done),
 		cmocka_unit_test_teardown(test_sighup, env_done),
 		cmocka_unit_test_teardown(test_sighup_overrides, env_done),
+		cmocka_unit_test_teardown(test_overrides_grow, env_done),
 		cmocka_unit_test_teardown(test_sighup_redefine, env_done),
 		cmocka_unit_test_teardown(test_sighup_modes, env_done),
 		cmocka_unit_test_teardown(test_sighup_resize, env_done),
