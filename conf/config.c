@@ -1372,17 +1372,33 @@ shmtd_config_apply(shmt_t *h, const struct shmtd_config *cfg, char *err,
 	return first;
 }
 
+static void
+limiter_free(struct shmtd_limiter *l)
+{
+	for (uint32_t k = 0; k < l->limit.nkeys; k++)
+		free(l->keys[k]);
+	free(l->keys);
+	free(l->overrides);
+}
+
+void
+shmtd_config_drop_limiter(struct shmtd_config *cfg, size_t i)
+{
+	if (cfg == NULL || i >= cfg->nlimiters)
+		return;
+	limiter_free(&cfg->limiters[i]);
+	memmove(&cfg->limiters[i], &cfg->limiters[i + 1],
+	    (cfg->nlimiters - i - 1) * sizeof(cfg->limiters[0]));
+	cfg->nlimiters--;
+}
+
 void
 shmtd_config_free(struct shmtd_config *cfg)
 {
 	if (cfg == NULL)
 		return;
-	for (size_t i = 0; i < cfg->nlimiters; i++) {
-		for (uint32_t k = 0; k < cfg->limiters[i].limit.nkeys; k++)
-			free(cfg->limiters[i].keys[k]);
-		free(cfg->limiters[i].keys);
-		free(cfg->limiters[i].overrides);
-	}
+	for (size_t i = 0; i < cfg->nlimiters; i++)
+		limiter_free(&cfg->limiters[i]);
 	free(cfg->limiters);
 	cfg->limiters = NULL;
 	cfg->nlimiters = 0;

@@ -141,6 +141,10 @@ int shmtd_limiter_define_cfg(shmt_t *h, const struct shmtd_config *cfg,
 int shmtd_override_apply(shmt_t *h, const struct shmtd_config *cfg,
     const struct shmtd_limiter *lim, size_t i, char *err, size_t errcap);
 
+/* shmtd_config_drop_limiter: remove limiter I from CFG (freeing what it
+ * owns); the limiters after it move down by one. */
+void shmtd_config_drop_limiter(struct shmtd_config *cfg, size_t i);
+
 void shmtd_config_free(struct shmtd_config *cfg);
 
 

@@ -452,8 +452,9 @@ static void
 reload(struct daemon *d)
 {
 	struct shmtd_config cfg;
-	char err[1024];
+	char err[1024], names[512] = "";
 	int *defined = NULL;
+	size_t len = 0, nfailed = 0;
 
 	shmtd_log(LOG_NOTICE, "SIGHUP: reloading %s", d->cfg.source);
 	sd_notify(0, "RELOADING=1");
@@ -520,14 +521,32 @@ reload(struct daemon *d)
 		return;
 	}
 	apply_limiters(d, &cfg, &d->cfg, defined);
+	/* A limiter that could not be defined is not in the segment: the
+	 * running config leaves it out, so that the next reload neither
+	 * counts it nor says it stays in the segment. */
+	for (size_t i = cfg.nlimiters; i-- > 0;)
+		if (!defined[i]) {
+			len += (size_t)snprintf(names + len, len < sizeof(names) ?
+			    sizeof(names) - len : 0, "%s'%s'", nfailed > 0 ?
+			    ", " : "", cfg.limiters[i].name);
+			if (len >= sizeof(names))
+				len = sizeof(names);
+			nfailed++;
+			shmtd_config_drop_limiter(&cfg, i);
+		}
 	free(defined);
 	shmtd_config_free(&d->cfg);
 	d->cfg = cfg;
 	start_lease(d);
 	if (d->foreground)
 		shmtd_log_open(d->cfg.log_target);
-	shmtd_log(LOG_NOTICE, "reloaded: %zu limiters configured",
-	    d->cfg.nlimiters);
+	if (nfailed > 0)
+		shmtd_log(LOG_NOTICE, "reloaded: %zu limiters configured; %zu "
+		    "in the file could not be defined and are not (%s): see "
+		    "the errors above", d->cfg.nlimiters, nfailed, names);
+	else
+		shmtd_log(LOG_NOTICE, "reloaded: %zu limiters configured",
+		    d->cfg.nlimiters);
 	sd_notify(0, "READY=1");
 }
 

@@ -676,6 +676,38 @@ test_overrides_grow(void **state)
 	shmt_close(h);
 }
 
+/* A limiter that cannot be defined on SIGHUP (its log does not fit the
+ * arena) is not counted as configured, nor kept in the running config:
+ * the next reload, without it, does not say it stays in the segment. */
+static void
+test_sighup_undefined(void **state)
+{
+	shmt_limiter_stat_t st;
+	struct env *e;
+	shmt_t *h;
+	pid_t pid;
+
+	(void)state;
+	e = env_init("hupundef");
+	tu_write_text(e->conf, LONG_LIMITER("a", 5));
+	pid = spawn(e, NULL, NULL);
+	h = wait_ready(e, pid);
+	tu_write_text(e->conf, LONG_LIMITER("a", 5) "[limiter big]\n"
+	    "mode = exact\nlimit = 1000000\nwindow = 1h\n");
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "reloaded: 1 limiters configured; 1 in the file could "
+	    "not be defined and are not ('big')");
+	assert_true(tu_file_has(e->log, "limiter 'big': "));
+	assert_int_equal(shmt_limiter_stat(h, "big", &st), -ENOENT);
+	tu_write_text(e->conf, LONG_LIMITER("a", 5));
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "reloaded: 1 limiters configured\n");
+	assert_false(tu_file_has(e->log, "limiter 'big' is no longer"));
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(wait_exit(pid), 0);
+	shmt_close(h);
+}
+
 /* SIGHUP on per-client limiters and a key pool: every changed one is
  * defined anew in one move into a new generation, each client's uses in
  * flight carried, and a handle opened before follows; a change the new
@@ -1413,6 +1445,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_sighup, env_done),
 		cmocka_unit_test_teardown(test_sighup_overrides, env_done),
 		cmocka_unit_test_teardown(test_overrides_grow, env_done),
+		cmocka_unit_test_teardown(test_sighup_undefined, env_done),
 		cmocka_unit_test_teardown(test_sighup_redefine, env_done),
 		cmocka_unit_test_teardown(test_sighup_modes, env_done),
 		cmocka_unit_test_teardown(test_sighup_resize, env_done),
