@@ -221,12 +221,12 @@ apply_sizes(struct daemon *d, const struct shmtd_config *cfg, const char *why)
 	t0 = shmt__mono_ns();
 	rc = shmt__move(d->h, want, NULL, NULL, err, sizeof(err));
 	if (rc != 0) {
-		shmtd_log(LOG_ERR, "%s: cannot move segment %s to the sizes of "
-		    "[segment] in %s: %s; it keeps its sizes and its state. "
-		    "Change [segment] and apply it with kill -HUP %ld, or "
-		    "check the segment with 'shmthrottle -s %s check'", why,
-		    d->cfg.segment, cfg->source, err, (long)getpid(),
-		    d->cfg.segment);
+		shmtd_log(LOG_ERR, "%s: cannot move segment %s to the sizes "
+		    "in %s: %s; it keeps its sizes, parameters and state. "
+		    "Change that key in %s and apply it with kill -HUP %ld, "
+		    "or check the segment with 'shmthrottle -s %s check'",
+		    why, d->cfg.segment, cfg->source, err, cfg->source,
+		    (long)getpid(), d->cfg.segment);
 		return;
 	}
 	if (adopt_generation(d) != 0)

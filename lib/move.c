@@ -326,6 +326,50 @@ shmt__move_settle(const char *name, uint64_t wait_ns)
 	return rc;
 }
 
+enum kept { KEPT_NUM, KEPT_NS, KEPT_PPM, KEPT_BYTES, KEPT_BOOL };
+
+/* X, a parameter of the segment, in the unit its config key takes
+ * (a duration, a percentage, bytes, yes or no). */
+static const char *
+kept_value(uint64_t x, enum kept kind, char *buf, size_t cap)
+{
+	static const struct { uint64_t ns; const char *unit; } units[] = {
+		{ 3600000000000ULL, "h" }, { 60000000000ULL, "m" },
+		{ 1000000000ULL, "s" }, { 1000000ULL, "ms" }, { 1000ULL, "us" },
+		{ 1, "ns" }
+	};
+	size_t i = 0;
+
+	switch (kind) {
+	case KEPT_NS:
+		while (x != 0 && x % units[i].ns != 0)
+			i++;
+		snprintf(buf, cap, "%" PRIu64 "%s", x / units[i].ns,
+		    units[i].unit);
+		break;
+	case KEPT_PPM:
+		/* Parts per million as a percentage, no trailing zeros. */
+		snprintf(buf, cap, "%" PRIu64 ".%04" PRIu64, x / 10000,
+		    x % 10000);
+		for (i = strlen(buf); buf[i - 1] == '0'; i--)
+			buf[i - 1] = '\0';
+		if (buf[i - 1] == '.')
+			buf[i - 1] = '\0';
+		strncat(buf, "%", cap - strlen(buf) - 1);
+		break;
+	case KEPT_BYTES:
+		snprintf(buf, cap, "%" PRIu64 " bytes", x);
+		break;
+	case KEPT_BOOL:
+		snprintf(buf, cap, "%s", x != 0 ? "yes" : "no");
+		break;
+	default:
+		snprintf(buf, cap, "%" PRIu64, x);
+		break;
+	}
+	return buf;
+}
+
 /* What a move may change, and what must stay (the records of the
  * counters and the analyzer's summaries are shaped by it): P the
  * segment's parameters, C those asked for. */
@@ -333,19 +377,22 @@ static int
 move_compatible(const struct shmt_params *p, const struct shmt_params *c,
     char *err, size_t cap)
 {
-#define SAME(field, what) \
+	/* The value kept is written as the config writes it. */
+#define SAME(field, what, kind) \
 	if ((uint64_t)p->field != (uint64_t)c->field) \
 		return shmt__bad(err, cap, -EINVAL, "%s cannot change by a move " \
-		    "(it shapes the data moved): it stays %" PRIu64, what, \
-		    (uint64_t)p->field)
-	SAME(sp_counters_subwindows, "[counters] subwindows");
-	SAME(sp_counters_window_ns, "[counters] window");
-	SAME(sp_counters_error_ppm, "[counters] error");
-	SAME(sp_analyzer_bytes, "[analyzer] memory");
-	SAME(sp_analyzer_window_ns, "[analyzer] window");
-	SAME(sp_analyzer_subwindows, "[analyzer] subwindows");
-	SAME(sp_analyzer_threshold_ppm, "[analyzer] threshold");
-	SAME(sp_analyzer_clients, "[analyzer] clients");
+		    "(it shapes the data moved): it stays %s", what, \
+		    kept_value((uint64_t)p->field, kind, v, sizeof(v)))
+	char v[48];
+
+	SAME(sp_counters_subwindows, "[counters] subwindows", KEPT_NUM);
+	SAME(sp_counters_window_ns, "[counters] window", KEPT_NS);
+	SAME(sp_counters_error_ppm, "[counters] error", KEPT_PPM);
+	SAME(sp_analyzer_bytes, "[analyzer] size", KEPT_BYTES);
+	SAME(sp_analyzer_window_ns, "[analyzer] window", KEPT_NS);
+	SAME(sp_analyzer_subwindows, "[analyzer] subwindows", KEPT_NUM);
+	SAME(sp_analyzer_threshold_ppm, "[analyzer] threshold", KEPT_PPM);
+	SAME(sp_analyzer_clients, "[analyzer] clients", KEPT_BOOL);
 #undef SAME
 	if (c->sp_dict_max_key < p->sp_dict_max_key ||
 	    c->sp_dict_max_value < p->sp_dict_max_value)

@@ -957,8 +957,19 @@ test_sighup_resize(void **state)
 	    "[dictionary]\nsize = 16MiB\nshards = 2\n[counters]\n"
 	    "window = 2h\n" LONG_LIMITER("a", 5));
 	assert_int_equal(kill(pid, SIGHUP), 0);
-	wait_log(e, "[counters] window cannot change by a move");
-	assert_true(tu_file_has(e->log, "it keeps its sizes and its state"));
+	wait_log(e, "[counters] window cannot change by a move (it shapes "
+	    "the data moved): it stays 24h");
+	assert_true(tu_file_has(e->log, "it keeps its sizes, parameters and "
+	    "state"));
+	/* The value kept is said in the config's unit, and the advice names
+	 * no section the error is not about. */
+	tu_write_text(e->conf, "[segment]\nmax_limiters = 16\narena = 2MiB\n"
+	    "[dictionary]\nsize = 16MiB\nshards = 2\n[analyzer]\n"
+	    "threshold = 25%\n" LONG_LIMITER("a", 5));
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	wait_log(e, "[analyzer] threshold cannot change by a move (it shapes "
+	    "the data moved): it stays 10%;");
+	assert_false(tu_file_has(e->log, "Change [segment]"));
 	assert_int_equal(in_flight(h, "a"), 5);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(wait_exit(pid), 0);
