@@ -45,6 +45,10 @@ struct daemon {
 	const char *segment_arg;      /* -s */
 	int foreground, recreate, unlink_on_exit, ignore_snapshot;
 	char config_path[PATH_MAX];   /* absolute, for reloads */
+	char start_dir[PATH_MAX];     /* the directory it was started in:
+	                               * relative paths of the config are
+	                               * resolved against it, also after the
+	                               * chdir("/") of background mode */
 
 	struct shmtd_config cfg;
 	shmt_t *h;                    /* the newest generation's handle */
@@ -142,8 +146,10 @@ parse_options(struct daemon *d, int argc, char **argv)
 
 /* ---- Config --------------------------------------------------------------- */
 
-/* Load the config for this daemon: the -s override and an absolute
- * snapshot path (the daemon may chdir away). */
+/* Load the config for this daemon: the -s override, and a relative
+ * snapshot path made absolute against the directory the daemon was started
+ * in, at start and on every reload alike (background mode has done
+ * chdir("/") since). */
 static int
 load_config(struct daemon *d, struct shmtd_config *cfg, char *err, size_t cap)
 {
@@ -155,10 +161,17 @@ load_config(struct daemon *d, struct shmtd_config *cfg, char *err, size_t cap)
 	if (d->segment_arg != NULL)
 		snprintf(cfg->segment, sizeof(cfg->segment), "%s", d->segment_arg);
 	if (cfg->snapshot[0] != '\0' && cfg->snapshot[0] != '/') {
-		char cwd[PATH_MAX], abs[sizeof(cfg->snapshot)];
+		char abs[sizeof(cfg->snapshot)];
 
-		if (getcwd(cwd, sizeof(cwd)) == NULL ||
-		    (size_t)snprintf(abs, sizeof(abs), "%s/%s", cwd,
+		if (d->start_dir[0] == '\0') {
+			snprintf(err, cap, "%.400s: snapshot path '%.400s' is "
+			    "relative, and the directory the daemon was "
+			    "started in is unknown: give an absolute path",
+			    cfg->source, cfg->snapshot);
+			shmtd_config_free(cfg);
+			return -ENOENT;
+		}
+		if ((size_t)snprintf(abs, sizeof(abs), "%s/%s", d->start_dir,
 		    cfg->snapshot) >= sizeof(abs)) {
 			snprintf(err, cap, "%.900s: snapshot path too long",
 			    cfg->source);
@@ -897,9 +910,10 @@ start(struct daemon *d)
 		return rc;
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
 		d->watchdog_ns = usec * 1000ULL / 2;
-	shmtd_log(LOG_NOTICE, "running on segment %s with %zu limiters%s",
+	shmtd_log(LOG_NOTICE, "running on segment %s with %zu limiters%s%s",
 	    d->cfg.segment, d->cfg.nlimiters,
-	    d->cfg.snapshot[0] != '\0' ? ", snapshots on" : "");
+	    d->cfg.snapshot[0] != '\0' ? ", snapshots to " : "",
+	    d->cfg.snapshot);
 	sd_notify(0, "READY=1");
 	return 0;
 }
@@ -1104,6 +1118,10 @@ setup(struct daemon *d)
 	shmtd_log_open("stderr");
 	if ((rc = resolve_config_path(d)) != 0)
 		return rc;
+	/* Saved once, before anything may chdir: a reload resolves the
+	 * config's relative paths as the start did. */
+	if (getcwd(d->start_dir, sizeof(d->start_dir)) == NULL)
+		d->start_dir[0] = '\0';
 	if (load_config(d, &d->cfg, err, sizeof(err)) != 0) {
 		shmtd_log(LOG_ERR, "%s", err);
 		return EXIT_CONFIG;

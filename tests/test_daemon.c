@@ -1388,6 +1388,51 @@ test_background(void **state)
 	shmt_close(h);
 }
 
+/* Background mode with a relative snapshot path: it is resolved against
+ * the directory the daemon was started in, at start and on SIGHUP alike
+ * (the daemon has done chdir("/") since), so the stop snapshot after a
+ * reload lands where the start's would. */
+static void
+test_background_relative(void **state)
+{
+	shmt_segment_stat_t st;
+	char cmd[1024], snap[192];
+	struct env *e;
+	shmt_t *h;
+	pid_t pid;
+	int i;
+
+	(void)state;
+	e = env_init("bgrel");
+	snprintf(cmd, sizeof(cmd), "%s/sub", e->dir);
+	assert_int_equal(mkdir(cmd, 0700), 0);
+	snprintf(snap, sizeof(snap), "%s/sub/r.snap", e->dir);
+	tu_write_text(e->conf, LONG_LIMITER("a", 5) "[daemon]\n"
+	    "snapshot = sub/r.snap\nsnapshot_interval = 0s\n");
+	snprintf(cmd, sizeof(cmd), "cd %s && %s -c d.conf -s %s 2>>%s",
+	    e->dir, daemon_bin, e->seg, e->log);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 0);
+	assert_int_equal(shmt_open(e->seg, &h), 0);
+	assert_int_equal(shmt_segment_stat(h, &st), 0);
+	pid = (pid_t)st.daemon_pid;
+	track(pid);
+	assert_int_equal(drain(h, "a", 2), 2);
+	/* Taken in this order: the reload, then the stop. */
+	assert_int_equal(kill(pid, SIGHUP), 0);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	for (i = 0; i < WAIT_MS / 5; i++) {
+		assert_int_equal(shmt_segment_stat(h, &st), 0);
+		if (st.daemon_pid == 0)
+			break;
+		tu_pause_ms(5);
+	}
+	assert_true(st.daemon_pid == 0);
+	untrack(pid);
+	shmt_close(h);
+	if (access(snap, F_OK) != 0)
+		fail_msg("no snapshot at %s after a reload and a stop", snap);
+}
+
 /* Receive notifications on FD until one holds WANT. */
 static void
 expect_notify(int fd, const char *want)
@@ -1467,6 +1512,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_snapshot_damaged, env_done),
 		cmocka_unit_test_teardown(test_systemd_notify, env_done),
 		cmocka_unit_test_teardown(test_background, env_done),
+		cmocka_unit_test_teardown(test_background_relative, env_done),
 	};
 	const struct CMUnitTest stress[] = {
 		cmocka_unit_test_teardown(test_kill9_restart, env_done),

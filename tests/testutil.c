@@ -8,6 +8,7 @@
 #include "store.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -315,7 +316,8 @@ tu_rmdir(const char *dir)
 		if (de->d_name[0] == '.')
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
+		if (unlink(p) != 0 && errno == EISDIR)
+			(void)tu_rmdir(p);
 	}
 	closedir(d);
 	return rmdir(dir) == 0 ? 0 : -1;

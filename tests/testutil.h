@@ -86,7 +86,7 @@ int tu_file_has(const char *path, const char *needle);
 unsigned char *tu_zr_load(const char *path, size_t *len);
 /* A private temporary directory "/tmp/shmt-test-TAG-XXXXXX" in DIR. */
 void tu_tmpdir(char *dir, size_t cap, const char *tag);
-/* Remove DIR and the files in it: 0, or -1. */
+/* Remove DIR, the files in it and its subdirectories: 0, or -1. */
 int tu_rmdir(const char *dir);
 
 /* ---- Processes ------------------------------------------------------------ */
