@@ -182,15 +182,22 @@ shmtc_cmd_client(struct shmtc *c, int argc, char **argv)
 		return client_error(c, name, client, rc);
 	if (c->json) {
 		json_t *o = want == 4 ? rule_json(&r) : json_object();
+		int jrc;
 
-		if (o != NULL) {
-			json_object_set_new(o, "limiter", json_string(name));
-			json_object_set_new(o, "client", json_string(client));
-			if (want == 3)
-				json_object_set_new(o, "cleared",
-				    json_boolean(rc == 1));
+		/* The client id is bytes: base64 when it is not UTF-8, as
+		 * client list writes it. */
+		if (o != NULL && (json_object_set_new(o, "limiter",
+		    json_string(name)) != 0 || shmtc_json_bytes(o, "client",
+		    "client_encoding", client, strlen(client)) != 0)) {
+			json_decref(o);
+			o = NULL;
 		}
-		return shmtc_json_emit(o);
+		if (o != NULL && want == 3)
+			json_object_set_new(o, "cleared", json_boolean(rc == 1));
+		if ((jrc = shmtc_json_emit(o)) != 0)
+			return jrc;
+		/* The same exit code as without --json. */
+		return want == 3 && rc == 0 ? SHMTC_NO : SHMTC_OK;
 	}
 	if (want == 4) {
 		rule_text(&r, rt, sizeof(rt));

@@ -355,8 +355,11 @@ shmtc_cmd_reset(struct shmtc *c, int argc, char **argv)
 		json_t *o = json_pack("{s:s, s:i}", "limiter", name,
 		    "given_back", rc);
 
-		if (o != NULL && client != NULL)
-			json_object_set_new(o, "client", json_string(client));
+		if (o != NULL && client != NULL && shmtc_json_bytes(o,
+		    "client", "client_encoding", client, strlen(client)) != 0) {
+			json_decref(o);
+			o = NULL;
+		}
 		return shmtc_json_emit(o);
 	}
 	printf("reset %s%s%s: %d uses given back\n", name,

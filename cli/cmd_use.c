@@ -59,6 +59,17 @@ dur_up(char *buf, size_t cap, uint64_t ns)
 	return buf;
 }
 
+/* retry_after_ns in whole seconds, rounded up, for JSON: null when the
+ * wait is "never" (UINT64_MAX: a client's deny rule), which the rounding
+ * would otherwise wrap to 0. */
+static json_t *
+retry_s_json(uint64_t ns)
+{
+	if (ns == UINT64_MAX)
+		return json_null();
+	return shmtc_json_u64(ns / 1000000000 + (ns % 1000000000 != 0));
+}
+
 /* Print decision D of a request for LIMITER (CLIENT may be NULL). */
 static int
 decision_result(const struct shmtc *c, const char *name, const char *client,
@@ -74,14 +85,16 @@ decision_result(const struct shmtc *c, const char *name, const char *client,
 		    "limit", shmtc_json_u64(d->limit),
 		    "remaining", shmtc_json_u64(d->remaining),
 		    "retry_after_ns", shmtc_json_u64(d->retry_after_ns),
-		    "retry_after_s", shmtc_json_u64((d->retry_after_ns +
-		    999999999) / 1000000000),
+		    "retry_after_s", retry_s_json(d->retry_after_ns),
 		    "reset_after_ns", shmtc_json_u64(d->reset_after_ns),
 		    "peek", peek);
 		int jrc;
 
-		if (o != NULL && client != NULL)
-			json_object_set_new(o, "client", json_string(client));
+		if (o != NULL && client != NULL && shmtc_json_bytes(o,
+		    "client", "client_encoding", client, strlen(client)) != 0) {
+			json_decref(o);
+			o = NULL;
+		}
 		if ((jrc = shmtc_json_emit(o)) != 0)
 			return jrc;
 	} else if (d->limit == 0) {

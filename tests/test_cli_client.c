@@ -182,11 +182,105 @@ test_client_commands(void **state)
 	tc_run_free(&r);
 }
 
+/* What --json says matches the exit codes and the bytes: clear without a
+ * rule exits 1 as without --json; a deny rule's "never" is null, not a
+ * wrapped 0; a client id that is not UTF-8 is written in base64 by try,
+ * client set, client clear and reset, as client list writes it. */
+static void
+test_client_json(void **state)
+{
+	static const char bin[] = "\xff\xfe" "bot";
+	char seg[96], conf[64];
+	struct tc_run r;
+	json_error_t e;
+	json_t *j;
+	int fd;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "clijs");
+	tc_track(seg);
+	snprintf(conf, sizeof(conf), "/tmp/shmt-test-clijs-XXXXXX");
+	assert_true((fd = mkstemp(conf)) >= 0);
+	close(fd);
+	tu_write_text(conf, "[limiter api]\nlimit = 10\nwindow = 1h\n"
+	    "per_client = yes\ncapacity = 64\noverrides = 4\n"
+	    "override = bad-bot deny\noverride = vip allow\n");
+	tc_expect_run(&r, 0, ARGV("-s", seg, "create", "-c", conf));
+	tc_run_free(&r);
+	unlink(conf);
+
+	tc_expect_run(&r, 1, ARGV("-s", seg, "--json", "client", "clear",
+	    "api", "nobody"));
+	assert_non_null(j = json_loads(r.out, 0, &e));
+	assert_true(json_is_false(json_object_get(j, "cleared")));
+	json_decref(j);
+	tc_run_free(&r);
+
+	tc_expect_run(&r, 1, ARGV("-s", seg, "--json", "try", "api",
+	    "bad-bot"));
+	assert_non_null(j = json_loads(r.out, 0, &e));
+	assert_int_equal(json_integer_value(json_object_get(j, "limit")), 0);
+	assert_true(json_is_null(json_object_get(j, "retry_after_ns")));
+	assert_true(json_is_null(json_object_get(j, "retry_after_s")));
+	json_decref(j);
+	tc_run_free(&r);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "try", "api", "vip"));
+	assert_non_null(j = json_loads(r.out, 0, &e));
+	assert_true(json_is_null(json_object_get(j, "remaining")));
+	assert_int_equal(json_integer_value(json_object_get(j,
+	    "retry_after_s")), 0);
+	json_decref(j);
+	tc_run_free(&r);
+
+	/* "\xff\xfe" "bot" in base64. */
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "try", "api", bin));
+	assert_non_null(j = json_loads(r.out, 0, &e));
+	assert_string_equal(json_string_value(json_object_get(j, "client")),
+	    "//5ib3Q=");
+	assert_string_equal(json_string_value(json_object_get(j,
+	    "client_encoding")), "base64");
+	json_decref(j);
+	tc_run_free(&r);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "client", "set", "api",
+	    bin, "deny"));
+	assert_non_null(j = json_loads(r.out, 0, &e));
+	assert_string_equal(json_string_value(json_object_get(j, "client")),
+	    "//5ib3Q=");
+	assert_string_equal(json_string_value(json_object_get(j,
+	    "client_encoding")), "base64");
+	json_decref(j);
+	tc_run_free(&r);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "client", "clear",
+	    "api", bin));
+	assert_non_null(j = json_loads(r.out, 0, &e));
+	assert_string_equal(json_string_value(json_object_get(j, "client")),
+	    "//5ib3Q=");
+	assert_true(json_is_true(json_object_get(j, "cleared")));
+	json_decref(j);
+	tc_run_free(&r);
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "reset", "api", bin));
+	assert_non_null(j = json_loads(r.out, 0, &e));
+	assert_string_equal(json_string_value(json_object_get(j, "client")),
+	    "//5ib3Q=");
+	json_decref(j);
+	tc_run_free(&r);
+	/* A UTF-8 id stays a plain string, with no encoding field. */
+	tc_expect_run(&r, 0, ARGV("-s", seg, "--json", "client", "set", "api",
+	    "gold", "limit=5"));
+	assert_non_null(j = json_loads(r.out, 0, &e));
+	assert_string_equal(json_string_value(json_object_get(j, "client")),
+	    "gold");
+	assert_null(json_object_get(j, "client_encoding"));
+	json_decref(j);
+	tc_run_free(&r);
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_client_commands, tc_cleanup),
+		cmocka_unit_test_teardown(test_client_json, tc_cleanup),
 	};
 
 	if (argc != 2) {
