@@ -22,7 +22,8 @@ enum {
 	SHMTC_MISSING = 3,  /* segment missing, incompatible or unusable (also:
 	                     * made without the dictionary a command needs) */
 	SHMTC_DAMAGED = 4,  /* segment damaged */
-	SHMTC_NOLIMITER = 5 /* try, wait, next-key: no such limiter */
+	SHMTC_NOLIMITER = 5 /* try, wait, next-key, limiter set: no such
+	                     * limiter */
 };
 
 /* What the global options and the environment decided. */

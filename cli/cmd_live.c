@@ -149,6 +149,16 @@ set_one(const struct shmtc *c, shmt_limit_t *l, const char *kv)
 	return 0;
 }
 
+/* Why limiter set failed with ERR; the exit code: 5 for no such limiter,
+ * as try, wait and next-key say it. */
+static int
+set_error(const struct shmtc *c, const char *name, int err)
+{
+	int rc = shmtc_limiter_error(c, name, err);
+
+	return err == -ENOENT ? SHMTC_NOLIMITER : rc;
+}
+
 /* limiter set NAME KEY=VALUE... | limiter delete NAME */
 int
 shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
@@ -191,7 +201,7 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 	}
 	if ((rc = shmt_limiter_stat(h, name, &st)) != 0) {
 		shmt_close(h);
-		return shmtc_limiter_error(c, name, rc);
+		return set_error(c, name, rc);
 	}
 	memset(&l, 0, sizeof(l));
 	l.mode = st.mode;
@@ -268,7 +278,7 @@ shmtc_cmd_limiter(struct shmtc *c, int argc, char **argv)
 		return shmtc_exit_for(rc);
 	}
 	if (rc != 0)
-		return shmtc_limiter_error(c, name, rc);
+		return set_error(c, name, rc);
 	if (c->json) {
 		json_t *o = json_pack(
 		    "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:b}",

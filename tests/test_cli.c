@@ -777,6 +777,15 @@ test_limiter_live(void **state)
 	tc_run_free(&r);
 	tc_expect_run(&r, 2, ARGV("-s", f.seg, "limiter", "rename", "api"));
 	tc_run_free(&r);
+	/* No such limiter: 5, as try, wait and next-key say it. */
+	tc_expect_run(&r, 5, ARGV("-s", f.seg, "limiter", "set", "nosuch",
+	    "limit=3"));
+	expect_err(&r, "no limiter 'nosuch'");
+	tc_run_free(&r);
+	tc_expect_run(&r, 5, ARGV("-s", f.seg, "--json", "limiter", "set",
+	    "nosuch", "limit=3"));
+	assert_string_equal(r.out, "");
+	tc_run_free(&r);
 
 	/* reset: everything back, counted; the per-client one by client. */
 	expect_out(&f, 0, "reset api: 10 uses given back\n",
