@@ -6,6 +6,9 @@
  */
 #include "cli.h"
 
+#include <inttypes.h>
+#include <stdint.h>
+
 const char shmtc_help_stat[] =
 "Shows the segment: its size, format word and mode, each region with its\n"
 "offset, size and use; the daemon (pid, up or down, heartbeat age,\n"
@@ -200,24 +203,61 @@ const char shmtc_help_watch[] =
 "  -d, --delay SECS      seconds between frames (0.05 to 3600)\n"
 "  -n, --frames N        stop after N frames\n";
 
+/* The options with their defaults follow from create_options(). */
 const char shmtc_help_create[] =
 "Creates the segment without the daemon (for scripts and tests).  With\n"
 "-c CONFIG the sizes, mode and limiters come from the daemon's config file\n"
 "(its segment name too, unless -s is given); otherwise from the options\n"
-"below or the library's defaults.  Exit 1 when the segment already exists.\n"
+"below or the library's defaults.  Exit 1 when the segment already exists.\n";
+
+/* BYTES as the size options take it: the largest of G, M, K that divides
+ * it, else plain bytes. */
+static const char *
+size_opt(char *buf, size_t cap, uint64_t bytes)
+{
+	static const char units[] = "GMK";
+
+	for (int i = 0; i < 3; i++) {
+		uint64_t u = 1ULL << (10 * (3 - i));
+
+		if (bytes != 0 && bytes % u == 0) {
+			snprintf(buf, cap, "%" PRIu64 "%c", bytes / u, units[i]);
+			return buf;
+		}
+	}
+	snprintf(buf, cap, "%" PRIu64, bytes);
+	return buf;
+}
+
+/* create's options, each default read from the library
+ * (shmt_config_init), so that the page cannot drift from what create
+ * makes. */
+static void
+create_options(FILE *f)
+{
+	shmt_config_t d;
+	char a[24], b[24], k[24], z[24];
+
+	shmt_config_init(&d);
+	fprintf(f,
 "\n"
 "Options:\n"
 "  -c, --config FILE     a shmthrottled config file\n"
-"      --max-limiters N  rows in the limiter table (default 64)\n"
-"      --max-slots N     process slots (default 256)\n"
-"      --arena BYTES     limiter storage, K/M/G suffixes (default 16M)\n"
-"      --dict BYTES      dictionary heap, 0 for none (default 32M)\n"
-"      --dict-shards N   dictionary shards, a power of two (default 8);\n"
+"      --max-limiters N  rows in the limiter table (default %u)\n"
+"      --max-slots N     process slots (default %u)\n"
+"      --arena BYTES     limiter storage, K/M/G suffixes (default %s)\n"
+"      --dict BYTES      dictionary heap, 0 for none (default %s)\n"
+"      --dict-shards N   dictionary shards, a power of two (default %u);\n"
 "                        each needs at least 2M of the heap\n"
 "      --no-eviction     a full dictionary refuses writes (exit 1)\n"
-"      --counters BYTES  counters heap, 0 for none (default 8M)\n"
-"      --analyzer BYTES  hot-key analyzer, 0 for none (default 1M)\n"
-"      --mode OCTAL      permission bits (default 0600)\n";
+"      --counters BYTES  counters heap, 0 for none (default %s)\n"
+"      --analyzer BYTES  hot-key analyzer, 0 for none (default %s)\n"
+"      --mode OCTAL      permission bits (default %04o)\n",
+	    d.max_limiters, d.max_slots, size_opt(a, sizeof(a), d.arena_bytes),
+	    size_opt(b, sizeof(b), d.dict_bytes), d.dict_shards,
+	    size_opt(k, sizeof(k), d.counters_bytes),
+	    size_opt(z, sizeof(z), d.analyzer_bytes), (unsigned)d.mode);
+}
 
 const char shmtc_help_destroy[] =
 "Removes the segment's name.  Processes attached keep their mapping until\n"
@@ -378,4 +418,6 @@ shmtc_help_page(FILE *f, const struct shmtc_cmd *cmd)
 	    cmd->reads ? " [--json]" : "", cmd->name,
 	    *cmd->synopsis ? " " : "", cmd->synopsis);
 	fputs(cmd->help, f);
+	if (cmd->help == shmtc_help_create)
+		create_options(f);
 }

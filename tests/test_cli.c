@@ -1984,6 +1984,40 @@ test_help(void **state)
 		assert_non_null(strstr(r2.out, want));
 		tc_run_free(&r2);
 	}
+	assert_non_null(strstr(r.out, "\n    5  no such limiter"));
+	tc_run_free(&r);
+}
+
+/* create's page states the defaults create uses: the library's. */
+static void
+test_help_create_defaults(void **state)
+{
+	shmt_config_t d;
+	struct tc_run r;
+	char want[128];
+
+	(void)state;
+	shmt_config_init(&d);
+	tc_expect_run(&r, 0, ARGV("create", "--help"));
+	snprintf(want, sizeof(want), "(default %lluM)",
+	    (unsigned long long)(d.arena_bytes >> 20));
+	assert_true(d.arena_bytes % (1 << 20) == 0);
+	if (strstr(strstr(r.out, "--arena"), want) == NULL)
+		fail_msg("create --help: no '--arena ... %s' in\n%s", want,
+		    r.out);
+	snprintf(want, sizeof(want), "(default %lluM)",
+	    (unsigned long long)(d.dict_bytes >> 20));
+	if (strstr(strstr(r.out, "--dict "), want) == NULL)
+		fail_msg("create --help: no '--dict ... %s'", want);
+	snprintf(want, sizeof(want), "(default %lluM)",
+	    (unsigned long long)(d.counters_bytes >> 20));
+	if (strstr(strstr(r.out, "--counters"), want) == NULL)
+		fail_msg("create --help: no '--counters ... %s'", want);
+	snprintf(want, sizeof(want), "rows in the limiter table (default %u)",
+	    d.max_limiters);
+	assert_non_null(strstr(r.out, want));
+	snprintf(want, sizeof(want), "process slots (default %u)", d.max_slots);
+	assert_non_null(strstr(r.out, want));
 	tc_run_free(&r);
 }
 
@@ -2217,6 +2251,8 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_damaged_header, tc_cleanup),
 		cmocka_unit_test_teardown(test_usage_errors, tc_cleanup),
 		cmocka_unit_test_teardown(test_help, tc_cleanup),
+		cmocka_unit_test_teardown(test_help_create_defaults,
+		    tc_cleanup),
 		cmocka_unit_test_teardown(test_create_destroy, tc_cleanup),
 		cmocka_unit_test_teardown(test_resize, tc_cleanup),
 		cmocka_unit_test_teardown(test_create_config, tc_cleanup),
