@@ -3,10 +3,23 @@
  * shmthrottle._native: the CPython binding of libshmthrottle.
  *
  * One type, Segment, wraps a handle; Decision is what acquire, peek and
- * wait answer.  Every call but wait runs with the GIL held (they are short
- * and never sleep).  wait releases the GIL while it sleeps; it counts
- * itself in `busy`, and close() during a wait only hides the handle: the
- * last wait to return closes it.  The pure-Python package (__init__.py)
+ * wait answer.  A call that may wait runs with the GIL released, so that
+ * other threads run meanwhile: dictionary writes and hit (a shard lock
+ * held by another process, at most 1 s; a move of the segment, at most
+ * 5 s), wait (its retry time), and the reading calls that are not on a
+ * request's path (count, keys, stat, limiters, top keys).  The calls on a
+ * request's path keep the GIL: try_use, acquire, next_key (a grant, one
+ * CAS), peek and _get (lock-free reads).  Releasing the GIL costs about
+ * 30 ns a call alone and, with another thread running Python code, hands
+ * the GIL over on every call; such a call waits only when its grant lands
+ * while a move of the segment holds it frozen (for the move's outcome: a
+ * few milliseconds per megabyte copied, at most 5 s; README "Python").
+ * A call made without the GIL counts itself in `busy`, and close() during
+ * one only hides the handle: the last such call to return closes it.
+ * What a call reads from Python objects (names, keys, values) is taken
+ * before the GIL is released and stays alive through the call: str and
+ * bytes are immutable, and a buffer is held (a bytearray cannot be resized
+ * while it is).  The pure-Python package (__init__.py)
  * adds the dictionary mapping, named tuples and dicts on top of these
  * methods.
  * Errors become shmthrottle.Error (an OSError) or one of its subclasses,
@@ -164,6 +177,36 @@ raise_rc(int rc, const char *what)
 	return NULL;
 }
 
+/* Begin a call on SELF's handle that runs without the GIL (the GIL held
+ * here): it is counted in busy until call_end, so that close() from
+ * another thread meanwhile defers the handle's close to the last call. */
+static shmt_t *
+call_begin(SegmentObject *self)
+{
+	self->busy++;
+	return self->h;
+}
+
+/* End a call begun with call_begin (the GIL held again). */
+static void
+call_end(SegmentObject *self)
+{
+	if (--self->busy == 0 && self->pending != NULL) {
+		shmt_close(self->pending);
+		self->pending = NULL;
+	}
+}
+
+/* Run STMT, which uses the handle H, with the GIL released.  STMT must
+ * not touch a Python object. */
+#define NOGIL(self, h, stmt) do {					\
+	shmt_t *h = call_begin(self);					\
+	Py_BEGIN_ALLOW_THREADS						\
+	stmt;								\
+	Py_END_ALLOW_THREADS						\
+	call_end(self);							\
+} while (0)
+
 static int
 check_open(SegmentObject *self)
 {
@@ -221,7 +264,9 @@ Segment_init(SegmentObject *self, PyObject *args, PyObject *kw)
 		name = getenv("SHMTHROTTLE_SEGMENT");
 	if (name == NULL || name[0] == '\0')
 		name = SHMT_DEFAULT_SEGMENT;
+	Py_BEGIN_ALLOW_THREADS
 	rc = shmt_open(name, &h);
+	Py_END_ALLOW_THREADS
 	if (rc != 0) {
 		PyObject *cls = rc == -ENOENT ? SegmentError : NULL;
 		char msg[300];
@@ -265,12 +310,17 @@ Segment_dealloc(SegmentObject *self)
 static PyObject *
 Segment_close(SegmentObject *self, PyObject *unused)
 {
+	shmt_t *h = self->h;
+
 	(void)unused;
-	if (self->h != NULL && self->busy > 0)
-		self->pending = self->h;     /* the last wait closes it */
-	else if (self->h != NULL)
-		shmt_close(self->h);
-	self->h = NULL;
+	self->h = NULL;         /* no call begins on it from now on */
+	if (h != NULL && self->busy > 0) {
+		self->pending = h;      /* the last call running closes it */
+	} else if (h != NULL) {
+		Py_BEGIN_ALLOW_THREADS
+		shmt_close(h);
+		Py_END_ALLOW_THREADS
+	}
 	Py_RETURN_NONE;
 }
 
@@ -511,9 +561,8 @@ Segment_wait(SegmentObject *self, PyObject *args, PyObject *kw)
 		total = t * 1e9 >= 1.8e19 ? UINT64_MAX : (uint64_t)(t * 1e9);
 		deadline = mono_ns() + total;
 	}
-	h = self->h;
+	h = call_begin(self);
 	left = total;
-	self->busy++;
 	for (;;) {
 		Py_BEGIN_ALLOW_THREADS
 		rc = shmt_wait(h, a.name, a.client, (size_t)a.client_len,
@@ -536,10 +585,7 @@ Segment_wait(SegmentObject *self, PyObject *args, PyObject *kw)
 			left = now >= deadline ? 0 : deadline - now;
 		}
 	}
-	if (--self->busy == 0 && self->pending != NULL) {
-		shmt_close(self->pending);
-		self->pending = NULL;
-	}
+	call_end(self);
 	if (PyErr_Occurred())
 		goto out;
 	if (rc < 0)
@@ -570,6 +616,8 @@ Segment_get(SegmentObject *self, PyObject *key)
 		/* Larger than the stack buffer: read into a bytes object of
 		 * the size asked (the value may change between the calls). */
 		Py_CLEAR(out);
+		if (check_open(self) != 0)
+			goto done;      /* closed by another thread meanwhile */
 		out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)vlen);
 		if (out == NULL)
 			goto done;
@@ -615,11 +663,14 @@ Segment_put(SegmentObject *self, PyObject *args)
 		return NULL;
 	}
 	if (how == 0)
-		rc = shmt_set(self->h, kp, (size_t)kn, vp, (size_t)vn, ttl);
+		NOGIL(self, h, rc = shmt_set(h, kp, (size_t)kn, vp, (size_t)vn,
+		    ttl));
 	else if (how == 1)
-		rc = shmt_add(self->h, kp, (size_t)kn, vp, (size_t)vn, ttl);
+		NOGIL(self, h, rc = shmt_add(h, kp, (size_t)kn, vp, (size_t)vn,
+		    ttl));
 	else
-		rc = shmt_replace(self->h, kp, (size_t)kn, vp, (size_t)vn, ttl);
+		NOGIL(self, h, rc = shmt_replace(h, kp, (size_t)kn, vp,
+		    (size_t)vn, ttl));
 	key_done(&kv);
 	key_done(&vv);
 	if ((how == 1 && rc == -EEXIST) || (how == 2 && rc == -ENOENT))
@@ -640,7 +691,7 @@ Segment_del(SegmentObject *self, PyObject *key)
 
 	if (check_open(self) != 0 || key_bytes(key, &p, &n, &view) != 0)
 		return NULL;
-	rc = shmt_del(self->h, p, (size_t)n);
+	NOGIL(self, h, rc = shmt_del(h, p, (size_t)n));
 	key_done(&view);
 	if (rc == -ENOENT)
 		Py_RETURN_FALSE;
@@ -665,7 +716,8 @@ Segment_incr(SegmentObject *self, PyObject *args)
 		return NULL;
 	if (check_open(self) != 0 || key_bytes(key, &p, &n, &view) != 0)
 		return NULL;
-	rc = shmt_incr(self->h, p, (size_t)n, (int64_t)delta, &result);
+	NOGIL(self, h, rc = shmt_incr(h, p, (size_t)n, (int64_t)delta,
+	    &result));
 	key_done(&view);
 	if (rc < 0)
 		return raise_rc(rc, "incr");
@@ -687,9 +739,19 @@ Segment_keys(SegmentObject *self, PyObject *unused)
 		return NULL;
 	if ((list = PyList_New(0)) == NULL)
 		return NULL;
-	while ((rc = shmt_dict_next(self->h, &cursor, buf, sizeof(buf),
-	    &klen)) == 1) {
-		PyObject *k = PyBytes_FromStringAndSize(buf, (Py_ssize_t)klen);
+	for (;;) {
+		PyObject *k;
+
+		if (check_open(self) != 0) {
+			/* closed by another thread between two steps */
+			Py_DECREF(list);
+			return NULL;
+		}
+		NOGIL(self, h, rc = shmt_dict_next(h, &cursor, buf, sizeof(buf),
+		    &klen));
+		if (rc != 1)
+			break;
+		k = PyBytes_FromStringAndSize(buf, (Py_ssize_t)klen);
 
 		if (k == NULL || PyList_Append(list, k) != 0) {
 			Py_XDECREF(k);
@@ -716,7 +778,7 @@ Segment_hit(SegmentObject *self, PyObject *key)
 
 	if (check_open(self) != 0 || key_bytes(key, &p, &n, &view) != 0)
 		return NULL;
-	rc = shmt_hit(self->h, p, (size_t)n, &count);
+	NOGIL(self, h, rc = shmt_hit(h, p, (size_t)n, &count));
 	key_done(&view);
 	if (rc < 0)
 		return raise_rc(rc, "hit");
@@ -757,7 +819,7 @@ Segment_count(SegmentObject *self, PyObject *args, PyObject *kw)
 	}
 	if (check_open(self) != 0 || key_bytes(key, &p, &n, &view) != 0)
 		return NULL;
-	rc = shmt_count(self->h, p, (size_t)n, w, &count);
+	NOGIL(self, h, rc = shmt_count(h, p, (size_t)n, w, &count));
 	key_done(&view);
 	if (rc < 0)
 		return raise_rc(rc, "count");
@@ -779,7 +841,7 @@ Segment_count_bound(SegmentObject *self, PyObject *arg)
 		return NULL;
 	if (check_open(self) != 0)
 		return NULL;
-	rc = shmt_count_bound(self->h, (uint64_t)c, &lo, &hi, &ppm);
+	NOGIL(self, h, rc = shmt_count_bound(h, (uint64_t)c, &lo, &hi, &ppm));
 	if (rc < 0)
 		return raise_rc(rc, "count_bound");
 	return Py_BuildValue("(KKd)", (unsigned long long)lo,
@@ -803,7 +865,7 @@ Segment_top_keys(SegmentObject *self, PyObject *unused)
 	for (;;) {
 		if ((hk = PyMem_Malloc(cap * sizeof(*hk))) == NULL)
 			return PyErr_NoMemory();
-		rc = shmt_top_keys(self->h, hk, cap, &info);
+		NOGIL(self, h, rc = shmt_top_keys(h, hk, cap, &info));
 		if (rc < 0) {
 			PyMem_Free(hk);
 			return raise_rc(rc, "top_keys");
@@ -924,15 +986,19 @@ fail:
 /* A global limiter's lease and Redis state, with the CLI's names; None
  * when NAME is not global. */
 static PyObject *
-global_dict(shmt_t *h, const char *name)
+global_dict(SegmentObject *self, const char *name)
 {
 	static const char *const states[] = { "unknown", "online", "offline",
 		"waiting", "mismatch", "fallback" };
-	shmt_time_t now = shmt_now(h);
+	shmt_time_t now = 0;
 	shmt_global_stat_t g;
 	PyObject *share, *age;
+	int rc;
 
-	if (shmt_global_stat(h, name, &g) != 0)
+	if (check_open(self) != 0)
+		return NULL;
+	NOGIL(self, h, now = shmt_now(h); rc = shmt_global_stat(h, name, &g));
+	if (rc != 0)
 		return Py_NewRef(Py_None);
 	share = g.fleet_in_flight > 0 ? PyFloat_FromDouble(
 	    (double)g.host_in_flight / (double)g.fleet_in_flight) :
@@ -980,7 +1046,7 @@ Segment_limiters(SegmentObject *self, PyObject *unused)
 		return NULL;
 	if ((st = PyMem_Calloc(4096, sizeof(*st))) == NULL)
 		return PyErr_NoMemory();
-	rc = shmt_limiter_list(self->h, st, 4096);
+	NOGIL(self, h, rc = shmt_limiter_list(h, st, 4096));
 	if (rc < 0) {
 		PyMem_Free(st);
 		return raise_rc(rc, "limiters");
@@ -992,7 +1058,7 @@ Segment_limiters(SegmentObject *self, PyObject *unused)
 	for (int i = 0; i < rc && i < 4096; i++) {
 		PyObject *d = lim_dict(&st[i]), *g = NULL;
 
-		if (d != NULL && ((g = global_dict(self->h, st[i].name)) == NULL ||
+		if (d != NULL && ((g = global_dict(self, st[i].name)) == NULL ||
 		    PyDict_SetItemString(d, "global", g) != 0)) {
 			Py_XDECREF(g);
 			Py_DECREF(d);
@@ -1008,13 +1074,17 @@ Segment_limiters(SegmentObject *self, PyObject *unused)
 		Py_DECREF(d);
 	}
 	PyMem_Free(st);
+	if (check_open(self) != 0) {
+		Py_DECREF(list);
+		return NULL;
+	}
 	return Py_BuildValue("{s:s,s:K,s:N}", "segment", shmt_name(self->h),
 	    "now_ns", (unsigned long long)shmt_now(self->h), "limiters", list);
 }
 
 /* stat()'s "global": {name: global_dict} for every global limiter. */
 static int
-stat_global(shmt_t *h, PyObject *res)
+stat_global(SegmentObject *self, PyObject *res)
 {
 	shmt_limiter_stat_t *st;
 	PyObject *o = PyDict_New();
@@ -1027,9 +1097,9 @@ stat_global(shmt_t *h, PyObject *res)
 		PyErr_NoMemory();
 		return -1;
 	}
-	rc = shmt_limiter_list(h, st, 4096);
+	NOGIL(self, h, rc = shmt_limiter_list(h, st, 4096));
 	for (int i = 0; i < rc && i < 4096 && !err; i++) {
-		PyObject *g = global_dict(h, st[i].name);
+		PyObject *g = global_dict(self, st[i].name);
 
 		if (g == NULL)
 			err = 1;
@@ -1052,13 +1122,23 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 	shmt_dict_stat_t ds;
 	PyObject *regions, *dict, *counters = Py_None, *an = Py_None, *res;
 	shmt_top_info_t ti;
+	shmt_time_t now = 0;
 	char fmt[24], mode[8];
-	int rc;
+	uint32_t ppm = 0;
+	int rc, drc = 0, trc = 0;
 
 	(void)unused;
 	if (check_open(self) != 0)
 		return NULL;
-	if ((rc = shmt_segment_stat(self->h, &s)) != 0)
+	/* Every library call first, without the GIL; the dicts after. */
+	NOGIL(self, h, rc = shmt_segment_stat(h, &s);
+	    if (rc == 0) {
+		drc = shmt_dict_stat(h, &ds);
+		(void)shmt_count_bound(h, 0, NULL, NULL, &ppm);
+		trc = shmt_top_keys(h, NULL, 0, &ti);
+		now = shmt_now(h);
+	    });
+	if (rc != 0)
 		return raise_rc(rc, "stat");
 	if ((regions = PyList_New(0)) == NULL)
 		return NULL;
@@ -1078,7 +1158,7 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 			counters = d;   /* borrowed from the list */
 		Py_DECREF(d);
 	}
-	rc = shmt_dict_stat(self->h, &ds);
+	rc = drc;
 	if (rc == 0) {
 		dict = Py_BuildValue("{s:I,s:O,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
 		    "shards", ds.shards, "eviction", ds.eviction ? Py_True :
@@ -1100,11 +1180,8 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 		return NULL;
 	}
 	if (counters != Py_None) {
-		uint32_t ppm = 0;
-
 		/* k = ceil(2 / (3 eps)): the greatest exact count answered
 		 * exactly (shmt_hit's contract). */
-		(void)shmt_count_bound(self->h, 0, NULL, NULL, &ppm);
 		counters = Py_BuildValue("{s:O,s:O,s:d,s:K}", "region_size",
 		    PyDict_GetItemString(counters, "size"), "used",
 		    PyDict_GetItemString(counters, "used"), "error",
@@ -1114,8 +1191,7 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 	}
 	else
 		Py_INCREF(counters);
-	rc = shmt_top_keys(self->h, NULL, 0, &ti);
-	if (rc >= 0)
+	if (trc >= 0)
 		an = Py_BuildValue("{s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:I}",
 		    "memory_bytes", (unsigned long long)ti.memory_bytes,
 		    "window_ns", (unsigned long long)ti.window_ns,
@@ -1126,6 +1202,14 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 		    "counters", ti.counters, "probe", ti.probe);
 	else
 		Py_INCREF(an);
+	if (check_open(self) != 0) {
+		/* closed by another thread meanwhile */
+		Py_DECREF(regions);
+		Py_DECREF(dict);
+		Py_XDECREF(counters);
+		Py_XDECREF(an);
+		return NULL;
+	}
 	snprintf(fmt, sizeof(fmt), "0x%016llx", (unsigned long long)s.format);
 	snprintf(mode, sizeof(mode), "%04o", (unsigned)(s.mode & 07777));
 	res = Py_BuildValue("{s:s,s:K,s:s,s:I,s:s,s:K,s:K,s:N,"
@@ -1134,7 +1218,7 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 	    "segment", shmt_name(self->h), "size", (unsigned long long)s.size,
 	    "format", fmt, "abi_version", s.abi_version, "mode", mode,
 	    "created_wall_ns", (unsigned long long)s.created_wall_ns,
-	    "now_ns", (unsigned long long)shmt_now(self->h),
+	    "now_ns", (unsigned long long)now,
 	    "regions", regions,
 	    "daemon", "pid", (long long)s.daemon_pid, "alive",
 	    s.daemon_alive ? Py_True : Py_False, "heartbeat_ns",
@@ -1145,7 +1229,7 @@ Segment_stat(SegmentObject *self, PyObject *unused)
 	    s.slots_stale, "reaped", (unsigned long long)s.slots_reaped,
 	    "limiters", "max", s.max_limiters, "in_use", s.limiters,
 	    "dictionary", dict, "counters", counters, "analyzer", an);
-	if (res != NULL && stat_global(self->h, res) != 0) {
+	if (res != NULL && stat_global(self, res) != 0) {
 		Py_DECREF(res);
 		return NULL;
 	}

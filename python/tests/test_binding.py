@@ -694,3 +694,66 @@ def test_moves_unmap_the_generations_followed(make_segment):
     assert _generations_mapped(name) == 2
     s.close()
     assert _generations_mapped(name) == 0
+
+
+def _lockhold(name, which):
+    """A live process that holds every shard lock of NAME's dictionary or
+    counters (tests/py_lockhold.c), started and holding them."""
+    path = os.environ.get("SHMT_LOCKHOLD")
+    if not path:
+        pytest.fail("SHMT_LOCKHOLD is not set: run these tests with ctest")
+    p = subprocess.Popen([path, name, which], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+    assert p.stdout.readline() == b"locked\n"
+    return p
+
+
+@pytest.mark.parametrize("which,call,want", [
+    ("dict", lambda s: s.dict.set("k", b"v"), None),
+    ("dict", lambda s: s.dict.add("new", b"v"), True),
+    ("dict", lambda s: s.dict.delete("k0"), True),
+    ("dict", lambda s: s.dict.incr("n"), 1),
+    ("counters", lambda s: s.hit("h"), 1),
+])
+def test_a_call_waiting_for_a_lock_lets_threads_run(make_segment, which,
+                                                     call, want):
+    """A write that waits for a shard lock held by another (live, running)
+    process must let other threads run meanwhile.  The other process
+    releases the lock only when this thread tells it to, after it saw the
+    writer sleep on the lock: had the writer kept the GIL, this thread
+    could not tell it before the writer gave up (LockedError, after the
+    running owner's 1 s), so the verdict needs no timing.  close() meanwhile
+    is put off until the call returns."""
+    name = make_segment(LIMITERS)
+    s = shmthrottle.Segment(name)
+    s.dict["k0"] = b"old"
+    holder = _lockhold(name, which)
+    box = {}
+
+    def writer():
+        try:
+            box["rc"] = call(s)
+        except Exception as e:          # noqa: BLE001 -- reported below
+            box["exc"] = e
+    t = threading.Thread(target=writer)
+    try:
+        t.start()
+        assert holder.stdout.readline() == b"waiting\n"
+        s.close()                       # the writer still uses the handle
+        holder.stdin.write(b"go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == b"released\n"
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        t.join(timeout=30)
+    assert "exc" not in box, box["exc"]
+    assert box["rc"] == want
+    assert s.closed
+    with pytest.raises(ValueError):
+        s.dict.set("k", b"v")
+    s = shmthrottle.Segment(name)
+    if which == "dict" and want is None:
+        assert s.dict["k"] == b"v"
+    s.close()
+
