@@ -46,9 +46,19 @@ def _key(k):
 
 class Dict(MutableMapping):
     """The segment's dictionary as a mapping of bytes to bytes (str keys and
-    values are encoded as UTF-8; values read back are bytes)."""
+    values are encoded as UTF-8; values read back are bytes).
+
+    A TTL is in seconds (whole milliseconds are kept).  None, and d[key] =
+    value, give the segment's default TTL: none unless the segment was made
+    with one ([dictionary] default_ttl), so by default the item never
+    expires.  The library has no explicit "never" beside a default TTL: the
+    longest TTL, TTL_MAX (about 292 years), is the nearest.  A TTL above
+    TTL_MAX raises OverflowError."""
 
     __slots__ = ("_seg",)
+
+    #: The longest TTL a write takes, in seconds (2**64 // 2000000 ms).
+    TTL_MAX = (2 ** 64 // 2000000) / 1000
 
     def __init__(self, seg):
         self._seg = seg
@@ -67,15 +77,19 @@ class Dict(MutableMapping):
         self._seg._put(key, value, 0, 0)
 
     def set(self, key, value, ttl=None):
-        """Store VALUE under KEY; TTL in seconds (None: never expires)."""
+        """Store VALUE under KEY; TTL in seconds (None: the segment's
+        default TTL, which is none, so never expires, unless the segment
+        was made with a default_ttl)."""
         self._seg._put(key, value, _ttl_ms(ttl), 0)
 
     def add(self, key, value, ttl=None):
-        """Store only if KEY is absent: True when stored."""
+        """Store only if KEY is absent: True when stored.  TTL as in
+        set."""
         return self._seg._put(key, value, _ttl_ms(ttl), 1)
 
     def replace(self, key, value, ttl=None):
-        """Store only if KEY is present: True when stored."""
+        """Store only if KEY is present: True when stored.  Its TTL is
+        replaced too, as in set."""
         return self._seg._put(key, value, _ttl_ms(ttl), 2)
 
     def __delitem__(self, key):
@@ -105,6 +119,8 @@ class Dict(MutableMapping):
 
 
 def _ttl_ms(ttl):
+    """TTL seconds as the milliseconds _put takes (0: the default TTL);
+    above the library's longest, _put raises OverflowError."""
     if ttl is None:
         return 0
     ms = int(ttl * 1000)

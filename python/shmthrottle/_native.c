@@ -643,19 +643,34 @@ done:
 	return out;
 }
 
-/* _put(key, value, ttl_ms, how): how 0 set, 1 add, 2 replace -> bool */
+/* The longest TTL a write takes, in milliseconds (shmt_set's bound). */
+#define TTL_MS_MAX (UINT64_MAX / 2000000)
+
+/* _put(key, value, ttl_ms, how): how 0 set, 1 add, 2 replace -> bool.
+ * TTL_MS above TTL_MS_MAX raises OverflowError (the "K" format would wrap
+ * it modulo 2**64 into a short TTL). */
 static PyObject *
 Segment_put(SegmentObject *self, PyObject *args)
 {
-	PyObject *key, *val;
+	PyObject *key, *val, *ttlobj;
 	unsigned long long ttl;
 	int how, rc;
 	const char *kp, *vp;
 	Py_ssize_t kn, vn;
 	Py_buffer kv, vv;
 
-	if (!PyArg_ParseTuple(args, "OOKi:_put", &key, &val, &ttl, &how))
+	if (!PyArg_ParseTuple(args, "OOO!i:_put", &key, &val, &PyLong_Type,
+	    &ttlobj, &how))
 		return NULL;
+	ttl = PyLong_AsUnsignedLongLong(ttlobj);
+	if (ttl == (unsigned long long)-1 && PyErr_Occurred())
+		return NULL;
+	if (ttl > TTL_MS_MAX) {
+		PyErr_Format(PyExc_OverflowError, "ttl of %llu ms is over the "
+		    "longest a write takes (%llu ms)", ttl,
+		    (unsigned long long)TTL_MS_MAX);
+		return NULL;
+	}
 	if (check_open(self) != 0 || key_bytes(key, &kp, &kn, &kv) != 0)
 		return NULL;
 	if (key_bytes(val, &vp, &vn, &vv) != 0) {

@@ -757,3 +757,20 @@ def test_a_call_waiting_for_a_lock_lets_threads_run(make_segment, which,
         assert s.dict["k"] == b"v"
     s.close()
 
+
+def test_ttl_none_is_the_default_ttl_and_huge_ttls_overflow(seg):
+    with pytest.raises(OverflowError):
+        seg.dict.set("k", b"v", ttl=2 ** 64 / 1000 + 0.002)
+    with pytest.raises(OverflowError):
+        seg.dict.set("k", b"v", ttl=1e300)
+    with pytest.raises(OverflowError):
+        seg.dict.add("k", b"v", ttl=float("inf"))
+    # Just above the longest TTL a write takes: refused, not wrapped.
+    with pytest.raises(OverflowError):
+        seg.dict.replace("k", b"v", ttl=(2 ** 64 // 2000000 + 10) / 1000)
+    assert "k" not in seg.dict
+    seg.dict.set("k", b"v", ttl=shmthrottle.Dict.TTL_MAX)
+    assert seg.dict["k"] == b"v"
+    with pytest.raises(ValueError):
+        seg.dict.set("k", b"v", ttl=0)
+
