@@ -50,11 +50,14 @@ typedef struct {
 
 /* ---- Decision ---------------------------------------------------------- */
 
+/* remaining and retry_after keep the library's "none" (UINT64_MAX: a
+ * client's allow rule leaves no limit, a deny rule no wait that helps) and
+ * answer None for it. */
 typedef struct {
 	PyObject_HEAD
 	char granted;
-	unsigned long long limit, remaining;
-	double retry_after, reset_after;
+	unsigned long long limit, remaining, retry_after_ns;
+	double reset_after;
 } DecisionObject;
 
 static PyTypeObject DecisionType;
@@ -69,7 +72,7 @@ decision_new(int granted, const shmt_decision_t *d)
 	o->granted = granted != 0;
 	o->limit = (unsigned long long)d->limit;
 	o->remaining = (unsigned long long)d->remaining;
-	o->retry_after = (double)d->retry_after_ns / 1e9;
+	o->retry_after_ns = (unsigned long long)d->retry_after_ns;
 	o->reset_after = (double)d->reset_after_ns / 1e9;
 	return (PyObject *)o;
 }
@@ -83,14 +86,39 @@ Decision_bool(DecisionObject *self)
 static PyObject *
 Decision_repr(DecisionObject *self)
 {
-	char ra[32], rs[32];
+	char rm[32], ra[32], rs[32];
 
-	snprintf(ra, sizeof(ra), "%.9g", self->retry_after);
+	if (self->remaining == UINT64_MAX)
+		snprintf(rm, sizeof(rm), "None");
+	else
+		snprintf(rm, sizeof(rm), "%llu", self->remaining);
+	if (self->retry_after_ns == UINT64_MAX)
+		snprintf(ra, sizeof(ra), "None");
+	else
+		snprintf(ra, sizeof(ra), "%.9g",
+		    (double)self->retry_after_ns / 1e9);
 	snprintf(rs, sizeof(rs), "%.9g", self->reset_after);
 	return PyUnicode_FromFormat("Decision(granted=%s, limit=%llu, "
-	    "remaining=%llu, retry_after=%s, reset_after=%s)",
-	    self->granted ? "True" : "False", self->limit, self->remaining,
-	    ra, rs);
+	    "remaining=%s, retry_after=%s, reset_after=%s)",
+	    self->granted ? "True" : "False", self->limit, rm, ra, rs);
+}
+
+static PyObject *
+Decision_get_remaining(DecisionObject *self, void *closure)
+{
+	(void)closure;
+	if (self->remaining == UINT64_MAX)
+		Py_RETURN_NONE;
+	return PyLong_FromUnsignedLongLong(self->remaining);
+}
+
+static PyObject *
+Decision_get_retry_after(DecisionObject *self, void *closure)
+{
+	(void)closure;
+	if (self->retry_after_ns == UINT64_MAX)
+		Py_RETURN_NONE;
+	return PyFloat_FromDouble((double)self->retry_after_ns / 1e9);
 }
 
 static PyObject *
@@ -102,13 +130,8 @@ Decision_get_granted(DecisionObject *self, void *closure)
 
 static PyMemberDef Decision_members[] = {
 	{ "limit", T_ULONGLONG, offsetof(DecisionObject, limit), READONLY,
-	  "uses per window (rate mode: the burst)" },
-	{ "remaining", T_ULONGLONG, offsetof(DecisionObject, remaining),
-	  READONLY, "uses that would be granted now, one after another, with "
-	  "no time passing" },
-	{ "retry_after", T_DOUBLE, offsetof(DecisionObject, retry_after),
-	  READONLY, "seconds after which this request would be granted if "
-	  "nobody else took anything (0.0 when granted)" },
+	  "uses per window (rate mode: the burst); 0 when a client's allow "
+	  "or deny rule decided" },
 	{ "reset_after", T_DOUBLE, offsetof(DecisionObject, reset_after),
 	  READONLY, "seconds until every use in flight now is back" },
 	{ NULL, 0, 0, 0, NULL },
@@ -117,6 +140,14 @@ static PyMemberDef Decision_members[] = {
 static PyGetSetDef Decision_getset[] = {
 	{ "granted", (getter)Decision_get_granted, NULL,
 	  "True granted, False throttled", NULL },
+	{ "remaining", (getter)Decision_get_remaining, NULL,
+	  "uses that would be granted now, one after another, with no time "
+	  "passing; None when a client's allow rule decided (no limit)",
+	  NULL },
+	{ "retry_after", (getter)Decision_get_retry_after, NULL,
+	  "seconds after which this request would be granted if nobody else "
+	  "took anything (0.0 when granted); None when a client's deny rule "
+	  "refused it (no wait helps)", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
@@ -131,7 +162,8 @@ static PyTypeObject DecisionType = {
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "What acquire, peek or wait decided: granted, limit, "
 	    "remaining,\nretry_after and reset_after (seconds, float).  True "
-	    "when granted.",
+	    "when granted.\nA client's allow or deny rule decides with limit 0:"
+	    " allow with\nremaining None, deny with retry_after None.",
 	.tp_repr = (reprfunc)Decision_repr,
 	.tp_as_number = &Decision_as_number,
 	.tp_members = Decision_members,
@@ -1097,6 +1129,32 @@ Segment_limiters(SegmentObject *self, PyObject *unused)
 	    "now_ns", (unsigned long long)shmt_now(self->h), "limiters", list);
 }
 
+/* _limiter_info(name) -> (per_client, window_ns, decision_limit): what
+ * the middleware states in RateLimit-Policy; decision_limit is the limit
+ * a Decision of the limiter reports (rate mode: the burst). */
+static PyObject *
+Segment_limiter_info(SegmentObject *self, PyObject *arg)
+{
+	shmt_limiter_stat_t st;
+	const char *name;
+	int rc;
+
+	if (check_open(self) != 0)
+		return NULL;
+	if (!PyUnicode_Check(arg)) {
+		PyErr_SetString(PyExc_TypeError, "limiter name must be str");
+		return NULL;
+	}
+	if ((name = PyUnicode_AsUTF8(arg)) == NULL)
+		return NULL;
+	NOGIL(self, h, rc = shmt_limiter_stat(h, name, &st));
+	if (rc < 0)
+		return raise_rc(rc, name);
+	return Py_BuildValue("(OKK)", st.per_client ? Py_True : Py_False,
+	    (unsigned long long)st.window_ns, (unsigned long long)(
+	    st.mode == SHMT_MODE_GCRA ? st.burst : st.limit));
+}
+
 /* stat()'s "global": {name: global_dict} for every global limiter. */
 static int
 stat_global(SegmentObject *self, PyObject *res)
@@ -1340,6 +1398,7 @@ static PyMethodDef Segment_methods[] = {
 	{ "_keys", (PyCFunction)Segment_keys, METH_NOARGS, NULL },
 	{ "_top_keys", (PyCFunction)Segment_top_keys, METH_NOARGS, NULL },
 	{ "_limiters", (PyCFunction)Segment_limiters, METH_NOARGS, NULL },
+	{ "_limiter_info", (PyCFunction)Segment_limiter_info, METH_O, NULL },
 	{ "stat", (PyCFunction)Segment_stat, METH_NOARGS,
 	  "stat()\n--\n\n"
 	  "The segment's statistics, as a dict with the field names of\n"

@@ -6,7 +6,7 @@ from one Segment.acquire per request).  Only "http" requests are limited.
     app = RateLimit(app, "per-ip")       # key: the client's host
 """
 import shmthrottle
-from .wsgi import _limits, headers_for
+from .wsgi import _Policy, headers_for
 
 
 def _client_host(scope):
@@ -23,15 +23,12 @@ class RateLimit:
         self.limiter = limiter
         self.segment = segment if segment is not None else shmthrottle.Segment()
         self.key = key if key is not None else _client_host
-        self._info = None
+        self._policy = _Policy(self.segment, limiter)
 
     async def __call__(self, scope, receive, send):
         if scope.get("type") != "http":
             return await self.app(scope, receive, send)
-        if self._info is None:
-            self._info = _limits(self.segment, self.limiter)
-        per_client, window = self._info
-        if per_client:
+        if self._policy.per_client():
             client = self.key(scope)
             if client is None:
                 return await self.app(scope, receive, send)
@@ -39,7 +36,8 @@ class RateLimit:
         else:
             d = self.segment.acquire(self.limiter)
         fields = [(k.lower().encode("latin-1"), v.encode("latin-1"))
-                  for k, v in headers_for(self.limiter, window, d)]
+                  for k, v in headers_for(self.limiter,
+                                          self._policy.window(d), d)]
         if not d.granted:
             body = b"Too Many Requests\n"
             await send({"type": "http.response.start", "status": 429,

@@ -774,3 +774,103 @@ def test_ttl_none_is_the_default_ttl_and_huge_ttls_overflow(seg):
     with pytest.raises(ValueError):
         seg.dict.set("k", b"v", ttl=0)
 
+
+TIERS = """
+[limiter tiers]
+per_client = yes
+capacity = 16
+limit = 3
+window = 1h
+slack_time = 1s
+slack_uses = 1
+overrides = 4
+override = vip allow
+override = bot deny
+"""
+
+
+def test_rule_decisions_answer_none_for_no_limit_and_no_wait(make_segment):
+    s = shmthrottle.Segment(make_segment(TIERS))
+    d = s.acquire("tiers", "vip")
+    assert d.granted and d.limit == 0 and d.remaining is None
+    assert d.retry_after == 0.0
+    d = s.acquire("tiers", "bot")
+    assert not d.granted and d.limit == 0 and d.retry_after is None
+    assert "retry_after=None" in repr(d)
+    assert s.peek("tiers", "bot").retry_after is None
+    d = s.acquire("tiers", "plain")
+    assert (d.limit, d.remaining, d.retry_after) == (3, 2, 0.0)
+    s.close()
+
+
+def _wsgi_call(app, addr):
+    seen = {}
+
+    def start(status, headers, exc_info=None):
+        seen["status"] = int(status.split()[0])
+        seen["headers"] = {k.lower(): v for k, v in headers}
+    body = b"".join(app({"REMOTE_ADDR": addr}, start))
+    return seen["status"], seen["headers"], body
+
+
+def _ok_wsgi(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+
+
+def test_middleware_rules_get_no_quota_fields(make_segment):
+    """An allow-listed client is under no quota: no RateLimit fields (not
+    q=0 and r=2**64-1); a denied one gets 429 with neither them nor a
+    Retry-After (no wait helps), not 18446744074 s."""
+    from shmthrottle.asgi import RateLimit as AsgiRateLimit
+    from shmthrottle.wsgi import RateLimit
+
+    s = shmthrottle.Segment(make_segment(TIERS))
+    app = RateLimit(_ok_wsgi, "tiers", segment=s)
+    for _ in range(5):
+        status, h, body = _wsgi_call(app, "vip")
+        assert (status, body) == (200, b"ok")
+        assert "ratelimit" not in h and "ratelimit-policy" not in h
+    status, h, _ = _wsgi_call(app, "bot")
+    assert status == 429
+    assert not {"ratelimit", "ratelimit-policy", "retry-after"} & set(h)
+    status, h, _ = _wsgi_call(app, "plain")
+    assert status == 200 and h["ratelimit-policy"] == '"tiers";q=3;w=3600'
+
+    async def inner(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+    aapp = AsgiRateLimit(inner, "tiers", segment=s)
+    status, h, _ = _asgi_call(aapp, "vip")
+    assert status == 200 and "ratelimit" not in h
+    status, h, _ = _asgi_call(aapp, "bot")
+    assert status == 429 and "retry-after" not in h and "ratelimit" not in h
+    s.close()
+
+
+def _limiter_set(name, *kv):
+    r = subprocess.run([cli(), "-s", name, "limiter", "set", "three"] +
+                       list(kv), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
+def test_middleware_follows_a_live_change(make_segment, monkeypatch):
+    """The policy's window is read again when a decision reports a limit
+    not seen before (at once), and every REFRESH seconds (here 0, so the
+    next request: no sleeping)."""
+    import shmthrottle.wsgi as wsgi
+
+    name = make_segment(LIMITERS)
+    s = shmthrottle.Segment(name)
+    app = wsgi.RateLimit(_ok_wsgi, "three", segment=s)
+    monkeypatch.setattr(wsgi, "REFRESH", 1e9, raising=False)  # the limit path
+    assert _wsgi_call(app, "a")[1]["ratelimit-policy"] == '"three";q=3;w=3600'
+    _limiter_set(name, "limit=2", "window=2h")
+    assert _wsgi_call(app, "a")[1]["ratelimit-policy"] == '"three";q=2;w=7200'
+    _limiter_set(name, "window=30m")               # the limit stays 2
+    assert _wsgi_call(app, "a")[1]["ratelimit-policy"] == '"three";q=2;w=7200'
+    monkeypatch.setattr(wsgi, "REFRESH", 0.0, raising=False)
+    status, h, _ = _wsgi_call(app, "a")
+    assert h["ratelimit-policy"] == '"three";q=2;w=1800'
+    s.close()
