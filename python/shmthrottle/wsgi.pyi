@@ -2,6 +2,8 @@
 from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 from . import Decision, Segment
 
+REFRESH: float
+
 class RateLimit:
     app: Callable[..., Iterable[bytes]]
     limiter: str
