@@ -138,12 +138,17 @@
 #define CS_MERGE (1ULL << 62)
 
 /* Where a counter item's value lies: a process-local view, made by cnt_at
- * from the item's shape after checking it against the item's length. */
+ * from the item's shape after checking it against the item's lengths (as
+ * the chain walk validated them: one load).  M holds the meta words as this
+ * process loaded them once and checked them (cnt_load, cnt_metas), then as
+ * it stored them: a writer works on M alone, never on a word read again
+ * from the segment, which another process may have changed since. */
 struct cnt {
 	struct shmt_cnt_hdr *h;
 	uint32_t *meta;
 	uint64_t *ts;
-	uint32_t levels, cap;
+	uint32_t levels, cap, klen;
+	uint32_t m[CNT_LEVELS_MAX];
 };
 
 static inline uint32_t
@@ -174,13 +179,14 @@ cnt_shape(uint32_t klen, uint32_t levels, uint32_t cap)
 	    (uint64_t)cnt_pad(klen) << 40;
 }
 
-/* The view of IT's value, or -1 when its shape does not match its length.
- * Reads the shape once: a racy reader (the check) gets a consistent view of
- * what it read. */
+/* The view of IT's value, or -1 when its shape does not match LENS, the
+ * lengths item_at_lens() checked against IT's block (never read again
+ * here: a length reloaded after that check would be checked against
+ * nothing).  Reads the shape once: a racy reader (the check) gets a
+ * consistent view of what it read.  C->m is left to cnt_load. */
 static int
-cnt_at(const struct shmt_item *it, struct cnt *c)
+cnt_at(const struct shmt_item *it, uint32_t lens, struct cnt *c)
 {
-	uint32_t lens = __atomic_load_n(&it->it_lens, __ATOMIC_RELAXED);
 	uint32_t klen = lens_klen(lens), vlen = lens_vlen(lens);
 	uint64_t shape;
 	char *v;
@@ -197,18 +203,20 @@ cnt_at(const struct shmt_item *it, struct cnt *c)
 	    c->levels > CNT_LEVELS_MAX ||
 	    vlen != cnt_vlen(klen, c->levels, c->cap))
 		return -1;
+	c->klen = klen;
 	c->meta = (uint32_t *)(c->h + 1);
 	c->ts = (uint64_t *)((char *)c->meta + meta_bytes(c->levels));
 	return 0;
 }
 
 int
-shmt__cnt_item_ok(const struct shmt_store *st, const struct shmt_item *it)
+shmt__cnt_item_ok(const struct shmt_store *st, const struct shmt_item *it,
+    uint32_t lens)
 {
 	struct cnt c;
 
 	(void)st;
-	return cnt_at(it, &c) == 0;
+	return cnt_at(it, lens, &c) == 0;
 }
 
 /* A meta word: a level's ring starts at slot START and holds N buckets. */
@@ -248,6 +256,27 @@ put64(uint64_t *p, uint64_t v)
 	__atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
 
+/* Level L's meta word becomes V, in C->m and in the segment. */
+static inline void
+m_put(struct cnt *c, uint32_t l, uint32_t v)
+{
+	c->m[l] = v;
+	put32(&c->meta[l], v);
+}
+
+/* Under the lock, C at rest: load every meta word once into C->m.  -1 when
+ * one is out of its ring. */
+static int
+cnt_load(struct cnt *c)
+{
+	for (uint32_t l = 0; l < c->levels; l++) {
+		c->m[l] = __atomic_load_n(&c->meta[l], __ATOMIC_RELAXED);
+		if (!m_ok(c, c->m[l]))
+			return -1;
+	}
+	return 0;
+}
+
 /* The meta words of C as the item means them: copied into OUT, with a
  * half-done merge's journal applied.  -1 when one is out of its ring. */
 static int
@@ -281,17 +310,17 @@ cnt_metas(const struct cnt *c, uint32_t *out)
  * holds two and level I + 1 has a free slot).  The journal makes the two
  * meta stores one step for whoever settles after a kill. */
 static void
-cnt_merge(const struct cnt *c, uint32_t i)
+cnt_merge(struct cnt *c, uint32_t i)
 {
-	uint32_t mi = c->meta[i], mj = c->meta[i + 1];
+	uint32_t mi = c->m[i], mj = c->m[i + 1];
 	uint32_t si = m_start(mi), ni = m_n(mi), sj = m_start(mj), nj = m_n(mj);
 	uint32_t s2 = si + 2 >= c->cap ? si + 2 - c->cap : si + 2;
 
 	*slot(c, i + 1, sj, nj) = *slot(c, i, si, 1);
 	put64(&c->h->ch_state, CS_DIRTY | CS_MERGE | (uint64_t)i << 56 |
 	    (uint64_t)si << 40 | (uint64_t)ni << 24 | (uint64_t)nj << 8);
-	put32(&c->meta[i + 1], m_make(sj, nj + 1));
-	put32(&c->meta[i], m_make(s2, ni - 2));
+	m_put(c, i + 1, m_make(sj, nj + 1));
+	m_put(c, i, m_make(s2, ni - 2));
 	if (c->h->ch_top < i + 1)
 		put64(&c->h->ch_top, i + 1);
 	/* The journal stays until the next merge's replaces it or the update
@@ -300,12 +329,10 @@ cnt_merge(const struct cnt *c, uint32_t i)
 
 /* Merge upward from level FROM while a level holds M buckets or more. */
 static void
-cnt_carry(const struct cnt *c, uint32_t from, uint32_t m)
+cnt_carry(struct cnt *c, uint32_t from, uint32_t m)
 {
-	for (uint32_t i = from; i + 1 < c->levels && m_n(c->meta[i]) >= m;
-	    i++)
-		while (m_n(c->meta[i]) >= m &&
-		    m_n(c->meta[i + 1]) < c->cap)
+	for (uint32_t i = from; i + 1 < c->levels && m_n(c->m[i]) >= m; i++)
+		while (m_n(c->m[i]) >= m && m_n(c->m[i + 1]) < c->cap)
 			cnt_merge(c, i);
 }
 
@@ -316,7 +343,7 @@ cnt_sums(const struct cnt *c)
 	uint64_t total = 0, top = 0;
 
 	for (uint32_t l = 0; l < c->levels; l++) {
-		uint32_t n = m_n(c->meta[l]);
+		uint32_t n = m_n(c->m[l]);
 
 		total += (uint64_t)n << l;
 		if (n > 0)
@@ -331,14 +358,12 @@ cnt_sums(const struct cnt *c)
  * recompute the sums, then mark it at rest.  Each step can be repeated, so
  * a kill in here is settled by the next locker the same way. */
 static int
-cnt_settle(const struct cnt *c, uint32_t m)
+cnt_settle(struct cnt *c, uint32_t m)
 {
-	uint32_t metas[CNT_LEVELS_MAX];
-
-	if (cnt_metas(c, metas) != 0)
+	if (cnt_metas(c, c->m) != 0)
 		return SHMT_ECORRUPT;
 	for (uint32_t l = 0; l < c->levels; l++)
-		put32(&c->meta[l], metas[l]);
+		put32(&c->meta[l], c->m[l]);
 	put64(&c->h->ch_state, CS_DIRTY);
 	for (uint32_t l = 0; l + 1 < c->levels; l++)
 		cnt_carry(c, l, m);
@@ -367,12 +392,12 @@ cnt_estimate(uint64_t newer, uint32_t j, int whole)
  * caller's update to go on under the same mark.  -1 on a meta word out of
  * its ring. */
 static int
-cnt_expire(const struct cnt *c, uint64_t lo, int *dirty)
+cnt_expire(struct cnt *c, uint64_t lo, int *dirty)
 {
 	uint64_t top = c->h->ch_top;
 
 	while (top < c->levels) {
-		uint32_t mt = c->meta[top], s = m_start(mt), n = m_n(mt);
+		uint32_t mt = c->m[top], s = m_start(mt), n = m_n(mt);
 		uint64_t t;
 
 		if (!m_ok(c, mt))
@@ -383,7 +408,8 @@ cnt_expire(const struct cnt *c, uint64_t lo, int *dirty)
 			put64(&c->h->ch_state, CS_DIRTY);
 			*dirty = 1;
 		}
-		put32(&c->meta[top], m_make(s + 1 == c->cap ? 0 : s + 1, n - 1));
+		m_put(c, (uint32_t)top, m_make(s + 1 == c->cap ? 0 : s + 1,
+		    n - 1));
 		put64(&c->h->ch_total, c->h->ch_total - (1ULL << top));
 		put64(&c->h->ch_floor, t);
 		if (n == 1) {
@@ -401,18 +427,16 @@ cnt_expire(const struct cnt *c, uint64_t lo, int *dirty)
 static int
 cnt_need(const struct cnt *c, uint32_t m, uint32_t *levels, uint32_t *cap)
 {
-	uint32_t i = 0, top = (uint32_t)c->h->ch_top;
+	uint64_t top = c->h->ch_top;
+	uint32_t i = 0;
 
-	/* The levels the carry reads, checked (the rest are not read). */
-	for (;;) {
-		if (i < c->levels && !m_ok(c, c->meta[i]))
-			return -1;
-		if (i >= c->levels || m_n(c->meta[i]) + 1 < m)
-			break;
+	if (top >= c->levels)
+		return -1;
+	/* The levels the carry reads (C->m, checked when loaded). */
+	while (i < c->levels && m_n(c->m[i]) + 1 >= m)
 		i++;
-	}
-	*levels = (i > top ? i : top) + 1;
-	*cap = *levels >= 2 ? m : m_n(c->meta[0]) + 1;
+	*levels = (i > top ? i : (uint32_t)top) + 1;
+	*cap = *levels >= 2 ? m : m_n(c->m[0]) + 1;
 	return 0;
 }
 
@@ -464,33 +488,33 @@ cnt_fill(uint32_t klen, uint32_t order, uint32_t m, uint32_t levels,
 }
 
 /* Under the lock: a fresh block for KEY's counter with room for LEVELS
- * rings of CAP, filled with OLD's buckets (OLD at rest; NULL: none, a key
- * hit first at NOW), then linked in OLD's place by one store and OLD freed
- * (store.c's write: a kill leaves OLD or the new item, and a block the
- * repair reclaims).  *OUT gets the new item.  May evict other keys, never
- * OLD.  0, -ENOSPC (the key cannot fit in its shard), SHMT_ECORRUPT. */
+ * rings of CAP, filled with the buckets of OLD, whose view is OC (OLD at
+ * rest, OC->m loaded; NULL: none, a key hit first at NOW), then linked in
+ * OLD's place by one store and OLD freed (store.c's write: a kill leaves
+ * OLD or the new item, and a block the repair reclaims).  *OUT gets the new
+ * item and *NC its view.  May evict other keys, never OLD, unless SHRINK:
+ * a block that only saves memory is taken only when one is free already
+ * (the key would otherwise cost others their counts).  0, 1 (SHRINK and no
+ * block free: nothing changed), -ENOSPC (the key cannot fit in its shard),
+ * SHMT_ECORRUPT. */
 static int
 cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
-    const void *key, size_t klen, struct shmt_item *old, uint32_t levels,
-    uint32_t cap, uint64_t now, struct shmt_item **out)
+    const void *key, size_t klen, struct shmt_item *old, const struct cnt *oc,
+    uint32_t levels, uint32_t cap, uint64_t now, int shrink,
+    struct shmt_item **out, struct cnt *nc)
 {
-	uint32_t m = st->cnt_k + 2, kl = (uint32_t)klen, order, lv, cp;
+	uint32_t m = st->cnt_k + 2, kl = (uint32_t)klen, order, lv, cp, lens;
 	char *heap = shard_heap(st, sh);
-	struct cnt oc, nc;
 	struct shmt_item *it, *o2;
-	uint64_t off, *link;
+	uint64_t off, *link, bytes;
 
 	if (old != NULL) {
-		if (cnt_at(old, &oc) != 0)
-			return SHMT_ECORRUPT;
 		/* Room for every ring as it is (a counter made under another
 		 * error setting may hold more than m - 1 in a level). */
-		for (uint32_t l = 0; l < oc.levels; l++) {
-			uint32_t n = m_n(oc.meta[l]) + (l == 0);
+		for (uint32_t l = 0; l < oc->levels; l++) {
+			uint32_t n = m_n(oc->m[l]) + (l == 0);
 
-			if (!m_ok(&oc, oc.meta[l]))
-				return SHMT_ECORRUPT;
-			if (m_n(oc.meta[l]) > 0 && l + 1 > levels)
+			if (m_n(oc->m[l]) > 0 && l + 1 > levels)
 				levels = l + 1;
 			if (n > cap)
 				cap = n > CNT_CAP_MAX ? CNT_CAP_MAX : n;
@@ -500,39 +524,49 @@ cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 		cap = m;
 	if (levels > CNT_LEVELS_MAX)
 		return -ENOSPC;
-	order = order_for(cnt_bytes(kl, levels, cap));
-	if (cnt_vlen(kl, levels, cap) > SHMT_VALUE_MAX ||
-	    (off = shmt__store_alloc(st, sh, cnt_bytes(kl, levels, cap), now,
-	    old)) == UINT64_MAX)
+	bytes = cnt_bytes(kl, levels, cap);
+	order = order_for(bytes);
+	if (cnt_vlen(kl, levels, cap) > SHMT_VALUE_MAX)
 		return -ENOSPC;
+	if (shrink) {
+		if (order > st->order_max ||
+		    (off = shmt__blk_alloc(st, sh, order)) == UINT64_MAX)
+			return 1;
+	} else if ((off = shmt__store_alloc(st, sh, bytes, now, old)) ==
+	    UINT64_MAX) {
+		return -ENOSPC;
+	}
 	cnt_fill(kl, order, m, levels, cap, &lv, &cp);
 	it = (struct shmt_item *)(heap + off);
 	it->it_order = (uint8_t)order;
 	it->it_flags = 0;
-	it->it_lens = lens_make(kl, cnt_vlen(kl, lv, cp));
+	lens = lens_make(kl, cnt_vlen(kl, lv, cp));
+	it->it_lens = lens;
 	it->it_expire = now + st->window;
 	it->it_born = now;
 	memcpy((char *)(it + 1), key, klen);
-	memset((char *)(it + 1) + klen, 0, item_vlen(it));
-	nc.h = (struct shmt_cnt_hdr *)((char *)(it + 1) + klen + cnt_pad(kl));
-	nc.h->ch_shape = cnt_shape(kl, lv, cp);
-	if (cnt_at(it, &nc) != 0) {
+	memset((char *)(it + 1) + klen, 0, lens_vlen(lens));
+	nc->h = (struct shmt_cnt_hdr *)((char *)(it + 1) + klen + cnt_pad(kl));
+	nc->h->ch_shape = cnt_shape(kl, lv, cp);
+	if (cnt_at(it, lens, nc) != 0) {
 		shmt__blk_free(st, sh, off, order);
 		return SHMT_ECORRUPT;
 	}
-	nc.h->ch_floor = now;
+	memset(nc->m, 0, sizeof(nc->m));
+	nc->h->ch_floor = now;
 	if (old != NULL) {
-		for (uint32_t l = 0; l < oc.levels && l < nc.levels; l++) {
-			uint32_t mo = oc.meta[l], n = m_n(mo);
+		for (uint32_t l = 0; l < oc->levels && l < nc->levels; l++) {
+			uint32_t mo = oc->m[l], n = m_n(mo);
 
 			for (uint32_t x = 0; x < n; x++)
-				nc.ts[(uint64_t)l * nc.cap + x] =
-				    *slot(&oc, l, m_start(mo), x);
-			nc.meta[l] = m_make(0, n);
+				nc->ts[(uint64_t)l * nc->cap + x] =
+				    *slot(oc, l, m_start(mo), x);
+			nc->m[l] = m_make(0, n);
+			nc->meta[l] = nc->m[l];
 		}
-		nc.h->ch_total = oc.h->ch_total;
-		nc.h->ch_top = oc.h->ch_top;
-		nc.h->ch_floor = oc.h->ch_floor;
+		nc->h->ch_total = oc->h->ch_total;
+		nc->h->ch_top = oc->h->ch_top;
+		nc->h->ch_floor = oc->h->ch_floor;
 		it->it_expire = old->it_expire;
 	}
 	/* Evictions may have moved the chain: find the link again. */
@@ -547,70 +581,77 @@ cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 }
 
 /*
- * Under the lock: count one hit of KEY at NOW in IT (NULL: a new key) and
- * set *SUM to the estimate for the window W.  The steps: settle a killed
- * writer's item; drop the buckets older than the window; move to a block
- * of the right size when the hit's carries would not fit (or when one two
- * orders smaller would do); then append the hit and carry.
+ * Under the lock: count one hit of KEY at NOW in IT, whose view is C (IT
+ * NULL: a new key), and set *SUM to the estimate for the window W.  The
+ * steps: settle a killed writer's item (or load its meta words once);
+ * drop the buckets older than the window; move to a block of the right size
+ * when the hit's carries would not fit (or, when a block is free, to one
+ * two orders smaller that would do); then append the hit and carry.
  */
 static int
 cnt_hit(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
-    const void *key, size_t klen, struct shmt_item *it, struct cnt c,
+    const void *key, size_t klen, struct shmt_item *it, struct cnt *c,
     uint64_t now, uint64_t *sum)
 {
 	uint64_t lo = now >= st->window ? now - st->window + 1 : 0, t = now;
 	uint32_t m = st->cnt_k + 2, lv, cp, m0, n0, top;
-	int rc, dirty = 0;
+	int rc, dirty = 0, grow;
+	struct cnt nc;
 
 	if (it == NULL) {
-		if ((rc = cnt_place(st, sh, hash, key, klen, NULL, 1, 1, now,
-		    &it)) != 0)
+		if ((rc = cnt_place(st, sh, hash, key, klen, NULL, NULL, 1, 1,
+		    now, 0, &it, c)) != 0)
 			return rc;
-		if (cnt_at(it, &c) != 0)
-			return SHMT_ECORRUPT;
 	}
-	if (c.h->ch_state != 0 && (rc = cnt_settle(&c, m)) != 0)
-		return rc;
-	if (c.h->ch_top >= c.levels || cnt_expire(&c, lo, &dirty) != 0 ||
-	    cnt_need(&c, m, &lv, &cp) != 0)
+	if (c->h->ch_state != 0) {
+		if ((rc = cnt_settle(c, m)) != 0)
+			return rc;
+	} else if (cnt_load(c) != 0) {
 		return SHMT_ECORRUPT;
-	if (!cnt_fits(&c, lv, cp) ||
-	    cnt_order(cnt_bytes(item_klen(it), lv, cp)) + 2 <= it->it_order) {
+	}
+	if (c->h->ch_top >= c->levels || cnt_expire(c, lo, &dirty) != 0 ||
+	    cnt_need(c, m, &lv, &cp) != 0)
+		return SHMT_ECORRUPT;
+	grow = !cnt_fits(c, lv, cp);
+	if (grow || cnt_order(cnt_bytes(c->klen, lv, cp)) + 2 <= it->it_order) {
 		/* The sums are exact between the expiry's steps, so the item
 		 * is at rest: the move copies it, or it stays as it is. */
 		if (dirty)
-			put64(&c.h->ch_state, 0);
+			put64(&c->h->ch_state, 0);
 		dirty = 0;
-		if ((rc = cnt_place(st, sh, hash, key, klen, it, lv, cp, now,
-		    &it)) != 0)
+		rc = cnt_place(st, sh, hash, key, klen, it, c, lv, cp, now,
+		    0, &it, &nc);
+		if (rc < 0)
 			return rc;
-		if (cnt_at(it, &c) != 0)
-			return SHMT_ECORRUPT;
+		if (rc == 0)
+			*c = nc;
 	}
-	m0 = c.meta[0];
+	m0 = c->m[0];
 	n0 = m_n(m0);
-	if (n0 >= c.cap) {
+	if (n0 >= c->cap) {
 		if (dirty)
-			put64(&c.h->ch_state, 0);
+			put64(&c->h->ch_state, 0);
 		return SHMT_ECORRUPT;
 	}
 	/* Times only grow along the buckets (a clock injected per process may
 	 * step back): a hit is never stored older than the newest. */
-	if (n0 > 0 && *slot(&c, 0, m_start(m0), n0 - 1) > now)
-		t = *slot(&c, 0, m_start(m0), n0 - 1);
+	if (n0 > 0 && *slot(c, 0, m_start(m0), n0 - 1) > now)
+		t = *slot(c, 0, m_start(m0), n0 - 1);
 	if (!dirty)
-		put64(&c.h->ch_state, CS_DIRTY);
-	*slot(&c, 0, m_start(m0), n0) = t;
-	put32(&c.meta[0], m_make(m_start(m0), n0 + 1));
-	put64(&c.h->ch_total, c.h->ch_total + 1);
-	cnt_carry(&c, 0, m);
-	put64(&c.h->ch_state, 0);
+		put64(&c->h->ch_state, CS_DIRTY);
+	*slot(c, 0, m_start(m0), n0) = t;
+	m_put(c, 0, m_make(m_start(m0), n0 + 1));
+	put64(&c->h->ch_total, c->h->ch_total + 1);
+	cnt_carry(c, 0, m);
+	put64(&c->h->ch_state, 0);
 	it->it_expire = now + st->window;
 	/* Counters are evicted by their last hit, not by their creation. */
 	it->it_born = now;
-	top = (uint32_t)c.h->ch_top;
-	*sum = cnt_estimate(c.h->ch_total - (1ULL << top), top,
-	    c.h->ch_floor >= lo);
+	top = (uint32_t)c->h->ch_top;
+	if (top >= c->levels)
+		return SHMT_ECORRUPT;
+	*sum = cnt_estimate(c->h->ch_total - (1ULL << top), top,
+	    c->h->ch_floor >= lo);
 	return 0;
 }
 
@@ -621,16 +662,17 @@ gen_hit_once(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 	struct shmt_shard *sh;
 	struct shmt_item *it;
 	uint64_t hash, *link, now, sum = 0;
-	struct cnt c = { NULL, NULL, NULL, 0, 0 };
+	uint32_t lens = 0;
+	struct cnt c;
 	int rc;
 
 	if ((rc = shmt__store_lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
 	now = shmt__now(h);
-	it = shmt__store_find(st, sh, hash, key, klen, &link);
+	it = shmt__store_find_lens(st, sh, hash, key, klen, &link, &lens);
 	/* A value not of a counter's shape (damage) would make the update
 	 * write past the item. */
-	if (link == NULL || (it != NULL && cnt_at(it, &c) != 0)) {
+	if (link == NULL || (it != NULL && cnt_at(it, lens, &c) != 0)) {
 		rc = SHMT_ECORRUPT;
 		goto out;
 	}
@@ -639,7 +681,7 @@ gen_hit_once(shmt_t *h, const void *key, size_t klen, uint64_t *count)
 		sh->ds_expirations++;
 		it = NULL;
 	}
-	if ((rc = cnt_hit(st, sh, hash, key, klen, it, c, now, &sum)) == 0 &&
+	if ((rc = cnt_hit(st, sh, hash, key, klen, it, &c, now, &sum)) == 0 &&
 	    count != NULL)
 		*count = sum;
 out:
@@ -673,13 +715,16 @@ shift(uint64_t t, int64_t d)
  * the new clock).  The store calls this on a segment no one else uses yet
  * (snapshot restore), so the item is settled in place first. */
 void
-shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it, int64_t d)
+shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it,
+    uint32_t lens, int64_t d)
 {
 	int dirty = 0;
 	struct cnt c;
 
-	if (cnt_at(it, &c) != 0 ||
-	    (c.h->ch_state != 0 && cnt_settle(&c, st->cnt_k + 2) != 0))
+	if (cnt_at(it, lens, &c) != 0)
+		return;
+	if (c.h->ch_state != 0 ? cnt_settle(&c, st->cnt_k + 2) != 0 :
+	    cnt_load(&c) != 0)
 		return;
 	for (uint64_t i = 0; i < (uint64_t)c.levels * c.cap; i++)
 		c.ts[i] = shift(c.ts[i], d);
@@ -693,19 +738,20 @@ shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it, int64_t d)
 /* The shape of the value, each ring inside its slots, a journal that names
  * a level with one above it.  What a writer killed midway leaves (ch_state
  * set, ch_total stale) is not a problem: the next locker settles it.  Reads
- * racy memory (the check does not lock): each word once. */
+ * racy memory (the check does not lock): each word once, with the lengths
+ * the chain walk checked (LENS). */
 void
 shmt__cnt_check_item(const struct shmt_store *st, const struct shmt_item *it,
-    struct shmt_chk *c, const char *who, uint64_t off)
+    uint32_t lens, struct shmt_chk *c, const char *who, uint64_t off)
 {
 	uint32_t metas[CNT_LEVELS_MAX];
 	struct cnt v;
 
 	(void)st;
-	if (cnt_at(it, &v) != 0) {
+	if (cnt_at(it, lens, &v) != 0) {
 		shmt__chk(c, "%s: counter item at %llu has a value of %u bytes, "
 		    "not a counter's shape for its header", who,
-		    (unsigned long long)off, item_vlen(it));
+		    (unsigned long long)off, lens_vlen(lens));
 		return;
 	}
 	if (cnt_metas(&v, metas) != 0)
@@ -765,6 +811,7 @@ gen_count_once(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
 	struct shmt_shard *sh;
 	struct shmt_item *it;
 	uint64_t hash, *link, now;
+	uint32_t lens = 0;
 	struct cnt c;
 	int rc;
 
@@ -776,8 +823,8 @@ gen_count_once(shmt_t *h, const void *key, size_t klen, uint64_t window_ns,
 	if ((rc = shmt__store_lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
 	now = shmt__now(h);
-	it = shmt__store_find(st, sh, hash, key, klen, &link);
-	if (link == NULL || (it != NULL && (cnt_at(it, &c) != 0 ||
+	it = shmt__store_find_lens(st, sh, hash, key, klen, &link, &lens);
+	if (link == NULL || (it != NULL && (cnt_at(it, lens, &c) != 0 ||
 	    cnt_metas(&c, metas) != 0)))
 		rc = SHMT_ECORRUPT;
 	else if (it != NULL && !expired(it, now))
@@ -856,6 +903,7 @@ shmt__cnt_restore(shmt_t *h, const void *key, size_t klen, const void *val,
 	struct shmt_shard *sh;
 	struct shmt_item *it;
 	uint64_t hash, *link;
+	uint32_t lens = 0;
 	struct cnt c;
 	int rc;
 
@@ -863,15 +911,16 @@ shmt__cnt_restore(shmt_t *h, const void *key, size_t klen, const void *val,
 		return rc;
 	rc = shmt__store_add(h, st, sh, hash, key, klen, val, vlen, expire);
 	if (rc == 0) {
-		it = shmt__store_find(st, sh, hash, key, klen, &link);
-		if (it == NULL || link == NULL)
+		it = shmt__store_find_lens(st, sh, hash, key, klen, &link,
+		    &lens);
+		if (it == NULL || link == NULL) {
 			rc = SHMT_ECORRUPT;
-		else if (cnt_at(it, &c) != 0 || cnt_metas(&c, metas) != 0 ||
-		    c.h->ch_top >= c.levels) {
+		} else if (cnt_at(it, lens, &c) != 0 ||
+		    cnt_metas(&c, metas) != 0 || c.h->ch_top >= c.levels) {
 			shmt__store_unlink(st, sh, link, it);
 			rc = -EINVAL;
 		} else {
-			shmt__cnt_rebase(st, it, delta_ns);
+			shmt__cnt_rebase(st, it, lens, delta_ns);
 		}
 	}
 	shmt__unlock(&sh->ds_lock);

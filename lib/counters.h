@@ -29,19 +29,22 @@ shmt__cnt_k(uint32_t eps_ppm)
 
 /* IT's value has the shape of a counter of ST (repair, check, update). */
 int shmt__cnt_item_ok(const struct shmt_store *st,
-    const struct shmt_item *it);
+    const struct shmt_item *it, uint32_t lens);
 /* Under SH's lock: evict the counters hit least recently, in a batch;
  * EXCEPT is never chosen.  Returns how many were evicted. */
 int shmt__cnt_evict(const struct shmt_store *st, struct shmt_shard *sh,
     const struct shmt_item *except);
 /* Shift every time counter IT holds by D ns, clamped to [0, UINT64_MAX]
- * (snapshot restore); an item not of a counter's shape is left alone. */
+ * (snapshot restore); an item not of a counter's shape is left alone.
+ * LENS: IT's lengths as item_at_lens() checked them (here and below: the
+ * lengths are read once, and never again after that check). */
 void shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it,
-    int64_t d);
-/* Report to C each problem of counter item IT at heap offset OFF. */
+    uint32_t lens, int64_t d);
+/* Report to C each problem of counter item IT, whose lengths are LENS, at
+ * heap offset OFF. */
 void shmt__cnt_check_item(const struct shmt_store *st,
-    const struct shmt_item *it, struct shmt_chk *c, const char *who,
-    uint64_t off);
+    const struct shmt_item *it, uint32_t lens, struct shmt_chk *c,
+    const char *who, uint64_t off);
 
 /* Snapshot restore, in a segment not yet shared: add counter KEY of H with
  * the value VAL of VLEN bytes as an image holds it (the counters' own

@@ -282,12 +282,13 @@ repair_chains(const struct shmt_store *st, struct shmt_shard *sh, uint64_t *bm)
 		 * rewrites them (their version check discards what they
 		 * saw): every access is atomic. */
 		while ((l = __atomic_load_n(link, __ATOMIC_RELAXED)) != 0) {
+			uint32_t lens = 0;
 			struct shmt_item *it = link_unit(l) == 0 ? NULL :
-			    item_at(st, heap, link_off(l));
+			    item_at_lens(st, heap, link_off(l), &lens);
 			uint64_t size, hash;
 
 			if (it == NULL || (st->counters &&
-			    !shmt__cnt_item_ok(st, it))) {
+			    !shmt__cnt_item_ok(st, it, lens))) {
 				__atomic_store_n(link, 0, __ATOMIC_RELAXED);
 				break;
 			}
@@ -468,9 +469,9 @@ shmt__store_init(struct shmt_store *st)
  * chain_bound() (a cycle: the caller reports SHMT_ECORRUPT).  Returns the
  * item or NULL. */
 struct shmt_item *
-shmt__store_find(const struct shmt_store *st, struct shmt_shard *sh,
-    uint64_t hash,
-    const void *key, size_t klen, uint64_t **linkp)
+shmt__store_find_lens(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t hash, const void *key, size_t klen, uint64_t **linkp,
+    uint32_t *lensp)
 {
 	struct shmt_item *it;
 	struct chain c;
@@ -478,7 +479,19 @@ shmt__store_find(const struct shmt_store *st, struct shmt_shard *sh,
 	chain_start(&c, st, sh, bucket_of(st, hash));
 	it = chain_find_key(&c, hash, key, klen);
 	*linkp = c.cut ? NULL : c.link;
+	if (it != NULL)
+		*lensp = c.lens;
 	return it;
+}
+
+struct shmt_item *
+shmt__store_find(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t hash,
+    const void *key, size_t klen, uint64_t **linkp)
+{
+	uint32_t lens;
+
+	return shmt__store_find_lens(st, sh, hash, key, klen, linkp, &lens);
 }
 
 /* After LINK was stored: when LINK is a bucket's head and the chain is now
@@ -855,8 +868,9 @@ store_rebase(const struct shmt_store *st, int64_t d)
 
 					it->it_expire = e > 0 ? (uint64_t)e : 1;
 				}
-				if (st->counters && shmt__cnt_item_ok(st, it))
-					shmt__cnt_rebase(st, it, d);
+				if (st->counters &&
+				    shmt__cnt_item_ok(st, it, c.lens))
+					shmt__cnt_rebase(st, it, c.lens, d);
 				chain_next(&c, it);
 			}
 		}

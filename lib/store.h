@@ -188,6 +188,11 @@ void shmt__shard_check_owner(const struct shmt_store *st,
 struct shmt_item *shmt__store_find(const struct shmt_store *st,
     struct shmt_shard *sh, uint64_t hash, const void *key, size_t klen,
     uint64_t **linkp);
+/* The same; *LENSP gets the item's lengths as the walk checked them
+ * against its block (one load: use these, never a reload). */
+struct shmt_item *shmt__store_find_lens(const struct shmt_store *st,
+    struct shmt_shard *sh, uint64_t hash, const void *key, size_t klen,
+    uint64_t **linkp, uint32_t *lensp);
 /* Under the shard lock: link IT (its key's hash HASH), filled in the fresh
  * block at heap offset OFF, where *LINK points, in place of OLD (NULL: a
  * new key, put before what *LINK names; the bucket's filter gains its tag

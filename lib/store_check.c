@@ -88,7 +88,7 @@ chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
 			/* shmt_hit writes the whole ring of sub-window
 			 * counts into the value. */
 			if (st->counters)
-				shmt__cnt_check_item(st, it, c, who,
+				shmt__cnt_check_item(st, it, lens, c, who,
 				    link_off(off));
 			if (!shmt__mark_span(bm, link_off(off),
 			    64ULL << order)) {
