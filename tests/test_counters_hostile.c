@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Windowed counters in a segment someone else damages: a ring word changed
+ * by another process while a hit runs (the hit reads it once, checks it,
+ * and works on what it checked).
+ */
+#include "testutil.h"
+#include "counters.h"
+#include "store.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SEC 1000000000ULL
+
+struct hr {
+	shmt_t *h;
+	struct tu_clock clk;
+	char seg[96];
+};
+
+static void
+hr_open(struct hr *r, uint64_t window, uint32_t eps_ppm, uint64_t bytes,
+    uint32_t shards)
+{
+	shmt_config_t cfg;
+	uint64_t ss = 0x243f6a8885a308d3ULL;
+
+	memset(r, 0, sizeof(*r));
+	shmt_config_init(&cfg);
+	cfg.max_limiters = 4;
+	cfg.arena_bytes = 64ULL << 10;
+	cfg.dict_bytes = 0;
+	cfg.counters_bytes = bytes;
+	cfg.counters_shards = shards;
+	cfg.counters_window_ns = window;
+	cfg.counters_error_ppm = eps_ppm;
+	tu_segname(r->seg, sizeof(r->seg), "cnthostile");
+	assert_int_equal(shmt_create(r->seg, &cfg, &r->h), 0);
+	/* A fixed secret: the same chains on every run. */
+	tu_secret(r->h, &ss);
+	r->clk.now = 1000 * SEC;
+	assert_int_equal(shmt_set_clock(r->h, tu_clock_read, &r->clk), 0);
+}
+
+static void
+hr_close(struct hr *r)
+{
+	shmt_close(r->h);
+	assert_int_equal(shmt_unlink(r->seg), 0);
+}
+
+/* The counter item of KEY (white box: found as the store finds it). */
+static struct shmt_item *
+hr_item(struct hr *r, const char *key)
+{
+	const struct shmt_store *st = r->h->counters;
+	uint64_t hash = key_hash(r->h, key, strlen(key)), *link;
+	struct shmt_shard *sh = shard_at(st, shard_of(st, hash));
+
+	return shmt__store_find(st, sh, hash, key, strlen(key), &link);
+}
+
+/* ---- A ring word changed between its check and its use ---------------- */
+
+/*
+ * Another process stores a start of 0xffff (outside every ring) into level
+ * 0's ring word of the only key, and puts the word back, in a loop, while
+ * a child hits the key on a clock that moves a window less one ns per hit
+ * (each hit drops one bucket and appends one: the ring word changes on
+ * every hit, and the key stays in its block).  A hit that read the word
+ * once and checked it answers 0, or SHMT_ECORRUPT when the word it read
+ * was the bad one; one that read it again after its check would index
+ * slots past the level's ring: up to 512 KiB past it, into the analyzer's
+ * region that follows the counters' (no hit writes there), or past the
+ * mapping.  The test fails when the child dies or answers another error,
+ * or when a byte of the analyzer's region changed.
+ */
+struct flip {
+	const struct shmt_store *st;
+	struct shmt_shard *sh;
+	uint64_t bucket;
+};
+
+static void
+flip_loop(const struct flip *f)
+{
+	struct shmt_bucket *index = shard_index(f->st, f->sh);
+	char *heap = shard_heap(f->st, f->sh);
+
+	for (;;) {
+		uint64_t l = __atomic_load_n(&index[f->bucket].bk_head,
+		    __ATOMIC_RELAXED);
+		uint32_t *meta, w;
+
+		if (link_unit(l) == 0 || link_off(l) + 128 > f->st->heap_bytes)
+			continue;
+		/* Key "victim" (6 bytes, 2 of padding), the 40-byte head:
+		 * level 0's word. */
+		meta = (uint32_t *)(heap + link_off(l) + 32 + 8 + 40);
+		w = __atomic_load_n(meta, __ATOMIC_RELAXED);
+		__atomic_store_n(meta, (w & 0xffff0000U) | 0xffffU,
+		    __ATOMIC_RELAXED);
+		for (volatile int i = 0; i < 8; i++)
+			;
+		__atomic_store_n(meta, w, __ATOMIC_RELAXED);
+	}
+}
+
+static int
+hit_loop(struct hr *r, uint64_t window, uint64_t ns)
+{
+	uint64_t end = tu_mono_ns() + ns, n = 0, bad = 0, c;
+
+	while (tu_mono_ns() < end || n < 1000) {
+		int rc;
+
+		r->clk.now += window - 1;
+		rc = shmt_hit(r->h, "victim", 6, &c);
+		if (rc != 0 && rc != SHMT_ECORRUPT) {
+			fprintf(stderr, "hit %" PRIu64 ": %d\n", n, rc);
+			return 2;
+		}
+		bad += rc != 0;
+		rc = shmt_count(r->h, "victim", 6, 0, &c);
+		if (rc != 0 && rc != SHMT_ECORRUPT) {
+			fprintf(stderr, "count %" PRIu64 ": %d\n", n, rc);
+			return 3;
+		}
+		n++;
+	}
+	printf("%" PRIu64 " hits, %" PRIu64 " refused\n", n, bad);
+	fflush(stdout);
+	return 0;
+}
+
+static void
+test_ring_word_changed_midway(void **state)
+{
+	uint64_t window = 1000 * SEC, hash, c = 0;
+	struct flip f;
+	struct hr r;
+	pid_t flipper, hitter;
+	char *an, *copy;
+	uint64_t an_len;
+	int st;
+
+	(void)state;
+	hr_open(&r, window, 10000, 64ULL << 10, 1);
+	assert_int_equal(shmt_hit(r.h, "victim", 6, &c), 0);
+	assert_non_null(hr_item(&r, "victim"));
+	hash = key_hash(r.h, "victim", 6);
+	f.st = r.h->counters;
+	f.sh = shard_at(f.st, 0);
+	f.bucket = bucket_of(f.st, hash);
+	an = r.h->base + r.h->reg[SHMT_R_ANALYZER].rg_off;
+	an_len = r.h->reg[SHMT_R_ANALYZER].rg_size;
+	/* Where a start of 0xffff sends a hit (slot 0xffff - cap + n of
+	 * level 0, the ring's slots just after its 8-byte word): inside. */
+	{
+		char *ts = (char *)(hr_item(&r, "victim") + 1) + 8 + 40 + 8;
+
+		assert_true(ts + 8 * 0xfff0ULL >= an &&
+		    ts + 8 * 0x10010ULL <= an + an_len);
+	}
+	copy = malloc(an_len);
+	assert_non_null(copy);
+	memcpy(copy, an, an_len);
+	fflush(stdout);
+	flipper = fork();
+	assert_true(flipper >= 0);
+	if (flipper == 0) {
+		alarm(60);
+		flip_loop(&f);
+		_exit(0);
+	}
+	hitter = fork();
+	assert_true(hitter >= 0);
+	if (hitter == 0) {
+		alarm(60);
+		_exit(hit_loop(&r, window, 2 * SEC));
+	}
+	assert_int_equal(waitpid(hitter, &st, 0), hitter);
+	kill(flipper, SIGKILL);
+	assert_int_equal(waitpid(flipper, NULL, 0), flipper);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("the hitting process %s %d",
+		    WIFSIGNALED(st) ? "died of signal" : "exited with",
+		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	for (uint64_t i = 0; i < an_len; i++)
+		if (an[i] != copy[i])
+			fail_msg("a hit wrote into the analyzer's region, at byte "
+			    "%" PRIu64 " of it", i);
+	free(copy);
+	hr_close(&r);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_ring_word_changed_midway,
+		    tu_sweep),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
