@@ -507,6 +507,7 @@ cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 	char *heap = shard_heap(st, sh);
 	struct shmt_item *it, *o2;
 	uint64_t off, *link, bytes;
+	int rc;
 
 	if (old != NULL) {
 		/* Room for every ring as it is (a counter made under another
@@ -532,9 +533,9 @@ cnt_place(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 		if (order > st->order_max ||
 		    (off = shmt__blk_alloc(st, sh, order)) == UINT64_MAX)
 			return 1;
-	} else if ((off = shmt__store_alloc(st, sh, bytes, now, old)) ==
+	} else if ((off = shmt__store_alloc(st, sh, bytes, now, old, &rc)) ==
 	    UINT64_MAX) {
-		return -ENOSPC;
+		return rc;
 	}
 	cnt_fill(kl, order, m, levels, cap, &lv, &cp);
 	it = (struct shmt_item *)(heap + off);

@@ -31,7 +31,9 @@ shmt__cnt_k(uint32_t eps_ppm)
 int shmt__cnt_item_ok(const struct shmt_store *st,
     const struct shmt_item *it, uint32_t lens);
 /* Under SH's lock: evict the counters hit least recently, in a batch;
- * EXCEPT is never chosen.  Returns how many were evicted. */
+ * EXCEPT is never chosen.  Returns how many were evicted, or SHMT_ECORRUPT
+ * when a walk of the shard met more items than its heap holds (damage: it
+ * stops there). */
 int shmt__cnt_evict(const struct shmt_store *st, struct shmt_shard *sh,
     const struct shmt_item *except);
 /* Shift every time counter IT holds by D ns, clamped to [0, UINT64_MAX]

@@ -25,26 +25,39 @@
  * call pays for the walk under the shard lock); exact LRU would need a list
  * in every item, relinked on every hit.  EXCEPT is never chosen.  Returns
  * how many items were evicted.
+ *
+ * Each walk of the shard passes at most chain_bound() items in all, as
+ * many as a sound shard holds in all its chains.  A walk that would pass
+ * more has met damage (chains that loop or share items): it stops there
+ * and the eviction returns SHMT_ECORRUPT, having evicted nothing (the
+ * first walk, which evicts nothing, is the one that meets it), so a hit
+ * that needs room in a damaged shard fails at once instead of holding the
+ * lock for a walk per bucket.
  */
 #define CNT_BINS 64
 
 static uint64_t
 cnt_evict_pass(const struct shmt_store *st, struct shmt_shard *sh,
     const struct shmt_item *except, int mode, uint64_t lo, uint64_t width,
-    uint64_t *acc)
+    uint64_t *acc, int *damaged)
 {
 	struct shmt_bucket *index = shard_index(st, sh);
-	uint64_t n = 0;
+	uint64_t n = 0, steps = chain_bound(st);
 	char *heap = shard_heap(st, sh);
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
-		uint64_t *link = &index[b].bk_head, steps = st->heap_bytes / 64;
+		uint64_t *link = &index[b].bk_head;
 
-		while (link_unit(*link) != 0 && steps-- > 0) {
-			struct shmt_item *it = item_at(st, heap,
-			    link_off(*link));
+		while (link_unit(*link) != 0) {
+			struct shmt_item *it;
 			uint64_t t;
 
+			if (steps == 0) {
+				*damaged = 1;
+				return n;
+			}
+			steps--;
+			it = item_at(st, heap, link_off(*link));
 			if (it == NULL)
 				break;
 			t = it->it_born < lo ? lo : it->it_born;
@@ -82,23 +95,25 @@ shmt__cnt_evict(const struct shmt_store *st, struct shmt_shard *sh,
 {
 	uint64_t range[2] = { 0, 0 }, bins[CNT_BINS] = { 0 }, n, width, sum = 0;
 	uint64_t last = 0;
-	int found = 0;
+	int found = 0, damaged = 0;
 
-	n = cnt_evict_pass(st, sh, except, 0, 0, 1, range);
+	n = cnt_evict_pass(st, sh, except, 0, 0, 1, range, &damaged);
+	if (damaged)
+		return SHMT_ECORRUPT;
 	if (n == 0)
 		return 0;
 	width = (range[1] - range[0]) / CNT_BINS + 1;
-	cnt_evict_pass(st, sh, except, 1, range[0], width, bins);
+	cnt_evict_pass(st, sh, except, 1, range[0], width, bins, &damaged);
 	for (uint64_t j = 0; j < CNT_BINS && sum + bins[j] <= n / 8; j++) {
 		sum += bins[j];
 		last = j;
 		found = 1;
 	}
-	if (found && sum > 0)
-		return (int)cnt_evict_pass(st, sh, except, 2, range[0], width,
-		    &last);
 	/* The oldest bin alone holds more than N / 8: the least recently hit
 	 * item only (range[0] is its last hit). */
-	last = 0;
-	return (int)cnt_evict_pass(st, sh, except, 3, range[0], width, &last);
+	if (!found || sum == 0)
+		last = 0;
+	n = cnt_evict_pass(st, sh, except, found && sum > 0 ? 2 : 3, range[0],
+	    width, &last, &damaged);
+	return damaged ? SHMT_ECORRUPT : (int)n;
 }

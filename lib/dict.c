@@ -64,6 +64,7 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 	uint64_t now = p->now, *link, off, seq;
 	struct shmt_item *old, *it;
 	char *heap = shard_heap(st, sh);
+	int rc;
 
 	(void)h;
 	old = shmt__store_find(st, sh, p->hash, p->key, p->klen, &link);
@@ -89,9 +90,9 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 	 * place. */
 	seq = sh->ds_seq;
 	off = shmt__store_alloc(st, sh, sizeof(*it) + p->klen + p->vlen, now,
-	    old);
+	    old, &rc);
 	if (off == UINT64_MAX)
-		return -ENOSPC;
+		return rc;
 	it = (struct shmt_item *)(heap + off);
 	it->it_order = (uint8_t)order_for(sizeof(*it) + p->klen + p->vlen);
 	it->it_flags = 0;

@@ -17,7 +17,7 @@ SHMT_EXPORT int
 shmt_housekeep(shmt_t *h, shmt_time_t *next_ns)
 {
 	shmt_time_t next = UINT64_MAX;
-	int n, actions = 0, locked = 0;
+	int n, actions = 0, locked = 0, damaged = 0;
 
 	uint64_t now_size;
 
@@ -43,6 +43,8 @@ shmt_housekeep(shmt_t *h, shmt_time_t *next_ns)
 	n = shmt__stores_housekeep(h, shmt__now(h), &next);
 	if (n == SHMT_ELOCKED)
 		locked = n;
+	else if (n == SHMT_ECORRUPT)
+		damaged = n;
 	else if (n < 0)
 		return n;
 	else
@@ -51,10 +53,11 @@ shmt_housekeep(shmt_t *h, shmt_time_t *next_ns)
 	actions += shmt__an_reap(h);
 	__atomic_fetch_add(&h->hdr->sh_hk_runs, 1, __ATOMIC_RELAXED);
 	/* What a kept lock made us skip is due now, whatever NEXT says of
-	 * the rest. */
+	 * the rest.  (A damaged shard is not: walking it again changes
+	 * nothing until it is repaired.) */
 	if (locked != 0)
 		next = shmt__now(h);
 	if (next_ns != NULL)
 		*next_ns = next;
-	return locked != 0 ? locked : actions;
+	return damaged != 0 ? damaged : locked != 0 ? locked : actions;
 }

@@ -175,23 +175,30 @@ copy_pieces(const shmt_t *h, struct out *o, uint64_t *arena)
 
 /* Append the live items of shard SH (held locked) as records; *COUNT
  * counts them.  SHMT_ECORRUPT when the shard holds more than its heap
- * (chains that share items: damage). */
+ * (chains that share items or loop: damage).  The walk of the whole shard
+ * passes at most chain_bound() items, as many as a sound shard holds in
+ * all its chains: a bound per chain would let a shard whose every bucket
+ * leads into one loop cost buckets x heap / 64 steps under the lock. */
 static int
 shard_records(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t now, struct out *o, uint64_t *count)
 {
 	struct shmt_bucket *index = shard_index(st, sh);
 	char *heap = shard_heap(st, sh);
+	uint64_t steps = chain_bound(st);
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
-		uint64_t off = index[b].bk_head, steps = chain_bound(st);
+		uint64_t off = index[b].bk_head;
 
-		while (link_unit(off) != 0 && steps-- > 0) {
+		while (link_unit(off) != 0) {
 			uint32_t lens;
-			struct shmt_item *it = item_at_lens(st, heap,
-			    link_off(off), &lens);
+			struct shmt_item *it;
 			struct img_rec r;
 
+			if (steps == 0)
+				return SHMT_ECORRUPT;
+			steps--;
+			it = item_at_lens(st, heap, link_off(off), &lens);
 			if (it == NULL)
 				break;
 			off = it->it_next;

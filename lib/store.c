@@ -677,13 +677,16 @@ shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
 }
 
 /* Free every expired item of SH.  Returns how many; *NEXT gets the earliest
- * expiry left. */
+ * expiry left.  The walk of the whole shard passes at most chain_bound()
+ * items, as many as a sound shard holds in all its chains (a bound per
+ * chain would let a shard whose every bucket leads into one loop cost
+ * buckets x heap / 64 steps under the lock): past that the shard is
+ * damaged, the walk stops there and *DAMAGED is set. */
 uint64_t
 shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
-    uint64_t now,
-    uint64_t *next)
+    uint64_t now, uint64_t *next, int *damaged)
 {
-	uint64_t n = 0;
+	uint64_t n = 0, left = chain_bound(st);
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
 		uint32_t filter = 0;
@@ -691,6 +694,7 @@ shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
 		struct chain c;
 
 		chain_start(&c, st, sh, b);
+		c.left = left;
 		while ((it = chain_item(&c)) != NULL) {
 			if (expired(it, now)) {
 				shmt__store_unlink(st, sh, c.link, it);
@@ -705,9 +709,14 @@ shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
 		/* The walk saw the whole chain: the filter loses the tags of
 		 * items gone (a cut chain keeps its filter); a line is written
 		 * only where the filter changes. */
-		if (!c.cut && shard_index(st, sh)[b].bk_filter != filter)
+		if (c.cut) {
+			*damaged = 1;
+			break;
+		}
+		if (shard_index(st, sh)[b].bk_filter != filter)
 			__atomic_store_n(&shard_index(st, sh)[b].bk_filter,
 			    filter, __ATOMIC_RELAXED);
+		left = c.left;
 	}
 	sh->ds_expirations += n;
 	return n;
@@ -767,14 +776,16 @@ evict_one(const struct shmt_store *st, struct shmt_shard *sh, uint64_t now,
 
 /* Allocate a block for an item of BYTES, evicting when allowed.  KEEP (the
  * item being replaced, may be NULL) is never evicted.  Returns the offset or
- * UINT64_MAX. */
+ * UINT64_MAX; then *ERR gets -ENOSPC, or SHMT_ECORRUPT when the walk for
+ * expired or evictable items found the shard's chains damaged (it stops
+ * there). */
 uint64_t
 shmt__store_alloc(const struct shmt_store *st, struct shmt_shard *sh,
-    uint64_t bytes,
-    uint64_t now, const struct shmt_item *keep)
+    uint64_t bytes, uint64_t now, const struct shmt_item *keep, int *err)
 {
 	uint32_t order = order_for(bytes);
 	uint64_t off, next = UINT64_MAX;
+	int damaged = 0, rc;
 
 	/* Decide before anything is freed whether the item can fit at all:
 	 * the heap is one block of order_max, so with every other item gone
@@ -782,21 +793,28 @@ shmt__store_alloc(const struct shmt_store *st, struct shmt_shard *sh,
 	 * which happens when either of them is the whole heap.  A write that
 	 * can never fit changes nothing, instead of evicting the whole shard
 	 * first and failing after. */
+	*err = -ENOSPC;
 	if (order > st->order_max || (keep != NULL &&
 	    (order == st->order_max || keep->it_order >= st->order_max)))
 		return UINT64_MAX;
 	if ((off = shmt__blk_alloc(st, sh, order)) != UINT64_MAX)
 		return off;
 	/* Expired items are garbage whatever the eviction setting. */
-	if (shmt__store_reap(st, sh, now, &next) > 0 &&
+	if (shmt__store_reap(st, sh, now, &next, &damaged) > 0 &&
 	    (off = shmt__blk_alloc(st, sh, order)) != UINT64_MAX)
 		return off;
+	if (damaged) {
+		*err = SHMT_ECORRUPT;
+		return UINT64_MAX;
+	}
 	if (!st->eviction)
 		return UINT64_MAX;
-	while (st->counters ? shmt__cnt_evict(st, sh, keep) :
-	    evict_one(st, sh, now, keep))
+	while ((rc = st->counters ? shmt__cnt_evict(st, sh, keep) :
+	    evict_one(st, sh, now, keep)) > 0)
 		if ((off = shmt__blk_alloc(st, sh, order)) != UINT64_MAX)
 			return off;
+	if (rc < 0)
+		*err = rc;
 	return UINT64_MAX;
 }
 
@@ -813,11 +831,16 @@ shmt__store_used(const struct shmt_store *st)
 	return n;
 }
 
+/* Reap every shard of ST: how many items were freed, or SHMT_ELOCKED (a
+ * shard's lock kept: the rest of the store waits for the next run) or
+ * SHMT_ECORRUPT (a shard's chains hold more items than its heap can: its
+ * walk stopped there, the other shards were reaped) after the rest was
+ * done. */
 static int
 store_housekeep(shmt_t *h, const struct shmt_store *st, uint64_t now,
     uint64_t *next)
 {
-	int n = 0, locked = 0;
+	int n = 0, locked = 0, damaged = 0;
 
 	for (uint32_t i = 0; st != NULL && i < st->shards; i++) {
 		struct shmt_shard *sh = shard_at(st, i);
@@ -832,22 +855,27 @@ store_housekeep(shmt_t *h, const struct shmt_store *st, uint64_t now,
 		}
 		if (rc < 0)
 			return rc;
-		n += (int)shmt__store_reap(st, sh, now, next);
+		n += (int)shmt__store_reap(st, sh, now, next, &damaged);
 		shmt__unlock(&sh->ds_lock);
 	}
-	return locked != 0 ? locked : n;
+	return damaged ? SHMT_ECORRUPT : locked != 0 ? locked : n;
 }
 
+/* Both stores; an error that leaves the rest done (SHMT_ELOCKED,
+ * SHMT_ECORRUPT) comes after the other store was housekept, damage
+ * first. */
 int
 shmt__stores_housekeep(shmt_t *h, shmt_time_t now, shmt_time_t *next)
 {
 	int a = store_housekeep(h, h->dict, now, next), b;
 
-	if (a < 0 && a != SHMT_ELOCKED)
+	if (a < 0 && a != SHMT_ELOCKED && a != SHMT_ECORRUPT)
 		return a;
 	b = store_housekeep(h, h->counters, now, next);
-	if (b < 0 && b != SHMT_ELOCKED)
+	if (b < 0 && b != SHMT_ELOCKED && b != SHMT_ECORRUPT)
 		return b;
+	if (a == SHMT_ECORRUPT || b == SHMT_ECORRUPT)
+		return SHMT_ECORRUPT;
 	return a < 0 ? a : b < 0 ? b : a + b;
 }
 
@@ -857,11 +885,15 @@ store_rebase(const struct shmt_store *st, int64_t d)
 	for (uint32_t i = 0; st != NULL && i < st->shards; i++) {
 		struct shmt_shard *sh = shard_at(st, i);
 
-		for (uint64_t b = 0; b < st->nbuckets; b++) {
+		uint64_t left = chain_bound(st);
+
+		/* One budget for the shard's walk, as the reap's. */
+		for (uint64_t b = 0; b < st->nbuckets && left > 0; b++) {
 			struct shmt_item *it;
 			struct chain c;
 
 			chain_start(&c, st, sh, b);
+			c.left = left;
 			while ((it = chain_item(&c)) != NULL) {
 				if (it->it_expire != 0) {
 					int64_t e = (int64_t)it->it_expire + d;
@@ -873,6 +905,7 @@ store_rebase(const struct shmt_store *st, int64_t d)
 					shmt__cnt_rebase(st, it, c.lens, d);
 				chain_next(&c, it);
 			}
+			left = c.cut ? 0 : c.left;
 		}
 	}
 }

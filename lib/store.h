@@ -221,13 +221,16 @@ void shmt__store_overwrite_begin(const struct shmt_store *st,
 /* Unlink the item *LINK points to and free its block. */
 void shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t *link, struct shmt_item *it);
-/* Free every expired item of SH: how many; *NEXT gets the next expiry. */
+/* Free every expired item of SH: how many; *NEXT gets the next expiry.
+ * The whole walk passes at most chain_bound() items: past that (damage)
+ * it stops and sets *DAMAGED. */
 uint64_t shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
-    uint64_t now, uint64_t *next);
+    uint64_t now, uint64_t *next, int *damaged);
 /* A block for an item of BYTES, evicting when the store allows it; KEEP is
- * never evicted.  The heap offset, or UINT64_MAX. */
+ * never evicted.  The heap offset, or UINT64_MAX and *ERR set: -ENOSPC, or
+ * SHMT_ECORRUPT (the shard's chains hold more items than its heap can). */
 uint64_t shmt__store_alloc(const struct shmt_store *st, struct shmt_shard *sh,
-    uint64_t bytes, uint64_t now, const struct shmt_item *keep);
+    uint64_t bytes, uint64_t now, const struct shmt_item *keep, int *err);
 
 /* The buddy allocator: a block of ORDER (64 << ORDER bytes), or
  * UINT64_MAX; give one back. */

@@ -1385,7 +1385,8 @@ SHMT_EXPORT int shmt_get(shmt_t *h, const void *key, size_t klen, void *buf,
  * dict_max_value), -ENOSPC (no room and eviction off, or the item can never
  * fit), -ENODEV, SHMT_ELOCKED (a live process kept the shard's lock: 100 ms
  * while it sleeps or is stopped, 1 s in all), SHMT_ECORRUPT (the key's chain
- * loops), -ENOMEM (the shard's last writer died and its repair found no
+ * loops, or the walk for room met more items than the shard's heap holds:
+ * damage that shmt_check names), -ENOMEM (the shard's last writer died and its repair found no
  * memory: the next writer repairs it); on any error nothing changes (only
  * expired items, which read as absent, may be reclaimed).  Replacing a value needs room for the new item
  * while the old one is still there: a new item that needs the whole shard
@@ -1488,14 +1489,15 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
  * hit again before 7N/8 other keys of its shard were hit keeps its count,
  * and every key evicted was hit no later than every key kept.  A full shard
  * walk pays for N / 8 evictions, in the call that triggers it, under the
- * shard's lock.  Concurrency: any number of threads and processes; calls
+ * shard's lock; it passes at most as many items as the shard's heap can
+ * hold, in all its chains.  Concurrency: any number of threads and processes; calls
  * on keys of one shard take its lock in turn.  A kill -9 in the middle
  * leaves the key's count within its bound, with or without the killed
  * call's hit (the next locker settles the item).  Errors: -EINVAL, -E2BIG,
  * -ENOSPC (only when the key's histogram cannot fit in its shard: nothing
  * is counted), -ENODEV, SHMT_ELOCKED (as shmt_set), SHMT_ECORRUPT (the
- * key's item is not of a counter's shape, or its chain loops: nothing is
- * written).
+ * key's item is not of a counter's shape, its chain loops, or the walk for
+ * room met more items than the shard's heap holds: nothing is counted).
  */
 SHMT_EXPORT int shmt_hit(shmt_t *h, const void *key, size_t klen,
     uint64_t *count);
@@ -1789,7 +1791,14 @@ SHMT_EXPORT int shmt_check_ex(shmt_t *h, unsigned flags, shmt_check_fn report,
  * tables, wait for the next call (one such wait per store and for the
  * client tables, 1 s at most each); shared rings, the other store, the
  * slots and the stripes are still housekept, the error comes after, and
- * *NEXT_NS is the time of the call: the work skipped is due at once).
+ * *NEXT_NS is the time of the call: the work skipped is due at once;
+ * SHMT_ECORRUPT when a dictionary or counter shard's chains hold more
+ * items than its heap can, a loop or chains that share items: each
+ * shard's walk passes at most that many items in all, so a damaged shard
+ * costs one heap's worth of steps under its lock; its walk stops there,
+ * everything else is housekept, the error comes after (before
+ * SHMT_ELOCKED), and shmt_check names the damage, which its repair
+ * mends).
  * Concurrency: any number of processes may call it at once, beside every
  * other call; the daemon calls it on time.  Buckets are sealed and released
  * by CAS, as callers do; a per-client limiter's entries are reclaimed under
