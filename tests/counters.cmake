@@ -9,5 +9,7 @@
 shmt_add_test(test_hit SOURCES test_hit.c LABELS unit single-thread TIMEOUT 300)
 shmt_add_test(test_count_mp SOURCES test_count_mp.c LABELS stress TIMEOUT 600)
 # test_counters_hostile: counters in a segment another process damages: a
-# ring word changed by a forked process while a hit runs.
+# ring word changed by a forked process while a hit runs; shard walks over
+# chains that all link to one looping item (one budget per shard: the
+# snapshot is refused, housekeeping stops and says so, eviction stops).
 shmt_add_test(test_counters_hostile SOURCES test_counters_hostile.c LABELS unit TIMEOUT 120)

@@ -2,10 +2,12 @@
 /*
  * Windowed counters in a segment someone else damages: a ring word changed
  * by another process while a hit runs (the hit reads it once, checks it,
- * and works on what it checked).
+ * and works on what it checked), and shard walks over chains that all link
+ * to one looping item (one budget for the whole shard).
  */
 #include "testutil.h"
 #include "counters.h"
+#include "daemon.h"
 #include "store.h"
 
 #include <errno.h>
@@ -201,12 +203,78 @@ test_ring_word_changed_midway(void **state)
 	hr_close(&r);
 }
 
+/* ---- Whole-shard walks over a damaged shard ----------------------------- */
+
+/*
+ * Every bucket of a 2 MiB shard links to one item that links to itself: a
+ * walk bounded per chain (heap / 64 items) would take buckets x heap / 64
+ * steps under the lock (seconds).  With one budget for the whole shard the
+ * walk meets the damage within heap / 64 steps: housekeeping stops that
+ * walk and says SHMT_ECORRUPT, the image is refused with SHMT_ECORRUPT, and
+ * the counters' eviction returns SHMT_ECORRUPT, each at once (none of them
+ * returned an error before: they walked every bucket).  The image is taken
+ * with the item expired, so that its walk writes no record (a live item
+ * met again and again would fill the image's buffer, an error of its own).
+ * The time bound is generous and only a backstop: the error is what the
+ * test asks for.
+ */
+static void
+test_shard_walk_budget(void **state)
+{
+	const struct shmt_store *st;
+	struct shmt__host_time hn;
+	struct shmt_shard *sh;
+	struct shmt_item *it;
+	unsigned char *img = NULL;
+	size_t len = 0;
+	uint64_t c = 0, off, self, t0, next = 0;
+	struct hr r;
+
+	(void)state;
+	hr_open(&r, 1000 * SEC, 10000, 2ULL << 20, 1);
+	assert_int_equal(shmt_hit(r.h, "victim", 6, &c), 0);
+	st = r.h->counters;
+	sh = shard_at(st, 0);
+	it = hr_item(&r, "victim");
+	assert_non_null(it);
+	off = (uint64_t)((char *)it - shard_heap(st, sh));
+	self = link_make(off, hash_tag(key_hash(r.h, "victim", 6)));
+	it->it_next = self;
+	for (uint64_t b = 0; b < st->nbuckets; b++)
+		shard_index(st, sh)[b].bk_head = self;
+	assert_true(st->nbuckets >= 1024);
+
+	t0 = tu_mono_ns();
+	assert_int_equal(shmt_housekeep(r.h, &next), SHMT_ECORRUPT);
+	assert_true(tu_mono_ns() - t0 < SEC);
+
+	it->it_expire = 1;
+	shmt__host_time_now(&hn);
+	t0 = tu_mono_ns();
+	assert_int_equal(shmt__image_build(shmt__gen_live(r.h), &hn, &img,
+	    &len), SHMT_ECORRUPT);
+	assert_true(tu_mono_ns() - t0 < SEC);
+	free(img);
+	it->it_expire = r.clk.now + 1000 * SEC;
+
+	t0 = tu_mono_ns();
+	assert_int_equal(shmt__shard_lock(st, sh), 0);
+	assert_int_equal(shmt__cnt_evict(st, sh, NULL), SHMT_ECORRUPT);
+	shmt__unlock(&sh->ds_lock);
+	assert_true(tu_mono_ns() - t0 < SEC);
+
+	/* The check names the damage. */
+	assert_true(shmt_check(r.h, NULL, NULL) > 0);
+	hr_close(&r);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_ring_word_changed_midway,
 		    tu_sweep),
+		cmocka_unit_test_teardown(test_shard_walk_budget, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
