@@ -640,6 +640,10 @@ cnt_hit(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 		t = *slot(c, 0, m_start(m0), n0 - 1);
 	if (!dirty)
 		put64(&c->h->ch_state, CS_DIRTY);
+	/* Nor older than the floor (every bucket gone, then a clock behind
+	 * the one that dropped them): the floor comes down to it. */
+	if (c->h->ch_floor > t)
+		put64(&c->h->ch_floor, t);
 	*slot(c, 0, m_start(m0), n0) = t;
 	m_put(c, 0, m_make(m_start(m0), n0 + 1));
 	put64(&c->h->ch_total, c->h->ch_total + 1);
@@ -736,29 +740,104 @@ shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it,
 		put64(&c.h->ch_state, 0);
 }
 
+/*
+ * What a counter at rest (ch_state 0) with the meta words METAS must say of
+ * itself: ch_total the hits of its buckets, ch_top the highest level holding
+ * one (0: none), times that never go down from the top level's oldest
+ * bucket to level 0's newest (along each ring and from each level to the
+ * one below), and ch_floor no newer than the oldest bucket; *NEWEST gets
+ * the newest bucket's time (0: none), for the caller to compare with its
+ * clock.  NULL when it does, else what it contradicts.  Each word is read once (the
+ * check reads racy memory: its caller confirms at rest).  A header that
+ * lies would make every later answer lie: ch_total is the answer of
+ * shmt_hit, ch_top says which buckets expire, a bucket time in the future
+ * is the time of every later hit.
+ */
+static const char *
+cnt_rest_why(const struct cnt *c, const uint32_t *metas, uint64_t *newest)
+{
+	uint64_t total = __atomic_load_n(&c->h->ch_total, __ATOMIC_RELAXED);
+	uint64_t top = __atomic_load_n(&c->h->ch_top, __ATOMIC_RELAXED);
+	uint64_t floor = __atomic_load_n(&c->h->ch_floor, __ATOMIC_RELAXED);
+	uint64_t prev = 0, oldest = 0, high = 0;
+	unsigned __int128 sum = 0;
+	int any = 0;
+
+	*newest = 0;
+	for (uint32_t l = c->levels; l-- > 0;) {
+		uint32_t s = m_start(metas[l]), n = m_n(metas[l]);
+
+		if (n == 0)
+			continue;
+		sum += (unsigned __int128)n << l;
+		if (!any)
+			high = l;
+		for (uint32_t x = 0; x < n; x++) {
+			uint64_t t = __atomic_load_n(slot(c, l, s, x),
+			    __ATOMIC_RELAXED);
+
+			if (any && t < prev)
+				return "bucket times out of order";
+			if (!any)
+				oldest = t;
+			any = 1;
+			prev = t;
+		}
+	}
+	if (sum != total)
+		return "a total that is not its buckets' hits";
+	if (top != high)
+		return "a top level that is not its highest holding a bucket";
+	*newest = prev;
+	if (any && floor > oldest)
+		return "a floor newer than its oldest bucket";
+	return NULL;
+}
+
 /* The shape of the value, each ring inside its slots, a journal that names
- * a level with one above it.  What a writer killed midway leaves (ch_state
- * set, ch_total stale) is not a problem: the next locker settles it.  Reads
- * racy memory (the check does not lock): each word once, with the lengths
- * the chain walk checked (LENS). */
+ * a level with one above it, and at rest a header that says what its
+ * buckets hold (cnt_rest_why).  What a writer killed midway leaves
+ * (ch_state set, ch_total stale) is not a problem: the next locker settles
+ * it.  Reads racy memory (the check does not lock): each word once, with
+ * the lengths the chain walk checked (LENS); a counter that a writer
+ * changed while it was read (ch_state or a meta word not the same after)
+ * is passed over, and the time is read after the buckets, so a hit the
+ * read saw is never in its future. */
 void
 shmt__cnt_check_item(const struct shmt_store *st, const struct shmt_item *it,
     uint32_t lens, struct shmt_chk *c, const char *who, uint64_t off)
 {
-	uint32_t metas[CNT_LEVELS_MAX];
+	uint32_t metas[CNT_LEVELS_MAX], again[CNT_LEVELS_MAX];
+	uint64_t state, newest;
+	const char *why;
 	struct cnt v;
 
-	(void)st;
 	if (cnt_at(it, lens, &v) != 0) {
 		shmt__chk(c, "%s: counter item at %llu has a value of %u bytes, "
 		    "not a counter's shape for its header", who,
 		    (unsigned long long)off, lens_vlen(lens));
 		return;
 	}
-	if (cnt_metas(&v, metas) != 0)
+	state = __atomic_load_n(&v.h->ch_state, __ATOMIC_ACQUIRE);
+	if (cnt_metas(&v, metas) != 0) {
 		shmt__chk(c, "%s: counter item at %llu has a level ring outside "
 		    "its %u slots, or a merge journal naming no level", who,
 		    (unsigned long long)off, v.cap);
+		return;
+	}
+	if (state != 0)
+		return;
+	why = cnt_rest_why(&v, metas, &newest);
+	if (why == NULL && newest > shmt__now(st->h))
+		why = "a bucket time in the future";
+	if (why == NULL ||
+	    __atomic_load_n(&v.h->ch_state, __ATOMIC_ACQUIRE) != 0 ||
+	    cnt_metas(&v, again) != 0 ||
+	    memcmp(metas, again, 4ULL * v.levels) != 0)
+		return;
+	shmt__chk(c, "%s: counter item at %llu contradicts its buckets: %s "
+	    "(the key's counts cannot be trusted)", who,
+	    (unsigned long long)off, why);
 }
 
 /* ---- Reading without counting ------------------------------------------------ */
@@ -893,8 +972,10 @@ shmt_count_bound(shmt_t *h, uint64_t count, uint64_t *lo, uint64_t *hi,
 /* ---- Snapshot restore ----------------------------------------------------- */
 
 /* The value is the counters' own bytes (padding, head, rings), so it goes
- * back as it was; its times move by DELTA_NS (shmt__cnt_rebase).  A value
- * left by a writer killed midway keeps its mark: the next hit settles it. */
+ * back as it was; its times move by DELTA_NS (shmt__cnt_rebase, which
+ * settles a value left by a writer killed midway).  Then it must say what
+ * its buckets hold (cnt_rest_why), with no bucket past now: the image's
+ * time moved by DELTA_NS is at most that. */
 int
 shmt__cnt_restore(shmt_t *h, const void *key, size_t klen, const void *val,
     size_t vlen, uint64_t expire, int64_t delta_ns)
@@ -903,7 +984,7 @@ shmt__cnt_restore(shmt_t *h, const void *key, size_t klen, const void *val,
 	uint32_t metas[CNT_LEVELS_MAX];
 	struct shmt_shard *sh;
 	struct shmt_item *it;
-	uint64_t hash, *link;
+	uint64_t hash, *link, newest;
 	uint32_t lens = 0;
 	struct cnt c;
 	int rc;
@@ -922,6 +1003,12 @@ shmt__cnt_restore(shmt_t *h, const void *key, size_t klen, const void *val,
 			rc = -EINVAL;
 		} else {
 			shmt__cnt_rebase(st, it, lens, delta_ns);
+			if (c.h->ch_state != 0 || cnt_metas(&c, metas) != 0 ||
+			    cnt_rest_why(&c, metas, &newest) != NULL ||
+			    newest > shmt__now(h)) {
+				shmt__store_unlink(st, sh, link, it);
+				rc = -EBADMSG;
+			}
 		}
 	}
 	shmt__unlock(&sh->ds_lock);

@@ -43,7 +43,9 @@ int shmt__cnt_evict(const struct shmt_store *st, struct shmt_shard *sh,
 void shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it,
     uint32_t lens, int64_t d);
 /* Report to C each problem of counter item IT, whose lengths are LENS, at
- * heap offset OFF. */
+ * heap offset OFF: its shape, its rings, and at rest a header that
+ * contradicts its buckets (a total or top level that is not theirs, times
+ * out of order or in the future, a floor newer than the oldest bucket). */
 void shmt__cnt_check_item(const struct shmt_store *st,
     const struct shmt_item *it, uint32_t lens, struct shmt_chk *c,
     const char *who, uint64_t off);
@@ -53,7 +55,9 @@ void shmt__cnt_check_item(const struct shmt_store *st,
  * bytes, never read outside this module) and expiry EXPIRE (already on
  * this boot's clock), then move its times by DELTA_NS as
  * shmt__cnt_rebase does.  0; -EINVAL when VAL is not a counter's value
- * (its shape, or a ring outside its slots: nothing is added); -EEXIST,
+ * (its shape, or a ring outside its slots: nothing is added); -EBADMSG
+ * when its header contradicts its buckets, or a bucket lies past now once
+ * moved (nothing is added); -EEXIST,
  * -ENOSPC or another negative errno from the store. */
 int shmt__cnt_restore(shmt_t *h, const void *key, size_t klen,
     const void *val, size_t vlen, uint64_t expire, int64_t delta_ns);

@@ -676,6 +676,10 @@ restore_store(shmt_t *t, const struct shmt_store *st, const char *what,
 			rc = shmt__bad(err, cap, SHMT_ECORRUPT, "%s record at byte "
 			    "%" PRIu64 " does not hold a value of its shape",
 			    what, k[i].off);
+		else if (rc == -EBADMSG)
+			rc = shmt__bad(err, cap, SHMT_ECORRUPT, "%s record at byte "
+			    "%" PRIu64 " has a header that contradicts its "
+			    "buckets (its count lies)", what, k[i].off);
 		else if (rc != 0)
 			rc = shmt__bad(err, cap, rc, "cannot restore %s record at "
 			    "byte %" PRIu64 ": %s", what, k[i].off,

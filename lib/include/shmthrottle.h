@@ -1700,7 +1700,11 @@ typedef void (*shmt_check_fn)(void *ctx, const char *problem);
  * - every dictionary and counter shard: chains, free lists, item and byte
  *   counts, every heap byte in exactly one block, a version left odd, a
  *   lock that names a dead writer (damage pending repair), each counter's
- *   value as long as its ring of sub-windows.
+ *   value of its shape with its rings inside their slots, and, at rest, a
+ *   header that says what its buckets hold (the total of their hits, the
+ *   highest level holding one, times that never go down from the oldest
+ *   bucket to the newest, none in the future, a floor no newer than the
+ *   oldest bucket).
  * Times in the future.  Every stored time is a clock value read by the call
  * that stored it, and the check reads its clock (the handle's, see
  * shmt_set_clock) after reading the time, so a time is damage when it lies
@@ -1759,7 +1763,8 @@ SHMT_EXPORT int shmt_check(shmt_t *h, shmt_check_fn report, void *ctx);
  *   generation, and so the parameters in force, stay).
  * Other limiter damage (a state word out of range, a slot with another
  * serial, counts that do not add up, a bad row) is named, not repaired:
- * define the limiter in a new segment.  Returns the problems found before
+ * define the limiter in a new segment.  So is a counter whose header
+ * contradicts its buckets (named until the key's item expires).  Returns the problems found before
  * the repair (a shard it could not lock counts one more), or -EINVAL (H
  * NULL, unknown flag).  Run it again without the flag to see what is left.
  * A repair may run beside other calls: a shard is rebuilt under its lock,
