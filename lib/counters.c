@@ -84,7 +84,9 @@
  *
  * in the smallest block that holds it, times 2 at most (a block is shrunk
  * only when one two orders smaller would do, so that a key on the edge
- * does not move on every hit).  Measured at 1% (k = 67) with a 6-byte key
+ * does not move on every hit, and only into a block already free: a
+ * shrink saves memory, which is not worth another key's count, so it never
+ * evicts; without a free block the key keeps its larger one).  Measured at 1% (k = 67) with a 6-byte key
  * (test_memory_per_key): 128 bytes for 1 or 2 hits, 256 for 10, 1 KiB for
  * 67, 2 KiB for 100 (L = 2), 4 KiB for 1000, 8 KiB for 10^4 to 10^6 (L =
  * 14); by the formula 32 KiB for a million hits a second over 24 h (N =
@@ -93,7 +95,7 @@
  * bound's order.  A block grows (or shrinks) by filling a fresh block,
  * linking it with one store, then freeing the old one, as the dictionary
  * writes (store.c); growing may evict other keys (by last hit, below),
- * never this one; when the key cannot fit in its shard at all the hit
+ * never this one, and shrinking never does; when the key cannot fit in its shard at all the hit
  * fails with -ENOSPC and changes nothing.
  *
  * Updates.  A hit drops expired buckets (amortised one a hit: each is
@@ -621,7 +623,7 @@ cnt_hit(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 			put64(&c->h->ch_state, 0);
 		dirty = 0;
 		rc = cnt_place(st, sh, hash, key, klen, it, c, lv, cp, now,
-		    0, &it, &nc);
+		    !grow, &it, &nc);
 		if (rc < 0)
 			return rc;
 		if (rc == 0)

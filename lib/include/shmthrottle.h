@@ -1487,8 +1487,10 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
  * 64 equal slices of the shard's last-hit times that together hold at most
  * N / 8 of its N keys, or else the one key hit least recently.  So a key
  * hit again before 7N/8 other keys of its shard were hit keeps its count,
- * and every key evicted was hit no later than every key kept.  A full shard
- * walk pays for N / 8 evictions, in the call that triggers it, under the
+ * and every key evicted was hit no later than every key kept.  Only a key
+ * that needs a larger block evicts: one whose histogram came to need a
+ * block two orders smaller moves there only when such a block is free, and
+ * else stays where it is.  A full shard walk pays for N / 8 evictions, in the call that triggers it, under the
  * shard's lock; it passes at most as many items as the shard's heap can
  * hold, in all its chains.  Concurrency: any number of threads and processes; calls
  * on keys of one shard take its lock in turn.  A kill -9 in the middle
