@@ -11,5 +11,7 @@ shmt_add_test(test_count_mp SOURCES test_count_mp.c LABELS stress TIMEOUT 600)
 # test_counters_hostile: counters in a segment another process damages: a
 # ring word changed by a forked process while a hit runs; shard walks over
 # chains that all link to one looping item (one budget per shard: the
-# snapshot is refused, housekeeping stops and says so, eviction stops).
+# snapshot is refused, housekeeping stops and says so, eviction stops); a
+# header that contradicts its buckets (named by the check, refused by a
+# restore); a hit that only shrinks a block (no other key evicted).
 shmt_add_test(test_counters_hostile SOURCES test_counters_hostile.c LABELS unit TIMEOUT 120)

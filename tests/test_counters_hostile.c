@@ -2,8 +2,10 @@
 /*
  * Windowed counters in a segment someone else damages: a ring word changed
  * by another process while a hit runs (the hit reads it once, checks it,
- * and works on what it checked), and shard walks over chains that all link
- * to one looping item (one budget for the whole shard).
+ * and works on what it checked), shard walks over chains that all link to
+ * one looping item (one budget for the whole shard), counters whose header
+ * contradicts their buckets (named by the check, refused by a restore),
+ * and a hit that only shrinks a key's block (it evicts no other key).
  */
 #include "testutil.h"
 #include "counters.h"
@@ -268,6 +270,219 @@ test_shard_walk_budget(void **state)
 	hr_close(&r);
 }
 
+/* ---- A header that contradicts its buckets ------------------------------ */
+
+/* The parts of counter item IT as counters.c lays them out (white box). */
+struct kc {
+	struct shmt_cnt_hdr *h;
+	uint32_t *meta, levels, cap;
+	uint64_t *ts;
+};
+
+static void
+kc_of(struct shmt_item *it, struct kc *k)
+{
+	k->h = (struct shmt_cnt_hdr *)((char *)(it + 1) + item_klen(it) +
+	    (8 - item_klen(it) % 8) % 8);
+	k->cap = (uint32_t)(k->h->ch_shape >> 16) & 0xffff;
+	k->levels = (uint32_t)(k->h->ch_shape >> 32) & 0xff;
+	k->meta = (uint32_t *)(k->h + 1);
+	k->ts = (uint64_t *)((char *)k->meta + ((4 * k->levels + 7) & ~7U));
+}
+
+/* Bucket X (0: the oldest) of level L. */
+static uint64_t *
+kc_ts(struct kc *k, uint32_t l, uint32_t x)
+{
+	return &k->ts[(uint64_t)l * k->cap + ((k->meta[l] & 0xffff) + x) %
+	    k->cap];
+}
+
+struct problems {
+	int n, named;
+};
+
+static void
+on_problem(void *ctx, const char *problem)
+{
+	struct problems *p = ctx;
+
+	p->n++;
+	if (strstr(problem, "contradicts its buckets") != NULL)
+		p->named++;
+	printf("  check: %s\n", problem);
+}
+
+/*
+ * A key hit 100 times a second apart at 1% (two levels: 68 buckets of one
+ * hit, 16 of two), then one lie written into its header or buckets, each
+ * in a segment of its own, with everything else left as it is:
+ *   0 ch_total one more than its buckets hold (before: shmt_hit answered
+ *     that total + 1, the check found nothing, a restore took it);
+ *   1 ch_top 0 while level 1 holds buckets (expiry would never drop them);
+ *   2 level 0's newest bucket an hour in the future (every later hit would
+ *     be stored at that time);
+ *   3 two buckets of level 0 swapped (out of order);
+ *   4 level 1's newest bucket newer than level 0's oldest;
+ *   5 ch_floor newer than the oldest bucket (the oldest counted whole).
+ * shmt_check names the contradiction; the image taken of the segment
+ * (whose checksums are right) is refused by a restore, with its reason.
+ * Then the same segment without a lie: nothing named, the restore takes it.
+ */
+static void
+test_header_lies(void **state)
+{
+	(void)state;
+	for (int lie = 0; lie <= 6; lie++) {
+		struct problems p = { 0, 0 };
+		struct shmt__host_time hn;
+		unsigned char *img = NULL;
+		char err[512] = "", seg2[96];
+		size_t len = 0;
+		uint64_t c = 0;
+		struct hr r;
+		struct kc k;
+		int rc;
+
+		hr_open(&r, 3600 * SEC, 10000, 256ULL << 10, 1);
+		for (int i = 0; i < 100; i++) {
+			r.clk.now += SEC;
+			assert_int_equal(shmt_hit(r.h, "victim", 6, &c), 0);
+		}
+		assert_int_equal(c, 100);
+		kc_of(hr_item(&r, "victim"), &k);
+		assert_true(k.levels >= 2 && k.meta[1] >> 16 > 0);
+		assert_int_equal(k.h->ch_total, 100);
+		switch (lie) {
+		case 0:
+			k.h->ch_total++;
+			break;
+		case 1:
+			k.h->ch_top = 0;
+			break;
+		case 2:
+			*kc_ts(&k, 0, (k.meta[0] >> 16) - 1) = r.clk.now +
+			    3600 * SEC;
+			break;
+		case 3: {
+			uint64_t t = *kc_ts(&k, 0, 0);
+
+			*kc_ts(&k, 0, 0) = *kc_ts(&k, 0, 1);
+			*kc_ts(&k, 0, 1) = t;
+			/* The same times would swap to the same. */
+			assert_true(*kc_ts(&k, 0, 0) != t);
+			break;
+		}
+		case 4:
+			*kc_ts(&k, 1, (k.meta[1] >> 16) - 1) =
+			    *kc_ts(&k, 0, 0) + 1;
+			break;
+		case 5:
+			k.h->ch_floor = *kc_ts(&k, 1, 0) + 1;
+			break;
+		default:
+			break;
+		}
+		rc = shmt_check(r.h, on_problem, &p);
+		if (lie < 6 && (rc < 1 || p.named < 1))
+			fail_msg("lie %d: shmt_check %d, %d named", lie, rc,
+			    p.named);
+		if (lie == 6)
+			assert_int_equal(rc, 0);
+		shmt__host_time_now(&hn);
+		assert_int_equal(shmt__image_build(shmt__gen_live(r.h), &hn,
+		    &img, &len), 0);
+		tu_segname(seg2, sizeof(seg2), "cntlies");
+		rc = shmt__image_restore(img, len, seg2, &hn, tu_clock_read,
+		    &r.clk, err, sizeof(err));
+		free(img);
+		printf("  lie %d: restore %d: %s\n", lie, rc, err);
+		if (lie < 6) {
+			assert_int_equal(rc, SHMT_ECORRUPT);
+			assert_non_null(strstr(err, "contradicts its buckets"));
+		} else {
+			shmt_t *h2;
+
+			assert_int_equal(rc, 0);
+			assert_int_equal(shmt_open(seg2, &h2), 0);
+			assert_int_equal(shmt_set_clock(h2, tu_clock_read,
+			    &r.clk), 0);
+			assert_int_equal(shmt_count(h2, "victim", 6, 0, &c), 0);
+			assert_int_equal(c, 100);
+			tu_close_unlink(h2, seg2);
+		}
+		hr_close(&r);
+	}
+}
+
+/* ---- A hit that only shrinks a block ------------------------------------ */
+
+/*
+ * One 64 KiB shard at 0.1%: key A hit 30 000 times (a 32 KiB block), then
+ * SMALL other keys hit once each, later; the clock moves so that all but
+ * A's last 300 hits leave the window.  A's next hit needs a block two
+ * orders smaller.  With 249 small keys the shard has no such block free:
+ * A stays in its block and no key is evicted (before, the move evicted
+ * most of them).  With 20 small keys one is free: A moves to it.  Every
+ * small key keeps its count either way.
+ */
+static void
+shrink_run(int small)
+{
+	uint64_t window = 1000 * SEC, c = 0, ev0, t_small;
+	const struct shmt_store *st;
+	uint32_t order0;
+	struct hr r;
+	char key[16];
+
+	hr_open(&r, window, 1000, 64ULL << 10, 1);
+	st = r.h->counters;
+	for (int i = 0; i < 30000; i++) {
+		r.clk.now += i < 29700 ? 1000 : SEC;
+		assert_int_equal(shmt_hit(r.h, "A", 1, &c), 0);
+	}
+	order0 = hr_item(&r, "A")->it_order;
+	assert_true((64U << order0) >= 32768);
+	t_small = r.clk.now;
+	for (int i = 0; i < small; i++) {
+		r.clk.now += 1000;
+		snprintf(key, sizeof(key), "small-%03d", i);
+		assert_int_equal(shmt_hit(r.h, key, strlen(key), &c), 0);
+		assert_int_equal(c, 1);
+	}
+	ev0 = shard_at(st, 0)->ds_evictions;
+	assert_int_equal(ev0, 0);
+	/* A's last 300 hits are 1 s apart, the first of them 300 s before
+	 * t_small: a window later less 250 s, only they are inside. */
+	r.clk.now = t_small + window - 250 * SEC;
+	assert_int_equal(shmt_hit(r.h, "A", 1, &c), 0);
+	printf("  %d small keys: A answers %" PRIu64 ", block %u -> %u, %"
+	    PRIu64 " evicted\n", small, c, 64U << order0,
+	    64U << hr_item(&r, "A")->it_order,
+	    shard_at(st, 0)->ds_evictions - ev0);
+	assert_true(c >= 250 && c <= 302);
+	assert_int_equal(shard_at(st, 0)->ds_evictions, ev0);
+	for (int i = 0; i < small; i++) {
+		snprintf(key, sizeof(key), "small-%03d", i);
+		assert_int_equal(shmt_count(r.h, key, strlen(key), 0, &c), 0);
+		assert_int_equal(c, 1);
+	}
+	if (small < 100)
+		assert_true((uint32_t)hr_item(&r, "A")->it_order + 2 <= order0);
+	else
+		assert_int_equal(hr_item(&r, "A")->it_order, order0);
+	assert_int_equal(shmt_check(r.h, NULL, NULL), 0);
+	hr_close(&r);
+}
+
+static void
+test_shrink_evicts_nothing(void **state)
+{
+	(void)state;
+	shrink_run(249);
+	shrink_run(20);
+}
+
 int
 main(void)
 {
@@ -275,6 +490,8 @@ main(void)
 		cmocka_unit_test_teardown(test_ring_word_changed_midway,
 		    tu_sweep),
 		cmocka_unit_test_teardown(test_shard_walk_budget, tu_sweep),
+		cmocka_unit_test_teardown(test_header_lies, tu_sweep),
+		cmocka_unit_test_teardown(test_shrink_evicts_nothing, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
