@@ -86,17 +86,18 @@
  * only when one two orders smaller would do, so that a key on the edge
  * does not move on every hit, and only into a block already free: a
  * shrink saves memory, which is not worth another key's count, so it never
- * evicts; without a free block the key keeps its larger one).  Measured at 1% (k = 67) with a 6-byte key
- * (test_memory_per_key): 128 bytes for 1 or 2 hits, 256 for 10, 1 KiB for
- * 67, 2 KiB for 100 (L = 2), 4 KiB for 1000, 8 KiB for 10^4 to 10^6 (L =
- * 14); by the formula 32 KiB for a million hits a second over 24 h (N =
- * 8.64e10, L = 31).  A block is filled with as many levels as fit, so a key
- * moves O(log N) times in all.  That is O((1/eps) log^2 N) bits, the lower
- * bound's order.  A block grows (or shrinks) by filling a fresh block,
- * linking it with one store, then freeing the old one, as the dictionary
- * writes (store.c); growing may evict other keys (by last hit, below),
- * never this one, and shrinking never does; when the key cannot fit in its shard at all the hit
- * fails with -ENOSPC and changes nothing.
+ * evicts; without a free block the key keeps its larger one).  Measured
+ * at 1% (k = 67) with a 6-byte key (test_memory_per_key): 128 bytes for 1
+ * or 2 hits, 256 for 10, 1 KiB for 67, 2 KiB for 100 (L = 2), 4 KiB for
+ * 1000, 8 KiB for 10^4 to 10^6 (L = 14); by the formula 32 KiB for a
+ * million hits a second over 24 h (N = 8.64e10, L = 31).  A block is
+ * filled with as many levels as fit, so a key moves O(log N) times in all.
+ * That is O((1/eps) log^2 N) bits, the lower bound's order.  A block grows
+ * (or shrinks) by filling a fresh block, linking it with one store, then
+ * freeing the old one, as the dictionary writes (store.c); growing may
+ * evict other keys (by last hit, below), never this one, and shrinking
+ * never does; when the key cannot fit in its shard at all the hit fails
+ * with -ENOSPC and changes nothing.
  *
  * Updates.  A hit drops expired buckets (amortised one a hit: each is
  * dropped once), appends one, and merges while a level is full (amortised
@@ -749,11 +750,11 @@ shmt__cnt_rebase(const struct shmt_store *st, struct shmt_item *it,
  * bucket to level 0's newest (along each ring and from each level to the
  * one below), and ch_floor no newer than the oldest bucket; *NEWEST gets
  * the newest bucket's time (0: none), for the caller to compare with its
- * clock.  NULL when it does, else what it contradicts.  Each word is read once (the
- * check reads racy memory: its caller confirms at rest).  A header that
- * lies would make every later answer lie: ch_total is the answer of
- * shmt_hit, ch_top says which buckets expire, a bucket time in the future
- * is the time of every later hit.
+ * clock.  NULL when it does, else what it contradicts.  Each word is read
+ * once (the check reads racy memory: its caller confirms at rest).  A
+ * header that lies would make every later answer lie: ch_total is the
+ * answer of shmt_hit, ch_top says which buckets expire, a bucket time in
+ * the future is the time of every later hit.
  */
 static const char *
 cnt_rest_why(const struct cnt *c, const uint32_t *metas, uint64_t *newest)

@@ -1386,8 +1386,9 @@ SHMT_EXPORT int shmt_get(shmt_t *h, const void *key, size_t klen, void *buf,
  * fit), -ENODEV, SHMT_ELOCKED (a live process kept the shard's lock: 100 ms
  * while it sleeps or is stopped, 1 s in all), SHMT_ECORRUPT (the key's chain
  * loops, or the walk for room met more items than the shard's heap holds:
- * damage that shmt_check names), -ENOMEM (the shard's last writer died and its repair found no
- * memory: the next writer repairs it); on any error nothing changes (only
+ * damage that shmt_check names), -ENOMEM (the shard's last writer died
+ * and its repair found no memory: the next writer repairs it); on any
+ * error nothing changes (only
  * expired items, which read as absent, may be reclaimed).  Replacing a value needs room for the new item
  * while the old one is still there: a new item that needs the whole shard
  * can never fit beside the old one, and is refused before anything is
@@ -1490,10 +1491,11 @@ SHMT_EXPORT int shmt_dict_stat(shmt_t *h, shmt_dict_stat_t *out);
  * and every key evicted was hit no later than every key kept.  Only a key
  * that needs a larger block evicts: one whose histogram came to need a
  * block two orders smaller moves there only when such a block is free, and
- * else stays where it is.  A full shard walk pays for N / 8 evictions, in the call that triggers it, under the
- * shard's lock; it passes at most as many items as the shard's heap can
- * hold, in all its chains.  Concurrency: any number of threads and processes; calls
- * on keys of one shard take its lock in turn.  A kill -9 in the middle
+ * else stays where it is.  A full shard walk pays for N / 8 evictions, in
+ * the call that triggers it, under the shard's lock; it passes at most as
+ * many items as the shard's heap can hold, in all its chains.
+ * Concurrency: any number of threads and processes; calls on keys of one
+ * shard take its lock in turn.  A kill -9 in the middle
  * leaves the key's count within its bound, with or without the killed
  * call's hit (the next locker settles the item).  Errors: -EINVAL, -E2BIG,
  * -ENOSPC (only when the key's histogram cannot fit in its shard: nothing
@@ -1766,8 +1768,9 @@ SHMT_EXPORT int shmt_check(shmt_t *h, shmt_check_fn report, void *ctx);
  * Other limiter damage (a state word out of range, a slot with another
  * serial, counts that do not add up, a bad row) is named, not repaired:
  * define the limiter in a new segment.  So is a counter whose header
- * contradicts its buckets (named until the key's item expires).  Returns the problems found before
- * the repair (a shard it could not lock counts one more), or -EINVAL (H
+ * contradicts its buckets (named until the key's item expires).  Returns
+ * the problems found before the repair (a shard it could not lock counts
+ * one more), or -EINVAL (H
  * NULL, unknown flag).  Run it again without the flag to see what is left.
  * A repair may run beside other calls: a shard is rebuilt under its lock,
  * and limiter slots, hints and times change by CAS, so a racing call sees
