@@ -433,7 +433,7 @@ shrink_run(int small)
 	const struct shmt_store *st;
 	uint32_t order0;
 	struct hr r;
-	char key[16];
+	char key[32];
 
 	hr_open(&r, window, 1000, 64ULL << 10, 1);
 	st = r.h->counters;
