@@ -353,7 +353,15 @@ ce_claim(shmt_t *h, const struct shmt_lview *v, const uint64_t hash[2],
 	}
 	if (e == NULL)
 		return -ENOSPC;
+	/* The word again: its own client may have revived it (FREE to
+	 * LIVE, with no lock) and granted on it since ce_try_reclaim saw it
+	 * free.  The CAS below compares this load, not that look, so only
+	 * a word still free (and, in buckets mode, idle) may be taken:
+	 * else its client's use would be wiped and granted again. */
 	shmt__load128(&e->ce_w, w.w);
+	if ((SHMT_W_TAG(w) >> 14 != CE_FREE && SHMT_W_TAG(w) >> 14 !=
+	    CE_NEVER) || (v->mode == SHMT_MODE_BUCKETS && !ce_idle(w)))
+		return -EAGAIN;       /* revived under us: look again */
 	ep = ((SHMT_W_TAG(w) & CE_EPOCH_MASK) % CE_EPOCH_MASK) + 1;
 	nw = ce_word(SHMT_W_TAIL(w), CE_CLAIMING, ep);
 	if (!shmt__cas128(&e->ce_w, w.w, nw.w))
