@@ -24,9 +24,47 @@
  * client locks (fill_limiters).  Version 2 images (the pieces only) are
  * still read: their dictionary comes back empty.
  *
- * Consistency.  The pieces are copied word by word (see copy_range): the
- * image is what a kill -9 of everyone at each word's copy would leave,
- * which the library recovers from by design.  A shard of the dictionary or
+ * Consistency.  The pieces are copied word by word (see copy_range).
+ * Most words stand alone, and for them the image is what a kill -9 of
+ * everyone at each word's copy would leave.  Not so a limiter's state word
+ * W and its storage (an exact limiter's grant hint and log, a ring's
+ * word and slots): copied at different moments, grants in between leave
+ * records ahead of the hint or slots reused for newer buckets, which no
+ * kill -9 leaves and shmt_check refuses.  So every shared exact or buckets
+ * limiter's row and storage are copied again as one cut (copy_cuts): W
+ * read, the row and the storage copied, W read again; when both reads
+ * agree (whole 16 bytes: the hint and the tag only grow, a ring's word
+ * rises lexicographically, see ring.c "Torn reads"), nothing that W
+ * names changed in between (a grant changes W; a slot changes without W
+ * only where W does not look yet: grant n's own record with the hint
+ * still n, a bucket opened ahead of tail, the active bucket's count), so
+ * the pair is what a kill -9 of everyone at the second read would leave.
+ * After IMG_CUT_TRIES tries without agreement (a limiter busier than its
+ * copy is long) the last copy is repaired, from the row's W as copied (an
+ * atomic read before the storage's copy), with NOW a clock value read
+ * after it:
+ *   exact: the hint moves to the number after the highest record copied,
+ *     m.  A record of grant k is written only after grants below k are,
+ *     so at the moment grant m - 1 was recorded the log held the latest
+ *     grant below m of each slot; a copied slot holds that grant with its
+ *     own time, or an older one (copied before it was overwritten), which
+ *     is rewritten to it stamped NOW, no earlier than its true time.  So
+ *     the image is the log at that moment with some times later: never
+ *     more permissive (fix_exact_copy, as shmt_check's repair does).
+ *   buckets: every bucket the copied W names held its slot at W's read
+ *     (a slot is opened before W names it, a sealed count is final before
+ *     the seal's CAS); a slot found holding a newer serial was released
+ *     and reused since.  It is put back closed at NOW holding the uses W
+ *     counts in flight that no other bucket holds (sealed counts add up
+ *     to W's in flight less the active count), and close times are raised
+ *     to keep their order.  So the image is the ring at W's read with some
+ *     releases put off: uses in flight then stay in flight at least as
+ *     long (fix_ring_copy).
+ * A move (move.c) builds its new segment from such an image, so what it
+ * carries into a new definition (redefine.c) is one of these states too.
+ * Per-client limiters' entries are still copied word by word (their
+ * words and rings; shmt__clients_restore finishes a claim half done).
+ * A shard of the dictionary or
  * of the counters is copied whole under its writer lock: writers of that
  * shard wait for the copy (readers never do), so the image holds each
  * shard as it was at one instant.  (An optimistic copy under the shard's
@@ -65,7 +103,9 @@
 #include "limiter.h"
 #include "lock.h"
 #include "proc.h"
+#include "ring.h"
 #include "segment.h"
+#include "table.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -75,6 +115,9 @@
 #include <unistd.h>
 
 enum { P_HEADER, P_LIMITERS, P_ARENA, P_COUNT };
+
+/* Tries at copying a limiter's word and storage as one cut. */
+#define IMG_CUT_TRIES 8
 
 struct piece {
 	uint64_t off, len;
@@ -171,6 +214,186 @@ copy_pieces(const shmt_t *h, struct out *o, uint64_t *arena)
 	    used);
 	o->len += hlen + llen + used;
 	*arena = used;
+}
+
+/*
+ * A row's word and storage copied as one cut (see "Consistency" at the
+ * top): copy row R's table entry to ROWC and its NB storage bytes at
+ * arena offset OFF to STC, and say whether W held one value from before
+ * the row's copy to after the storage's (then the pair is what a kill -9
+ * of everyone at that instant would leave).  Tried a few times.
+ */
+static int
+copy_row_cut(const shmt_t *h, struct shmt_lim *lim, unsigned char *rowc,
+    uint64_t off, uint64_t nb, unsigned char *stc)
+{
+	uint64_t roff = (uint64_t)((const char *)lim - (const char *)h->base);
+	uint64_t aoff = h->reg[SHMT_R_ARENA].rg_off + off;
+
+	for (int i = 0; i < IMG_CUT_TRIES; i++) {
+		uint64_t w1[2], w2[2];
+
+		shmt__load128(&lim->lm_w, w1);
+		copy_range(h, rowc, roff, sizeof(*lim));
+		copy_range(h, stc, aoff, nb);
+		shmt__load128(&lim->lm_w, w2);
+		if (w1[0] == w2[0] && w1[1] == w2[1])
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Make the copied exact log at LOG (N slots) agree with the copied row
+ * ROWC, whose hint was read before the log was copied: the hint becomes
+ * the number after the highest record copied, and each slot that does not
+ * hold the latest grant below it of its number is rewritten to that grant,
+ * stamped NOW (a clock value read after the copy).  Slots holding another
+ * slot's number are left for the check to name.
+ */
+static void
+fix_exact_copy(struct shmt_lim *rowc, struct shmt_log_slot *log, int64_t N,
+    uint64_t now)
+{
+	int64_t m = (int64_t)rowc->lm_w.w[0];
+
+	if (m < 0 || m == INT64_MAX)
+		return;                 /* damage: the check names it */
+	for (int64_t i = 0; i < N; i++) {
+		int64_t seq = log[i].ls_seq;
+
+		if (seq < -N || (seq - i) % N != 0)
+			return;
+		if (seq >= m && seq < INT64_MAX - 1)
+			m = seq + 1;
+	}
+	for (int64_t i = 0; i < N; i++) {
+		int64_t want = m - 1 - (((m - 1 - i) % N) + N) % N;
+
+		if (log[i].ls_seq != want) {
+			log[i].ls_seq = want;
+			log[i].ls_time = want >= 0 ? now : 0;
+		} else if (log[i].ls_time > now) {
+			log[i].ls_time = now;
+		}
+	}
+	rowc->lm_w.w[0] = (uint64_t)m;
+}
+
+/*
+ * Make the copied ring RING (view V's geometry) agree with the copied
+ * row ROWC, whose word W was read before the ring was copied: a bucket W
+ * names whose slot already holds a newer serial was released and its slot
+ * reused during the copy; it is put back, closed at NOW (read after the
+ * copy), holding its share of the uses W counts in flight that no other
+ * bucket holds.  Then no bucket closes before the one before it (a close
+ * time only moves later).  Anything else is left for the check to name.
+ */
+static void
+fix_ring_copy(const struct shmt_lview *v, struct shmt_lim *rowc,
+    struct shmt_ring_slot *ring, uint64_t now)
+{
+	struct shmt_w w = rowc->lm_w;
+	struct bk_ctx c;
+	uint32_t tail = SHMT_W_TAIL(w), nsealed = SHMT_W_NSEALED(w), n;
+	uint64_t known = 0, left, prev = 0;
+	unsigned char *put;
+
+	shmt__bk_ctx_init(&c, v, ring);
+	c.ntags = v->nkeys;
+	c.check_tag = 0;
+	if (!w_valid(&c, w))
+		return;
+	n = nsealed + SHMT_W_ACTIVE(w);
+	if ((put = calloc(n > 0 ? n : 1, 1)) == NULL)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t serial = tail - nsealed + i;
+		struct shmt_ring_slot *sl = slot_of(&c, serial);
+		int age = slot_is(sl->r, serial);
+
+		if (age == SHMT_ECORRUPT)
+			goto out;
+		if (age == SLOT_STALE) {
+			sl->r[0] = now;
+			sl->r[1] = (uint64_t)serial << 32;
+			put[i] = 1;
+		} else if (serial != tail) {
+			known += SLOT_COUNT(sl->r);
+		}
+	}
+	if (known + SHMT_W_COUNT(w) > SHMT_W_INFLIGHT(w))
+		goto out;
+	left = SHMT_W_INFLIGHT(w) - SHMT_W_COUNT(w) - known;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t serial = tail - nsealed + i;
+		struct shmt_ring_slot *sl = slot_of(&c, serial);
+
+		if (put[i] && serial != tail) {
+			uint64_t take = left < c.uses_cap ? left : c.uses_cap;
+
+			sl->r[1] |= (uint32_t)take;
+			left -= take;
+		}
+		if (sl->r[0] < prev)
+			sl->r[0] = prev;
+		prev = sl->r[0];
+	}
+out:
+	free(put);
+}
+
+/*
+ * Copy again, as one cut each, the word and storage of every shared
+ * buckets or exact limiter of H over the pieces copied at B (header HLEN,
+ * table LLEN, arena USED bytes), and where a busy limiter never holds
+ * still for one, repair the copy (above).
+ */
+static void
+copy_cuts(shmt_t *h, unsigned char *b, uint64_t hlen, uint64_t llen,
+    uint64_t used)
+{
+	uint32_t nrows;
+	struct shmt_lim *lim = shmt__rows(h, &nrows);
+	unsigned char *tab = b + hlen, *ar = b + hlen + llen;
+
+	for (uint32_t r = 0; r < nrows; r++) {
+		struct shmt_lim *rowc = (struct shmt_lim *)(void *)(tab +
+		    (uint64_t)r * sizeof(*lim));
+		struct shmt_lview v;
+		uint64_t off, nb;
+		unsigned char *p;
+
+		if ((uint64_t)(r + 1) * sizeof(*lim) > llen)
+			break;
+		if (rowc->lm_state != SHMT_LIM_READY ||
+		    shmt__view_fill(h, r, &lim[r], &v) != 0)
+			continue;
+		if (v.mode == SHMT_MODE_EXACT && v.log != NULL) {
+			p = (unsigned char *)v.log;
+			nb = (uint64_t)v.nlog * sizeof(struct shmt_log_slot);
+		} else if (v.mode == SHMT_MODE_BUCKETS && v.ring != NULL) {
+			p = (unsigned char *)v.ring;
+			nb = (uint64_t)v.nb * sizeof(struct shmt_ring_slot);
+		} else {
+			continue;
+		}
+		off = (uint64_t)(p - (unsigned char *)shmt__region(h,
+		    SHMT_R_ARENA));
+		/* The copied row must name this storage, inside the copy. */
+		if (rowc->lm_mode != v.mode || rowc->lm_ring_off != off ||
+		    off > used || nb > used - off || off % 16 != 0)
+			continue;
+		if (copy_row_cut(h, &lim[r], (unsigned char *)rowc, off, nb,
+		    ar + off))
+			continue;
+		if (v.mode == SHMT_MODE_EXACT)
+			fix_exact_copy(rowc, (struct shmt_log_slot *)(void *)
+			    (ar + off), (int64_t)v.nlog, shmt__now(h));
+		else
+			fix_ring_copy(&v, rowc, (struct shmt_ring_slot *)
+			    (void *)(ar + off), shmt__now(h));
+	}
 }
 
 /* Append the live items of shard SH (held locked) as records; *COUNT
@@ -290,6 +513,8 @@ shmt__image_build(shmt_t *h, const struct shmt__host_time *now,
 	o.cap = cap;
 	o.len = sizeof(ih);
 	copy_pieces(h, &o, &arena);
+	copy_cuts(h, o.b + sizeof(ih), h->reg[SHMT_R_HEADER].rg_size,
+	    h->reg[SHMT_R_LIMITERS].rg_size, arena);
 	if ((rc = store_section(h, h->dict, IMG_S_DICT, &o)) != 0 ||
 	    (rc = store_section(h, h->counters, IMG_S_COUNTERS, &o)) != 0 ||
 	    (rc = analyzer_section(h, &o)) != 0) {
