@@ -29,3 +29,5 @@ add_test(NAME header_cxx COMMAND header_cxx)
 set_tests_properties(header_cxx PROPERTIES LABELS unit TIMEOUT 30)
 # A removed segment answers SHMT_ESTALE; another namespace SHMT_ENAMESPACE.
 shmt_add_test(test_stale SOURCES test_stale.c LABELS unit TIMEOUT 60)
+# Images of limiters granting in other processes while they are taken.
+shmt_add_test(test_image_cut SOURCES test_image_cut.c LABELS stress TIMEOUT 120)
