@@ -278,6 +278,8 @@ const char shmtc_help_resize[] =
 "generation.  Each process keeps the old mapping until it closes its\n"
 "handle (memory: the old segment's size).  Exit 1 with the reason when the\n"
 "state does not fit the new sizes; the segment then serves on unchanged.\n"
+"The new segment keeps the old one's owner, group and mode: only its owner\n"
+"or root may resize it (anyone else is refused before anything changes).\n"
 "The daemon moves the segment back to its config's sizes on its next\n"
 "reload: change the config too.\n"
 "\n"

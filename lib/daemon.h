@@ -246,14 +246,18 @@ int shmt__redefine_apply(shmt_t *t, const struct shmt__redef *defs,
  * the counters' bytes and shards, the eviction, the dictionary's largest
  * key and value (up only), mode and gid; the rest must stay (-EINVAL says
  * which).  CLOCK (may be NULL) is the new segment's clock while it is
- * built and checked (a test knob).
+ * built and checked (a test knob).  The new object keeps the old one's
+ * owner uid, and its group and mode unless WANT changes them from those
+ * the segment was made with: so only root, or the owner in that group,
+ * may move it; anyone else gets -EPERM before anything changes.
  *
  * Returns 0: the name now holds the new generation and H's segment is
  * MOVED (every call on it answers SHMT_ESTALE; the caller reopens the
  * name).  Or an error, the move undone and H's segment LIVE again:
- * -EINVAL, -ENOSPC (the state does not fit the new sizes), SHMT_ESTALE
- * (the segment was not live), -ENOMEM, a lock's error, an image's error;
- * ERR (CAP bytes) says why.
+ * -EINVAL, -ENOSPC (the state does not fit the new sizes), -EPERM (the
+ * caller is neither root nor the owner, or the owner outside the group),
+ * SHMT_ESTALE (the segment was not live), -ENOMEM, a lock's error, an
+ * image's error, fchown's or fchmod's error; ERR (CAP bytes) says why.
  *
  * Concurrency: workers in any process go on meanwhile; those that write
  * while the segment is frozen wait for the outcome (at most

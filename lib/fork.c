@@ -104,7 +104,13 @@ shmt__gen_follow(shmt_t *h)
 		return SHMT_ESTALE;
 	pthread_mutex_lock(&fork_mu);
 	if (__atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE) == NULL) {
-		rc = shmt_open(h->name, &n);
+		shmt_open_opts_t o;
+
+		/* The owner the caller trusted at open is trusted in every
+		 * generation (a move keeps the object's owner, move.c). */
+		shmt_open_opts_init(&o);
+		o.owner = h->owner;
+		rc = shmt_open_opts(h->name, &o, &n);
 		if (rc == 0) {
 			n->clock = h->clock;
 			n->clock_ctx = h->clock_ctx;

@@ -422,6 +422,71 @@ shmt__move_wanted(shmt_t *h, const shmt_config_t *want)
 	return memcmp(&p, &c, sizeof(p)) != 0;
 }
 
+/*
+ * Who owns the next generation: the old object's user, always (its workers
+ * and the daemon trust that user; a move by root or by a user the caller
+ * named as owner must not lock them out), and its group and mode, unless
+ * the move asks for another group or mode than the segment was made with
+ * (the daemon's reload of [segment] mode or group).  Only root, or the
+ * owner itself when it is in that group, can give a new object that owner
+ * and group: anyone else is refused here, before anything changes.
+ */
+struct owner_want {
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;
+};
+
+static int
+owner_plan(shmt_t *h, const struct shmt_params *p, const shmt_config_t *want,
+    struct owner_want *o, char *err, size_t cap)
+{
+	uid_t me = geteuid();
+	struct stat st;
+
+	if (h->fd < 0 || fstat(h->fd, &st) != 0)
+		return shmt__bad(err, cap, h->fd < 0 ? -EBADF : -errno, "cannot "
+		    "read the owner of segment %s", h->name);
+	o->uid = st.st_uid;
+	o->gid = want->gid != (gid_t)-1 && (uint32_t)want->gid != p->sp_gid ?
+	    want->gid : st.st_gid;
+	o->mode = (uint32_t)want->mode != p->sp_mode ? want->mode & 0777 :
+	    st.st_mode & 0777;
+	if (me != 0 && me != o->uid)
+		return shmt__bad(err, cap, -EPERM, "segment %s is owned by uid %u: "
+		    "only that user or root may move it (a move keeps the "
+		    "owner, and uid %u cannot give a new object to another "
+		    "user)", h->name, (unsigned)o->uid, (unsigned)me);
+	if (me != 0 && !shmt__in_group(o->gid))
+		return shmt__bad(err, cap, -EPERM, "segment %s has group %u, "
+		    "which uid %u is not in: only root may move it (a move "
+		    "keeps the group)", h->name, (unsigned)o->gid,
+		    (unsigned)me);
+	return 0;
+}
+
+/* Give the new generation T the owner, group and mode of O, before its
+ * rename publishes it. */
+static int
+owner_apply(shmt_t *t, const struct owner_want *o, char *err, size_t cap)
+{
+	struct stat st;
+
+	if (fstat(t->fd, &st) != 0)
+		return shmt__bad(err, cap, -errno, "cannot read the owner of the "
+		    "new generation: %s", strerror(errno));
+	if ((st.st_uid != o->uid || st.st_gid != o->gid) &&
+	    fchown(t->fd, o->uid, o->gid) != 0)
+		return shmt__bad(err, cap, -errno, "cannot give the new generation "
+		    "the segment's owner %u and group %u: %s", (unsigned)o->uid,
+		    (unsigned)o->gid, strerror(errno));
+	if (fchmod(t->fd, o->mode) != 0)
+		return shmt__bad(err, cap, -errno, "cannot give the new generation "
+		    "the segment's mode %04o: %s", (unsigned)o->mode,
+		    strerror(errno));
+	return 0;
+}
+
 /* Wake every sleeper in shmt_wait on H's limiters: they look again and
  * find the segment moved. */
 static void
@@ -453,6 +518,7 @@ shmt__move_redefine(shmt_t *h, const shmt_config_t *want,
 	char from[SHMT_SEGNAME_MAX + 16], to[SHMT_SEGNAME_MAX + 16];
 	struct shmt_params p, np;
 	struct shmt__host_time now;
+	struct owner_want own = { 0, 0, 0 };
 	unsigned char *img = NULL;
 	uint64_t w;
 	uint32_t seq;
@@ -471,7 +537,8 @@ shmt__move_redefine(shmt_t *h, const shmt_config_t *want,
 	memcpy(&p, &h->hdr->sh_params, sizeof(p));
 	memset(&np, 0, sizeof(np));
 	shmt__params_from(want, &np);
-	if ((rc = move_compatible(&p, &np, err, cap)) != 0)
+	if ((rc = move_compatible(&p, &np, err, cap)) != 0 ||
+	    (rc = owner_plan(h, &p, want, &own, err, cap)) != 0)
 		return rc;
 	if ((rc = shmt__table_lock(h)) != 0)
 		return shmt__bad(err, cap, rc, "cannot lock the limiter table: %s",
@@ -499,7 +566,8 @@ shmt__move_redefine(shmt_t *h, const shmt_config_t *want,
 		goto undo;
 	}
 	if ((rc = shmt__image_rebuild(img, len, tmp, want, defs, ndefs, &now,
-	    clock, clock_ctx, &t, err, cap)) != 0)
+	    clock, clock_ctx, &t, err, cap)) != 0 ||
+	    (rc = owner_apply(t, &own, err, cap)) != 0)
 		goto undo;
 	obj_path(from, sizeof(from), tmp);
 	obj_path(to, sizeof(to), h->name);

@@ -101,6 +101,7 @@ handle_new(const char *name, char *base, uint64_t size,
 	    sizeof(h->key.hk_key));
 	h->slot = UINT32_MAX;
 	h->fd = -1;
+	h->owner = (uid_t)-1;
 	h->pid = shmt__env_pid();
 	shmt__fork_attach(h);
 	snprintf(h->name, sizeof(h->name), "%s", name);
@@ -259,8 +260,8 @@ shmt_open_opts_init(shmt_open_opts_t *o)
 
 /* 1 when GID is the caller's effective group or one of its supplementary
  * groups. */
-static int
-in_group(gid_t gid)
+int
+shmt__in_group(gid_t gid)
 {
 	gid_t *list;
 	int n, yes = 0;
@@ -304,7 +305,7 @@ owner_trusted(const struct stat *st, uid_t owner)
 	if (st->st_uid == me || st->st_uid == 0 ||
 	    (owner != (uid_t)-1 && st->st_uid == owner))
 		return 0;
-	if (me != 0 && (st->st_mode & S_IWGRP) && in_group(st->st_gid))
+	if (me != 0 && (st->st_mode & S_IWGRP) && shmt__in_group(st->st_gid))
 		return 0;
 	return SHMT_EUNTRUSTED;
 }
@@ -411,6 +412,8 @@ open_once(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 	}
 	h->fd = fd;
 	fd = -1;
+	if (opts != NULL)
+		h->owner = opts->owner;
 	if ((rc = shmt__slot_claim(h)) != 0)
 		goto fail;
 	*out = h;

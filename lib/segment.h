@@ -243,6 +243,9 @@ struct shmt {
 	/* Trusted geometry of the analyzer (analyzer.c); NULL: none. */
 	struct shmt_an *an;
 	uint32_t uid;                 /* tells handles apart in stripe owners */
+	/* The owner the caller trusted at open (shmt_open_opts' owner,
+	 * (uid_t)-1: none), trusted again when a move is followed (fork.c). */
+	uid_t owner;
 	unsigned fork_gen;            /* fork generation attached in (fork.c) */
 	/* The handle of the generation this one's segment moved to, opened
 	 * by the first call that found it MOVED (fork.c); NULL until then.
@@ -280,6 +283,9 @@ shmt__gen_live(shmt_t *h)
 /* Private API of the segment module. */
 int shmt__name_check(const char *name);
 uint64_t shmt__format_word(void);
+/* 1 when GID is the caller's effective group or one of its supplementary
+ * groups, else 0 (also when the groups cannot be read). */
+int shmt__in_group(gid_t gid);
 /* Give the segment of H (not yet published under its final name) the
  * secret KEY and load it into H: a snapshot restore keeps the snapshot's
  * secret so that the hashes it stores stay valid. */

@@ -362,6 +362,9 @@ SHMT_EXPORT void shmt_open_opts_init(shmt_open_opts_t *opts);
  *   group attach a 0660 segment owned by the daemon's user this way).
  *   Root trusts no group: a privileged process names the owner it trusts.
  * Anything else gives SHMT_EUNTRUSTED before a byte of the object is read.
+ * The handle keeps OPTS->owner: when the segment moves into a new
+ * generation (which keeps the object's owner, group and mode), the handle
+ * opens that generation trusting the same owner.
  * Errors: those of shmt_open.  OPTS is read during the call only; on
  * success *OUT is the caller's, to be closed with shmt_close.
  * Thread-safe.  kill -9 during the call leaves at most a stale slot of the
