@@ -182,10 +182,14 @@ sweep_dead_movers(const char *name)
  * when it was opened): 0 LIVE, SHMT_ESTALE MOVED or RETIRED, -EAGAIN
  * frozen by a live mover (or this thread), after finishing or undoing the
  * move of a dead one as the name says.  CHECK_MOVER: look the mover up
- * (a read of /proc), else report a frozen segment busy.
+ * (a read of /proc), else report a frozen segment busy.  *FINISHED is set
+ * to 1 when this call finished a dead mover's move (its CAS to MOVED or
+ * RETIRED): the caller then wakes the old generation's sleepers, as the
+ * mover would have (wake_all, wake_object).
  */
 static int
-settle_once(struct shmt_hdr *hdr, int fd, const char *name, int check_mover)
+settle_once(struct shmt_hdr *hdr, int fd, const char *name, int check_mover,
+    int *finished)
 {
 	uint64_t w = shmt__genword_load(hdr), seen;
 	uint32_t s = (uint32_t)w, seq = (uint32_t)(w >> 32);
@@ -213,7 +217,8 @@ settle_once(struct shmt_hdr *hdr, int fd, const char *name, int check_mover)
 	 * removed meanwhile, so retired). */
 	seen = w;
 	if ((own = owns_name(fd, name)) == -ENOENT) {
-		(void)shmt__genword_cas(hdr, &seen, SHMT_SEG_RETIRED, seq);
+		if (shmt__genword_cas(hdr, &seen, SHMT_SEG_RETIRED, seq))
+			*finished = 1;
 		return (uint32_t)shmt__genword_load(hdr) == SHMT_SEG_LIVE ? 0 :
 		    SHMT_ESTALE;
 	}
@@ -223,16 +228,18 @@ settle_once(struct shmt_hdr *hdr, int fd, const char *name, int check_mover)
 		if (shmt__genword_cas(hdr, &seen, SHMT_SEG_LIVE, seq) &&
 		    pid > 0 && pid <= INT32_MAX)
 			remove_leftovers(name, (long)pid);
-	} else {
-		(void)shmt__genword_cas(hdr, &seen, SHMT_SEG_MOVED, seq);
+	} else if (shmt__genword_cas(hdr, &seen, SHMT_SEG_MOVED, seq)) {
+		*finished = 1;
 	}
 	return (uint32_t)shmt__genword_load(hdr) == SHMT_SEG_LIVE ? 0 :
 	    SHMT_ESTALE;
 }
 
-/* settle_once until it is not busy, for at most WAIT_NS. */
+/* settle_once until it is not busy, for at most WAIT_NS; *FINISHED as
+ * settle_once's (left alone when no call finished a move). */
 static int
-settle(struct shmt_hdr *hdr, int fd, const char *name, uint64_t wait_ns)
+settle(struct shmt_hdr *hdr, int fd, const char *name, uint64_t wait_ns,
+    int *finished)
 {
 	uint64_t t0 = shmt__mono_ns(), last = 0;
 	long nap = 20000;
@@ -241,7 +248,7 @@ settle(struct shmt_hdr *hdr, int fd, const char *name, uint64_t wait_ns)
 		uint64_t now = shmt__mono_ns();
 		/* /proc is read every 10 ms at most. */
 		int check = now - last >= 10000000ULL;
-		int rc = settle_once(hdr, fd, name, check);
+		int rc = settle_once(hdr, fd, name, check, finished);
 
 		if (check)
 			last = now;
@@ -255,10 +262,46 @@ settle(struct shmt_hdr *hdr, int fd, const char *name, uint64_t wait_ns)
 	}
 }
 
+static void wake_all(shmt_t *h);
+
+/* Wake every sleeper in shmt_wait on the limiters of the segment object
+ * FD, mapped here only for this: its header is read and validated (as
+ * shmt_open does) before any row is touched. */
+static void
+wake_object(int fd)
+{
+	struct shmt_region reg[SHMT_R_COUNT];
+	struct shmt_hdr hc;
+	struct shmt_lim *lim;
+	struct stat st;
+	uint64_t n;
+	void *base;
+
+	if (fstat(fd, &st) != 0 || st.st_size <= 0 ||
+	    shmt__header_read(fd, (uint64_t)st.st_size, &hc, reg) != 0)
+		return;
+	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+	    MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED)
+		return;
+	lim = (struct shmt_lim *)(void *)((char *)base +
+	    reg[SHMT_R_LIMITERS].rg_off);
+	n = reg[SHMT_R_LIMITERS].rg_size / sizeof(struct shmt_lim);
+	for (uint64_t r = 0; r < n; r++)
+		if (__atomic_load_n(&lim[r].lm_state, __ATOMIC_ACQUIRE) !=
+		    SHMT_LIM_FREE)
+			shmt__wake_waiters(&lim[r].lm_wake);
+	munmap(base, (size_t)st.st_size);
+}
+
 int
 shmt__frozen_wait(shmt_t *h)
 {
-	int rc = settle(h->hdr, h->fd, h->name, SHMT_MOVE_WAIT_NS);
+	int finished = 0;
+	int rc = settle(h->hdr, h->fd, h->name, SHMT_MOVE_WAIT_NS, &finished);
+
+	if (finished)
+		wake_all(h);
 
 	return rc == -EAGAIN && moving ? 0 : rc;
 }
@@ -294,7 +337,7 @@ shmt__move_settle(const char *name, uint64_t wait_ns)
 {
 	struct shmt_hdr *hdr;
 	struct stat st;
-	int fd, rc;
+	int fd, rc, finished = 0;
 
 	if ((rc = shmt__name_check(name)) != 0)
 		return rc;
@@ -318,8 +361,10 @@ shmt__move_settle(const char *name, uint64_t wait_ns)
 	    shmt__format_word())
 		rc = SHMT_EMAGIC;
 	else
-		rc = settle(hdr, fd, name, wait_ns);
+		rc = settle(hdr, fd, name, wait_ns, &finished);
 	munmap(hdr, sizeof(*hdr));
+	if (finished)
+		wake_object(fd);
 	close(fd);
 	if (rc == 0 || rc == SHMT_ESTALE)
 		sweep_dead_movers(name);

@@ -341,8 +341,8 @@ object_open(const char *name, uid_t owner, int *fd, struct stat *st)
 /* Read the header of the object FD of SIZE bytes once into *HC (private
  * memory) and validate that copy, filling REG.  By pread, not through a
  * mapping: an object truncated meanwhile gives a short read, not SIGBUS. */
-static int
-header_read(int fd, uint64_t size, struct shmt_hdr *hc,
+int
+shmt__header_read(int fd, uint64_t size, struct shmt_hdr *hc,
     struct shmt_region reg[SHMT_R_COUNT])
 {
 	if (size < sizeof(*hc)) {
@@ -391,7 +391,7 @@ open_once(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 	/* Everything the handle trusts (regions, store and analyzer geometry,
 	 * limiter table size) comes from this one private copy, never from a
 	 * second read of the segment. */
-	if ((rc = header_read(fd, size, &hc, reg)) != 0 ||
+	if ((rc = shmt__header_read(fd, size, &hc, reg)) != 0 ||
 	    (rc = shmt__ns_check(&hc)) != 0)
 		goto fail;
 	if (hc.sh_retired != 0) {
@@ -560,7 +560,7 @@ retire(const char *name)
 	/* Only the last name retires it: removing the temporary name of a
 	 * segment published under another (a restore) must not. */
 	if (st.st_nlink == 1 &&
-	    header_read(fd, (uint64_t)st.st_size, &hc, reg) == 0) {
+	    shmt__header_read(fd, (uint64_t)st.st_size, &hc, reg) == 0) {
 		base = mmap(NULL, sizeof(hc), PROT_READ | PROT_WRITE,
 		    MAP_SHARED, fd, 0);
 		if (base != MAP_FAILED) {

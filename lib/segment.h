@@ -286,6 +286,10 @@ uint64_t shmt__format_word(void);
 /* 1 when GID is the caller's effective group or one of its supplementary
  * groups, else 0 (also when the groups cannot be read). */
 int shmt__in_group(gid_t gid);
+/* Read the header of the object FD of SIZE bytes once into *HC (private
+ * memory) and validate it, filling REG: 0 or the error shmt_open gives. */
+int shmt__header_read(int fd, uint64_t size, struct shmt_hdr *hc,
+    struct shmt_region reg[SHMT_R_COUNT]);
 /* Give the segment of H (not yet published under its final name) the
  * secret KEY and load it into H: a snapshot restore keeps the snapshot's
  * secret so that the hashes it stores stay valid. */

@@ -113,17 +113,30 @@ wait_try(shmt_t *h, const struct shmt_lview *v, const void *client,
 	return rc;
 }
 
+/* The segment of H is no longer LIVE: frozen, moved or retired.  A
+ * refusal records nothing, so it does not check this (shmt__grant_check
+ * checks grants only); a waiter must, or it would sleep on in the old
+ * generation after a move woke it. */
+static int
+seg_gone(const shmt_t *h)
+{
+	return __atomic_load_n(&h->hdr->sh_retired, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Try, and sleep between tries, until DEADLINE (CLOCK_MONOTONIC ns; 0:
+ * one try).  SHMT_ESTALE when the segment stopped being LIVE while
+ * refused: SHMT_GEN_CALL then waits out the move and tries again in the
+ * generation the name holds, with the same deadline. */
 static int
 wait_loop(shmt_t *h, const struct shmt_lview *v, const void *client,
-    size_t len, uint64_t cost, uint64_t timeout, char *buf,
+    size_t len, uint64_t cost, uint64_t deadline, char *buf,
     shmt_decision_t *out)
 {
-	uint64_t deadline = sat_add(shmt__mono_ns(), timeout);
 	uint32_t *wake = &v->lim->lm_wake;
 	shmt_decision_t d;
 	int rc = wait_try(h, v, client, len, cost, buf, &d);
 
-	while (rc == 0 && timeout != 0) {
+	while (rc == 0 && deadline != 0) {
 		uint32_t seen = wake_mark(wake);
 		uint64_t now, sleep;
 
@@ -131,6 +144,13 @@ wait_loop(shmt_t *h, const struct shmt_lview *v, const void *client,
 		 * (shmt_limiter_delete wakes its sleepers). */
 		if (!row_live(v)) {
 			rc = -ENOENT;
+			break;
+		}
+		/* A segment moved or being moved: a move (or whoever finishes
+		 * a dead mover's) wakes its sleepers, after its state word
+		 * says so. */
+		if (seg_gone(h)) {
+			rc = SHMT_ESTALE;
 			break;
 		}
 		if ((rc = wait_try(h, v, client, len, cost, buf, &d)) != 0)
@@ -157,9 +177,16 @@ wait_loop(shmt_t *h, const struct shmt_lview *v, const void *client,
 	return rc;
 }
 
+/* The deadline of a wait of TIMEOUT_NS from now: 0 for none (one try). */
+static uint64_t
+wait_deadline(uint64_t timeout_ns)
+{
+	return timeout_ns == 0 ? 0 : sat_add(shmt__mono_ns(), timeout_ns);
+}
+
 static int
 gen_wait_once(shmt_t *h, const char *name, const void *client, size_t client_len,
-    uint64_t cost, uint64_t timeout_ns, shmt_decision_t *out)
+    uint64_t cost, uint64_t deadline, shmt_decision_t *out)
 {
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
@@ -168,19 +195,21 @@ gen_wait_once(shmt_t *h, const char *name, const void *client, size_t client_len
 	if ((rc = shmt__decide_find(h, name, client, client_len, cost, &scratch,
 	    &v)) != 0)
 		return rc;
-	return wait_loop(h, v, client, client_len, cost, timeout_ns, NULL, out);
+	return wait_loop(h, v, client, client_len, cost, deadline, NULL, out);
 }
 
 SHMT_EXPORT int
 shmt_wait(shmt_t *h, const char *name, const void *client, size_t client_len,
     uint64_t cost, uint64_t timeout_ns, shmt_decision_t *out)
 {
-	SHMT_GEN_CALL(h, gen_wait_once(h, name, client, client_len, cost, timeout_ns, out));
+	uint64_t deadline = wait_deadline(timeout_ns);
+
+	SHMT_GEN_CALL(h, gen_wait_once(h, name, client, client_len, cost, deadline, out));
 }
 
 static int
 gen_next_key_wait_once(shmt_t *h, const char *name, char *buf, size_t cap,
-    uint64_t timeout_ns, shmt_decision_t *out)
+    uint64_t deadline, shmt_decision_t *out)
 {
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
@@ -191,12 +220,14 @@ gen_next_key_wait_once(shmt_t *h, const char *name, char *buf, size_t cap,
 	if ((rc = lim_find(h, name, &scratch, &v)) != 0 ||
 	    (rc = shmt__keys_check(v, buf, cap)) != 0)
 		return rc;
-	return wait_loop(h, v, NULL, 0, 1, timeout_ns, buf, out);
+	return wait_loop(h, v, NULL, 0, 1, deadline, buf, out);
 }
 
 SHMT_EXPORT int
 shmt_next_key_wait(shmt_t *h, const char *name, char *buf, size_t cap,
     uint64_t timeout_ns, shmt_decision_t *out)
 {
-	SHMT_GEN_CALL(h, gen_next_key_wait_once(h, name, buf, cap, timeout_ns, out));
+	uint64_t deadline = wait_deadline(timeout_ns);
+
+	SHMT_GEN_CALL(h, gen_next_key_wait_once(h, name, buf, cap, deadline, out));
 }

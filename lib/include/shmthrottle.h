@@ -1109,7 +1109,10 @@ SHMT_EXPORT int shmt_refund(shmt_t *h, const char *name,
  * out, -EINTR when a signal interrupted the sleep, or the errors of
  * shmt_acquire.  *OUT (may be NULL) gets the last try's decision (not on an
  * error).  Waiters are not queued: when uses come back, whoever tries first
- * gets them.  kill -9 while asleep leaves nothing held (at most one
+ * gets them.  A move of the segment wakes its waiters (the mover, or
+ * whoever finishes the move of a mover killed after its rename): they go
+ * on waiting in the new generation until the same deadline.  kill -9 while
+ * asleep leaves nothing held (at most one
  * needless wake-up call for the next releaser).
  */
 SHMT_EXPORT int shmt_wait(shmt_t *h, const char *name, const void *client,
