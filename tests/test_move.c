@@ -23,9 +23,14 @@
  *   that is above 1)
  *   leaves exactly one authoritative generation under the name, no private
  *   object behind once settled, and no over-grant by a worker that keeps
- *   granting throughout.
+ *   granting throughout;
+ * - a mover killed by kill -9 right after its rename: the process that
+ *   then marks the old generation MOVED wakes a waiter of another process
+ *   asleep in shmt_wait there, which follows at once instead of sleeping
+ *   to its retry time.
  */
 #include "daemon.h"
+#include "limiter.h"
 #include "proc.h"
 #include "segment.h"
 #include "testutil.h"
@@ -762,6 +767,117 @@ test_move_kill(void **state)
 	tu_close_unlink(h, seg);
 }
 
+/* The state of process PID in /proc/PID/stat ('S': asleep), or 0. */
+static char
+mv_proc_state(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+/*
+ * A mover killed after its rename (here a process that makes a move's
+ * steps by hand: freeze, rename of a ready generation over the name, then
+ * kill -9 of itself) leaves the old generation FROZEN.  A waiter of
+ * another process sleeps in shmt_wait on it, its retry time an hour away
+ * (timeout 20 s).  The next call on the old generation finds the mover
+ * dead and marks it MOVED; it must wake the waiter, as the mover would
+ * have, which then follows the move and is granted on the new generation
+ * within 3 s.
+ */
+static void
+test_move_dead_mover_wakes(void **state)
+{
+	shmt_limit_t l = { .limit = 1, .window_ns = 3600 * MV_S,
+		.slack_ns = MV_S, .slack_uses = 1 };
+	char seg[96], next[96], from[128], to[128];
+	struct shmt_lim *row;
+	shmt_config_t c;
+	shmt_t *h, *n;
+	pid_t waiter, mover;
+	int st, rc, i;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "wake");
+	tu_segname(next, sizeof(next), "wakenext");
+	mv_config(&c, 4 << 20);
+	assert_int_equal(shmt_create(seg, &c, &h), 0);
+	assert_int_equal(shmt_limiter_define(h, "w", &l), 0);
+	assert_int_equal(shmt_limiter_define(h, "o", &l), 0);
+	assert_int_equal(shmt_try_use_key(h, "w"), 1);
+	/* The generation the mover publishes. */
+	assert_int_equal(shmt_create(next, &c, &n), 0);
+	assert_int_equal(shmt_limiter_define(n, "w", &l), 0);
+	assert_int_equal(shmt_limiter_define(n, "o", &l), 0);
+	shmt_close(n);
+	fflush(stdout);
+	waiter = fork();
+	assert_true(waiter >= 0);
+	if (waiter == 0) {
+		shmt_decision_t d;
+		shmt_t *w;
+		uint64_t t0, el;
+
+		if (shmt_open(seg, &w) != 0)
+			_exit(2);
+		t0 = tu_mono_ns();
+		rc = shmt_wait(w, "w", NULL, 0, 1, 20 * MV_S, &d);
+		el = tu_mono_ns() - t0;
+		printf("# waiter: %d after %" PRIu64 " us\n", rc, el / 1000);
+		fflush(stdout);
+		shmt_close(w);
+		_exit(rc == 1 && el < 3 * MV_S ? 0 : 1);
+	}
+	/* Asleep: its sleeper bit set and the process sleeping (bounded). */
+	row = tu_row_of(h, "w");
+	for (i = 0; i < 10000; i++) {
+		if ((__atomic_load_n(&row->lm_wake, __ATOMIC_ACQUIRE) & 1) &&
+		    mv_proc_state(waiter) == 'S')
+			break;
+		tu_pause_ms(1);
+	}
+	assert_true(i < 10000);
+	mover = fork();
+	assert_true(mover >= 0);
+	if (mover == 0) {
+		uint64_t w = shmt__genword_load(h->hdr);
+
+		__atomic_store_n(&h->hdr->sh_mover_pid, (int64_t)getpid(),
+		    __ATOMIC_RELEASE);
+		__atomic_store_n(&h->hdr->sh_mover_start,
+		    shmt__proc_start(getpid()), __ATOMIC_RELEASE);
+		if ((uint32_t)w != SHMT_SEG_LIVE || !shmt__genword_cas(h->hdr,
+		    &w, SHMT_SEG_FROZEN, (uint32_t)(w >> 32) + 1))
+			_exit(2);
+		snprintf(from, sizeof(from), "/dev/shm%s", next);
+		snprintf(to, sizeof(to), "/dev/shm%s", seg);
+		if (rename(from, to) != 0)
+			_exit(3);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	assert_int_equal(waitpid(mover, &st, 0), mover);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	/* This call, on another limiter, finds the mover dead and the name
+	 * moved on. */
+	assert_int_equal(shmt_try_use_key(h, "o"), 1);
+	assert_int_equal((uint32_t)shmt__genword_load(h->hdr), SHMT_SEG_MOVED);
+	assert_int_equal(waitpid(waiter, &st, 0), waiter);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	tu_close_unlink(h, seg);
+}
+
 /* A clock that freezes H's segment, as a live mover (this process)
  * would, at the read it is armed for: inside a call that found the
  * segment LIVE at its entry. */
@@ -863,6 +979,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_move_follow_calls, tu_sweep),
 		cmocka_unit_test_teardown(test_move_workers, tu_sweep),
 		cmocka_unit_test_teardown(test_move_parked, tu_sweep),
+		cmocka_unit_test_teardown(test_move_dead_mover_wakes, tu_sweep),
 	};
 	const struct CMUnitTest stress[] = {
 		cmocka_unit_test_teardown(test_move_kill, tu_sweep),
