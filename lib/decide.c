@@ -288,7 +288,12 @@ bk_decide(const struct bk_ctx *c, struct shmt_w w, uint64_t now, uint64_t k,
 	out->remaining = sim_remaining(&s);
 	out->reset_after_ns = back - now;
 	out->retry_after_ns = 0;
-	if (!granted) {
+	if (!granted && k > c->limit) {
+		/* More than the limit never passes (a client's own tier
+		 * limit may be below the class's largest cost): answered as
+		 * a deny rule is. */
+		out->retry_after_ns = UINT64_MAX;
+	} else if (!granted) {
 		if ((rc = sim_when(&s, k, &at)) != 0)
 			return rc;
 		out->retry_after_ns = at - now;
@@ -964,8 +969,18 @@ shmt__peek_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 	if (v->mode == SHMT_MODE_GCRA)
 		return shmt__gcra_peek_tat(v, 0, now, cost, out);
 	/* A fresh limit: an empty ring. */
-	out->granted = 1;
 	out->limit = v->limit;
+	if (cost > v->limit) {
+		/* Never, as bk_decide answers: nothing in flight. */
+		out->granted = 0;
+		out->remaining = v->limit;
+		if (out->remaining > (uint64_t)v->nb * v->slack_uses)
+			out->remaining = (uint64_t)v->nb * v->slack_uses;
+		out->retry_after_ns = UINT64_MAX;
+		out->reset_after_ns = 0;
+		return 0;
+	}
+	out->granted = 1;
 	out->remaining = v->limit - cost;
 	if (out->remaining > (uint64_t)v->nb * v->slack_uses - cost)
 		out->remaining = (uint64_t)v->nb * v->slack_uses - cost;

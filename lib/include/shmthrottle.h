@@ -990,7 +990,11 @@ typedef struct shmt_decision {
  * holds: such a request may be refused (counted as "ring full") while
  * uses are free; retry_after_ns then names the release that makes room.
  * A per-client request refused because the client table is full has no
- * exact answer: remaining is 0 and retry_after_ns is window + slack.
+ * exact answer: remaining is 0 and retry_after_ns is window + slack.  A
+ * COST the class takes but above the client's own limit (a tier below
+ * slack_uses, shmt_client_set) never passes under that rule: it is
+ * refused with retry_after_ns UINT64_MAX, as a deny rule answers
+ * (remaining and reset_after_ns as for any refusal, limit the tier's).
  */
 SHMT_EXPORT int shmt_acquire(shmt_t *h, const char *name, const void *client,
     size_t client_len, uint64_t cost, shmt_decision_t *out);
@@ -1108,11 +1112,14 @@ SHMT_EXPORT int shmt_refund(shmt_t *h, const char *name,
  * then tries again.  Returns 1 granted, 0 throttled when the timeout ran
  * out, -EINTR when a signal interrupted the sleep, or the errors of
  * shmt_acquire.  *OUT (may be NULL) gets the last try's decision (not on an
- * error).  Waiters are not queued: when uses come back, whoever tries first
- * gets them.  A move of the segment wakes its waiters (the mover, or
- * whoever finishes the move of a mover killed after its rename): they go
- * on waiting in the new generation until the same deadline.  kill -9 while
- * asleep leaves nothing held (at most one
+ * error).  A request that never passes under the client's rule (a deny
+ * rule, a cost above its tier limit: retry_after_ns UINT64_MAX) sleeps
+ * until the timeout, or until a change of that limiter's rules wakes it
+ * to decide again.  Waiters are not queued: when uses come back, whoever
+ * tries first gets them.  A move of the segment wakes its waiters (the
+ * mover, or whoever finishes the move of a mover killed after its rename):
+ * they go on waiting in the new generation until the same deadline.
+ * kill -9 while asleep leaves nothing held (at most one
  * needless wake-up call for the next releaser).
  */
 SHMT_EXPORT int shmt_wait(shmt_t *h, const char *name, const void *client,
