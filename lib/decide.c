@@ -391,15 +391,47 @@ ex_free_at(const struct shmt_lview *v, int64_t m, uint64_t now)
 }
 
 /*
+ * When the limiter whose next grant is N is full again: when grants N ..
+ * N + L - 1 all pass, i.e. the records of grants N - L .. N - 1 are all due
+ * (0 when there is none).  Due times grow with grant numbers, but for a
+ * change that holds the older records longer (exact.c): among the records
+ * it holds and among the others they grow, so the latest is the newest
+ * record's or the newest held one's.  0 or EX_STALE.
+ */
+static int
+ex_full_at(const struct shmt_lview *v, int64_t n, uint64_t *at)
+{
+	int64_t L = (int64_t)v->limit, held;
+	uint64_t t;
+	int rc;
+
+	*at = 0;
+	if ((rc = ex_before(v, n - 1 + L, &t)) < 0)
+		return rc;
+	if (rc == 1)
+		*at = t;
+	if (__builtin_expect(v->hold_window <= v->window, 1))
+		return 0;
+	held = v->hold_seq - 1 < n - 1 ? v->hold_seq - 1 : n - 1;
+	if (held < 0 || held < n - L || held == n - 1)
+		return 0;
+	if ((rc = ex_before(v, held + L, &t)) < 0)
+		return rc;
+	if (rc == 1 && t > *at)
+		*at = t;
+	return 0;
+}
+
+/*
  * Fill OUT for an exact limiter whose next grant is N at NOW.  Grant times
  * follow grant numbers (each grant reads the clock after the previous one
  * was recorded), so grants N, N+1, ... pass at NOW up to the first one whose
  * predecessor L back is younger than the window: a binary search.
  * APPLY: a peek that would grant; count its grant as made at NOW.  After a
  * change that holds the older records longer (exact.c), due times may
- * fall back once, where the hold ends: remaining and reset are then read
- * from the records the search looks at, an estimate for that while (the
- * grant itself checks its own record).
+ * fall back once, where the hold ends: the search then looks at the held
+ * records and at the others apart, and reset counts the held ones
+ * (ex_full_at).
  */
 static int
 ex_decide(const struct shmt_lview *v, int64_t n, uint64_t now, int granted,
@@ -412,26 +444,44 @@ ex_decide(const struct shmt_lview *v, int64_t n, uint64_t now, int granted,
 	out->granted = granted;
 	out->limit = v->limit;
 	out->retry_after_ns = 0;
-	/* remaining: the largest r with grants n .. n+r-1 all passing. */
-	while (lo < hi) {
-		int64_t mid = lo + (hi - lo + 1) / 2;
+	/* remaining: the largest r with grants n .. n+r-1 all passing.
+	 * Grant n + j checks record n - L + j; those the change holds
+	 * (below hold_seq) come first, and within them and within the
+	 * others the due times grow: search the held ones first, and the
+	 * others only when every held one passes. */
+	if (__builtin_expect(v->hold_window > v->window, 0) &&
+	    v->hold_seq - (n - L) < L)
+		hi = v->hold_seq - (n - L) > 0 ? v->hold_seq - (n - L) : 0;
+	for (;;) {
+		int64_t end = hi;
 
-		if ((rc = ex_free_at(v, n + mid - 1, now)) < 0)
-			return rc;
-		if (rc)
-			lo = mid;
-		else
-			hi = mid - 1;
+		while (lo < hi) {
+			int64_t mid = lo + (hi - lo + 1) / 2;
+
+			if ((rc = ex_free_at(v, n + mid - 1, now)) < 0)
+				return rc;
+			if (rc)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		if (lo < end || end == L)
+			break;
+		hi = L;
 	}
 	out->remaining = (uint64_t)lo;
-	/* Back to full once the newest grant, n - 1, is a window old. */
-	rc = ex_before(v, n - 1 + L, &t);
-	if (rc < 0)
+	/* Back to full once every record that counts is due. */
+	if ((rc = ex_full_at(v, n, &t)) < 0)
 		return rc;
-	out->reset_after_ns = rc == 1 && t > now ? t - now : 0;
+	out->reset_after_ns = t > now ? t - now : 0;
 	if (apply) {
+		/* The peek's own grant is record N, due after a window, or
+		 * after the hold when the change came after its number was
+		 * reached (exact.c). */
 		out->remaining = out->remaining > 0 ? out->remaining - 1 : 0;
-		out->reset_after_ns = v->window;
+		t = ex_due(v, n, now) - now;
+		if (t > out->reset_after_ns)
+			out->reset_after_ns = t;
 	} else if (!granted) {
 		if ((rc = ex_before(v, n, &t)) < 0)
 			return rc;
