@@ -1068,6 +1068,282 @@ test_decide_held_window(void **state)
 	alarm(0);
 }
 
+/* The decision D (of a request at NOW on NAME, CLIENT) and the truth of
+ * its reset: one nanosecond before now + reset the limiter is not full
+ * (a probe of one use would not leave limit - 1), at it it is. */
+static void
+check_reset(const char *name, const void *client, size_t len, uint64_t now,
+    const shmt_decision_t *d)
+{
+	shmt_decision_t p;
+	int before = 0, at;
+
+	if (d->reset_after_ns > 0) {
+		probe(name, client, len, 1, now + d->reset_after_ns - 1, &p);
+		before = p.granted && p.remaining == d->limit - 1;
+	}
+	probe(name, client, len, 1, now + d->reset_after_ns, &p);
+	at = p.granted && p.remaining == d->limit - 1;
+	if (before || !at)
+		fail_msg("at %" PRIu64 ": limit %" PRIu64 " reset %" PRIu64
+		    ", yet full 1 ns before: %d, full at it: %d", now,
+		    d->limit, d->reset_after_ns, before, at);
+}
+
+/* Requests refused whatever the clock: the limiter's denial counters. */
+static uint64_t
+denials(const char *name)
+{
+	shmt_limiter_stat_t st;
+
+	assert_int_equal(shmt_limiter_stat(g.h, name, &st), 0);
+	return st.denied_exhausted + st.denied_slack + st.denied_ring_full +
+	    st.denied_table_full;
+}
+
+/*
+ * A cost the class takes (up to its slack_uses) above a client's own tier
+ * limit can never pass under that rule: peek and acquire refuse it alike,
+ * fresh entry or live, with retry_after_ns UINT64_MAX as a deny rule
+ * answers, remaining and reset as for any refusal; shmt_acquire_all takes
+ * nothing when such a request is one of its members; shmt_wait does not
+ * try again and again; once the rule is cleared the cost passes.
+ */
+static void
+test_decide_tier_cost(void **state)
+{
+	shmt_limit_t l = { .limit = 10, .window_ns = 1000, .slack_ns = 100,
+		.slack_uses = 5, .per_client = 1, .client_capacity = 16 };
+	shmt_client_rule_t two = { .kind = SHMT_RULE_LIMIT, .limit = 2 };
+	shmt_limit_t s = { .limit = 10, .window_ns = 1000, .slack_ns = 100,
+		.slack_uses = 5 };
+	shmt_decision_t d, p, dd[2];
+	shmt_limiter_stat_t st;
+	uint64_t t0 = g.clk.now + 1000000, n0;
+
+	(void)state;
+	alarm(60);
+	assert_int_equal(shmt_limiter_define(g.h, "tc", &l), 0);
+	assert_int_equal(shmt_limiter_define(g.h, "tcs", &s), 0);
+	assert_int_equal(shmt_client_set(g.h, "tc", "alice", 5, &two), 0);
+	assert_int_equal(shmt_client_set(g.h, "tc", "bob", 3, &two), 0);
+	g.clk.now = g.pclk.now = t0;
+	/* A fresh client: nothing in flight, two uses of cost 1 left. */
+	shmt_decision_t never = { .granted = 0, .limit = 2, .remaining = 2,
+		.retry_after_ns = UINT64_MAX, .reset_after_ns = 0 };
+	assert_int_equal(shmt_peek(g.probe, "tc", "alice", 5, 3, &p), 0);
+	same_decision(&never, &p, 0);
+	assert_int_equal(shmt_acquire(g.h, "tc", "alice", 5, 3, &d), 0);
+	same_decision(&never, &d, 1);
+	/* Its entry is live now. */
+	assert_int_equal(shmt_peek(g.probe, "tc", "alice", 5, 3, &p), 0);
+	same_decision(&never, &p, 2);
+	check_reset("tc", "alice", 5, t0, &d);
+	/* One use in flight: one left, full again after the slack and the
+	 * window of its bucket. */
+	assert_int_equal(shmt_acquire(g.h, "tc", "alice", 5, 1, &d), 1);
+	assert_int_equal(d.remaining, 1);
+	assert_int_equal(d.reset_after_ns, 1100);
+	g.clk.now = g.pclk.now = t0 + 10;
+	never.remaining = 1;
+	never.reset_after_ns = 1090;
+	assert_int_equal(shmt_peek(g.probe, "tc", "alice", 5, 3, &p), 0);
+	same_decision(&never, &p, 3);
+	assert_int_equal(shmt_acquire(g.h, "tc", "alice", 5, 3, &d), 0);
+	same_decision(&never, &d, 4);
+	check_reset("tc", "alice", 5, t0 + 10, &d);
+	/* Never, however long one waits. */
+	g.clk.now = g.pclk.now = t0 + 1000000000;
+	never.remaining = 2;
+	never.reset_after_ns = 0;
+	assert_int_equal(shmt_peek(g.probe, "tc", "alice", 5, 3, &p), 0);
+	same_decision(&never, &p, 5);
+	assert_int_equal(shmt_acquire(g.h, "tc", "alice", 5, 3, &d), 0);
+	same_decision(&never, &d, 6);
+
+	/* All or none: nothing is taken, in either order, fresh or live. */
+	for (int live = 0; live < 2; live++) {
+		for (int first = 0; first < 2; first++) {
+			shmt_request_t req[2] = {
+				{ "tcs", NULL, 0, 1 }, { "tc", "bob", 3, 3 } };
+
+			if (first) {
+				shmt_request_t x = req[0];
+
+				req[0] = req[1];
+				req[1] = x;
+			}
+			assert_int_equal(shmt_acquire_all(g.h, req, 2, dd,
+			    NULL), 0);
+			same_decision(&never, &dd[first ? 0 : 1], 7);
+			assert_int_equal(shmt_limiter_stat(g.h, "tcs", &st), 0);
+			assert_int_equal(st.in_flight, 0);
+			assert_int_equal(st.grants, 0);
+		}
+		/* Bob's two uses are still his. */
+		assert_int_equal(shmt_peek(g.probe, "tc", "bob", 3,
+		    live ? 1 : 2, &p), 1);
+		if (!live)
+			assert_int_equal(shmt_acquire(g.h, "tc", "bob", 3, 1,
+			    &d), 1);
+		never.remaining = 1;
+		never.reset_after_ns = 1100;
+	}
+
+	/* A waiter tries once or twice and sleeps out its timeout (20 ms of
+	 * real time), as for a deny rule; it used to try again after every
+	 * window and slack (1.1 us). */
+	n0 = denials("tc");
+	assert_int_equal(shmt_wait(g.h, "tc", "alice", 5, 3, 20000000, &d), 0);
+	assert_int_equal(d.retry_after_ns, UINT64_MAX);
+	assert_true(denials("tc") - n0 <= 8);
+
+	/* Under the class's own limit it passes. */
+	assert_int_equal(shmt_client_clear(g.h, "tc", "alice", 5), 1);
+	assert_int_equal(shmt_peek(g.probe, "tc", "alice", 5, 3, &p), 1);
+	assert_int_equal(shmt_acquire(g.h, "tc", "alice", 5, 3, &d), 1);
+	assert_int_equal(d.limit, 10);
+	alarm(0);
+}
+
+/* The limiter grants its L uses back to back at T and is not full 1 ns
+ * before (a peek then leaves fewer than limit - 1). */
+static void
+exact_full_at(const char *name, uint64_t L, uint64_t t)
+{
+	shmt_decision_t p;
+
+	probe(name, NULL, 0, 1, t - 1, &p);
+	assert_false(p.granted && p.remaining == L - 1);
+	g.clk.now = t;
+	for (uint64_t i = 0; i < L; i++)
+		assert_int_equal(shmt_acquire(g.h, name, NULL, 0, 1, NULL), 1);
+}
+
+/*
+ * Exact mode after a change in place that shortens the window: the
+ * records of grants made before it are held for the old window, and a
+ * decision's reset_after_ns counts them (the limiter is full again when
+ * every one is due), for a grant and for a peek alike.
+ */
+static void
+test_decide_exact_held(void **state)
+{
+	shmt_limit_t l = { .limit = 3, .window_ns = 1000,
+		.mode = SHMT_MODE_EXACT };
+	shmt_decision_t d, p;
+	uint64_t t0 = g.clk.now + 1000000;
+	char why[128];
+
+	(void)state;
+	/* One grant at t0 (window 1000); the window becomes 500; at t0 + 10
+	 * the record of t0 is due at t0 + 1000, and the grant made now at
+	 * t0 + 10 is held as one decided before the change (exact.c):
+	 * due at t0 + 1010. */
+	assert_int_equal(shmt_limiter_define(g.h, "xh1", &l), 0);
+	assert_int_equal(shmt_limiter_define(g.h, "xh2", &l), 0);
+	g.clk.now = g.pclk.now = t0;
+	assert_int_equal(shmt_acquire(g.h, "xh1", NULL, 0, 1, &d), 1);
+	assert_int_equal(shmt_acquire(g.h, "xh2", NULL, 0, 1, &d), 1);
+	l.window_ns = 500;
+	assert_int_equal(shmt_limiter_update(g.h, "xh1", &l, why,
+	    sizeof(why)), 0);
+	assert_int_equal(shmt_limiter_update(g.h, "xh2", &l, why,
+	    sizeof(why)), 0);
+	g.clk.now = g.pclk.now = t0 + 10;
+	shmt_decision_t want = { .granted = 1, .limit = 3, .remaining = 1,
+		.retry_after_ns = 0, .reset_after_ns = 1000 };
+	assert_int_equal(shmt_peek(g.probe, "xh1", NULL, 0, 1, &p), 1);
+	same_decision(&want, &p, 0);
+	assert_int_equal(shmt_acquire(g.h, "xh1", NULL, 0, 1, &d), 1);
+	same_decision(&want, &d, 1);
+	check_reset("xh1", NULL, 0, t0 + 10, &d);
+
+	/* Grants at t0, t0 + 10 and t0 + 20 (the last one due at t0 + 520):
+	 * full again at t0 + 1010. */
+	assert_int_equal(shmt_acquire(g.h, "xh2", NULL, 0, 1, &d), 1);
+	g.clk.now = g.pclk.now = t0 + 20;
+	want.remaining = 0;
+	want.reset_after_ns = 990;
+	assert_int_equal(shmt_peek(g.probe, "xh2", NULL, 0, 1, &p), 1);
+	same_decision(&want, &p, 2);
+	assert_int_equal(shmt_acquire(g.h, "xh2", NULL, 0, 1, &d), 1);
+	same_decision(&want, &d, 3);
+	check_reset("xh2", NULL, 0, t0 + 20, &d);
+	/* Refused meanwhile, with the same reset. */
+	g.clk.now = g.pclk.now = t0 + 30;
+	want.granted = 0;
+	want.retry_after_ns = 970;
+	want.reset_after_ns = 980;
+	assert_int_equal(shmt_peek(g.probe, "xh2", NULL, 0, 1, &p), 0);
+	same_decision(&want, &p, 4);
+	assert_int_equal(shmt_acquire(g.h, "xh2", NULL, 0, 1, &d), 0);
+	same_decision(&want, &d, 5);
+	exact_full_at("xh1", 3, t0 + 1010);
+	exact_full_at("xh2", 3, t0 + 1010);
+}
+
+/*
+ * Exact mode under random changes in place of its limit and window: a peek
+ * answers what the acquire then does, field for field, and every decision
+ * holds against the library itself: refused 1 ns before retry_after_ns and
+ * granted at it; not full 1 ns before reset_after_ns, and at it L grants
+ * back to back.
+ */
+static void
+test_decide_exact_update(void **state)
+{
+	uint64_t seed = tu_seed("test_decide_exact_update"), rs = seed, op = 0;
+	uint64_t rounds = (uint64_t)(60 * tu_scale()) + 2;
+
+	(void)state;
+	for (uint64_t r = 0; r < rounds; r++) {
+		shmt_limit_t l;
+		char name[32], why[128];
+		uint64_t N = 2 + tu_rand(&rs) % 12;
+
+		memset(&l, 0, sizeof(l));
+		l.limit = N;
+		l.window_ns = 100 + tu_rand(&rs) % 1000;
+		l.mode = SHMT_MODE_EXACT;
+		snprintf(name, sizeof(name), "xu%u", g.nlim++);
+		assert_int_equal(shmt_limiter_define(g.h, name, &l), 0);
+		for (uint64_t i = 0; i < 400; i++, op++) {
+			uint64_t x = tu_rand(&rs);
+			shmt_decision_t got, pk, p;
+			int rc, prc;
+
+			if (x % 41 == 0) {
+				l.limit = 1 + tu_rand(&rs) % N;
+				l.window_ns = 100 + tu_rand(&rs) % 1000;
+				assert_int_equal(shmt_limiter_update(g.h, name,
+				    &l, why, sizeof(why)), 0);
+			}
+			if (x % 3 == 0)
+				g.clk.now += (x >> 20) % (l.window_ns / 3 + 1);
+			g.pclk.now = g.clk.now;
+			prc = shmt_peek(g.probe, name, NULL, 0, 1, &pk);
+			rc = shmt_acquire(g.h, name, NULL, 0, 1, &got);
+			assert_int_equal(prc, rc);
+			same_decision(&pk, &got, op);
+			assert_int_equal(got.limit, l.limit);
+			if (!rc) {
+				probe(name, NULL, 0, 1, g.clk.now +
+				    got.retry_after_ns - 1, &p);
+				assert_int_equal(p.granted, 0);
+				probe(name, NULL, 0, 1, g.clk.now +
+				    got.retry_after_ns, &p);
+				assert_int_equal(p.granted, 1);
+			}
+			check_reset(name, NULL, 0, g.clk.now, &got);
+			if ((x >> 40) % 16 == 0 && got.reset_after_ns > 0)
+				exact_full_at(name, l.limit, g.clk.now +
+				    got.reset_after_ns);
+		}
+	}
+	printf("test_decide_exact_update: %" PRIu64 " decisions\n", op);
+}
+
 /*
  * shmt_acquire of one use without a decision takes the plain grant's path
  * (shmt_try_use_key's, shmt_try_use's): two limiters of the same
@@ -1167,6 +1443,9 @@ main(void)
 		cmocka_unit_test(test_peek_changes_nothing),
 		cmocka_unit_test(test_decide_bad_input),
 		cmocka_unit_test(test_decide_held_window),
+		cmocka_unit_test(test_decide_tier_cost),
+		cmocka_unit_test(test_decide_exact_held),
+		cmocka_unit_test(test_decide_exact_update),
 		cmocka_unit_test(test_acquire_plain_is_try),
 	};
 
