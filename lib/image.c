@@ -358,14 +358,17 @@ copy_cuts(shmt_t *h, unsigned char *b, uint64_t hlen, uint64_t llen,
 	unsigned char *tab = b + hlen, *ar = b + hlen + llen;
 
 	for (uint32_t r = 0; r < nrows; r++) {
-		struct shmt_lim *rowc = (struct shmt_lim *)(void *)(tab +
-		    (uint64_t)r * sizeof(*lim));
+		/* The image's rows are not on their type's alignment: each is
+		 * read into ROW, and written back from it when repaired. */
+		unsigned char *at = tab + (uint64_t)r * sizeof(*lim);
+		struct shmt_lim row, *rowc = &row;
 		struct shmt_lview v;
 		uint64_t off, nb;
 		unsigned char *p;
 
 		if ((uint64_t)(r + 1) * sizeof(*lim) > llen)
 			break;
+		memcpy(&row, at, sizeof(row));
 		if (rowc->lm_state != SHMT_LIM_READY ||
 		    shmt__view_fill(h, r, &lim[r], &v) != 0)
 			continue;
@@ -384,15 +387,16 @@ copy_cuts(shmt_t *h, unsigned char *b, uint64_t hlen, uint64_t llen,
 		if (rowc->lm_mode != v.mode || rowc->lm_ring_off != off ||
 		    off > used || nb > used - off || off % 16 != 0)
 			continue;
-		if (copy_row_cut(h, &lim[r], (unsigned char *)rowc, off, nb,
-		    ar + off))
+		if (copy_row_cut(h, &lim[r], at, off, nb, ar + off))
 			continue;
+		memcpy(&row, at, sizeof(row));
 		if (v.mode == SHMT_MODE_EXACT)
 			fix_exact_copy(rowc, (struct shmt_log_slot *)(void *)
 			    (ar + off), (int64_t)v.nlog, shmt__now(h));
 		else
 			fix_ring_copy(&v, rowc, (struct shmt_ring_slot *)
 			    (void *)(ar + off), shmt__now(h));
+		memcpy(at, &row, sizeof(row));
 	}
 }
 
