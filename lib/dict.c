@@ -506,8 +506,13 @@ shmt__dict_key_by_hash(shmt_t *h, uint64_t hash, void *buf, size_t cap,
  * shard: a call reads that bucket's chain in each shard (seq_read: no
  * lock) for the live key with the least place at or after the cursor, and
  * moves to the next bucket's places when there is none.  A key stored
- * where its hash does not lead (a damaged segment) is passed over: a get
- * could not find it either.  Two keys with the same place (63 bits of
+ * where its hash does not lead is damage (no writer puts it there, and a
+ * get could not find it): the walk stops with SHMT_ECORRUPT, as at a chain
+ * longer than the heap holds.  So every chain it reads holds only its own
+ * bucket's keys, and the walk of a shard passes each item once, however
+ * a damaged segment's links run (passing over misplaced items instead, a
+ * walk of buckets that all lead into one chain would read that chain once
+ * per bucket).  Two keys with the same place (63 bits of
  * their keyed hash equal: for n keys a chance of about n^2 / 2^64 that
  * some pair is) are one place, and the walk returns one of them.
  */
@@ -546,7 +551,8 @@ struct walk_read {
 };
 
 /* seq_read's copy: the live key of bucket B with the least place in
- * [FROM, TO), stored where its hash leads. */
+ * [FROM, TO); SHMT_ECORRUPT at an item stored where its hash does not
+ * lead, or at a chain longer than the heap holds. */
 static int
 walk_copy(void *arg)
 {
@@ -560,13 +566,14 @@ walk_copy(void *arg)
 		size_t len = lens_klen(c.lens);
 		uint64_t hash, place;
 
+		hash = key_hash(w->h, item_key(it), len);
+		if (shard_of(w->st, hash) != w->shard ||
+		    bucket_of(w->st, hash) != w->b)
+			return SHMT_ECORRUPT;
 		if (it->it_expire != 0 && it->it_expire <= w->now)
 			continue;
-		hash = key_hash(w->h, item_key(it), len);
 		place = walk_place(hash);
 		if (place < w->from || place >= w->to ||
-		    shard_of(w->st, hash) != w->shard ||
-		    bucket_of(w->st, hash) != w->b ||
 		    (w->found && place >= w->place))
 			continue;
 		w->found = 1;

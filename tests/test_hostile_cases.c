@@ -373,6 +373,62 @@ test_chain_cycle(void **state)
 	assert_int_equal(shmt_unlink(name), 0);
 }
 
+/* Every bucket of the dictionary's shard leads into one chain that holds
+ * all its items, each where its own key does not lead but one: no cycle,
+ * no invalid item, yet a walk that passed over misplaced items would read
+ * the whole chain again for every bucket (buckets x items steps: minutes
+ * with a full heap).  The walk names the damage at the first bucket. */
+static void
+test_walk_shared_chain(void **state)
+{
+	char name[128], key[16], kbuf[SHMT_KEY_MAX];
+	const struct shmt_store *st;
+	struct shmt_shard *sh;
+	uint64_t cursor = 0, first = 0, *tail = &first, b;
+	size_t klen;
+	shmt_config_t cfg;
+	shmt_t *h = NULL;
+	int n = 0, rc;
+
+	(void)state;
+	alarm(HC_ALARM);
+	tu_segname(name, sizeof(name), "share");
+	small_config(&cfg);
+	assert_int_equal(shmt_create(name, &cfg, &h), 0);
+	for (int i = 0; i < 2000; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		assert_int_equal(shmt_set(h, key, strlen(key), "v", 1, 0), 0);
+	}
+	st = h->dict;
+	sh = shard0(st);
+	/* String every item of every chain into one. */
+	for (b = 0; b < st->nbuckets; b++) {
+		uint64_t l = shard_index(st, sh)[b].bk_head;
+
+		while (l != 0) {
+			struct shmt_item *it = (struct shmt_item *)(
+			    shard_heap(st, sh) + link_off(l));
+
+			*tail = l;
+			tail = &it->it_next;
+			l = it->it_next;
+			n++;
+		}
+	}
+	*tail = 0;
+	assert_int_equal(n, 2000);
+	for (b = 0; b < st->nbuckets; b++) {
+		shard_index(st, sh)[b].bk_head = first;
+		shard_index(st, sh)[b].bk_filter = UINT32_MAX;
+	}
+	rc = shmt_dict_next(h, &cursor, kbuf, sizeof(kbuf), &klen);
+	printf("# walk over one chain shared by every bucket: %s\n",
+	    rc == 1 ? "a key" : shmt_strerror(rc));
+	assert_int_equal(rc, SHMT_ECORRUPT);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(name), 0);
+}
+
 /* ---- Nothing changes on error ------------------------------------------------ */
 
 /* The keys of H's dictionary, sorted, one per line, into a malloc'd text. */
@@ -652,6 +708,7 @@ main(void)
 		cmocka_unit_test_teardown(test_lock_stopped_holder, tu_sweep),
 		cmocka_unit_test_teardown(test_counter_short_value, tu_sweep),
 		cmocka_unit_test_teardown(test_chain_cycle, tu_sweep),
+		cmocka_unit_test_teardown(test_walk_shared_chain, tu_sweep),
 		cmocka_unit_test_teardown(test_set_never_fits, tu_sweep),
 		cmocka_unit_test_teardown(test_open_header_changing, tu_sweep),
 		cmocka_unit_test_teardown(test_truncated, tu_sweep),

@@ -1459,8 +1459,9 @@ SHMT_EXPORT int shmt_incr(shmt_t *h, const void *key, size_t klen,
  * lock.  Errors: -EINVAL (also a cursor no walk gives: above 2^63),
  * -ERANGE (KCAP too small: *KLEN has the length; the cursor does not
  * move), -ENODEV, -EAGAIN, SHMT_ECORRUPT (a chain longer than its shard
- * can hold: a cycle; found before any key of that chain is returned
- * twice), SHMT_ESTALE (the segment was removed).  Thread-safe; the cursor
+ * can hold: a cycle, found before any key of that chain is returned
+ * twice; or a chain that holds a key of another bucket, which no writer
+ * puts there: the walk reads each item once), SHMT_ESTALE (the segment was removed).  Thread-safe; the cursor
  * is the caller's.
  */
 SHMT_EXPORT int shmt_dict_next(shmt_t *h, uint64_t *cursor, void *kbuf,
