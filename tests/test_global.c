@@ -1667,14 +1667,31 @@ hosts_waiting(struct fleet *f, uint64_t end)
 	}
 }
 
+/* The grants of host HOST decided in [FROM, TO). */
+static uint64_t
+grants_in(struct fleet *f, int host, uint64_t from, uint64_t to)
+{
+	uint64_t n = 0;
+
+	for (int i = host * WORKERS; i < (host + 1) * WORKERS; i++)
+		for (uint64_t k = 0; k < f->rec[i].n; k++)
+			if (f->rec[i].t[k] >= from && f->rec[i].t[k] < to)
+				n++;
+	return n;
+}
+
 /*
  * offline_limit across two outages in one window: Redis goes away (each
  * host grants up to N on its own), comes back without its data (the hosts
  * report their offline uses, then wait out its hold), and goes away again
  * before the first offline leases' hold is over.  The second outage must
  * count the first one's uses still in flight: no host grants more than N
- * in any window of the two (a host that forgot its reported uses granted
- * 2 N).
+ * in any window of the two on its own (a host that forgot its reported
+ * uses granted 2 N).  On its own: uses of leases Redis granted before the
+ * first outage may still be spent after it (a slow run spends them late),
+ * so a host's bound is N plus what its open leases held when Redis went
+ * away: at most what they held when read just after, plus the host's
+ * grants between the outage and that read.
  */
 static void
 test_fleet_offline_flap(void **state)
@@ -1682,9 +1699,10 @@ test_fleet_offline_flap(void **state)
 	const int busy[HOSTS] = { 1, 1, 1 };
 	const uint64_t off = 30;
 	struct fleet f;
-	uint64_t start, end, down, back, down2, host_most = 0;
+	uint64_t start, end, down, back, down2, read, host_most = 0;
+	uint64_t leased[HOSTS] = { 0 };
 	struct verdict v;
-	int reached;
+	int reached, over = 0;
 
 	(void)state;
 	NEED_REDIS();
@@ -1697,6 +1715,17 @@ test_fleet_offline_flap(void **state)
 	nap(F_HOLD_NS + 300 * MSEC);
 	down = mono();
 	redis_kill(&f);
+	for (int i = 0; i < HOSTS; i++) {
+		shmt_global_stat_t gs;
+		shmt_t *h = NULL;
+
+		if (shmt_open(f.seg[i], &h) == 0 &&
+		    shmt_global_stat(h, "g", &gs) == 0)
+			leased[i] = gs.lease_cap - gs.lease_used;
+		if (h != NULL)
+			shmt_close(h);
+	}
+	read = mono();
 	nap(40 * MSEC);
 	redis_start(&f);
 	back = mono();
@@ -1707,7 +1736,16 @@ test_fleet_offline_flap(void **state)
 	v = judge(&f, start, end);
 	for (int i = 0; i < HOSTS; i++) {
 		uint64_t m = most_in_window(&f, i, down, end);
+		uint64_t early = grants_in(&f, i, down, read);
 
+		printf("# host %d: most in a window from the first outage on "
+		    "%llu, bound %llu (offline_limit + %llu leased uses left "
+		    "at the outage + %llu granted before they were read)\n", i,
+		    (unsigned long long)m, (unsigned long long)(off +
+		    leased[i] + early), (unsigned long long)leased[i],
+		    (unsigned long long)early);
+		if (m > off + leased[i] + early)
+			over = 1;
 		if (m > host_most)
 			host_most = m;
 	}
@@ -1725,7 +1763,7 @@ test_fleet_offline_flap(void **state)
 	 * offline leases' hold: the daemons reconnect within 50-100 ms. */
 	assert_true(reached);
 	assert_true(host_most > 0);
-	assert_true(host_most <= off);
+	assert_false(over);
 }
 
 /*
