@@ -155,7 +155,7 @@ test_daemon_migrates_snapshot(void **state)
 	h = start();
 	wait_log("restored from");
 	assert_true(tu_file_has(e.log, "migrated from segment format ABI 6 to "
-	    "ABI 7: 3 limiters"));
+	    "ABI 8: 3 limiters"));
 	assert_true(tu_file_has(e.log, "4 dictionary items, 2 counters, "
 	    "analyzer summaries kept"));
 	/* Items without a TTL outlive any time between the fixture and
@@ -219,7 +219,7 @@ test_daemon_migrates_segment(void **state)
 
 	h = start();
 	assert_true(tu_file_has(e.log, "migrated from segment format ABI 6 to "
-	    "ABI 7: 3 limiters"));
+	    "ABI 8: 3 limiters"));
 	assert_true(tu_file_has(e.log, "the old object is retired"));
 	assert_int_equal(((const struct shmt_hdr *)old)->sh_retired,
 	    SHMT_SEG_RETIRED);
