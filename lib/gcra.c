@@ -226,6 +226,20 @@ shmt__gcra_peek(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 	return shmt__gcra_peek_tat(v, tat, shmt__now(h), cost, out);
 }
 
+uint64_t
+shmt__gcra_grants(const struct shmt_lview *v)
+{
+	uint64_t n = __atomic_load_n(&v->lim->lm_exact_grants,
+	    __ATOMIC_RELAXED);
+
+	/* A per-client limiter's word holds no count (its grants add to
+	 * lm_exact_grants). */
+	if (v->flags & SHMT_LIMF_PER_CLIENT)
+		return n;
+	return n + gcra_word_count(__atomic_load_n(&v->lim->lm_w.w[1],
+	    __ATOMIC_RELAXED));
+}
+
 void
 shmt__gcra_stat(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 {
@@ -233,7 +247,7 @@ shmt__gcra_stat(shmt_t *h, const struct shmt_lview *v, shmt_limiter_stat_t *o)
 	uint64_t tat = __atomic_load_n(&v->lim->lm_w.w[0], __ATOMIC_ACQUIRE);
 
 	o->buckets_in_use = 0;
-	o->grants = __atomic_load_n(&v->lim->lm_exact_grants, __ATOMIC_RELAXED);
+	o->grants = shmt__gcra_grants(v);
 	if (v->flags & SHMT_LIMF_PER_CLIENT) {
 		o->in_flight = 0;
 		for (uint32_t i = 0; i < v->capacity; i++) {

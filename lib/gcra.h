@@ -73,6 +73,31 @@ int shmt__gcra_ce_reclaim(struct shmt_client *e, uint64_t now);
  * second word (a client entry's state) as it is. */
 int64_t shmt__gcra_reset(struct shmt_w *wp, int is_client);
 
+/*
+ * The grants of a shared rate limiter: the count of uses it granted is the
+ * row's lm_exact_grants plus the count in the upper 48 bits of W's second
+ * half (above the parameter generation), which the grant's own CAS raises,
+ * so a grant costs no other atomic.  When raising it would pass
+ * GCRA_COUNT_MAX (2^48 - 2^32: years of grants at millions per second) or
+ * the cost is above GCRA_COST_IN_WORD, the grant leaves the word's count
+ * as it is and adds to lm_exact_grants instead (an atomic add, the older
+ * way), so the sum never wraps and is never read half moved.  A refund
+ * subtracts from lm_exact_grants (the sum is taken modulo 2^64).  A
+ * change of parameters and a reset keep the count.
+ */
+#define GCRA_COUNT_SHIFT 16
+#define GCRA_COUNT_MAX ((1ULL << 48) - (1ULL << 32))
+#define GCRA_COST_IN_WORD (1ULL << 31)
+
+static inline uint64_t
+gcra_word_count(uint64_t w1)
+{
+	return w1 >> GCRA_COUNT_SHIFT;
+}
+
+/* The uses a shared rate limiter granted (see above). */
+uint64_t shmt__gcra_grants(const struct shmt_lview *v);
+
 /* The interval T = window / limit of V's parameters (view_fill). */
 static inline uint64_t
 gcra_T(const struct shmt_lview *v)
@@ -117,9 +142,16 @@ gcra_take(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 			return 0;
 		}
 		nw[0] = nt;
+		/* The grant counts itself in the word (see above). */
 		nw[1] = w[1];
+		if (__builtin_expect(cost <= GCRA_COST_IN_WORD &&
+		    gcra_word_count(w[1]) <= GCRA_COUNT_MAX - cost, 1))
+			nw[1] += cost << GCRA_COUNT_SHIFT;
 		if (shmt__cas128(wp, w, nw)) {
 			*tatp = nt;
+			if (__builtin_expect(nw[1] == w[1], 0))
+				__atomic_fetch_add(&v->lim->lm_exact_grants,
+				    cost, __ATOMIC_RELAXED);
 			/* Another process asked for the word: step aside
 			 * (see "Contention" in ring.c). */
 			if (__builtin_expect(__atomic_load_n(
@@ -135,14 +167,13 @@ gcra_take(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 	return SHMT_EBUSYLOOP;
 }
 
-/* The count of a rate grant's end RC: the grants, or the denial's. */
+/* The count of a rate grant's end RC: a denial's (a grant counted
+ * itself, gcra_take). */
 static inline __attribute__((always_inline)) void
 gcra_count(const struct shmt_lview *v, int rc, uint64_t cost)
 {
-	if (rc == 1)
-		__atomic_fetch_add(&v->lim->lm_exact_grants, cost,
-		    __ATOMIC_RELAXED);
-	else if (rc == 0)
+	(void)cost;
+	if (rc == 0)
 		shmt__count_denial(v->lim, WHY_EXHAUSTED);
 }
 

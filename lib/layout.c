@@ -10,6 +10,7 @@
 #include "analyzer.h"
 #include "counters.h"
 #include "dict.h"
+#include "gcra.h"
 #include "limiter.h"
 
 #include <errno.h>
@@ -94,6 +95,7 @@ shmt__format_word(void)
 		offsetof(struct shmt_params, sp_counters_error_ppm),
 		sizeof(struct shmt_cnt_hdr), SHMT_CNT_FORMAT,
 		SHMT_HASH_ID,
+		GCRA_COUNT_SHIFT, GCRA_COUNT_MAX,
 	};
 
 	for (size_t i = 0; i < sizeof(facts) / sizeof(facts[0]); i++)

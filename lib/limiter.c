@@ -1052,17 +1052,22 @@ shmt__limiters_check(shmt_t *h, struct shmt_chk *c)
 			shmt__chk(c, "limiter %s: storage beyond the arena's mark",
 			    v.name);
 		if (v.mode != SHMT_MODE_BUCKETS && v.pgen_check &&
-		    (__atomic_load_n(&v.lim->lm_w.w[1], __ATOMIC_ACQUIRE) >>
-		    16) != 0) {
+		    gcra_word_count(__atomic_load_n(&v.lim->lm_w.w[1],
+		    __ATOMIC_ACQUIRE)) > (v.mode == SHMT_MODE_GCRA ?
+		    GCRA_COUNT_MAX : 0)) {
 			/* The word's second half is the parameter generation
-			 * alone (gcra.c, exact.c); the view above checked the
-			 * generation's parameters.  Repair: keep the
-			 * generation, clear the rest. */
+			 * alone (exact.c), or with the count of grants below
+			 * its bound (rate mode, gcra.h); the view above
+			 * checked the generation's parameters.  Repair: keep
+			 * the generation, clear the rest (a rate limiter's
+			 * count of grants restarts from lm_exact_grants). */
 			uint64_t w[2], nw[2];
 
 			shmt__chk(c, "limiter %s: state word's second half "
-			    "%#llx holds more than a parameter generation",
-			    v.name, (unsigned long long)v.lim->lm_w.w[1]);
+			    "%#llx holds more than a parameter generation%s",
+			    v.name, (unsigned long long)v.lim->lm_w.w[1],
+			    v.mode == SHMT_MODE_GCRA ? " and a count of grants "
+			    "below its bound" : "");
 			shmt__load128(&v.lim->lm_w, w);
 			nw[0] = w[0];
 			nw[1] = w[1] & 0xffffU;

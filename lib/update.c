@@ -160,7 +160,8 @@ update_gcra(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
 		struct shmt_lparams *p = &lim->lm_p[gen & 1];
 		uint64_t now;
 
-		if (w[1] != v->pgen)
+		if ((uint32_t)(w[1] & 0xffffU) != v->pgen ||
+		    gcra_word_count(w[1]) > GCRA_COUNT_MAX)
 			return SHMT_ECORRUPT;   /* only we change it */
 		now = shmt__now(h);
 		__atomic_store_n(&p->lp_limit, l->limit, __ATOMIC_RELAXED);
@@ -173,7 +174,7 @@ update_gcra(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
 		__atomic_store_n(&p->lp_uses_cap, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->lp_gen, gen, __ATOMIC_RELAXED);
 		nw[0] = shmt__gcra_rescale(v, l, w[0], now);
-		nw[1] = gen;
+		nw[1] = (w[1] & ~0xffffULL) | gen;   /* the grants' count stays */
 		/* The block is complete before W names it (a locked
 		 * cmpxchg16b, as below). */
 		if (shmt__cas128(&lim->lm_w, w, nw))

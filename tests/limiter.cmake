@@ -21,6 +21,10 @@ shmt_add_test(test_limiter_update SOURCES test_limiter_update.c ${SHMT_TL_UTIL}
   LABELS unit TIMEOUT 120 LIBS Threads::Threads)
 shmt_add_test(test_limiter_update_mp SOURCES test_limiter_update.c ${SHMT_TL_UTIL}
   LABELS stress TIMEOUT 120 ARGS stress LIBS Threads::Threads)
+# Rate mode's count of grants in its state word: bounds, refunds, changes,
+# resets, the checker, and forked granters killed with SIGKILL.
+shmt_add_test(test_gcra_count SOURCES test_gcra_count.c LABELS unit
+  TIMEOUT 60)
 # Rate and exact mode changed in place: models and promises with the
 # injected clock; four processes on a clock shared through memory while the
 # parent changes the parameters; kill -9 of a process changing them.

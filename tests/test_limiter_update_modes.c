@@ -20,6 +20,7 @@
  * leaves the old or the new parameters, never a mix, a clean shmt_check,
  * and a table lock the next change takes.
  */
+#include "gcra.h"
 #include "test_limiter_util.h"
 #include "testutil.h"
 
@@ -622,7 +623,8 @@ test_check_word(void **state)
 		rows = shmt__rows(h, &n);
 		for (uint32_t r = 0; r < n; r++)
 			if (strcmp(rows[r].lm_name, name) == 0)
-				rows[r].lm_w.w[1] |= 0x50000;
+				rows[r].lm_w.w[1] |= mode ? 0x50000 :
+				    (GCRA_COUNT_MAX + 1) << GCRA_COUNT_SHIFT;
 		assert_int_equal(shmt_check(h, NULL, NULL), 1);
 		assert_int_equal(shmt_limiter_update(h, name, &l, why,
 		    sizeof(why)), SHMT_ECORRUPT);
