@@ -31,7 +31,8 @@
  * an integer U is U <= burst + floor(d / T) (when d / T is whole, one
  * less).  A refusal needs no CAS: TAT only grows, so a request refused on an
  * older TAT is refused on the current one too.  kill -9 anywhere: the CAS
- * happened (the uses are granted and count) or not (nothing changed).
+ * happened (the uses are granted and counted, in the same word) or not
+ * (nothing changed).
  * The word is only ever replaced whole, so there is no torn state.
  *
  * Decisions, exactly as redis-cell's, in nanoseconds: granted: reset =
@@ -45,7 +46,8 @@
  * Changing the parameters in place (shmt_limiter_update)
  * ------------------------------------------------------
  * A shared rate limiter keeps TAT in W's first half and the parameter
- * generation g in the low 16 bits of its second (the rest 0); the
+ * generation g in the low 16 bits of its second (above it, the count of
+ * its grants, gcra.h, which a grant's CAS raises and a change keeps); the
  * parameters (limit, window, burst) of g != 0 live in row block
  * lm_p[g & 1] (g = 0: the identity fields), read like a seqlock against
  * the tag as in update.c.  A grant is one 16-byte CAS of the whole W from
