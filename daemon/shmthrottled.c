@@ -664,10 +664,11 @@ segment_new(struct daemon *d)
 	return rc == 0 || rc == -EEXIST ? rc : EXIT_FAIL;
 }
 
-/* The segment is of another format: when it is ABI 6's, migrate it into a
- * new generation of this format (lib/migrate.c).  0 done (open it again),
- * an exit code when it was ABI 6's and could not be migrated, -1 when it
- * is of a format this build does not migrate. */
+/* The segment is of another format: when it is an older one this build
+ * migrates (ABI 7 or ABI 6), migrate it into a new generation of this
+ * format (lib/migrate.c).  0 done (open it again), an exit code when it
+ * was of such a format and could not be migrated, -1 when it is of a
+ * format this build does not migrate. */
 static int
 migrate(struct daemon *d)
 {
@@ -676,15 +677,19 @@ migrate(struct daemon *d)
 	struct shmt__host_time now;
 	struct shmt__migration m;
 	char err[768], note[768];
+	unsigned abi;
 	int rc;
 
-	if (shmt__hdr_facts(name, &f) != 0 || (f.format >> 48) != 6)
+	if (shmt__hdr_facts(name, &f) != 0)
+		return -1;
+	abi = (unsigned)(f.format >> 48);
+	if (!shmt__abi_migrates((int)abi))
 		return -1;
 	/* A freeze undone under the migration (-EAGAIN) published nothing:
 	 * the old segment is live as it was, and is taken again. */
 	for (int tries = 0; tries < 3; tries++) {
 		shmt__host_time_now(&now);
-		rc = shmt__segment6_migrate(name, &now, NULL, NULL, &m, err,
+		rc = shmt__segment_old_migrate(name, &now, NULL, NULL, &m, err,
 		    sizeof(err));
 		if (rc != -EAGAIN)
 			break;
@@ -695,15 +700,15 @@ migrate(struct daemon *d)
 		 * way: go on with the new one, and say what may be lost. */
 		shmtd_log(LOG_WARNING, "segment %s: %s", name, err);
 	} else if (rc != 0) {
-		shmtd_log(LOG_ERR, "segment %s is of format ABI 6 and cannot be "
+		shmtd_log(LOG_ERR, "segment %s is of format ABI %u and cannot be "
 		    "migrated: %s; it is left as it was (start with --recreate "
-		    "to replace it, losing its state)", name, err);
+		    "to replace it, losing its state)", name, abi, err);
 		return EXIT_FAIL;
 	}
 	shmt__migration_text(&m, note, sizeof(note));
 	shmtd_log(LOG_NOTICE, "segment %s %s; the old object is retired: "
-	    "workers built against the ABI 6 library get SHMT_ESTALE until "
-	    "they are restarted against this one", name, note);
+	    "workers built against the ABI %u library get SHMT_ESTALE until "
+	    "they are restarted against this one", name, note, abi);
 	return 0;
 }
 

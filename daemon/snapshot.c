@@ -254,27 +254,28 @@ shmtd_snapshot_restore_note(const char *path, const char *name, shmt_t **out,
 {
 	struct shmt__host_time now;
 	struct shmt__migration m;
-	unsigned char *img = NULL, *img7 = NULL;
+	unsigned char *img = NULL, *imgn = NULL;
 	char why[640];
-	size_t len = 0, len7 = 0;
-	int rc;
+	size_t len = 0, lenn = 0;
+	int rc, abi;
 
 	if (note != NULL && notecap > 0)
 		note[0] = '\0';
 	if ((rc = read_file(path, &img, &len, err, cap)) != 0)
 		return rc;
 	why[0] = '\0';
-	if (shmt__image_abi(img, len) == 6) {
-		/* The previous format: rewritten in this one, then restored
+	abi = shmt__image_abi(img, len);
+	if (shmt__abi_migrates(abi)) {
+		/* An older format: rewritten in this one, then restored
 		 * (and checked) as any image. */
-		rc = shmt__image_migrate(img, len, &img7, &len7, &m, why,
+		rc = shmt__image_migrate(img, len, &imgn, &lenn, &m, why,
 		    sizeof(why));
 		free(img);
 		if (rc != 0)
 			return bad(err, cap, rc, path, "cannot migrate it from "
-			    "segment format ABI 6: %s", why);
-		img = img7;
-		len = len7;
+			    "segment format ABI %d: %s", abi, why);
+		img = imgn;
+		len = lenn;
 		if (note != NULL && notecap > 0)
 			shmt__migration_text(&m, note, notecap);
 	}

@@ -42,7 +42,7 @@ int shmtd_snapshot_restore(const char *path, const char *name, shmt_t **out,
 /*
  * shmtd_snapshot_restore_note: shmtd_snapshot_restore, that also says in
  * NOTE (NOTECAP bytes; empty when nothing was migrated) what it migrated
- * when PATH holds the image of a segment of the previous format (ABI 6):
+ * when PATH holds the image of a segment of an older format (ABI 7 or 6):
  * that image is rewritten in this build's format first (lib/migrate.c),
  * then restored as any other.  An image of any other format is refused
  * (SHMT_EFORMAT) as shmtd_snapshot_restore refuses it.

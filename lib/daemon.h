@@ -129,6 +129,9 @@ int shmt__image_rebuild(const unsigned char *image, size_t len,
 /* The ABI version of the segment format IMAGE (LEN bytes) was taken from
  * (the top 16 bits of its format word), or -1 when it is no image. */
 int shmt__image_abi(const unsigned char *image, size_t len);
+/* 1 when this build migrates segments and images of ABI version ABI (an
+ * older format: ABI 7 and ABI 6), else 0. */
+int shmt__abi_migrates(int abi);
 
 /* What a migration carried, for the daemon's log. */
 struct shmt__migration {
@@ -149,60 +152,67 @@ struct shmt__migration {
 };
 
 /*
- * Rewrite IMAGE (LEN bytes, untrusted), an image of a segment of ABI 6, as
- * an image of this build's format: limiter rows and their arena storage
- * moved to this format's layout (offsets rebased, client entries
- * converted, per-client limiters given an empty override table), the
- * segment header's regions laid out again, the dictionary's, counters' and
- * analyzer's sections carried as they are (migrate.c says why each is
- * safe).  *OUT (malloc'd; the caller frees it) gets *OUTLEN bytes, to be
- * restored with shmt__image_restore or shmt__image_rebuild, which check
- * the rest.  *M says what was carried.  Returns 0; SHMT_EMAGIC (not an
- * image), SHMT_EFORMAT (not of ABI 6), SHMT_ECORRUPT (damaged: a length,
- * count, offset or row that does not hold), -ENOMEM, -EINVAL; ERR (CAP
- * bytes) says why.  Pure computation on private memory: thread-safe, and a
- * kill -9 leaves nothing behind.
+ * Rewrite IMAGE (LEN bytes, untrusted), an image of a segment of an older
+ * format (ABI 7 or ABI 6, told by its format word), as an image of this
+ * build's format, the segment header's regions laid out again.  Of ABI 6:
+ * limiter rows and their arena storage moved to this format's layout
+ * (offsets rebased, client entries converted, per-client limiters given
+ * an empty override table).  Of ABI 7: rows and arena carried as they are
+ * (each READY row checked as a row of ABI 6 is, its override table
+ * included; a row a definition left half built made free).  The
+ * dictionary's, counters' and analyzer's sections carried as they are
+ * (migrate.c says why each is safe).  *OUT (malloc'd; the caller frees
+ * it) gets *OUTLEN bytes, to be restored with shmt__image_restore or
+ * shmt__image_rebuild, which check the rest.  *M says what was carried.
+ * Returns 0; SHMT_EMAGIC (not an image), SHMT_EFORMAT (not of ABI 7 or
+ * ABI 6), SHMT_ECORRUPT (damaged: a length, count, offset or row that
+ * does not hold), -ENOMEM, -EINVAL; ERR (CAP bytes) says why.  Pure
+ * computation on private memory: thread-safe, and a kill -9 leaves
+ * nothing behind.
  */
 int shmt__image_migrate(const unsigned char *image, size_t len,
     unsigned char **out, size_t *outlen, struct shmt__migration *m,
     char *err, size_t cap);
 
 /*
- * The image (as shmt__image_build makes one, of ABI 6's format) of the
- * ABI 6 segment mapped at MAP (SIZE bytes, untrusted: its header, regions,
- * every chain and item are checked), stamped NOW: the header, limiter
- * table and used arena copied with 16-byte atomic loads, every item and
- * counter of its stores as a record (their shards read without their
- * locks: the caller freezes the segment first), the analyzer's summaries.
- * *IMAGE (malloc'd) gets *LEN bytes.  Returns 0; SHMT_EMAGIC, SHMT_EFORMAT
- * (not ABI 6), SHMT_ESIZE, SHMT_ECORRUPT, -ENOMEM; ERR says why.
+ * The image (as shmt__image_build makes one, of the segment's own format)
+ * of the segment of ABI 7 or ABI 6 mapped at MAP (SIZE bytes, untrusted:
+ * its header, regions, every chain and item are checked; its stores are
+ * read with that format's shard geometry, hard-coded in migrate.c),
+ * stamped NOW: the header, limiter table and used arena copied with
+ * 16-byte atomic loads, every item and counter of its stores as a record
+ * (their shards read without their locks: the caller freezes the segment
+ * first), the analyzer's summaries.  *IMAGE (malloc'd) gets *LEN bytes.
+ * Returns 0; SHMT_EMAGIC, SHMT_EFORMAT (not ABI 7 or ABI 6), SHMT_ESIZE,
+ * SHMT_ECORRUPT, -ENOMEM; ERR says why.
  */
-int shmt__segment6_image(const unsigned char *map, uint64_t size,
+int shmt__segment_old_image(const unsigned char *map, uint64_t size,
     const struct shmt__host_time *now, unsigned char **image, size_t *len,
     char *err, size_t cap);
 
 /*
- * Migrate the ABI 6 segment NAME in place (migrate.c gives the protocol):
- * freeze it as ABI 6's own move does, wait for its writer locks, take its
- * image, rewrite it in this format, build and check the new segment under
- * a private name (on CLOCK when not NULL: a test knob), publish it under
- * NAME with rename(2), and retire the old object (its ABI 6 workers then
- * answer SHMT_ESTALE, and SHMT_EFORMAT when they reopen NAME).  *M says
- * what was carried.  Returns 0; -EBUSY (its ABI 6 daemon still runs,
- * another process migrates it, or a live worker kept a lock for 2 s);
- * SHMT_ESTALE (frozen by a live mover, or moved or retired: a freeze left
- * by a dead mover is first undone when NAME still names the object, as
- * ABI 6's recovery does); -EAGAIN (its freeze was undone during the
- * migration, before the rename: nothing published); SHMT_EUNTRUSTED; the
- * errors of shmt__segment6_image, shmt__image_migrate and
- * shmt__image_rebuild.  On those errors the old segment is left live as it
- * was (M->published 0).  SHMT_ECORRUPT with M->published 1: the new
- * segment is published and the old one retired, but its freeze was undone
- * between the last check and the rename, so uses granted by ABI 6 workers
- * in between may be lost.  Only for the daemon, at start, before it opens
- * NAME.  kill -9 in the middle: see migrate.c.
+ * Migrate the segment NAME of ABI 7 or ABI 6 in place (migrate.c gives the
+ * protocol): freeze it as its version's own move does, wait for its writer
+ * locks, take its image, rewrite it in this format, build and check the
+ * new segment under a private name (on CLOCK when not NULL: a test knob),
+ * publish it under NAME with rename(2), and retire the old object (its
+ * old workers then answer SHMT_ESTALE, and SHMT_EFORMAT when they reopen
+ * NAME).  *M says what was carried.  Returns 0; -EBUSY (its old daemon
+ * still runs, another process migrates it, or a live worker kept a lock
+ * for 2 s); SHMT_ESTALE (frozen by a live mover, or moved or retired: a
+ * freeze left by a dead mover is first undone when NAME still names the
+ * object, as the old version's recovery does); -EAGAIN (its freeze was
+ * undone during the migration, before the rename: nothing published);
+ * SHMT_EUNTRUSTED; the errors of shmt__segment_old_image,
+ * shmt__image_migrate and shmt__image_rebuild.  On those errors the old
+ * segment is left live as it was (M->published 0).  SHMT_ECORRUPT with
+ * M->published 1: the new segment is published and the old one retired,
+ * but its freeze was undone between the last check and the rename, so
+ * uses granted by old workers in between may be lost.  Only for the
+ * daemon, at start, before it opens NAME.  kill -9 in the middle: see
+ * migrate.c.
  */
-int shmt__segment6_migrate(const char *name,
+int shmt__segment_old_migrate(const char *name,
     const struct shmt__host_time *now, shmt_clock_fn clock, void *clock_ctx,
     struct shmt__migration *m, char *err, size_t cap);
 

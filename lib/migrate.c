@@ -1,11 +1,38 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Upgrades: an image (image.c) of a segment of the previous format, ABI 6,
- * rewritten as an image of this build's format, which image.c then
- * restores as any other (checked record by record, re-inserted through the
- * store's calls, checked whole with shmt_check before it is published).
+ * Upgrades: an image (image.c) of a segment of an older format, ABI 7 or
+ * ABI 6, rewritten as an image of this build's format (ABI 8), which
+ * image.c then restores as any other (checked record by record,
+ * re-inserted through the store's calls, checked whole with shmt_check
+ * before it is published); and a live segment of ABI 7 or ABI 6 in
+ * /dev/shm taken over in place (below).  Each older format is one entry of
+ * oldfmts[]: its format word, its shard header's size, the gap between its
+ * shards, whether its rows need converting; the code is the same for both.
  *
- * What changed from ABI 6 to ABI 7, and what the rewrite does with it:
+ * What changed from ABI 7 to ABI 8, and what the migration does with it:
+ *
+ *  - The dictionary's index: ABI 7's buckets (struct shmt_bucket, 16
+ *    bytes: the chain's head, an access time, a filter) became 64 bytes,
+ *    with room for a small item held in the bucket itself.  An image holds
+ *    no index: its items are records (image.c), re-inserted through the
+ *    store's calls into the new index.  A live segment's shards are read
+ *    with ABI 7's own geometry, hard-coded here (store_old: a shard header
+ *    of 896 bytes, one 16-byte bucket per 128 heap bytes from the next
+ *    line, the heap from the next page, one line more between shards),
+ *    never with this build's, and every link and item is checked, the
+ *    walk bounded, as for ABI 6.
+ *  - Everything else (limiter rows, the arena and its client entries and
+ *    override tables, the counters' store, the analyzer, the records, the
+ *    segment header but for the ABI number and the format word) is the
+ *    same: an image's rows and arena are carried as they are, each READY
+ *    row checked as ABI 6's are (its parameters, key pool, every span and
+ *    its override table inside the arena's used part), a row a definition
+ *    left half built made free (as the repair of a row makes it); the
+ *    segment header gets this format's word and regions.
+ *
+ * What changed from ABI 6 to ABI 7 (a migration from ABI 6 carries ABI 6's
+ * state to ABI 8 through these, then through the above), and what the
+ * rewrite does with it:
  *
  *  - struct shmt_lim (a limiter row, 1280 bytes in both): lm_ov_off,
  *    lm_ov_cap and a pad word come before lm_name (which moves from byte
@@ -29,7 +56,9 @@
  *    times; what is lost is bytes 17 to 20 of the displayed prefix of ids
  *    longer than 16 bytes.  ce_rule starts at 0 (no override).
  *  - struct shmt_shard (a dictionary or counters shard's header) grew a
- *    free-list mask and an undo record.  An image holds no shard: its
+ *    free-list mask and an undo record (512 bytes in ABI 6, 896 in ABI 7
+ *    and ABI 8), and ABI 7 put one line more between shards.  An image
+ *    holds no shard: its
  *    dictionary items and counters are records (image.c), whose format is
  *    the same in both, and they are re-inserted through the store's calls
  *    into the new shards.  Counters keep their own bytes (counters.c did
@@ -75,9 +104,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The format word of ABI 6 (layout.c's shmt__format_word as that version
- * built it on LP64 little-endian with gcc or clang). */
+/* The format words of ABI 6 and ABI 7 (layout.c's shmt__format_word as
+ * those versions built it on LP64 little-endian with gcc or clang). */
 #define FORMAT_ABI6 0x0006f8ef2fad6518ULL
+#define FORMAT_ABI7 0x00078ea78d338708ULL
 
 /* ABI 6's client entry. */
 struct shmt_client6 {
@@ -140,7 +170,56 @@ _Static_assert(sizeof(struct shmt_lim6) == 1280 &&
     offsetof(struct shmt_lim6, lm_p) == 768 &&
     offsetof(struct shmt_lim6, lm_g) == 896, "ABI 6 limiter row");
 _Static_assert(offsetof(struct shmt_lim6, lm_burst) ==
-    offsetof(struct shmt_lim, lm_burst), "the identity's head is the same");
+    offsetof(struct shmt_lim, lm_burst) &&
+    offsetof(struct shmt_lim6, lm_name) ==
+    offsetof(struct shmt_lim, lm_ov_off) &&
+    sizeof(struct shmt_lim6) == sizeof(struct shmt_lim),
+    "the identity's head is the same");
+
+/* ABI 7's limiter row, client entry, arena and records are this build's:
+ * its rows are struct shmt_lim, which these pin down as ABI 7 had it. */
+_Static_assert(sizeof(struct shmt_lim) == 1280 &&
+    offsetof(struct shmt_lim, lm_name) == 128 &&
+    offsetof(struct shmt_lim, lm_w) == 384 &&
+    offsetof(struct shmt_lim, lm_wake) == 640, "ABI 7 limiter row");
+
+/* An older format this build migrates: what tells it apart. */
+struct oldfmt {
+	unsigned abi;
+	uint64_t format;                /* its format word */
+	uint32_t shard_bytes;           /* its shard header (struct shmt_shard) */
+	uint32_t shard_gap;             /* bytes between a shard's heap and the
+	                                 * next shard */
+	int convert_rows;               /* 1: its rows, client entries and
+	                                 * arena are ABI 6's (converted); 0:
+	                                 * this build's (carried as they are) */
+	uint32_t wake_off;              /* lm_wake in its row */
+};
+
+static const struct oldfmt oldfmts[] = {
+	{ 6, FORMAT_ABI6, 512, 0, 1, offsetof(struct shmt_lim6, lm_wake) },
+	{ 7, FORMAT_ABI7, 896, SHMT_LINE, 0, offsetof(struct shmt_lim, lm_wake) },
+};
+
+/* The older format of format word FORMAT, or NULL when this build does
+ * not migrate it. */
+static const struct oldfmt *
+oldfmt_of(uint64_t format)
+{
+	for (size_t i = 0; i < sizeof(oldfmts) / sizeof(oldfmts[0]); i++)
+		if (oldfmts[i].format == format)
+			return &oldfmts[i];
+	return NULL;
+}
+
+int
+shmt__abi_migrates(int abi)
+{
+	for (size_t i = 0; i < sizeof(oldfmts) / sizeof(oldfmts[0]); i++)
+		if ((int)oldfmts[i].abi == abi)
+			return 1;
+	return 0;
+}
 
 int
 shmt__image_abi(const unsigned char *img, size_t len)
@@ -157,6 +236,7 @@ shmt__image_abi(const unsigned char *img, size_t len)
 
 /* The old image, its pieces found and bounded. */
 struct old {
+	const struct oldfmt *f;         /* its format */
 	const unsigned char *body;      /* after the image header */
 	uint64_t size;                  /* body bytes */
 	struct shmt_hdr hdr;            /* a copy of its segment header */
@@ -191,12 +271,12 @@ old_check(const unsigned char *img, size_t len, struct img_hdr *ih,
 	    offsetof(struct img_hdr, ih_hdr_sum)))
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "header checksum "
 		    "mismatch (the file is damaged)");
-	if (ih->ih_format != FORMAT_ABI6)
+	if ((o->f = oldfmt_of(ih->ih_format)) == NULL)
 		return shmt__bad(err, cap, SHMT_EFORMAT, "written for segment "
-		    "format %#" PRIx64 " (ABI %u); this build migrates ABI 6 "
-		    "(%#llx) only", ih->ih_format,
+		    "format %#" PRIx64 " (ABI %u); this build migrates ABI 7 "
+		    "(%#llx) and ABI 6 (%#llx) only", ih->ih_format,
 		    (unsigned)(ih->ih_format >> 48), (unsigned long long)
-		    FORMAT_ABI6);
+		    FORMAT_ABI7, (unsigned long long)FORMAT_ABI6);
 	if (ih->ih_size != len - sizeof(*ih))
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "truncated or padded: "
 		    "%zu bytes of image, the header says %" PRIu64,
@@ -211,11 +291,11 @@ old_check(const unsigned char *img, size_t len, struct img_hdr *ih,
 		    "segment header");
 	memcpy(&o->hdr, o->body, sizeof(o->hdr));
 
-	/* The segment header, as ABI 6 validated it at open. */
-	if (h->sh_magic != SHMT_MAGIC || h->sh_abi != 6 ||
-	    h->sh_format != FORMAT_ABI6 || h->sh_nregions != SHMT_R_COUNT)
+	/* The segment header, as its version validated it at open. */
+	if (h->sh_magic != SHMT_MAGIC || h->sh_abi != o->f->abi ||
+	    h->sh_format != o->f->format || h->sh_nregions != SHMT_R_COUNT)
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "the image's segment "
-		    "header is not one of ABI 6");
+		    "header is not one of ABI %u", o->f->abi);
 	for (int i = 0; i < SHMT_R_COUNT; i++) {
 		uint64_t off = h->sh_regions[i].rg_off;
 		uint64_t rl = h->sh_regions[i].rg_size;
@@ -270,9 +350,20 @@ struct arena {
 	uint64_t used, cap;
 };
 
+/* Count a live client entry (its word W; BUCKETS: buckets mode, where the
+ * word counts its uses in flight). */
+static void
+client_count(struct shmt_w w, int buckets, struct shmt__migration *m)
+{
+	if ((SHMT_W_TAG(w) >> 14) == CE_LIVE) {
+		m->clients++;
+		if (buckets)
+			m->inflight += SHMT_W_INFLIGHT(w);
+	}
+}
+
 /* Convert the client entries of a per-client row: NCAP entries of ENTSIZE
- * bytes at FROM to TO; count the live ones and (BUCKETS: buckets mode,
- * where the word counts them) their uses in flight. */
+ * bytes at FROM to TO; count the live ones and their uses in flight. */
 static void
 clients_convert(const unsigned char *from, unsigned char *to, uint32_t ncap,
     uint32_t entsize, int buckets, struct shmt__migration *m)
@@ -298,71 +389,93 @@ clients_convert(const unsigned char *from, unsigned char *to, uint32_t ncap,
 		memcpy(d, &e, sizeof(e));
 		/* The entry's ring follows it, slot for slot. */
 		memcpy(d + sizeof(e), s + sizeof(e6), entsize - sizeof(e6));
-		if ((SHMT_W_TAG(e.ce_w) >> 14) == CE_LIVE) {
-			m->clients++;
-			if (buckets)
-				m->inflight += SHMT_W_INFLIGHT(e.ce_w);
-		}
+		client_count(e.ce_w, buckets, m);
 	}
 }
 
-/* Convert the READY row R6 (row R) into *R7, its storage copied from the
- * old arena into A at the places shmt_limiter_define would give it. */
+/*
+ * Check the identity of the READY row R, of ABI 6 or ABI 7: ID holds its
+ * fields up to lm_burst (the same in both), NAME its name, OVCAP its
+ * override table's entries (ABI 7; 0 for ABI 6, which had none).  Its
+ * parameters go through the same rules as a definition, its key pool
+ * through the rules of a row, and every span it names must lie in the old
+ * arena's used part.  *G gets its geometry, *KEYS_BYTES its key names'
+ * bytes.
+ */
+static int
+row_check(const struct old *o, uint32_t r, const struct shmt_lim6 *id,
+    const char *name, uint32_t ovcap, struct lim_geom *g,
+    uint64_t *keys_bytes, char *err, size_t cap)
+{
+	shmt_limit_t l;
+	char why[160];
+	int per_client = (id->lm_flags & SHMT_LIMF_PER_CLIENT) != 0;
+
+	*keys_bytes = 0;
+	if (memchr(name, '\0', SHMT_LIMITER_NAME_MAX + 1) == NULL ||
+	    name[0] == '\0')
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter row %u: its "
+		    "name is empty or not terminated", r);
+	/* The row's parameters, through the same rules as a definition. */
+	memset(&l, 0, sizeof(l));
+	l.limit = id->lm_limit;
+	l.window_ns = id->lm_window;
+	l.slack_ns = id->lm_slack;
+	l.slack_uses = id->lm_slack_uses;
+	l.mode = (int)id->lm_mode;
+	l.per_client = per_client;
+	l.client_capacity = per_client ? id->lm_capacity : 0;
+	l.client_overrides = per_client ? ovcap : 0;
+	l.burst = id->lm_burst;
+	l.global = (id->lm_flags & SHMT_LIMF_GLOBAL) != 0;
+	why[0] = '\0';
+	if (id->lm_mode > SHMT_MODE_GCRA || (id->lm_flags & ~0xfU) != 0 ||
+	    shmt__limit_check(&l, g, why, sizeof(why)) != 0 ||
+	    g->nb != id->lm_nbuckets ||
+	    (per_client && id->lm_entsize != g->entsize))
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: "
+		    "inconsistent parameters%s%s", name,
+		    why[0] != '\0' ? ": " : "", why);
+	if (id->lm_flags & SHMT_LIMF_KEYS) {
+		if (id->lm_nkeys == 0 || id->lm_nkeys > SHMT_KEYS_MAX ||
+		    id->lm_keymax == 0 || id->lm_keymax > SHMT_KEYNAME_MAX ||
+		    id->lm_keystride != ((id->lm_keymax + 1 + 7) & ~7U) ||
+		    id->lm_uses_per_key == 0 ||
+		    (uint64_t)id->lm_nkeys * id->lm_uses_per_key != id->lm_limit)
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: "
+			    "inconsistent key pool", name);
+		*keys_bytes = (uint64_t)id->lm_nkeys * id->lm_keystride;
+	} else if (id->lm_nkeys != 0) {
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: keys "
+		    "without a key pool", name);
+	}
+	/* Every span the row names lies in the old arena's used part. */
+	if (id->lm_ring_off % 16 != 0 || id->lm_keys_off % 16 != 0 ||
+	    id->lm_clients_off % 16 != 0 ||
+	    !old_span(o, id->lm_ring_off, g->ring_bytes) ||
+	    !old_span(o, id->lm_keys_off, *keys_bytes) ||
+	    !old_span(o, id->lm_clients_off, g->clients_bytes))
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: storage "
+		    "outside the image's arena (%" PRIu64 " bytes)", name,
+		    o->arena_used);
+	return 0;
+}
+
+/* Convert the READY row R6 (row R, of ABI 6) into *R7, its storage copied
+ * from the old arena into A at the places shmt_limiter_define would give
+ * it. */
 static int
 row_convert(const struct old *o, uint32_t r, const struct shmt_lim6 *r6,
     struct shmt_lim *r7, struct arena *a, struct shmt__migration *m,
     char *err, size_t cap)
 {
-	shmt_limit_t l;
 	struct lim_geom g;
-	uint64_t ring_off, keys_off, cl_off, ov_off, end, keys_bytes = 0;
-	char why[160];
-	int per_client = (r6->lm_flags & SHMT_LIMF_PER_CLIENT) != 0;
+	uint64_t ring_off, keys_off, cl_off, ov_off, end, keys_bytes;
+	int per_client = (r6->lm_flags & SHMT_LIMF_PER_CLIENT) != 0, rc;
 
-	if (memchr(r6->lm_name, '\0', sizeof(r6->lm_name)) == NULL ||
-	    r6->lm_name[0] == '\0')
-		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter row %u: its "
-		    "name is empty or not terminated", r);
-	/* The row's parameters, through the same rules as a definition. */
-	memset(&l, 0, sizeof(l));
-	l.limit = r6->lm_limit;
-	l.window_ns = r6->lm_window;
-	l.slack_ns = r6->lm_slack;
-	l.slack_uses = r6->lm_slack_uses;
-	l.mode = (int)r6->lm_mode;
-	l.per_client = per_client;
-	l.client_capacity = per_client ? r6->lm_capacity : 0;
-	l.burst = r6->lm_burst;
-	l.global = (r6->lm_flags & SHMT_LIMF_GLOBAL) != 0;
-	why[0] = '\0';
-	if (r6->lm_mode > SHMT_MODE_GCRA || (r6->lm_flags & ~0xfU) != 0 ||
-	    shmt__limit_check(&l, &g, why, sizeof(why)) != 0 ||
-	    g.nb != r6->lm_nbuckets || (per_client && r6->lm_entsize != g.entsize))
-		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: "
-		    "inconsistent parameters%s%s", r6->lm_name,
-		    why[0] != '\0' ? ": " : "", why);
-	if (r6->lm_flags & SHMT_LIMF_KEYS) {
-		if (r6->lm_nkeys == 0 || r6->lm_nkeys > SHMT_KEYS_MAX ||
-		    r6->lm_keymax == 0 || r6->lm_keymax > SHMT_KEYNAME_MAX ||
-		    r6->lm_keystride != ((r6->lm_keymax + 1 + 7) & ~7U) ||
-		    r6->lm_uses_per_key == 0 ||
-		    (uint64_t)r6->lm_nkeys * r6->lm_uses_per_key != r6->lm_limit)
-			return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: "
-			    "inconsistent key pool", r6->lm_name);
-		keys_bytes = (uint64_t)r6->lm_nkeys * r6->lm_keystride;
-	} else if (r6->lm_nkeys != 0) {
-		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: keys "
-		    "without a key pool", r6->lm_name);
-	}
-	/* Every span the row names lies in the old arena's used part. */
-	if (r6->lm_ring_off % 16 != 0 || r6->lm_keys_off % 16 != 0 ||
-	    r6->lm_clients_off % 16 != 0 ||
-	    !old_span(o, r6->lm_ring_off, g.ring_bytes) ||
-	    !old_span(o, r6->lm_keys_off, keys_bytes) ||
-	    !old_span(o, r6->lm_clients_off, g.clients_bytes))
-		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: storage "
-		    "outside the image's arena (%" PRIu64 " bytes)", r6->lm_name,
-		    o->arena_used);
+	if ((rc = row_check(o, r, r6, r6->lm_name, 0, &g, &keys_bytes, err,
+	    cap)) != 0)
+		return rc;
 
 	/* The new places, as row_build (table.c) lays a row out. */
 	ring_off = shmt__align_up(a->used, SHMT_LINE);
@@ -424,6 +537,163 @@ row_convert(const struct old *o, uint32_t r, const struct shmt_lim6 *r6,
 	return 0;
 }
 
+/* Check the READY row R of ABI 7 (this build's row), carried as it is with
+ * the arena: its identity as row_check checks it, its override table in
+ * the old arena's used part; count its client entries and uses. */
+static int
+row_carry(const struct old *o, uint32_t r, const struct shmt_lim *row,
+    struct shmt__migration *m, char *err, size_t cap)
+{
+	struct shmt_lim6 id;
+	struct lim_geom g;
+	uint64_t keys_bytes;
+	int per_client = (row->lm_flags & SHMT_LIMF_PER_CLIENT) != 0, rc;
+	int buckets = row->lm_mode == SHMT_MODE_BUCKETS;
+
+	memcpy(&id, row, offsetof(struct shmt_lim6, lm_name));
+	if ((rc = row_check(o, r, &id, row->lm_name, row->lm_ov_cap, &g,
+	    &keys_bytes, err, cap)) != 0)
+		return rc;
+	if (row->lm_ov_cap != g.ovcap || (g.ovcap == 0 ?
+	    row->lm_ov_off != 0 : (row->lm_ov_off % 16 != 0 ||
+	    row->lm_ov_off < row->lm_clients_off + g.clients_bytes ||
+	    !old_span(o, row->lm_ov_off, g.ov_bytes))))
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: its "
+		    "override table is outside the image's arena (%" PRIu64
+		    " bytes) or of another size than its parameters give",
+		    row->lm_name, o->arena_used);
+	if (per_client) {
+		for (uint32_t i = 0; i < row->lm_capacity; i++) {
+			struct shmt_client e;
+
+			memcpy(&e, o->arena + row->lm_clients_off +
+			    (uint64_t)i * row->lm_entsize, sizeof(e));
+			client_count(e.ce_w, buckets, m);
+		}
+	} else if (buckets) {
+		m->inflight += SHMT_W_INFLIGHT(row->lm_w);
+	}
+	m->limiters++;
+	return 0;
+}
+
+/* The rows and arena of an image of ABI 6, converted: each READY row
+ * (row_convert) and its storage laid out again in *A, a row that a
+ * definition left half built dropped (free), a deleted one kept without
+ * its storage; *ROWS (aligned, malloc'd) gets the new rows. */
+static int
+convert_rows(const struct old *o, struct arena *a, struct shmt_lim **rows,
+    struct shmt__migration *m, char *err, size_t cap)
+{
+	uint32_t nrows = o->hdr.sh_params.sp_max_limiters, per_client = 0;
+	int rc;
+
+	/* Room for the new arena: the old one's used part, each row's
+	 * alignment (three lines at most) and each per-client row's new
+	 * override table. */
+	for (uint32_t r = 0; r < nrows; r++) {
+		struct shmt_lim6 r6;
+
+		memcpy(&r6, o->body + o->hlen + (uint64_t)r * sizeof(r6),
+		    sizeof(r6));
+		if (r6.lm_state == SHMT_LIM_READY &&
+		    (r6.lm_flags & SHMT_LIMF_PER_CLIENT))
+			per_client++;
+	}
+	a->cap = o->arena_used + (uint64_t)nrows * 3 * SHMT_LINE +
+	    (uint64_t)per_client * SHMT_OVERRIDES_DEFAULT *
+	    sizeof(struct shmt_override);
+	if ((a->b = calloc(1, a->cap)) == NULL ||
+	    (*rows = aligned_alloc(alignof(struct shmt_lim),
+	    (size_t)nrows * sizeof(**rows))) == NULL)
+		return shmt__bad(err, cap, -ENOMEM, "no memory for the migration");
+	memset(*rows, 0, (size_t)nrows * sizeof(**rows));
+	for (uint32_t r = 0; r < nrows; r++) {
+		struct shmt_lim6 r6;
+
+		memcpy(&r6, o->body + o->hlen + (uint64_t)r * sizeof(r6),
+		    sizeof(r6));
+		switch (r6.lm_state) {
+		case SHMT_LIM_FREE:
+			break;
+		case SHMT_LIM_BUILDING:
+			/* A definition killed midway: its row would be
+			 * reclaimed by the next repair; it starts free. */
+			m->dropped++;
+			break;
+		case SHMT_LIM_DELETED:
+			/* Never used again: its name stays (for the row's
+			 * history), its storage is not carried. */
+			(*rows)[r].lm_state = SHMT_LIM_DELETED;
+			memcpy((*rows)[r].lm_name, r6.lm_name,
+			    sizeof((*rows)[r].lm_name));
+			(*rows)[r].lm_name[SHMT_LIMITER_NAME_MAX] = '\0';
+			m->deleted++;
+			break;
+		case SHMT_LIM_READY:
+			if ((rc = row_convert(o, r, &r6, &(*rows)[r], a, m, err,
+			    cap)) != 0)
+				return rc;
+			break;
+		default:
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter row %u: "
+			    "unknown state %u", r, r6.lm_state);
+		}
+	}
+	a->used = shmt__align_up(a->used, 16);
+	return 0;
+}
+
+/* The rows and arena of an image of ABI 7, this build's but for the
+ * stores' index: the arena copied as it is into *A, the rows into *ROWS
+ * (aligned, malloc'd), each READY one checked (row_carry), a row that a
+ * definition left half built made free (as shmt__rows_repair makes it),
+ * the rest carried as they are. */
+static int
+carry_rows(const struct old *o, struct arena *a, struct shmt_lim **rows,
+    struct shmt__migration *m, char *err, size_t cap)
+{
+	uint32_t nrows = o->hdr.sh_params.sp_max_limiters;
+
+	a->cap = o->arena_used;
+	a->used = o->arena_used;
+	if ((a->b = malloc(a->cap != 0 ? a->cap : 1)) == NULL ||
+	    (*rows = aligned_alloc(alignof(struct shmt_lim),
+	    (size_t)nrows * sizeof(**rows))) == NULL)
+		return shmt__bad(err, cap, -ENOMEM, "no memory for the migration");
+	memcpy(a->b, o->arena, a->used);
+	memcpy(*rows, o->body + o->hlen, (size_t)nrows * sizeof(**rows));
+	for (uint32_t r = 0; r < nrows; r++) {
+		struct shmt_lim *row = &(*rows)[r];
+		int rc;
+
+		switch (row->lm_state) {
+		case SHMT_LIM_FREE:
+			break;
+		case SHMT_LIM_BUILDING:
+			memset(row, 0, sizeof(*row));
+			m->dropped++;
+			break;
+		case SHMT_LIM_DELETED:
+			if (memchr(row->lm_name, '\0', sizeof(row->lm_name)) ==
+			    NULL)
+				return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter "
+				    "row %u: deleted, its name not terminated",
+				    r);
+			m->deleted++;
+			break;
+		case SHMT_LIM_READY:
+			if ((rc = row_carry(o, r, row, m, err, cap)) != 0)
+				return rc;
+			break;
+		default:
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter row %u: "
+			    "unknown state %u", r, row->lm_state);
+		}
+	}
+	return 0;
+}
+
 /* Count the records of the sections that follow the pieces (for the
  * report only: image.c checks them when it restores). */
 static void
@@ -459,7 +729,7 @@ shmt__image_migrate(const unsigned char *img, size_t len, unsigned char **out,
 	struct arena a = { 0 };
 	struct shmt_lim *rows = NULL;
 	unsigned char *b = NULL;
-	uint32_t nrows, per_client = 0;
+	uint32_t nrows;
 	uint64_t tail, size, grow, n;
 	int rc;
 
@@ -471,65 +741,12 @@ shmt__image_migrate(const unsigned char *img, size_t len, unsigned char **out,
 	memset(&o, 0, sizeof(o));
 	if ((rc = old_check(img, len, &ih, &o, err, cap)) != 0)
 		return rc;
-	m->from_abi = 6;
+	m->from_abi = o.f->abi;
 	nrows = o.hdr.sh_params.sp_max_limiters;
-
-	/* Room for the new arena: the old one's used part, each row's
-	 * alignment (three lines at most) and each per-client row's new
-	 * override table. */
-	for (uint32_t r = 0; r < nrows; r++) {
-		struct shmt_lim6 r6;
-
-		memcpy(&r6, o.body + o.hlen + (uint64_t)r * sizeof(r6),
-		    sizeof(r6));
-		if (r6.lm_state == SHMT_LIM_READY &&
-		    (r6.lm_flags & SHMT_LIMF_PER_CLIENT))
-			per_client++;
-	}
-	a.cap = o.arena_used + (uint64_t)nrows * 3 * SHMT_LINE +
-	    (uint64_t)per_client * SHMT_OVERRIDES_DEFAULT *
-	    sizeof(struct shmt_override);
-	if ((a.b = calloc(1, a.cap)) == NULL ||
-	    (rows = aligned_alloc(alignof(struct shmt_lim),
-	    (size_t)nrows * sizeof(*rows))) == NULL) {
-		rc = shmt__bad(err, cap, -ENOMEM, "no memory for the migration");
+	rc = o.f->convert_rows ? convert_rows(&o, &a, &rows, m, err, cap) :
+	    carry_rows(&o, &a, &rows, m, err, cap);
+	if (rc != 0)
 		goto out;
-	}
-	memset(rows, 0, (size_t)nrows * sizeof(*rows));
-	for (uint32_t r = 0; r < nrows; r++) {
-		struct shmt_lim6 r6;
-
-		memcpy(&r6, o.body + o.hlen + (uint64_t)r * sizeof(r6),
-		    sizeof(r6));
-		switch (r6.lm_state) {
-		case SHMT_LIM_FREE:
-			break;
-		case SHMT_LIM_BUILDING:
-			/* A definition killed midway: its row would be
-			 * reclaimed by the next repair; it starts free. */
-			m->dropped++;
-			break;
-		case SHMT_LIM_DELETED:
-			/* Never used again: its name stays (for the row's
-			 * history), its storage is not carried. */
-			rows[r].lm_state = SHMT_LIM_DELETED;
-			memcpy(rows[r].lm_name, r6.lm_name,
-			    sizeof(rows[r].lm_name));
-			rows[r].lm_name[SHMT_LIMITER_NAME_MAX] = '\0';
-			m->deleted++;
-			break;
-		case SHMT_LIM_READY:
-			if ((rc = row_convert(&o, r, &r6, &rows[r], &a, m, err,
-			    cap)) != 0)
-				goto out;
-			break;
-		default:
-			rc = shmt__bad(err, cap, SHMT_ECORRUPT, "limiter row %u: "
-			    "unknown state %u", r, r6.lm_state);
-			goto out;
-		}
-	}
-	a.used = shmt__align_up(a.used, 16);
 
 	/* The new segment header: this format, the regions laid out again,
 	 * the arena grown when the rows no longer fit it. */
@@ -620,59 +837,65 @@ shmt__migration_text(const struct shmt__migration *m, char *buf, size_t cap)
 	    m->dropped == 1 ? "" : "s", grown);
 }
 
-/* ---- A segment of ABI 6 in /dev/shm ------------------------------------- */
+/* ---- A segment of ABI 6 or ABI 7 in /dev/shm ----------------------------- */
 
 /*
- * A daemon of this version that finds a segment of ABI 6 under its name
- * (shmt__segment6_migrate) takes it over as ABI 6's own move (move.c)
- * takes a segment into a new generation, in the terms ABI 6's library
- * understands, so the old workers still attached to it stop cleanly:
+ * A daemon of this version that finds a segment of ABI 6 or ABI 7 under its
+ * name (shmt__segment_old_migrate) takes it over as that version's own move
+ * (move.c) takes a segment into a new generation, in the terms its
+ * library understands, so the old workers still attached to it stop
+ * cleanly.  The words this touches are at the same places in both: the
+ * segment header's state word, mover record and table lock (struct
+ * shmt_hdr did not change), each shard's lock (its first word), each
+ * row's wake word (lm_wake, at byte 640 of a row in both).
  *
  *   1. take the object's flock (migrations of it take turns: -EBUSY
  *      when another holds it), remove what migrations of it by processes
  *      that no longer run left (NAME.migrate.PID*), check the object's
- *      header (ABI 6's magic, format word, size, regions) and that no
- *      live daemon of ABI 6 holds it;
- *   2. read its state as ABI 6's settling does: FROZEN by a live mover is
- *      refused (SHMT_ESTALE, its mover record untouched); FROZEN by a dead
- *      one is undone (CAS FROZEN -> LIVE with the recorded freeze number)
- *      when NAME still names this object (same st_dev, st_ino), finished
- *      as MOVED when it names another, RETIRED when none (both refused,
- *      SHMT_ESTALE).  Only when it is LIVE, write this process as the
- *      mover and freeze it: one CAS of its state word from LIVE to
- *      FROZEN.  From there on an ABI 6 worker's grant is
- *      not reported granted and its locked writers drop their lock without
- *      writing (ABI 6's move.c proves it); they wait for the outcome;
+ *      header (the old version's magic, format word, size, regions) and
+ *      that no live daemon of that version holds it;
+ *   2. read its state as the old version's settling does: FROZEN by a live
+ *      mover is refused (SHMT_ESTALE, its mover record untouched); FROZEN
+ *      by a dead one is undone (CAS FROZEN -> LIVE with the recorded
+ *      freeze number) when NAME still names this object (same st_dev,
+ *      st_ino), finished as MOVED when it names another, RETIRED when none
+ *      (both refused, SHMT_ESTALE).  Only when it is LIVE, write this
+ *      process as the mover and freeze it: one CAS of its state word from
+ *      LIVE to FROZEN.  From there on an old worker's grant is not
+ *      reported granted and its locked writers drop their lock without
+ *      writing (the old version's move.c proves it); they wait for the
+ *      outcome;
  *   3. wait until every writer lock (the limiter table's, every shard's)
  *      has been seen free, or held by a thread that no longer exists:
  *      whoever held one before the freeze has finished its write, and
  *      whoever takes one after it writes nothing;
- *   4. take its image (shmt__segment6_image: the pieces word by word with
- *      16-byte atomic loads, every live item and counter as a record, the
- *      analyzer's summaries), rewrite it in this format
- *      (shmt__image_migrate), and restore it as a snapshot under the
- *      private name NAME.migrate.PID (image.c: built under
- *      NAME.migrate.PID.restore.PID, checked, linked);
- *   5. check that the freeze is still ours (an ABI 6 worker's recovery
- *      that took this process for a dead mover may have undone it: then
- *      uses granted since are not in the image, nothing is published and
- *      the answer is -EAGAIN), and publish it with rename(2) over
+ *   4. take its image (shmt__segment_old_image: the pieces word by word
+ *      with 16-byte atomic loads, every live item and counter as a record,
+ *      read with the old version's shard geometry, the analyzer's
+ *      summaries), rewrite it in this format (shmt__image_migrate), and
+ *      restore it as a snapshot under the private name NAME.migrate.PID
+ *      (image.c: built under NAME.migrate.PID.restore.PID, checked,
+ *      linked);
+ *   5. check that the freeze is still ours (an old worker's recovery that
+ *      took this process for a dead mover may have undone it: then uses
+ *      granted since are not in the image, nothing is published and the
+ *      answer is -EAGAIN), and publish it with rename(2) over
  *      /dev/shm/NAME, so every shm_open of NAME finds the old object or
  *      the new one;
  *   6. CAS the old state word from FROZEN (our freeze number) to RETIRED
  *      and wake its sleepers.  When that CAS fails (the freeze undone
  *      between 5's check and the rename) it is retired whatever its state,
- *      and the answer is SHMT_ECORRUPT, as ABI 6's move answers: uses
+ *      and the answer is SHMT_ECORRUPT, as the old move answers: uses
  *      granted in between may be lost.
- *      ABI 6 workers then answer SHMT_ESTALE on every call (the segment
- *      they mapped is retired), and a reopen of NAME with the ABI 6 library
+ *      Old workers then answer SHMT_ESTALE on every call (the segment they
+ *      mapped is retired), and a reopen of NAME with the old library
  *      answers SHMT_EFORMAT: they must be restarted against this library.
  *      Until they are, they enforce nothing and hold only their mapping of
  *      the retired object.
  * On any failure before 5 the freeze is undone (FROZEN -> LIVE) and the old
  * segment goes on as it was.  kill -9 of the migrating daemon leaves the
  * old segment FROZEN with a dead mover: the next migration (step 2) or
- * ABI 6's own recovery undoes it (before the rename: the name still points
+ * the old version's own recovery undoes it (before the rename: the name still points
  * to it; the next migration then takes it) or finishes it (after: MOVED;
  * its workers then find SHMT_EFORMAT at the name), and the private
  * objects NAME.migrate.PID and NAME.migrate.PID.restore.PID, which the
@@ -695,28 +918,68 @@ copy16(unsigned char *dst, const unsigned char *src, uint64_t len)
 	}
 }
 
-/* ABI 6's shard header: 512 bytes, its version on the line at 384. */
-#define SHARD6_BYTES 512U
-#define SHARD6_LOCK 0U          /* ds_lock, the shard's first word */
-
-/* The geometry of ABI 6's store of region RG in the mapping MAP: this
- * format's, less the shard header's growth and the extra line between
- * shards.  0, or SHMT_ECORRUPT when the region does not match. */
-static int
-store6(const struct shmt_store *want, const struct shmt_region *rg,
-    unsigned char *map, struct shmt_store *st)
+/* 1 + the highest bit set of X (X > 0). */
+static uint32_t
+bits_of(uint64_t x)
 {
-	*st = *want;
-	if (st->shards == 0)
+	uint32_t n = 0;
+
+	while (x != 0) {
+		n++;
+		x >>= 1;
+	}
+	return n;
+}
+
+/*
+ * The geometry of the store of format F (of BYTES heap bytes over SHARDS
+ * shards; COUNTERS: the counters' store) in region RG of the mapping MAP,
+ * computed here as that format's shmt__store_geometry computed it, with
+ * its rules: a shard header of F->shard_bytes, then the index (one bucket
+ * of 16 bytes, struct shmt_bucket, per 128 heap bytes) from the next
+ * line, the heap (the largest power of two in BYTES / SHARDS) from the
+ * next page, F->shard_gap bytes more between shards.  This build's own
+ * store geometry is another (its index differs) and is not asked.  0, or
+ * SHMT_ECORRUPT when the parameters make no store of F or the region does
+ * not match them.
+ */
+static int
+store_old(const struct oldfmt *f, uint64_t bytes, uint32_t shards,
+    int counters, const struct shmt_region *rg, unsigned char *map,
+    struct shmt_store *st)
+{
+	uint64_t per, min = counters ? (64ULL << 10) : (2ULL << 20);
+
+	memset(st, 0, sizeof(*st));
+	st->counters = counters;
+	if (bytes == 0)
 		return rg->rg_size == 0 ? 0 : SHMT_ECORRUPT;
-	st->index_off = shmt__align_up(SHARD6_BYTES, SHMT_LINE);
+	if (shards == 0 || shards > 1024 || (shards & (shards - 1)) != 0)
+		return SHMT_ECORRUPT;
+	per = bytes / shards;
+	if (per < min || per > (1ULL << 36))
+		return SHMT_ECORRUPT;
+	st->shards = shards;
+	st->heap_bytes = 1ULL << (bits_of(per) - 1);
+	st->order_max = bits_of(st->heap_bytes) - 1 - 6; /* 64-byte blocks */
+	st->nbuckets = st->heap_bytes >> 7;
+	st->index_off = shmt__align_up(f->shard_bytes, SHMT_LINE);
 	st->heap_off = shmt__align_up(st->index_off +
 	    st->nbuckets * sizeof(struct shmt_bucket), SHMT_PAGE);
-	st->stride = st->heap_off + st->heap_bytes;
+	st->stride = st->heap_off + st->heap_bytes + f->shard_gap;
 	if (rg->rg_size != st->stride * st->shards)
 		return SHMT_ECORRUPT;
 	st->base = (char *)map + rg->rg_off;
 	return 0;
+}
+
+/* The lock word of shard I of an old store ST: its first word (ds_lock,
+ * in ABI 6 and ABI 7 alike). */
+static const struct shmt_lock *
+old_shard_lock(const struct shmt_store *st, uint32_t i)
+{
+	return (const struct shmt_lock *)(const void *)(st->base +
+	    (uint64_t)i * st->stride);
 }
 
 /* The image under construction. */
@@ -725,12 +988,15 @@ struct buf {
 	uint64_t len, cap;
 };
 
-/* Append the live items of ABI 6's store ST as a section of KIND.  Every
- * link and item is checked (item_at_lens); a shard's walk passes at most
- * as many items as its heap can hold, so a cycle or shared chains end it
- * with SHMT_ECORRUPT. */
+/* Append the live items of the old store ST (store_old) as a section of
+ * KIND.  Every link and item is checked (item_at_lens: an item's header is
+ * the same in every format); a shard's walk passes at most as many items
+ * as its heap can hold, so a cycle or shared chains end it with
+ * SHMT_ECORRUPT.  The index is read as the old format laid it out
+ * (struct shmt_bucket at ST->index_off), never through this build's
+ * views of a shard. */
 static int
-store6_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
+store_old_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
     uint64_t *count)
 {
 	struct img_sec s = { .is_kind = kind };
@@ -741,10 +1007,12 @@ store6_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
 		return 0;
 	o->len += sizeof(s);
 	for (uint32_t i = 0; i < st->shards; i++) {
-		struct shmt_shard *sh = shard_at(st, i);
-		struct shmt_bucket *index = shard_index(st, sh);
-		char *heap = shard_heap(st, sh);
-		uint64_t budget = chain_bound(st);
+		char *sh = st->base + (uint64_t)i * st->stride;
+		const struct shmt_bucket *index = (const struct shmt_bucket *)
+		    (const void *)(sh + st->index_off);
+		char *heap = sh + st->heap_off;
+		/* Every item takes a 64-byte block at least. */
+		uint64_t budget = st->heap_bytes / 64;
 
 		for (uint64_t b = 0; b < st->nbuckets; b++) {
 			uint64_t off = __atomic_load_n(&index[b].bk_head,
@@ -782,15 +1050,14 @@ store6_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
 	return 0;
 }
 
-/* Check the header of the ABI 6 segment MAP (SIZE bytes) into *HDR and
- * the stores' and the analyzer's geometry. */
+/* Check the header of the segment MAP (SIZE bytes) of an older format
+ * into *HDR, *F its format, and the stores' and the analyzer's geometry. */
 static int
-seg6_check(const unsigned char *map, uint64_t size, struct shmt_hdr *hdr,
-    struct shmt_store *dict, struct shmt_store *ctr, struct shmt_an *an,
-    char *err, size_t cap)
+seg_old_check(const unsigned char *map, uint64_t size, struct shmt_hdr *hdr,
+    const struct oldfmt **f, struct shmt_store *dict, struct shmt_store *ctr,
+    struct shmt_an *an, char *err, size_t cap)
 {
-	struct shmt_store d, c;
-	uint64_t end = 0, dsize, csize;
+	uint64_t end = 0;
 
 	if (size < sizeof(*hdr))
 		return shmt__bad(err, cap, SHMT_ESIZE, "%" PRIu64 " bytes, shorter "
@@ -799,9 +1066,10 @@ seg6_check(const unsigned char *map, uint64_t size, struct shmt_hdr *hdr,
 	if (hdr->sh_magic != SHMT_MAGIC)
 		return shmt__bad(err, cap, SHMT_EMAGIC, "not a shmthrottle "
 		    "segment");
-	if (hdr->sh_abi != 6 || hdr->sh_format != FORMAT_ABI6)
+	if ((*f = oldfmt_of(hdr->sh_format)) == NULL ||
+	    hdr->sh_abi != (*f)->abi)
 		return shmt__bad(err, cap, SHMT_EFORMAT, "segment format %#"
-		    PRIx64 " (ABI %u): this build migrates ABI 6 only",
+		    PRIx64 " (ABI %u): this build migrates ABI 7 and ABI 6 only",
 		    hdr->sh_format, hdr->sh_abi);
 	if (hdr->sh_size != size)
 		return shmt__bad(err, cap, SHMT_ESIZE, "%" PRIu64 " bytes, its "
@@ -819,15 +1087,15 @@ seg6_check(const unsigned char *map, uint64_t size, struct shmt_hdr *hdr,
 			    "out of order or range", i);
 		end = off + rl;
 	}
-	if (shmt__stores_geometry(&hdr->sh_params, &d, &c, &dsize, &csize,
-	    NULL, 0) != 0 ||
-	    shmt__params_an_geometry(&hdr->sh_params, an, NULL, 0) != 0)
+	if (shmt__params_an_geometry(&hdr->sh_params, an, NULL, 0) != 0)
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "its creation parameters "
 		    "make no segment");
-	if (store6(&d, &hdr->sh_regions[SHMT_R_DICT], (unsigned char *)map,
-	    dict) != 0 ||
-	    store6(&c, &hdr->sh_regions[SHMT_R_COUNTERS], (unsigned char *)map,
-	    ctr) != 0 ||
+	if (store_old(*f, hdr->sh_params.sp_dict_bytes,
+	    hdr->sh_params.sp_dict_shards, 0, &hdr->sh_regions[SHMT_R_DICT],
+	    (unsigned char *)map, dict) != 0 ||
+	    store_old(*f, hdr->sh_params.sp_counters_bytes,
+	    hdr->sh_params.sp_counters_shards, 1,
+	    &hdr->sh_regions[SHMT_R_COUNTERS], (unsigned char *)map, ctr) != 0 ||
 	    hdr->sh_regions[SHMT_R_ANALYZER].rg_size != an->bytes)
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "its regions do not "
 		    "match its creation parameters");
@@ -838,10 +1106,11 @@ seg6_check(const unsigned char *map, uint64_t size, struct shmt_hdr *hdr,
 }
 
 int
-shmt__segment6_image(const unsigned char *map, uint64_t size,
+shmt__segment_old_image(const unsigned char *map, uint64_t size,
     const struct shmt__host_time *now, unsigned char **image, size_t *len,
     char *err, size_t cap)
 {
+	const struct oldfmt *f;
 	struct shmt_store dict, ctr;
 	struct shmt_an an;
 	struct shmt_hdr hdr;
@@ -854,7 +1123,8 @@ shmt__segment6_image(const unsigned char *map, uint64_t size,
 	*image = NULL;
 	*len = 0;
 	memset(&an, 0, sizeof(an));
-	if ((rc = seg6_check(map, size, &hdr, &dict, &ctr, &an, err, cap)) != 0)
+	if ((rc = seg_old_check(map, size, &hdr, &f, &dict, &ctr, &an, err,
+	    cap)) != 0)
 		return rc;
 	hlen = hdr.sh_regions[SHMT_R_HEADER].rg_size;
 	llen = hdr.sh_regions[SHMT_R_LIMITERS].rg_size;
@@ -888,8 +1158,8 @@ shmt__segment6_image(const unsigned char *map, uint64_t size,
 	    sizeof(used));
 	o.len += hlen + llen + used;
 	for (int k = 0; k < 2; k++) {
-		rc = k == 0 ? store6_section(&dict, IMG_S_DICT, &o, &ndict) :
-		    store6_section(&ctr, IMG_S_COUNTERS, &o, &nctr);
+		rc = k == 0 ? store_old_section(&dict, IMG_S_DICT, &o, &ndict) :
+		    store_old_section(&ctr, IMG_S_COUNTERS, &o, &nctr);
 		if (rc != 0) {
 			free(o.b);
 			return shmt__bad(err, cap, rc, "its %s is damaged (a "
@@ -915,7 +1185,7 @@ shmt__segment6_image(const unsigned char *map, uint64_t size,
 	ih.ih_magic = IMG_MAGIC;
 	ih.ih_version = IMG_VERSION;
 	ih.ih_hdr_size = sizeof(ih);
-	ih.ih_format = FORMAT_ABI6;
+	ih.ih_format = f->format;
 	ih.ih_wall_ns = now->wall_ns;
 	ih.ih_mono_ns = now->mono_ns;
 	memcpy(ih.ih_boot_id, now->boot_id, sizeof(ih.ih_boot_id));
@@ -955,9 +1225,10 @@ lock_quiet(const struct shmt_lock *l, uint64_t wait_ns)
 	}
 }
 
-/* Steps 3 of the protocol above: every writer lock of the frozen MAP. */
+/* Steps 3 of the protocol above: every writer lock of the frozen MAP, of
+ * format F. */
 static int
-locks_quiet(unsigned char *map, const struct shmt_hdr *hdr,
+locks_quiet(unsigned char *map, const struct oldfmt *f,
     const struct shmt_store *dict, const struct shmt_store *ctr, char *err,
     size_t cap)
 {
@@ -965,23 +1236,23 @@ locks_quiet(unsigned char *map, const struct shmt_hdr *hdr,
 
 	if (lock_quiet((const struct shmt_lock *)(void *)(map +
 	    offsetof(struct shmt_hdr, sh_table_lock)), 2000000000ULL) != 0)
-		return shmt__bad(err, cap, -EBUSY, "a worker of ABI 6 holds its "
-		    "limiter table's lock");
-	(void)hdr;
+		return shmt__bad(err, cap, -EBUSY, "a worker of ABI %u holds its "
+		    "limiter table's lock", f->abi);
 	for (int k = 0; k < 2; k++)
 		for (uint32_t i = 0; i < st[k]->shards; i++)
-			if (lock_quiet((const struct shmt_lock *)(void *)
-			    ((char *)shard_at(st[k], i) + SHARD6_LOCK),
+			if (lock_quiet(old_shard_lock(st[k], i),
 			    2000000000ULL) != 0)
 				return shmt__bad(err, cap, -EBUSY, "a worker of "
-				    "ABI 6 holds the lock of %s shard %u",
-				    k == 0 ? "dictionary" : "counters", i);
+				    "ABI %u holds the lock of %s shard %u",
+				    f->abi, k == 0 ? "dictionary" : "counters",
+				    i);
 	return 0;
 }
 
-/* Wake every sleeper of the old segment's limiters (ABI 6 rows). */
+/* Wake every sleeper of the old segment's limiters (rows of format F). */
 static void
-wake6(unsigned char *map, const struct shmt_hdr *hdr)
+wake_old(unsigned char *map, const struct shmt_hdr *hdr,
+    const struct oldfmt *f)
 {
 	uint32_t n = hdr->sh_params.sp_max_limiters;
 	unsigned char *rows = map + hdr->sh_regions[SHMT_R_LIMITERS].rg_off;
@@ -991,8 +1262,7 @@ wake6(unsigned char *map, const struct shmt_hdr *hdr)
 		return;
 	for (uint32_t r = 0; r < n; r++)
 		shmt__wake_waiters((uint32_t *)(void *)(rows +
-		    (uint64_t)r * sizeof(struct shmt_lim6) +
-		    offsetof(struct shmt_lim6, lm_wake)));
+		    (uint64_t)r * sizeof(struct shmt_lim6) + f->wake_off));
 }
 
 /* 1 when the object FD is the one NAME names now, 0 when NAME names
@@ -1047,14 +1317,14 @@ sweep_dead_migrations(const char *name)
 
 /*
  * The old segment at LIVE (object FD, named NAME) before its freeze, as
- * ABI 6's settling sees it: 0 LIVE (after undoing the freeze of a dead
+ * its version's settling sees it (the same in ABI 6 and ABI 7): 0 LIVE (after undoing the freeze of a dead
  * mover when NAME still names this object), SHMT_ESTALE frozen by a live
  * mover, or moved or retired (a dead mover's freeze finished as the name
  * says: another object under NAME, MOVED; none, RETIRED).  Nothing is
  * written when it is LIVE or frozen by a live mover.
  */
 static int
-settle6(struct shmt_hdr *live, int fd, const char *name, char *err,
+settle_old(struct shmt_hdr *live, int fd, const char *name, char *err,
     size_t cap)
 {
 	uint64_t w = shmt__genword_load(live), seen;
@@ -1102,19 +1372,20 @@ settle6(struct shmt_hdr *live, int fd, const char *name, char *err,
 }
 
 int
-shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
+shmt__segment_old_migrate(const char *name, const struct shmt__host_time *now,
     shmt_clock_fn clock, void *clock_ctx, struct shmt__migration *m,
     char *err, size_t cap)
 {
 	char tmp[SHMT_SEGNAME_MAX + 1];
 	char from[SHMT_SEGNAME_MAX + 16], to[SHMT_SEGNAME_MAX + 16];
+	const struct oldfmt *f = NULL;
 	struct shmt_store dict, ctr;
 	struct shmt_an an;
 	struct shmt_hdr hdr;
 	struct shmt_hdr *live = NULL;
 	struct stat sb;
-	unsigned char *map = MAP_FAILED, *img = NULL, *img7 = NULL;
-	size_t len = 0, len7 = 0;
+	unsigned char *map = MAP_FAILED, *img = NULL, *imgn = NULL;
+	size_t len = 0, lenn = 0;
 	uint64_t w;
 	uint32_t seq = 0;
 	int fd, rc, frozen = 0, built = 0;
@@ -1156,25 +1427,26 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 	}
 	live = (struct shmt_hdr *)(void *)map;
 	memset(&an, 0, sizeof(an));
-	if ((rc = seg6_check(map, (uint64_t)sb.st_size, &hdr, &dict, &ctr, &an,
-	    err, cap)) != 0)
+	if ((rc = seg_old_check(map, (uint64_t)sb.st_size, &hdr, &f, &dict,
+	    &ctr, &an, err, cap)) != 0)
 		goto out;
-	/* 1. No live daemon of ABI 6 on it. */
+	/* 1. No live daemon of its version on it. */
 	if (hdr.sh_daemon_pid > 0 && hdr.sh_daemon_pid != shmt__env_pid() &&
 	    shmt__pid_alive((pid_t)hdr.sh_daemon_pid, hdr.sh_daemon_start)) {
 		rc = shmt__bad(err, cap, -EBUSY, "its daemon (pid %" PRId64 ", of "
-		    "ABI 6) still runs: stop it first", hdr.sh_daemon_pid);
+		    "ABI %u) still runs: stop it first", hdr.sh_daemon_pid,
+		    f->abi);
 		goto out;
 	}
-	/* 2. Its state first, as ABI 6's settling reads it: a freeze left by
+	/* 2. Its state first, as its version's settling reads it: a freeze left by
 	 * a dead mover is undone (the name still this object's) or finished;
 	 * one of a live mover is left alone, its record with it. */
 	w = shmt__genword_load(live);
-	if ((rc = settle6(live, fd, name, err, cap)) != 0)
+	if ((rc = settle_old(live, fd, name, err, cap)) != 0)
 		goto out;
 	if ((uint32_t)w != SHMT_SEG_LIVE)
-		wake6(map, &hdr);
-	/* The freeze, as ABI 6's move makes it: the mover's record, then one
+		wake_old(map, &hdr, f);
+	/* The freeze, as its version's move makes it: the mover's record, then one
 	 * CAS from LIVE. */
 	w = shmt__genword_load(live);
 	seq = (uint32_t)(w >> 32) + 1;
@@ -1194,16 +1466,16 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 	}
 	frozen = 1;
 	/* 3, 4. Quiet locks, the image, this format, the new segment. */
-	if ((rc = locks_quiet(map, &hdr, &dict, &ctr, err, cap)) != 0 ||
-	    (rc = shmt__segment6_image(map, (uint64_t)sb.st_size, now, &img,
-	    &len, err, cap)) != 0 ||
-	    (rc = shmt__image_migrate(img, len, &img7, &len7, m, err,
+	if ((rc = locks_quiet(map, f, &dict, &ctr, err, cap)) != 0 ||
+	    (rc = shmt__segment_old_image(map, (uint64_t)sb.st_size, now,
+	    &img, &len, err, cap)) != 0 ||
+	    (rc = shmt__image_migrate(img, len, &imgn, &lenn, m, err,
 	    cap)) != 0 ||
-	    (rc = shmt__image_restore(img7, len7, tmp, now, clock, clock_ctx,
+	    (rc = shmt__image_restore(imgn, lenn, tmp, now, clock, clock_ctx,
 	    err, cap)) != 0)
 		goto out;
 	built = 1;
-	/* 5. Publish, while the freeze is still ours: an ABI 6 worker's
+	/* 5. Publish, while the freeze is still ours: an old worker's
 	 * recovery that took this process for a dead mover may have undone
 	 * it, and uses granted since are not in the image. */
 	w = shmt__genword_load(live);
@@ -1241,21 +1513,21 @@ shmt__segment6_migrate(const char *name, const struct shmt__host_time *now,
 			;
 		rc = shmt__bad(err, cap, SHMT_ECORRUPT, "%s migrated, but its "
 		    "freeze was undone during the migration (state word %#"
-		    PRIx64 "): uses granted by workers of ABI 6 in between may "
-		    "be lost; check it with 'shmthrottle -s %s check'", name,
-		    seen, name);
+		    PRIx64 "): uses granted by workers of ABI %u in between "
+		    "may be lost; check it with 'shmthrottle -s %s check'",
+		    name, seen, f->abi, name);
 	}
-	wake6(map, &hdr);
+	wake_old(map, &hdr, f);
 out:
 	if (frozen) {
 		w = shmt__genword(SHMT_SEG_FROZEN, seq);
 		(void)shmt__genword_cas(live, &w, SHMT_SEG_LIVE, seq);
-		wake6(map, &hdr);
+		wake_old(map, &hdr, f);
 	}
 	if (built && rc != 0)
 		(void)shm_unlink(tmp);
 	free(img);
-	free(img7);
+	free(imgn);
 	munmap(map, (size_t)sb.st_size);
 	close(fd);
 	return rc;

@@ -581,7 +581,7 @@ test_migrate_segment(void **state)
 	seg_time(&now);
 	clk.now = now.mono_ns + SEC;
 	err[0] = '\0';
-	if (shmt__segment6_migrate(seg, &now, tu_clock_read, &clk, &m, err,
+	if (shmt__segment_old_migrate(seg, &now, tu_clock_read, &clk, &m, err,
 	    sizeof(err)) != 0)
 		fail_msg("migrate: %s", err);
 	check_report(&m);
@@ -620,7 +620,7 @@ test_migrate_segment_refused(void **state)
 
 	/* This format's own segment. */
 	assert_int_equal(shmt_create(seg, NULL, &h), 0);
-	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
 	    sizeof(err)), SHMT_EFORMAT);
 	tu_close_unlink(h, seg);
 
@@ -635,7 +635,7 @@ test_migrate_segment_refused(void **state)
 
 		memcpy(&keep, row0 + 72, 8);
 		memcpy(row0 + 72, &v, 8);
-		assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL,
+		assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL,
 		    &m, err, sizeof(err)), SHMT_ECORRUPT);
 		printf("# %s\n", err);
 		assert_non_null(strstr(err, "storage outside"));
@@ -652,7 +652,7 @@ test_migrate_segment_refused(void **state)
 	t0 = shmt__proc_start(child);
 	old->sh_daemon_pid = child;
 	old->sh_daemon_start = t0;
-	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
 	    sizeof(err)), -EBUSY);
 	printf("# %s\n", err);
 	kill(child, SIGKILL);
@@ -661,7 +661,7 @@ test_migrate_segment_refused(void **state)
 	assert_int_equal(state_of(old), SHMT_SEG_LIVE);
 	/* A live thread (this one) keeps the limiter table's lock. */
 	old->sh_table_lock.lk_owner = (uint32_t)syscall(SYS_gettid);
-	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
 	    sizeof(err)), -EBUSY);
 	printf("# %s\n", err);
 	assert_int_equal(state_of(old), SHMT_SEG_LIVE);
@@ -670,7 +670,7 @@ test_migrate_segment_refused(void **state)
 	assert_int_equal(stat(path, &b), 0);
 	assert_true(a.st_ino == b.st_ino);
 	/* And with all that undone, it migrates. */
-	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
 	    sizeof(err)), 0);
 	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
 	munmap(old, size);
@@ -723,7 +723,7 @@ test_migrate_segment_hostile(void **state)
 
 			memcpy(work + at, &v, tu_rand(&rs) % 2 ? 8 : 4);
 		}
-		rc = shmt__segment6_image(work, size, &now, &img, &len, err,
+		rc = shmt__segment_old_image(work, size, &now, &img, &len, err,
 		    sizeof(err));
 		if (rc == 0)
 			rc = shmt__image_migrate(img, len, &img7, &len7, &m, err,
@@ -789,7 +789,7 @@ test_migrate_segment_killed(void **state)
 	child = fork();
 	assert_true(child >= 0);
 	if (child == 0) {
-		(void)shmt__segment6_migrate(seg, &now, clock_kill, NULL, &m,
+		(void)shmt__segment_old_migrate(seg, &now, clock_kill, NULL, &m,
 		    err, sizeof(err));
 		_exit(3);
 	}
@@ -800,7 +800,7 @@ test_migrate_segment_killed(void **state)
 	printf("# after kill -9: old segment state %u\n", state_of(old));
 	/* The next daemon finds it under the name and must take it over. */
 	err[0] = '\0';
-	rc = shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	rc = shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
 	    sizeof(err));
 	printf("# next migration: %d (%s)\n", rc, err);
 	snprintf(path, sizeof(path), "/dev/shm%s.migrate.%ld.restore.%ld", seg,
@@ -848,7 +848,7 @@ test_migrate_segment_frozen_by_other(void **state)
 	w = shmt__genword_load(old);
 	assert_true(shmt__genword_cas(old, &w, SHMT_SEG_FROZEN,
 	    (uint32_t)(w >> 32) + 1));
-	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
 	    sizeof(err)), SHMT_ESTALE);
 	printf("# %s; mover now pid %" PRId64 " (the other is %ld)\n", err,
 	    old->sh_mover_pid, (long)other);
@@ -923,7 +923,7 @@ test_migrate_segment_undone(void **state)
 	u.old = seg_map(seg, size);
 	u.clk.now = now.mono_ns + SEC;
 	err[0] = '\0';
-	rc = shmt__segment6_migrate(seg, &now, clock_undo, &u, &m, err,
+	rc = shmt__segment_old_migrate(seg, &now, clock_undo, &u, &m, err,
 	    sizeof(err));
 	printf("# migration: %d (%s); old state %u, api in flight there %"
 	    PRIu64 "\n", rc, err, state_of(u.old), u.inflight);
@@ -985,7 +985,7 @@ test_migrate_segment_leftovers(void **state)
 	child = fork();
 	assert_true(child >= 0);
 	if (child == 0) {
-		(void)shmt__segment6_migrate(seg, &now, clock_kill, NULL, &m,
+		(void)shmt__segment_old_migrate(seg, &now, clock_kill, NULL, &m,
 		    err, sizeof(err));
 		_exit(3);
 	}
@@ -1008,7 +1008,7 @@ test_migrate_segment_leftovers(void **state)
 	shm_make(alive);
 	snprintf(other, sizeof(other), "%s.migrated", seg);
 	shm_make(other);
-	rc = shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	rc = shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
 	    sizeof(err));
 	printf("# next migration %d; after it: %s %s, %s %s\n", rc, built,
 	    shm_exists(built) ? "present" : "absent", restore,
@@ -1090,7 +1090,7 @@ test_migrate_segment_busy(void **state)
 	close(p[0]);
 	mover = old->sh_mover_pid;
 	w = shmt__genword_load(old);
-	rc = shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	rc = shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
 	    sizeof(err));
 	printf("# %d (%s)\n", rc, err);
 	kill(child, SIGKILL);
@@ -1098,7 +1098,7 @@ test_migrate_segment_busy(void **state)
 	assert_int_equal(rc, -EBUSY);
 	assert_int_equal(old->sh_mover_pid, mover);
 	assert_int_equal(shmt__genword_load(old), w);
-	assert_int_equal(shmt__segment6_migrate(seg, &now, NULL, NULL, &m, err,
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
 	    sizeof(err)), 0);
 	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
 	munmap(old, size);
