@@ -29,7 +29,7 @@ if(TARGET shmthrottled)
       SHMT_CLI_PATH="$<TARGET_FILE:shmthrottle>")
     add_dependencies(test_daemon shmthrottle)
   endif()
-  # Upgrades: the daemon started on the snapshot of an ABI 6 segment.
+  # Upgrades: the daemon started on the snapshot or segment of ABI 6 or ABI 7.
   shmt_add_test(test_daemon_migrate
     SOURCES test_daemon_migrate.c
     ARGS $<TARGET_FILE:shmthrottled>

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shmthrottled through its binary, upgraded: started with the snapshot of
- * an ABI 6 segment (tests/data/abi6.snap.zr) and no segment, it migrates
- * the snapshot into a segment of this format, says what it carried in its
- * log, runs on it (limiters, dictionary), and the snapshot it writes at
- * stop is of this format (a second start restores it without migrating).
- * A segment of ABI 6 under its name is migrated in place and the old
- * object retired.  A damaged ABI 6 snapshot is refused with the reason.
+ * an ABI 6 or ABI 7 segment (tests/data/abi6.snap.zr, abi7.snap.zr) and
+ * no segment, it migrates the snapshot into a segment of this format, says
+ * what it carried in its log, runs on it (limiters, dictionary), and the
+ * snapshot it writes at stop is of this format (a second start restores it
+ * without migrating).  A segment of ABI 6 or ABI 7 under its name is
+ * migrated in place and the old object retired.  A damaged old snapshot is
+ * refused with the reason.  Every test runs for both versions.
  * argv[1] is the daemon binary.  Every wait polls with a bounded number of
  * retries.
  */
@@ -29,6 +30,33 @@
 #define WAIT_MS 20000
 
 static const char *daemon_bin;
+
+/* The fixtures of one older format (tests/data/README.md). */
+struct fx {
+	int abi;
+	const char *conf, *snap, *seg;
+};
+
+static const struct fx fx6 = {
+	6, SHMT_TEST_DATA "/abi6.conf", SHMT_TEST_DATA "/abi6.snap.zr",
+	SHMT_TEST_DATA "/abi6.seg.zr",
+};
+static const struct fx fx7 = {
+	7, SHMT_TEST_DATA "/abi7.conf", SHMT_TEST_DATA "/abi7.snap.zr",
+	SHMT_TEST_DATA "/abi7.seg.zr",
+};
+
+/* Does the daemon's log say the line of a migration from F's ABI, with
+ * TAIL after "ABI n to ABI 8: "? */
+static int
+log_migrated(const char *log, const struct fx *f, const char *tail)
+{
+	char want[160];
+
+	snprintf(want, sizeof(want), "migrated from segment format ABI %d to "
+	    "ABI %u: %s", f->abi, (unsigned)SHMT_ABI_VERSION, tail);
+	return tu_file_has(log, want);
+}
 
 static struct {
 	char dir[64], seg[128], conf[128], log[128], snap[128];
@@ -53,12 +81,13 @@ env_done(void **state)
 	return 0;
 }
 
-/* A config with the fixture's sizes and limiters (tests/data/abi6.conf,
- * less its segment name and daemon section) and the snapshot at E.snap. */
+/* A config with the fixture's sizes and limiters (F's config in
+ * tests/data, less its segment name and daemon section) and the snapshot
+ * at E.snap. */
 static void
-env_init(const char *tag)
+env_init(const struct fx *f, const char *tag)
 {
-	char *src = tu_read_all(SHMT_TEST_DATA "/abi6.conf"), *text, *p;
+	char *src = tu_read_all(f->conf), *text, *p;
 	size_t cap;
 
 	memset(&e, 0, sizeof(e));
@@ -144,18 +173,18 @@ test_daemon_migrates_snapshot(void **state)
 	unsigned char *img;
 	char buf[16];
 	size_t len, n = 0;
+	const struct fx *f = *state;
 	shmt_t *h;
 
-	(void)state;
-	env_init("dmig");
-	img = tu_zr_load(SHMT_TEST_DATA "/abi6.snap.zr", &len);
+	env_init(f, "dmig");
+	img = tu_zr_load(f->snap, &len);
 	write_bytes(e.snap, img, len);
 	free(img);
 
 	h = start();
 	wait_log("restored from");
-	assert_true(tu_file_has(e.log, "migrated from segment format ABI 6 to "
-	    "ABI 8: 3 limiters"));
+	assert_true(log_migrated(e.log, f, "3 limiters (10 uses in flight, 3 "
+	    "client entries)"));
 	assert_true(tu_file_has(e.log, "4 dictionary items, 2 counters, "
 	    "analyzer summaries kept"));
 	/* Items without a TTL outlive any time between the fixture and
@@ -174,12 +203,12 @@ test_daemon_migrates_snapshot(void **state)
 
 	/* The snapshot written at stop is of this format. */
 	{
-		FILE *f = fopen(e.snap, "r");
+		FILE *fp = fopen(e.snap, "r");
 		unsigned char hd[SHMT_IMAGE_HDR_BYTES];
 
-		assert_non_null(f);
-		assert_true(fread(hd, 1, sizeof(hd), f) == sizeof(hd));
-		fclose(f);
+		assert_non_null(fp);
+		assert_true(fread(hd, 1, sizeof(hd), fp) == sizeof(hd));
+		fclose(fp);
 		assert_int_equal(shmt__image_abi(hd, sizeof(hd)),
 		    SHMT_ABI_VERSION);
 	}
@@ -192,9 +221,9 @@ test_daemon_migrates_snapshot(void **state)
 	stop(h);
 }
 
-/* A segment of ABI 6 under the daemon's name (as an old daemon left it,
- * with an old worker's mapping still on it): migrated in place, the old
- * object retired, and the log says so. */
+/* A segment of ABI 6 or ABI 7 under the daemon's name (as an old daemon
+ * left it, with an old worker's mapping still on it): migrated in place,
+ * the old object retired, and the log says so. */
 static void
 test_daemon_migrates_segment(void **state)
 {
@@ -205,10 +234,11 @@ test_daemon_migrates_segment(void **state)
 	shmt_t *h;
 	void *old;
 	int fd;
+	const struct fx *f = *state;
+	char want[96];
 
-	(void)state;
-	env_init("dmigseg");
-	raw = tu_zr_load(SHMT_TEST_DATA "/abi6.seg.zr", &len);
+	env_init(f, "dmigseg");
+	raw = tu_zr_load(f->seg, &len);
 	fd = shm_open(e.seg, O_RDWR | O_CREAT | O_EXCL, 0600);
 	assert_true(fd >= 0);
 	assert_true(write(fd, raw, len) == (ssize_t)len);
@@ -218,9 +248,13 @@ test_daemon_migrates_segment(void **state)
 	free(raw);
 
 	h = start();
-	assert_true(tu_file_has(e.log, "migrated from segment format ABI 6 to "
-	    "ABI 8: 3 limiters"));
+	assert_true(log_migrated(e.log, f, "3 limiters (10 uses in flight, 3 "
+	    "client entries), 4 dictionary items, 2 counters, analyzer "
+	    "summaries kept"));
 	assert_true(tu_file_has(e.log, "the old object is retired"));
+	snprintf(want, sizeof(want), "workers built against the ABI %d library",
+	    f->abi);
+	assert_true(tu_file_has(e.log, want));
 	assert_int_equal(((const struct shmt_hdr *)old)->sh_retired,
 	    SHMT_SEG_RETIRED);
 	assert_int_equal(shmt_get(h, "user:1", 6, buf, sizeof(buf), &n), 0);
@@ -235,19 +269,20 @@ test_daemon_migrates_segment(void **state)
 	munmap(old, len);
 }
 
-/* A damaged ABI 6 snapshot: refused (exit 2) with the reason, nothing
+/* A damaged old snapshot: refused (exit 2) with the reason, nothing
  * published. */
 static void
-test_daemon_refuses_damaged_abi6(void **state)
+test_daemon_refuses_damaged(void **state)
 {
 	struct img_hdr ih;
 	unsigned char *img;
 	size_t len;
 	int status;
+	const struct fx *f = *state;
+	char want[160];
 
-	(void)state;
-	env_init("dmigbad");
-	img = tu_zr_load(SHMT_TEST_DATA "/abi6.snap.zr", &len);
+	env_init(f, "dmigbad");
+	img = tu_zr_load(f->snap, &len);
 	/* Row 0's ring offset far outside the arena, the checksums right. */
 	{
 		uint64_t v = 1ULL << 40;
@@ -266,22 +301,25 @@ test_daemon_refuses_damaged_abi6(void **state)
 	e.pid = tu_daemon_spawn(daemon_bin, e.conf, e.seg, e.log, NULL, NULL);
 	status = tu_wait_exit(&e.pid, WAIT_MS);
 	assert_int_equal(status, 2);
-	assert_true(tu_file_has(e.log, "cannot migrate it from segment format "
-	    "ABI 6: limiter api: storage outside the image's arena"));
+	snprintf(want, sizeof(want), "cannot migrate it from segment format "
+	    "ABI %d: limiter api: storage outside the image's arena", f->abi);
+	assert_true(tu_file_has(e.log, want));
 	assert_int_equal(shmt_unlink(e.seg), -ENOENT);
 }
 
 int
 main(int argc, char **argv)
 {
+	/* Each test for ABI 6's fixtures, then ABI 7's. */
+#define BOTH(fn) \
+	{ #fn, fn, NULL, env_done, (void *)&fx6 }, \
+	{ #fn "_abi7", fn, NULL, env_done, (void *)&fx7 }
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_daemon_migrates_snapshot,
-		    env_done),
-		cmocka_unit_test_teardown(test_daemon_migrates_segment,
-		    env_done),
-		cmocka_unit_test_teardown(test_daemon_refuses_damaged_abi6,
-		    env_done),
+		BOTH(test_daemon_migrates_snapshot),
+		BOTH(test_daemon_migrates_segment),
+		BOTH(test_daemon_refuses_damaged),
 	};
+#undef BOTH
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: %s SHMTHROTTLED\n", argv[0]);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Upgrades (lib/migrate.c): the snapshot of a segment of ABI 6 in
- * tests/data/abi6.snap.zr, made by that version's daemon and CLI (see
- * tests/data/README.md), rewritten in this format and restored.  Every
+ * Upgrades (lib/migrate.c): the snapshots of a segment of ABI 6 and of
+ * ABI 7 in tests/data/abi6.snap.zr and abi7.snap.zr, made by those
+ * versions' daemons and CLIs (see tests/data/README.md), rewritten in this
+ * format and restored; their segments (abi6.seg.zr, abi7.seg.zr) migrated
+ * in place.  Every test runs on the fixtures of both versions.  Every
  * limiter comes back with its uses in flight (they deny until their
  * release time, then grant, on an injected clock), every client entry,
  * key pool cursor, dictionary item, counter and the analyzer's summaries.
@@ -33,19 +35,46 @@
 #include <unistd.h>
 
 #define SEC 1000000000ULL
-#define FIXTURE SHMT_TEST_DATA "/abi6.snap.zr"
 
-/* ABI 6's limiter row: where its fields lie (lib/migrate.c). */
+/* A limiter row of ABI 6 or ABI 7: 1280 bytes in both (lib/migrate.c). */
 #define ROW6 1280U
 #define HDR_REGION 640U         /* the segment header's region */
 
-static unsigned char *
-load(size_t *len)
-{
-	unsigned char *img = tu_zr_load(FIXTURE, len);
+/* The fixtures of one older format (tests/data/README.md). */
+struct fx {
+	int abi;
+	const char *snap, *seg, *modes;
+	uint32_t name_off;      /* lm_name in its limiter row */
+	uint32_t w_off;         /* lm_w in its limiter row */
+};
 
-	assert_int_equal(shmt__image_abi(img, *len), 6);
+static const struct fx fx6 = {
+	6, SHMT_TEST_DATA "/abi6.snap.zr", SHMT_TEST_DATA "/abi6.seg.zr",
+	SHMT_TEST_DATA "/abi6-modes.snap.zr", 112, 384,
+};
+static const struct fx fx7 = {
+	7, SHMT_TEST_DATA "/abi7.snap.zr", SHMT_TEST_DATA "/abi7.seg.zr",
+	SHMT_TEST_DATA "/abi7-modes.snap.zr", 128, 384,
+};
+
+static unsigned char *
+load(const struct fx *f, size_t *len)
+{
+	unsigned char *img = tu_zr_load(f->snap, len);
+
+	assert_int_equal(shmt__image_abi(img, *len), f->abi);
 	return img;
+}
+
+/* The seed of the seeded test NAME for fixture F (ABI 6's is NAME's own). */
+static uint64_t
+fx_seed(const struct fx *f, const char *name)
+{
+	char full[96];
+
+	snprintf(full, sizeof(full), "%s%s", name, f->abi == 6 ? "" :
+	    "_abi7");
+	return tu_seed(full);
 }
 
 /* The image's own clocks and boot: a restore "on the same boot", so no
@@ -195,15 +224,18 @@ check_migrated(shmt_t *h, struct tu_clock *clk, uint64_t t0)
 	assert_int_equal(shmt_check(h, NULL, NULL), 0);
 }
 
-/* What the migration of the fixture reports. */
+/* What the migration of the fixture F reports. */
 static void
-check_report(const struct shmt__migration *m)
+check_report(const struct fx *f, const struct shmt__migration *m)
 {
-	char note[768];
+	char note[768], want[64];
 
 	shmt__migration_text(m, note, sizeof(note));
 	printf("# %s\n", note);
-	assert_int_equal(m->from_abi, 6);
+	assert_int_equal(m->from_abi, f->abi);
+	snprintf(want, sizeof(want), "from segment format ABI %d to ABI %u:",
+	    f->abi, (unsigned)SHMT_ABI_VERSION);
+	assert_non_null(strstr(note, want));
 	assert_int_equal(m->limiters, 3);
 	assert_int_equal(m->inflight, 10);    /* 3 api, 3 keys, 4 per-ip */
 	assert_int_equal(m->clients, 3);
@@ -222,15 +254,15 @@ test_migrate_fixture(void **state)
 	unsigned char *img, *img7;
 	size_t len, len7;
 	char err[640], seg[96];
+	const struct fx *f = *state;
 	shmt_t *h;
 
-	(void)state;
-	img = load(&len);
+	img = load(f, &len);
 	err[0] = '\0';
 	if (shmt__image_migrate(img, len, &img7, &len7, &m, err,
 	    sizeof(err)) != 0)
 		fail_msg("migrate: %s", err);
-	check_report(&m);
+	check_report(f, &m);
 	assert_int_equal(shmt__image_abi(img7, len7), SHMT_ABI_VERSION);
 
 	/* Restored on the image's own clock, one second after it. */
@@ -248,8 +280,9 @@ test_migrate_fixture(void **state)
 	tu_close_unlink(h, seg);
 }
 
-/* The other modes (tests/data/abi6-modes.snap.zr): rate mode shared and
- * per client, exact mode, a shadow limiter, a deleted one. */
+/* The other modes (tests/data/abi6-modes.snap.zr, abi7-modes.snap.zr):
+ * rate mode shared and per client, exact mode, a shadow limiter, a deleted
+ * one. */
 static void
 test_migrate_modes(void **state)
 {
@@ -262,13 +295,14 @@ test_migrate_modes(void **state)
 	char err[640], seg[96];
 	shmt_limit_t l = { .limit = 3, .window_ns = 60 * SEC,
 		.slack_ns = 6 * SEC, .slack_uses = 1 };
+	const struct fx *f = *state;
 	shmt_t *h;
 
-	(void)state;
-	img = tu_zr_load(SHMT_TEST_DATA "/abi6-modes.snap.zr", &len);
+	img = tu_zr_load(f->modes, &len);
 	if (shmt__image_migrate(img, len, &img7, &len7, &m, err,
 	    sizeof(err)) != 0)
 		fail_msg("migrate: %s", err);
+	assert_int_equal(m.from_abi, f->abi);
 	assert_int_equal(m.limiters, 4);
 	assert_int_equal(m.deleted, 1);
 	assert_int_equal(m.clients, 1);
@@ -310,7 +344,115 @@ test_migrate_modes(void **state)
 	tu_close_unlink(h, seg);
 }
 
-/* Not ABI 6: this format's own image, not an image, an empty one. */
+/* Make the image's checksums right again after a change of its bytes. */
+static void
+reseal(unsigned char *img, size_t len)
+{
+	struct img_hdr ih;
+
+	memcpy(&ih, img, sizeof(ih));
+	ih.ih_size = len - sizeof(ih);
+	ih.ih_sum = shmt__fnv1a_words(SHMT_FNV_INIT, img + sizeof(ih),
+	    ih.ih_size);
+	ih.ih_hdr_sum = shmt__fnv1a(SHMT_FNV_INIT, &ih,
+	    offsetof(struct img_hdr, ih_hdr_sum));
+	memcpy(img, &ih, sizeof(ih));
+}
+
+/* A row a definition left half built (BUILDING: its definer killed) is
+ * dropped, the rows after it carried; a deleted row keeps its name. */
+static void
+test_migrate_half_built(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct tu_clock clk;
+	shmt_limiter_stat_t st;
+	unsigned char *img, *out = NULL;
+	size_t len, outlen = 0;
+	uint32_t building = SHMT_LIM_BUILDING;
+	char err[640], seg[96];
+	const struct fx *f = *state;
+	shmt_t *h;
+
+	img = load(f, &len);
+	/* Row 0 is "api". */
+	assert_string_equal((char *)img + SHMT_IMAGE_HDR_BYTES + HDR_REGION +
+	    f->name_off, "api");
+	memcpy(img + SHMT_IMAGE_HDR_BYTES + HDR_REGION, &building,
+	    sizeof(building));
+	reseal(img, len);
+	if (shmt__image_migrate(img, len, &out, &outlen, &m, err,
+	    sizeof(err)) != 0)
+		fail_msg("migrate: %s", err);
+	assert_int_equal(m.dropped, 1);
+	assert_int_equal(m.limiters, 2);
+	assert_int_equal(m.inflight, 7);        /* 3 keys, 4 per-ip */
+	image_time(img, &now);
+	clk.now = now.mono_ns + SEC;
+	tu_segname(seg, sizeof(seg), "mig-hb");
+	if (shmt__image_restore(out, outlen, seg, &now, tu_clock_read, &clk,
+	    err, sizeof(err)) != 0)
+		fail_msg("restore: %s", err);
+	free(out);
+	free(img);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	assert_int_equal(shmt_limiter_stat(h, "api", &st), -ENOENT);
+	assert_int_equal(shmt_limiter_stat(h, "per-ip", &st), 0);
+	assert_int_equal(st.in_flight, 4);
+	assert_int_equal(grants(h, "per-ip", "10.0.0.1"), 1);
+	tu_close_unlink(h, seg);
+}
+
+/* ABI 7's rows are carried as they are, their override table with them:
+ * a table outside the arena, none for a per-client row, or one over its
+ * clients, is refused by the migration itself (right checksums). */
+static void
+test_migrate_abi7_overrides(void **state)
+{
+	struct shmt__migration m;
+	unsigned char *img, *work, *out = NULL;
+	size_t len, outlen = 0;
+	uint64_t far = 1ULL << 40;
+	uint32_t cap0 = 0;
+	unsigned char *row = NULL;
+	char err[640];
+	int rc;
+
+	(void)state;
+	img = load(&fx7, &len);
+	work = malloc(len);
+	assert_non_null(work);
+	for (uint32_t r = 0; r < 8; r++)
+		if (strcmp((char *)img + SHMT_IMAGE_HDR_BYTES + HDR_REGION +
+		    (uint64_t)r * ROW6 + fx7.name_off, "per-ip") == 0)
+			row = work + SHMT_IMAGE_HDR_BYTES + HDR_REGION +
+			    (uint64_t)r * ROW6;
+	assert_non_null(row);
+	for (int k = 0; k < 3; k++) {
+		memcpy(work, img, len);
+		if (k == 0)
+			memcpy(row + offsetof(struct shmt_lim, lm_ov_off), &far, 8);
+		else if (k == 1)
+			memcpy(row + offsetof(struct shmt_lim, lm_ov_cap), &cap0, 4);
+		else
+			memset(row + offsetof(struct shmt_lim, lm_ov_off), 0, 8);
+		reseal(work, len);
+		rc = shmt__image_migrate(work, len, &out, &outlen, &m, err,
+		    sizeof(err));
+		printf("# %d: %s\n", k, err);
+		assert_int_equal(rc, SHMT_ECORRUPT);
+		assert_null(out);
+		assert_non_null(strstr(err, "limiter per-ip"));
+	}
+	free(work);
+	free(img);
+}
+
+/* Not an older format: this format's own image, not an image, an empty
+ * one. */
 static void
 test_migrate_refuses_others(void **state)
 {
@@ -318,9 +460,9 @@ test_migrate_refuses_others(void **state)
 	unsigned char *img, *img7, *out = NULL;
 	size_t len, len7, outlen = 0;
 	char err[640];
+	const struct fx *f = *state;
 
-	(void)state;
-	img = load(&len);
+	img = load(f, &len);
 	assert_int_equal(shmt__image_migrate(img, len, &img7, &len7, &m, err,
 	    sizeof(err)), 0);
 	assert_int_equal(shmt__image_migrate(img7, len7, &out, &outlen, &m,
@@ -350,21 +492,6 @@ test_migrate_refuses_others(void **state)
 	free(img);
 }
 
-/* Make the image's checksums right again after a change of its bytes. */
-static void
-reseal(unsigned char *img, size_t len)
-{
-	struct img_hdr ih;
-
-	memcpy(&ih, img, sizeof(ih));
-	ih.ih_size = len - sizeof(ih);
-	ih.ih_sum = shmt__fnv1a_words(SHMT_FNV_INIT, img + sizeof(ih),
-	    ih.ih_size);
-	ih.ih_hdr_sum = shmt__fnv1a(SHMT_FNV_INIT, &ih,
-	    offsetof(struct img_hdr, ih_hdr_sum));
-	memcpy(img, &ih, sizeof(ih));
-}
-
 /* A value that is likely to hurt: 0, small, at or past a bound, huge. */
 static uint64_t
 nasty(uint64_t *rs, uint64_t near)
@@ -386,13 +513,16 @@ nasty(uint64_t *rs, uint64_t near)
 static int
 mutate(uint64_t *rs, unsigned char *img, size_t *len, uint64_t arena)
 {
-	/* Fields of a row of ABI 6 (offsets in the row) worth aiming at. */
+	/* Fields of a row of ABI 6 or ABI 7 (offsets in the row) worth
+	 * aiming at: the identity (the same up to byte 112), ABI 6's name
+	 * (112) and ABI 7's override table (112, 120) and name (128), the
+	 * state word. */
 	static const struct { uint32_t off, size; } row_fields[] = {
 		{ 0, 4 }, { 4, 4 }, { 8, 8 }, { 16, 8 }, { 24, 8 }, { 32, 8 },
 		{ 40, 4 }, { 44, 4 }, { 48, 4 }, { 52, 4 }, { 56, 4 },
 		{ 60, 4 }, { 64, 4 }, { 68, 4 }, { 72, 8 }, { 80, 8 },
-		{ 88, 8 }, { 96, 8 }, { 104, 8 }, { 112, 8 }, { 168, 8 },
-		{ 384, 8 }, { 392, 8 },
+		{ 88, 8 }, { 96, 8 }, { 104, 8 }, { 112, 8 }, { 120, 4 },
+		{ 128, 8 }, { 168, 8 }, { 184, 8 }, { 384, 8 }, { 392, 8 },
 	};
 	unsigned char *body = img + SHMT_IMAGE_HDR_BYTES;
 	uint64_t kind = tu_rand(rs) % 8, v, at;
@@ -443,7 +573,8 @@ mutate(uint64_t *rs, unsigned char *img, size_t *len, uint64_t arena)
 static void
 test_migrate_hostile(void **state)
 {
-	uint64_t seed = tu_seed("test_migrate_hostile"), rs = seed;
+	const struct fx *f = *state;
+	uint64_t seed = fx_seed(f, "test_migrate_hostile"), rs = seed;
 	unsigned char *img, *work;
 	size_t len;
 	struct img_hdr ih;
@@ -453,8 +584,7 @@ test_migrate_hostile(void **state)
 	int runs = (int)(600 * tu_scale()), refused = 0, sealed_refused = 0;
 	int migrated = 0, restored = 0;
 
-	(void)state;
-	img = load(&len);
+	img = load(f, &len);
 	memcpy(&ih, img, sizeof(ih));
 	image_time(img, &now);
 	work = malloc(len);
@@ -509,16 +639,14 @@ test_migrate_hostile(void **state)
 	free(img);
 }
 
-/* ---- A segment of ABI 6 in /dev/shm ------------------------------------- */
+/* ---- A segment of ABI 6 or ABI 7 in /dev/shm ------------------------------ */
 
-#define SEG_FIXTURE SHMT_TEST_DATA "/abi6.seg.zr"
-
-/* Put the ABI 6 segment of the fixture under SEG (as the old daemon left
+/* Put the old segment of the fixture F under SEG (as the old daemon left
  * it); *SIZE gets its size. */
 static void
-seg_put(const char *seg, size_t *size)
+seg_put(const struct fx *f, const char *seg, size_t *size)
 {
-	unsigned char *b = tu_zr_load(SEG_FIXTURE, size);
+	unsigned char *b = tu_zr_load(f->seg, size);
 	int fd = shm_open(seg, O_RDWR | O_CREAT | O_EXCL, 0600);
 
 	assert_true(fd >= 0);
@@ -527,7 +655,7 @@ seg_put(const char *seg, size_t *size)
 	free(b);
 }
 
-/* Map SEG as a worker of ABI 6 would (read-write, shared). */
+/* Map SEG as an old worker would (read-write, shared). */
 static struct shmt_hdr *
 seg_map(const char *seg, size_t size)
 {
@@ -544,10 +672,10 @@ seg_map(const char *seg, size_t size)
 /* The fixture's clocks: the snapshot's, taken when the old daemon stopped
  * and left the segment as it is. */
 static void
-seg_time(struct shmt__host_time *now)
+seg_time(const struct fx *f, struct shmt__host_time *now)
 {
 	size_t len;
-	unsigned char *img = load(&len);
+	unsigned char *img = load(f, &len);
 
 	image_time(img, now);
 	free(img);
@@ -570,27 +698,27 @@ test_migrate_segment(void **state)
 	char seg[96], path[128], err[640];
 	size_t size;
 	shmt_t *h;
+	const struct fx *f = *state;
 
-	(void)state;
 	tu_segname(seg, sizeof(seg), "mig-seg");
-	seg_put(seg, &size);
+	seg_put(f, seg, &size);
 	assert_int_equal(shmt_open(seg, &h), SHMT_EFORMAT);
 	old = seg_map(seg, size);
 	snprintf(path, sizeof(path), "/dev/shm%s", seg);
 	assert_int_equal(stat(path, &a), 0);
-	seg_time(&now);
+	seg_time(f, &now);
 	clk.now = now.mono_ns + SEC;
 	err[0] = '\0';
 	if (shmt__segment_old_migrate(seg, &now, tu_clock_read, &clk, &m, err,
 	    sizeof(err)) != 0)
 		fail_msg("migrate: %s", err);
-	check_report(&m);
+	check_report(f, &m);
 	/* The name is a new object; the old one, still mapped here, is
 	 * retired: its ABI 6 workers answer SHMT_ESTALE. */
 	assert_int_equal(stat(path, &b), 0);
 	assert_true(a.st_ino != b.st_ino);
 	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
-	assert_int_equal(old->sh_abi, 6);
+	assert_int_equal(old->sh_abi, (uint32_t)f->abi);
 	munmap(old, size);
 	assert_int_equal(shmt_open(seg, &h), 0);
 	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
@@ -612,9 +740,9 @@ test_migrate_segment_refused(void **state)
 	size_t size;
 	pid_t child;
 	shmt_t *h;
+	const struct fx *f = *state;
 
-	(void)state;
-	seg_time(&now);
+	seg_time(f, &now);
 	tu_segname(seg, sizeof(seg), "mig-ref");
 	snprintf(path, sizeof(path), "/dev/shm%s", seg);
 
@@ -624,7 +752,7 @@ test_migrate_segment_refused(void **state)
 	    sizeof(err)), SHMT_EFORMAT);
 	tu_close_unlink(h, seg);
 
-	seg_put(seg, &size);
+	seg_put(f, seg, &size);
 	old = seg_map(seg, size);
 	assert_int_equal(stat(path, &a), 0);
 	/* A row whose ring lies past the arena. */
@@ -684,7 +812,8 @@ test_migrate_segment_refused(void **state)
 static void
 test_migrate_segment_hostile(void **state)
 {
-	uint64_t seed = tu_seed("test_migrate_segment_hostile"), rs = seed;
+	const struct fx *f = *state;
+	uint64_t seed = fx_seed(f, "test_migrate_segment_hostile"), rs = seed;
 	struct shmt__host_time now;
 	struct tu_clock clk;
 	unsigned char *raw, *work;
@@ -693,8 +822,7 @@ test_migrate_segment_hostile(void **state)
 	char seg[96], err[640];
 	int runs = (int)(300 * tu_scale()), refused = 0, restored = 0;
 
-	(void)state;
-	raw = tu_zr_load(SEG_FIXTURE, &size);
+	raw = tu_zr_load(f->seg, &size);
 	work = aligned_alloc(4096, size);
 	words = calloc(size / 8, sizeof(*words));
 	assert_true(work != NULL && words != NULL);
@@ -705,7 +833,7 @@ test_migrate_segment_hostile(void **state)
 		if (w != 0)
 			words[nwords++] = 8 * i;
 	}
-	seg_time(&now);
+	seg_time(f, &now);
 	tu_segname(seg, sizeof(seg), "mig-sh");
 	for (int i = 0; i < runs; i++) {
 		struct shmt__migration m;
@@ -780,11 +908,11 @@ test_migrate_segment_killed(void **state)
 	size_t size;
 	pid_t child;
 	int status, rc;
+	const struct fx *f = *state;
 
-	(void)state;
-	seg_time(&now);
+	seg_time(f, &now);
 	tu_segname(seg, sizeof(seg), "mig-kill");
-	seg_put(seg, &size);
+	seg_put(f, seg, &size);
 	old = seg_map(seg, size);
 	child = fork();
 	assert_true(child >= 0);
@@ -829,11 +957,11 @@ test_migrate_segment_frozen_by_other(void **state)
 	uint64_t w, start;
 	size_t size;
 	pid_t other;
+	const struct fx *f = *state;
 
-	(void)state;
-	seg_time(&now);
+	seg_time(f, &now);
 	tu_segname(seg, sizeof(seg), "mig-other");
-	seg_put(seg, &size);
+	seg_put(f, seg, &size);
 	old = seg_map(seg, size);
 	other = fork();
 	assert_true(other >= 0);
@@ -866,6 +994,7 @@ test_migrate_segment_frozen_by_other(void **state)
  * "api" on the old segment, after the image was copied. */
 struct undo_clock {
 	struct tu_clock clk;
+	const struct fx *f;
 	struct shmt_hdr *old;
 	int done;
 	uint64_t inflight;      /* api's uses in flight in the old segment */
@@ -886,10 +1015,10 @@ clock_undo(void *ctx)
 		assert_true(shmt__genword_cas(u->old, &w, SHMT_SEG_LIVE,
 		    (uint32_t)(w >> 32)));
 		for (uint32_t r = 0; r < u->old->sh_params.sp_max_limiters; r++)
-			if (strcmp((char *)rows + (uint64_t)r * ROW6 + 112,
-			    "api") == 0) {
+			if (strcmp((char *)rows + (uint64_t)r * ROW6 +
+			    u->f->name_off, "api") == 0) {
 				uint64_t *w0 = (uint64_t *)(void *)(rows +
-				    (uint64_t)r * ROW6 + 384);
+				    (uint64_t)r * ROW6 + u->f->w_off);
 
 				/* One grant: in flight + 1, count + 1. */
 				__atomic_fetch_add(w0, (1ULL << 32) + 1,
@@ -914,12 +1043,13 @@ test_migrate_segment_undone(void **state)
 	size_t size;
 	shmt_t *h;
 	int rc;
+	const struct fx *f = *state;
 
-	(void)state;
-	seg_time(&now);
+	seg_time(f, &now);
 	tu_segname(seg, sizeof(seg), "mig-undo");
-	seg_put(seg, &size);
+	seg_put(f, seg, &size);
 	memset(&u, 0, sizeof(u));
+	u.f = f;
 	u.old = seg_map(seg, size);
 	u.clk.now = now.mono_ns + SEC;
 	err[0] = '\0';
@@ -977,11 +1107,11 @@ test_migrate_segment_leftovers(void **state)
 	size_t size;
 	pid_t child, live;
 	int status, rc;
+	const struct fx *f = *state;
 
-	(void)state;
-	seg_time(&now);
+	seg_time(f, &now);
 	tu_segname(seg, sizeof(seg), "mig-left");
-	seg_put(seg, &size);
+	seg_put(f, seg, &size);
 	child = fork();
 	assert_true(child >= 0);
 	if (child == 0) {
@@ -1066,11 +1196,11 @@ test_migrate_segment_busy(void **state)
 	pid_t child;
 	int p[2], rc;
 	char c;
+	const struct fx *f = *state;
 
-	(void)state;
-	seg_time(&now);
+	seg_time(f, &now);
 	tu_segname(seg, sizeof(seg), "mig-busy");
-	seg_put(seg, &size);
+	seg_put(f, seg, &size);
 	old = seg_map(seg, size);
 	assert_int_equal(pipe(p), 0);
 	child = fork();
@@ -1108,21 +1238,28 @@ test_migrate_segment_busy(void **state)
 int
 main(void)
 {
+	/* Each test on the fixtures of ABI 6, then of ABI 7. */
+#define BOTH(fn) \
+	{ #fn, fn, NULL, NULL, (void *)&fx6 }, \
+	{ #fn "_abi7", fn, NULL, NULL, (void *)&fx7 }
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_migrate_fixture),
-		cmocka_unit_test(test_migrate_modes),
-		cmocka_unit_test(test_migrate_refuses_others),
-		cmocka_unit_test(test_migrate_hostile),
-		cmocka_unit_test(test_migrate_segment),
-		cmocka_unit_test(test_migrate_segment_refused),
-		cmocka_unit_test(test_migrate_segment_hostile),
-		cmocka_unit_test(test_migrate_segment_killed),
-		cmocka_unit_test(test_migrate_segment_frozen_by_other),
-		cmocka_unit_test(test_migrate_segment_undone),
-		cmocka_unit_test(test_migrate_segment_busy),
-		cmocka_unit_test(test_migrate_segment_leftovers),
+		BOTH(test_migrate_fixture),
+		BOTH(test_migrate_modes),
+		BOTH(test_migrate_half_built),
+		BOTH(test_migrate_refuses_others),
+		BOTH(test_migrate_hostile),
+		BOTH(test_migrate_segment),
+		BOTH(test_migrate_segment_refused),
+		BOTH(test_migrate_segment_hostile),
+		BOTH(test_migrate_segment_killed),
+		BOTH(test_migrate_segment_frozen_by_other),
+		BOTH(test_migrate_segment_undone),
+		BOTH(test_migrate_segment_busy),
+		BOTH(test_migrate_segment_leftovers),
+		cmocka_unit_test(test_migrate_abi7_overrides),
 		cmocka_unit_test(test_migrate_text_grown),
 	};
+#undef BOTH
 
 	return cmocka_run_group_tests(tests, NULL, tu_sweep);
 }
