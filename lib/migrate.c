@@ -11,20 +11,25 @@
  *
  * What changed from ABI 7 to ABI 8, and what the migration does with it:
  *
- *  - The dictionary's index: ABI 7's buckets (struct shmt_bucket, 16
- *    bytes: the chain's head, an access time, a filter) became 64 bytes,
- *    with room for a small item held in the bucket itself.  An image holds
- *    no index: its items are records (image.c), re-inserted through the
- *    store's calls into the new index.  A live segment's shards are read
- *    with ABI 7's own geometry, hard-coded here (store_old: a shard header
- *    of 896 bytes, one 16-byte bucket per 128 heap bytes from the next
- *    line, the heap from the next page, one line more between shards),
- *    never with this build's, and every link and item is checked, the
- *    walk bounded, as for ABI 6.
- *  - Everything else (limiter rows, the arena and its client entries and
- *    override tables, the counters' store, the analyzer, the records, the
- *    segment header but for the ABI number and the format word) is the
- *    same: an image's rows and arena are carried as they are, each READY
+ *  - A shared rate limiter's state word: the upper 48 bits of its second
+ *    half (above the parameter generation) count its grants, raised by
+ *    the grant's own CAS (gcra.h); in ABI 7 they were 0, and the row's
+ *    lm_exact_grants counted every grant.  So an ABI 7 row is an ABI 8 row
+ *    whose word counts 0 grants, its grants all in lm_exact_grants: the
+ *    sum shmt_limiter_stat reports is the same, and the row is carried as
+ *    it is.  The format word changed so that no ABI 7 process works on an
+ *    ABI 8 segment (its checker would take the count for damage).
+ *  - The stores did not change, but a live segment's shards are read with
+ *    ABI 7's own geometry, hard-coded here (store_old: a shard header of
+ *    896 bytes, one 16-byte bucket per 128 heap bytes from the next line,
+ *    the heap from the next page, one line more between shards), never
+ *    with this build's, every link and item checked, the walk bounded,
+ *    and the items re-inserted through the store's calls, as for ABI 6:
+ *    a format that changes the stores next needs nothing more here.
+ *  - Everything else (the rest of the limiter rows, the arena and its
+ *    client entries and override tables, the stores, the analyzer, the
+ *    records, the segment header but for the ABI number and the format
+ *    word) is the same: an image's rows and arena are carried as they are, each READY
  *    row checked as ABI 6's are (its parameters, key pool, every span and
  *    its override table inside the arena's used part), a row a definition
  *    left half built made free (as the repair of a row makes it); the
