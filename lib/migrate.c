@@ -466,6 +466,23 @@ row_check(const struct old *o, uint32_t r, const struct shmt_lim6 *id,
 	return 0;
 }
 
+/* A shared rate limiter's word in ABI 6 and ABI 7 holds its parameter
+ * generation alone in its second half: a bit above it was damage there
+ * (their shmt_check named it), and in ABI 8 it would read as a count of
+ * grants, so it is refused here as any other damage is. */
+static int
+rate_word_check(const char *name, uint32_t mode, uint32_t flags,
+    const struct shmt_w *w, char *err, size_t cap)
+{
+	if (mode == SHMT_MODE_GCRA && !(flags & SHMT_LIMF_PER_CLIENT) &&
+	    (w->w[1] >> 16) != 0)
+		return shmt__bad(err, cap, SHMT_ECORRUPT, "limiter %s: its "
+		    "state word's second half %#" PRIx64 " holds more than a "
+		    "parameter generation (the old version's `shmthrottle "
+		    "check --repair` clears it)", name, w->w[1]);
+	return 0;
+}
+
 /* Convert the READY row R6 (row R, of ABI 6) into *R7, its storage copied
  * from the old arena into A at the places shmt_limiter_define would give
  * it. */
@@ -479,7 +496,8 @@ row_convert(const struct old *o, uint32_t r, const struct shmt_lim6 *r6,
 	int per_client = (r6->lm_flags & SHMT_LIMF_PER_CLIENT) != 0, rc;
 
 	if ((rc = row_check(o, r, r6, r6->lm_name, 0, &g, &keys_bytes, err,
-	    cap)) != 0)
+	    cap)) != 0 || (rc = rate_word_check(r6->lm_name, r6->lm_mode,
+	    r6->lm_flags, &r6->lm_w, err, cap)) != 0)
 		return rc;
 
 	/* The new places, as row_build (table.c) lays a row out. */
@@ -557,7 +575,9 @@ row_carry(const struct old *o, uint32_t r, const struct shmt_lim *row,
 
 	memcpy(&id, row, offsetof(struct shmt_lim6, lm_name));
 	if ((rc = row_check(o, r, &id, row->lm_name, row->lm_ov_cap, &g,
-	    &keys_bytes, err, cap)) != 0)
+	    &keys_bytes, err, cap)) != 0 ||
+	    (rc = rate_word_check(row->lm_name, row->lm_mode, row->lm_flags,
+	    &row->lm_w, err, cap)) != 0)
 		return rc;
 	if (row->lm_ov_cap != g.ovcap || (g.ovcap == 0 ?
 	    row->lm_ov_off != 0 : (row->lm_ov_off % 16 != 0 ||
@@ -649,8 +669,9 @@ convert_rows(const struct old *o, struct arena *a, struct shmt_lim **rows,
 	return 0;
 }
 
-/* The rows and arena of an image of ABI 7, this build's but for the
- * stores' index: the arena copied as it is into *A, the rows into *ROWS
+/* The rows and arena of an image of ABI 7, this build's but for what a
+ * rate limiter's word may hold (rate_word_check): the arena copied as it
+ * is into *A, the rows into *ROWS
  * (aligned, malloc'd), each READY one checked (row_carry), a row that a
  * definition left half built made free (as shmt__rows_repair makes it),
  * the rest carried as they are. */
@@ -944,7 +965,8 @@ bits_of(uint64_t x)
  * of 16 bytes, struct shmt_bucket, per 128 heap bytes) from the next
  * line, the heap (the largest power of two in BYTES / SHARDS) from the
  * next page, F->shard_gap bytes more between shards.  This build's own
- * store geometry is another (its index differs) and is not asked.  0, or
+ * store geometry is not asked: a later format may change it, and this
+ * reading of the old one must not follow.  0, or
  * SHMT_ECORRUPT when the parameters make no store of F or the region does
  * not match them.
  */

@@ -451,6 +451,72 @@ test_migrate_abi7_overrides(void **state)
 	free(img);
 }
 
+/* A shared rate limiter's word held its parameter generation alone in ABI
+ * 6 and 7 (a bit above it was damage), and in ABI 8 those bits count
+ * grants: a row whose word has them is refused, not read as a count; the
+ * same row without them is carried with its grants. */
+static void
+test_migrate_rate_word(void **state)
+{
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct tu_clock clk;
+	shmt_limiter_stat_t st;
+	unsigned char *img, *work, *out = NULL, *row = NULL;
+	size_t len, outlen = 0;
+	char err[640], seg[96];
+	const struct fx *f = *state;
+	uint64_t w1;
+	shmt_t *h;
+	int rc;
+
+	img = tu_zr_load(f->modes, &len);
+	work = malloc(len);
+	assert_non_null(work);
+	memcpy(work, img, len);
+	for (uint32_t r = 0; r < 8; r++)
+		if (strcmp((char *)work + SHMT_IMAGE_HDR_BYTES + HDR_REGION +
+		    (uint64_t)r * ROW6 + f->name_off, "rate") == 0)
+			row = work + SHMT_IMAGE_HDR_BYTES + HDR_REGION +
+			    (uint64_t)r * ROW6;
+	assert_non_null(row);
+	memcpy(&w1, row + f->w_off + 8, 8);
+	assert_int_equal(w1 >> 16, 0);
+	w1 |= 5ULL << 16;
+	memcpy(row + f->w_off + 8, &w1, 8);
+	reseal(work, len);
+	rc = shmt__image_migrate(work, len, &out, &outlen, &m, err,
+	    sizeof(err));
+	printf("# %s\n", err);
+	assert_int_equal(rc, SHMT_ECORRUPT);
+	assert_null(out);
+	assert_non_null(strstr(err, "limiter rate"));
+	assert_non_null(strstr(err, "more than a parameter generation"));
+
+	/* Untouched: the two grants of the fixture, counted by the row. */
+	if (shmt__image_migrate(img, len, &out, &outlen, &m, err,
+	    sizeof(err)) != 0)
+		fail_msg("migrate: %s", err);
+	image_time(img, &now);
+	clk.now = now.mono_ns + SEC;
+	tu_segname(seg, sizeof(seg), "mig-rw");
+	if (shmt__image_restore(out, outlen, seg, &now, tu_clock_read, &clk,
+	    err, sizeof(err)) != 0)
+		fail_msg("restore: %s", err);
+	free(out);
+	free(work);
+	free(img);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_limiter_stat(h, "rate", &st), 0);
+	assert_int_equal(st.grants, 2);
+	assert_int_equal(shmt_try_use_key(h, "rate"), 1);
+	assert_int_equal(shmt_limiter_stat(h, "rate", &st), 0);
+	assert_int_equal(st.grants, 3);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	tu_close_unlink(h, seg);
+}
+
 /* Not an older format: this format's own image, not an image, an empty
  * one. */
 static void
@@ -1246,6 +1312,7 @@ main(void)
 		BOTH(test_migrate_fixture),
 		BOTH(test_migrate_modes),
 		BOTH(test_migrate_half_built),
+		BOTH(test_migrate_rate_word),
 		BOTH(test_migrate_refuses_others),
 		BOTH(test_migrate_hostile),
 		BOTH(test_migrate_segment),
