@@ -31,8 +31,10 @@
  * an integer U is U <= burst + floor(d / T) (when d / T is whole, one
  * less).  A refusal needs no CAS: TAT only grows, so a request refused on an
  * older TAT is refused on the current one too.  kill -9 anywhere: the CAS
- * happened (the uses are granted and counted, in the same word) or not
- * (nothing changed).
+ * happened (the uses are granted, and counted in the same word) or not
+ * (nothing changed); only a grant counted on the row's counter (past the
+ * word's bound, gcra.h) can lose its count, not its use, to a kill between
+ * the CAS and the add.
  * The word is only ever replaced whole, so there is no torn state.
  *
  * Decisions, exactly as redis-cell's, in nanoseconds: granted: reset =
@@ -200,10 +202,17 @@ shmt__gcra_refund(const struct shmt_lview *v, uint64_t tat, uint64_t cost,
 	if ((uint32_t)(w[1] & 0xffffU) != gen)
 		return 0;
 	nw[0] = tat - back;
+	/* Taken off the word's count in the same CAS when it holds the
+	 * cost (it counted the grant, unless the grant went to the row's
+	 * counter, gcra.h), else off the row's counter. */
 	nw[1] = w[1];
+	if (gcra_word_count(w[1]) >= cost)
+		nw[1] -= cost << GCRA_COUNT_SHIFT;
 	if (!shmt__cas128(&v->lim->lm_w, w, nw))
 		return 0;
-	__atomic_fetch_sub(&v->lim->lm_exact_grants, cost, __ATOMIC_RELAXED);
+	if (nw[1] == w[1])
+		__atomic_fetch_sub(&v->lim->lm_exact_grants, cost,
+		    __ATOMIC_RELAXED);
 	shmt__wake_waiters(&v->lim->lm_wake);
 	return 1;
 }

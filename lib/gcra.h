@@ -81,9 +81,12 @@ int64_t shmt__gcra_reset(struct shmt_w *wp, int is_client);
  * GCRA_COUNT_MAX (2^48 - 2^32: years of grants at millions per second) or
  * the cost is above GCRA_COST_IN_WORD, the grant leaves the word's count
  * as it is and adds to lm_exact_grants instead (an atomic add, the older
- * way), so the sum never wraps and is never read half moved.  A refund
- * subtracts from lm_exact_grants (the sum is taken modulo 2^64).  A
- * change of parameters and a reset keep the count.
+ * way, after the CAS: a kill -9 between the two loses that grant's count,
+ * never its use), so the word's count never wraps and the sum is never
+ * read half moved.  A refund takes its cost off the word's count in its
+ * own CAS, or off lm_exact_grants when the word holds less.  A change of
+ * parameters and a reset keep the count; a repair that finds it past the
+ * bound (damage) clears it, leaving lm_exact_grants.
  */
 #define GCRA_COUNT_SHIFT 16
 #define GCRA_COUNT_MAX ((1ULL << 48) - (1ULL << 32))

@@ -980,7 +980,8 @@ redefine_to_rate(shmt_t *t, struct shmt_lim *row, uint32_t r,
     char *err, size_t cap)
 {
 	uint64_t now = shmt__now(t), n, rel, T = l->window_ns / l->limit;
-	uint64_t tat = 0, s[2];
+	uint64_t tat = 0, s[2], granted;
+	struct shmt_w ow;
 	unsigned __int128 want;
 	struct shmt_lview vn;
 	int rc;
@@ -988,6 +989,11 @@ redefine_to_rate(shmt_t *t, struct shmt_lim *row, uint32_t r,
 	if ((rc = shared_inflight(t, vo, now, &n, &rel)) != 0)
 		return shmt__bad(err, cap, rc, "limiter %s: its %s is damaged",
 		    vo->name, vo->mode == SHMT_MODE_EXACT ? "log" : "ring");
+	/* Its grants so far, as shmt_limiter_stat counted them, go on in
+	 * rate mode's count (gcra.h): the row's counter, the word's at 0. */
+	shmt__load128(&row->lm_w, ow.w);
+	granted = vo->mode == SHMT_MODE_EXACT ? ow.w[0] :
+	    row->lm_released_uses + SHMT_W_INFLIGHT(ow);
 	if (n > 0) {
 		/* Every use in flight at the new interval, never before the
 		 * latest old release. */
@@ -1011,6 +1017,7 @@ redefine_to_rate(shmt_t *t, struct shmt_lim *row, uint32_t r,
 	s[0] = tat;
 	s[1] = 0;
 	shmt__store128(&row->lm_w, s);
+	row->lm_exact_grants = granted;
 	if ((rc = row_check(t, r, row, &vn, vo->name, err, cap)) != 0)
 		return rc;
 	__atomic_fetch_add(&t->hdr->sh_generation, 1, __ATOMIC_RELEASE);
