@@ -6,10 +6,13 @@
  * cannot (a count at its bound, a cost above GCRA_COST_IN_WORD) and what a
  * refund gives back, and shmt_limiter_stat reports the sum.  A change of
  * parameters and a reset keep the count; shmt_check accepts a count below
- * the bound and names one above it.  Forked processes, some killed with
- * SIGKILL while they grant, lose no count: the stat equals the uses the
- * limiter's arrival time says were granted.
+ * the bound and names one above it; a refund takes its cost off the word.
+ * A move into rate mode carries the grants so far.  Forked processes
+ * killed with SIGKILL while they grant lose no count: the stat equals the
+ * uses the limiter's arrival time says were granted.
  */
+#include "daemon.h"
+#include "fork.h"
 #include "gcra.h"
 #include "limiter.h"
 #include "table.h"
@@ -23,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -185,6 +189,10 @@ test_count_refund_and_cost(void **state)
 	assert_int_equal(grants(h, "r"), 5);
 	assert_int_equal(shmt_refund(h, "r", &rc), 1);
 	assert_int_equal(grants(h, "r"), 0);
+	/* Off the word's count, in the refund's own CAS. */
+	v = view_of(h, "r", &scratch);
+	assert_int_equal(gcra_word_count(v->lim->lm_w.w[1]), 0);
+	assert_int_equal(v->lim->lm_exact_grants, 0);
 	assert_int_equal(shmt_try_use_key(h, "r"), 1);
 	assert_int_equal(grants(h, "r"), 1);
 	/* SHMT_LIMIT_MAX (2^31 - 1) fits the word; the bound is there for
@@ -201,12 +209,13 @@ test_count_refund_and_cost(void **state)
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
-/* Processes grant as fast as they can, each try counted in a shared tally
- * only after it returned 1; some are killed with SIGKILL mid-run.  The
- * limiter's arrival time says how many uses were granted (T = 1 ns from a
- * fixed clock: TAT = start + uses), and the stat must say exactly that. */
+/* Processes grant as fast as they can until each is killed with SIGKILL,
+ * at seeded moments, while it grants.  The limiter's arrival time says how
+ * many uses were granted (T = 1 ns from a clock that never moves: TAT =
+ * start + uses), and the stat must say exactly that: a grant's count is
+ * in its own CAS, so no kill separates the two. */
 #define MP_PROCS 4
-#define MP_TRIES 20000
+#define MP_EACH 5000            /* grants each before the kills begin */
 
 static void
 mp_granter(const char *seg)
@@ -214,13 +223,14 @@ mp_granter(const char *seg)
 	struct tu_clock clk = { .now = 1000000000ULL };
 	shmt_t *x;
 
+	/* Killed by the test; and with it, should it die first. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (shmt_open(seg, &x) != 0 ||
 	    shmt_set_clock(x, tu_clock_read, &clk) != 0)
 		_exit(1);
-	for (int i = 0; i < MP_TRIES; i++)
+	for (;;)
 		if (shmt_try_use_key(x, "r") != 1)
 			_exit(2);
-	_exit(0);
 }
 
 static void
@@ -232,7 +242,7 @@ test_count_processes_killed(void **state)
 	struct shmt_lview scratch;
 	const struct shmt_lview *v;
 	pid_t kid[MP_PROCS];
-	int killed = 0;
+	uint64_t granted;
 	char seg[96];
 	shmt_t *h;
 
@@ -240,11 +250,6 @@ test_count_processes_killed(void **state)
 	tu_segname(seg, sizeof(seg), "gmp");
 	assert_int_equal(shmt_create(seg, NULL, &h), 0);
 	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
-	/* A clock that never moves: TAT grows by T = 1 ns a use, and no
-	 * use is ever due (the burst holds every try). */
-	l.limit = 1000000000;
-	l.window_ns = 1000000000;
-	l.burst = 1000000000;
 	assert_int_equal(shmt_limiter_define(h, "r", &l), 0);
 	fflush(NULL);
 	for (int k = 0; k < MP_PROCS; k++) {
@@ -253,29 +258,79 @@ test_count_processes_killed(void **state)
 		if (kid[k] == 0)
 			mp_granter(seg);
 	}
-	/* Kill half of them at seeded moments. */
-	for (int k = 0; k < MP_PROCS; k += 2) {
-		tu_pause_ms((int)(tu_rand(&rs) % 20));
-		kill(kid[k], SIGKILL);
-		killed++;
+	/* All of them at work (a bounded wait: 10 s). */
+	for (int i = 0; grants(h, "r") < (uint64_t)MP_PROCS * MP_EACH; i++) {
+		assert_true(i < 10000);
+		tu_pause_ms(1);
 	}
 	for (int k = 0; k < MP_PROCS; k++) {
 		int st;
 
+		tu_pause_ms((int)(tu_rand(&rs) % 3));
+		assert_int_equal(kill(kid[k], SIGKILL), 0);
 		assert_int_equal(waitpid(kid[k], &st, 0), kid[k]);
-		if (k % 2 == 1)
-			assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		/* Killed while it granted, not gone before. */
+		assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 	}
 	v = view_of(h, "r", &scratch);
-	printf("# seed %" PRIu64 ": %d of %d killed, %" PRIu64 " uses "
-	    "granted\n", seed, killed, MP_PROCS, v->lim->lm_w.w[0] -
-	    clk.now);
-	assert_int_equal(grants(h, "r"), v->lim->lm_w.w[0] - clk.now);
-	assert_true(grants(h, "r") >= (uint64_t)(MP_PROCS / 2) * MP_TRIES);
+	granted = v->lim->lm_w.w[0] - clk.now;
+	printf("# seed %" PRIu64 ": %d processes killed while granting, "
+	    "%" PRIu64 " uses granted\n", seed, MP_PROCS, granted);
+	assert_int_equal(grants(h, "r"), granted);
+	assert_true(granted >= (uint64_t)MP_PROCS * MP_EACH);
 	assert_int_equal(v->lim->lm_exact_grants, 0);
 	assert_int_equal(shmt_check(h, NULL, NULL), 0);
 	shmt_close(h);
 	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+/* A move that defines a shared buckets or exact limiter anew in rate mode
+ * carries the grants it made: the count goes on from there. */
+static void
+test_count_into_rate(void **state)
+{
+	struct tu_clock clk = { .now = 1000000000ULL };
+	shmt_limit_t l, r;
+	struct shmt__redef d = { "x", &r };
+	shmt_config_t c;
+	char seg[96], err[768] = "";
+	shmt_t *h;
+
+	(void)state;
+	for (int mode = 0; mode < 2; mode++) {
+		memset(&l, 0, sizeof(l));
+		l.mode = mode ? SHMT_MODE_EXACT : SHMT_MODE_BUCKETS;
+		l.limit = 100;
+		l.window_ns = 60000000000ULL;
+		if (!mode) {
+			l.slack_ns = 1000000000ULL;
+			l.slack_uses = 10;
+		}
+		tu_segname(seg, sizeof(seg), "ginto");
+		assert_int_equal(shmt_create(seg, NULL, &h), 0);
+		assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+		assert_int_equal(shmt_limiter_define(h, "x", &l), 0);
+		for (int i = 0; i < 7; i++)
+			assert_int_equal(shmt_try_use_key(h, "x"), 1);
+		assert_int_equal(grants(h, "x"), 7);
+		memset(&r, 0, sizeof(r));
+		r.mode = SHMT_MODE_GCRA;
+		r.limit = 100;
+		r.window_ns = 60000000000ULL;
+		r.burst = 100;
+		shmt__move_config(h, &c);
+		if (shmt__move_redefine(shmt__gen_live(h), &c, &d, 1,
+		    tu_clock_read, &clk, err, sizeof(err)) != 0)
+			fail_msg("move: %s", err);
+		assert_int_equal(grants(h, "x"), 7);
+		/* The uses carried hold until their old release (a window
+		 * on): then it grants again, and counts on. */
+		clk.now += 61000000000ULL;
+		assert_int_equal(shmt_try_use_key(h, "x"), 1);
+		assert_int_equal(grants(h, "x"), 8);
+		assert_int_equal(shmt_check(h, NULL, NULL), 0);
+		tu_close_unlink(h, seg);
+	}
 }
 
 int
@@ -287,6 +342,7 @@ main(void)
 		cmocka_unit_test_teardown(test_count_refund_and_cost, tu_sweep),
 		cmocka_unit_test_teardown(test_count_processes_killed,
 		    tu_sweep),
+		cmocka_unit_test_teardown(test_count_into_rate, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
