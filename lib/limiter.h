@@ -184,14 +184,16 @@ struct shmt_lim {
 
 	/* Counters, on their own line: written on denials and releases only,
 	 * so a grant costs no extra atomic (grants = released + in flight;
-	 * exact mode: its grant number) but in rate mode, whose grants only
-	 * lm_exact_grants counts. */
+	 * exact mode: its grant number; rate mode: the count in W plus
+	 * lm_exact_grants, gcra.h; per client in rate mode, lm_exact_grants
+	 * alone). */
 	alignas(SHMT_LINE) uint64_t lm_released_uses;
 	uint64_t lm_denied_exhausted;
 	uint64_t lm_denied_slack;
 	uint64_t lm_denied_table_full;
-	uint64_t lm_exact_grants;    /* rate mode's grants (the name is
-	                              * older); unused in the others */
+	uint64_t lm_exact_grants;    /* rate mode's grants beside W's count
+	                              * (the name is older); unused in the
+	                              * others */
 	uint64_t lm_denied_ring_full;
 	uint64_t lm_would_deny;      /* shadow mode: refusals not enforced */
 	uint64_t lm_reset_uses;      /* uses given back by shmt_limiter_reset */
