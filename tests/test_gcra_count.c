@@ -79,6 +79,21 @@ set_word_count(shmt_t *h, const char *name, uint64_t c)
 	assert_true(shmt__cas128(&v->lim->lm_w, w, nw));
 }
 
+/* A new segment SEG (named after TAG) on the clock CLK with rate limiter
+ * "r" of L. */
+static shmt_t *
+segment_with(char *seg, size_t cap, const char *tag, struct tu_clock *clk,
+    const shmt_limit_t *l)
+{
+	shmt_t *h;
+
+	tu_segname(seg, cap, tag);
+	assert_int_equal(shmt_create(seg, NULL, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, clk), 0);
+	assert_int_equal(shmt_limiter_define(h, "r", l), 0);
+	return h;
+}
+
 static void
 test_count_in_word(void **state)
 {
@@ -91,10 +106,7 @@ test_count_in_word(void **state)
 	shmt_t *h;
 
 	(void)state;
-	tu_segname(seg, sizeof(seg), "gcnt");
-	assert_int_equal(shmt_create(seg, NULL, &h), 0);
-	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
-	assert_int_equal(shmt_limiter_define(h, "r", &l), 0);
+	h = segment_with(seg, sizeof(seg), "gcnt", &clk, &l);
 	for (int i = 0; i < 100; i++)
 		assert_int_equal(shmt_try_use_key(h, "r"), 1);
 	assert_int_equal(shmt_acquire(h, "r", NULL, 0, 7, &d), 1);
@@ -131,10 +143,7 @@ test_count_at_bound(void **state)
 	shmt_t *h;
 
 	(void)state;
-	tu_segname(seg, sizeof(seg), "gbnd");
-	assert_int_equal(shmt_create(seg, NULL, &h), 0);
-	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
-	assert_int_equal(shmt_limiter_define(h, "r", &l), 0);
+	h = segment_with(seg, sizeof(seg), "gbnd", &clk, &l);
 	set_word_count(h, "r", GCRA_COUNT_MAX - 3);
 	assert_int_equal(shmt_check(h, NULL, NULL), 0);
 	assert_int_equal(grants(h, "r"), GCRA_COUNT_MAX - 3);
@@ -178,13 +187,10 @@ test_count_refund_and_cost(void **state)
 	shmt_t *h;
 
 	(void)state;
-	tu_segname(seg, sizeof(seg), "gref");
-	assert_int_equal(shmt_create(seg, NULL, &h), 0);
-	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
 	l.limit = SHMT_LIMIT_MAX;
 	l.window_ns = SHMT_LIMIT_MAX;
 	l.burst = SHMT_LIMIT_MAX;
-	assert_int_equal(shmt_limiter_define(h, "r", &l), 0);
+	h = segment_with(seg, sizeof(seg), "gref", &clk, &l);
 	assert_int_equal(shmt_acquire_all(h, &rq, 1, NULL, &rc), 1);
 	assert_int_equal(grants(h, "r"), 5);
 	assert_int_equal(shmt_refund(h, "r", &rc), 1);
@@ -247,10 +253,7 @@ test_count_processes_killed(void **state)
 	shmt_t *h;
 
 	(void)state;
-	tu_segname(seg, sizeof(seg), "gmp");
-	assert_int_equal(shmt_create(seg, NULL, &h), 0);
-	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
-	assert_int_equal(shmt_limiter_define(h, "r", &l), 0);
+	h = segment_with(seg, sizeof(seg), "gmp", &clk, &l);
 	fflush(NULL);
 	for (int k = 0; k < MP_PROCS; k++) {
 		kid[k] = fork();
