@@ -179,7 +179,7 @@ shmt__gcra_acquire_at(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 
 	if (tatp != NULL)
 		*tatp = tat;
-	gcra_count(v, rc, cost);
+	gcra_count(v, rc);
 	if (rc >= 0 && out != NULL)
 		shmt__gcra_decide(v, tat, now, cost, rc, out);
 	return rc;

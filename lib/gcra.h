@@ -173,9 +173,8 @@ gcra_take(shmt_t *h, const struct shmt_lview *v, uint64_t cost,
 /* The count of a rate grant's end RC: a denial's (a grant counted
  * itself, gcra_take). */
 static inline __attribute__((always_inline)) void
-gcra_count(const struct shmt_lview *v, int rc, uint64_t cost)
+gcra_count(const struct shmt_lview *v, int rc)
 {
-	(void)cost;
 	if (rc == 0)
 		shmt__count_denial(v->lim, WHY_EXHAUSTED);
 }
@@ -188,7 +187,7 @@ gcra_grant(shmt_t *h, const struct shmt_lview *v, uint64_t cost)
 	uint64_t now, tat;
 	int rc = gcra_take(h, v, cost, &now, &tat);
 
-	gcra_count(v, rc, cost);
+	gcra_count(v, rc);
 	return rc;
 }
 
