@@ -54,7 +54,18 @@
  * (denied_ring_full), never over-grants.  A stale view may still open a
  * bucket (write a slot) with its old slack before its CAS fails; as for any
  * stale opener, the slot keeps a close time at which every use it will
- * hold was decided, so the release rule stays safe.  Up to 65535 changes
+ * hold was decided, so the release rule stays safe.  With a shorter slack
+ * that close time may lie past now + S', which shmt_check's rule (no
+ * bucket closes after now + the slack) calls damage: so a change to a
+ * shorter slack opens the next serial itself (slot_open, new close time,
+ * or the stale opener's if it came first) and seals it empty in its CAS
+ * (tail' + 1, nsealed' + 1), then pulls every sealed close time in to now
+ * + S'.  Sealed, that serial never takes a use, so its close may move;
+ * the only serial a stale view can open is that one (its W's tail + 1 or
+ * its tail, both at most the change's next serial), and every later one
+ * is opened from the new W, with S'.  The empty bucket holds a place in
+ * the ring a window longer, so the change makes it only with room for it
+ * and one more.  Up to 65535 changes
  * overtaking one preempted grant would let its tag match again: the same
  * kind of caveat as tail wrapping above.  The argument under "Torn reads"
  * holds with the tag added to the order after (tail, active): a change
@@ -268,6 +279,35 @@ update_locked(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
 		} else {
 			nw = shmt__w_make(inflight, 0, tail, nsealed, 0, gen);
 			hold_serial = tail;
+		}
+		/* A shorter slack: the serial the next grant would open is
+		 * opened here with the new slack and sealed empty by the CAS
+		 * below.  A grant that read the old parameters may be about to
+		 * open that serial with the old slack (the first opener's close
+		 * time wins, slot_open), and a grant under the new W would
+		 * then take its uses into a bucket that closes after now + the
+		 * new slack: shmt_check's damage, a move refused until the old
+		 * slack has passed.  Sealed by this CAS, the serial takes no
+		 * use, so the pass after the CAS may pull its close time in as
+		 * it does the other sealed buckets'; and no later serial is
+		 * opened but from the new W, under the new parameters.  With
+		 * no room for the extra bucket in the ring (or a slot still
+		 * in use across the serials' wrap), the update goes on
+		 * without it. */
+		if (l->slack_ns < v->slack &&
+		    SHMT_W_NSEALED(nw) + 2 <= c.nb) {
+			uint32_t s = SHMT_W_TAIL(nw), ns = SHMT_W_NSEALED(nw);
+			int busy;
+
+			if (slot_open(slot_of(&c, s), s, s - ns,
+			    sat_add(shmt__now(h), l->slack_ns), &busy) != 0)
+				nw = shmt__w_make(inflight, 0, s + 1, ns + 1, 0,
+				    gen);
+			else if (!busy) {
+				/* The slot holds a later serial: W moved. */
+				shmt__load128(&lim->lm_w, w.w);
+				continue;
+			}
 		}
 		cap = l->limit > inflight ? l->limit : inflight;
 		ucap = (uint32_t)l->slack_uses;

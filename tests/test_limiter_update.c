@@ -10,6 +10,10 @@
  * lowers and raises the limit and changes the window, and the same checks
  * run on the logged grants.
  */
+#include "daemon.h"
+#include "limiter.h"
+#include "ring.h"
+#include "table.h"
 #include "test_limiter_util.h"
 #include "testutil.h"
 
@@ -111,21 +115,24 @@ um_update(struct um_model *m, const shmt_limit_t *l, uint64_t now)
 	}
 	m->hold_serial = m->tail;
 	/* A shorter slack: every bucket (all sealed now) closes by now + the
-	 * new slack. */
+	 * new slack, and the next serial is opened empty and sealed, closing
+	 * at now + the new slack, when the ring has room for it and one more
+	 * (so that a grant that read the old slack cannot open it). */
 	for (uint32_t i = 0; i < m->n && l->slack_ns < m->slack; i++)
 		if (m->b[i].close > now + l->slack_ns)
 			m->b[i].close = now + l->slack_ns;
+	if (l->slack_ns < m->slack && m->n + 2 <= m->nb) {
+		m->b[m->n].count = 0;
+		m->b[m->n].close = now + l->slack_ns;
+		m->b[m->n].serial = m->tail;
+		m->n++;
+		m->tail++;
+	}
 	m->hold = hold > l->window_ns ? hold : 0;
 	m->limit = l->limit;
 	m->window = l->window_ns;
 	m->slack = l->slack_ns;
 	m->slack_uses = l->slack_uses;
-}
-
-static uint64_t
-div_up(uint64_t a, uint64_t b)
-{
-	return a / b + (a % b != 0);
 }
 
 /* A random parameter set that the ring of NB buckets holds. */
@@ -476,6 +483,155 @@ test_update_slack_check(void **state)
 	assert_int_equal(shmt_try_use_key(h, "s"), 0);
 	clk.now = 101260;
 	assert_int_equal(shmt_try_use_key(h, "s"), 1);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+/*
+ * A shorter slack racing with a grant that read the old parameters: the
+ * grant may open the next bucket with the old slack (the first opener's
+ * close time wins) after the change's CAS, or before it.  Either way no
+ * bucket closes after now + the new slack (shmt_check's rule: before, it
+ * reported damage, and a move refused the segment until the old slack had
+ * passed), and the grant is counted once.
+ */
+#define SR_S 1000000000ULL
+#define SR_T (1000 * SR_S)
+
+struct sr_clock {
+	shmt_t *other;          /* changes the limiter from its own handle */
+	int armed;
+	int rc;
+};
+
+static shmt_limit_t
+sr_limit(uint64_t slack_s)
+{
+	shmt_limit_t l;
+
+	memset(&l, 0, sizeof(l));
+	l.mode = SHMT_MODE_BUCKETS;
+	l.limit = 10;
+	l.window_ns = 4 * SR_S;
+	l.slack_ns = slack_s * SR_S;
+	l.slack_uses = slack_s == 10 ? 1 : 5;
+	return l;
+}
+
+/* The grant's clock read (after it read W and the parameters, before it
+ * opens a bucket and makes its CAS): the change happens there. */
+static shmt_time_t
+sr_clock_read(void *ctx)
+{
+	struct sr_clock *c = ctx;
+
+	if (c->armed) {
+		shmt_limit_t l = sr_limit(1);
+
+		c->armed = 0;
+		c->rc = shmt_limiter_update(c->other, "api", &l, NULL, 0);
+	}
+	return SR_T;
+}
+
+/* Every bucket of "api" closes by SR_T + the new slack; the uses in flight
+ * are USES; shmt_check finds nothing; a move takes the segment. */
+static void
+sr_verify(shmt_t *h, uint64_t uses)
+{
+	shmt_bucket_info_t bi[16];
+	shmt_limiter_stat_t st;
+	shmt_config_t c;
+	char err[400] = "";
+	int n = shmt_limiter_buckets(h, "api", bi, 16);
+
+	assert_true(n >= 1);
+	for (int i = 0; i < n; i++)
+		assert_true(bi[i].close_ns <= SR_T + SR_S);
+	assert_int_equal(shmt_limiter_stat(h, "api", &st), 0);
+	assert_int_equal(st.in_flight, uses);
+	assert_int_equal(st.slack_ns, SR_S);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	shmt__move_config(h, &c);
+	c.max_limiters += 1;
+	assert_int_equal(shmt__move(h, &c, NULL, NULL, err, sizeof(err)), 0);
+}
+
+static shmt_t *
+sr_segment(char *seg, size_t cap, const char *tag)
+{
+	shmt_config_t c;
+	shmt_limit_t l = sr_limit(10);
+	shmt_t *h;
+
+	tu_segname(seg, cap, tag);
+	tu_config_small(&c);
+	assert_int_equal(shmt_create(seg, &c, &h), 0);
+	assert_int_equal(shmt_limiter_define(h, "api", &l), 0);
+	return h;
+}
+
+/* The change lands inside the grant, after it read the old parameters:
+ * the grant then opens the next serial with the old slack, after the
+ * change's CAS (slot_open: first opener wins). */
+static void
+test_update_slack_race_after(void **state)
+{
+	struct sr_clock ck = { 0 };
+	char seg[96];
+	shmt_t *a, *b;
+
+	(void)state;
+	a = sr_segment(seg, sizeof(seg), "upsra");
+	assert_int_equal(shmt_open(seg, &b), 0);
+	ck.other = b;
+	assert_int_equal(shmt_set_clock(b, sr_clock_read, &ck), 0);
+	assert_int_equal(shmt_set_clock(a, sr_clock_read, &ck), 0);
+	ck.armed = 1;
+	assert_int_equal(shmt_try_use_key(a, "api"), 1);
+	assert_int_equal(ck.armed, 0);
+	assert_int_equal(ck.rc, 0);
+	sr_verify(b, 1);
+	shmt_close(a);
+	shmt_close(b);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+/* The grant that read the old parameters opened the next serial with the
+ * old slack before the change (its CAS then fails): the change finds it
+ * opened, seals it, and pulls its close time in. */
+static void
+test_update_slack_race_before(void **state)
+{
+	struct tu_clock clk = { .now = SR_T };
+	shmt_limit_t l = sr_limit(1);
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	struct bk_ctx c;
+	struct shmt_w w;
+	char seg[96];
+	uint32_t s, ns;
+	shmt_t *h;
+	int busy;
+
+	(void)state;
+	h = sr_segment(seg, sizeof(seg), "upsrb");
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	assert_int_equal(shmt_try_use_key(h, "api"), 1);
+	/* A stale grant's opening of the next bucket (its W: this one; its
+	 * slack: the old 10 s), as the grant loop (ring.h) makes it. */
+	assert_int_equal(shmt__lim_lookup(h, "api", &scratch, &v), 0);
+	shmt__bk_ctx_init(&c, v, v->ring);
+	shmt__load128(&v->lim->lm_w, w.w);
+	s = SHMT_W_TAIL(w) + (SHMT_W_ACTIVE(w) ? 1 : 0);
+	ns = SHMT_W_NSEALED(w) + (SHMT_W_ACTIVE(w) ? 1 : 0);
+	assert_int_equal(slot_open(slot_of(&c, s), s, s - ns, SR_T + 10 * SR_S,
+	    &busy), SR_T + 10 * SR_S);
+	assert_int_equal(busy, 0);
+	assert_int_equal(shmt_limiter_update(h, "api", &l, NULL, 0), 0);
+	/* A grant under the new parameters. */
+	assert_int_equal(shmt_try_use_key(h, "api"), 1);
+	sr_verify(h, 2);
 	shmt_close(h);
 	assert_int_equal(shmt_unlink(seg), 0);
 }
@@ -883,6 +1039,10 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_update_stale_view_open_bucket,
 		    tu_sweep),
 		cmocka_unit_test_teardown(test_update_slack_check, tu_sweep),
+		cmocka_unit_test_teardown(test_update_slack_race_after,
+		    tu_sweep),
+		cmocka_unit_test_teardown(test_update_slack_race_before,
+		    tu_sweep),
 		cmocka_unit_test_teardown(test_update_threads, tu_sweep),
 		cmocka_unit_test_teardown(test_delete, tu_sweep),
 		cmocka_unit_test_teardown(test_reset, tu_sweep),
