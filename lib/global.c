@@ -574,6 +574,7 @@ shmt__global_publish(const struct shmt__gref *r, const shmt_global_stat_t *s,
 static int
 gen_global_stat_once(shmt_t *h, const char *name, shmt_global_stat_t *out)
 {
+	struct gl_view v[SHMT_GL_SLOTS];
 	struct shmt_lim *lim;
 	struct shmt_glease *g;
 	uint64_t now, last = 0;
@@ -585,21 +586,23 @@ gen_global_stat_once(shmt_t *h, const char *name, shmt_global_stat_t *out)
 		return rc;
 	g = &lim->lm_g;
 	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < SHMT_GL_SLOTS; i++)
+		if ((rc = gl_load(&g->gl_slot[i], lim->lm_limit, &v[i])) != 0)
+			return rc;
+	/* After the words, as a grant reads it: a lease the daemon opened
+	 * after a clock read taken first could lie more than the slack past
+	 * it, which gl_sane calls damage. */
 	now = shmt__now(h);
 	for (int i = 0; i < SHMT_GL_SLOTS; i++) {
-		struct gl_view v;
-
-		if ((rc = gl_load(&g->gl_slot[i], lim->lm_limit, &v)) != 0)
+		if ((rc = gl_sane(&v[i], now, lim->lm_slack)) != 0)
 			return rc;
-		if ((rc = gl_sane(&v, now, lim->lm_slack)) != 0)
-			return rc;
-		if (v.state != SHMT_GL_OPEN || now >= v.deadline)
+		if (v[i].state != SHMT_GL_OPEN || now >= v[i].deadline)
 			continue;
 		out->leases_open++;
-		out->lease_cap += v.cap;
-		out->lease_used += v.count;
-		if (v.deadline - now > last)
-			last = v.deadline - now;
+		out->lease_cap += v[i].cap;
+		out->lease_used += v[i].count;
+		if (v[i].deadline - now > last)
+			last = v[i].deadline - now;
 	}
 	out->lease_left_ns = last;
 #define GET(f) __atomic_load_n(&g->f, __ATOMIC_RELAXED)

@@ -437,6 +437,59 @@ test_lease_publish(void **state)
 }
 
 /* A hostile segment: every lease word field is checked, never trusted. */
+/* A clock that, at the read it is armed for, opens a lease in slot 1 as a
+ * daemon whose clock runs 50 ms later would: deadline = its time + the
+ * slack (100 ms) - 1, so 150 ms - 1 after the time this read returns. */
+struct lease_clock {
+	struct tu_clock clk;
+	struct shmt_glslot *slot;
+	int armed;
+};
+
+static shmt_time_t
+lease_clock_read(void *ctx)
+{
+	struct lease_clock *c = ctx;
+
+	if (c->armed) {
+		c->armed = 0;
+		__atomic_store_n(&c->slot->gs_w[0], 4, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->slot->gs_w[1], ((c->clk.now + 150 * MSEC -
+		    1) << 2) | SHMT_GL_OPEN, __ATOMIC_RELEASE);
+	}
+	return c->clk.now;
+}
+
+/* shmt_global_stat reads its clock after the lease words, as a grant does:
+ * a lease the daemon opens between a clock read and the loads (as the
+ * armed clock makes it) is not taken for damage (it used to be:
+ * SHMT_ECORRUPT on a healthy segment, under load). */
+static void
+test_lease_stat_clock_order(void **state)
+{
+	struct ufix f;
+	struct lease_clock lc;
+	shmt_global_stat_t gs;
+
+	(void)state;
+	ufix_open(&f);
+	memset(&lc, 0, sizeof(lc));
+	lc.clk.now = f.clk.now;
+	lc.slot = &f.ref.g->gl_slot[1];
+	assert_int_equal(shmt_set_clock(f.h, lease_clock_read, &lc), 0);
+	lc.armed = 1;
+	assert_int_equal(shmt_global_stat(f.h, "g", &gs), 0);
+	assert_int_equal(lc.armed, 0);
+	assert_int_equal(gs.leases_open, 0);
+	/* 50 ms later the lease is within the slack, and counted. */
+	lc.clk.now += 50 * MSEC;
+	assert_int_equal(shmt_global_stat(f.h, "g", &gs), 0);
+	assert_int_equal(gs.leases_open, 1);
+	assert_int_equal(gs.lease_cap, 4);
+	assert_int_equal(shmt_check(f.h, NULL, NULL), 0);
+	ufix_close(&f);
+}
+
 static void
 test_lease_hostile(void **state)
 {
@@ -2803,6 +2856,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_lease_rules),
 		cmocka_unit_test(test_lease_publish),
 		cmocka_unit_test(test_lease_hostile),
+		cmocka_unit_test(test_lease_stat_clock_order),
 		cmocka_unit_test(test_lease_worker_kill),
 		cmocka_unit_test(test_cluster_addr),
 		cmocka_unit_test(test_pool_script),
