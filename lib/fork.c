@@ -54,6 +54,7 @@ shmt__fork_reattach(shmt_t *h)
 	    (rc = shmt__frozen_wait(h)) != 0)
 		return rc;
 	pthread_mutex_lock(&fork_mu);
+	shmt__sleep_quiet++;
 	if (__atomic_load_n(&h->fork_gen, __ATOMIC_ACQUIRE) != gen) {
 		/* The slot and pid were the parent's: never release them. */
 		h->pid = shmt__env_pid();
@@ -62,6 +63,7 @@ shmt__fork_reattach(shmt_t *h)
 		if (rc == 0)
 			__atomic_store_n(&h->fork_gen, gen, __ATOMIC_RELEASE);
 	}
+	shmt__sleep_quiet--;
 	pthread_mutex_unlock(&fork_mu);
 	return rc;
 }
@@ -103,6 +105,7 @@ shmt__gen_follow(shmt_t *h)
 	if (s != SHMT_SEG_MOVED)
 		return SHMT_ESTALE;
 	pthread_mutex_lock(&fork_mu);
+	shmt__sleep_quiet++;
 	if (__atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE) == NULL) {
 		shmt_open_opts_t o;
 
@@ -114,6 +117,9 @@ shmt__gen_follow(shmt_t *h)
 		if (rc == 0) {
 			n->clock = h->clock;
 			n->clock_ctx = h->clock_ctx;
+			n->sleep_before = h->sleep_before;
+			n->sleep_after = h->sleep_after;
+			n->sleep_ctx = h->sleep_ctx;
 			n->gen_owned = 1;
 			__atomic_store_n(&h->gen_next, n, __ATOMIC_RELEASE);
 			/* Calls that enter from now on go to N: H is left to
@@ -122,6 +128,7 @@ shmt__gen_follow(shmt_t *h)
 				shmt__gen_reclaim(h);
 		}
 	}
+	shmt__sleep_quiet--;
 	pthread_mutex_unlock(&fork_mu);
 	return rc;
 }
@@ -132,10 +139,12 @@ shmt__gen_pin(shmt_t *h)
 	int rc = 0;
 
 	pthread_mutex_lock(&fork_mu);
+	shmt__sleep_quiet++;
 	if (__atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE) != NULL)
 		rc = -EAGAIN;
 	else
 		h->gen_pinned = 1;
+	shmt__sleep_quiet--;
 	pthread_mutex_unlock(&fork_mu);
 	return rc;
 }

@@ -414,6 +414,7 @@ lh_resolve(shmt_limiter_t *l, shmt_t *live)
 	int rc = 0;
 
 	pthread_mutex_lock(&l->mu);
+	shmt__sleep_quiet++;
 	c = l->cur;
 	if (c->h != live) {
 		const struct shmt_lview *v;
@@ -429,6 +430,7 @@ lh_resolve(shmt_limiter_t *l, shmt_t *live)
 			}
 		}
 	}
+	shmt__sleep_quiet--;
 	pthread_mutex_unlock(&l->mu);
 	return rc;
 }

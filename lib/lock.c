@@ -181,18 +181,21 @@ lock_wake(struct shmt_lock *l)
 /* Sleep until an unlock wakes us or SHMT_LOCK_SLEEP_NS passes, unless the
  * word no longer holds SEEN.  1 when the sleep timed out. */
 static int
-lock_sleep(struct shmt_lock *l, uint32_t seen)
+lock_sleep(const shmt_t *h, struct shmt_lock *l, uint32_t seen)
 {
 	uint64_t ns = shmt__lock_sleep_ns;
 	struct timespec ts = { (time_t)(ns / 1000000000ULL),
 	    (long)(ns % 1000000000ULL) };
 	int saved = errno, timed_out;
+	struct shmt_sleep sl;
 
 	__atomic_exchange_n(&l->lk_pad, 1, __ATOMIC_SEQ_CST);
 	if (seen == 0 || __atomic_load_n(&l->lk_owner, __ATOMIC_SEQ_CST) != seen)
 		return 0;
+	sl = shmt__sleep_begin(h);
 	timed_out = syscall(SYS_futex, &l->lk_pad, FUTEX_WAIT, 1, &ts, NULL,
 	    0) != 0 && errno == ETIMEDOUT;
+	shmt__sleep_end(sl);
 	errno = saved;
 	return timed_out;
 }
@@ -256,7 +259,7 @@ shmt__lock(shmt_t *h, struct shmt_lock *l)
 				lock_wake(l);
 			return SHMT_ELOCKED;
 		}
-		timed_out = lock_sleep(l, seen);
+		timed_out = lock_sleep(h, l, seen);
 		slept = 1;
 	}
 }

@@ -238,11 +238,12 @@ settle_once(struct shmt_hdr *hdr, int fd, const char *name, int check_mover,
 /* settle_once until it is not busy, for at most WAIT_NS; *FINISHED as
  * settle_once's (left alone when no call finished a move). */
 static int
-settle(struct shmt_hdr *hdr, int fd, const char *name, uint64_t wait_ns,
-    int *finished)
+settle(const shmt_t *h, struct shmt_hdr *hdr, int fd, const char *name,
+    uint64_t wait_ns, int *finished)
 {
 	uint64_t t0 = shmt__mono_ns(), last = 0;
 	long nap = 20000;
+	struct shmt_sleep sl;
 
 	for (;;) {
 		uint64_t now = shmt__mono_ns();
@@ -256,7 +257,9 @@ settle(struct shmt_hdr *hdr, int fd, const char *name, uint64_t wait_ns,
 			return rc;
 		if (now - t0 >= wait_ns)
 			return -EAGAIN;
+		sl = shmt__sleep_begin(h);
 		nanosleep(&(struct timespec){ 0, nap }, NULL);
+		shmt__sleep_end(sl);
 		if (nap < 1000000)
 			nap *= 2;
 	}
@@ -298,7 +301,8 @@ int
 shmt__frozen_wait(shmt_t *h)
 {
 	int finished = 0;
-	int rc = settle(h->hdr, h->fd, h->name, SHMT_MOVE_WAIT_NS, &finished);
+	int rc = settle(h, h->hdr, h->fd, h->name, SHMT_MOVE_WAIT_NS,
+	    &finished);
 
 	if (finished)
 		wake_all(h);
@@ -361,7 +365,7 @@ shmt__move_settle(const char *name, uint64_t wait_ns)
 	    shmt__format_word())
 		rc = SHMT_EMAGIC;
 	else
-		rc = settle(hdr, fd, name, wait_ns, &finished);
+		rc = settle(NULL, hdr, fd, name, wait_ns, &finished);
 	munmap(hdr, sizeof(*hdr));
 	if (finished)
 		wake_object(fd);

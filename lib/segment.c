@@ -471,6 +471,7 @@ shmt__size_check(shmt_t *h, uint64_t *now_size)
 }
 
 __thread unsigned shmt__name_tick __attribute__((tls_model("initial-exec")));
+__thread unsigned shmt__sleep_quiet __attribute__((tls_model("initial-exec")));
 
 void
 shmt__name_look(shmt_t *h)
@@ -609,6 +610,20 @@ shmt_set_clock(shmt_t *h, shmt_clock_fn fn, void *ctx)
 	for (; h != NULL; h = __atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE)) {
 		h->clock = fn;
 		h->clock_ctx = fn != NULL ? ctx : NULL;
+	}
+	return 0;
+}
+
+SHMT_EXPORT int
+shmt_set_sleep_hooks(shmt_t *h, shmt_sleep_fn before, shmt_sleep_fn after,
+    void *ctx)
+{
+	if (h == NULL || (before == NULL) != (after == NULL))
+		return -EINVAL;
+	for (; h != NULL; h = __atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE)) {
+		h->sleep_before = before;
+		h->sleep_after = after;
+		h->sleep_ctx = before != NULL ? ctx : NULL;
 	}
 	return 0;
 }

@@ -227,6 +227,9 @@ struct shmt {
 	struct shmt_region reg[SHMT_R_COUNT];
 	shmt_clock_fn clock;
 	void *clock_ctx;
+	/* shmt_set_sleep_hooks: called around a sleep inside a call. */
+	shmt_sleep_fn sleep_before, sleep_after;
+	void *sleep_ctx;
 	uint32_t slot;                /* UINT32_MAX: none */
 	int fd;                       /* the object, kept to notice truncation */
 	pid_t pid;
@@ -361,6 +364,43 @@ shmt__in_region(const shmt_t *h, enum shmt_region_id id, uint64_t off,
 	uint64_t size = h->reg[id].rg_size;
 
 	return off <= size && len <= size - off;
+}
+
+/*
+ * The sleep hooks (shmt_set_sleep_hooks), called only where a thread is
+ * about to sleep: shmt__sleep_begin right before, shmt__sleep_end with
+ * what it returned right after.  A thread that holds a lock private to
+ * this process (fork.c's, a resolved limiter's) raises shmt__sleep_quiet
+ * while it does, and no hook runs then: a hook that let another thread
+ * run could have it wait for that lock while holding the runtime's lock
+ * this thread needs to return.
+ */
+extern __thread unsigned shmt__sleep_quiet
+    __attribute__((tls_model("initial-exec")));
+
+struct shmt_sleep {
+	shmt_sleep_fn after;
+	void *ctx;
+};
+
+static inline struct shmt_sleep
+shmt__sleep_begin(const shmt_t *h)
+{
+	struct shmt_sleep s = { NULL, NULL };
+
+	if (h != NULL && h->sleep_before != NULL && shmt__sleep_quiet == 0) {
+		s.after = h->sleep_after;
+		s.ctx = h->sleep_ctx;
+		h->sleep_before(s.ctx);
+	}
+	return s;
+}
+
+static inline void
+shmt__sleep_end(struct shmt_sleep s)
+{
+	if (s.after != NULL)
+		s.after(s.ctx);
 }
 
 static inline shmt_time_t

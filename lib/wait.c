@@ -80,16 +80,19 @@ wake_mark(uint32_t *wake)
 /* Sleep while *WAKE holds SEEN, at most NS nanoseconds.  Returns 0 (woken,
  * changed or timed out) or -EINTR (a signal). */
 static int
-wake_sleep(uint32_t *wake, uint32_t seen, uint64_t ns)
+wake_sleep(const shmt_t *h, uint32_t *wake, uint32_t seen, uint64_t ns)
 {
 	struct timespec ts;
+	struct shmt_sleep sl;
 	int e = errno, rc = 0;
 
 	ts.tv_sec = (time_t)(ns / 1000000000ULL);
 	ts.tv_nsec = (long)(ns % 1000000000ULL);
+	sl = shmt__sleep_begin(h);
 	if (syscall(SYS_futex, wake, FUTEX_WAIT, seen, &ts, NULL, 0) != 0 &&
 	    errno == EINTR)
 		rc = -EINTR;
+	shmt__sleep_end(sl);
 	errno = e;
 	return rc;
 }
@@ -167,7 +170,7 @@ wait_loop(shmt_t *h, const struct shmt_lview *v, const void *client,
 		/* A timeout beyond a day is slept a day at a time. */
 		if (sleep > 86400000000000ULL)
 			sleep = 86400000000000ULL;
-		if ((rc = wake_sleep(wake, seen, sleep)) != 0)
+		if ((rc = wake_sleep(h, wake, seen, sleep)) != 0)
 			break;
 		rc = row_live(v) ? wait_try(h, v, client, len, cost, buf, &d) :
 		    -ENOENT;

@@ -2,6 +2,8 @@
 # Tests of the segment: life cycle, refusals, concurrent creation, the
 # installed package, and the public header compiled on its own.
 shmt_add_test(test_segment SOURCES test_segment.c LABELS unit TIMEOUT 60)
+# The hooks around a call's sleeps (shmt_set_sleep_hooks).
+shmt_add_test(test_sleep_hooks SOURCES test_sleep_hooks.c LABELS unit TIMEOUT 120)
 shmt_add_test(test_segment_race SOURCES test_segment_race.c LABELS stress TIMEOUT 300)
 
 # The installed package, used from outside the tree.  It installs the build

@@ -448,6 +448,41 @@ SHMT_EXPORT const char *shmt_name(const shmt_t *h);
  */
 SHMT_EXPORT int shmt_set_clock(shmt_t *h, shmt_clock_fn fn, void *ctx);
 
+/*
+ * shmt_set_sleep_hooks: have a thread that is about to sleep inside a call
+ * on H call BEFORE(CTX) first, and AFTER(CTX) once it is awake again, before
+ * it touches anything else.  A call sleeps only when it must wait for
+ * another process: a lock another process holds (dictionary and counter
+ * writes, per-client tables, the limiter table), a move of the segment
+ * that holds it frozen (any call, a grant included, waits for the move's
+ * outcome, at most 5 s), and shmt_wait's and shmt_next_key_wait's sleeps;
+ * a call that does not wait calls neither (the one other sleep, 64 us of
+ * shmt_client_set and shmt_client_clear holding the client table's lock,
+ * calls no hook).  A runtime with a global lock
+ * (an interpreter's) releases it in BEFORE and takes it again in AFTER, so
+ * that its other threads run while this one waits, with no cost on the
+ * calls that do not wait.  BEFORE and AFTER == NULL together remove the
+ * hooks.  Returns 0, or -EINVAL when H is NULL or only one of BEFORE and
+ * AFTER is NULL.
+ * The promise: every BEFORE is followed by exactly one AFTER, on the same
+ * thread, before the call returns, with no other call of the hooks in
+ * between; no lock private to this process (a mutex of the library's)
+ * is held between them, so BEFORE may let other threads call into the
+ * library on any handle, H included; locks in the segment may be (a
+ * writer that sleeps on one shard's lock holds no other, but a move's
+ * wait may hold the limiter table's).  The hooks must not call the
+ * library on H, nor longjmp or unwind out.  They run on every generation
+ * H follows after a move.
+ * Ownership: H keeps BEFORE, AFTER and CTX (not a copy of what CTX points
+ * to) until the next shmt_set_sleep_hooks or shmt_close.
+ * Concurrency: call it before sharing H between threads (the change is
+ * not atomic against calls in progress).  It writes the handle alone,
+ * nothing in the segment: a kill -9 leaves nothing.
+ */
+typedef void (*shmt_sleep_fn)(void *ctx);
+SHMT_EXPORT int shmt_set_sleep_hooks(shmt_t *h, shmt_sleep_fn before,
+    shmt_sleep_fn after, void *ctx);
+
 /* shmt_now: the handle's current time: FN(CTX) of shmt_set_clock, else
  * CLOCK_MONOTONIC (also when H is NULL).  No errors.  Thread-safe as far
  * as the handle's clock is; it reads no segment, so a kill -9 leaves
