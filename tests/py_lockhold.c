@@ -12,7 +12,13 @@
  * locks it keeps running (yielding the CPU), so a waiter gives it the
  * running owner's bound (1 s) before SHMT_ELOCKED.  An alarm ends it after
  * 60 s whatever happens.
+ *
+ * py_lockhold SEGMENT freeze: the segment frozen instead, as a live mover
+ * holds it while it copies (move.c), so that every call that lands on it
+ * waits for the move's outcome (at most 5 s); "locked" once frozen,
+ * "released" once thawed (the move given up) on a line from stdin.
  */
+#include "daemon.h"
 #include "lock.h"
 #include "segment.h"
 #include "store.h"
@@ -31,6 +37,38 @@ shard_lock(const struct shmt_store *st, uint32_t i)
 	return &((struct shmt_shard *)(st->base + i * st->stride))->ds_lock;
 }
 
+/* Freeze H's segment as a live mover would, until a line comes on stdin;
+ * then thaw it (LIVE again, as a mover that gives up leaves it). */
+static int
+freeze(shmt_t *h)
+{
+	uint64_t w = shmt__genword_load(h->hdr);
+	char line[16];
+
+	__atomic_store_n(&h->hdr->sh_mover_pid, (int64_t)getpid(),
+	    __ATOMIC_RELEASE);
+	__atomic_store_n(&h->hdr->sh_mover_start, shmt__proc_start(getpid()),
+	    __ATOMIC_RELEASE);
+	if ((uint32_t)w != SHMT_SEG_LIVE || !shmt__genword_cas(h->hdr, &w,
+	    SHMT_SEG_FROZEN, (uint32_t)(w >> 32) + 1)) {
+		fprintf(stderr, "py_lockhold: cannot freeze\n");
+		return 1;
+	}
+	printf("locked\n");
+	fflush(stdout);
+	(void)fgets(line, sizeof(line), stdin);
+	w = shmt__genword_load(h->hdr);
+	if ((uint32_t)w != SHMT_SEG_FROZEN || !shmt__genword_cas(h->hdr, &w,
+	    SHMT_SEG_LIVE, (uint32_t)(w >> 32))) {
+		fprintf(stderr, "py_lockhold: cannot thaw\n");
+		return 1;
+	}
+	printf("released\n");
+	fflush(stdout);
+	shmt_close(h);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -40,8 +78,10 @@ main(int argc, char **argv)
 	int told = 0, rc;
 
 	if (argc != 3 || (strcmp(argv[2], "dict") != 0 &&
-	    strcmp(argv[2], "counters") != 0)) {
-		fprintf(stderr, "usage: py_lockhold SEGMENT dict|counters\n");
+	    strcmp(argv[2], "counters") != 0 &&
+	    strcmp(argv[2], "freeze") != 0)) {
+		fprintf(stderr, "usage: py_lockhold SEGMENT "
+		    "dict|counters|freeze\n");
 		return 2;
 	}
 	alarm(60);
@@ -50,6 +90,8 @@ main(int argc, char **argv)
 		    shmt_strerror(rc));
 		return 1;
 	}
+	if (strcmp(argv[2], "freeze") == 0)
+		return freeze(h);
 	st = strcmp(argv[2], "dict") == 0 ? h->dict : h->counters;
 	if (st == NULL || st->shards == 0) {
 		fprintf(stderr, "py_lockhold: no %s in %s\n", argv[2], argv[1]);

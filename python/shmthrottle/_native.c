@@ -13,7 +13,10 @@
  * 30 ns a call alone and, with another thread running Python code, hands
  * the GIL over on every call; such a call waits only when its grant lands
  * while a move of the segment holds it frozen (for the move's outcome: a
- * few milliseconds per megabyte copied, at most 5 s; README "Python").
+ * few milliseconds per megabyte copied, at most 5 s; README "Python"), or
+ * when a per-client grant claims an entry under the table's lock another
+ * process holds; it lets the GIL go for the sleeps of that wait only (the
+ * library's sleep hooks, below).
  * A call made without the GIL counts itself in `busy`, and close() during
  * one only hides the handle: the last such call to return closes it.
  * What a call reads from Python objects (names, keys, values) is taken
@@ -209,6 +212,15 @@ raise_rc(int rc, const char *what)
 	return NULL;
 }
 
+/* Close H with the GIL held: no thread uses it any more, and its sleep
+ * hooks go first, so that its close cannot hand the GIL over. */
+static void
+close_held(shmt_t *h)
+{
+	(void)shmt_set_sleep_hooks(h, NULL, NULL, NULL);
+	shmt_close(h);
+}
+
 /* Begin a call on SELF's handle that runs without the GIL (the GIL held
  * here): it is counted in busy until call_end, so that close() from
  * another thread meanwhile defers the handle's close to the last call. */
@@ -224,7 +236,57 @@ static void
 call_end(SegmentObject *self)
 {
 	if (--self->busy == 0 && self->pending != NULL) {
-		shmt_close(self->pending);
+		close_held(self->pending);
+		self->pending = NULL;
+	}
+}
+
+/*
+ * The calls on a request's path keep the GIL (releasing it costs every
+ * call), and give it up only where the library sleeps in them: the
+ * library calls hook_before right before such a sleep and hook_after once
+ * awake (shmt_set_sleep_hooks).  A call that already runs without the GIL
+ * (NOGIL, wait, open, close) marks its thread in gil_released, and the
+ * hooks then do nothing.  A call in a hooked sleep counts in `busy`, as a
+ * NOGIL call does, so that close() from another thread meanwhile is put
+ * off; the library is still inside the call when hook_after returns, so
+ * the handle is closed by finish_pending once the method's library calls
+ * are done, never by the hook.
+ */
+static _Thread_local int gil_released;
+static _Thread_local PyThreadState *hook_state;
+
+static void
+hook_before(void *ctx)
+{
+	SegmentObject *self = ctx;
+
+	if (gil_released)
+		return;
+	self->busy++;
+	hook_state = PyEval_SaveThread();
+}
+
+static void
+hook_after(void *ctx)
+{
+	SegmentObject *self = ctx;
+	PyThreadState *ts = hook_state;
+
+	if (ts == NULL)
+		return;
+	hook_state = NULL;
+	PyEval_RestoreThread(ts);
+	self->busy--;
+}
+
+/* After the library calls of a method that keeps the GIL: close the handle
+ * if close() came while one of them slept and none sleeps any more. */
+static void
+finish_pending(SegmentObject *self)
+{
+	if (self->busy == 0 && self->pending != NULL) {
+		close_held(self->pending);
 		self->pending = NULL;
 	}
 }
@@ -234,7 +296,9 @@ call_end(SegmentObject *self)
 #define NOGIL(self, h, stmt) do {					\
 	shmt_t *h = call_begin(self);					\
 	Py_BEGIN_ALLOW_THREADS						\
+	gil_released++;							\
 	stmt;								\
+	gil_released--;							\
 	Py_END_ALLOW_THREADS						\
 	call_end(self);							\
 } while (0)
@@ -297,7 +361,9 @@ Segment_init(SegmentObject *self, PyObject *args, PyObject *kw)
 	if (name == NULL || name[0] == '\0')
 		name = SHMT_DEFAULT_SEGMENT;
 	Py_BEGIN_ALLOW_THREADS
+	gil_released++;
 	rc = shmt_open(name, &h);
+	gil_released--;
 	Py_END_ALLOW_THREADS
 	if (rc != 0) {
 		PyObject *cls = rc == -ENOENT ? SegmentError : NULL;
@@ -323,7 +389,9 @@ Segment_init(SegmentObject *self, PyObject *args, PyObject *kw)
 		return -1;
 	}
 	if (self->h != NULL)
-		shmt_close(self->h);
+		close_held(self->h);
+	/* The handle is new and not shared yet: the hooks can be set. */
+	(void)shmt_set_sleep_hooks(h, hook_before, hook_after, self);
 	self->h = h;
 	return 0;
 }
@@ -332,9 +400,9 @@ static void
 Segment_dealloc(SegmentObject *self)
 {
 	if (self->h != NULL)
-		shmt_close(self->h);
+		close_held(self->h);
 	if (self->pending != NULL)
-		shmt_close(self->pending);
+		close_held(self->pending);
 	self->h = self->pending = NULL;
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -350,7 +418,10 @@ Segment_close(SegmentObject *self, PyObject *unused)
 		self->pending = h;      /* the last call running closes it */
 	} else if (h != NULL) {
 		Py_BEGIN_ALLOW_THREADS
+		gil_released++;
+		(void)shmt_set_sleep_hooks(h, NULL, NULL, NULL);
 		shmt_close(h);
+		gil_released--;
 		Py_END_ALLOW_THREADS
 	}
 	Py_RETURN_NONE;
@@ -432,6 +503,7 @@ Segment_try_use(SegmentObject *self, PyObject *const *args, Py_ssize_t nargs,
 		rc = shmt_try_use(self->h, name, p, (size_t)n);
 		key_done(&view);
 	}
+	finish_pending(self);
 	if (rc < 0)
 		return raise_rc(rc, name);
 	return PyBool_FromLong(rc);
@@ -453,6 +525,7 @@ Segment_next_key(SegmentObject *self, PyObject *arg)
 	if ((name = PyUnicode_AsUTF8(arg)) == NULL)
 		return NULL;
 	rc = shmt_next_key(self->h, name, buf, sizeof(buf));
+	finish_pending(self);
 	if (rc < 0)
 		return raise_rc(rc, name);
 	if (rc == 0)
@@ -527,6 +600,7 @@ Segment_acquire(SegmentObject *self, PyObject *args, PyObject *kw)
 	rc = shmt_acquire(self->h, a.name, a.client, (size_t)a.client_len,
 	    a.cost, &d);
 	key_done(&a.view);
+	finish_pending(self);
 	if (rc < 0)
 		return raise_rc(rc, a.name);
 	return decision_new(rc, &d);
@@ -546,6 +620,7 @@ Segment_peek(SegmentObject *self, PyObject *args, PyObject *kw)
 	rc = shmt_peek(self->h, a.name, a.client, (size_t)a.client_len,
 	    a.cost, &d);
 	key_done(&a.view);
+	finish_pending(self);
 	if (rc < 0)
 		return raise_rc(rc, a.name);
 	return decision_new(rc, &d);
@@ -597,8 +672,10 @@ Segment_wait(SegmentObject *self, PyObject *args, PyObject *kw)
 	left = total;
 	for (;;) {
 		Py_BEGIN_ALLOW_THREADS
+		gil_released++;
 		rc = shmt_wait(h, a.name, a.client, (size_t)a.client_len,
 		    a.cost, left, &d);
+		gil_released--;
 		Py_END_ALLOW_THREADS
 		if (rc != -EINTR)
 			break;
@@ -672,6 +749,7 @@ Segment_get(SegmentObject *self, PyObject *key)
 	}
 done:
 	key_done(&view);
+	finish_pending(self);
 	return out;
 }
 
@@ -1328,11 +1406,13 @@ Segment_bench_c(SegmentObject *self, PyObject *args)
 		    (PyErr_SetString(PyExc_ValueError, "n must be > 0"), NULL);
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	for (unsigned long long i = 0; i < n; i++) {
-		int rc = decide ? shmt_acquire(self->h, name, NULL, 0, 1, &d) :
+		int rc = check_open(self) != 0 ? -EINVAL : decide ?
+		    shmt_acquire(self->h, name, NULL, 0, 1, &d) :
 		    shmt_try_use_key(self->h, name);
 
+		finish_pending(self);
 		if (rc < 0)
-			return raise_rc(rc, name);
+			return self->h == NULL ? NULL : raise_rc(rc, name);
 		granted += (unsigned long long)rc;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &b);

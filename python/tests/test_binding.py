@@ -758,6 +758,60 @@ def test_a_call_waiting_for_a_lock_lets_threads_run(make_segment, which,
     s.close()
 
 
+@pytest.mark.parametrize("call,shared_left", [
+    (lambda s: s.try_use("shared"), 4),
+    (lambda s: s.try_use("pc", "alice"), 5),
+    (lambda s: s.acquire("shared").granted, 4),
+    (lambda s: s.next_key("pool") is not None, 5),
+], ids=["try_use", "try_use_client", "acquire", "next_key"])
+def test_a_grant_waiting_for_a_move_lets_threads_run(make_segment, call,
+                                                     shared_left):
+    """A grant that lands while a move holds the segment frozen waits for
+    the move's outcome, and must let other threads run meanwhile: the
+    binding keeps the GIL on a grant, and gives it up only for the sleeps
+    of such a wait (the library's sleep hooks).  The holder (a live
+    "mover") thaws the segment when this thread tells it to, 0.2 s after
+    the grant began: had the grant kept the GIL, this thread could not run
+    until the grant gave up (Error, EAGAIN, after 5 s).  close() meanwhile
+    is put off until the grant returns."""
+    name = make_segment(LIMITERS)
+    s = shmthrottle.Segment(name)
+    holder = _lockhold(name, "freeze")
+    box = {}
+    began = threading.Event()
+
+    def granter():
+        began.set()
+        try:
+            box["rc"] = call(s)
+        except Exception as e:          # noqa: BLE001 -- reported below
+            box["exc"] = e
+        box["done"] = time.monotonic()
+    t = threading.Thread(target=granter)
+    try:
+        t.start()
+        assert began.wait(timeout=30)
+        time.sleep(0.2)
+        s.close()                       # the granter still uses the handle
+        told = time.monotonic()
+        holder.stdin.write(b"go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == b"released\n"
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        t.join(timeout=30)
+    assert "exc" not in box, box["exc"]
+    assert box["rc"] is True
+    assert box["done"] > told           # it was waiting when told
+    assert s.closed
+    # The grant stood, once: "shared" (exact, limit 5) has 4 uses left
+    # after a grant on it, 5 after one elsewhere.
+    s = shmthrottle.Segment(name)
+    assert [s.try_use("shared") for _ in range(6)].count(True) == shared_left
+    s.close()
+
+
 def test_ttl_none_is_the_default_ttl_and_huge_ttls_overflow(seg):
     with pytest.raises(OverflowError):
         seg.dict.set("k", b"v", ttl=2 ** 64 / 1000 + 0.002)
