@@ -787,10 +787,19 @@ gen_ov_once(shmt_t *h, const char *name, struct ov_req *q)
 		else if (q->op == OV_SET &&
 		    (rc = rule_word(&v, q->in, &q->rule)) != 0)
 			;
-		else if ((rc = ov_locked(h, &v, q)) >= 0)
+		else {
+			/* The client lock's wait runs no sleep hook: a
+			 * holder of the table's lock must not wait for a
+			 * runtime's lock (other processes' waits for the
+			 * table's would take it for a sleeping owner). */
+			shmt__sleep_quiet++;
+			rc = ov_locked(h, &v, q);
+			shmt__sleep_quiet--;
 			/* Sleepers (shmt_wait) decide again under the new
 			 * rule. */
-			shmt__wake_waiters(&lim[r].lm_wake);
+			if (rc >= 0)
+				shmt__wake_waiters(&lim[r].lm_wake);
+		}
 	}
 	shmt__unlock(&h->hdr->sh_table_lock);
 	return rc;

@@ -321,6 +321,10 @@ shmt_t *shmt__move_follow(shmt_t *h, int *rc);
  * -errno (no such segment).  kill -9 in the middle leaves nothing to undo.
  */
 int shmt__move_settle(const char *name, uint64_t wait_ns);
+/* The same, its sleeps hooked as HK's (shmt_set_sleep_hooks; NULL:
+ * none). */
+int shmt__move_settle_h(const char *name, uint64_t wait_ns,
+    const shmt_t *hk);
 
 /* ---- Global limiters (global.c, where the lease protocol is proved) -------- */
 

@@ -104,33 +104,43 @@ shmt__gen_follow(shmt_t *h)
 		return 0;
 	if (s != SHMT_SEG_MOVED)
 		return SHMT_ESTALE;
-	pthread_mutex_lock(&fork_mu);
-	shmt__sleep_quiet++;
-	if (__atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE) == NULL) {
+	if (__atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE) != NULL)
+		return 0;
+	{
 		shmt_open_opts_t o;
 
 		/* The owner the caller trusted at open is trusted in every
-		 * generation (a move keeps the object's owner, move.c). */
+		 * generation (a move keeps the object's owner, move.c).  The
+		 * open may wait for a move of the next generation: outside
+		 * fork_mu, with H's sleep hooks, and two threads may open it
+		 * at once: the first to link its handle wins, the other
+		 * closes its own. */
 		shmt_open_opts_init(&o);
 		o.owner = h->owner;
-		rc = shmt_open_opts(h->name, &o, &n);
-		if (rc == 0) {
-			n->clock = h->clock;
-			n->clock_ctx = h->clock_ctx;
-			n->sleep_before = h->sleep_before;
-			n->sleep_after = h->sleep_after;
-			n->sleep_ctx = h->sleep_ctx;
-			n->gen_owned = 1;
-			__atomic_store_n(&h->gen_next, n, __ATOMIC_RELEASE);
-			/* Calls that enter from now on go to N: H is left to
-			 * those already inside it. */
-			if (h->gen_owned && !h->gen_pinned)
-				shmt__gen_reclaim(h);
-		}
+		if ((rc = shmt__open_hooked(h->name, &o, h, &n)) != 0)
+			return rc;
+	}
+	pthread_mutex_lock(&fork_mu);
+	shmt__sleep_quiet++;
+	if (__atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE) == NULL) {
+		n->clock = h->clock;
+		n->clock_ctx = h->clock_ctx;
+		n->sleep_before = h->sleep_before;
+		n->sleep_after = h->sleep_after;
+		n->sleep_ctx = h->sleep_ctx;
+		n->gen_owned = 1;
+		__atomic_store_n(&h->gen_next, n, __ATOMIC_RELEASE);
+		/* Calls that enter from now on go to N: H is left to those
+		 * already inside it. */
+		if (h->gen_owned && !h->gen_pinned)
+			shmt__gen_reclaim(h);
+		n = NULL;
 	}
 	shmt__sleep_quiet--;
 	pthread_mutex_unlock(&fork_mu);
-	return rc;
+	if (n != NULL)
+		shmt_close(n);
+	return 0;
 }
 
 int

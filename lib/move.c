@@ -339,6 +339,12 @@ shmt__table_lock(shmt_t *h)
 int
 shmt__move_settle(const char *name, uint64_t wait_ns)
 {
+	return shmt__move_settle_h(name, wait_ns, NULL);
+}
+
+int
+shmt__move_settle_h(const char *name, uint64_t wait_ns, const shmt_t *hk)
+{
 	struct shmt_hdr *hdr;
 	struct stat st;
 	int fd, rc, finished = 0;
@@ -365,7 +371,7 @@ shmt__move_settle(const char *name, uint64_t wait_ns)
 	    shmt__format_word())
 		rc = SHMT_EMAGIC;
 	else
-		rc = settle(NULL, hdr, fd, name, wait_ns, &finished);
+		rc = settle(hk, hdr, fd, name, wait_ns, &finished);
 	munmap(hdr, sizeof(*hdr));
 	if (finished)
 		wake_object(fd);

@@ -28,6 +28,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 struct reclaim {
@@ -43,6 +44,25 @@ static struct reclaim *rq_pending;     /* queued, newest first */
 static struct reclaim *rq_batch;       /* taken by the worker */
 static uint64_t rq_queued, rq_done;    /* records queued and released */
 static int rq_worker;                  /* a worker runs in this process */
+
+/* Hooked sleeps in progress, and the worker's gate (segment.h). */
+unsigned shmt__sleep_hooked;
+int shmt__sleep_gate;
+
+/* A grace period, once no thread is in a hooked sleep and with new ones
+ * kept from running hooks (segment.h, "The sleep hooks"): the hooked
+ * sleeps end by themselves (each is bounded, and needs nothing of this
+ * thread), and then no thread inside a read-side section waits for a
+ * runtime's lock that a forking thread may hold. */
+static void
+grace_period(void)
+{
+	__atomic_store_n(&shmt__sleep_gate, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&shmt__sleep_hooked, __ATOMIC_SEQ_CST) != 0)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	urcu_bp_synchronize_rcu();
+	__atomic_store_n(&shmt__sleep_gate, 0, __ATOMIC_SEQ_CST);
+}
 
 static void *
 reclaim_worker(void *arg)
@@ -61,7 +81,7 @@ reclaim_worker(void *arg)
 		/* Every thread inside a call when the batch was queued has
 		 * left it: none is inside these generations any more, and
 		 * no call enters them again. */
-		urcu_bp_synchronize_rcu();
+		grace_period();
 		pthread_mutex_lock(&rq_mu);
 		for (r = rq_batch; r != NULL; r = next) {
 			next = r->next;
@@ -180,6 +200,10 @@ after_fork_child(void)
 		rq_batch = NULL;
 	}
 	rq_worker = 0;
+	/* The forking thread is the child's only one: nothing sleeps, and no
+	 * worker waits. */
+	__atomic_store_n(&shmt__sleep_hooked, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&shmt__sleep_gate, 0, __ATOMIC_RELAXED);
 	/* The parent's worker may have been waiting on it. */
 	(void)pthread_cond_init(&rq_cv, NULL);
 	pthread_mutex_unlock(&rq_mu);

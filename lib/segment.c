@@ -432,6 +432,13 @@ fail:
 SHMT_EXPORT int
 shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 {
+	return shmt__open_hooked(name, opts, NULL, out);
+}
+
+int
+shmt__open_hooked(const char *name, const shmt_open_opts_t *opts,
+    const shmt_t *hk, shmt_t **out)
+{
 	int rc;
 
 	/* A segment frozen by a move: wait for its outcome (finishing or
@@ -447,7 +454,7 @@ shmt_open_opts(const char *name, const shmt_open_opts_t *opts, shmt_t **out)
 			return rc;
 		if (tries == 4)
 			return -EAGAIN;
-		rc = shmt__move_settle(name, SHMT_MOVE_WAIT_NS);
+		rc = shmt__move_settle_h(name, SHMT_MOVE_WAIT_NS, hk);
 		if (rc != 0 && rc != SHMT_ESTALE)
 			return rc;
 	}

@@ -348,6 +348,11 @@ shmt__frozen_load(const shmt_t *h)
  * 0 when it is LIVE again (the call goes on here), SHMT_ESTALE when it
  * was MOVED or RETIRED, -EAGAIN when still frozen at the bound (move.c). */
 int shmt__frozen_wait(shmt_t *h);
+/* shmt_open_opts, whose waits for a move's outcome are hooked as HK's
+ * (shmt_set_sleep_hooks; NULL: none): a handle following its segment's
+ * move opens the next generation with it (fork.c). */
+int shmt__open_hooked(const char *name, const shmt_open_opts_t *opts,
+    const shmt_t *hk, shmt_t **out);
 
 /* Pointer to a region, already validated at open. */
 static inline void *
@@ -369,14 +374,27 @@ shmt__in_region(const shmt_t *h, enum shmt_region_id id, uint64_t off,
 /*
  * The sleep hooks (shmt_set_sleep_hooks), called only where a thread is
  * about to sleep: shmt__sleep_begin right before, shmt__sleep_end with
- * what it returned right after.  A thread that holds a lock private to
- * this process (fork.c's, a resolved limiter's) raises shmt__sleep_quiet
- * while it does, and no hook runs then: a hook that let another thread
- * run could have it wait for that lock while holding the runtime's lock
- * this thread needs to return.
+ * what it returned right after.  A hook may hand a runtime's lock (an
+ * interpreter's) to another thread, and this thread needs it back to
+ * return; so no hook may run while this thread holds anything that
+ * thread could wait for:
+ *  - a lock private to this process (fork.c's, a resolved limiter's): the
+ *    holder raises shmt__sleep_quiet while it holds it (and so does a
+ *    hooked sleep, so that one nested in it runs no hook);
+ *  - its read-side section, while the reclaim worker waits for a grace
+ *    period (rcu.c): fork()'s prepare handler waits for that grace period
+ *    and so for this thread, and a thread that forks holding the runtime's
+ *    lock would wait for ever.  So a hooked sleep counts itself in
+ *    shmt__sleep_hooked, and the worker raises shmt__sleep_gate, waits for
+ *    the count to fall to 0, and only then waits for the grace period; a
+ *    sleep that finds the gate raised runs no hook.  Both sides store,
+ *    then load the other's word, sequentially consistent, so one of them
+ *    sees the other.
  */
 extern __thread unsigned shmt__sleep_quiet
     __attribute__((tls_model("initial-exec")));
+extern unsigned shmt__sleep_hooked;
+extern int shmt__sleep_gate;
 
 struct shmt_sleep {
 	shmt_sleep_fn after;
@@ -388,19 +406,30 @@ shmt__sleep_begin(const shmt_t *h)
 {
 	struct shmt_sleep s = { NULL, NULL };
 
-	if (h != NULL && h->sleep_before != NULL && shmt__sleep_quiet == 0) {
-		s.after = h->sleep_after;
-		s.ctx = h->sleep_ctx;
-		h->sleep_before(s.ctx);
+	if (h == NULL || h->sleep_before == NULL || shmt__sleep_quiet != 0)
+		return s;
+	__atomic_add_fetch(&shmt__sleep_hooked, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&shmt__sleep_gate, __ATOMIC_SEQ_CST)) {
+		__atomic_sub_fetch(&shmt__sleep_hooked, 1, __ATOMIC_SEQ_CST);
+		return s;
 	}
+	s.after = h->sleep_after;
+	s.ctx = h->sleep_ctx;
+	/* A sleep nested in this one (a reader's wait that repairs a dead
+	 * writer's shard under its lock) runs no hook of its own. */
+	shmt__sleep_quiet++;
+	h->sleep_before(s.ctx);
 	return s;
 }
 
 static inline void
 shmt__sleep_end(struct shmt_sleep s)
 {
-	if (s.after != NULL)
-		s.after(s.ctx);
+	if (s.after == NULL)
+		return;
+	s.after(s.ctx);
+	shmt__sleep_quiet--;
+	__atomic_sub_fetch(&shmt__sleep_hooked, 1, __ATOMIC_SEQ_CST);
 }
 
 static inline shmt_time_t

@@ -413,6 +413,41 @@ shmt__shard_lock_any(const struct shmt_store *st, struct shmt_shard *sh)
 	return rc;
 }
 
+uint64_t
+shmt__seq_wait(const struct shmt_store *st, struct shmt_shard *sh)
+{
+	struct shmt_sleep sl = { NULL, NULL };
+	uint64_t start = 0, s;
+
+	for (unsigned i = 0;; i++) {
+		s = __atomic_load_n(&sh->ds_seq, __ATOMIC_ACQUIRE);
+		if ((s & 1) == 0)
+			break;
+		if (i < 128) {
+			ck_pr_stall();
+			continue;
+		}
+		if (start == 0) {
+			start = shmt__mono_ns();
+			/* From here on the reader gives its CPU away: a
+			 * runtime may run its other threads meanwhile. */
+			sl = shmt__sleep_begin(st->h);
+		} else if (shmt__mono_ns() - start > READ_WAIT_NS) {
+			s = 1;
+			break;
+		}
+		/* The first check comes with the first yield, not 128 yields
+		 * later: on a loaded machine each yield may give up a whole
+		 * time slice, and READ_WAIT_NS could run out before a dead
+		 * writer's shard was ever looked at. */
+		if (i % 256 == 128)
+			shmt__shard_check_owner(st, sh);
+		sched_yield();
+	}
+	shmt__sleep_end(sl);
+	return s;
+}
+
 int
 shmt__shard_lock(const struct shmt_store *st, struct shmt_shard *sh)
 {

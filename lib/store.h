@@ -601,35 +601,22 @@ chain_find_key(struct chain *c, uint64_t hash, const void *key, size_t klen)
 #define READ_WAIT_NS 200000000ULL
 
 
-/* Wait while a writer holds the version odd: spin, then yield; at the
- * first yield and every 256 after, check whether the writer died.  Returns the even version, or 1
- * (odd) when READ_WAIT_NS ran out. */
+/* The wait of seq_begin for a version held odd (store.c). */
+uint64_t shmt__seq_wait(const struct shmt_store *st, struct shmt_shard *sh);
+
+/* The version, even, to read the shard under; while a writer holds it
+ * odd, wait (shmt__seq_wait: spin, then yield, the handle's sleep hooks
+ * around the yields; at the first yield and every 256 after, check
+ * whether the writer died).  Returns the even version, or 1 (odd) when
+ * READ_WAIT_NS ran out. */
 static inline uint64_t
 seq_begin(const struct shmt_store *st, struct shmt_shard *sh)
 {
-	uint64_t start = 0;
+	uint64_t s = __atomic_load_n(&sh->ds_seq, __ATOMIC_ACQUIRE);
 
-	for (unsigned i = 0;; i++) {
-		uint64_t s = __atomic_load_n(&sh->ds_seq, __ATOMIC_ACQUIRE);
-
-		if ((s & 1) == 0)
-			return s;
-		if (i < 128) {
-			ck_pr_stall();
-			continue;
-		}
-		if (start == 0)
-			start = shmt__mono_ns();
-		else if (shmt__mono_ns() - start > READ_WAIT_NS)
-			return 1;
-		/* The first check comes with the first yield, not 128 yields
-		 * later: on a loaded machine each yield may give up a whole
-		 * time slice, and READ_WAIT_NS could run out before a dead
-		 * writer's shard was ever looked at. */
-		if (i % 256 == 128)
-			shmt__shard_check_owner(st, sh);
-		sched_yield();
-	}
+	if (__builtin_expect((s & 1) == 0, 1))
+		return s;
+	return shmt__seq_wait(st, sh);
 }
 
 /* After the copy: the version unchanged means the copy is whole.  The

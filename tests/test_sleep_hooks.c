@@ -20,6 +20,7 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -85,8 +86,11 @@ rec_paired(const struct rec *r)
 	assert_int_equal(r->before, r->after);
 }
 
-/* The other process's ways of making a call wait. */
-enum hold { HOLD_LOCKS, HOLD_FREEZE, HOLD_LOCKS_BRIEFLY };
+/* The other process's ways of making a call wait: hold every shard lock
+ * of the dictionary; freeze the segment as a live mover; hold the locks
+ * for 50 ms, running; hold the locks with every shard's version odd, as a
+ * writer in the middle of a write. */
+enum hold { HOLD_LOCKS, HOLD_FREEZE, HOLD_LOCKS_BRIEFLY, HOLD_WRITING };
 
 /*
  * Fork the other process on SEG: it makes calls wait as HOW says, writes
@@ -134,6 +138,10 @@ holder(const char *seg, enum hold how, int *ready_fd, int *go_fd)
 				if (shmt__lock(h, &tu_shard(st, i)->ds_lock) !=
 				    0)
 					_exit(12);
+			for (uint32_t i = 0; how == HOLD_WRITING &&
+			    i < st->shards; i++)
+				__atomic_fetch_add(&tu_shard(st, i)->ds_seq, 1,
+				    __ATOMIC_SEQ_CST);
 		}
 		if (write(rp[1], &c, 1) != 1)
 			_exit(13);
@@ -150,6 +158,10 @@ holder(const char *seg, enum hold how, int *ready_fd, int *go_fd)
 			    (uint32_t)(w >> 32)))
 				_exit(15);
 		} else {
+			for (uint32_t i = 0; how == HOLD_WRITING &&
+			    i < st->shards; i++)
+				__atomic_fetch_add(&tu_shard(st, i)->ds_seq, 1,
+				    __ATOMIC_SEQ_CST);
 			for (uint32_t i = 0; i < st->shards; i++)
 				shmt__unlock(&tu_shard(st, i)->ds_lock);
 		}
@@ -371,6 +383,171 @@ test_hooks_follow_move(void **state)
 	tu_close_unlink(w, seg);
 }
 
+/* A lock-free get that finds a writer of another process in the middle of
+ * a write (the shard's version odd, its lock held by a live process) waits
+ * for it, yielding its CPU, inside the hooks. */
+static void
+test_hooks_reader_wait(void **state)
+{
+	int ready, go;
+	struct rec r;
+	char seg[96], buf[16];
+	size_t n;
+	shmt_t *h;
+	pid_t pid;
+
+	(void)state;
+	h = segment(seg, sizeof(seg), "hkrd");
+	assert_int_equal(shmt_set(h, "k", 1, "v", 1, 0), 0);
+	pid = holder(seg, HOLD_WRITING, &ready, &go);
+	holder_ready(ready);
+	rec_init(&r, go);
+	assert_int_equal(shmt_set_sleep_hooks(h, rec_before, rec_after, &r),
+	    0);
+	assert_int_equal(shmt_get(h, "k", 1, buf, sizeof(buf), &n), 0);
+	assert_int_equal(n, 1);
+	assert_true(r.before >= 1);
+	rec_paired(&r);
+	holder_done(pid, ready, go);
+	tu_close_unlink(h, seg);
+}
+
+/* A handle whose segment moved follows it into the next generation on its
+ * next call; when that generation is itself frozen by a live mover, the
+ * follow waits for the move's outcome inside the hooks too. */
+static void
+test_hooks_follow_frozen(void **state)
+{
+	int ready, go;
+	shmt_config_t c;
+	struct rec r;
+	char seg[96], err[512] = "";
+	shmt_t *h, *w;
+	pid_t pid;
+
+	(void)state;
+	h = segment(seg, sizeof(seg), "hkff");
+	assert_int_equal(shmt_open(seg, &w), 0);
+	assert_int_equal(shmt_try_use_key(w, "a"), 1);
+	tu_config_small(&c);
+	c.dict_bytes *= 2;
+	assert_int_equal(shmt__move(h, &c, NULL, NULL, err, sizeof(err)), 0);
+	shmt_close(h);
+	/* The next generation frozen before W follows into it. */
+	pid = holder(seg, HOLD_FREEZE, &ready, &go);
+	holder_ready(ready);
+	rec_init(&r, go);
+	assert_int_equal(shmt_set_sleep_hooks(w, rec_before, rec_after, &r),
+	    0);
+	assert_int_equal(shmt_try_use_key(w, "a"), 1);
+	assert_non_null(w->gen_next);
+	assert_true(r.before >= 1);
+	rec_paired(&r);
+	holder_done(pid, ready, go);
+	tu_close_unlink(w, seg);
+}
+
+/*
+ * A hooked sleep inside a call, and a grace period of the library's
+ * reclaim worker (after a handle followed two moves): the sleep's hook has
+ * handed a "runtime lock" to another thread, which forks while holding it.
+ * fork()'s prepare handler waits for the grace period, which must not wait
+ * for the sleeping thread (its AFTER hook needs the runtime lock back): a
+ * sleep that begins while the worker waits runs no hook, and the worker
+ * waits for hooked sleeps to end before its grace period.  Run in a child
+ * whose alarm fails the test on a deadlock.
+ */
+static pthread_mutex_t fk_gil = PTHREAD_MUTEX_INITIALIZER;
+static int fk_in_before, fk_done;
+static shmt_t *fk_w;
+
+static void
+fk_before(void *ctx)
+{
+	(void)ctx;
+	__atomic_store_n(&fk_in_before, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&fk_gil);
+}
+
+static void
+fk_after(void *ctx)
+{
+	(void)ctx;
+	pthread_mutex_lock(&fk_gil);
+}
+
+static void *
+fk_writer(void *arg)
+{
+	int rc;
+
+	(void)arg;
+	pthread_mutex_lock(&fk_gil);
+	rc = shmt_set(fk_w, "k", 1, "v", 1, 0);
+	pthread_mutex_unlock(&fk_gil);
+	__atomic_store_n(&fk_done, rc == 0 ? 1 : 2, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static int
+fk_run(void *arg)
+{
+	const char *seg = arg;
+	shmt_config_t c;
+	char err[512] = "";
+	int ready, go, st;
+	shmt_t *h, *h2;
+	pthread_t t;
+	pid_t pid, child;
+
+	if (shmt_open(seg, &fk_w) != 0 || shmt_open(seg, &h) != 0)
+		return 1;
+	shmt_set_sleep_hooks(fk_w, fk_before, fk_after, NULL);
+	tu_config_small(&c);
+	c.dict_bytes *= 2;
+	if (shmt__move(h, &c, NULL, NULL, err, sizeof(err)) != 0)
+		return 2;
+	shmt_close(h);
+	/* W follows the first move; the second leaves its next generation
+	 * moved, and W's next call follows it and queues a reclaim. */
+	if (shmt_try_use_key(fk_w, "a") != 1 || shmt_open(seg, &h2) != 0)
+		return 3;
+	c.dict_bytes *= 2;
+	if (shmt__move(h2, &c, NULL, NULL, err, sizeof(err)) != 0)
+		return 4;
+	shmt_close(h2);
+	pid = holder(seg, HOLD_LOCKS_BRIEFLY, &ready, &go);
+	holder_ready(ready);
+	pthread_create(&t, NULL, fk_writer, NULL);
+	while (!__atomic_load_n(&fk_in_before, __ATOMIC_SEQ_CST) &&
+	    !__atomic_load_n(&fk_done, __ATOMIC_SEQ_CST))
+		tu_pause_ms(1);
+	pthread_mutex_lock(&fk_gil);
+	tu_pause_ms(20);        /* the worker in its grace period, or not */
+	child = fork();
+	if (child == 0)
+		_exit(0);
+	pthread_mutex_unlock(&fk_gil);
+	if (child < 0 || waitpid(child, &st, 0) != child)
+		return 5;
+	pthread_join(t, NULL);
+	holder_done(pid, ready, go);
+	shmt_close(fk_w);
+	return __atomic_load_n(&fk_done, __ATOMIC_SEQ_CST) == 1 ? 0 : 6;
+}
+
+static void
+test_hooks_fork_in_grace_period(void **state)
+{
+	char seg[96];
+	shmt_t *h;
+
+	(void)state;
+	h = segment(seg, sizeof(seg), "hkgp");
+	assert_int_equal(tu_child_result(fk_run, seg, 30), 0);
+	tu_close_unlink(h, seg);
+}
+
 int
 main(void)
 {
@@ -382,6 +559,10 @@ main(void)
 		cmocka_unit_test_teardown(test_hooks_frozen_grant, tu_sweep),
 		cmocka_unit_test_teardown(test_hooks_quiet, tu_sweep),
 		cmocka_unit_test_teardown(test_hooks_follow_move, tu_sweep),
+		cmocka_unit_test_teardown(test_hooks_reader_wait, tu_sweep),
+		cmocka_unit_test_teardown(test_hooks_follow_frozen, tu_sweep),
+		cmocka_unit_test_teardown(test_hooks_fork_in_grace_period,
+		    tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

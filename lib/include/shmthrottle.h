@@ -452,27 +452,38 @@ SHMT_EXPORT int shmt_set_clock(shmt_t *h, shmt_clock_fn fn, void *ctx);
  * shmt_set_sleep_hooks: have a thread that is about to sleep inside a call
  * on H call BEFORE(CTX) first, and AFTER(CTX) once it is awake again, before
  * it touches anything else.  A call sleeps only when it must wait for
- * another process: a lock another process holds (dictionary and counter
- * writes, per-client tables, the limiter table), a move of the segment
- * that holds it frozen (any call, a grant included, waits for the move's
- * outcome, at most 5 s), and shmt_wait's and shmt_next_key_wait's sleeps;
- * a call that does not wait calls neither (the one other sleep, 64 us of
- * shmt_client_set and shmt_client_clear holding the client table's lock,
- * calls no hook).  A runtime with a global lock
- * (an interpreter's) releases it in BEFORE and takes it again in AFTER, so
- * that its other threads run while this one waits, with no cost on the
- * calls that do not wait.  BEFORE and AFTER == NULL together remove the
- * hooks.  Returns 0, or -EINVAL when H is NULL or only one of BEFORE and
- * AFTER is NULL.
+ * another process, and these waits call the hooks:
+ *  - a lock another process holds: dictionary and counter writes, a
+ *    per-client grant that claims an entry for a new client, changes of
+ *    the limiter table (define, update, delete);
+ *  - a lock-free read of the dictionary (shmt_get, a walk) that finds
+ *    another process's writer in the middle of a write: it yields the
+ *    CPU until the write is done (at most 200 ms);
+ *  - a move of the segment that holds it frozen: any call, a grant
+ *    included, waits for the move's outcome (at most 5 s), also when it
+ *    follows the segment into a next generation that is frozen;
+ *  - shmt_wait's and shmt_next_key_wait's sleeps.
+ * A call that does not wait calls neither.  These waits run without the
+ * hooks: the 64 us of shmt_client_set and shmt_client_clear, and their
+ * wait for a per-client table's lock (they hold the limiter table's
+ * lock then); a forked child's first call, which claims its process slot
+ * under a lock private to the process; and any wait that begins while
+ * the library's reclaim thread waits to unmap a generation a handle of
+ * this process followed past (after a move, until the calls that were
+ * inside that generation have returned: see below).  A runtime with a global lock (an interpreter's) releases it in
+ * BEFORE and takes it again in AFTER, so that its other threads run
+ * while this one waits, with no cost on the calls that do not wait.
+ * BEFORE and AFTER == NULL together remove the hooks.  Returns 0, or
+ * -EINVAL when H is NULL or only one of BEFORE and AFTER is NULL.
  * The promise: every BEFORE is followed by exactly one AFTER, on the same
  * thread, before the call returns, with no other call of the hooks in
- * between; no lock private to this process (a mutex of the library's)
- * is held between them, so BEFORE may let other threads call into the
- * library on any handle, H included; locks in the segment may be (a
- * writer that sleeps on one shard's lock holds no other, but a move's
- * wait may hold the limiter table's).  The hooks must not call the
- * library on H, nor longjmp or unwind out.  They run on every generation
- * H follows after a move.
+ * between (a wait nested in another runs none); between them the thread
+ * holds no lock of the segment, no lock private to this process, and
+ * nothing that a grace period of the library's reclaim thread (which
+ * fork()'s prepare handler waits for) waits on: so BEFORE may let other
+ * threads call into the library on any handle, H included, and fork.  The
+ * hooks must not call the library on H, nor longjmp or unwind out.  They
+ * run on every generation H follows after a move.
  * Ownership: H keeps BEFORE, AFTER and CTX (not a copy of what CTX points
  * to) until the next shmt_set_sleep_hooks or shmt_close.
  * Concurrency: call it before sharing H between threads (the change is
