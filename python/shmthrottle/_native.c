@@ -9,7 +9,8 @@
  * 5 s), wait (its retry time), and the reading calls that are not on a
  * request's path (count, keys, stat, limiters, top keys).  The calls on a
  * request's path keep the GIL: try_use, acquire, next_key (a grant, one
- * CAS), peek and _get (lock-free reads).  Releasing the GIL costs about
+ * CAS), peek and _get (lock-free reads, which wait only for another
+ * process's write in progress, yielding, and let the GIL go then).  Releasing the GIL costs about
  * 30 ns a call alone and, with another thread running Python code, hands
  * the GIL over on every call; such a call waits only when its grant lands
  * while a move of the segment holds it frozen (for the move's outcome: a
@@ -458,6 +459,16 @@ Segment_get_closed(SegmentObject *self, void *closure)
 {
 	(void)closure;
 	return PyBool_FromLong(self->h == NULL);
+}
+
+/* How many calls on the handle run without the GIL now (NOGIL calls, and
+ * calls asleep in the sleep hooks): for the tests, which can see from it
+ * that a call let the GIL go. */
+static PyObject *
+Segment_get_busy(SegmentObject *self, void *closure)
+{
+	(void)closure;
+	return PyLong_FromLong(self->busy);
 }
 
 /* try_use(limiter, client=None) -> bool */
@@ -1490,6 +1501,8 @@ static PyGetSetDef Segment_getset[] = {
 	{ "name", (getter)Segment_get_name, NULL, "the segment's name", NULL },
 	{ "closed", (getter)Segment_get_closed, NULL, "True once closed",
 	  NULL },
+	{ "_busy", (getter)Segment_get_busy, NULL, "calls running without "
+	  "the GIL (for tests)", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 

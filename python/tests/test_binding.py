@@ -769,19 +769,19 @@ def test_a_grant_waiting_for_a_move_lets_threads_run(make_segment, call,
     """A grant that lands while a move holds the segment frozen waits for
     the move's outcome, and must let other threads run meanwhile: the
     binding keeps the GIL on a grant, and gives it up only for the sleeps
-    of such a wait (the library's sleep hooks).  The holder (a live
-    "mover") thaws the segment when this thread tells it to, 0.2 s after
-    the grant began: had the grant kept the GIL, this thread could not run
-    until the grant gave up (Error, EAGAIN, after 5 s).  close() meanwhile
-    is put off until the grant returns."""
+    of such a wait (the library's sleep hooks), counting itself in the
+    segment's _busy while it sleeps.  This thread waits until it sees the
+    grant there, which it can only see if the grant let the GIL go (had it
+    kept the GIL, this thread could not run until the grant gave up: an
+    Error, EAGAIN, after 5 s, and _busy 0 again), then closes the segment
+    and has the holder (a live "mover") thaw it.  close() meanwhile is put
+    off until the grant returns."""
     name = make_segment(LIMITERS)
     s = shmthrottle.Segment(name)
     holder = _lockhold(name, "freeze")
     box = {}
-    began = threading.Event()
 
     def granter():
-        began.set()
         try:
             box["rc"] = call(s)
         except Exception as e:          # noqa: BLE001 -- reported below
@@ -790,8 +790,11 @@ def test_a_grant_waiting_for_a_move_lets_threads_run(make_segment, call,
     t = threading.Thread(target=granter)
     try:
         t.start()
-        assert began.wait(timeout=30)
-        time.sleep(0.2)
+        deadline = time.monotonic() + 30
+        while s._busy == 0 and "done" not in box:
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert "done" not in box, box   # it returned without letting go
         s.close()                       # the granter still uses the handle
         told = time.monotonic()
         holder.stdin.write(b"go\n")
