@@ -36,6 +36,7 @@
 #include "shmthrottle.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ typedef struct {
 	shmt_t *pending;    /* closed while waits were running: closed by the
 	                     * last of them */
 	int busy;           /* waits running with the GIL released */
+	unsigned fork_gen;  /* fork_gen when busy was last right */
 } SegmentObject;
 
 /* ---- Decision ---------------------------------------------------------- */
@@ -222,12 +224,38 @@ close_held(shmt_t *h)
 	shmt_close(h);
 }
 
+/*
+ * A forked child has one thread, the one that forked: the calls that other
+ * threads of the parent were running without the GIL are not there, and
+ * their count must not keep the child's close() waiting for them for
+ * ever.  Every fork bumps fork_gen in the child (pthread_atfork, set up
+ * with the module), and a segment whose count is of another fork_gen
+ * starts it over at 0 the next time it is looked at.
+ */
+static unsigned fork_gen;
+
+static void
+child_forked(void)
+{
+	fork_gen++;
+}
+
+static void
+busy_sync(SegmentObject *self)
+{
+	if (self->fork_gen != fork_gen) {
+		self->fork_gen = fork_gen;
+		self->busy = 0;
+	}
+}
+
 /* Begin a call on SELF's handle that runs without the GIL (the GIL held
  * here): it is counted in busy until call_end, so that close() from
  * another thread meanwhile defers the handle's close to the last call. */
 static shmt_t *
 call_begin(SegmentObject *self)
 {
+	busy_sync(self);
 	self->busy++;
 	return self->h;
 }
@@ -264,6 +292,7 @@ hook_before(void *ctx)
 
 	if (gil_released)
 		return;
+	busy_sync(self);
 	self->busy++;
 	hook_state = PyEval_SaveThread();
 }
@@ -286,6 +315,7 @@ hook_after(void *ctx)
 static void
 finish_pending(SegmentObject *self)
 {
+	busy_sync(self);
 	if (self->busy == 0 && self->pending != NULL) {
 		close_held(self->pending);
 		self->pending = NULL;
@@ -383,6 +413,7 @@ Segment_init(SegmentObject *self, PyObject *args, PyObject *kw)
 		}
 		return -1;
 	}
+	busy_sync(self);
 	if (self->busy > 0) {
 		shmt_close(h);
 		PyErr_SetString(PyExc_RuntimeError,
@@ -414,6 +445,7 @@ Segment_close(SegmentObject *self, PyObject *unused)
 	shmt_t *h = self->h;
 
 	(void)unused;
+	busy_sync(self);
 	self->h = NULL;         /* no call begins on it from now on */
 	if (h != NULL && self->busy > 0) {
 		self->pending = h;      /* the last call running closes it */
@@ -468,6 +500,7 @@ static PyObject *
 Segment_get_busy(SegmentObject *self, void *closure)
 {
 	(void)closure;
+	busy_sync(self);
 	return PyLong_FromLong(self->busy);
 }
 
@@ -1578,6 +1611,8 @@ PyInit__native(void)
 
 	if (PyType_Ready(&SegmentType) < 0 || PyType_Ready(&DecisionType) < 0)
 		return NULL;
+	if (pthread_atfork(NULL, NULL, child_forked) != 0)
+		return PyErr_NoMemory();
 	if ((m = PyModule_Create(&mod_def)) == NULL)
 		return NULL;
 	Py_INCREF(&SegmentType);

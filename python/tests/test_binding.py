@@ -815,6 +815,58 @@ def test_a_grant_waiting_for_a_move_lets_threads_run(make_segment, call,
     s.close()
 
 
+def test_a_forked_child_does_not_wait_for_the_parents_sleepers(
+        make_segment):
+    """A thread asleep in a grant (the segment frozen by a live "mover")
+    counts in the segment's _busy, which puts close() off; a child forked
+    meanwhile has no such thread, so its close() takes effect and the
+    Segment may be opened again there (before, the parent's count stayed
+    in the child for good: re-init raised RuntimeError)."""
+    name = make_segment(LIMITERS)
+    other = make_segment(LIMITERS)
+    s = shmthrottle.Segment(name)
+    holder = _lockhold(name, "freeze")
+    box = {}
+
+    def granter():
+        try:
+            box["rc"] = s.try_use("shared")
+        except Exception as e:          # noqa: BLE001 -- reported below
+            box["exc"] = e
+    t = threading.Thread(target=granter)
+    try:
+        t.start()
+        deadline = time.monotonic() + 30
+        while s._busy == 0 and t.is_alive():
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert s._busy == 1
+        pid = os.fork()
+        if pid == 0:                    # the child: one thread
+            code = 1
+            try:
+                if s._busy == 0:
+                    s.close()
+                    s.__init__(other)
+                    code = 0 if s.try_use("shared") else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        assert s._busy == 1             # the parent's sleeper still counts
+        holder.stdin.write(b"go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == b"released\n"
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        t.join(timeout=30)
+    assert "exc" not in box, box["exc"]
+    assert box["rc"] is True
+    assert s._busy == 0
+    s.close()
+
+
 def test_ttl_none_is_the_default_ttl_and_huge_ttls_overflow(seg):
     with pytest.raises(OverflowError):
         seg.dict.set("k", b"v", ttl=2 ** 64 / 1000 + 0.002)
