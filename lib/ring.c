@@ -461,7 +461,7 @@ shmt__bk_reset(struct shmt_w *wp, int is_client)
 	return SHMT_EBUSYLOOP;
 }
 
-void
+uint64_t
 shmt__fix_ring_times(const struct bk_ctx *bc, uint32_t first, uint32_t n,
     uint64_t now)
 {
@@ -472,6 +472,8 @@ shmt__fix_ring_times(const struct bk_ctx *bc, uint32_t first, uint32_t n,
 		uint64_t s[2], d[2];
 
 		shmt__load128(slot, s);
+		if (SLOT_SERIAL(s) != first + i)
+			continue;
 		d[0] = s[0] > cap ? cap : s[0];
 		if (d[0] < prev)
 			d[0] = prev;
@@ -480,6 +482,7 @@ shmt__fix_ring_times(const struct bk_ctx *bc, uint32_t first, uint32_t n,
 			shmt__cas128(slot, s, d);
 		prev = d[0];
 	}
+	return prev;
 }
 
 void

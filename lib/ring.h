@@ -155,12 +155,15 @@ int64_t shmt__bk_reset(struct shmt_w *wp, int is_client);
  * Repair the close times of the N buckets in use from serial FIRST: none
  * later than NOW + slack, none earlier than the bucket before it.  Both
  * only delay a release (a bucket's uses were all decided before the latest
- * legitimate close time), so the limit still holds.  Each slot changes by
- * a CAS on its whole record, which fails harmlessly when the slot was
- * reused meanwhile.
+ * legitimate close time), so the limit still holds.  A slot that no longer
+ * holds its serial (released and reused for a later bucket while the
+ * caller was delayed) is left alone: NOW may be older than that bucket's
+ * uses.  Each slot changes by a CAS on its whole record, which fails
+ * harmlessly when the slot is reused meanwhile.  Returns the close time
+ * of the last bucket that still held its serial, or 0 for none.
  */
-void shmt__fix_ring_times(const struct bk_ctx *bc, uint32_t first, uint32_t n,
-    uint64_t now);
+uint64_t shmt__fix_ring_times(const struct bk_ctx *bc, uint32_t first,
+    uint32_t n, uint64_t now);
 
 /* Check a ring and its word: the word's fields, each sealed bucket's slot,
  * that the uses in flight are the sealed counts plus the active count, and

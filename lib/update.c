@@ -63,9 +63,13 @@
  * + S'.  Sealed, that serial never takes a use, so its close may move;
  * the only serial a stale view can open is that one (its W's tail + 1 or
  * its tail, both at most the change's next serial), and every later one
- * is opened from the new W, with S'.  The empty bucket holds a place in
- * the ring a window longer, so the change makes it only with room for it
- * and one more.  Up to 65535 changes
+ * is opened from the new W, with S'.  The empty bucket then takes the
+ * close time of the bucket before it (or one a window back: due at once),
+ * so it is released with them and holds no ring place of its own once
+ * they are gone; the change makes it only with room for it and one more.
+ * The pass reads the clock once, after the CAS, and may run late: a slot
+ * reused meanwhile for a later bucket (whose uses may be later than that
+ * clock read) is left alone (shmt__fix_ring_times checks each serial).  Up to 65535 changes
  * overtaking one preempted grant would let its tag match again: the same
  * kind of caveat as tail wrapping above.  The argument under "Torn reads"
  * holds with the tag added to the order after (tail, active): a change
@@ -238,6 +242,32 @@ update_exact(struct shmt_lim *lim, const struct shmt_lview *v,
 	return SHMT_EBUSYLOOP;
 }
 
+/*
+ * The empty bucket a shorter slack seals (update_locked), serial S, after
+ * the change's CAS: it takes the close time LAST of the bucket before it
+ * (their order kept), or with no bucket before it one a WINDOW before NOW,
+ * so that it is due at once.  Either way it is released no later than the
+ * buckets before it (releases go in serial order), so it holds a place in
+ * the ring only while they do: none on a limiter with nothing in flight.
+ * Sealed and empty, its close time holds no use; a CAS on its whole slot
+ * leaves a slot reused meanwhile alone.
+ */
+static void
+skip_settle(const struct bk_ctx *c, uint32_t s, uint64_t last, uint64_t now,
+    uint64_t window)
+{
+	struct shmt_ring_slot *slot = slot_of(c, s);
+	uint64_t w[2], d[2];
+
+	shmt__load128(slot, w);
+	if (SLOT_SERIAL(w) != s || SLOT_COUNT(w) != 0)
+		return;
+	d[0] = last != 0 ? last : now > window ? now - window : 1;
+	d[1] = w[1];
+	if (d[0] != w[0])
+		(void)shmt__cas128(slot, w, d);
+}
+
 static int
 update_locked(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
     const shmt_limit_t *l)
@@ -254,7 +284,7 @@ update_locked(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
 		uint64_t hold = v->window, cap;
 		struct shmt_lparams *p;
 		uint32_t ucap;
-		int rc;
+		int rc, skip;
 
 		if (tag != v->pgen)
 			return SHMT_ECORRUPT;   /* only we change it */
@@ -280,41 +310,43 @@ update_locked(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
 			nw = shmt__w_make(inflight, 0, tail, nsealed, 0, gen);
 			hold_serial = tail;
 		}
-		/* A shorter slack: the serial the next grant would open is
-		 * opened here with the new slack and sealed empty by the CAS
-		 * below.  A grant that read the old parameters may be about to
-		 * open that serial with the old slack (the first opener's close
-		 * time wins, slot_open), and a grant under the new W would
-		 * then take its uses into a bucket that closes after now + the
-		 * new slack: shmt_check's damage, a move refused until the old
-		 * slack has passed.  Sealed by this CAS, the serial takes no
-		 * use, so the pass after the CAS may pull its close time in as
-		 * it does the other sealed buckets'; and no later serial is
-		 * opened but from the new W, under the new parameters.  With
-		 * no room for the extra bucket in the ring (or a slot still
-		 * in use across the serials' wrap), the update goes on
-		 * without it. */
-		if (l->slack_ns < v->slack &&
-		    SHMT_W_NSEALED(nw) + 2 <= c.nb) {
-			uint32_t s = SHMT_W_TAIL(nw), ns = SHMT_W_NSEALED(nw);
-			int busy;
-
-			if (slot_open(slot_of(&c, s), s, s - ns,
-			    sat_add(shmt__now(h), l->slack_ns), &busy) != 0)
-				nw = shmt__w_make(inflight, 0, s + 1, ns + 1, 0,
-				    gen);
-			else if (!busy) {
-				/* The slot holds a later serial: W moved. */
-				shmt__load128(&lim->lm_w, w.w);
-				continue;
-			}
-		}
 		cap = l->limit > inflight ? l->limit : inflight;
 		ucap = (uint32_t)l->slack_uses;
 		if (SHMT_W_NSEALED(nw) > 0 && v->uses_cap > ucap)
 			ucap = v->uses_cap;
 		if (ucap > cap)
 			cap = ucap;
+		/* A shorter slack: the serial the next grant would open is
+		 * opened here and sealed empty by the CAS below.  A grant that
+		 * read the old parameters may be about to open that serial
+		 * with the old slack (the first opener's close time wins,
+		 * slot_open), and a grant under the new W would then take its
+		 * uses into a bucket that closes after now + the new slack:
+		 * shmt_check's damage, a move refused until the old slack has
+		 * passed.  Sealed by this CAS, the serial takes no use, so its
+		 * close time may move after the CAS (skip_settle); and no later
+		 * serial is opened but from the new W, under the new
+		 * parameters.  With no room for the extra bucket in the ring
+		 * (or a slot still in use across the serials' wrap), the
+		 * update goes on without it.  (The caps above count the
+		 * sealed buckets without it: it holds no use.) */
+		skip = 0;
+		if (l->slack_ns < v->slack &&
+		    SHMT_W_NSEALED(nw) + 2 <= c.nb) {
+			uint32_t s = SHMT_W_TAIL(nw), ns = SHMT_W_NSEALED(nw);
+			int busy;
+
+			if (slot_open(slot_of(&c, s), s, s - ns,
+			    sat_add(shmt__now(h), l->slack_ns), &busy) != 0) {
+				nw = shmt__w_make(inflight, 0, s + 1, ns + 1, 0,
+				    gen);
+				skip = 1;
+			} else if (!busy) {
+				/* The slot holds a later serial: W moved. */
+				shmt__load128(&lim->lm_w, w.w);
+				continue;
+			}
+		}
 		p = &lim->lm_p[gen & 1];
 		__atomic_store_n(&p->lp_limit, l->limit, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->lp_window, l->window_ns, __ATOMIC_RELAXED);
@@ -351,10 +383,15 @@ update_locked(shmt_t *h, struct shmt_lim *lim, const struct shmt_lview *v,
 				 * and each use they hold was decided before
 				 * now: an earlier close still follows every
 				 * decision in its bucket. */
+				uint32_t n = SHMT_W_NSEALED(nw) - (uint32_t)skip;
+				uint64_t now = shmt__now(h), last;
+
 				c.slack = l->slack_ns;
-				shmt__fix_ring_times(&c, SHMT_W_TAIL(nw) -
-				    SHMT_W_NSEALED(nw), SHMT_W_NSEALED(nw),
-				    shmt__now(h));
+				last = shmt__fix_ring_times(&c, SHMT_W_TAIL(nw) -
+				    SHMT_W_NSEALED(nw), n, now);
+				if (skip)
+					skip_settle(&c, SHMT_W_TAIL(nw) - 1, last,
+					    now, l->window_ns);
 			}
 			return 0;
 		}

@@ -115,15 +115,17 @@ um_update(struct um_model *m, const shmt_limit_t *l, uint64_t now)
 	}
 	m->hold_serial = m->tail;
 	/* A shorter slack: every bucket (all sealed now) closes by now + the
-	 * new slack, and the next serial is opened empty and sealed, closing
-	 * at now + the new slack, when the ring has room for it and one more
-	 * (so that a grant that read the old slack cannot open it). */
+	 * new slack, and the next serial is opened empty and sealed, when the
+	 * ring has room for it and one more (so that a grant that read the
+	 * old slack cannot open it). */
 	for (uint32_t i = 0; i < m->n && l->slack_ns < m->slack; i++)
 		if (m->b[i].close > now + l->slack_ns)
 			m->b[i].close = now + l->slack_ns;
 	if (l->slack_ns < m->slack && m->n + 2 <= m->nb) {
+		/* It closes with the bucket before it, or is due at once. */
 		m->b[m->n].count = 0;
-		m->b[m->n].close = now + l->slack_ns;
+		m->b[m->n].close = m->n > 0 ? m->b[m->n - 1].close :
+		    now > l->window_ns ? now - l->window_ns : 1;
 		m->b[m->n].serial = m->tail;
 		m->n++;
 		m->tail++;
@@ -636,6 +638,159 @@ test_update_slack_race_before(void **state)
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
+/* A bucket's uses on a limiter changed to a shorter slack, against the same
+ * calls on a limiter defined with the new parameters: the extra empty
+ * bucket of the change never refuses what the fresh limiter grants (on a
+ * limiter with nothing in flight it is due at once), also after 25
+ * changes in a row. */
+static void
+test_update_slack_idle_ring(void **state)
+{
+	struct tu_clock clk = { .now = SR_T };
+	shmt_limit_t old, nl;
+	shmt_limiter_stat_t su, sf;
+	char seg[96];
+	shmt_t *h;
+	int gu, gf;
+
+	(void)state;
+	tu_segname(seg, sizeof(seg), "upsri");
+	assert_int_equal(shmt_create(seg, NULL, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	memset(&old, 0, sizeof(old));
+	old.limit = 10;
+	old.window_ns = 4 * SR_S;
+	old.slack_ns = 2 * SR_S;
+	old.slack_uses = 5;                     /* 2 + 2 = 4 buckets */
+	nl = old;
+	nl.window_ns = 2 * SR_S;
+	nl.slack_ns = SR_S;                     /* 2 + 2: the same ring */
+	assert_int_equal(shmt_limiter_define(h, "upd", &old), 0);
+	assert_int_equal(shmt_limiter_define(h, "fresh", &nl), 0);
+	assert_int_equal(shmt_limiter_update(h, "upd", &nl, NULL, 0), 0);
+	/* 6 uses at T, 1 at T + 1 s, 1 at T + 2 s. */
+	gu = gf = 0;
+	for (int i = 0; i < 8; i++) {
+		clk.now = SR_T + (i < 6 ? 0 : (uint64_t)(i - 5) * SR_S);
+		gu += shmt_try_use_key(h, "upd") == 1;
+		gf += shmt_try_use_key(h, "fresh") == 1;
+	}
+	assert_int_equal(gf, 8);
+	assert_int_equal(gu, gf);
+	assert_int_equal(shmt_limiter_stat(h, "upd", &su), 0);
+	assert_int_equal(shmt_limiter_stat(h, "fresh", &sf), 0);
+	assert_int_equal(su.denied_ring_full, 0);
+	assert_int_equal(su.in_flight, sf.in_flight);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	/* 25 shorter slacks in 25 ms on an idle limiter, then one use every
+	 * 300 ms: all granted (at most 4 in flight of 10). */
+	memset(&old, 0, sizeof(old));
+	old.limit = 10;
+	old.window_ns = 10 * SR_S;
+	old.slack_ns = SR_S;
+	old.slack_uses = 1;                     /* 10 + 10 = 20 buckets */
+	assert_int_equal(shmt_limiter_define(h, "many", &old), 0);
+	for (uint64_t sl = 900; sl >= 300; sl -= 25) {
+		nl = old;
+		nl.window_ns = SR_S;
+		nl.slack_ns = sl * 1000000ULL;
+		nl.slack_uses = 5;
+		assert_int_equal(shmt_limiter_update(h, "many", &nl, NULL, 0),
+		    0);
+		clk.now += 1000000ULL;
+	}
+	gu = 0;
+	for (int i = 0; i < 10; i++, clk.now += 300000000ULL)
+		gu += shmt_try_use_key(h, "many") == 1;
+	assert_int_equal(gu, 10);
+	assert_int_equal(shmt_limiter_stat(h, "many", &su), 0);
+	assert_int_equal(su.denied_ring_full, 0);
+	assert_int_equal(shmt_check(h, NULL, NULL), 0);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
+/*
+ * The pass that pulls sealed close times in after a shorter slack reads the
+ * clock once; a change delayed after it while grants release the sealed
+ * buckets and reuse their slots must leave the new buckets' close times
+ * alone (their uses came after that clock read).  The delay is made inside
+ * the change's clock read, after its CAS, by the other handle's grants.
+ */
+static shmt_t *fr_g;
+static struct shmt_lim *fr_lim;
+static uint32_t fr_tag0;
+static int fr_armed;
+static uint64_t fr_gnow = SR_T;
+
+static shmt_time_t
+fr_clock_g(void *ctx)
+{
+	(void)ctx;
+	return fr_gnow;
+}
+
+static shmt_time_t
+fr_clock_u(void *ctx)
+{
+	uint32_t tag = (uint32_t)(__atomic_load_n(&fr_lim->lm_w.w[1],
+	    __ATOMIC_SEQ_CST) & 0xffffU);
+
+	(void)ctx;
+	if (fr_armed && tag != fr_tag0) {
+		fr_armed = 0;
+		fr_gnow = SR_T + 10 * SR_S;     /* releases 0 and 1, opens 2 */
+		assert_int_equal(shmt_try_use_key(fr_g, "api"), 1);
+		fr_gnow = SR_T + 20 * SR_S;     /* releases 2, two more */
+		assert_int_equal(shmt_try_use_key(fr_g, "api"), 1);
+		assert_int_equal(shmt_try_use_key(fr_g, "api"), 1);
+		assert_int_equal(shmt_try_use_key(fr_g, "api"), 0);
+	}
+	return SR_T;
+}
+
+static void
+test_update_slack_reused_slots(void **state)
+{
+	shmt_limit_t l, nl;
+	struct shmt_lview scratch;
+	const struct shmt_lview *v;
+	char seg[96];
+	shmt_t *u;
+
+	(void)state;
+	memset(&l, 0, sizeof(l));
+	l.limit = 2;
+	l.window_ns = SR_S;
+	l.slack_ns = 2 * SR_S;
+	l.slack_uses = 1;
+	nl = l;
+	nl.slack_ns = SR_S;
+	tu_segname(seg, sizeof(seg), "upsrr");
+	assert_int_equal(shmt_create(seg, NULL, &u), 0);
+	assert_int_equal(shmt_limiter_define(u, "api", &l), 0);
+	assert_int_equal(shmt_open(seg, &fr_g), 0);
+	assert_int_equal(shmt_set_clock(fr_g, fr_clock_g, NULL), 0);
+	assert_int_equal(shmt_set_clock(u, fr_clock_u, NULL), 0);
+	assert_int_equal(shmt__lim_lookup(u, "api", &scratch, &v), 0);
+	fr_lim = v->lim;
+	fr_tag0 = (uint32_t)(fr_lim->lm_w.w[1] & 0xffffU);
+	fr_gnow = SR_T;
+	assert_int_equal(shmt_try_use_key(fr_g, "api"), 1);
+	fr_armed = 1;
+	assert_int_equal(shmt_limiter_update(u, "api", &nl, NULL, 0), 0);
+	assert_int_equal(fr_armed, 0);
+	/* The two uses of T + 20 s are held a window: 1 ms later, none. */
+	fr_gnow = SR_T + 20 * SR_S + 1000000ULL;
+	assert_int_equal(shmt_try_use_key(fr_g, "api"), 0);
+	assert_int_equal(shmt_try_use_key(fr_g, "api"), 0);
+	fr_gnow = SR_T + 22 * SR_S;
+	assert_int_equal(shmt_try_use_key(fr_g, "api"), 1);
+	shmt_close(fr_g);
+	shmt_close(u);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 /* Threads of one process share its views: while four threads grant on one
  * handle, a fifth changes the limiter 200 times; every grant renews its
  * view or fails its CAS, and none errs (under TSan: the views chained by
@@ -1042,6 +1197,10 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_update_slack_race_after,
 		    tu_sweep),
 		cmocka_unit_test_teardown(test_update_slack_race_before,
+		    tu_sweep),
+		cmocka_unit_test_teardown(test_update_slack_idle_ring,
+		    tu_sweep),
+		cmocka_unit_test_teardown(test_update_slack_reused_slots,
 		    tu_sweep),
 		cmocka_unit_test_teardown(test_update_threads, tu_sweep),
 		cmocka_unit_test_teardown(test_delete, tu_sweep),

@@ -678,14 +678,15 @@ SHMT_EXPORT int shmt_limiter_define(shmt_t *h, const char *name,
  *    arguments: lib/gcra.c and lib/exact.c).
  * In buckets mode the bucket being filled is sealed by the change.  A
  * shorter slack_ns also pulls every sealed bucket's close time in to now +
- * the new slack, and opens the next bucket empty and sealed, closing then
- * too, when the ring has room for it and one more: a grant that read the
- * old parameters cannot then open that bucket with the old slack, which
- * shmt_check would name and a move refuse until the old slack passed.
- * While buckets sealed before the change are still held (that empty one
- * included, a window after now + the new slack), the ring may run out of
- * buckets sooner than the new parameters alone would (a refusal counted as
- * denied_ring_full, never an over-grant).  A rate-mode receipt
+ * the new slack, and opens the next bucket empty and sealed, when the ring
+ * has room for it and one more: a grant that read the old parameters
+ * cannot then open that bucket with the old slack, which shmt_check would
+ * name and a move refuse until the old slack passed (with no room left,
+ * that can still happen).  The empty bucket closes with the bucket before
+ * it, or is due at once when none is in flight, so it holds a ring place
+ * only while the buckets sealed before it do.  While they are held, the
+ * ring may run out of buckets sooner than the new parameters alone would
+ * (a refusal counted as denied_ring_full, never an over-grant).  A rate-mode receipt
  * (shmt_refund) of a grant made before a change gives nothing back.
  *
  * Returns 0 (also when nothing changes).  Errors, with WHY (WHY_LEN
