@@ -436,7 +436,6 @@ test_lease_publish(void **state)
 	ufix_close(&f);
 }
 
-/* A hostile segment: every lease word field is checked, never trusted. */
 /* A clock that, at the read it is armed for, opens a lease in slot 1 as a
  * daemon whose clock runs 50 ms later would: deadline = its time + the
  * slack (100 ms) - 1, so 150 ms - 1 after the time this read returns. */
@@ -490,6 +489,7 @@ test_lease_stat_clock_order(void **state)
 	ufix_close(&f);
 }
 
+/* A hostile segment: every lease word field is checked, never trusted. */
 static void
 test_lease_hostile(void **state)
 {
