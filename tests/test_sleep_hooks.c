@@ -196,6 +196,34 @@ holder_done(pid_t pid, int ready_fd, int go_fd)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* A wait made for the test: the other process on SEG holding as HOW, and
+ * H's hooks recording into R, whose BEFORE tells the holder to let go. */
+struct waited {
+	struct rec r;
+	pid_t pid;
+	int ready, go;
+};
+
+static void
+wait_begin(struct waited *w, shmt_t *h, const char *seg, enum hold how)
+{
+	w->pid = holder(seg, how, &w->ready, &w->go);
+	holder_ready(w->ready);
+	rec_init(&w->r, w->go);
+	assert_int_equal(shmt_set_sleep_hooks(h, rec_before, rec_after,
+	    &w->r), 0);
+}
+
+/* The call made in between waited inside the hooks, on this thread. */
+static void
+wait_end(struct waited *w)
+{
+	assert_true(w->r.before >= 1);
+	rec_paired(&w->r);
+	assert_int_equal(w->r.tid, gettid());
+	holder_done(w->pid, w->ready, w->go);
+}
+
 static shmt_t *
 segment(char *seg, size_t cap, const char *tag)
 {
@@ -211,6 +239,20 @@ segment(char *seg, size_t cap, const char *tag)
 	assert_true(h->dict->shards > 0);
 	assert_int_equal(shmt_limiter_define(h, "a", &l), 0);
 	return h;
+}
+
+/* Move H's segment into a generation with a dictionary twice as large,
+ * and close H. */
+static void
+move_bigger(shmt_t *h)
+{
+	shmt_config_t c;
+	char err[512] = "";
+
+	tu_config_small(&c);
+	c.dict_bytes *= 2;
+	assert_int_equal(shmt__move(h, &c, NULL, NULL, err, sizeof(err)), 0);
+	shmt_close(h);
 }
 
 /* The arguments: both hooks or neither. */
@@ -266,25 +308,16 @@ test_hooks_not_on_fast_path(void **state)
 static void
 test_hooks_lock_wait(void **state)
 {
-	int ready, go;
-	struct rec r;
+	struct waited w;
 	char seg[96], buf[16];
 	size_t n;
 	shmt_t *h;
-	pid_t pid;
 
 	(void)state;
 	h = segment(seg, sizeof(seg), "hklock");
-	pid = holder(seg, HOLD_LOCKS, &ready, &go);
-	holder_ready(ready);
-	rec_init(&r, go);
-	assert_int_equal(shmt_set_sleep_hooks(h, rec_before, rec_after, &r),
-	    0);
+	wait_begin(&w, h, seg, HOLD_LOCKS);
 	assert_int_equal(shmt_set(h, "k", 1, "v", 1, 0), 0);
-	assert_true(r.before >= 1);
-	rec_paired(&r);
-	assert_int_equal(r.tid, gettid());
-	holder_done(pid, ready, go);
+	wait_end(&w);
 	assert_int_equal(shmt_get(h, "k", 1, buf, sizeof(buf), &n), 0);
 	tu_close_unlink(h, seg);
 }
@@ -295,24 +328,16 @@ test_hooks_lock_wait(void **state)
 static void
 test_hooks_frozen_grant(void **state)
 {
-	int ready, go;
 	shmt_limiter_stat_t st;
-	struct rec r;
+	struct waited w;
 	char seg[96];
 	shmt_t *h;
-	pid_t pid;
 
 	(void)state;
 	h = segment(seg, sizeof(seg), "hkfrz");
-	pid = holder(seg, HOLD_FREEZE, &ready, &go);
-	holder_ready(ready);
-	rec_init(&r, go);
-	assert_int_equal(shmt_set_sleep_hooks(h, rec_before, rec_after, &r),
-	    0);
+	wait_begin(&w, h, seg, HOLD_FREEZE);
 	assert_int_equal(shmt_try_use_key(h, "a"), 1);
-	assert_true(r.before >= 1);
-	rec_paired(&r);
-	holder_done(pid, ready, go);
+	wait_end(&w);
 	assert_int_equal(shmt_limiter_stat(h, "a", &st), 0);
 	assert_int_equal(st.grants, 1);
 	tu_close_unlink(h, seg);
@@ -351,35 +376,31 @@ test_hooks_quiet(void **state)
 static void
 test_hooks_follow_move(void **state)
 {
-	int ready, go;
-	shmt_config_t c;
+	struct waited wt;
 	struct rec r;
-	char seg[96], err[512] = "";
+	char seg[96];
 	shmt_t *h, *w;
-	pid_t pid;
 
 	(void)state;
 	h = segment(seg, sizeof(seg), "hkmv");
 	assert_int_equal(shmt_open(seg, &w), 0);
 	rec_init(&r, -1);
+	/* Set before the move: the hooks must reach the next generation. */
 	assert_int_equal(shmt_set_sleep_hooks(w, rec_before, rec_after, &r),
 	    0);
 	assert_int_equal(shmt_try_use_key(w, "a"), 1);
-	tu_config_small(&c);
-	c.dict_bytes *= 2;
-	assert_int_equal(shmt__move(h, &c, NULL, NULL, err, sizeof(err)), 0);
-	shmt_close(h);
+	move_bigger(h);
 	/* W's next call follows the move; then the new generation's locks
 	 * are held by another process. */
 	assert_int_equal(shmt_try_use_key(w, "a"), 1);
 	assert_non_null(w->gen_next);
-	pid = holder(seg, HOLD_LOCKS, &ready, &go);
-	holder_ready(ready);
-	r.go_fd = go;
+	wt.pid = holder(seg, HOLD_LOCKS, &wt.ready, &wt.go);
+	holder_ready(wt.ready);
+	r.go_fd = wt.go;
 	assert_int_equal(shmt_set(w, "k", 1, "v", 1, 0), 0);
 	assert_true(r.before >= 1);
 	rec_paired(&r);
-	holder_done(pid, ready, go);
+	holder_done(wt.pid, wt.ready, wt.go);
 	tu_close_unlink(w, seg);
 }
 
@@ -389,26 +410,18 @@ test_hooks_follow_move(void **state)
 static void
 test_hooks_reader_wait(void **state)
 {
-	int ready, go;
-	struct rec r;
+	struct waited w;
 	char seg[96], buf[16];
 	size_t n;
 	shmt_t *h;
-	pid_t pid;
 
 	(void)state;
 	h = segment(seg, sizeof(seg), "hkrd");
 	assert_int_equal(shmt_set(h, "k", 1, "v", 1, 0), 0);
-	pid = holder(seg, HOLD_WRITING, &ready, &go);
-	holder_ready(ready);
-	rec_init(&r, go);
-	assert_int_equal(shmt_set_sleep_hooks(h, rec_before, rec_after, &r),
-	    0);
+	wait_begin(&w, h, seg, HOLD_WRITING);
 	assert_int_equal(shmt_get(h, "k", 1, buf, sizeof(buf), &n), 0);
 	assert_int_equal(n, 1);
-	assert_true(r.before >= 1);
-	rec_paired(&r);
-	holder_done(pid, ready, go);
+	wait_end(&w);
 	tu_close_unlink(h, seg);
 }
 
@@ -418,32 +431,20 @@ test_hooks_reader_wait(void **state)
 static void
 test_hooks_follow_frozen(void **state)
 {
-	int ready, go;
-	shmt_config_t c;
-	struct rec r;
-	char seg[96], err[512] = "";
+	struct waited wt;
+	char seg[96];
 	shmt_t *h, *w;
-	pid_t pid;
 
 	(void)state;
 	h = segment(seg, sizeof(seg), "hkff");
 	assert_int_equal(shmt_open(seg, &w), 0);
 	assert_int_equal(shmt_try_use_key(w, "a"), 1);
-	tu_config_small(&c);
-	c.dict_bytes *= 2;
-	assert_int_equal(shmt__move(h, &c, NULL, NULL, err, sizeof(err)), 0);
-	shmt_close(h);
+	move_bigger(h);
 	/* The next generation frozen before W follows into it. */
-	pid = holder(seg, HOLD_FREEZE, &ready, &go);
-	holder_ready(ready);
-	rec_init(&r, go);
-	assert_int_equal(shmt_set_sleep_hooks(w, rec_before, rec_after, &r),
-	    0);
+	wait_begin(&wt, w, seg, HOLD_FREEZE);
 	assert_int_equal(shmt_try_use_key(w, "a"), 1);
 	assert_non_null(w->gen_next);
-	assert_true(r.before >= 1);
-	rec_paired(&r);
-	holder_done(pid, ready, go);
+	wait_end(&wt);
 	tu_close_unlink(w, seg);
 }
 

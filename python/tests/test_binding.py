@@ -758,6 +758,51 @@ def test_a_call_waiting_for_a_lock_lets_threads_run(make_segment, which,
     s.close()
 
 
+class _GrantAsleep:
+    """A thread that calls CALL(S) while HOLDER (py_lockhold in freeze
+    mode) holds the segment frozen.  Entered once the grant sleeps in the
+    move's wait, as S._busy shows: only a grant that let the GIL go can
+    show it to this thread (had it kept the GIL, this thread could not run
+    until the grant gave up: an Error, EAGAIN, after 5 s, and _busy 0
+    again).  thaw() has the holder thaw the segment; the exit waits for
+    the holder and the thread.  What the call returned or raised is in
+    box, with the time it returned."""
+
+    def __init__(self, s, holder, call):
+        self.s, self.holder, self.call = s, holder, call
+        self.box = {}
+        self.told = None
+        self.thread = threading.Thread(target=self._grant)
+
+    def _grant(self):
+        try:
+            self.box["rc"] = self.call(self.s)
+        except Exception as e:          # noqa: BLE001 -- reported by tests
+            self.box["exc"] = e
+        self.box["done"] = time.monotonic()
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while self.s._busy == 0 and "done" not in self.box:
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert "done" not in self.box, self.box  # returned, never let go
+        return self
+
+    def thaw(self):
+        self.told = time.monotonic()
+        self.holder.stdin.write(b"go\n")
+        self.holder.stdin.flush()
+        assert self.holder.stdout.readline() == b"released\n"
+
+    def __exit__(self, *exc):
+        self.holder.stdin.close()
+        self.holder.wait(timeout=30)
+        self.thread.join(timeout=30)
+        return False
+
+
 @pytest.mark.parametrize("call,shared_left", [
     (lambda s: s.try_use("shared"), 4),
     (lambda s: s.try_use("pc", "alice"), 5),
@@ -770,43 +815,17 @@ def test_a_grant_waiting_for_a_move_lets_threads_run(make_segment, call,
     the move's outcome, and must let other threads run meanwhile: the
     binding keeps the GIL on a grant, and gives it up only for the sleeps
     of such a wait (the library's sleep hooks), counting itself in the
-    segment's _busy while it sleeps.  This thread waits until it sees the
-    grant there, which it can only see if the grant let the GIL go (had it
-    kept the GIL, this thread could not run until the grant gave up: an
-    Error, EAGAIN, after 5 s, and _busy 0 again), then closes the segment
-    and has the holder (a live "mover") thaw it.  close() meanwhile is put
-    off until the grant returns."""
+    segment's _busy while it sleeps (_GrantAsleep).  This thread then
+    closes the segment and has the holder (a live "mover") thaw it.
+    close() meanwhile is put off until the grant returns."""
     name = make_segment(LIMITERS)
     s = shmthrottle.Segment(name)
-    holder = _lockhold(name, "freeze")
-    box = {}
-
-    def granter():
-        try:
-            box["rc"] = call(s)
-        except Exception as e:          # noqa: BLE001 -- reported below
-            box["exc"] = e
-        box["done"] = time.monotonic()
-    t = threading.Thread(target=granter)
-    try:
-        t.start()
-        deadline = time.monotonic() + 30
-        while s._busy == 0 and "done" not in box:
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
-        assert "done" not in box, box   # it returned without letting go
+    with _GrantAsleep(s, _lockhold(name, "freeze"), call) as g:
         s.close()                       # the granter still uses the handle
-        told = time.monotonic()
-        holder.stdin.write(b"go\n")
-        holder.stdin.flush()
-        assert holder.stdout.readline() == b"released\n"
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
-        t.join(timeout=30)
-    assert "exc" not in box, box["exc"]
-    assert box["rc"] is True
-    assert box["done"] > told           # it was waiting when told
+        g.thaw()
+    assert "exc" not in g.box, g.box["exc"]
+    assert g.box["rc"] is True
+    assert g.box["done"] > g.told       # it was waiting when told
     assert s.closed
     # The grant stood, once: "shared" (exact, limit 5) has 4 uses left
     # after a grant on it, 5 after one elsewhere.
@@ -825,21 +844,8 @@ def test_a_forked_child_does_not_wait_for_the_parents_sleepers(
     name = make_segment(LIMITERS)
     other = make_segment(LIMITERS)
     s = shmthrottle.Segment(name)
-    holder = _lockhold(name, "freeze")
-    box = {}
-
-    def granter():
-        try:
-            box["rc"] = s.try_use("shared")
-        except Exception as e:          # noqa: BLE001 -- reported below
-            box["exc"] = e
-    t = threading.Thread(target=granter)
-    try:
-        t.start()
-        deadline = time.monotonic() + 30
-        while s._busy == 0 and t.is_alive():
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
+    with _GrantAsleep(s, _lockhold(name, "freeze"),
+                      lambda s: s.try_use("shared")) as g:
         assert s._busy == 1
         pid = os.fork()
         if pid == 0:                    # the child: one thread
@@ -854,15 +860,9 @@ def test_a_forked_child_does_not_wait_for_the_parents_sleepers(
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         assert s._busy == 1             # the parent's sleeper still counts
-        holder.stdin.write(b"go\n")
-        holder.stdin.flush()
-        assert holder.stdout.readline() == b"released\n"
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
-        t.join(timeout=30)
-    assert "exc" not in box, box["exc"]
-    assert box["rc"] is True
+        g.thaw()
+    assert "exc" not in g.box, g.box["exc"]
+    assert g.box["rc"] is True
     assert s._busy == 0
     s.close()
 
