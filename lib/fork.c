@@ -53,8 +53,7 @@ shmt__fork_reattach(shmt_t *h)
 	if (__atomic_load_n(&h->hdr->sh_retired, __ATOMIC_ACQUIRE) != 0 &&
 	    (rc = shmt__frozen_wait(h)) != 0)
 		return rc;
-	pthread_mutex_lock(&fork_mu);
-	shmt__sleep_quiet++;
+	shmt__quiet_lock(&fork_mu);
 	if (__atomic_load_n(&h->fork_gen, __ATOMIC_ACQUIRE) != gen) {
 		/* The slot and pid were the parent's: never release them. */
 		h->pid = shmt__env_pid();
@@ -63,8 +62,7 @@ shmt__fork_reattach(shmt_t *h)
 		if (rc == 0)
 			__atomic_store_n(&h->fork_gen, gen, __ATOMIC_RELEASE);
 	}
-	shmt__sleep_quiet--;
-	pthread_mutex_unlock(&fork_mu);
+	shmt__quiet_unlock(&fork_mu);
 	return rc;
 }
 
@@ -120,8 +118,7 @@ shmt__gen_follow(shmt_t *h)
 		if ((rc = shmt__open_hooked(h->name, &o, h, &n)) != 0)
 			return rc;
 	}
-	pthread_mutex_lock(&fork_mu);
-	shmt__sleep_quiet++;
+	shmt__quiet_lock(&fork_mu);
 	if (__atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE) == NULL) {
 		n->clock = h->clock;
 		n->clock_ctx = h->clock_ctx;
@@ -136,8 +133,7 @@ shmt__gen_follow(shmt_t *h)
 			shmt__gen_reclaim(h);
 		n = NULL;
 	}
-	shmt__sleep_quiet--;
-	pthread_mutex_unlock(&fork_mu);
+	shmt__quiet_unlock(&fork_mu);
 	if (n != NULL)
 		shmt_close(n);
 	return 0;
@@ -148,13 +144,11 @@ shmt__gen_pin(shmt_t *h)
 {
 	int rc = 0;
 
-	pthread_mutex_lock(&fork_mu);
-	shmt__sleep_quiet++;
+	shmt__quiet_lock(&fork_mu);
 	if (__atomic_load_n(&h->gen_next, __ATOMIC_ACQUIRE) != NULL)
 		rc = -EAGAIN;
 	else
 		h->gen_pinned = 1;
-	shmt__sleep_quiet--;
-	pthread_mutex_unlock(&fork_mu);
+	shmt__quiet_unlock(&fork_mu);
 	return rc;
 }

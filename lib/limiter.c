@@ -413,8 +413,7 @@ lh_resolve(shmt_limiter_t *l, shmt_t *live)
 	struct lh_pair *c, *n;
 	int rc = 0;
 
-	pthread_mutex_lock(&l->mu);
-	shmt__sleep_quiet++;
+	shmt__quiet_lock(&l->mu);
 	c = l->cur;
 	if (c->h != live) {
 		const struct shmt_lview *v;
@@ -430,8 +429,7 @@ lh_resolve(shmt_limiter_t *l, shmt_t *live)
 			}
 		}
 	}
-	shmt__sleep_quiet--;
-	pthread_mutex_unlock(&l->mu);
+	shmt__quiet_unlock(&l->mu);
 	return rc;
 }
 

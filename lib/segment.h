@@ -396,6 +396,22 @@ extern __thread unsigned shmt__sleep_quiet
 extern unsigned shmt__sleep_hooked;
 extern int shmt__sleep_gate;
 
+/* Take and let go of a mutex private to this process, with no sleep hook
+ * run while it is held (above). */
+static inline void
+shmt__quiet_lock(pthread_mutex_t *mu)
+{
+	pthread_mutex_lock(mu);
+	shmt__sleep_quiet++;
+}
+
+static inline void
+shmt__quiet_unlock(pthread_mutex_t *mu)
+{
+	shmt__sleep_quiet--;
+	pthread_mutex_unlock(mu);
+}
+
 struct shmt_sleep {
 	shmt_sleep_fn after;
 	void *ctx;
