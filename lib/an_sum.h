@@ -91,6 +91,13 @@ pieces_of(const struct shmt_an *an, struct shmt_an_sum *s)
 	return (struct shmt_an_mark *)((char *)s + an->marks_off);
 }
 
+/* Summary S's crossing records (an->recs of them). */
+static inline uint64_t *
+recs_of(const struct shmt_an *an, struct shmt_an_sum *s)
+{
+	return (uint64_t *)(void *)((char *)s + an->recs_off);
+}
+
 /* The slice of T in sub-window [S, E): floor((T - S) SLICES / (E - S)). */
 static inline uint32_t
 slice_of(uint64_t S, uint64_t E, uint64_t t)

@@ -84,7 +84,41 @@
  *      requests in the oldest before ws: a listed key had more than theta
  *      Nwin - Dw requests in the exact window, less those it had in the
  *      oldest sub-window before ws (none for a key silent since B).
- *    - When certified.  Dw <= newest d + (d - d_B), and d - d_B counts
+ *    - Crossings.  A counter's count never goes down while its summary
+      holds the sub-window, across owners too (a claim sets it to d + 1,
+      over every count of a free counter), so it is a clock of its place.
+      Each time a request of its key raises it to a multiple of the log's
+      step s = 2^shift, the owner appends a record (its time, rounded up;
+      the place; count / s) after the count's store; when the an->recs
+      records are all used, or count / s would not fit, only those of
+      multiples of 2s are kept and s doubles, so every multiple of s that
+      a request raised a count to is recorded.  A record says the place's
+      count had reached its value by its time; LB, the largest of a place's
+      records before ws, is at most the count c_ws at ws.  For key x on
+      that place (count c now), `old` becomes also at most c - LB:
+      * x's counter claimed after ws: c - LB >= c - d_claim, all x's counts;
+      * claimed before ws, with r = c_ws - d_claim - 1 of its requests
+        counted before ws after the claim: if r >= s, one of them raised
+        the count to a multiple of s in [c_ws - s + 1, c_ws], recorded, so
+        c - LB <= (c - c_ws) + s - 1, its counts after ws plus s - 1; if
+        r < s, c_x = c - d <= c - d_claim <= (c - c_ws) + s.
+      So `old` holds at most s of x's requests before ws (Eo, the sum of
+      the oldest summaries' s, `error_oldest`; without usable records,
+      n - n_B as before).  A writer killed between a count and its record
+      leaves that crossing out: readers use no record of a stripe whose
+      owner (or the shared lock's holder) is dead, and the reaper (or the
+      shared lock's next taker) turns those summaries' logs off for the
+      sub-window (rec_off, an atomic OR that the owner's CAS cannot undo).
+      A writer stopped (not killed) between the two for longer than the
+      window holds one more step on its place until it runs again.
+    - False positives, with the records.  upper <= f_win + Dw + Eo: a
+      listed key had more than theta Nwin - Dw - Eo requests in the exact
+      window, every answer says so (error_oldest).  With R records and
+      one writer the step stays under about 4 n / R (every record but the
+      one a claim's first count may add is one of s counts), so Eo is
+      about 4 / R of the oldest sub-window's requests: 91 records with the
+      defaults.
+    - When certified.  Dw <= newest d + (d - d_B), and d - d_B counts
  *      only the steps after B: those before ws in B's piece (at most its
  *      weight / (p + 2)) and those after ws (each drops one of the oldest's
  *      requests after ws, which are in the exact window).  So a burst at
@@ -208,9 +242,32 @@
 #include <emmintrin.h>
 #endif
 
+static int
+an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
+    struct shmt_an *an, const char **why, int legacy);
+
 int
 shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
     struct shmt_an *an, const char **why)
+{
+	return an_geometry(bytes, window, subw, ppm, an, why, 0);
+}
+
+int
+shmt__an_geometry_old(const struct shmt_an *an, struct shmt_an *old)
+{
+	int rc = an_geometry(an->bytes, an->window, an->subw, an->ppm, old,
+	    NULL, 1);
+
+	old->clients = an->clients;
+	return rc;
+}
+
+/* LEGACY: the layout of segment formats up to ABI 8, whose summaries kept
+ * no crossing records (the whole room for piece marks). */
+static int
+an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
+    struct shmt_an *an, const char **why, int legacy)
 {
 	uint64_t rest, per, names, mk, room, reserve;
 	uint32_t minp;
@@ -299,18 +356,31 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 	}
 	an->cap = an->groups * an->probe;
 	room = per - (uint64_t)an->groups * (an->meta_bytes + 8ULL * an->probe);
-	an->pieces = (uint32_t)(room / mk);
+	/* Half of what the counters leave for crossing records (up to
+	 * SHMT_AN_REC_MAX), the rest for piece marks.  A record names a place
+	 * in rec_sbits bits and its time in the sub-window in ns with the
+	 * rest: no records when the longest sub-window does not fit. */
+	an->rec_sbits = 1;
+	while ((1ULL << an->rec_sbits) < an->cap)
+		an->rec_sbits++;
+	an->recs = (uint32_t)(room / 2 / 8);
+	if (an->recs > SHMT_AN_REC_MAX)
+		an->recs = SHMT_AN_REC_MAX;
+	if (legacy || an->recs < 4 || ((an->window + subw - 1) / subw) >>
+	    (64 - SHMT_AN_REC_QBITS - an->rec_sbits) != 0)
+		an->recs = 0;
+	an->pieces = (uint32_t)((room - 8ULL * an->recs) / mk);
 	if (an->pieces > SHMT_AN_PIECES_MAX)
 		an->pieces = SHMT_AN_PIECES_MAX;
 	an->pieces &= ~1U;
 	/* The groups right after the header (a constant offset for the
-	 * request path), then the hashes, then the piece marks. */
+	 * request path), then the hashes, the piece marks, the records. */
 	an->groups_off = sizeof(struct shmt_an_sum);
 	an->hashes_off = an->groups_off +
 	    (uint64_t)an->groups * an->meta_bytes;
 	an->marks_off = an->hashes_off + 8ULL * an->cap;
-	an->sum_size = (an->marks_off + (uint64_t)an->pieces * mk + 63) &
-	    ~63ULL;
+	an->recs_off = an->marks_off + (uint64_t)an->pieces * mk;
+	an->sum_size = (an->recs_off + 8ULL * an->recs + 63) & ~63ULL;
 	an->names_off = an->sums_off +
 	    an->sum_size * an->rings * an->stripes;
 	an->names = (uint32_t)names;
@@ -318,6 +388,8 @@ shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw, uint32_t ppm,
 		return -EINVAL;
 	return 0;
 }
+
+static void recs_off_stripe(const struct shmt_an *an, uint32_t p);
 
 static struct shmt_an_owner *
 owners(const struct shmt_an *an)
@@ -366,11 +438,34 @@ shmt__an_reap(shmt_t *h)
 		if (w == 0 || shmt__pid_alive((pid_t)(w >> 32),
 		    __atomic_load_n(&o->ao_start, __ATOMIC_RELAXED)))
 			continue;
+		/* Before the stripe is free (no one writes it until then):
+		 * the dead owner may have left a crossing unrecorded. */
+		recs_off_stripe(an, p);
 		if (__atomic_compare_exchange_n(&o->ao_owner, &w, 0, 0,
 		    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			n++;
 	}
 	return n;
+}
+
+uint32_t
+shmt__an_dead_writers(const struct shmt_an *an)
+{
+	uint32_t dead = 0, lk;
+
+	for (uint32_t p = 0; p < SHMT_AN_STRIPES; p++) {
+		const struct shmt_an_owner *o = &owners(an)[p];
+		uint64_t w = __atomic_load_n(&o->ao_owner, __ATOMIC_ACQUIRE);
+
+		if (w != 0 && !shmt__pid_alive((pid_t)(w >> 32),
+		    __atomic_load_n(&o->ao_start, __ATOMIC_RELAXED)))
+			dead |= 1U << p;
+	}
+	lk = __atomic_load_n((const uint32_t *)(const void *)(an->base +
+	    an->lock_off), __ATOMIC_ACQUIRE);
+	if (lk != 0 && !shmt__pid_alive((pid_t)lk, 0))
+		dead |= 1U << SHMT_AN_STRIPES;
+	return dead;
 }
 
 static uint32_t
@@ -477,8 +572,12 @@ shared_lock(const struct shmt_an *an)
 		if (i % 4096 == 4095 && cur != 0 &&
 		    !shmt__pid_alive((pid_t)cur, 0) &&
 		    __atomic_compare_exchange_n(lk, &cur, me, 0,
-		    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			/* Its holder died, perhaps between a count and its
+			 * crossing record. */
+			recs_off_stripe(an, SHMT_AN_STRIPES);
 			return 0;
+		}
 		ck_pr_stall();
 	}
 	return -1;
@@ -681,6 +780,8 @@ sum_reset(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id)
 	__atomic_store_n(&s->am_pieces, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_mver, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->am_tmax, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->am_rlog, shmt__an_rlog(0, an->recs != 0 ? 0 :
+	    SHMT_AN_REC_OFF, 0), __ATOMIC_RELAXED);
 	for (uint32_t k = 0; k + 1 < SHMT_AN_SLICES; k++) {
 		__atomic_store_n(&s->am_smark[k].mk_t, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->am_smark[k].mk_d, 0, __ATOMIC_RELAXED);
@@ -905,6 +1006,113 @@ piece_cut(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t tp,
 	return seq;
 }
 
+/* No more crossing records in summary S this sub-window (a writer died
+ * in the middle of a count, or the log is damaged): readers then use none
+ * of its records.  An atomic OR, so that an owner's CAS never undoes it. */
+static void
+rec_off(struct shmt_an_sum *s)
+{
+	__atomic_fetch_or(&s->am_rlog, (uint64_t)SHMT_AN_REC_OFF << 24,
+	    __ATOMIC_RELEASE);
+}
+
+/* Keep the records of summary S whose count is a multiple of 2^WANT
+ * (from the log word *RL, shift below WANT), with the version odd while
+ * they move.  Returns 0 with *RL the new word, or -1 when the log was
+ * turned off meanwhile (the owner's CAS failed). */
+static int
+rec_thin(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t *rl,
+    uint64_t want)
+{
+	uint64_t *r = recs_of(an, s), ver = *rl >> 32, sh = (*rl >> 24) & 0xff;
+	uint64_t n = *rl & 0xffffff, j = 0, odd = shmt__an_rlog(ver | 1, sh, n);
+	uint64_t k = want - sh, done;
+
+	if (!__atomic_compare_exchange_n(&s->am_rlog, rl, odd, 0,
+	    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		return -1;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t v = __atomic_load_n(&r[i], __ATOMIC_RELAXED);
+		uint64_t q = v & SHMT_AN_REC_QMAX;
+
+		if (k < SHMT_AN_REC_QBITS && (q & ((1ULL << k) - 1)) == 0)
+			__atomic_store_n(&r[j++], (v & ~(uint64_t)SHMT_AN_REC_QMAX) |
+			    q >> k, __ATOMIC_RELEASE);
+	}
+	done = shmt__an_rlog((ver | 1) + 1, want, j);
+	if (!__atomic_compare_exchange_n(&s->am_rlog, &odd, done, 0,
+	    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		return -1;
+	*rl = done;
+	return 0;
+}
+
+/*
+ * Record that the counter at place SLOT of summary S (sub-window ID)
+ * reached count C, a multiple of the log's step, by a request at T: after
+ * that count's store, so a record never says more than what happened (a
+ * writer killed between the two leaves a crossing unrecorded: the reaper
+ * then turns the log off, see rec_off).  Its time is rounded up (a later
+ * time only says less).  The owner alone writes records; it changes the
+ * log word by CAS, so that a reaper's rec_off is never undone.
+ */
+static __attribute__((noinline)) void
+rec_put(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
+    uint32_t slot, uint64_t c, uint64_t t)
+{
+	uint64_t *r = recs_of(an, s);
+	uint64_t rl = __atomic_load_n(&s->am_rlog, __ATOMIC_RELAXED);
+	uint64_t sh = (rl >> 24) & 0xff, n = rl & 0xffffff, want, S, T, tb;
+
+	if (sh == SHMT_AN_REC_OFF)
+		return;
+	if (((rl >> 32) & 1) || sh > SHMT_AN_REC_SHIFT_MAX || n > an->recs ||
+	    an->recs == 0 || slot >> an->rec_sbits != 0) {
+		rec_off(s);     /* damaged, or a thinning cut short */
+		return;
+	}
+	want = sh;
+	while (want <= SHMT_AN_REC_SHIFT_MAX && (c >> want) > SHMT_AN_REC_QMAX)
+		want++;
+	for (;;) {
+		if (want == sh && n < an->recs)
+			break;
+		if (want == sh)
+			want++;
+		if (want > SHMT_AN_REC_SHIFT_MAX) {
+			rec_off(s);
+			return;
+		}
+		if (rec_thin(an, s, &rl, want) != 0)
+			return;
+		sh = want;
+		n = rl & 0xffffff;
+	}
+	if ((c & ((1ULL << sh) - 1)) != 0)
+		return;         /* not a multiple of the larger step */
+	/* Its time in the sub-window (a later one only says less: a clock
+	 * behind the summary's counts at its start). */
+	S = shmt__tile_start(id, an->window, an->subw);
+	T = t > S ? t - S : 0;
+	tb = 64 - SHMT_AN_REC_QBITS - an->rec_sbits;
+	if (T >> tb != 0)
+		T = (1ULL << tb) - 1;
+	__atomic_store_n(&r[n], T << (64 - tb) |
+	    (uint64_t)slot << SHMT_AN_REC_QBITS | c >> sh, __ATOMIC_RELEASE);
+	__atomic_compare_exchange_n(&s->am_rlog, &rl,
+	    shmt__an_rlog(rl >> 32, sh, n + 1), 0, __ATOMIC_RELEASE,
+	    __ATOMIC_RELAXED);
+}
+
+/* Turn off the crossing records of every summary of stripe P: its writer
+ * died, perhaps between a count and its record. */
+static void
+recs_off_stripe(const struct shmt_an *an, uint32_t p)
+{
+	for (uint32_t ring = 0; ring < an->rings; ring++)
+		rec_off(sum_at(an, ring, p));
+}
+
 /*
  * Count one request of HASH in summary S, at time T (for its marks).  A
  * counter is live when its count is over d; the key's counter is the live
@@ -930,7 +1138,8 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     uint32_t slice, uint64_t tp, uint64_t t, uint64_t hash, const void *key,
     size_t klen, int kind, uint32_t *hold, const uint32_t p, const int wide)
 {
-	struct group g = group_at_p(an, s, shmt__an_group(an->groups, hash), p);
+	uint32_t gi = shmt__an_group(an->groups, hash);
+	struct group g = group_at_p(an, s, gi, p);
 	uint64_t cur = __atomic_load_n(&s->am_id, __ATOMIC_RELAXED), d, low, n;
 	uint64_t seq, sb, w, dr;
 	uint16_t tag = (uint16_t)(hash >> SHMT_AN_TAG_SHIFT);
@@ -997,6 +1206,14 @@ sum_update_p(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 				__atomic_store_n(&g.cnt[j],
 				    (c + 1) << SHMT_AN_SEQ_BITS | sb,
 				    __ATOMIC_RELEASE);
+				/* A count at a multiple of the log's step is
+				 * recorded (shift SHMT_AN_REC_OFF: never, as
+				 * c + 1 < 2^48). */
+				if (__builtin_expect(((c + 1) & ((1ULL <<
+				    ((__atomic_load_n(&s->am_rlog,
+				    __ATOMIC_RELAXED) >> 24) & 63)) - 1)) == 0,
+				    0))
+					rec_put(an, s, id, gi * p + j, c + 1, t);
 				/* Name a key when its count here reaches
 				 * NAME_AT, and again at each power of two
 				 * above (its level rises: name_put), so

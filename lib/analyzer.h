@@ -14,12 +14,14 @@
  *
  *   owner    u64 (pid << 32 | handle uid), 0: free; u64 start time
  *   summary  [header: am_ver, am_id, am_d, am_n, am_slice, am_seq,
- *             am_next, am_step, am_pieces, am_mver, am_tmax, 5 slice
- *             marks; 256 bytes]
+ *             am_next, am_step, am_pieces, am_mver, am_tmax, am_rlog,
+ *             5 slice marks; 256 bytes]
  *            [groups x {probe u16 tags, probe u64 counter words
  *             (count << 16 | mark number), hint, floor} on whole lines]
  *            [groups x probe u64 hashes]
  *            [pieces x piece mark {mk_t, mk_d, mk_n, mk_sq}]
+ *            [recs x crossing record u64 (time << (sbits + 12) |
+ *             place << 12 | count >> shift)]
  *   name     {an_hash, an_klen, an_kind, an_kept, an_rank, an_check,
  *             an_bytes[40]}; a key has two places (shmt__an_name_slots)
  *
@@ -96,12 +98,41 @@ struct shmt_an_sum {
 	uint64_t am_mver;        /* odd while the piece marks are thinned */
 	uint64_t am_tmax;        /* the latest time counted at (readers: a
 	                          * summary all before the exact window) */
-	uint64_t am_pad[1];
+	uint64_t am_rlog;        /* the crossing log: version << 32 | shift
+	                          * << 24 | records in use (see below) */
 	struct shmt_an_mark am_smark[SHMT_AN_SLICES - 1]; /* [k - 1]: slice k */
-	/* Then the groups, the hashes, and an->pieces piece marks (struct
-	 * shmt_an_mark) in the order taken. */
+	/* Then the groups, the hashes, an->pieces piece marks (struct
+	 * shmt_an_mark) in the order taken, and an->recs crossing records. */
 };
 _Static_assert(sizeof(struct shmt_an_sum) == 256, "a header is four lines");
+
+/*
+ * The crossing log: a counter's count is never lowered while its summary
+ * holds its sub-window (a claim raises it to d + 1, over every count the
+ * counter held before), so it is a clock of its place.  Each time a count
+ * (the count << 16 word's count) reaches a multiple of 2^shift by a
+ * request of the key that holds it, the owner appends a record: that
+ * time and (place, count >> shift).  When the log is full, or a
+ * count >> shift would not fit, only the records of even multiples are
+ * kept and shift grows.  A record is 8 bytes: its time less the
+ * sub-window's start in ns (the rest of the word), the place (an->rec_sbits
+ * bits), count >> shift (SHMT_AN_REC_QBITS bits).  A geometry whose
+ * sub-windows are too long for the time's bits keeps no records.  am_rlog:
+ * the version (odd while records are dropped), shift (SHMT_AN_REC_OFF:
+ * no records are kept in this summary, and readers use none), and how
+ * many are in use.  See the top of analyzer.c ("Crossings").
+ */
+#define SHMT_AN_REC_QBITS 12
+#define SHMT_AN_REC_QMAX ((1ULL << SHMT_AN_REC_QBITS) - 1)
+#define SHMT_AN_REC_SHIFT_MAX 47        /* a count is below 2^48 */
+#define SHMT_AN_REC_OFF 63U             /* shift: no records */
+#define SHMT_AN_REC_MAX 256U            /* records per summary, at most */
+
+static inline uint64_t
+shmt__an_rlog(uint64_t ver, uint64_t shift, uint64_t count)
+{
+	return ver << 32 | (shift & 0xff) << 24 | (count & 0xffffff);
+}
 
 #define SHMT_AN_TAG_SHIFT 48    /* a tag is hash >> 48 */
 #define SHMT_AN_PROBE_STEP 8U   /* probe is a multiple of this */
@@ -133,9 +164,12 @@ struct shmt_an {
 	uint32_t cap, probe, names;   /* cap = groups x probe */
 	uint32_t groups;
 	uint32_t pieces;             /* piece marks per summary */
+	uint32_t recs;               /* crossing records per summary */
+	uint32_t rec_sbits;          /* a record's place: bits */
 	uint32_t tag_bytes, meta_bytes;  /* per group: tags, tags + counts */
 	uint64_t marks_off, groups_off;  /* in a summary */
 	uint64_t hashes_off;             /* in a summary */
+	uint64_t recs_off;               /* in a summary */
 	uint32_t ppm;
 	int clients;
 	uint64_t lock_off, sums_off, sum_size, names_off;
@@ -166,6 +200,9 @@ shmt__an_group(uint32_t groups, uint64_t hash)
  * rule. */
 int shmt__an_geometry(uint64_t bytes, uint64_t window, uint32_t subw,
     uint32_t ppm, struct shmt_an *an, const char **why);
+/* The geometry OLD that AN's parameters gave in segment formats up to ABI
+ * 8 (no crossing records; the room for piece marks only): 0, or -EINVAL. */
+int shmt__an_geometry_old(const struct shmt_an *an, struct shmt_an *old);
 /* Whether the analyzer AN (NULL: none) counts requests of KIND; the
  * per-client grants ask first, so that a segment whose analyzer leaves
  * clients out costs them no call and no clock read. */
@@ -182,6 +219,11 @@ void shmt__an_feed(shmt_t *h, uint64_t hash, const void *key, size_t klen,
  * brought back on another clock, as shmt__an_sum_retime); for a private
  * segment. */
 void shmt__an_names_shift(const struct shmt_an *an, int64_t k);
+/* The stripes whose writer is dead (bit p for stripe p, bit
+ * SHMT_AN_STRIPES for the shared stripe's lock holder) and not yet
+ * reaped: their summaries' crossing records may lack the last count's
+ * (readers use none of them).  Reads only. */
+uint32_t shmt__an_dead_writers(const struct shmt_an *an);
 /* Free the stripes this handle owns (shmt_close). */
 void shmt__an_release(shmt_t *h);
 /* Free the stripes of dead processes. */
@@ -203,6 +245,16 @@ int64_t shmt__an_export(shmt_t *h, void *buf, uint64_t cap);
  * region of a segment of another format with the same analyzer layout (an
  * upgrade, migrate.c). */
 int64_t shmt__an_export_an(const struct shmt_an *an, void *buf, uint64_t cap);
+/* Rewrite IN (LEN bytes), an analyzer section exported with the geometry
+ * of formats up to ABI 8 (shmt__an_geometry_old of AN), as one of AN's
+ * geometry into OUT (CAP bytes): how many bytes, -ENOSPC, or -EINVAL when
+ * IN is not of that geometry.  OUT NULL: how many it would take.  Each
+ * summary keeps its counters, offsets and slice marks; its piece marks are
+ * thinned as a writer thins them (every other one kept, the step doubled)
+ * until they fit AN's room, and it keeps no crossing records (its log is
+ * off: readers use the marks alone, as that format did). */
+int64_t shmt__an_upgrade(const struct shmt_an *an, const void *in,
+    uint64_t len, void *out, uint64_t cap);
 /* Bring back what shmt__an_export wrote (LEN bytes) into H, a segment not
  * yet shared, moving its sub-windows by DELTA_NS toward the past.  0, or
  * -EINVAL when the bytes are not of this analyzer's geometry (nothing is

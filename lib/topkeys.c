@@ -58,6 +58,8 @@ cmap_add(struct cmap *m, uint64_t hash, uint64_t lower, uint64_t old)
 struct sum_part {
 	uint64_t D, N;          /* offsets and requests, over the span */
 	uint64_t Dw, Nw;        /* the exact window's (see sum_read) */
+	uint64_t Eo;            /* what a key's `old` may hold of its
+	                         * requests before the window (see sum_read) */
 };
 
 /* The marks of the oldest summary around the exact window's start WS:
@@ -167,6 +169,43 @@ sum_around(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t ss,
 	*r = best;
 }
 
+/*
+ * The crossing records of summary S of sub-window [SS, SE) before the
+ * exact window's start WS: LB[place] (an->cap of them, zeroed here) gets
+ * the largest count a record says the place's counter had reached before
+ * WS.  Returns the log's step (a power of two), or 0 when its records are
+ * not used (turned off, being thinned, damaged, or thinned while read).
+ * A record says its count was reached at or before its time, so each LB
+ * is at most the count at WS.
+ */
+static uint64_t
+recs_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t ss,
+    uint64_t ws, uint64_t *lb)
+{
+	uint64_t *r = recs_of(an, s);
+	uint64_t rl = __atomic_load_n(&s->am_rlog, __ATOMIC_ACQUIRE);
+	uint64_t sh = (rl >> 24) & 0xff, n = rl & 0xffffff;
+
+	if (an->recs == 0 || ((rl >> 32) & 1) || sh > SHMT_AN_REC_SHIFT_MAX ||
+	    n > an->recs)
+		return 0;
+	memset(lb, 0, an->cap * sizeof(*lb));
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t v = __atomic_load_n(&r[i], __ATOMIC_ACQUIRE);
+		uint64_t T = v >> (SHMT_AN_REC_QBITS + an->rec_sbits);
+		uint64_t slot = (v >> SHMT_AN_REC_QBITS) &
+		    ((1ULL << an->rec_sbits) - 1);
+		uint64_t c = (v & SHMT_AN_REC_QMAX) << sh;
+
+		/* At or before ss + T. */
+		if (slot < an->cap && T < ws - ss && c > lb[slot])
+			lb[slot] = c;
+	}
+	if (((__atomic_load_n(&s->am_rlog, __ATOMIC_ACQUIRE) ^ rl) >> 24) != 0)
+		return 0;       /* thinned or turned off meanwhile */
+	return 1ULL << sh;
+}
+
 /* Read summary S of sub-window ID into M (with SCRATCH, cap slots of room);
  * adds its d and n to P->D and P->N.  A summary of the newest subw
  * sub-windows (OLDEST 0) lies inside the exact window: its effective counts
@@ -180,10 +219,11 @@ sum_around(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t ss,
 static int
 sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
     int oldest, uint64_t ss, uint64_t se, uint64_t ws, struct cand *scratch,
-    struct cmap *m, struct sum_part *P)
+    uint64_t *lb, int recs, struct cmap *m, struct sum_part *P)
 {
 	for (int tries = 0; tries < 4; tries++) {
 		uint64_t v1 = __atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE), d, n;
+		uint64_t step = 0, eo;
 		struct around r = { 0, 0, 0, 0 };
 		uint32_t k = 0;
 		int rc;
@@ -210,6 +250,7 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 				    shmt__an_group(an->groups, h) != g)
 					continue;
 				scratch[k].hash = h;
+				scratch[k].old = (uint64_t)g * an->probe + j;
 				scratch[k++].lower = c;
 			}
 		}
@@ -221,30 +262,49 @@ sum_read(const struct shmt_an *an, struct shmt_an_sum *s, uint64_t id,
 		/* A mark is taken before the requests after it; the marks are
 		 * read after d and n, so a mark newer than them only lowers
 		 * what they add below, and one over them is not used. */
-		if (oldest)
+		if (oldest) {
 			sum_around(an, s, ss, se, ws, d, n, &r);
+			/* The records are read after the counts: each says a
+			 * count reached before WS, so at most the count read. */
+			step = recs ? recs_read(an, s, ss, ws, lb) : 0;
+		}
 		if (__atomic_load_n(&s->am_ver, __ATOMIC_ACQUIRE) != v1)
 			continue;
 		for (uint32_t j = 0; j < k; j++) {
 			uint64_t c = scratch[j].lower >> SHMT_AN_SEQ_BITS;
 			uint64_t seq = scratch[j].lower & SHMT_AN_SEQ_MAX;
+			uint64_t old, b;
 
 			if (c <= d)
 				continue;
-			if (!oldest)
+			if (!oldest) {
 				rc = cmap_add(m, scratch[j].hash, c - d, 0);
-			else if (seq < SHMT_AN_SEQ_MAX && seq < r.bseq)
+			} else if (seq < SHMT_AN_SEQ_MAX && seq < r.bseq) {
 				continue;       /* not counted since mark B */
-			else
-				rc = cmap_add(m, scratch[j].hash, 0,
-				    c - d < n - r.bn ? c - d : n - r.bn);
+			} else {
+				old = c - d < n - r.bn ? c - d : n - r.bn;
+				/* Its counts after the place's count before
+				 * WS, at least LB (the records). */
+				b = step != 0 ? lb[scratch[j].old] : 0;
+				if (b <= c && c - b < old)
+					old = c - b;
+				rc = cmap_add(m, scratch[j].hash, 0, old);
+			}
 			if (rc != 0)
 				return rc;
 		}
+		/* What `old` may hold of a key's requests before WS: less
+		 * than the step with the records; without, up to all the
+		 * requests after mark B; nothing when every request of the
+		 * summary is before WS (no counter is counted since B). */
+		eo = r.bseq == UINT64_MAX ? 0 : n - r.bn;
+		if (step != 0 && step < eo)
+			eo = step;
 		P->D += d;
 		P->N += n;
 		P->Dw += oldest ? d - r.bd : d;
 		P->Nw += oldest ? n - r.an : n;
+		P->Eo += oldest ? eo : 0;
 		return 0;
 	}
 	return 0;
@@ -281,8 +341,9 @@ static int
 gen_top_keys_once(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *info)
 {
 	const struct shmt_an *an = h != NULL ? h->an : NULL;
-	uint64_t now, i, D = 0, N = 0, Dw = 0, Nwin, hot = 0;
-	struct sum_part part = { 0, 0, 0, 0 };
+	uint64_t now, i, D = 0, N = 0, Dw = 0, Nwin, hot = 0, *lb;
+	uint32_t dead;
+	struct sum_part part = { 0, 0, 0, 0, 0 };
 	struct cand *scratch;
 	struct cmap m;
 	int rc = 0;
@@ -296,15 +357,21 @@ gen_top_keys_once(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *in
 	m.n = 0;
 	m.e = calloc(m.cap, sizeof(*m.e));
 	scratch = calloc(an->cap, sizeof(*scratch));
-	if (m.e == NULL || scratch == NULL) {
+	lb = calloc(an->cap, sizeof(*lb));
+	if (m.e == NULL || scratch == NULL || lb == NULL) {
 		free(m.e);
 		free(scratch);
+		free(lb);
 		return -ENOMEM;
 	}
 	/* Sub-window i holds now; i - subw .. i cover [start(i) - W, now],
 	 * which holds the exact window [now - W, now] since start(i) <= now
 	 * (tiles.h: any subw sub-windows span exactly W).  The newest subw of
 	 * them start at start(i + 1) - W > now - W: all inside the window. */
+	/* A writer that died between a count and its record left the
+	 * record out: its stripe's records are not used until it is reaped
+	 * (the reaper turns them off). */
+	dead = shmt__an_dead_writers(an);
 	now = shmt__now(h);
 	i = shmt__tile_of(now, an->window, an->subw);
 	for (uint64_t k = 0; k <= an->subw && rc == 0; k++) {
@@ -322,14 +389,15 @@ gen_top_keys_once(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *in
 		}
 		for (uint32_t p = 0; p < an->stripes && rc == 0; p++)
 			rc = sum_read(an, sum_at(an, (uint32_t)(id % an->rings), p),
-			    id, oldest, ss, se, now - an->window, scratch, &m,
-			    &part);
+			    id, oldest, ss, se, now - an->window, scratch, lb,
+			    !(dead >> p & 1), &m, &part);
 	}
 	D = part.D;
 	N = part.N;
 	Dw = part.Dw;
 	Nwin = part.Nw;
 	free(scratch);
+	free(lb);
 	if (rc != 0) {
 		free(m.e);
 		return rc;
@@ -371,6 +439,7 @@ gen_top_keys_once(shmt_t *h, shmt_hotkey_t *out, size_t cap, shmt_top_info_t *in
 		info->total_window = Nwin;
 		info->error = D;
 		info->error_window = Dw;
+		info->error_oldest = part.Eo;
 		info->threshold_ppm = an->ppm;
 		info->certified = Dw * 1000000.0 <= (double)an->ppm * (double)Nwin;
 		info->stripes = an->stripes;
@@ -477,6 +546,65 @@ shmt__an_export_an(const struct shmt_an *an, void *buf, uint64_t cap)
 
 		memcpy(b + sizeof(ai) + 8 * i, &w, 8);
 	}
+	return (int64_t)n;
+}
+
+int64_t
+shmt__an_upgrade(const struct shmt_an *an, const void *in, uint64_t len,
+    void *out, uint64_t cap)
+{
+	const unsigned char *b = in;
+	unsigned char *o = out;
+	struct shmt_an old;
+	struct an_image ai;
+	uint64_t n = an_image_bytes(an), mk = sizeof(struct shmt_an_mark);
+
+	if (shmt__an_geometry_old(an, &old) != 0 ||
+	    len != an_image_bytes(&old) || len < sizeof(ai) ||
+	    old.marks_off != an->marks_off)
+		return -EINVAL;
+	memcpy(&ai, b, sizeof(ai));
+	if (ai.ai_rings != old.rings || ai.ai_stripes != old.stripes ||
+	    ai.ai_groups != old.groups || ai.ai_probe != old.probe ||
+	    ai.ai_sum_size != old.sum_size || ai.ai_names != old.names ||
+	    ai.ai_window != old.window)
+		return -EINVAL;
+	if (out == NULL)
+		return (int64_t)n;
+	if (cap < n)
+		return -ENOSPC;
+	memset(o, 0, n);
+	ai.ai_sum_size = an->sum_size;
+	memcpy(o, &ai, sizeof(ai));
+	for (uint64_t i = 0; i < (uint64_t)an->rings * an->stripes; i++) {
+		const unsigned char *src = b + sizeof(ai) + i * old.sum_size;
+		unsigned char *dst = o + sizeof(ai) + i * an->sum_size;
+		struct shmt_an_mark *m = (struct shmt_an_mark *)(void *)
+		    (dst + an->marks_off);
+		struct shmt_an_sum hd;
+		uint64_t np;
+
+		/* The header, the groups and the hashes lie where they did. */
+		memcpy(dst, src, an->marks_off);
+		memcpy(&hd, src, sizeof(hd));
+		np = hd.am_pieces <= old.pieces ? hd.am_pieces : 0;
+		memcpy(m, src + old.marks_off, np * mk);
+		while (np > an->pieces) {
+			for (uint64_t k = 0; k < np / 2; k++)
+				m[k] = m[2 * k + 1];
+			np /= 2;
+			hd.am_step = hd.am_step <= (1ULL << 60) ? 2 * hd.am_step :
+			    hd.am_step;
+		}
+		memset(m + np, 0, (an->pieces - np) * mk);
+		hd.am_pieces = np;
+		hd.am_next = 0;         /* the next request considers a cut */
+		hd.am_rlog = shmt__an_rlog(0, SHMT_AN_REC_OFF, 0);
+		memcpy(dst, &hd, sizeof(hd));
+	}
+	memcpy(o + sizeof(ai) + (an->names_off - an->sums_off),
+	    b + sizeof(ai) + (old.names_off - old.sums_off),
+	    (uint64_t)an->names * sizeof(struct shmt_an_name));
 	return (int64_t)n;
 }
 

@@ -1720,6 +1720,13 @@ typedef struct shmt_top_info {
 	                          * answer had at most max(error_window,
 	                          * threshold_ppm x total_window / 10^6) of
 	                          * them */
+	uint64_t error_oldest;   /* what a listed key's upper - lower -
+	                          * error_window may hold of its requests
+	                          * before the exact window (in the oldest
+	                          * sub-window): a listed key had more than
+	                          * threshold_ppm x total_window / 10^6 -
+	                          * error_window - error_oldest requests in
+	                          * the exact window */
 	uint32_t threshold_ppm;
 	int certified;           /* every key with more than the threshold of
 	                          * the exact window's requests is listed
