@@ -221,16 +221,17 @@ ta_summary(const struct ta_run *r)
 	    "window checked (%" PRIu64 " missed, %" PRIu64 " by certified "
 	    "answers), %" PRIu64 " reported (%" PRIu64 " below threshold - "
 	    "error / total of the exact window, %" PRIu64 " without kind or "
-	    "name); counters %u, probe %u, largest error %" PRIu64 " of total %"
-	    PRIu64 "; %" PRIu64 " keys left out with more than error; %" PRIu64
-	    " listed with less than threshold x total_window - error_window (%"
-	    PRIu64 " by certified answers, short by %" PRIu64 " at most; %"
-	    PRIu64 " more short by less than one)\n",
+	    "name); counters %u, probe %u, piece marks %u, records %u, largest "
+	    "error %" PRIu64 " of total %" PRIu64 "; %" PRIu64 " keys left out "
+	    "with more than error; %" PRIu64 " listed with less than threshold "
+	    "x total_window - error_window (%" PRIu64 " by certified answers, "
+	    "short by %" PRIu64 " at most; %" PRIu64 " more short by less than "
+	    "one); error_oldest at most %.4f of total_window\n",
 	    r->scen, r->c->name, r->n, r->queries, r->certified,
 	    r->must_report, r->missed, r->must_report_win, r->reported,
-	    r->far_below, r->unnamed, r->counters, r->probe, r->max_error,
-	    r->max_total, r->left_over_error, r->fp, r->fp_cert, r->fp_excess,
-	    r->fp_frac);
+	    r->far_below, r->unnamed, r->counters, r->probe, r->h->an->pieces,
+	    r->h->an->recs, r->max_error, r->max_total, r->left_over_error,
+	    r->fp, r->fp_cert, r->fp_excess, r->fp_frac, r->max_eo);
 }
 
 void
@@ -425,6 +426,16 @@ ta_check_key(struct ta_run *r, const shmt_top_info_t *info, int k,
 		    "threshold of total_window %" PRIu64 " less error_window %"
 		    PRIu64, id, f, (uint64_t)r->cnt_span[id] - f, r->old_after,
 		    info->total_window, info->error_window);
+	/* The bound each answer reports: more than threshold x total_window
+	 * - error_window - error_oldest requests in the exact window. */
+	if ((double)(f + info->error_window + info->error_oldest) * 1e6 <=
+	    (double)info->threshold_ppm * (double)info->total_window)
+		TA_FAIL(r, "key %ld listed with %" PRIu64 " requests in the exact "
+		    "window (%" PRIu64 " before it in the span), not over the "
+		    "threshold of total_window %" PRIu64 " less error_window %"
+		    PRIu64 " and error_oldest %" PRIu64, id, f,
+		    (uint64_t)r->cnt_span[id] - f, info->total_window,
+		    info->error_window, info->error_oldest);
 	/* The strict false positives: listed with less than threshold x
 	 * total_window - error_window requests of the exact window, by one
 	 * request or more (only the oldest sub-window's part before the
@@ -492,6 +503,16 @@ ta_query(struct ta_run *r)
 		return;
 	r->last_q = now;
 	r->queries++;
+	if (r->recs_off) {
+		const struct shmt_an *an = r->h->an;
+
+		/* As a reaper does for a dead writer's stripe. */
+		for (uint32_t ring = 0; ring < an->rings; ring++)
+			for (uint32_t p = 0; p < an->stripes; p++)
+				__atomic_fetch_or(&sum_at(an, ring, p)->am_rlog,
+				    (uint64_t)SHMT_AN_REC_OFF << 24,
+				    __ATOMIC_RELEASE);
+	}
 	while ((rc = shmt_top_keys(r->h, r->out, r->outcap, &info)) >= 0 &&
 	    (size_t)rc > r->outcap) {
 		r->outcap = (size_t)rc * 2;
@@ -500,6 +521,10 @@ ta_query(struct ta_run *r)
 	}
 	if (rc < 0)
 		TA_FAIL(r, "shmt_top_keys: %d", rc);
+	if (info.total_window > 0 && (double)info.error_oldest /
+	    (double)info.total_window > r->max_eo)
+		r->max_eo = (double)info.error_oldest /
+		    (double)info.total_window;
 	wstart = now >= c->window_ns ? now - c->window_ns : 0;
 	if (info.span_end_ns != now || info.span_start_ns > wstart ||
 	    info.span_start_ns + c->window_ns + (c->window_ns + c->subw - 1) /

@@ -96,6 +96,9 @@ struct ta_run {
 	uint64_t old_after;    /* the oldest sub-window's requests from mark
 	                        * B's slice on (one writer; ta_old_after) */
 	int writers;           /* processes feeding (0: this one alone) */
+	int recs_off;          /* turn every summary's crossing log off
+	                        * before each query (the fallback bound) */
+	double max_eo;         /* the largest error_oldest / total_window */
 	/* The last query's answer about WATCH (ta_watch), or 0. */
 	uint32_t watch;
 	int watch_reported;
