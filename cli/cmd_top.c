@@ -114,14 +114,14 @@ oldest_part(const shmt_hotkey_t *k, const shmt_top_info_t *in)
 	    w - in->error_window : 0;
 }
 
-/* A listed key had more than this many requests of the exact window, less
- * its oldest_part: threshold x total_window - error_window (0 when that is
+/* A listed key had more than this many requests of the exact window:
+ * threshold x total_window - error_window - error_oldest (0 when that is
  * negative). */
 static double
 listed_floor(const shmt_top_info_t *in)
 {
 	double f = (double)in->threshold_ppm * (double)in->total_window / 1e6 -
-	    (double)in->error_window;
+	    (double)in->error_window - (double)in->error_oldest;
 
 	return f > 0 ? f : 0;
 }
@@ -161,7 +161,7 @@ top_json(const struct shmtc *c, const shmt_top_info_t *in,
 	json_t *keys = json_array(), *root;
 
 	root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-	    " s:o, s:o, s:i, s:i, s:f, s:f, s:b, s:i, s:o}",
+	    " s:o, s:o, s:o, s:i, s:i, s:f, s:f, s:b, s:i, s:o}",
 	    "segment", c->segment,
 	    "now_ns", shmtc_json_u64(in->span_end_ns),
 	    "span_start_ns", shmtc_json_u64(in->span_start_ns),
@@ -173,6 +173,7 @@ top_json(const struct shmtc *c, const shmt_top_info_t *in,
 	    "total_window", shmtc_json_u64(in->total_window),
 	    "error", shmtc_json_u64(in->error),
 	    "error_window", shmtc_json_u64(in->error_window),
+	    "error_oldest", shmtc_json_u64(in->error_oldest),
 	    "error_bound", shmtc_json_u64(in->total / ((uint64_t)in->probe + 1)),
 	    "probe", (int)in->probe,
 	    "threshold_ppm", (int)in->threshold_ppm,
@@ -223,17 +224,18 @@ top_human(const shmt_top_info_t *in, const shmt_hotkey_t *v, size_t n,
 		printf("(no key over the threshold)\n");
 		return SHMTC_OK;
 	}
-	/* The bounds a listed key is held to: more than threshold x
-	 * total_window - error_window of the exact window, less its part of
-	 * the oldest sub-window (upper - lower - error_window), which may lie
-	 * before the window. */
+	/* The bound a listed key is held to: more than threshold x
+	 * total_window - error_window - error_oldest of the exact window (its
+	 * part of the oldest sub-window, upper - lower - error_window, holds
+	 * at most error_oldest of its requests before the window). */
 	for (size_t i = 0; i < n; i++)
 		if (oldest_part(&v[i], in) > old)
 			old = oldest_part(&v[i], in);
 	printf("listed: each key had more than %.0f requests of the exact "
-	    "window, less its part of the oldest sub-window (upper - lower - "
-	    "%" PRIu64 ", here at most %" PRIu64 ")\n", listed_floor(in),
-	    in->error_window, old);
+	    "window (its part of the oldest sub-window, upper - lower - %"
+	    PRIu64 ", here at most %" PRIu64 ", holds at most %" PRIu64
+	    " before it)\n", listed_floor(in), in->error_window, old,
+	    in->error_oldest);
 	shmtc_table_init(&t, 5, hdr, "llrrr");
 	for (size_t i = 0; i < n; i++) {
 		char *name = shmtc_hot_name(&v[i]);

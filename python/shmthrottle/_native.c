@@ -1072,7 +1072,8 @@ Segment_top_keys(SegmentObject *self, PyObject *unused)
 		PyList_SET_ITEM(list, i, t);
 	}
 	PyMem_Free(hk);
-	res = Py_BuildValue("(N{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O})", list,
+	res = Py_BuildValue("(N{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O})",
+	    list,
 	    "span_start_ns", (unsigned long long)info.span_start_ns,
 	    "span_end_ns", (unsigned long long)info.span_end_ns,
 	    "window_ns", (unsigned long long)info.window_ns,
@@ -1080,6 +1081,8 @@ Segment_top_keys(SegmentObject *self, PyObject *unused)
 	    "total", (unsigned long long)info.total,
 	    "total_window", (unsigned long long)info.total_window,
 	    "error", (unsigned long long)info.error,
+	    "error_window", (unsigned long long)info.error_window,
+	    "error_oldest", (unsigned long long)info.error_oldest,
 	    "threshold_ppm", (unsigned)info.threshold_ppm,
 	    "certified", info.certified ? Py_True : Py_False);
 	return res;

@@ -280,6 +280,12 @@ def test_hit_and_top_keys(seg):
     assert all(k.key != b"cold" for k in top)
     info = seg.top_info()
     assert info["total"] >= 201
+    # The bound of a listed key (README "Hot keys"): more than the
+    # threshold of total_window less error_window and error_oldest.
+    assert info["error_window"] <= info["error"]
+    floor = (info["threshold_ppm"] * info["total_window"] / 1e6 -
+             info["error_window"] - info["error_oldest"])
+    assert 200 > floor
 
 
 def _keys(obj, prefix=""):
