@@ -307,6 +307,65 @@ test_daemon_refuses_damaged(void **state)
 	assert_int_equal(shmt_unlink(e.seg), -ENOENT);
 }
 
+/*
+ * The fixtures' segments hold times of the CLOCK_MONOTONIC of the machine
+ * that made them (tests/data/README.md), and a live segment lies on the
+ * boot that made it: a daemon whose clock has not reached them finds their
+ * buckets in the future and refuses them, as it must.  So that the verdict
+ * does not depend on this machine's uptime, the test runs in a time
+ * namespace of its own (unshare(1), as root or in a user namespace) whose
+ * CLOCK_MONOTONIC is past the latest fixture's by an hour, when this
+ * machine's is not.  Returns only when no namespace is needed or it is
+ * entered already (SHMT_TEST_TIMENS set); else execs, or exits 77 (ctest
+ * counts it skipped) when unshare cannot run.
+ */
+static void
+timens_enter(char **argv)
+{
+	const struct fx *all[] = { &fx6, &fx7 };
+	uint64_t need = 0, now;
+	char off[32];
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		size_t len;
+		unsigned char *img = tu_zr_load(all[i]->snap, &len);
+		struct img_hdr ih;
+
+		assert_true(len >= sizeof(ih));
+		memcpy(&ih, img, sizeof(ih));
+		free(img);
+		if (ih.ih_mono_ns > need)
+			need = ih.ih_mono_ns;
+	}
+	need += 3600ULL * 1000000000ULL;
+	now = tu_mono_ns();
+	if (now >= need || getenv("SHMT_TEST_TIMENS") != NULL)
+		return;
+	snprintf(off, sizeof(off), "%llu",
+	    (unsigned long long)((need - now) / 1000000000ULL + 1));
+	setenv("SHMT_TEST_TIMENS", off, 1);
+	printf("# CLOCK_MONOTONIC is before the fixtures' times: running in a "
+	    "time namespace %s s ahead\n", off);
+	fflush(stdout);
+	{
+		static char un[] = "unshare", ti[] = "--time",
+		    mo[] = "--monotonic", bo[] = "--boottime", fo[] = "--fork",
+		    ro[] = "--map-root-user";
+		char *args[16] = { un, ti, mo, off, bo, off, fo };
+		int n = 7;
+
+		if (geteuid() != 0)
+			args[n++] = ro;
+		for (int i = 0; argv[i] != NULL && n < 15; i++)
+			args[n++] = argv[i];
+		args[n] = NULL;
+		execvp("unshare", args);
+	}
+	printf("# cannot run unshare(1) for a time namespace: %s; skipped\n",
+	    strerror(errno));
+	exit(77);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -326,5 +385,6 @@ main(int argc, char **argv)
 		return 2;
 	}
 	daemon_bin = argv[1];
+	timens_enter(argv);
 	return cmocka_run_group_tests(tests, NULL, tu_sweep);
 }

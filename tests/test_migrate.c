@@ -735,8 +735,15 @@ seg_map(const char *seg, size_t size)
 	return p;
 }
 
+/* The clock of the migrations below: the fixture's, a second after it
+ * stopped.  A live segment lies on the boot that made it; the fixture's
+ * times are another machine's CLOCK_MONOTONIC, which this machine's may
+ * not have reached (so the real clock would find its buckets in the
+ * future, and the verdict would depend on this machine's uptime). */
+static struct tu_clock seg_clk;
+
 /* The fixture's clocks: the snapshot's, taken when the old daemon stopped
- * and left the segment as it is. */
+ * and left the segment as it is; seg_clk is set to it. */
 static void
 seg_time(const struct fx *f, struct shmt__host_time *now)
 {
@@ -745,6 +752,7 @@ seg_time(const struct fx *f, struct shmt__host_time *now)
 
 	image_time(img, now);
 	free(img);
+	seg_clk.now = now->mono_ns + SEC;
 }
 
 static uint32_t
@@ -814,8 +822,8 @@ test_migrate_segment_refused(void **state)
 
 	/* This format's own segment. */
 	assert_int_equal(shmt_create(seg, NULL, &h), 0);
-	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
-	    sizeof(err)), SHMT_EFORMAT);
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, tu_clock_read,
+	    &seg_clk, &m, err, sizeof(err)), SHMT_EFORMAT);
 	tu_close_unlink(h, seg);
 
 	seg_put(f, seg, &size);
@@ -829,8 +837,8 @@ test_migrate_segment_refused(void **state)
 
 		memcpy(&keep, row0 + 72, 8);
 		memcpy(row0 + 72, &v, 8);
-		assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL,
-		    &m, err, sizeof(err)), SHMT_ECORRUPT);
+		assert_int_equal(shmt__segment_old_migrate(seg, &now, tu_clock_read,
+		    &seg_clk, &m, err, sizeof(err)), SHMT_ECORRUPT);
 		printf("# %s\n", err);
 		assert_non_null(strstr(err, "storage outside"));
 		assert_int_equal(state_of(old), SHMT_SEG_LIVE);
@@ -846,8 +854,8 @@ test_migrate_segment_refused(void **state)
 	t0 = shmt__proc_start(child);
 	old->sh_daemon_pid = child;
 	old->sh_daemon_start = t0;
-	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
-	    sizeof(err)), -EBUSY);
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, tu_clock_read,
+	    &seg_clk, &m, err, sizeof(err)), -EBUSY);
 	printf("# %s\n", err);
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
@@ -855,8 +863,8 @@ test_migrate_segment_refused(void **state)
 	assert_int_equal(state_of(old), SHMT_SEG_LIVE);
 	/* A live thread (this one) keeps the limiter table's lock. */
 	old->sh_table_lock.lk_owner = (uint32_t)syscall(SYS_gettid);
-	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
-	    sizeof(err)), -EBUSY);
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, tu_clock_read,
+	    &seg_clk, &m, err, sizeof(err)), -EBUSY);
 	printf("# %s\n", err);
 	assert_int_equal(state_of(old), SHMT_SEG_LIVE);
 	old->sh_table_lock.lk_owner = 0;
@@ -864,8 +872,8 @@ test_migrate_segment_refused(void **state)
 	assert_int_equal(stat(path, &b), 0);
 	assert_true(a.st_ino == b.st_ino);
 	/* And with all that undone, it migrates. */
-	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
-	    sizeof(err)), 0);
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, tu_clock_read,
+	    &seg_clk, &m, err, sizeof(err)), 0);
 	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
 	munmap(old, size);
 	assert_int_equal(shmt_unlink(seg), 0);
@@ -994,8 +1002,8 @@ test_migrate_segment_killed(void **state)
 	printf("# after kill -9: old segment state %u\n", state_of(old));
 	/* The next daemon finds it under the name and must take it over. */
 	err[0] = '\0';
-	rc = shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
-	    sizeof(err));
+	rc = shmt__segment_old_migrate(seg, &now, tu_clock_read,
+	    &seg_clk, &m, err, sizeof(err));
 	printf("# next migration: %d (%s)\n", rc, err);
 	snprintf(path, sizeof(path), "/dev/shm%s.migrate.%ld.restore.%ld", seg,
 	    (long)child, (long)child);
@@ -1042,8 +1050,8 @@ test_migrate_segment_frozen_by_other(void **state)
 	w = shmt__genword_load(old);
 	assert_true(shmt__genword_cas(old, &w, SHMT_SEG_FROZEN,
 	    (uint32_t)(w >> 32) + 1));
-	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
-	    sizeof(err)), SHMT_ESTALE);
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, tu_clock_read,
+	    &seg_clk, &m, err, sizeof(err)), SHMT_ESTALE);
 	printf("# %s; mover now pid %" PRId64 " (the other is %ld)\n", err,
 	    old->sh_mover_pid, (long)other);
 	kill(other, SIGKILL);
@@ -1204,8 +1212,8 @@ test_migrate_segment_leftovers(void **state)
 	shm_make(alive);
 	snprintf(other, sizeof(other), "%s.migrated", seg);
 	shm_make(other);
-	rc = shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
-	    sizeof(err));
+	rc = shmt__segment_old_migrate(seg, &now, tu_clock_read,
+	    &seg_clk, &m, err, sizeof(err));
 	printf("# next migration %d; after it: %s %s, %s %s\n", rc, built,
 	    shm_exists(built) ? "present" : "absent", restore,
 	    shm_exists(restore) ? "present" : "absent");
@@ -1286,16 +1294,16 @@ test_migrate_segment_busy(void **state)
 	close(p[0]);
 	mover = old->sh_mover_pid;
 	w = shmt__genword_load(old);
-	rc = shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
-	    sizeof(err));
+	rc = shmt__segment_old_migrate(seg, &now, tu_clock_read,
+	    &seg_clk, &m, err, sizeof(err));
 	printf("# %d (%s)\n", rc, err);
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	assert_int_equal(rc, -EBUSY);
 	assert_int_equal(old->sh_mover_pid, mover);
 	assert_int_equal(shmt__genword_load(old), w);
-	assert_int_equal(shmt__segment_old_migrate(seg, &now, NULL, NULL, &m, err,
-	    sizeof(err)), 0);
+	assert_int_equal(shmt__segment_old_migrate(seg, &now, tu_clock_read,
+	    &seg_clk, &m, err, sizeof(err)), 0);
 	assert_int_equal(state_of(old), SHMT_SEG_RETIRED);
 	munmap(old, size);
 	assert_int_equal(shmt_unlink(seg), 0);
