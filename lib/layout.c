@@ -91,6 +91,8 @@ shmt__format_word(void)
 		SHMT_AN_SLICES, sizeof(struct shmt_an_name),
 		sizeof(struct shmt_an_mark), SHMT_AN_SEQ_BITS,
 		SHMT_AN_PIECES_MIN, SHMT_AN_PIECES_MAX,
+		offsetof(struct shmt_an_sum, am_rlog), SHMT_AN_REC_QBITS,
+		SHMT_AN_REC_MAX, SHMT_AN_REC_OFF,
 		SHMT_AN_STRIPES, SHMT_ORDER_MAX,
 		offsetof(struct shmt_params, sp_counters_error_ppm),
 		sizeof(struct shmt_cnt_hdr), SHMT_CNT_FORMAT,

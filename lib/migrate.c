@@ -1,13 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Upgrades: an image (image.c) of a segment of an older format, ABI 7 or
- * ABI 6, rewritten as an image of this build's format (ABI 8), which
+ * Upgrades: an image (image.c) of a segment of an older format, ABI 8, 7
+ * or 6, rewritten as an image of this build's format (ABI 9), which
  * image.c then restores as any other (checked record by record,
  * re-inserted through the store's calls, checked whole with shmt_check
- * before it is published); and a live segment of ABI 7 or ABI 6 in
+ * before it is published); and a live segment of ABI 8, 7 or 6 in
  * /dev/shm taken over in place (below).  Each older format is one entry of
  * oldfmts[]: its format word, its shard header's size, the gap between its
- * shards, whether its rows need converting; the code is the same for both.
+ * shards, whether its rows need converting; the code is the same for all.
+ *
+ * What changed from ABI 8 to ABI 9, and what the migration does with it:
+ *
+ *  - The analyzer's summaries give half the room their piece marks had to
+ *    crossing records (analyzer.h: its region's size and every other
+ *    place in it are the same; a summary may be longer, so the summaries
+ *    and the name table lie elsewhere in it).  The analyzer's section of
+ *    an image, or its copy from a live segment, is rewritten in this
+ *    build's layout (shmt__an_upgrade: counters, offsets, slice marks and
+ *    names as they were, the piece marks thinned as a writer thins them
+ *    to fit, no records: a summary of before the upgrade is read with its
+ *    marks alone, as ABI 8 read it, until its sub-window leaves the span).
+ *    Nothing else changed: rows, arena, stores and header are carried as
+ *    for ABI 7 below (and an ABI 8 rate limiter's count in its word is
+ *    this build's).  The format word changed so that no ABI 8 process
+ *    works on an ABI 9 segment (it would take records for piece marks).
  *
  * What changed from ABI 7 to ABI 8, and what the migration does with it:
  *
@@ -109,10 +125,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The format words of ABI 6 and ABI 7 (layout.c's shmt__format_word as
+/* The format words of ABI 6, 7 and 8 (layout.c's shmt__format_word as
  * those versions built it on LP64 little-endian with gcc or clang). */
 #define FORMAT_ABI6 0x0006f8ef2fad6518ULL
 #define FORMAT_ABI7 0x00078ea78d338708ULL
+#define FORMAT_ABI8 0x0008a234bd752efeULL
 
 /* ABI 6's client entry. */
 struct shmt_client6 {
@@ -204,6 +221,7 @@ struct oldfmt {
 static const struct oldfmt oldfmts[] = {
 	{ 6, FORMAT_ABI6, 512, 0, 1, offsetof(struct shmt_lim6, lm_wake) },
 	{ 7, FORMAT_ABI7, 896, SHMT_LINE, 0, offsetof(struct shmt_lim, lm_wake) },
+	{ 8, FORMAT_ABI8, 896, SHMT_LINE, 0, offsetof(struct shmt_lim, lm_wake) },
 };
 
 /* The older format of format word FORMAT, or NULL when this build does
@@ -278,9 +296,10 @@ old_check(const unsigned char *img, size_t len, struct img_hdr *ih,
 		    "mismatch (the file is damaged)");
 	if ((o->f = oldfmt_of(ih->ih_format)) == NULL)
 		return shmt__bad(err, cap, SHMT_EFORMAT, "written for segment "
-		    "format %#" PRIx64 " (ABI %u); this build migrates ABI 7 "
-		    "(%#llx) and ABI 6 (%#llx) only", ih->ih_format,
-		    (unsigned)(ih->ih_format >> 48), (unsigned long long)
+		    "format %#" PRIx64 " (ABI %u); this build migrates ABI 8 "
+		    "(%#llx), ABI 7 (%#llx) and ABI 6 (%#llx) only",
+		    ih->ih_format, (unsigned)(ih->ih_format >> 48),
+		    (unsigned long long)FORMAT_ABI8, (unsigned long long)
 		    FORMAT_ABI7, (unsigned long long)FORMAT_ABI6);
 	if (ih->ih_size != len - sizeof(*ih))
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "truncated or padded: "
@@ -576,8 +595,8 @@ row_carry(const struct old *o, uint32_t r, const struct shmt_lim *row,
 	memcpy(&id, row, offsetof(struct shmt_lim6, lm_name));
 	if ((rc = row_check(o, r, &id, row->lm_name, row->lm_ov_cap, &g,
 	    &keys_bytes, err, cap)) != 0 ||
-	    (rc = rate_word_check(row->lm_name, row->lm_mode, row->lm_flags,
-	    &row->lm_w, err, cap)) != 0)
+	    (o->f->abi < 8 && (rc = rate_word_check(row->lm_name,
+	    row->lm_mode, row->lm_flags, &row->lm_w, err, cap)) != 0))
 		return rc;
 	if (row->lm_ov_cap != g.ovcap || (g.ovcap == 0 ?
 	    row->lm_ov_off != 0 : (row->lm_ov_off % 16 != 0 ||
@@ -744,6 +763,53 @@ count_sections(const struct old *o, struct shmt__migration *m)
 	}
 }
 
+/* The old image O's sections, for a segment of header NH, into OUT (NULL:
+ * only their size, into *LEN): each as it was, but the analyzer's, which
+ * formats up to ABI 8 laid out without crossing records
+ * (shmt__an_upgrade rewrites it).  0, or SHMT_ECORRUPT. */
+static int
+sections_new(const struct old *o, const struct shmt_hdr *nh,
+    unsigned char *out, uint64_t *len, char *err, size_t cap)
+{
+	uint64_t at = o->rest, n = 0;
+	struct shmt_an an;
+
+	while (o->size - at >= sizeof(struct img_sec)) {
+		struct img_sec s;
+		int64_t k;
+
+		memcpy(&s, o->body + at, sizeof(s));
+		if (s.is_bytes > o->size - at - sizeof(s))
+			break;
+		if (s.is_kind != IMG_S_ANALYZER) {
+			if (out != NULL)
+				memcpy(out + n, o->body + at,
+				    sizeof(s) + s.is_bytes);
+			n += sizeof(s) + s.is_bytes;
+			at += sizeof(s) + s.is_bytes;
+			continue;
+		}
+		if (shmt__params_an_geometry(&nh->sh_params, &an, NULL, 0) != 0 ||
+		    an.bytes == 0 || (k = shmt__an_upgrade(&an, o->body + at +
+		    sizeof(s), s.is_bytes, out != NULL ? out + n + sizeof(s) :
+		    NULL, out != NULL ? *len - n - sizeof(s) : 0)) < 0)
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "its analyzer's "
+			    "section does not fit its creation parameters");
+		at += sizeof(s) + s.is_bytes;
+		s.is_bytes = (uint64_t)k;
+		if (out != NULL)
+			memcpy(out + n, &s, sizeof(s));
+		n += sizeof(s) + (uint64_t)k;
+	}
+	/* Whatever follows the last whole section, as it was. */
+	if (out != NULL)
+		memcpy(out + n, o->body + at, o->size - at);
+	n += o->size - at;
+	if (out == NULL)
+		*len = n;
+	return 0;
+}
+
 int
 shmt__image_migrate(const unsigned char *img, size_t len, unsigned char **out,
     size_t *outlen, struct shmt__migration *m, char *err, size_t cap)
@@ -805,8 +871,10 @@ shmt__image_migrate(const unsigned char *img, size_t len, unsigned char **out,
 	}
 	count_sections(&o, m);
 
-	/* The new image: header, pieces, the sections as they were. */
-	tail = o.size - o.rest;
+	/* The new image: header, pieces, the sections as they were but the
+	 * analyzer's, rewritten in this build's layout (sections_new). */
+	if ((rc = sections_new(&o, &nh, NULL, &tail, err, cap)) != 0)
+		goto out;
 	n = sizeof(ih) + o.hlen + o.llen + a.used + tail;
 	if ((b = malloc(n)) == NULL) {
 		rc = shmt__bad(err, cap, -ENOMEM, "no memory for the migration");
@@ -816,8 +884,9 @@ shmt__image_migrate(const unsigned char *img, size_t len, unsigned char **out,
 	memcpy(b + sizeof(ih), &nh, sizeof(nh));
 	memcpy(b + sizeof(ih) + o.hlen, rows, o.llen);
 	memcpy(b + sizeof(ih) + o.hlen + o.llen, a.b, a.used);
-	memcpy(b + sizeof(ih) + o.hlen + o.llen + a.used, o.body + o.rest,
-	    tail);
+	if ((rc = sections_new(&o, &nh, b + sizeof(ih) + o.hlen + o.llen +
+	    a.used, &tail, err, cap)) != 0)
+		goto out;
 	ih.ih_format = shmt__format_word();
 	ih.ih_size = n - sizeof(ih);
 	ih.ih_arena_bytes = a.used;
@@ -1096,7 +1165,7 @@ seg_old_check(const unsigned char *map, uint64_t size, struct shmt_hdr *hdr,
 	if ((*f = oldfmt_of(hdr->sh_format)) == NULL ||
 	    hdr->sh_abi != (*f)->abi)
 		return shmt__bad(err, cap, SHMT_EFORMAT, "segment format %#"
-		    PRIx64 " (ABI %u): this build migrates ABI 7 and ABI 6 only",
+		    PRIx64 " (ABI %u): this build migrates ABI 8, 7 and 6 only",
 		    hdr->sh_format, hdr->sh_abi);
 	if (hdr->sh_size != size)
 		return shmt__bad(err, cap, SHMT_ESIZE, "%" PRIu64 " bytes, its "
@@ -1126,6 +1195,14 @@ seg_old_check(const unsigned char *map, uint64_t size, struct shmt_hdr *hdr,
 	    hdr->sh_regions[SHMT_R_ANALYZER].rg_size != an->bytes)
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "its regions do not "
 		    "match its creation parameters");
+	/* Its analyzer is laid out as formats up to ABI 8 laid it out. */
+	if (an->bytes != 0) {
+		struct shmt_an cur = *an;
+
+		if (shmt__an_geometry_old(&cur, an) != 0)
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "its creation "
+			    "parameters make no analyzer");
+	}
 	an->base = (char *)map + hdr->sh_regions[SHMT_R_ANALYZER].rg_off;
 	if (an->bytes == 0)
 		an->base = NULL;
@@ -1139,7 +1216,7 @@ shmt__segment_old_image(const unsigned char *map, uint64_t size,
 {
 	const struct oldfmt *f;
 	struct shmt_store dict, ctr;
-	struct shmt_an an;
+	struct shmt_an an, an_cur;
 	struct shmt_hdr hdr;
 	struct img_hdr ih;
 	struct buf o = { 0 };
@@ -1165,8 +1242,16 @@ shmt__segment_old_image(const unsigned char *map, uint64_t size,
 	if (used > arena)
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "its arena's fill level "
 		    "is past the arena");
-	if (an.base != NULL)
-		an_bytes = shmt__an_export_an(&an, NULL, 0);
+	/* The analyzer is copied in the old layout, then rewritten in this
+	 * build's (shmt__an_upgrade). */
+	if (an.base != NULL) {
+		if (shmt__params_an_geometry(&hdr.sh_params, &an_cur, NULL,
+		    0) != 0)
+			return shmt__bad(err, cap, SHMT_ECORRUPT, "its creation "
+			    "parameters make no analyzer");
+		an_bytes = shmt__an_export_an(&an_cur, NULL, 0);
+	}
+
 	/* The most the image takes: the pieces, each store's heaps, the
 	 * analyzer (a record is smaller than the block of its item). */
 	o.cap = sizeof(ih) + hlen + llen + used + 3 * sizeof(struct img_sec) +
@@ -1196,9 +1281,14 @@ shmt__segment_old_image(const unsigned char *map, uint64_t size,
 	}
 	if (an.base != NULL) {
 		struct img_sec s = { .is_kind = IMG_S_ANALYZER };
-		int64_t n = shmt__an_export_an(&an, o.b + o.len + sizeof(s),
-		    o.cap - o.len - sizeof(s));
+		int64_t old = shmt__an_export_an(&an, NULL, 0), n = -ENOMEM;
+		unsigned char *tmp = old > 0 ? malloc((size_t)old) : NULL;
 
+		if (tmp != NULL &&
+		    (n = shmt__an_export_an(&an, tmp, (uint64_t)old)) >= 0)
+			n = shmt__an_upgrade(&an_cur, tmp, (uint64_t)n,
+			    o.b + o.len + sizeof(s), o.cap - o.len - sizeof(s));
+		free(tmp);
 		if (n < 0) {
 			free(o.b);
 			return shmt__bad(err, cap, (int)n, "cannot copy its "
