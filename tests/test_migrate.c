@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Upgrades (lib/migrate.c): the snapshots of a segment of ABI 6 and of
- * ABI 7 in tests/data/abi6.snap.zr and abi7.snap.zr, made by those
+ * Upgrades (lib/migrate.c): the snapshots of a segment of ABI 6, 7 and 8
+ * in tests/data/abi6.snap.zr, abi7.snap.zr and abi8.snap.zr, made by those
  * versions' daemons and CLIs (see tests/data/README.md), rewritten in this
- * format and restored; their segments (abi6.seg.zr, abi7.seg.zr) migrated
- * in place.  Every test runs on the fixtures of both versions.  Every
- * limiter comes back with its uses in flight (they deny until their
- * release time, then grant, on an injected clock), every client entry,
- * key pool cursor, dictionary item, counter and the analyzer's summaries.
+ * format and restored; their segments (abi6.seg.zr, abi7.seg.zr,
+ * abi8.seg.zr) migrated in place, on the fixtures' clock.  Every test runs
+ * on the fixtures of the three versions.  Every limiter comes back with
+ * its uses in flight (they deny until their release time, then grant, on
+ * an injected clock), every client entry, key pool cursor, dictionary
+ * item, counter and the analyzer's summaries (rewritten in this format's
+ * layout: the key read twice is listed).
  * A damaged old image (truncated, bytes flipped, or fields of its header,
  * rows, arena and sections set out of range and the checksums made right
  * again: seeded mutations) gives an error and never a crash; what passes
@@ -56,6 +58,10 @@ static const struct fx fx7 = {
 	7, SHMT_TEST_DATA "/abi7.snap.zr", SHMT_TEST_DATA "/abi7.seg.zr",
 	SHMT_TEST_DATA "/abi7-modes.snap.zr", 128, 384,
 };
+static const struct fx fx8 = {
+	8, SHMT_TEST_DATA "/abi8.snap.zr", SHMT_TEST_DATA "/abi8.seg.zr",
+	SHMT_TEST_DATA "/abi8-modes.snap.zr", 128, 384,
+};
 
 static unsigned char *
 load(const struct fx *f, size_t *len)
@@ -72,8 +78,10 @@ fx_seed(const struct fx *f, const char *name)
 {
 	char full[96];
 
-	snprintf(full, sizeof(full), "%s%s", name, f->abi == 6 ? "" :
-	    "_abi7");
+	if (f->abi == 6)
+		snprintf(full, sizeof(full), "%s", name);
+	else
+		snprintf(full, sizeof(full), "%s_abi%d", name, f->abi);
 	return tu_seed(full);
 }
 
@@ -452,9 +460,10 @@ test_migrate_abi7_overrides(void **state)
 }
 
 /* A shared rate limiter's word held its parameter generation alone in ABI
- * 6 and 7 (a bit above it was damage), and in ABI 8 those bits count
- * grants: a row whose word has them is refused, not read as a count; the
- * same row without them is carried with its grants. */
+ * 6 and 7 (a bit above it was damage), and since ABI 8 those bits count
+ * grants: an ABI 6 or 7 row whose word has them is refused, not read as a
+ * count; the same row without them is carried with its grants.  An ABI 8
+ * row's word counts its grants, and is carried as it is. */
 static void
 test_migrate_rate_word(void **state)
 {
@@ -481,17 +490,21 @@ test_migrate_rate_word(void **state)
 			    (uint64_t)r * ROW6;
 	assert_non_null(row);
 	memcpy(&w1, row + f->w_off + 8, 8);
-	assert_int_equal(w1 >> 16, 0);
-	w1 |= 5ULL << 16;
-	memcpy(row + f->w_off + 8, &w1, 8);
-	reseal(work, len);
-	rc = shmt__image_migrate(work, len, &out, &outlen, &m, err,
-	    sizeof(err));
-	printf("# %s\n", err);
-	assert_int_equal(rc, SHMT_ECORRUPT);
-	assert_null(out);
-	assert_non_null(strstr(err, "limiter rate"));
-	assert_non_null(strstr(err, "more than a parameter generation"));
+	/* ABI 8: the fixture's two grants, in the word. */
+	assert_int_equal(w1 >> 16, f->abi >= 8 ? 2 : 0);
+	if (f->abi < 8) {
+		w1 |= 5ULL << 16;
+		memcpy(row + f->w_off + 8, &w1, 8);
+		reseal(work, len);
+		rc = shmt__image_migrate(work, len, &out, &outlen, &m, err,
+		    sizeof(err));
+		printf("# %s\n", err);
+		assert_int_equal(rc, SHMT_ECORRUPT);
+		assert_null(out);
+		assert_non_null(strstr(err, "limiter rate"));
+		assert_non_null(strstr(err,
+		    "more than a parameter generation"));
+	}
 
 	/* Untouched: the two grants of the fixture, counted by the row. */
 	if (shmt__image_migrate(img, len, &out, &outlen, &m, err,
@@ -1312,10 +1325,11 @@ test_migrate_segment_busy(void **state)
 int
 main(void)
 {
-	/* Each test on the fixtures of ABI 6, then of ABI 7. */
+	/* Each test on the fixtures of ABI 6, then of ABI 7, then of 8. */
 #define BOTH(fn) \
 	{ #fn, fn, NULL, NULL, (void *)&fx6 }, \
-	{ #fn "_abi7", fn, NULL, NULL, (void *)&fx7 }
+	{ #fn "_abi7", fn, NULL, NULL, (void *)&fx7 }, \
+	{ #fn "_abi8", fn, NULL, NULL, (void *)&fx8 }
 	const struct CMUnitTest tests[] = {
 		BOTH(test_migrate_fixture),
 		BOTH(test_migrate_modes),
