@@ -48,7 +48,7 @@
  *      request counted before it is at or before tb, every one after it at
  *      or after t.  When the summary's marks are all used, every other one
  *      is dropped and the step doubles.  Before a doubling the K =
- *      an->pieces marks (44 by default) each close a piece of at least a
+ *      an->pieces marks (22 by default) each close a piece of at least a
  *      quarter step, so the step stays at most 8 W_tot / K (W_tot the
  *      summary's weight), and a piece weighs less than the step plus
  *      2 (p + 2): it steps d at most 8 W_tot / (K (p + 2)) + 2 times.
@@ -128,16 +128,18 @@
  *      more than theta Nwin less the newest offsets before ws, which needs
  *      W_tot > K (p + 2) (theta Nwin - newest d - 2) / 8: for one-off keys
  *      (W_tot about 2 n) the oldest sub-window holding more than about
- *      36 times the exact window's requests with the defaults, spread over
+ *      18 times the exact window's requests with the defaults, spread over
  *      time with ws in its last pieces.  That is a sufficient bound, not a
  *      measure: with the defaults, bursts of 99, 300 and 1000 times a
  *      minute's traffic at one moment or spread over a tenth of a slice,
  *      at every slice, with the window starting just before, at and after
  *      them, left every answer certified (test_analyzer_window); with 5%
  *      and 6 sub-windows, spread bursts of 99 to 1000 times left 0-30 of
- *      359 answers uncertified (four runs) (the window starting in the burst's last
- *      pieces), and 256 KiB (8 and 4 marks, 24 and 80 counters) spread
- *      bursts of 99 times 27-31 of 683 and 359.
+ *      359 answers uncertified (four runs; the window starting in the
+ *      burst's last pieces), and 0, 28 and 28 with 4 marks where there
+ *      were 8 before the crossing records, and 256 KiB (4 and 2 marks, 24
+ *      and 80 counters) spread bursts of 99 times 27-31 of 683 and 359,
+ *      as with 8 and 4.
  *    - Last time.  A summary keeps the latest time it counted at
  *      (am_tmax, stored before the request's count).  When that is before
  *      ws, every request the summary counted is before the exact window:
@@ -203,10 +205,12 @@
  *
  * Layout of a summary (see analyzer.h): a 256-byte header (am_ver, am_id,
  * am_d, am_n, am_slice, am_seq, am_next, am_step, am_pieces, am_mver,
- * am_tmax, then the 5 slice marks), the groups (tags, counter words
- * count << 16 | sequence number, hint, floor), the hashes, then an->pieces
- * piece marks of 32 bytes ({mk_t, mk_d, mk_n, mk_sq = gap << 32 |
- * sequence number}).  The times in it are the handle's clock in ns (shmt_set_clock,
+ * am_tmax, am_rlog, then the 5 slice marks), the groups (tags, counter
+ * words count << 16 | sequence number, hint, floor), the hashes, then
+ * an->pieces piece marks of 32 bytes ({mk_t, mk_d, mk_n, mk_sq = gap << 32
+ * | sequence number}), then an->recs crossing records of 8 bytes (their
+ * times relative to the sub-window's start: a summary moved in time keeps
+ * them).  The times in it are the handle's clock in ns (shmt_set_clock,
  * CLOCK_MONOTONIC by default): am_tmax, each mark's mk_t, and a piece
  * mark's mk_t - gap; am_id is the sub-window number of that clock.  A
  * slice mark's mk_t is informative only (readers use the slice's first
