@@ -11,6 +11,10 @@ shmt_add_test(test_analyzer_adv SOURCES test_analyzer_adv.c
   LIBS shmt_analyzer_util LABELS unit single-thread TIMEOUT 300)
 shmt_add_test(test_analyzer_mem SOURCES test_analyzer_mem.c
   LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
+# The crossing records, white-box: thinned logs, a killed writer's stripe,
+# hostile logs.
+shmt_add_test(test_analyzer_recs SOURCES test_analyzer_recs.c
+  LIBS shmt_analyzer_util LABELS unit TIMEOUT 300)
 shmt_add_test(test_analyzer_kill SOURCES test_analyzer_kill.c
   LIBS shmt_analyzer_util LABELS stress TIMEOUT 600)
 shmt_add_test(test_analyzer_live SOURCES test_analyzer_live.c
