@@ -579,14 +579,15 @@ shmt__an_upgrade(const struct shmt_an *an, const void *in, uint64_t len,
 	for (uint64_t i = 0; i < (uint64_t)an->rings * an->stripes; i++) {
 		const unsigned char *src = b + sizeof(ai) + i * old.sum_size;
 		unsigned char *dst = o + sizeof(ai) + i * an->sum_size;
-		struct shmt_an_mark *m = (struct shmt_an_mark *)(void *)
-		    (dst + an->marks_off);
+		struct shmt_an_mark m[SHMT_AN_PIECES_MAX];
 		struct shmt_an_sum hd;
 		uint64_t np;
 
 		/* The header, the groups and the hashes lie where they did. */
 		memcpy(dst, src, an->marks_off);
 		memcpy(&hd, src, sizeof(hd));
+		/* The marks are thinned aside: the old ones may take more room
+		 * than the new layout gives them. */
 		np = hd.am_pieces <= old.pieces ? hd.am_pieces : 0;
 		memcpy(m, src + old.marks_off, np * mk);
 		while (np > an->pieces) {
@@ -596,7 +597,7 @@ shmt__an_upgrade(const struct shmt_an *an, const void *in, uint64_t len,
 			hd.am_step = hd.am_step <= (1ULL << 60) ? 2 * hd.am_step :
 			    hd.am_step;
 		}
-		memset(m + np, 0, (an->pieces - np) * mk);
+		memcpy(dst + an->marks_off, m, np * mk);
 		hd.am_pieces = np;
 		hd.am_next = 0;         /* the next request considers a cut */
 		hd.am_rlog = shmt__an_rlog(0, SHMT_AN_REC_OFF, 0);
