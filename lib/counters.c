@@ -652,6 +652,8 @@ cnt_hit(const struct shmt_store *st, struct shmt_shard *sh, uint64_t hash,
 	put64(&c->h->ch_total, c->h->ch_total + 1);
 	cnt_carry(c, 0, m);
 	put64(&c->h->ch_state, 0);
+	/* A clock behind another process's can bring the expiry down. */
+	reap_hint_lower(sh, now + st->window);
 	it->it_expire = now + st->window;
 	/* Counters are evicted by their last hit, not by their creation. */
 	it->it_born = now;

@@ -659,6 +659,7 @@ shmt__store_overwrite(const struct shmt_store *st, struct shmt_shard *sh,
 	 * repair trusts a disarmed record's item to be whole). */
 	__atomic_store_n(&sh->ds_undo, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->ds_seq, seq + 2, __ATOMIC_RELEASE);
+	reap_hint_follow(sh, seq, expire);
 	return 1;
 #endif
 }
@@ -673,6 +674,7 @@ shmt__store_link_new(const struct shmt_store *st, struct shmt_shard *sh,
 	char *heap = shard_heap(st, sh);
 	uint32_t tag = hash_tag(hash), *filter =
 	    &shard_index(st, sh)[bucket_of(st, hash)].bk_filter;
+	uint64_t seq = sh->ds_seq;
 
 	/* A new key goes where LINK points: the chain's end, or the place
 	 * of an expired item just unlinked (its successors follow). */
@@ -684,6 +686,7 @@ shmt__store_link_new(const struct shmt_store *st, struct shmt_shard *sh,
 	__atomic_store_n(filter, *filter | tag_bits(tag), __ATOMIC_RELAXED);
 	__atomic_store_n(link, link_make(off, tag), __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
+	reap_hint_follow(sh, seq, it->it_expire);
 	sh->ds_items++;
 	if (old != NULL) {
 		old->it_magic = 0;
@@ -699,29 +702,76 @@ shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
     struct shmt_item *it)
 {
 	uint64_t off = (uint64_t)((char *)it - shard_heap(st, sh));
+	uint64_t seq = sh->ds_seq;
 
 	/* The release store of the link orders the odd version before it: a
 	 * reader that sees the new link sees the version moved. */
-	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&sh->ds_seq, seq + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(link, it->it_next, __ATOMIC_RELEASE);
-	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&sh->ds_seq, seq + 2, __ATOMIC_RELEASE);
+	reap_hint_follow(sh, seq, 0);
 	filter_settle(st, sh, link);
 	it->it_magic = 0;
 	shmt__blk_free(st, sh, off, it->it_order);
 	sh->ds_items--;
 }
 
+/*
+ * Reaping.  A walk of the whole shard for expired items costs every bucket
+ * and item of it, so an allocation that finds the heap full walks only when
+ * the walk can find something, and with eviction, not more often than it
+ * pays for:
+ *  - The hint: while the version is ds_reap_seq, no item expires before
+ *    ds_reap_at.  A whole walk sets both (the version after it, the
+ *    earliest expiry it left); a writer of this build that moves the
+ *    version from the hint's, linking, rewriting or unlinking an item,
+ *    first lowers ds_reap_at to the expiry it writes, then moves
+ *    ds_reap_seq along (reap_hint_follow); an expiry changed in place,
+ *    with the version unmoved (a counter's hit), lowers it too.  Any
+ *    other change of the version leaves the hint behind it, so a reap is
+ *    due: a writer killed between its version and its hint, a repair
+ *    (which may put an earlier expiry back), a build that keeps no hint.
+ *    Bytes that were padding before (zero in any older segment) read as
+ *    a reap due at once; hostile ones can only delay a reap, which the
+ *    daemon's housekeeping walk then does.
+ *  - With eviction, a walk that visits V buckets and items and frees k
+ *    sets ds_reap_wait to V / (16 (k + 1)): that many allocations that find
+ *    the heap full evict instead (evict_one takes an expired item of its
+ *    sample first), so walks cost about as much per allocation as the
+ *    eviction's own sample of 16.  Without eviction a write that would
+ *    fail walks whenever the hint says something expired.
+ * A full shard whose items have no TTL so costs an allocation one eviction,
+ * not a walk of the shard.
+ */
+uint64_t shmt__store_walks;
+
+static int
+reap_due(const struct shmt_store *st, struct shmt_shard *sh, uint64_t now)
+{
+	if (sh->ds_reap_seq == __atomic_load_n(&sh->ds_seq, __ATOMIC_RELAXED) &&
+	    now < sh->ds_reap_at)
+		return 0;
+	if (st->eviction && sh->ds_reap_wait > 0) {
+		sh->ds_reap_wait--;
+		return 0;
+	}
+	return 1;
+}
+
 /* Free every expired item of SH.  Returns how many; *NEXT gets the earliest
- * expiry left.  The walk of the whole shard passes at most chain_bound()
- * items, as many as a sound shard holds in all its chains (a bound per
- * chain would let a shard whose every bucket leads into one loop cost
- * buckets x heap / 64 steps under the lock): past that the shard is
- * damaged, the walk stops there and *DAMAGED is set. */
+ * expiry left if earlier.  The walk of the whole shard passes at most
+ * chain_bound() items, as many as a sound shard holds in all its chains (a
+ * bound per chain would let a shard whose every bucket leads into one loop
+ * cost buckets x heap / 64 steps under the lock): past that the shard is
+ * damaged, the walk stops there and *DAMAGED is set.  A whole walk sets the
+ * reap hint. */
 uint64_t
 shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t now, uint64_t *next, int *damaged)
 {
-	uint64_t n = 0, left = chain_bound(st);
+	uint64_t n = 0, left = chain_bound(st), first = UINT64_MAX, seen = 0;
+
+	__atomic_fetch_add(&shmt__store_walks, 1, __ATOMIC_RELAXED);
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
 		uint32_t filter = 0;
@@ -736,10 +786,11 @@ shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
 				n++;
 				continue;
 			}
-			if (it->it_expire != 0 && it->it_expire < *next)
-				*next = it->it_expire;
+			if (it->it_expire != 0 && it->it_expire < first)
+				first = it->it_expire;
 			filter |= tag_bits(link_tag(c.lv));
 			chain_next(&c, it);
+			seen++;
 		}
 		/* The walk saw the whole chain: the filter loses the tags of
 		 * items gone (a cut chain keeps its filter); a line is written
@@ -754,6 +805,13 @@ shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
 		left = c.left;
 	}
 	sh->ds_expirations += n;
+	if (first < *next)
+		*next = first;
+	if (!*damaged) {
+		sh->ds_reap_at = first;
+		sh->ds_reap_seq = sh->ds_seq;
+		sh->ds_reap_wait = (st->nbuckets + seen + n) / (16 * (n + 1));
+	}
 	return n;
 }
 
@@ -834,8 +892,10 @@ shmt__store_alloc(const struct shmt_store *st, struct shmt_shard *sh,
 		return UINT64_MAX;
 	if ((off = shmt__blk_alloc(st, sh, order)) != UINT64_MAX)
 		return off;
-	/* Expired items are garbage whatever the eviction setting. */
-	if (shmt__store_reap(st, sh, now, &next, &damaged) > 0 &&
+	/* Expired items are garbage whatever the eviction setting (a walk
+	 * for them only when one may have expired; see "Reaping"). */
+	if (reap_due(st, sh, now) &&
+	    shmt__store_reap(st, sh, now, &next, &damaged) > 0 &&
 	    (off = shmt__blk_alloc(st, sh, order)) != UINT64_MAX)
 		return off;
 	if (damaged) {
@@ -921,6 +981,10 @@ store_rebase(const struct shmt_store *st, int64_t d)
 		struct shmt_shard *sh = shard_at(st, i);
 
 		uint64_t left = chain_bound(st);
+
+		/* Expiries move, some earlier: the next allocation that
+		 * finds the heap full walks. */
+		sh->ds_reap_at = 0;
 
 		/* One budget for the shard's walk, as the reap's. */
 		for (uint64_t b = 0; b < st->nbuckets && left > 0; b++) {

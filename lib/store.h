@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdalign.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -54,6 +55,14 @@ struct shmt_shard {
 	uint64_t ds_free[SHMT_ORDER_MAX + 1]; /* free lists: offset + 1 */
 	uint64_t ds_free_mask;          /* bit k: list k was not empty (a
 	                                 * hint, checked against the list) */
+	/* The reap hint (store.c, "Reaping"), in bytes that were padding
+	 * before it (all zero: a reap is due): while ds_seq is ds_reap_seq,
+	 * no item of the shard expires before ds_reap_at.  ds_reap_wait: the
+	 * failed allocations still to pass, with eviction, before the next
+	 * walk for expired items. */
+	uint64_t ds_reap_seq;
+	uint64_t ds_reap_at;
+	uint64_t ds_reap_wait;
 	/* The version: odd while a writer relinks a chain or overwrites an
 	 * item.  On a line of its own but for the undo record of an overwrite
 	 * in place (store.c), which only a writer stores, and only just
@@ -74,6 +83,11 @@ struct shmt_bucket {
 	uint32_t bk_filter;             /* tag_bits() of every item linked
 	                                 * since the chain was last empty */
 };
+/* The reap hint lies in what was the padding before the version's line:
+ * the format (its sizes and offsets) is as it was. */
+_Static_assert(offsetof(struct shmt_shard, ds_seq) ==
+    (offsetof(struct shmt_shard, ds_free_mask) + 8 + SHMT_LINE - 1) /
+    SHMT_LINE * SHMT_LINE, "the shard header's layout");
 _Static_assert(sizeof(struct shmt_bucket) == 16, "a bucket is 16 bytes");
 
 /* An item: header, then the key, then the value.  32 bytes, so that an
@@ -221,9 +235,11 @@ void shmt__store_overwrite_begin(const struct shmt_store *st,
 /* Unlink the item *LINK points to and free its block. */
 void shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t *link, struct shmt_item *it);
-/* Free every expired item of SH: how many; *NEXT gets the next expiry.
- * The whole walk passes at most chain_bound() items: past that (damage)
- * it stops and sets *DAMAGED. */
+/* Whole-shard walks for expired items this process made (tests read it). */
+extern uint64_t shmt__store_walks;
+/* Free every expired item of SH: how many; *NEXT gets the next expiry if
+ * earlier.  The whole walk passes at most chain_bound() items: past that
+ * (damage) it stops and sets *DAMAGED; a whole walk sets the reap hint. */
 uint64_t shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t now, uint64_t *next, int *damaged);
 /* A block for an item of BYTES, evicting when the store allows it; KEEP is
@@ -258,6 +274,29 @@ int shmt__fl_link_ok(const struct shmt_store *st, uint64_t link,
 
 /* The counters' calls the store makes (eviction, rebasing, item checks)
  * are declared in counters.h, which the store's sources include. */
+
+/* ---- The reap hint (store.c, "Reaping") ------------------------------------ */
+
+/* An item of SH now expires at EXPIRE (0: never); under SH's lock, before
+ * the store that makes it so is published: the hint's time comes down to
+ * it. */
+static inline void
+reap_hint_lower(struct shmt_shard *sh, uint64_t expire)
+{
+	if (expire != 0 && expire < sh->ds_reap_at)
+		sh->ds_reap_at = expire;
+}
+
+/* This writer moved SH's version on from SEQ (even) to what it is now,
+ * linking or rewriting an item of expiry EXPIRE (0: never, or none) or
+ * unlinking one: a hint that held at SEQ holds now.  Under SH's lock. */
+static inline void
+reap_hint_follow(struct shmt_shard *sh, uint64_t seq, uint64_t expire)
+{
+	reap_hint_lower(sh, expire);
+	if (sh->ds_reap_seq == seq)
+		sh->ds_reap_seq = sh->ds_seq;
+}
 
 /* ---- Views of a shard (no check: the geometry is trusted) ---------------- */
 

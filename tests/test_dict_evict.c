@@ -10,6 +10,9 @@
  */
 #include "testutil.h"
 
+#include "segment.h"
+#include "store.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -67,7 +70,7 @@ de_stat(struct de *d)
 
 /* Fill item N: key "<c>NNNNN", value derived from N and the tag C. */
 static void
-item_key(char c, unsigned n, char key[7])
+de_key(char c, unsigned n, char key[7])
 {
 	char tmp[16];
 
@@ -76,7 +79,7 @@ item_key(char c, unsigned n, char key[7])
 }
 
 static void
-item_val(char c, unsigned n, unsigned char *v)
+de_val(char c, unsigned n, unsigned char *v)
 {
 	uint64_t s = (uint64_t)n * 0x9e3779b97f4a7c15ULL + (unsigned char)c + 1;
 
@@ -90,8 +93,8 @@ item_set(struct de *d, char c, unsigned n, uint64_t ttl_ms)
 	unsigned char v[VAL_LEN];
 	char key[7];
 
-	item_key(c, n, key);
-	item_val(c, n, v);
+	de_key(c, n, key);
+	de_val(c, n, v);
 	return shmt_set(d->h, key, 6, v, VAL_LEN, ttl_ms);
 }
 
@@ -105,13 +108,13 @@ item_there(struct de *d, char c, unsigned n)
 	char key[7];
 	int rc;
 
-	item_key(c, n, key);
+	de_key(c, n, key);
 	rc = shmt_get(d->h, key, 6, got, sizeof(got), &vlen);
 	if (rc == -ENOENT)
 		return 0;
 	assert_int_equal(rc, 0);
 	assert_int_equal(vlen, VAL_LEN);
-	item_val(c, n, v);
+	de_val(c, n, v);
 	assert_memory_equal(got, v, VAL_LEN);
 	return 1;
 }
@@ -328,7 +331,7 @@ same_as(struct de *d, const struct snapshot *s, unsigned big, unsigned small)
 	for (unsigned n = 0; n < small; n++) {
 		char key[7];
 
-		item_key('s', n, key);
+		de_key('s', n, key);
 		assert_int_equal(shmt_get(d->h, key, 6, got, sizeof(got),
 		    &vlen), 0);
 		assert_int_equal(vlen, 1);
@@ -358,7 +361,7 @@ test_eviction_off(void **state)
 	for (;;) {
 		char v = (char)('0' + small % 10);
 
-		item_key('s', small, key);
+		de_key('s', small, key);
 		if ((rc = shmt_set(d.h, key, 6, &v, 1, 0)) != 0)
 			break;
 		small++;
@@ -373,7 +376,7 @@ test_eviction_off(void **state)
 	assert_int_equal(shmt_add(d.h, "new", 3, "", 0, 0), -ENOSPC);
 	assert_int_equal(shmt_set(d.h, "new", 3, "", 0, 0), -ENOSPC);
 	assert_int_equal(shmt_incr(d.h, "new", 3, 1, &res), -ENOSPC);
-	item_key('s', 3, key);
+	de_key('s', 3, key);
 	assert_int_equal(shmt_set(d.h, key, 6, "9", 1, 0), -ENOSPC);
 	assert_int_equal(shmt_replace(d.h, key, 6, "9", 1, 0), -ENOSPC);
 	assert_int_equal(shmt_incr(d.h, key, 6, 1, &res), -ENOSPC);
@@ -381,12 +384,167 @@ test_eviction_off(void **state)
 	assert_int_equal(item_set(&d, 'b', 0, 0), -ENOSPC);
 	same_as(&d, &s, big, small);
 	/* A delete frees a block, which a new item of its size then takes. */
-	item_key('b', big - 1, key);
+	de_key('b', big - 1, key);
 	assert_int_equal(shmt_del(d.h, key, 6), 0);
 	assert_int_equal(item_set(&d, 'x', 0, 0), 0);
 	assert_int_equal(item_there(&d, 'x', 0), 1);
 	assert_int_equal(item_set(&d, 'x', 1, 0), -ENOSPC);
 	same_as(&d, &s, big - 1, small);
+	de_close(&d);
+}
+
+/* ---- Reaping: a full shard walks for expired items only when one may
+ * have expired (lib/store.c, "Reaping") ------------------------------------ */
+
+/* A full shard of items without TTL, eviction on: each new item evicts
+ * one, and no allocation walks the shard (before the reap hint, every one
+ * walked it: 2 ms a write on a full 16 MiB dictionary). */
+static void
+test_reap_full_no_ttl(void **state)
+{
+	unsigned live = 0, more = SHARD_ITEMS;
+	shmt_dict_stat_t ds;
+	uint64_t w0;
+	struct de d;
+
+	(void)state;
+	de_open(&d, 2ULL << 20, 1, 1);
+	for (ds = de_stat(&d); ds.used < ds.bytes; ds = de_stat(&d))
+		assert_int_equal(item_set(&d, 'p', live++, 0), 0);
+	w0 = __atomic_load_n(&shmt__store_walks, __ATOMIC_RELAXED);
+	for (unsigned n = 0; n < more; n++) {
+		assert_int_equal(item_set(&d, 'f', n, 0), 0);
+		d.clk.now += MS;
+	}
+	ds = de_stat(&d);
+	printf("# %u writes on a full shard: %" PRIu64 " walks, %" PRIu64
+	    " evictions\n", more,
+	    __atomic_load_n(&shmt__store_walks, __ATOMIC_RELAXED) - w0,
+	    ds.evictions);
+	/* The first finds a hint that was never set (a segment's zero
+	 * bytes): one walk; none after it. */
+	assert_true(__atomic_load_n(&shmt__store_walks, __ATOMIC_RELAXED) -
+	    w0 <= 1);
+	assert_int_equal(ds.evictions, more);
+	assert_int_equal(ds.items, SHARD_ITEMS);
+	for (unsigned n = more - 64; n < more; n++)
+		assert_int_equal(item_there(&d, 'f', n), 1);
+	de_close(&d);
+}
+
+/* Eviction off: a write that would fail walks whenever an item may have
+ * expired, and only then, so an expiry written after the hint was set,
+ * earlier than every expiry the walk saw, is found: a new key's (linked)
+ * and a present key's new value of the same size (written over in place,
+ * or linked anew in the ThreadSanitizer build).  A version moved by a
+ * writer that keeps no hint (a build before it, a killed writer's repair)
+ * makes the next failing write walk; hostile hint words only delay a walk
+ * until housekeeping's. */
+static void
+test_reap_hint_lowered(void **state)
+{
+	unsigned big = 0;
+	uint64_t w0;
+	struct shmt_shard *sh;
+	char key[7];
+	struct de d;
+
+	(void)state;
+	de_open(&d, 2ULL << 20, 1, 0);
+	sh = tu_shard(d.h->dict, 0);
+	while (de_stat(&d).used < de_stat(&d).bytes)
+		assert_int_equal(item_set(&d, 'b', big++, 10000), 0);
+	assert_int_equal(big, SHARD_ITEMS);
+	/* A failing write walks once, finds nothing expired, sets the hint
+	 * to the earliest expiry (10 s on); the next one does not walk. */
+	w0 = shmt__store_walks;
+	assert_int_equal(item_set(&d, 'x', 0, 0), -ENOSPC);
+	assert_int_equal(shmt__store_walks - w0, 1);
+	assert_int_equal(sh->ds_reap_seq, sh->ds_seq);
+	assert_int_equal(sh->ds_reap_at, d.clk.now + 10000 * MS);
+	assert_int_equal(item_set(&d, 'x', 0, 0), -ENOSPC);
+	assert_int_equal(shmt__store_walks - w0, 1);
+	/* A new key with a 1 s TTL, in the room of a deleted one. */
+	de_key('b', 0, key);
+	assert_int_equal(shmt_del(d.h, key, 6), 0);
+	de_key('b', 2, key);
+	assert_int_equal(shmt_del(d.h, key, 6), 0);
+	assert_int_equal(item_set(&d, 'n', 0, 1000), 0);
+	assert_int_equal(sh->ds_reap_at, d.clk.now + 1000 * MS);
+	assert_int_equal(sh->ds_reap_seq, sh->ds_seq);
+	/* A present key rewritten with a value of its size and a 2 s TTL
+	 * (a rewrite needs a free block of its size beside it). */
+	assert_int_equal(item_set(&d, 'b', 1, 2000), 0);
+	assert_int_equal(sh->ds_reap_at, d.clk.now + 1000 * MS);
+	assert_int_equal(sh->ds_reap_seq, sh->ds_seq);
+	assert_int_equal(item_set(&d, 'y', 0, 0), 0);
+	assert_int_equal(item_set(&d, 'x', 0, 0), -ENOSPC);
+	assert_int_equal(shmt__store_walks - w0, 1);
+	/* 1 s on: the new key expired, a write takes its block. */
+	d.clk.now += 1000 * MS;
+	assert_int_equal(item_set(&d, 'x', 0, 0), 0);
+	assert_int_equal(shmt__store_walks - w0, 2);
+	assert_int_equal(item_there(&d, 'n', 0), 0);
+	assert_int_equal(item_there(&d, 'x', 0), 1);
+	assert_int_equal(sh->ds_reap_at, d.clk.now + 1000 * MS);
+	/* 1 s more: the rewritten key's. */
+	d.clk.now += 1000 * MS;
+	assert_int_equal(item_set(&d, 'x', 1, 0), 0);
+	assert_int_equal(shmt__store_walks - w0, 3);
+	assert_int_equal(item_there(&d, 'b', 1), 0);
+	assert_int_equal(item_set(&d, 'x', 2, 0), -ENOSPC);
+	assert_int_equal(shmt__store_walks - w0, 3);
+	/* The version moved past the hint by another writer: a walk. */
+	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 2, __ATOMIC_RELEASE);
+	assert_int_equal(item_set(&d, 'x', 2, 0), -ENOSPC);
+	assert_int_equal(shmt__store_walks - w0, 4);
+	/* Hostile hint words delay a walk at worst: every answer stays
+	 * whole, and the daemon's housekeeping walk finds what expired. */
+	sh->ds_reap_at = UINT64_MAX;
+	sh->ds_reap_wait = UINT64_MAX;
+	d.clk.now += 8000 * MS;
+	assert_int_equal(item_set(&d, 'x', 2, 0), -ENOSPC);
+	assert_true(shmt_housekeep(d.h, NULL) > 0);
+	assert_int_equal(item_set(&d, 'x', 2, 0), 0);
+	assert_int_equal(item_there(&d, 'x', 2), 1);
+	de_close(&d);
+}
+
+/* Eviction on, items whose TTLs run out one by one as writes come: walks
+ * stay rare (each pays for its visits over about 16 per write), every
+ * write succeeds, and items that expired are taken back by the walks and
+ * by the eviction's sample, which prefers them. */
+static void
+test_reap_ttl_churn(void **state)
+{
+	unsigned live = 0, more = 4 * SHARD_ITEMS;
+	shmt_dict_stat_t ds;
+	uint64_t w0, walks;
+	struct de d;
+
+	(void)state;
+	de_open(&d, 2ULL << 20, 1, 1);
+	/* Item n expires at (n + 1) ms from now. */
+	for (ds = de_stat(&d); ds.used < ds.bytes; ds = de_stat(&d)) {
+		assert_int_equal(item_set(&d, 'p', live, live + 1), 0);
+		live++;
+	}
+	w0 = shmt__store_walks;
+	for (unsigned n = 0; n < more; n++) {
+		d.clk.now += MS;
+		assert_int_equal(item_set(&d, 'f', n, SHARD_ITEMS), 0);
+	}
+	ds = de_stat(&d);
+	walks = shmt__store_walks - w0;
+	printf("# %u writes as TTLs run out: %" PRIu64 " walks, %" PRIu64
+	    " expirations, %" PRIu64 " evictions\n", more, walks,
+	    ds.expirations, ds.evictions);
+	assert_true(walks >= 1 && walks <= more / 64);
+	assert_true(ds.expirations > more / 2);
+	assert_true(ds.items <= SHARD_ITEMS);
+	assert_int_equal(ds.items + ds.expirations + ds.evictions, live + more);
+	for (unsigned n = more - 64; n < more; n++)
+		assert_int_equal(item_there(&d, 'f', n), 1);
 	de_close(&d);
 }
 
@@ -398,6 +556,9 @@ main(void)
 		cmocka_unit_test_teardown(test_expired_first, tu_sweep),
 		cmocka_unit_test_teardown(test_lru, tu_sweep),
 		cmocka_unit_test_teardown(test_eviction_off, tu_sweep),
+		cmocka_unit_test_teardown(test_reap_full_no_ttl, tu_sweep),
+		cmocka_unit_test_teardown(test_reap_hint_lowered, tu_sweep),
+		cmocka_unit_test_teardown(test_reap_ttl_churn, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
