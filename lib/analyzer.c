@@ -85,40 +85,46 @@
  *      Nwin - Dw requests in the exact window, less those it had in the
  *      oldest sub-window before ws (none for a key silent since B).
  *    - Crossings.  A counter's count never goes down while its summary
-      holds the sub-window, across owners too (a claim sets it to d + 1,
-      over every count of a free counter), so it is a clock of its place.
-      Each time a request of its key raises it to a multiple of the log's
-      step s = 2^shift, the owner appends a record (its time, rounded up;
-      the place; count / s) after the count's store; when the an->recs
-      records are all used, or count / s would not fit, only those of
-      multiples of 2s are kept and s doubles, so every multiple of s that
-      a request raised a count to is recorded.  A record says the place's
-      count had reached its value by its time; LB, the largest of a place's
-      records before ws, is at most the count c_ws at ws.  For key x on
-      that place (count c now), `old` becomes also at most c - LB:
-      * x's counter claimed after ws: c - LB >= c - d_claim, all x's counts;
-      * claimed before ws, with r = c_ws - d_claim - 1 of its requests
-        counted before ws after the claim: if r >= s, one of them raised
-        the count to a multiple of s in [c_ws - s + 1, c_ws], recorded, so
-        c - LB <= (c - c_ws) + s - 1, its counts after ws plus s - 1; if
-        r < s, c_x = c - d <= c - d_claim <= (c - c_ws) + s.
-      So `old` holds at most s of x's requests before ws (Eo, the sum of
-      the oldest summaries' s, `error_oldest`; without usable records,
-      n - n_B as before).  A writer killed between a count and its record
-      leaves that crossing out: readers use no record of a stripe whose
-      owner (or the shared lock's holder) is dead, and the reaper (or the
-      shared lock's next taker) turns those summaries' logs off for the
-      sub-window (rec_off, an atomic OR that the owner's CAS cannot undo).
-      A writer stopped (not killed) between the two for longer than the
-      window holds one more step on its place until it runs again.
-    - False positives, with the records.  upper <= f_win + Dw + Eo: a
-      listed key had more than theta Nwin - Dw - Eo requests in the exact
-      window, every answer says so (error_oldest).  With R records and
-      one writer the step stays under about 4 n / R (every record but the
-      one a claim's first count may add is one of s counts), so Eo is
-      about 4 / R of the oldest sub-window's requests: 91 records with the
-      defaults.
-    - When certified.  Dw <= newest d + (d - d_B), and d - d_B counts
+ *      holds the sub-window, across owners too (a claim sets it to d + 1,
+ *      over every count of a free counter), so it is a clock of its place.
+ *      Each time a request of its key raises it to a multiple of the log's
+ *      step s = 2^shift, the owner appends a record (its time, rounded up;
+ *      the place; count / s) after the count's store; when the an->recs
+ *      records are all used, or count / s would not fit, only those of
+ *      multiples of 2s are kept and s doubles, so every multiple of s that
+ *      a request raised a count to is recorded.  A record says the place's
+ *      count had reached its value by its time; LB, the largest of a place's
+ *      records before ws, is at most the count c_ws at ws.  For key x on
+ *      that place (count c now), `old` becomes also at most c - LB:
+ *      * x's counter claimed after ws: c - LB >= c - d_claim, all x's counts;
+ *      * claimed before ws, with r = c_ws - d_claim - 1 of its requests
+ *        counted before ws after the claim: if r >= s, one of them raised
+ *        the count to a multiple of s in [c_ws - s + 1, c_ws], recorded, so
+ *        c - LB <= (c - c_ws) + s - 1, its counts after ws plus s - 1; if
+ *        r < s, c_x = c - d <= c - d_claim <= (c - c_ws) + s.
+ *      So `old` holds at most s of x's requests before ws (Eo, the sum of
+ *      the oldest summaries' s, `error_oldest`; without usable records,
+ *      n - n_B as before).  A writer stopped or killed between a count and
+ *      its record leaves that crossing out, which costs nothing while the
+ *      summary is its last: am_tmax, stored before the count, is at least
+ *      the crossing's time, so either ws is past it (every request of the
+ *      summary is before ws: `old` is 0) or the crossing is at or after
+ *      ws (LB does not need it).  A writer that goes on in the summary
+ *      after it could make it cost a step: so the reaper (or the shared
+ *      lock's next taker) turns a dead writer's logs off for the
+ *      sub-window before anyone takes the stripe up (rec_off, an atomic
+ *      OR that the owner's CAS cannot undo), readers use no record of a
+ *      stripe whose owner (or the shared lock's holder) is dead, and a
+ *      summary restored from an image (copied while writers counted) has
+ *      its log off.
+ *    - False positives, with the records.  upper <= f_win + Dw + Eo: a
+ *      listed key had more than theta Nwin - Dw - Eo requests in the exact
+ *      window, every answer says so (error_oldest).  With R records and
+ *      one writer the step stays under about 4 n / R (every record but the
+ *      one a claim's first count may add is one of s counts), so Eo is
+ *      about 4 / R of the oldest sub-window's requests: 91 records with the
+ *      defaults.
+ *    - When certified.  Dw <= newest d + (d - d_B), and d - d_B counts
  *      only the steps after B: those before ws in B's piece (at most its
  *      weight / (p + 2)) and those after ws (each drops one of the oldest's
  *      requests after ws, which are in the exact window).  So a burst at
@@ -429,6 +435,22 @@ owner_word(const shmt_t *h)
 	return ((uint64_t)(uint32_t)shmt__env_pid() << 32) | h->uid;
 }
 
+/* An owner word whose claim is not whole yet: its process start time is
+ * not stored, so the pid alone says whether it lives (a pid is below
+ * 2^31: the bit is free). */
+#define AN_CLAIMING (1ULL << 63)
+
+/* Whether stripe owner W (of O, not 0) is dead: a whole claim's process
+ * by its pid and start time (a pid reused by another process is dead), a
+ * claim under way by its pid alone. */
+static int
+owner_dead(const struct shmt_an_owner *o, uint64_t w)
+{
+	return !shmt__pid_alive((pid_t)((w & ~AN_CLAIMING) >> 32),
+	    (w & AN_CLAIMING) ? 0 :
+	    __atomic_load_n(&o->ao_start, __ATOMIC_RELAXED));
+}
+
 int
 shmt__an_reap(shmt_t *h)
 {
@@ -439,8 +461,7 @@ shmt__an_reap(shmt_t *h)
 		struct shmt_an_owner *o = &owners(an)[p];
 		uint64_t w = __atomic_load_n(&o->ao_owner, __ATOMIC_ACQUIRE);
 
-		if (w == 0 || shmt__pid_alive((pid_t)(w >> 32),
-		    __atomic_load_n(&o->ao_start, __ATOMIC_RELAXED)))
+		if (w == 0 || !owner_dead(o, w))
 			continue;
 		/* Before the stripe is free (no one writes it until then):
 		 * the dead owner may have left a crossing unrecorded. */
@@ -461,8 +482,7 @@ shmt__an_dead_writers(const struct shmt_an *an)
 		const struct shmt_an_owner *o = &owners(an)[p];
 		uint64_t w = __atomic_load_n(&o->ao_owner, __ATOMIC_ACQUIRE);
 
-		if (w != 0 && !shmt__pid_alive((pid_t)(w >> 32),
-		    __atomic_load_n(&o->ao_start, __ATOMIC_RELAXED)))
+		if (w != 0 && owner_dead(o, w))
 			dead |= 1U << p;
 	}
 	lk = __atomic_load_n((const uint32_t *)(const void *)(an->base +
@@ -476,17 +496,26 @@ static uint32_t
 stripe_claim(shmt_t *h)
 {
 	struct shmt_an *an = h->an;
-	uint64_t me = owner_word(h);
+	uint64_t me = owner_word(h), start = 0;
 
 	for (int round = 0; round < 2; round++) {
 		for (uint32_t p = 0; p < SHMT_AN_STRIPES; p++) {
 			struct shmt_an_owner *o = &owners(an)[p];
 			uint64_t free_word = 0;
 
+			/* The stripe is taken with the claim bit, which a
+			 * reaper judges by the pid alone (the start time left
+			 * there is the last owner's); the start, then the
+			 * whole word (a release: the start before it). */
 			if (__atomic_compare_exchange_n(&o->ao_owner, &free_word,
-			    me, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-				__atomic_store_n(&o->ao_start,
-				    shmt__proc_start(shmt__env_pid()), __ATOMIC_RELAXED);
+			    me | AN_CLAIMING, 0, __ATOMIC_ACQ_REL,
+			    __ATOMIC_RELAXED)) {
+				if (start == 0)
+					start = shmt__proc_start(shmt__env_pid());
+				__atomic_store_n(&o->ao_start, start,
+				    __ATOMIC_RELAXED);
+				__atomic_store_n(&o->ao_owner, me,
+				    __ATOMIC_RELEASE);
 				return p;
 			}
 		}

@@ -45,8 +45,9 @@
 #define SHMT_AN_NAME_BYTES 40U
 
 struct shmt_an_owner {
-	uint64_t ao_owner;
-	uint64_t ao_start;
+	uint64_t ao_owner;      /* pid << 32 | handle id; 0: free; the top bit
+	                         * while the claim is under way (analyzer.c) */
+	uint64_t ao_start;      /* the owner's process start time */
 };
 
 /* A sub-window is cut into SHMT_AN_SLICES slices of time; a summary marks
@@ -256,7 +257,9 @@ int64_t shmt__an_export_an(const struct shmt_an *an, void *buf, uint64_t cap);
 int64_t shmt__an_upgrade(const struct shmt_an *an, const void *in,
     uint64_t len, void *out, uint64_t cap);
 /* Bring back what shmt__an_export wrote (LEN bytes) into H, a segment not
- * yet shared, moving its sub-windows by DELTA_NS toward the past.  0, or
+ * yet shared, moving its sub-windows by DELTA_NS toward the past, with
+ * every crossing log off (the image was copied while writers counted, so a
+ * count may be in it without its record).  0, or
  * -EINVAL when the bytes are not of this analyzer's geometry (nothing is
  * changed then). */
 int shmt__an_import(shmt_t *h, const void *buf, uint64_t len,

@@ -661,6 +661,14 @@ shmt__an_import(shmt_t *h, const void *buf, uint64_t len, int64_t delta_ns)
 			 * marks) move with it: the bounds read them. */
 			shmt__an_sum_retime(an, sum_at(an,
 			    (uint32_t)(id % an->rings), p), hd.am_id, id);
+			/* Its crossing log is off: the image was copied
+			 * while writers counted, so a count may be in it
+			 * without the record its writer stored after (or
+			 * never, killed), and a writer that takes the
+			 * stripe up again goes on in the same summary. */
+			__atomic_store_n(&sum_at(an, (uint32_t)(id % an->rings),
+			    p)->am_rlog, shmt__an_rlog(0, SHMT_AN_REC_OFF, 0),
+			    __ATOMIC_RELAXED);
 		}
 	}
 	memcpy(names(an), b + (an->names_off - an->sums_off),

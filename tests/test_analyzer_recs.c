@@ -6,9 +6,10 @@
  * place's count, the records are in time order, and the hot key's place has
  * a record of every multiple of the step from its first to its count now;
  * a stripe whose writer was killed (SIGKILL) is named dead until it is
- * reaped, and the reaper turns its logs off; and logs and records
- * overwritten with random words (a hostile segment) give answers, never a
- * crash or a hang.
+ * reaped, and the reaper turns its logs off; an image brought back has
+ * every log off; a stripe's claim under way is judged by its pid alone;
+ * and logs and records overwritten with random words (a hostile segment)
+ * give answers, never a crash or a hang.
  */
 #include "test_analyzer_util.h"
 
@@ -177,6 +178,102 @@ test_recs_dead_writer(void **state)
 	ta_close(&run);
 }
 
+/* An image of the analyzer (a snapshot's, a move's) is copied while
+ * writers count, so it may hold a count without the record its writer
+ * stored after: every summary brought back from one has its log off. */
+static void
+test_recs_import_off(void **state)
+{
+	const struct ta_conf *c = &ta_confs[0];
+	struct ta_mix mix = { 1, { 1 }, { 0.4 }, 1, 0, 0 };
+	uint64_t t0 = 400 * TA_SEC * 60, on = 0, off = 0;
+	struct ta_run run;
+	const struct shmt_an *an;
+	int64_t len;
+	void *img;
+
+	(void)state;
+	ta_open(&run, c, "an image brought back", t0, tr_seed + 3);
+	an = run.h->an;
+	ta_traffic(&run, t0, t0 + run.w * 3, (uint64_t)(20000 * ta_scale()),
+	    &mix);
+	for (uint32_t ring = 0; ring < an->rings; ring++)
+		for (uint32_t p = 0; p < an->stripes; p++)
+			on += sum_at(an, ring, p)->am_n > 0 &&
+			    ((sum_at(an, ring, p)->am_rlog >> 24) & 0xff) !=
+			    SHMT_AN_REC_OFF;
+	assert_true(on >= 3);
+	len = shmt__an_export(run.h, NULL, 0);
+	assert_true(len > 0);
+	img = malloc((size_t)len);
+	assert_non_null(img);
+	assert_int_equal(shmt__an_export(run.h, img, (uint64_t)len), len);
+	assert_int_equal(shmt__an_import(run.h, img, (uint64_t)len, 0), 0);
+	for (uint32_t ring = 0; ring < an->rings; ring++)
+		for (uint32_t p = 0; p < an->stripes; p++) {
+			struct shmt_an_sum *s = sum_at(an, ring, p);
+
+			if (s->am_n == 0)
+				continue;
+			assert_int_equal((s->am_rlog >> 24) & 0xff,
+			    SHMT_AN_REC_OFF);
+			off++;
+		}
+	printf("# %" PRIu64 " summaries with their log on before, %" PRIu64
+	    " brought back with it off\n", on, off);
+	assert_true(off >= on);
+	free(img);
+	ta_close(&run);
+}
+
+/* A stripe's claim stores the owner word with its top bit, then the
+ * owner's start time, then the whole word: a reaper that comes in between
+ * judges the claimer by its pid alone, so a live claimer is never taken
+ * for a dead one by the start time its stripe's last owner left there.  A
+ * claim whose process died is reaped. */
+static void
+test_recs_claim_under_way(void **state)
+{
+	const struct ta_conf *c = &ta_confs[0];
+	uint64_t t0 = 500 * TA_SEC * 60, claiming = 1ULL << 63;
+	struct shmt_an_owner *o;
+	struct ta_run run;
+	const struct shmt_an *an;
+	int st;
+	pid_t pid;
+
+	(void)state;
+	ta_open(&run, c, "a claim under way", t0, tr_seed + 4);
+	an = run.h->an;
+	/* The last stripe: this process's own claim takes the first. */
+	o = &((struct shmt_an_owner *)an->base)[SHMT_AN_STRIPES - 1];
+	assert_int_equal(o->ao_owner, 0);
+	/* This live process, mid-claim, beside a start time that is not
+	 * its own. */
+	o->ao_start = 12345;
+	o->ao_owner = claiming | (uint64_t)(uint32_t)getpid() << 32 | 77;
+	assert_int_equal(shmt__an_reap(run.h), 0);
+	assert_int_equal(shmt__an_dead_writers(an) &
+	    (1U << (SHMT_AN_STRIPES - 1)), 0);
+	assert_int_not_equal(o->ao_owner, 0);
+	/* The same, claim whole: that start time says the pid is another
+	 * process's now, so the owner is dead. */
+	o->ao_owner &= ~claiming;
+	assert_true(shmt__an_dead_writers(an) & (1U << (SHMT_AN_STRIPES - 1)));
+	assert_int_equal(shmt__an_reap(run.h), 1);
+	assert_int_equal(o->ao_owner, 0);
+	/* A claimer that died mid-claim. */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	o->ao_owner = claiming | (uint64_t)(uint32_t)pid << 32 | 78;
+	assert_int_equal(shmt__an_reap(run.h), 1);
+	assert_int_equal(o->ao_owner, 0);
+	ta_close(&run);
+}
+
 /* Logs and records of random words: answers, never a crash or a hang. */
 static void
 test_recs_hostile(void **state)
@@ -229,6 +326,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_recs_thinned),
 		cmocka_unit_test(test_recs_dead_writer),
+		cmocka_unit_test(test_recs_import_off),
+		cmocka_unit_test(test_recs_claim_under_way),
 		cmocka_unit_test(test_recs_hostile),
 	};
 
