@@ -831,7 +831,18 @@ evict_one(const struct shmt_store *st, struct shmt_shard *sh, uint64_t now,
 	uint32_t best_age = 0;
 	struct shmt_item *best = NULL;
 	uint64_t seen = 0;
+	char *heap = shard_heap(st, sh);
 
+	/* The first items of the sample's chains are asked for at once, so
+	 * their misses overlap instead of following one another (a prefetch
+	 * never faults; a link past the heap is not asked for). */
+	for (uint64_t k = 0; k < st->nbuckets && k < 16; k++) {
+		uint64_t lv = __atomic_load_n(&index[(sh->ds_hand + k) &
+		    (st->nbuckets - 1)].bk_head, __ATOMIC_RELAXED);
+
+		if (link_unit(lv) != 0 && link_off(lv) < st->heap_bytes)
+			__builtin_prefetch(heap + link_off(lv));
+	}
 	for (uint64_t k = 0; k < st->nbuckets && seen < 16; k++) {
 		uint64_t b = (sh->ds_hand + k) & (st->nbuckets - 1);
 		uint32_t age = coarse(now) - __atomic_load_n(&index[b].bk_atime,
