@@ -211,7 +211,11 @@ test_removed_no_daemon(void **state)
 			_exit(5);
 		shmt_limiter_close(lh);
 		shmt_close(b);
-		/* The name holds the new segment: its limit applies. */
+		/* The name holds the new segment, with its limiter, once the
+		 * parent says so (the look may find the name gone before
+		 * the new segment is made): its limit applies. */
+		while (__atomic_load_n(&sh[3], __ATOMIC_ACQUIRE) == 0)
+			usleep(1000);
 		if (shmt_open(seg, &b) != 0)
 			_exit(6);
 		while ((rc = shmt_try_use_key(b, "api")) == 1)
@@ -227,6 +231,7 @@ test_removed_no_daemon(void **state)
 	__atomic_store_n(&sh[1], removed, __ATOMIC_RELEASE);
 	assert_int_equal(shmt_create(seg, NULL, &a), 0);
 	assert_int_equal(shmt_limiter_define(a, "api", &l5), 0);
+	__atomic_store_n(&sh[3], 1, __ATOMIC_RELEASE);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	seen = sh[2];
 	printf("# removed by hand, no daemon: the worker found it %.3f s "
