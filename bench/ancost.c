@@ -16,23 +16,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-
-static double
-cpu_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int
-cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
+#include "probe.h"
 
 static shmt_t *
 make(const char *name, int on, long keys)
@@ -63,12 +47,12 @@ run(shmt_t *h, char (*key)[16], const int *klen, const int *seq, long n)
 {
 	char v[16];
 	size_t vl;
-	double t0 = cpu_ns();
+	double t0 = probe_cpu_ns();
 
 	for (long j = 0; j < n; j++)
 		(void)shmt_get(h, key[seq[j]], (size_t)klen[seq[j]], v, sizeof(v),
 		    &vl);
-	return (cpu_ns() - t0) / (double)n;
+	return (probe_cpu_ns() - t0) / (double)n;
 }
 
 int
@@ -137,8 +121,8 @@ main(int argc, char **argv)
 		printf("round %d: on %.1f ns, off %.1f ns\n", i + 1, t_on[i],
 		    t_off[i]);
 	}
-	qsort(t_on, (size_t)rounds, sizeof(*t_on), cmp_d);
-	qsort(t_off, (size_t)rounds, sizeof(*t_off), cmp_d);
+	qsort(t_on, (size_t)rounds, sizeof(*t_on), probe_cmp_d);
+	qsort(t_off, (size_t)rounds, sizeof(*t_off), probe_cmp_d);
 	printf("ancost gets=%ld rounds=%d keys=%ld on_median_ns=%.1f "
 	    "off_median_ns=%.1f added_ns=%.1f\n", n, rounds, keys,
 	    t_on[rounds / 2], t_off[rounds / 2],

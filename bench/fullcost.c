@@ -19,30 +19,14 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-
-static double
-cpu_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int
-cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
+#include "probe.h"
 
 /* SETS sets of keys NEXT, NEXT + 1, ...: ns per set, or -1. */
 static double
 sets(shmt_t *h, uint64_t *next, long n, uint64_t ttl_ms)
 {
 	char k[32];
-	double t0 = cpu_ns();
+	double t0 = probe_cpu_ns();
 
 	for (long i = 0; i < n; i++) {
 		int l = snprintf(k, sizeof(k), "k%09" PRIu64, (*next)++);
@@ -51,7 +35,7 @@ sets(shmt_t *h, uint64_t *next, long n, uint64_t ttl_ms)
 		    ttl_ms) != 0)
 			return -1;
 	}
-	return (cpu_ns() - t0) / (double)n;
+	return (probe_cpu_ns() - t0) / (double)n;
 }
 
 int
@@ -104,7 +88,7 @@ main(int argc, char **argv)
 	}
 	if (shmt_dict_stat(h, &ds) != 0 || room < 0)
 		goto out;
-	qsort(t, (size_t)rounds, sizeof(*t), cmp_d);
+	qsort(t, (size_t)rounds, sizeof(*t), probe_cmp_d);
 	printf("fullcost sets=%ld rounds=%d ttl_ms=%ld items=%" PRIu64
 	    " with_room_ns=%.1f full_median_ns=%.1f walks=%" PRIu64
 	    " evictions=%" PRIu64 " expirations=%" PRIu64 "\n", n, rounds, ttl,

@@ -39,16 +39,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "probe.h"
 
 #define GC_ROUNDS_MAX 64
-
-static int
-cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 /* Thread CPU time: on a shared machine, time spent preempted is not the
  * call's cost. */
@@ -254,14 +247,14 @@ main(int argc, char **argv)
 			rcpu_ns[r] = rl_round(&rl, rn, &rwall[r]);
 	}
 	for (int k = 0; k < 4; k++) {
-		qsort(t[k], (size_t)rounds, sizeof(double), cmp_d);
+		qsort(t[k], (size_t)rounds, sizeof(double), probe_cmp_d);
 		printf("SUMMARY kind=%s n=%ld rounds=%d median_ns=%.1f "
 		    "min_ns=%.1f\n", kind[k], n, rounds, t[k][rounds / 2],
 		    t[k][0]);
 	}
 	if (rl.c != NULL) {
-		qsort(rcpu_ns, (size_t)rounds, sizeof(double), cmp_d);
-		qsort(rwall, (size_t)rounds, sizeof(double), cmp_d);
+		qsort(rcpu_ns, (size_t)rounds, sizeof(double), probe_cmp_d);
+		qsort(rwall, (size_t)rounds, sizeof(double), probe_cmp_d);
 		printf("SUMMARY kind=redis-per-grant n=%ld rounds=%d "
 		    "median_wall_ns=%.1f min_wall_ns=%.1f median_cpu_ns=%.1f "
 		    "redis_commands_per_grant=1 "

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "probe.h"
 
 #define SEC 1000000000ULL
 
@@ -44,15 +45,6 @@ clock_read(void *ctx)
 {
 	(void)ctx;
 	return now_ns;
-}
-
-static double
-cpu_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
 static uint64_t
@@ -134,14 +126,14 @@ run(int w, const char *seg, uint64_t hits)
 		if (now_ns > 1000 * SEC + window && w != 2)
 			break;
 	}
-	t0 = cpu_ns();
+	t0 = probe_cpu_ns();
 	for (uint64_t i = 0; i < hits; i++) {
 		key = step(w, warm + i, &len, &dt);
 		now_ns += dt;
 		if (shmt_hit(h, key, len, &c) != 0)
 			return -1;
 	}
-	t1 = cpu_ns();
+	t1 = probe_cpu_ns();
 	printf("hitcost workload=%s hits=%llu ns_per_hit=%.1f bytes=%llu\n",
 	    names[w], (unsigned long long)hits, (t1 - t0) / (double)hits,
 	    (unsigned long long)counters_used(h));

@@ -36,29 +36,13 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "probe.h"
 
 #ifndef RCUCOST_DIR
 #error "RCUCOST_DIR: where the objects are built"
 #endif
 
 #define ROUNDS 7
-
-static double
-cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
 
 /* Load OBJECT, time its loop: "best median" in ns per call on stdout. */
 static int
@@ -82,13 +66,13 @@ run_one(const char *obj, uint64_t n)
 		return 1;
 	}
 	for (int i = 0; i < ROUNDS; i++) {
-		double t0 = cpu_ns();
+		double t0 = probe_cpu_ns();
 
 		if (loop(n) != n)
 			return 1;
-		r[i] = (cpu_ns() - t0) / (double)n;
+		r[i] = (probe_cpu_ns() - t0) / (double)n;
 	}
-	qsort(r, ROUNDS, sizeof(r[0]), cmp_double);
+	qsort(r, ROUNDS, sizeof(r[0]), probe_cmp_d);
 	printf("%.3f %.3f\n", r[0], r[ROUNDS / 2]);
 	return 0;
 }

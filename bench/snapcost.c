@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "probe.h"
 
 static double
 now_s(void)
@@ -29,14 +30,6 @@ now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int
-cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 static void
@@ -120,8 +113,8 @@ main(int argc, char **argv)
 	}
 	if (stat(path, &st) != 0)
 		return 1;
-	qsort(wt, (size_t)rounds, sizeof(*wt), cmp_d);
-	qsort(rt, (size_t)rounds, sizeof(*rt), cmp_d);
+	qsort(wt, (size_t)rounds, sizeof(*wt), probe_cmp_d);
+	qsort(rt, (size_t)rounds, sizeof(*rt), probe_cmp_d);
 	printf("SUMMARY snapcost dict_bytes=%llu dict_used=%llu items=%llu "
 	    "value=%zu counters=%ld rounds=%d file_bytes=%lld "
 	    "write_ms_median=%.1f write_ms_max=%.1f restore_ms_median=%.1f "
