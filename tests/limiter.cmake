@@ -70,3 +70,7 @@ shmt_add_test(test_overrides SOURCES test_overrides.c
   LABELS unit single-thread TIMEOUT 60)
 shmt_add_test(test_overrides_mp SOURCES test_overrides_mp.c
   LABELS stress TIMEOUT 300)
+# Denials at the limit (their reasons, a word changed by another process
+# since this thread's last one), named and resolved.
+shmt_add_test(test_limiter_deny SOURCES test_limiter_deny.c LABELS unit
+  TIMEOUT 60)
