@@ -37,12 +37,6 @@ df_init(struct dfix *f, const char *tag)
 	assert_int_equal(shmt_limiter_define(f->h, "d", &lim), 0);
 }
 
-static void
-df_done(struct dfix *f)
-{
-	shmt_close(f->h);
-	assert_int_equal(shmt_unlink(f->seg), 0);
-}
 
 /* One grant attempt, by name or through R. */
 static int
@@ -104,7 +98,7 @@ reasons(const char *tag, int resolved)
 	check_stat(&f, 8, 5, 2);
 	if (r != NULL)
 		shmt_limiter_close(r);
-	df_done(&f);
+	tu_close_unlink(f.h, f.seg);
 }
 
 static void
@@ -164,7 +158,7 @@ stale(const char *tag, int resolved)
 	check_stat(&a, 6, 1, 0);
 	if (r != NULL)
 		shmt_limiter_close(r);
-	df_done(&a);
+	tu_close_unlink(a.h, a.seg);
 }
 
 static void
