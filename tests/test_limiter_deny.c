@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Denials at the limit of a shared buckets limiter, named and resolved: the
+ * Denials at the limit of a shared buckets limiter, named and resolved, with
+ * one bucket or a sealed one the oldest in use, and on a key pool: the
  * reason counted (exhausted before the window has passed the oldest use,
  * slack after), the answer once the oldest bucket is due, and a denial
  * never decided on a word that changed since this thread last saw it
@@ -115,6 +116,87 @@ test_deny_reasons_resolved(void **state)
 	reasons("deny-resolved", 1);
 }
 
+/* Refusals while a sealed bucket is the oldest in use (buckets of 2 uses,
+ * the second one opened after the first closed), and on a key pool (the
+ * word's tag is the pool's cursor), each reason counted as above. */
+static void
+test_deny_sealed(void **state)
+{
+	shmt_limit_t l = lim;
+	shmt_limiter_t *r = NULL;
+	struct dfix f;
+	uint64_t t0;
+
+	(void)state;
+	l.slack_uses = 2;
+	df_init(&f, "deny-sealed");
+	assert_int_equal(shmt_limiter_define(f.h, "s", &l), 0);
+	assert_int_equal(shmt_limiter_open(f.h, "s", &r), 0);
+	t0 = f.clk.now;
+	assert_int_equal(shmt_try_use_key(f.h, "s"), 1);
+	assert_int_equal(shmt_limiter_try(r, NULL, 0), 1);
+	f.clk.now = t0 + 200 * MS;      /* the first bucket closed */
+	assert_int_equal(shmt_try_use_key(f.h, "s"), 1);
+	assert_int_equal(shmt_limiter_try(r, NULL, 0), 1);
+	f.clk.now = t0 + 300 * MS;
+	assert_int_equal(shmt_try_use_key(f.h, "s"), 0);
+	assert_int_equal(shmt_limiter_try(r, NULL, 0), 0);
+	f.clk.now = t0 + S + 50 * MS;   /* past the first one's opening */
+	assert_int_equal(shmt_try_use_key(f.h, "s"), 0);
+	assert_int_equal(shmt_limiter_try(r, NULL, 0), 0);
+	f.clk.now = t0 + S + 100 * MS;  /* the first one is due */
+	assert_int_equal(shmt_try_use_key(f.h, "s"), 1);
+	assert_int_equal(shmt_limiter_try(r, NULL, 0), 1);
+	assert_int_equal(shmt_try_use_key(f.h, "s"), 0);
+	{
+		shmt_limiter_stat_t st;
+
+		assert_int_equal(shmt_limiter_stat(f.h, "s", &st), 0);
+		assert_int_equal(st.grants, 6);
+		assert_int_equal(st.denied_exhausted, 3);
+		assert_int_equal(st.denied_slack, 2);
+		assert_int_equal(st.denied_ring_full, 0);
+	}
+	shmt_limiter_close(r);
+	tu_close_unlink(f.h, f.seg);
+}
+
+static void
+test_deny_key_pool(void **state)
+{
+	static const char *const keys[] = { "k0", "k1" };
+	shmt_limit_t l = lim;
+	shmt_limiter_stat_t st;
+	struct dfix f;
+	char name[16];
+	uint64_t t0;
+
+	(void)state;
+	l.limit = 0;
+	l.keys = keys;
+	l.nkeys = 2;
+	l.uses_per_key = 2;
+	df_init(&f, "deny-pool");
+	assert_int_equal(shmt_limiter_define(f.h, "p", &l), 0);
+	t0 = f.clk.now;
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(shmt_next_key(f.h, "p", name, sizeof(name)), 2);
+		assert_string_equal(name, keys[i % 2]);
+	}
+	f.clk.now = t0 + 10 * MS;
+	assert_int_equal(shmt_next_key(f.h, "p", name, sizeof(name)), 0);
+	f.clk.now = t0 + S + 50 * MS;
+	assert_int_equal(shmt_next_key(f.h, "p", name, sizeof(name)), 0);
+	f.clk.now = t0 + S + 100 * MS;
+	assert_int_equal(shmt_next_key(f.h, "p", name, sizeof(name)), 2);
+	assert_string_equal(name, "k0");
+	assert_int_equal(shmt_limiter_stat(f.h, "p", &st), 0);
+	assert_int_equal(st.grants, 5);
+	assert_int_equal(st.denied_exhausted, 1);
+	assert_int_equal(st.denied_slack, 1);
+	tu_close_unlink(f.h, f.seg);
+}
+
 /* This process fills the limiter and is denied, so its thread's last word
  * of it is a full one.  A forked child (its own handle and clock, later)
  * finds the bucket due, releases it and grants, which changes the word.
@@ -181,6 +263,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_deny_reasons_named),
 		cmocka_unit_test(test_deny_reasons_resolved),
+		cmocka_unit_test(test_deny_sealed),
+		cmocka_unit_test(test_deny_key_pool),
 		cmocka_unit_test(test_deny_stale_named),
 		cmocka_unit_test(test_deny_stale_resolved),
 	};
