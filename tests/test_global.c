@@ -1057,14 +1057,15 @@ fleet_up(struct fleet *f, const char *tag)
 }
 
 /* BUSY[i]: 0 no demand on host i, 1 as much as it gets, 2 one worker
- * asking once per 400 ms. */
+ * asking once per 400 ms.  Only the hosts with demand are touched, so a
+ * test may start some hosts' workers later (the fleet starts zeroed). */
 static void
 workers_start(struct fleet *f, const int busy[HOSTS], uint64_t end)
 {
 	for (int i = 0; i < HOSTS; i++)
-		for (int w = 0; w < WORKERS; w++) {
+		for (int w = 0; busy[i] && w < WORKERS; w++) {
 			f->worker[i][w] = 0;
-			if (!busy[i] || (busy[i] == 2 && w > 0))
+			if (busy[i] == 2 && w > 0)
 				continue;
 			f->worker[i][w] = fork();
 			assert_true(f->worker[i][w] >= 0);
@@ -1529,14 +1530,17 @@ test_fleet_big_cost(void **state)
  * The lease to kill under is made on purpose, not waited for: this process
  * asks host 0 for DEAD_COST uses at once (a refusal tells the daemon to
  * lease at least that many; a grant is recorded like a worker's), so the
- * next lease holds more uses than the slow worker takes in its 400 ms.
+ * next lease holds more uses than the slow worker takes in its 400 ms.  The
+ * other hosts' workers start once the daemon is killed: while they took
+ * everything Redis had, host 0's daemon could go a whole run without a
+ * lease, and there was nothing to kill it under.
  */
 #define DEAD_COST 4
 
 static void
 test_fleet_dead_daemon_lease(void **state)
 {
-	const int busy[HOSTS] = { 2, 1, 1 };
+	const int busy[HOSTS] = { 2, 0, 0 }, others[HOSTS] = { 0, 1, 1 };
 	struct rec *mine;
 	struct fleet f;
 	uint64_t start, end, give_up;
@@ -1581,6 +1585,7 @@ test_fleet_dead_daemon_lease(void **state)
 				waitpid(f.daemon[0], NULL, 0);
 				f.daemon[0] = 0;
 				killed = 1;
+				workers_start(&f, others, end);
 				break;
 			}
 		}
