@@ -363,11 +363,14 @@ shmt__handoff_yield(uint64_t *ho, const struct shmt_w *wp)
 /*
  * A denial at the limit, decided as the loop's first turn decides it (a
  * throttled caller's usual answer, without the loop's context and turns).
- * From W (a guess or a read half by half) and NOW read after it, with V a
- * view of W's limiter (bk_take_view), the loop's first turn: passes the
- * tag check and finds w_valid true when
- *   D1  the tag is V's (its parameter generation, or a key-pool cursor
- *       below nkeys), as F1 of bk_take_view;
+ * From W and NOW read after it, with V the view whose context the loop
+ * would use (shmt__bk_ctx_init(V, RING)) and TORN_OK that context's (1 for
+ * a shared limiter's word, which may be this thread's guess or read half
+ * by half; 0 for a client entry's, read whole), the loop's first turn
+ * passes its tag check and finds w_valid true when
+ *   D1  TAG_OK: the tag is what the context expects (a shared limiter:
+ *       its parameter generation, or a key-pool cursor below nkeys; a
+ *       client entry: the caller's, with no bound from ntags, which is 0);
  *   D2  a bucket is active;
  *   D3  L <= inflight <= limit_cap, count <= uses_cap, count <= inflight;
  *   D4  nsealed < nb;
@@ -375,40 +378,48 @@ shmt__handoff_yield(uint64_t *ho, const struct shmt_w *wp)
  * slot, with at most inflight uses, else the active one's) holds its
  * serial and is not due at NOW (D5: what bk_release_step checks, with the
  * same due time); then, at inflight + 1 > L (D3), confirms W by a full
- * load and names the reason from the oldest bucket's slot read afresh
- * (shmt__bk_why).  This makes the same reads, in the same order, and the
- * same decision; it returns 0 then (*W is current), 2 when the
- * confirmation found another word (now in *W: the loop goes on from it,
- * with a clock read of its own, as after its own failed confirmation; its
- * budget of turns then starts afresh), and 1 when one of D1-D5 does not
- * hold (the loop decides from W and NOW, which this changed nothing of).
+ * load when TORN_OK (bk_confirm) and names the reason from the oldest
+ * bucket's slot read afresh (shmt__bk_why).  This makes the same reads, in
+ * the same order, and the same decision; it returns 0 then (*W is
+ * current), 2 when the confirmation found another word (now in *W: the
+ * loop goes on from it, with a clock read of its own, as after its own
+ * failed confirmation; its budget of turns then starts afresh), and 1 when
+ * one of D1-D5 does not hold (the loop decides from W and NOW, which this
+ * changed nothing of).
  */
-static int
-bk_deny_view(const struct shmt_lview *v, struct shmt_w *wp, struct shmt_w *w,
+int
+shmt__bk_deny(const struct shmt_lview *v, struct shmt_ring_slot *ring,
+    int tag_ok, int torn_ok, struct shmt_w *wp, struct shmt_w *w,
     uint64_t now, int *why)
 {
 	uint32_t inflight = SHMT_W_INFLIGHT(*w), count = SHMT_W_COUNT(*w);
 	uint32_t tail = SHMT_W_TAIL(*w), nsealed = SHMT_W_NSEALED(*w);
-	uint32_t wtag = SHMT_W_TAG(*w), serial = tail - nsealed;
+	uint32_t serial = tail - nsealed;
+	struct shmt_ring_slot *slot;
 	struct shmt_w cur;
 	uint64_t s[2];
 
-	if (!(v->pgen_check ? wtag == v->pgen : wtag < v->nkeys) ||
-	    !SHMT_W_ACTIVE(*w) || inflight < v->limit ||
+	if (!tag_ok || !SHMT_W_ACTIVE(*w) || inflight < v->limit ||
 	    inflight > v->limit_cap || count > v->uses_cap || count > inflight ||
 	    nsealed >= v->nb)
 		return 1;
-	shmt__load128_hilo(ring_slot(v->ring, v->nb_magic, v->nb, serial), s);
+	slot = ring_slot(ring, v->nb_magic, v->nb, serial);
+	if (torn_ok)
+		shmt__load128_hilo(slot, s);
+	else
+		shmt__load128(slot, s);
 	if (SLOT_SERIAL(s) != serial || (nsealed > 0 && SLOT_COUNT(s) > inflight) ||
 	    bk_due_of(v->window, v->hold_window, v->hold_serial, v->hold_until,
 	    serial, s[0]) <= now)
 		return 1;
-	shmt__load128(wp, cur.w);
-	if (cur.w[0] != w->w[0] || cur.w[1] != w->w[1]) {
-		*w = cur;
-		return 2;
+	if (torn_ok) {
+		shmt__load128(wp, cur.w);
+		if (cur.w[0] != w->w[0] || cur.w[1] != w->w[1]) {
+			*w = cur;
+			return 2;
+		}
 	}
-	shmt__load128(ring_slot(v->ring, v->nb_magic, v->nb, serial), s);
+	shmt__load128(slot, s);
 	*why = SLOT_SERIAL(s) == serial && s[0] >= v->slack &&
 	    sat_add(s[0] - v->slack, v->window) <= now ? WHY_SLACK :
 	    WHY_EXHAUSTED;
@@ -425,7 +436,9 @@ shmt__bk_take_view_slow(shmt_t *h, const struct shmt_lview *v,
 	struct bk_ctx c;
 	int rc = 1;
 
-	if (have_now && (rc = bk_deny_view(v, wp, &w, now, why)) == 2)
+	if (have_now && (rc = shmt__bk_deny(v, v->ring, v->pgen_check ?
+	    SHMT_W_TAG(w) == v->pgen : SHMT_W_TAG(w) < v->nkeys, 1, wp, &w,
+	    now, why)) == 2)
 		have_now = 0;
 	if (rc == 0) {
 		if (at != NULL)

@@ -76,6 +76,13 @@ void shmt__bk_ctx_init(struct bk_ctx *c, const struct shmt_lview *v,
 int shmt__bk_commit_release(const struct bk_ctx *c, struct shmt_w *wp,
     struct shmt_w *w, struct shmt_w nw);
 
+/* A denial at the limit without the loop (ring.c, where its conditions
+ * are): 0 denied (reason in *WHY), 1 not decided here (nothing changed),
+ * 2 W had changed (the current word in *W). */
+int shmt__bk_deny(const struct shmt_lview *v, struct shmt_ring_slot *ring,
+    int tag_ok, int torn_ok, struct shmt_w *wp, struct shmt_w *w,
+    uint64_t now, int *why);
+
 /* Classify a denial at NOW with W: the seed's allowed false negative
  * ("slack") when the oldest bucket's first use may be older than the
  * window, else plain exhaustion. */
@@ -754,6 +761,13 @@ bk_take_entry(shmt_t *h, const struct shmt_lview *v, struct shmt_w *wp,
 	bk_lost(&c, wp, &w, &lost);
 	return bk_take_loop_at(h, &c, wp, &w, tag, why, 1, at, NULL);
 slow:
+	/* A refusal at the limit as the loop's first turn makes it (the
+	 * entry's context: its word read whole, torn_ok 0, so never 2). */
+	if (shmt__bk_deny(v, ring, SHMT_W_TAG(w) == expect, 0, wp, &w, now,
+	    why) == 0) {
+		*at = now;
+		return 0;
+	}
 	shmt__bk_ctx_init(&c, v, ring);
 	c.ntags = 0;
 	c.check_tag = 1;

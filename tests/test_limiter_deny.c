@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Denials at the limit of a shared buckets limiter, named and resolved, with
- * one bucket or a sealed one the oldest in use, and on a key pool: the
+ * one bucket or a sealed one the oldest in use, on a key pool and per
+ * client: the
  * reason counted (exhausted before the window has passed the oldest use,
  * slack after), the answer once the oldest bucket is due, and a denial
  * never decided on a word that changed since this thread last saw it
@@ -197,6 +198,47 @@ test_deny_key_pool(void **state)
 	tu_close_unlink(f.h, f.seg);
 }
 
+/* A per-client limiter: a client's refusals (its entry's word, read
+ * whole) with their reasons, by name and resolved, while another client
+ * is still granted. */
+static void
+test_deny_client(void **state)
+{
+	shmt_limit_t l = lim;
+	shmt_limiter_stat_t st;
+	shmt_limiter_t *r = NULL;
+	struct dfix f;
+	uint64_t t0;
+
+	(void)state;
+	l.per_client = 1;
+	l.client_capacity = 16;
+	df_init(&f, "deny-client");
+	assert_int_equal(shmt_limiter_define(f.h, "c", &l), 0);
+	assert_int_equal(shmt_limiter_open(f.h, "c", &r), 0);
+	t0 = f.clk.now;
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(shmt_try_use(f.h, "c", "a", 1), 1);
+		assert_int_equal(shmt_limiter_try(r, "a", 1), 1);
+	}
+	f.clk.now = t0 + 10 * MS;
+	assert_int_equal(shmt_try_use(f.h, "c", "a", 1), 0);
+	assert_int_equal(shmt_limiter_try(r, "a", 1), 0);
+	assert_int_equal(shmt_try_use(f.h, "c", "b", 1), 1);
+	f.clk.now = t0 + S + 50 * MS;
+	assert_int_equal(shmt_try_use(f.h, "c", "a", 1), 0);
+	assert_int_equal(shmt_limiter_try(r, "a", 1), 0);
+	f.clk.now = t0 + S + 100 * MS;
+	assert_int_equal(shmt_limiter_try(r, "a", 1), 1);
+	assert_int_equal(shmt_limiter_stat(f.h, "c", &st), 0);
+	assert_int_equal(st.grants, 6);
+	assert_int_equal(st.denied_exhausted, 2);
+	assert_int_equal(st.denied_slack, 2);
+	assert_int_equal(st.denied_ring_full, 0);
+	shmt_limiter_close(r);
+	tu_close_unlink(f.h, f.seg);
+}
+
 /* This process fills the limiter and is denied, so its thread's last word
  * of it is a full one.  A forked child (its own handle and clock, later)
  * finds the bucket due, releases it and grants, which changes the word.
@@ -265,6 +307,7 @@ main(void)
 		cmocka_unit_test(test_deny_reasons_resolved),
 		cmocka_unit_test(test_deny_sealed),
 		cmocka_unit_test(test_deny_key_pool),
+		cmocka_unit_test(test_deny_client),
 		cmocka_unit_test(test_deny_stale_named),
 		cmocka_unit_test(test_deny_stale_resolved),
 	};
