@@ -183,10 +183,7 @@ shmt__bk_why(const struct bk_ctx *c, struct shmt_w w, uint64_t now)
 	uint64_t s[2];
 
 	shmt__load128(slot_of(c, serial), s);
-	if (SLOT_SERIAL(s) == serial && s[0] >= c->slack &&
-	    sat_add(s[0] - c->slack, c->window) <= now)
-		return WHY_SLACK;
-	return WHY_EXHAUSTED;
+	return bk_why_of(s, serial, c->slack, c->window, now);
 }
 
 /* The per-thread guesses of W (see ring.h). */
@@ -420,9 +417,7 @@ shmt__bk_deny(const struct shmt_lview *v, struct shmt_ring_slot *ring,
 		}
 	}
 	shmt__load128(slot, s);
-	*why = SLOT_SERIAL(s) == serial && s[0] >= v->slack &&
-	    sat_add(s[0] - v->slack, v->window) <= now ? WHY_SLACK :
-	    WHY_EXHAUSTED;
+	*why = bk_why_of(s, serial, v->slack, v->window, now);
 	return 0;
 }
 

@@ -83,6 +83,17 @@ int shmt__bk_deny(const struct shmt_lview *v, struct shmt_ring_slot *ring,
     int tag_ok, int torn_ok, struct shmt_w *wp, struct shmt_w *w,
     uint64_t now, int *why);
 
+/* The reason of a denial at NOW, from slot S of the oldest bucket in use
+ * (SERIAL): WHY_SLACK when the bucket's first use may be older than the
+ * window (the seed's allowed false negative), else WHY_EXHAUSTED. */
+static inline int
+bk_why_of(const uint64_t s[2], uint32_t serial, uint64_t slack,
+    uint64_t window, uint64_t now)
+{
+	return SLOT_SERIAL(s) == serial && s[0] >= slack &&
+	    sat_add(s[0] - slack, window) <= now ? WHY_SLACK : WHY_EXHAUSTED;
+}
+
 /* Classify a denial at NOW with W: the seed's allowed false negative
  * ("slack") when the oldest bucket's first use may be older than the
  * window, else plain exhaustion. */
