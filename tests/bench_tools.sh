@@ -40,7 +40,12 @@ grep -q '^## Scaling' "$md" || fail "the report lacks the scaling table"
 grep -q '^| workload | mode | profile | workers as | system | 1 | 2 |$' "$md" || fail "the scaling table is not of the counts asked for"
 grep -Eq '^\| throttle-distinct \| buckets \| grant \| procs \| shmt \| [0-9.]+[Mk] \(1\.00\) \| [0-9.]+[Mk] \([0-9.]+\) \|$' "$md" ||
   fail "the scaling table lacks the library's row of two limiters"
-cmp -s <(grep -E '^(HOST|CLOCK|SUMMARY|RATIO|AN|GC) ' "$tmp/raw.log") "$log" || fail "the raw log and the report's log differ"
+# The targets' round (one in a smoke run): its lines in the log, and the
+# verdicts on the rounds, each round's ratio beside the median.
+[ "$(grep -c '^TG 1 ' "$log")" -ge 9 ] || fail "the log lacks the targets' round"
+grep -Eq '^\| 2 processes on 1 limiter / 1 process alone \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| >= 0.9 \| (met|NOT met) \|$' "$md" ||
+  fail "the targets table lacks the verdict of a round"
+cmp -s <(grep -E '^(HOST|CLOCK|SUMMARY|RATIO|AN|TG|GC) ' "$tmp/raw.log") "$log" || fail "the raw log and the report's log differ"
 
 # The plot, drawn later from the log alone.
 if command -v gnuplot >/dev/null; then
