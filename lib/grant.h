@@ -100,6 +100,20 @@ take_ring_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	return shmt__grant_check(h, take_ring_once(h, v, cursor));
 }
 
+/* take_shared_raw on V, a limiter in rate mode that is not global: the
+ * arrival time's grant alone, inline (what take_shared_once does for it:
+ * rate mode counts its own denials, and names no key). */
+static inline __attribute__((always_inline)) int
+take_rate_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+{
+	int rc = gcra_grant(h, v, 1);
+
+	if (__builtin_expect(rc == -EAGAIN, 0))
+		/* The parameters changed since V was built. */
+		rc = shmt__take_log_or_rate(h, v, cursor);
+	return shmt__grant_check(h, rc);
+}
+
 /* One use of the shared limiter V: 1 granted (*CURSOR: the key-pool
  * cursor), 0 refused, or an error; a grant that raced with a move is
  * decided by shmt__grant_check (move.c). */

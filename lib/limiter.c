@@ -74,19 +74,30 @@ shmt_limiter_define(shmt_t *h, const char *name, const shmt_limit_t *l)
 
 /* ---- Public: using limiters ---------------------------------------------- */
 
-/* take_shared_raw on a global limiter, or one in exact or rate mode: out
- * of line, so that the ring's grant, inlined into the public calls, keeps
- * their registers and frame small. */
+/* take_shared_raw on a global limiter, or one in exact mode: out of line,
+ * so that the ring's grant, inlined into the public calls, keeps their
+ * registers and frame small. */
 static __attribute__((noinline)) int
 take_shared_other(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
 	return take_shared_raw(h, v, cursor);
 }
 
+/* The same for a limiter in rate mode that is not global, apart from the
+ * others: its frame holds the rate grant's registers alone, where
+ * take_shared_other compiles every mode's path in and saves the registers
+ * of the largest, and its grant is inline instead of one more call. */
+static __attribute__((noinline)) int
+take_shared_rate(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+{
+	return take_rate_raw(h, v, cursor);
+}
+
 /* take_shared_raw, with a refusal of a shadow limiter granted (inlined, so
  * that a grant pays nothing for it, and into each public call, so that a
  * grant makes one call of the library, not two).  Only the ring's grant is
- * inlined; the others are taken by take_shared_other. */
+ * inlined; rate mode's is taken by take_shared_rate, the others by
+ * take_shared_other. */
 static inline __attribute__((always_inline)) int
 take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
@@ -94,7 +105,10 @@ take_shared(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 
 	if (__builtin_expect((v->flags & SHMT_LIMF_GLOBAL) ||
 	    v->mode != SHMT_MODE_BUCKETS, 0))
-		rc = take_shared_other(h, v, cursor);
+		rc = v->mode == SHMT_MODE_GCRA &&
+		    !(v->flags & SHMT_LIMF_GLOBAL) ?
+		    take_shared_rate(h, v, cursor) :
+		    take_shared_other(h, v, cursor);
 	else
 		rc = take_ring_raw(h, v, cursor);
 	if (__builtin_expect(rc == 0, 0))
