@@ -64,6 +64,20 @@ take_ring_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 	return rc;
 }
 
+/* One use of V's shared arrival time (V in rate mode, not global):
+ * take_shared_once's rate part.  Rate mode counts its own denials
+ * (gcra_grant) and names no key. */
+static inline __attribute__((always_inline)) int
+take_rate_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
+{
+	int rc = gcra_grant(h, v, 1);
+
+	if (__builtin_expect(rc == -EAGAIN, 0))
+		/* The parameters changed since V was built. */
+		rc = shmt__take_log_or_rate(h, v, cursor);
+	return rc;
+}
+
 static inline __attribute__((always_inline)) int
 take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
@@ -79,11 +93,12 @@ take_shared_once(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 			*cursor = pos % v->nkeys;
 		return rc;
 	}
+	if (v->mode == SHMT_MODE_GCRA)
+		return take_rate_once(h, v, cursor);
 	if (v->mode != SHMT_MODE_BUCKETS) {
 		uint64_t seq = 0;
 
-		rc = v->mode == SHMT_MODE_GCRA ? gcra_acquire(h, v, 1, NULL) :
-		    shmt__ex_take(h, v, &seq);
+		rc = shmt__ex_take(h, v, &seq);
 		if (__builtin_expect(rc == -EAGAIN, 0))
 			/* The parameters changed since V was built. */
 			return shmt__take_log_or_rate(h, v, cursor);
@@ -101,17 +116,11 @@ take_ring_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 }
 
 /* take_shared_raw on V, a limiter in rate mode that is not global: the
- * arrival time's grant alone, inline (what take_shared_once does for it:
- * rate mode counts its own denials, and names no key). */
+ * arrival time's grant alone, inline. */
 static inline __attribute__((always_inline)) int
 take_rate_raw(shmt_t *h, const struct shmt_lview *v, uint64_t *cursor)
 {
-	int rc = gcra_grant(h, v, 1);
-
-	if (__builtin_expect(rc == -EAGAIN, 0))
-		/* The parameters changed since V was built. */
-		rc = shmt__take_log_or_rate(h, v, cursor);
-	return shmt__grant_check(h, rc);
+	return shmt__grant_check(h, take_rate_once(h, v, cursor));
 }
 
 /* One use of the shared limiter V: 1 granted (*CURSOR: the key-pool
