@@ -15,7 +15,7 @@ fail() { echo "bench_tools: FAIL: $*" >&2; exit 1; }
 
 # The bundle: wrappers, libraries, and programs that run from it.
 bash "$src/bench/pack" --bench "$bench" "$tmp/pack" 2>"$tmp/pack.err" || fail "bench/pack: $(cat "$tmp/pack.err")"
-for p in shmthrottle-bench redis-server; do
+for p in shmthrottle-bench shmthrottle-ancost redis-server; do
   [ -x "$tmp/pack/bin/$p" ] || fail "no $p in the bundle"
   [ -x "$tmp/pack/libexec/$p" ] || fail "no program $p in the bundle"
 done
@@ -45,7 +45,14 @@ grep -Eq '^\| throttle-distinct \| buckets \| grant \| procs \| shmt \| [0-9.]+[
 [ "$(grep -c '^TG 1 ' "$log")" -ge 9 ] || fail "the log lacks the targets' round"
 grep -Eq '^\| 2 processes on 1 limiter / 1 process alone \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| >= 0.9 \| (met|NOT met) \|$' "$md" ||
   fail "the targets table lacks the verdict of a round"
-cmp -s <(grep -E '^(HOST|CLOCK|SUMMARY|RATIO|AN|TG|GC) ' "$tmp/raw.log") "$log" || fail "the raw log and the report's log differ"
+# The analyzer's target from paired blocks (shmthrottle-ancost, packed
+# beside the bench): its lines in the log, its verdict row in the report.
+grep -Eq '^AC SUMMARY gets=[0-9]+ rounds=1 keys=[0-9]+ block=[0-9]+ pairs=[0-9]+ .*added_ns=-?[0-9.]+ ' "$log" ||
+  fail "the log lacks the analyzer's paired measure"
+[ "$(grep -c '^AC ROUND ' "$log")" = 1 ] || fail "the log lacks the paired measure's round"
+grep -Eq '^\| what the analyzer adds to a get: median of [0-9]+ paired blocks .*\| -?[0-9.]+ ns \| -?[0-9.]+ \| <= 20 ns \| (met|NOT met) \|$' "$md" ||
+  fail "the report lacks the analyzer's verdict from paired blocks"
+cmp -s <(grep -E '^(HOST|CLOCK|SUMMARY|RATIO|AN|TG|GC|AC) ' "$tmp/raw.log") "$log" || fail "the raw log and the report's log differ"
 
 # The plot, drawn later from the log alone.
 if command -v gnuplot >/dev/null; then
