@@ -20,7 +20,8 @@
  * (added_quiet_ns: those after which the core's speed probe ran within
  * PROBE_QUIET of the run's fastest, probe.h: the analyzer's cost on a core
  * of its own; the analyzer is instructions, which a busy neighbour on the
- * core's other hyperthread slows).
+ * core's other hyperthread slows), and the analyzer's memory (an_bytes,
+ * fixed at creation: the default's, whatever KEYS).
  *
  *   shmthrottle-ancost [GETS [ROUNDS [KEYS]]]   (default 2000000 9 100000)
  */
@@ -33,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "probe.h"
+#include "analyzer.h"      /* its memory */
 #include "segment.h"       /* the handle's analyzer, set aside */
 
 /* Gets per block: a millisecond or two, so that a pair's two blocks see
@@ -244,9 +246,9 @@ main(int argc, char **argv)
 	printf("ancost gets=%ld rounds=%d keys=%ld block=%d pairs=%ld "
 	    "on_median_ns=%.1f off_median_ns=%.1f added_ns=%.1f "
 	    "rounds_added_ns=%.1f quiet=%ld added_quiet_ns=%.1f "
-	    "alu_min_ns=%.2f\n", n, rounds, keys, BLOCK, np,
+	    "alu_min_ns=%.2f an_bytes=%llu\n", n, rounds, keys, BLOCK, np,
 	    median(p_on, np), median(p_off, np), a_all, median(t_d, rounds),
-	    nq, a_quiet, alu_min);
+	    nq, a_quiet, alu_min, (unsigned long long)an->bytes);
 	rc = 0;
 out:
 	if (h != NULL)

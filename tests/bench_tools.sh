@@ -47,11 +47,13 @@ grep -Eq '^\| 2 processes on 1 limiter / 1 process alone \| [0-9.]+ \| [0-9.]+ \
   fail "the targets table lacks the verdict of a round"
 # The analyzer's target from paired blocks (shmthrottle-ancost, packed
 # beside the bench): its lines in the log, its verdict row in the report.
-grep -Eq '^AC SUMMARY gets=[0-9]+ rounds=1 keys=[0-9]+ block=[0-9]+ pairs=[0-9]+ .*added_ns=-?[0-9.]+ ' "$log" ||
+grep -Eq '^AC SUMMARY gets=[0-9]+ rounds=1 keys=[0-9]+ block=[0-9]+ pairs=[0-9]+ .*added_ns=-?[0-9.]+ .*an_bytes=1048576$' "$log" ||
   fail "the log lacks the analyzer's paired measure"
 [ "$(grep -c '^AC ROUND ' "$log")" = 1 ] || fail "the log lacks the paired measure's round"
 grep -Eq '^\| what the analyzer adds to a get: [0-9]+ paired blocks .*\| -?[0-9.]+ ns \| -?[0-9.]+ \| <= 20 ns \| (met|NOT met) \|$' "$md" ||
   fail "the report lacks the analyzer's verdict from paired blocks"
+grep -q '^| the analyzer'"'"'s memory (fixed at creation, whatever the keys: [0-9]* here) | 1.00 MiB |' "$md" ||
+  fail "the report lacks the analyzer's memory"
 # The grant's short turns (shmthrottle-grantpair, packed beside the bench):
 # both modes in the log, and verdict rows (a smoke run has 61 turns: the
 # quiet ones may be too few for a verdict, which says so).
