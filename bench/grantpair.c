@@ -38,15 +38,6 @@ static alignas(128) uint64_t word[2];
 static shmt_t *seg;
 static shmt_limiter_t *lim;
 
-static uint64_t
-mono_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
-}
-
 /* The calls, each behind a call of its own as in the bench. */
 static __attribute__((noinline)) int
 op_named(void)
@@ -64,7 +55,7 @@ static __attribute__((noinline)) int
 op_floor16(void)
 {
 	uint64_t cmp[2] = { ck_pr_load_64(&word[0]), ck_pr_load_64(&word[1]) };
-	uint64_t set[2] = { cmp[0] + 1, mono_ns() };
+	uint64_t set[2] = { cmp[0] + 1, probe_mono_ns() };
 
 	return ck_pr_cas_64_2(word, cmp, set);
 }
@@ -74,7 +65,7 @@ op_floor8(void)
 {
 	uint64_t cmp = ck_pr_load_64(&word[0]);
 
-	return ck_pr_cas_64(&word[0], cmp, cmp + (mono_ns() & 0xff) + 1);
+	return ck_pr_cas_64(&word[0], cmp, cmp + (probe_mono_ns() & 0xff) + 1);
 }
 
 /* An ALU block as a call like the others (probe.h). */

@@ -23,6 +23,16 @@ probe_cpu_ns(void)
 	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
+/* CLOCK_MONOTONIC in nanoseconds (the clock a grant reads). */
+static inline uint64_t
+probe_mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
 /* qsort's order of doubles, ascending. */
 static inline int
 probe_cmp_d(const void *a, const void *b)
