@@ -195,11 +195,15 @@ test_removed_no_daemon(void **state)
 			_exit(2);
 		/* Until the removal, then until the look finds it. */
 		while (rc == 1 || rc == 0) {
+			uint64_t r;
+
 			rc = i++ % 2 ? shmt_try_use_key(b, "api") :
 			    shmt_limiter_try(lh, NULL, 0);
 			__atomic_store_n(&sh[0], 1, __ATOMIC_RELEASE);
-			if (st_mono() > ST_S * 10 + __atomic_load_n(&sh[1],
-			    __ATOMIC_ACQUIRE) && sh[1] != 0)
+			/* The removal's time, read once: read twice, a
+			 * removal between the reads looked 10 s old. */
+			r = __atomic_load_n(&sh[1], __ATOMIC_ACQUIRE);
+			if (r != 0 && st_mono() > r + ST_S * 10)
 				_exit(3);    /* never found */
 		}
 		sh[2] = st_mono();
