@@ -9,19 +9,19 @@
  * with the analyzer on and with it set aside (the handle's analyzer set
  * aside, so that a get takes the path of a segment that has none), in the
  * order on, off, off, on, ... so that each side runs first in half the
- * pairs (the second run of a block finds its keys warmer: see added()).  Both sides read
- * the same dictionary, in the same memory, with the same keys, a few
- * milliseconds apart: the difference of a pair is the analyzer's, not the
- * placement's or the minute's.  A round is GETS gets of each side; each
- * round prints its medians, and the last line the medians over every pair
- * of blocks of every round (added_ns: the pairs' differences, the order's
- * part cancelled, see added()), over the rounds, and over the quiet pairs
- * alone
- * (added_quiet_ns: those after which the core's speed probe ran within
- * PROBE_QUIET of the run's fastest, probe.h: the analyzer's cost on a core
- * of its own; the analyzer is instructions, which a busy neighbour on the
- * core's other hyperthread slows), and the analyzer's memory (an_bytes,
- * fixed at creation: the default's, whatever KEYS).
+ * pairs (the second run of a block finds its keys warmer: see added()).
+ * Both sides read the same dictionary, in the same memory, with the same
+ * keys, a few milliseconds apart: the difference of a pair is the
+ * analyzer's, not the placement's or the minute's.  A round is GETS gets
+ * of each side; each round prints its medians, and the last line the
+ * medians over every pair of blocks of every round (added_ns: the pairs'
+ * differences, the order's part cancelled, see added()), over the rounds,
+ * and over the quiet pairs alone (added_quiet_ns: those after which the
+ * core's speed probe ran within PROBE_QUIET of the run's fastest, probe.h:
+ * the analyzer's cost on a core of its own; the analyzer is instructions,
+ * which a busy neighbour on the core's other hyperthread slows), and the
+ * analyzer's memory (an_bytes, fixed at creation: the default's, whatever
+ * KEYS).
  *
  *   shmthrottle-ancost [GETS [ROUNDS [KEYS]]]   (default 2000000 9 100000)
  */
@@ -83,8 +83,7 @@ run(shmt_t *h, struct shmt_an *an, char (*key)[16], const int *klen,
 	for (long j = 0; j < n; j++)
 		(void)shmt_get(h, key[seq[j]], (size_t)klen[seq[j]], v, sizeof(v),
 		    &vl);
-	t0 = (probe_cpu_ns() - t0) / (double)n;
-	return t0;
+	return (probe_cpu_ns() - t0) / (double)n;
 }
 
 static double
@@ -98,13 +97,13 @@ median(double *a, long n)
 
 /*
  * The analyzer's cost from the pairs I in [FROM, TO) with SEL[i] set (all
- * when SEL is NULL): the side that runs second in a pair is faster (on this
- * VM by about 35 ns a get: it finds the block's keys warmer),
- * so the differences of pairs run on first and of pairs run off first
- * form two groups, each about that far from the cost; the mean of the two
- * groups' medians is the cost, with the order's part cancelled (the
- * median of all the differences would fall between the groups, anywhere).  TMP holds
- * TO - FROM values.
+ * when SEL is NULL): the side that runs second in a pair is faster (on
+ * this VM by about 35 ns a get: it finds the block's keys warmer), so the
+ * differences of pairs run on first and of pairs run off first form two
+ * groups, each about that far from the cost; the mean of the two groups'
+ * medians is the cost, with the order's part cancelled (the median of all
+ * the differences would fall between the groups, anywhere).  TMP holds
+ * TO - FROM values; *USED gets the number of pairs taken.
  */
 static double
 added(const double *d, const char *onfirst, const char *sel, long from,
