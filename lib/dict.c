@@ -116,7 +116,7 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 	return 0;
 }
 
-static int
+static inline __attribute__((always_inline)) int
 dict_put(shmt_t *h, const void *key, size_t klen, const void *val,
     size_t vlen, uint64_t ttl_ms, enum put_mode mode)
 {
@@ -162,7 +162,7 @@ dict_put(shmt_t *h, const void *key, size_t klen, const void *val,
 	return rc;
 }
 
-static int
+static inline __attribute__((always_inline)) int
 gen_set_once(shmt_t *h, const void *key, size_t klen, const void *val,
     size_t vlen, uint64_t ttl_ms)
 {
@@ -394,7 +394,7 @@ get_copy(void *arg)
 	return 0;
 }
 
-static int
+static inline __attribute__((always_inline)) int
 gen_get_once(shmt_t *h, const void *key, size_t klen, void *buf, size_t cap,
     size_t *vlen)
 {

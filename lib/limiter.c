@@ -161,7 +161,7 @@ shmt__take_log_or_rate(shmt_t *h, const struct shmt_lview *v,
 	return log_or_rate_done(v, rc, seq, cursor);
 }
 
-static int
+static inline __attribute__((always_inline)) int
 gen_try_use_key_once(shmt_t *h, const char *name)
 {
 	struct shmt_lview scratch;
@@ -182,7 +182,7 @@ shmt_try_use_key(shmt_t *h, const char *name)
 	SHMT_GEN_CALL(h, gen_try_use_key_once(h, name));
 }
 
-static int
+static inline __attribute__((always_inline)) int
 gen_next_key_once(shmt_t *h, const char *name, char *buf, size_t cap)
 {
 	struct shmt_lview scratch;
@@ -303,7 +303,7 @@ shmt__try_client(shmt_t *h, const struct shmt_lview *v, const void *client,
 	    len)));
 }
 
-static int
+static inline __attribute__((always_inline)) int
 gen_try_use_once(shmt_t *h, const char *name, const void *client, size_t len)
 {
 	struct shmt_lview scratch;
