@@ -102,6 +102,23 @@ extern const struct bench_sys bench_sys_floor_add;
  * writers rarely meet on one shard's lock with 8 workers. */
 #define BENCH_SHARDS 16
 
+/* Heap bytes for N items of ITEM bytes (a buddy block each) over the
+ * shards, with half as much again so that replacing a value (the new item
+ * is built before the old one goes) never evicts: each shard's heap is a
+ * power of two, at least MIN.  (sys_shmt.c sizes the library's stores with
+ * it, shmthrottle-layoutfloor its model of them.) */
+static inline uint64_t
+bench_store_bytes(uint64_t n, uint64_t item, uint64_t min)
+{
+	uint64_t block = 64, per = 1;
+
+	while (block < item)
+		block <<= 1;
+	while (per < n * block * 3 / 2 / BENCH_SHARDS)
+		per <<= 1;
+	return (per < min ? min : per) * BENCH_SHARDS;
+}
+
 /* Workloads whose op takes a drawn rank (client id or key) as argument. */
 static inline int
 bench_kind_draws(enum bench_kind k)

@@ -106,22 +106,6 @@ shmt_arena_bytes(const struct bench_conf *c)
 	return per + ((uint64_t)32 << 20);
 }
 
-/* Heap bytes for N items of ITEM bytes (a buddy block each) over the
- * shards, with half as much again so that replacing a value (the new item
- * is built before the old one goes) never evicts: each shard's heap is a
- * power of two, at least MIN. */
-static uint64_t
-shmt_store_bytes(uint64_t n, uint64_t item, uint64_t min)
-{
-	uint64_t block = 64, per = 1;
-
-	while (block < item)
-		block <<= 1;
-	while (per < n * block * 3 / 2 / SHMT_BENCH_SHARDS)
-		per <<= 1;
-	return (per < min ? min : per) * SHMT_BENCH_SHARDS;
-}
-
 /* Store every key once, so that reads find a value. */
 static int
 shmt_preload(shmt_t *h, const struct bench_conf *c)
@@ -152,13 +136,13 @@ shmt_config_fill(const struct bench_conf *c, shmt_config_t *cfg)
 		cfg->analyzer_bytes = 0;
 	if (bench_kind_dict(c->kind)) {
 		cfg->dict_shards = SHMT_BENCH_SHARDS;
-		cfg->dict_bytes = shmt_store_bytes(c->dict_keys,
+		cfg->dict_bytes = bench_store_bytes(c->dict_keys,
 		    32 + 16 + c->value_size, 2ULL << 20);
 	} else if (c->kind == BK_HIT) {
 		/* A counter item: the header, the key and one count per
 		 * sub-window. */
 		cfg->counters_shards = SHMT_BENCH_SHARDS;
-		cfg->counters_bytes = shmt_store_bytes(c->dict_keys,
+		cfg->counters_bytes = bench_store_bytes(c->dict_keys,
 		    32 + 16 + 8 * cfg->counters_subwindows, 64ULL << 10);
 	}
 }

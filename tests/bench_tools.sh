@@ -15,7 +15,7 @@ fail() { echo "bench_tools: FAIL: $*" >&2; exit 1; }
 
 # The bundle: wrappers, libraries, and programs that run from it.
 bash "$src/bench/pack" --bench "$bench" "$tmp/pack" 2>"$tmp/pack.err" || fail "bench/pack: $(cat "$tmp/pack.err")"
-for p in shmthrottle-bench shmthrottle-ancost shmthrottle-grantpair redis-server; do
+for p in shmthrottle-bench shmthrottle-ancost shmthrottle-grantpair shmthrottle-layoutfloor redis-server; do
   [ -x "$tmp/pack/bin/$p" ] || fail "no $p in the bundle"
   [ -x "$tmp/pack/libexec/$p" ] || fail "no program $p in the bundle"
 done
@@ -63,7 +63,15 @@ for m in buckets gcra; do
 done
 grep -Eq '^\| named grant / \(clock read \+ 16-byte CAS\), [0-9]+ calls a block \| [0-9.]+ \([0-9.]+-[0-9.]+\) \| [0-9.]+ \| [0-9]+ of 61 \| <= 1.35 \| (met|NOT met|not measured) \|$' "$md" ||
   fail "the report lacks the grant's verdict from short turns"
-cmp -s <(grep -E '^(HOST|CLOCK|SUMMARY|RATIO|AN|TG|GC|AC|GP) ' "$tmp/raw.log") "$log" || fail "the raw log and the report's log differ"
+# The dictionary's floor (shmthrottle-layoutfloor, packed beside the
+# bench): its lines in the log, its rows in the report.
+grep -Eq '^LF SUMMARY keys=100000 ops=[0-9]+ rounds=1 draw_ns=[0-9.]+ peer_ns=[0-9.]+ chain_ns=[0-9.]+ inline_ns=[0-9.]+ chain_ratio=[0-9.]+ inline_ratio=[0-9.]+ ' "$log" ||
+  fail "the log lacks the dictionary's floor"
+[ "$(grep -c '^LF ROUND ' "$log")" = 1 ] || fail "the log lacks the floor's round"
+grep -Eq '^\| library: the bucket, then the item \(100000 keys, [0-9]+ buckets\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$md" ||
+  fail "the report lacks the library layout's floor"
+grep -Eq '^\| mutex peer: the key.s slot \| [0-9.]+ \| [0-9.]+ \| 1 \|$' "$md" || fail "the report lacks the peer layout's floor"
+cmp -s <(grep -E '^(HOST|CLOCK|SUMMARY|RATIO|AN|TG|GC|AC|GP|LF) ' "$tmp/raw.log") "$log" || fail "the raw log and the report's log differ"
 
 # The plot, drawn later from the log alone.
 if command -v gnuplot >/dev/null; then
