@@ -30,7 +30,11 @@
  *
  * The hash is a fixed 64-bit mix of the rank, not the library's keyed
  * hash: what is measured is where the reads land and how many follow one
- * another, not the cost of the code.  One round runs OPS gets of each
+ * another, not the cost of the code.  Each get's draw waits for the last
+ * read of the get before (its value word, 0, added to the random state):
+ * gets one after the other, as one caller makes them, not overlapping in
+ * the core as a bare loop of independent reads would (which measures the
+ * memory's throughput, not what one get waits).  One round runs OPS gets of each
  * layout in thread CPU time (probe.h), the order rotating from round to
  * round, after one unmeasured pass of each; the last line gives the
  * medians over the rounds and the median of the rounds' ratios
@@ -166,7 +170,7 @@ block(const struct model *m, int l, long n, uint64_t *r, uint64_t *sink)
 
 	for (long i = 0; i < n; i++) {
 		uint32_t k = zipf_draw(&m->z, bench_rand(&x));
-		uint64_t h = mix(k), id = (uint64_t)k + 1, run, j;
+		uint64_t h = mix(k), id = (uint64_t)k + 1, run, j, v = 0;
 		const volatile uint64_t *w;
 
 		switch (l) {
@@ -182,7 +186,7 @@ block(const struct model *m, int l, long n, uint64_t *r, uint64_t *sink)
 			while (*(w = (const volatile uint64_t *)(base +
 			    (run + j) * size)) != id)
 				j = j + 1 == m->run_n ? 0 : j + 1;
-			s += *(const volatile uint64_t *)((const char *)w +
+			v = *(const volatile uint64_t *)((const char *)w +
 			    (l == L_PEER ? 32 : VALUE_AT));
 			break;
 		}
@@ -196,11 +200,18 @@ block(const struct model *m, int l, long n, uint64_t *r, uint64_t *sink)
 			while (link != 0 && *(w = (const volatile uint64_t *)
 			    (heap + link - 1)) != id)
 				link = w[1];
-			s += link != 0 ? *(const volatile uint64_t *)(heap +
+			v = link != 0 ? *(const volatile uint64_t *)(heap +
 			    link - 1 + VALUE_AT) : 0;
 			break;
 		}
 		}
+		/* The value word is 0, but the compiler and the core do not
+		 * know it: the next draw waits for this get's last read, so
+		 * that gets do not overlap (one caller, one get at a time, as
+		 * a get of either system, hundreds of instructions and the
+		 * peer's locked ones, leaves little to overlap). */
+		x += v;
+		s += v + h;
 	}
 	*r = x;
 	*sink += s;
