@@ -28,9 +28,9 @@
  *           many as keys, linear probing; a get reads the key's line.
  *   draw    the Zipf draw and the hash alone, which every get above pays.
  *
- * The hash is a fixed 64-bit mix of the rank, not the library's keyed
- * hash: what is measured is where the reads land and how many follow one
- * another, not the cost of the code.  Each get's draw waits for the last
+ * The hash is the library's keyed hash of the rank under a fixed key, the
+ * same for every layout: what is measured is where the reads land and how
+ * many wait for one another, not the cost of either system's code.  Each get's draw waits for the last
  * read of the get before (its value word, 0, added to the random state):
  * gets one after the other, as one caller makes them, not overlapping in
  * the core as a bare loop of independent reads would (which measures the
@@ -76,13 +76,15 @@ struct model {
 	uint64_t st_size;
 };
 
-static uint64_t
-mix(uint64_t x)
+/* The stand-in hash of rank K: the library's keyed hash of its 4 bytes
+ * under a fixed key (the same for every layout). */
+static const struct shmt_hkey mix_key = { { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+    11, 12, 13, 14, 15, 16 } };
+
+static inline uint64_t
+mix(uint32_t k)
 {
-	x += 0x9e3779b97f4a7c15ULL;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
+	return shmt__hash64(&mix_key, &k, sizeof(k));
 }
 
 static void *
@@ -138,7 +140,7 @@ build(struct model *m, uint64_t keys)
 		return -ENOMEM;
 	}
 	for (uint64_t k = 0; k < keys; k++) {
-		uint64_t h = mix(k), *head, off;
+		uint64_t h = mix((uint32_t)k), *head, off;
 		struct shmt_shard *sh = shard_at(&m->st, shard_of(&m->st, h));
 		char *heap = shard_heap(&m->st, sh);
 
