@@ -11,9 +11,10 @@
  *
  *   peer    the mutex peer's table (sys_mutex.c): BENCH_SHARDS runs of
  *           slots of 32 + 16 bytes (its header and a 16-byte value; 48,
- *           so that half of them cross a line), twice as many slots as
- *           keys, linear probing from the hash; a get reads the slot's
- *           first word until it finds the key, then the value's.
+ *           so that half of them cross a line), twice a run's share of
+ *           the keys and 64 more, linear probing from the hash; a get
+ *           reads the slot's first word until it finds the key, then the
+ *           value's.  The inline model's runs are as many slots.
  *   chain   the library's store (store.h), in the geometry the bench's
  *           segment has (shmt__store_geometry over bench_store_bytes):
  *           per shard a header, the index of 16-byte buckets and the heap;
@@ -30,14 +31,15 @@
  *
  * The hash is the library's keyed hash of the rank under a fixed key, the
  * same for every layout: what is measured is where the reads land and how
- * many wait for one another, not the cost of either system's code.  Each get's draw waits for the last
- * read of the get before (its value word, 0, added to the random state):
- * gets one after the other, as one caller makes them, not overlapping in
- * the core as a bare loop of independent reads would (which measures the
- * memory's throughput, not what one get waits).  One round runs OPS gets of each
- * layout in thread CPU time (probe.h), the order rotating from round to
- * round, after one unmeasured pass of each; the last line gives the
- * medians over the rounds and the median of the rounds' ratios
+ * many wait for one another, not the cost of either system's code.  Each
+ * get's draw waits for the last read of the get before (its value word, 0,
+ * added to the random state): gets one after the other, as one caller
+ * makes them, not overlapping in the core as a bare loop of independent
+ * reads would (which measures the memory's throughput, not what one get
+ * waits).  One round runs OPS gets of each layout in thread CPU time
+ * (probe.h), the order rotating from round to round, after one unmeasured
+ * pass of each; the last line gives the medians over the rounds and the
+ * median of the rounds' ratios
  * chain_ratio = peer_ns / chain_ns and inline_ratio = peer_ns / inline_ns
  * (the layout's gets per second over the peer's, as the bench's dict-get
  * rows compare).
@@ -104,15 +106,21 @@ slot_start(const struct model *m, uint64_t hash, uint64_t *run)
 	return (uint32_t)hash % m->run_n;
 }
 
-static void
+/* Store ID in the first free slot from HASH's start; -ENOSPC when its run
+ * is full (a run holds twice its share of keys: never with a fair hash). */
+static int
 probe_put(const struct model *m, char *base, uint64_t size, uint64_t hash,
     uint64_t id)
 {
 	uint64_t run, i = slot_start(m, hash, &run);
 
-	while (*(uint64_t *)(base + (run + i) * size) != 0)
+	for (uint64_t n = 0; *(uint64_t *)(base + (run + i) * size) != 0; n++) {
+		if (n + 1 == m->run_n)
+			return -ENOSPC;
 		i = i + 1 == m->run_n ? 0 : i + 1;
+	}
 	*(uint64_t *)(base + (run + i) * size) = id;
+	return 0;
 }
 
 static int
@@ -124,7 +132,7 @@ build(struct model *m, uint64_t keys)
 	m->keys = keys;
 	if (zipf_init(&m->z, (uint32_t)keys, 0.99) != 0)
 		return -ENOMEM;
-	m->run_n = 2 * ((keys + BENCH_SHARDS - 1) / BENCH_SHARDS);
+	m->run_n = 2 * ((keys + BENCH_SHARDS - 1) / BENCH_SHARDS) + 64;
 	if (shmt__store_geometry(bench_store_bytes(keys, 32 + 16 + VALUE,
 	    2ULL << 20), BENCH_SHARDS, 0, &m->st, &m->st_size, &why) != 0) {
 		fprintf(stderr, "layoutfloor: geometry: %s\n", why);
@@ -144,12 +152,13 @@ build(struct model *m, uint64_t keys)
 		struct shmt_shard *sh = shard_at(&m->st, shard_of(&m->st, h));
 		char *heap = shard_heap(&m->st, sh);
 
-		probe_put(m, m->peer, PEER_SLOT, h, k + 1);
-		probe_put(m, m->inl, INLINE_SLOT, h, k + 1);
 		off = used[shard_of(&m->st, h)];
-		if (off + ITEM > m->st.heap_bytes) {
+		if (probe_put(m, m->peer, PEER_SLOT, h, k + 1) != 0 ||
+		    probe_put(m, m->inl, INLINE_SLOT, h, k + 1) != 0 ||
+		    off + ITEM > m->st.heap_bytes) {
 			free(used);
-			fprintf(stderr, "layoutfloor: a shard's heap is full\n");
+			fprintf(stderr, "layoutfloor: a run or a shard's heap "
+			    "is full\n");
 			return -ENOSPC;
 		}
 		used[shard_of(&m->st, h)] += ITEM;
