@@ -176,7 +176,7 @@ shmt_set(shmt_t *h, const void *key, size_t klen, const void *val,
 	SHMT_GEN_CALL(h, gen_set_once(h, key, klen, val, vlen, ttl_ms));
 }
 
-static int
+static inline __attribute__((always_inline)) int
 gen_add_once(shmt_t *h, const void *key, size_t klen, const void *val,
     size_t vlen, uint64_t ttl_ms)
 {
@@ -190,7 +190,7 @@ shmt_add(shmt_t *h, const void *key, size_t klen, const void *val,
 	SHMT_GEN_CALL(h, gen_add_once(h, key, klen, val, vlen, ttl_ms));
 }
 
-static int
+static inline __attribute__((always_inline)) int
 gen_replace_once(shmt_t *h, const void *key, size_t klen, const void *val,
     size_t vlen, uint64_t ttl_ms)
 {
