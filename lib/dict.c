@@ -55,36 +55,80 @@ get_now(shmt_t *h)
 	return shmt__now(h);
 }
 
-/* Under the lock: store P in SH, over the old item when the new one takes
- * its block, else in a fresh block (copy on write).  Returns 0 or -errno. */
+/*
+ * Under the lock: store P in SH.  A key lives in its bucket's slot or in
+ * its chain, never in both but for one moment (below).  A new key whose
+ * key and value fit the slot takes it when it is empty; a key in the slot
+ * stays there while its values fit (written over in place), and moves to
+ * a heap item when a value outgrows the slot: the item is linked first,
+ * the slot emptied after (store.c, "Slots").  A key in the chain stays in
+ * the chain: over the old item when the new one takes its block, else in
+ * a fresh block (copy on write).  Returns 0 or -errno.
+ */
 static int
 put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
     const struct put *p)
 {
-	uint64_t now = p->now, *link, off, seq;
-	struct shmt_item *old, *it;
+	uint64_t now = p->now, *link, off, seq, expire = p->expire;
+	uint64_t b = bucket_of(st, p->hash);
+	struct shmt_item *old = NULL, *it;
 	char *heap = shard_heap(st, sh);
-	int rc;
+	int fits = slot_fits(st, p->klen, p->vlen), in_slot = 0, rc;
+	struct slot_copy sc;
 
 	(void)h;
-	old = shmt__store_find(st, sh, p->hash, p->key, p->klen, &link);
-	if (link == NULL)
-		return SHMT_ECORRUPT;
-	if (old != NULL && expired(old, now)) {
-		shmt__store_unlink(st, sh, link, old);
-		sh->ds_expirations++;
-		old = NULL;
+	slot_load(bucket_at(st, sh, b), &sc);
+	if (slot_holds(&sc, hash_tag(p->hash), p->key, p->klen)) {
+		if (sc.expire != 0 && sc.expire <= now) {
+			shmt__slot_clear(st, sh, b);
+			sh->ds_expirations++;
+			sc.lens = 0;
+		} else {
+			in_slot = 1;
+		}
 	}
-	if (p->mode == PUT_ADD && old != NULL)
-		return -EEXIST;
-	if (p->mode == PUT_REPLACE && old == NULL)
-		return -ENOENT;
-	/* A value that fits the old item's block is written over it: no
-	 * block allocated or freed, no chain relinked (store.c says why a
-	 * reader still never sees a mixed value). */
-	if (old != NULL && shmt__store_overwrite(st, sh, old, p->val, p->vlen,
-	    p->keep_ttl ? old->it_expire : p->expire, now))
-		return 0;
+	if (in_slot) {
+		if (p->mode == PUT_ADD)
+			return -EEXIST;
+		if (p->keep_ttl)
+			expire = sc.expire;
+		if (fits) {
+			shmt__slot_overwrite(st, sh, b, p->val, p->vlen,
+			    expire);
+			return 0;
+		}
+		/* Outgrown: a heap item at the chain's end (the key is not
+		 * in the chain), then the slot emptied. */
+		if (shmt__store_find(st, sh, p->hash, p->key, p->klen,
+		    &link) != NULL || link == NULL)
+			return SHMT_ECORRUPT;
+	} else {
+		old = shmt__store_find(st, sh, p->hash, p->key, p->klen, &link);
+		if (link == NULL)
+			return SHMT_ECORRUPT;
+		if (old != NULL && expired(old, now)) {
+			shmt__store_unlink(st, sh, link, old);
+			sh->ds_expirations++;
+			old = NULL;
+		}
+		if (p->mode == PUT_ADD && old != NULL)
+			return -EEXIST;
+		if (p->mode == PUT_REPLACE && old == NULL)
+			return -ENOENT;
+		if (old == NULL && fits && sc.lens == 0) {
+			shmt__slot_fill(st, sh, b, p->hash, p->key, p->klen,
+			    p->val, p->vlen, expire);
+			return 0;
+		}
+		if (old != NULL && p->keep_ttl)
+			expire = old->it_expire;
+		/* A value that fits the old item's block is written over it:
+		 * no block allocated or freed, no chain relinked (store.c
+		 * says why a reader still never sees a mixed value). */
+		if (old != NULL && shmt__store_overwrite(st, sh, old, p->val,
+		    p->vlen, expire, now))
+			return 0;
+	}
 	/* Every link or unlink moves the version: the same version after
 	 * the allocation means no chain changed, and LINK still names OLD's
 	 * place. */
@@ -97,22 +141,25 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 	it->it_order = (uint8_t)order_for(sizeof(*it) + p->klen + p->vlen);
 	it->it_flags = 0;
 	it->it_lens = lens_make(p->klen, p->vlen);
-	it->it_expire = p->keep_ttl && old != NULL ? old->it_expire : p->expire;
+	it->it_expire = expire;
 	it->it_born = now;
 	memcpy((char *)(it + 1), p->key, p->klen);
 	if (p->vlen > 0)
 		memcpy((char *)(it + 1) + p->klen, p->val, p->vlen);
 	/* Expiries or evictions moved a chain: find the link again (the
-	 * second walk only then). */
+	 * second walk only then).  They never empty a slot whose item has
+	 * not expired, as this one has not. */
 	if (sh->ds_seq != seq) {
 		old = shmt__store_find(st, sh, p->hash, p->key, p->klen,
 		    &link);
-		if (link == NULL) {
+		if (link == NULL || (in_slot && old != NULL)) {
 			shmt__blk_free(st, sh, off, it->it_order);
 			return SHMT_ECORRUPT;
 		}
 	}
 	shmt__store_link_new(st, sh, p->hash, link, off, it, old);
+	if (in_slot)
+		shmt__slot_clear(st, sh, b);
 	return 0;
 }
 
@@ -230,11 +277,22 @@ gen_del_once(shmt_t *h, const void *key, size_t klen)
 	const struct shmt_store *st = h != NULL ? h->dict : NULL;
 	struct shmt_shard *sh;
 	struct shmt_item *it;
-	uint64_t hash, *link;
+	struct slot_copy sc;
+	uint64_t hash, *link, b;
 	int rc;
 
 	if ((rc = lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
+	b = bucket_of(st, hash);
+	slot_load(bucket_at(st, sh, b), &sc);
+	if (slot_holds(&sc, hash_tag(hash), key, klen)) {
+		rc = sc.expire != 0 && sc.expire <= shmt__now(h) ? -ENOENT : 0;
+		if (rc != 0)
+			sh->ds_expirations++;
+		shmt__slot_clear(st, sh, b);
+		shmt__unlock(&sh->ds_lock);
+		return rc;
+	}
 	it = shmt__store_find(st, sh, hash, key, klen, &link);
 	rc = link == NULL ? SHMT_ECORRUPT : -ENOENT;
 	if (it != NULL) {
@@ -282,6 +340,7 @@ gen_incr_once(shmt_t *h, const void *key, size_t klen, int64_t delta,
 	const struct shmt_store *st = h != NULL ? h->dict : NULL;
 	struct shmt_shard *sh;
 	struct shmt_item *it;
+	struct slot_copy sc;
 	char num[24];
 	uint64_t hash, *link, now;
 	int64_t cur = 0, sum;
@@ -294,14 +353,22 @@ gen_incr_once(shmt_t *h, const void *key, size_t klen, int64_t delta,
 	if ((rc = lock_key(h, st, key, klen, &hash, &sh)) != 0)
 		return rc;
 	now = st->default_ttl_ms == 0 ? get_now(h) : shmt__now(h);
-	it = shmt__store_find(st, sh, hash, key, klen, &link);
-	if (link == NULL) {
-		rc = SHMT_ECORRUPT;
-		goto out;
+	slot_load(bucket_at(st, sh, bucket_of(st, hash)), &sc);
+	if (slot_holds(&sc, hash_tag(hash), key, klen)) {
+		if ((sc.expire == 0 || sc.expire > now) &&
+		    (rc = parse_i64(slot_val(&sc), lens_vlen(sc.lens),
+		    &cur)) != 0)
+			goto out;
+	} else {
+		it = shmt__store_find(st, sh, hash, key, klen, &link);
+		if (link == NULL) {
+			rc = SHMT_ECORRUPT;
+			goto out;
+		}
+		if (it != NULL && !expired(it, now) &&
+		    (rc = parse_i64(item_val(it), item_vlen(it), &cur)) != 0)
+			goto out;
 	}
-	if (it != NULL && !expired(it, now) &&
-	    (rc = parse_i64(item_val(it), item_vlen(it), &cur)) != 0)
-		goto out;
 	if (__builtin_add_overflow(cur, delta, &sum)) {
 		rc = -ERANGE;
 		goto out;
@@ -374,10 +441,21 @@ get_copy(void *arg)
 {
 	struct dict_read *g = arg;
 	struct shmt_bucket *bk = &shard_index(g->st, g->sh)[g->b];
-	uint32_t bits = tag_bits(hash_tag(g->hash));
+	uint32_t tag = hash_tag(g->hash), bits = tag_bits(tag);
+	struct slot_copy sc;
 	struct shmt_item *it;
 	struct chain c;
 
+	/* The bucket's slot: a small item's get ends on the index's line. */
+	slot_load(bk, &sc);
+	if (slot_holds(&sc, tag, g->key, g->klen)) {
+		g->len = lens_vlen(sc.lens);
+		g->expire = sc.expire;
+		if (g->len > g->cap)
+			return -ERANGE;
+		copy_short(g->buf, slot_val(&sc), g->len);
+		return 0;
+	}
 	/* A key whose tag the bucket's filter lacks is not in the chain:
 	 * most misses end here, on the index's line. */
 	if ((__atomic_load_n(&bk->bk_filter, __ATOMIC_RELAXED) & bits) != bits)
@@ -452,9 +530,20 @@ static int
 key_copy(void *arg)
 {
 	struct dict_read *k = arg;
+	struct slot_copy sc;
 	struct shmt_item *it;
 	struct chain c;
 
+	slot_load(bucket_at(k->st, k->sh, k->b), &sc);
+	if (sc.lens != 0 && (key_hash(k->st->h, slot_key(&sc),
+	    lens_klen(sc.lens)) & ~SHMT_AN_CLIENT_BIT) ==
+	    (k->hash & ~SHMT_AN_CLIENT_BIT)) {
+		k->len = lens_klen(sc.lens);
+		if (k->len > k->cap)
+			return -ENOENT;
+		memcpy(k->buf, slot_key(&sc), k->len);
+		return 0;
+	}
 	chain_start(&c, k->st, k->sh, k->b);
 	/* The analyzer keeps the hash's top bit for itself, so the tag
 	 * (which mixes every bit) cannot pick the item: each key of the
@@ -554,6 +643,30 @@ struct walk_read {
 	unsigned char key[SHMT_KEY_MAX];
 };
 
+/* The key KEY (LEN bytes, expiry EXPIRE) of W's bucket: W's find when it
+ * is live and its place the least in [FROM, TO) so far; SHMT_ECORRUPT
+ * when its hash does not lead to W's bucket. */
+static int
+walk_consider(struct walk_read *w, const char *key, size_t len,
+    uint64_t expire)
+{
+	uint64_t hash = key_hash(w->h, key, len), place;
+
+	if (shard_of(w->st, hash) != w->shard || bucket_of(w->st, hash) != w->b)
+		return SHMT_ECORRUPT;
+	if (expire != 0 && expire <= w->now)
+		return 0;
+	place = walk_place(hash);
+	if (place < w->from || place >= w->to ||
+	    (w->found && place >= w->place))
+		return 0;
+	w->found = 1;
+	w->place = place;
+	w->len = len;
+	memcpy(w->key, key, len);
+	return 0;
+}
+
 /* seq_read's copy: the live key of bucket B with the least place in
  * [FROM, TO); SHMT_ECORRUPT at an item stored where its hash does not
  * lead, or at a chain longer than the heap holds. */
@@ -561,30 +674,22 @@ static int
 walk_copy(void *arg)
 {
 	struct walk_read *w = arg;
+	struct slot_copy sc;
 	struct shmt_item *it;
 	struct chain c;
+	int rc;
 
 	w->found = 0;
+	/* The slot's item, then the chain's. */
+	slot_load(bucket_at(w->st, w->sh, w->b), &sc);
+	if (sc.lens != 0 && (rc = walk_consider(w, slot_key(&sc),
+	    lens_klen(sc.lens), sc.expire)) != 0)
+		return rc;
 	chain_start(&c, w->st, w->sh, w->b);
-	for (; (it = chain_item(&c)) != NULL; chain_next(&c, it)) {
-		size_t len = lens_klen(c.lens);
-		uint64_t hash, place;
-
-		hash = key_hash(w->h, item_key(it), len);
-		if (shard_of(w->st, hash) != w->shard ||
-		    bucket_of(w->st, hash) != w->b)
-			return SHMT_ECORRUPT;
-		if (it->it_expire != 0 && it->it_expire <= w->now)
-			continue;
-		place = walk_place(hash);
-		if (place < w->from || place >= w->to ||
-		    (w->found && place >= w->place))
-			continue;
-		w->found = 1;
-		w->place = place;
-		w->len = len;
-		memcpy(w->key, item_key(it), len);
-	}
+	for (; (it = chain_item(&c)) != NULL; chain_next(&c, it))
+		if ((rc = walk_consider(w, item_key(it), lens_klen(c.lens),
+		    it->it_expire)) != 0)
+			return rc;
 	return c.cut ? SHMT_ECORRUPT : 0;
 }
 

@@ -416,6 +416,25 @@ shard_records(const struct shmt_store *st, struct shmt_shard *sh,
 
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
 		uint64_t off = index[b].bk_head;
+		struct slot_copy sc;
+
+		/* The slot's item first (a damaged slot is the check's: only
+		 * an item a slot can hold is written). */
+		slot_load(&index[b], &sc);
+		if (!st->counters && sc.lens != 0 &&
+		    (sc.expire == 0 || sc.expire > now)) {
+			struct img_rec r = { .ir_klen = lens_klen(sc.lens),
+			    .ir_vlen = lens_vlen(sc.lens),
+			    .ir_expire = sc.expire };
+
+			if (o->cap - o->len < sizeof(r) + r.ir_klen + r.ir_vlen)
+				return SHMT_ECORRUPT;
+			memcpy(o->b + o->len, &r, sizeof(r));
+			memcpy(o->b + o->len + sizeof(r), slot_key(&sc),
+			    (size_t)r.ir_klen + r.ir_vlen);
+			o->len += sizeof(r) + r.ir_klen + r.ir_vlen;
+			(*count)++;
+		}
 
 		while (link_unit(off) != 0) {
 			uint32_t lens;
@@ -502,12 +521,15 @@ shmt__image_build(shmt_t *h, const struct shmt__host_time *now,
 	if (h == NULL || now == NULL || image == NULL || len == NULL)
 		return -EINVAL;
 	/* The most the image can take: the pieces, and each store's heap
-	 * (a record is smaller than the block of its item). */
+	 * (a record is smaller than the block of its item) and the
+	 * dictionary's slots (a record and SHMT_SLOT_DATA bytes each). */
 	cap = sizeof(ih) + h->reg[SHMT_R_HEADER].rg_size +
 	    h->reg[SHMT_R_LIMITERS].rg_size + h->reg[SHMT_R_ARENA].rg_size +
 	    3 * sizeof(struct img_sec);
 	if (h->dict != NULL)
-		cap += h->dict->heap_bytes * h->dict->shards;
+		cap += (h->dict->heap_bytes + h->dict->nbuckets *
+		    (sizeof(struct img_rec) + SHMT_SLOT_DATA)) *
+		    h->dict->shards;
 	if (h->counters != NULL)
 		cap += h->counters->heap_bytes * h->counters->shards;
 	if (h->an != NULL)
@@ -757,14 +779,17 @@ shift_expire(uint64_t e, int64_t d)
  * Check the records of a store's section S (COUNT records in BYTES) against
  * the fresh store ST of T, and list in *KEPT those still alive at NOW after
  * the shift D, largest blocks first.  Every length and count is checked
- * before it is used, and the blocks of each shard must fit its heap.
+ * before it is used, and the blocks of each shard must fit its heap.  In
+ * the dictionary, an item of one 64-byte block is one a slot holds: the
+ * first of each bucket takes its slot as the store puts it back (the
+ * smallest come last), the others a block.
  */
 static int
 scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
     const unsigned char *s, uint64_t count, uint64_t bytes, int64_t d,
     uint64_t now, struct keep **kept, uint64_t *nkept, char *err, size_t cap)
 {
-	uint64_t at = 0, n = 0, *load = NULL;
+	uint64_t at = 0, n = 0, *load = NULL, *slots = NULL;
 	struct keep *k = NULL;
 	int rc = 0;
 
@@ -783,7 +808,9 @@ scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
 	if (count == 0 && bytes == 0)
 		return 0;
 	if ((k = calloc(count > 0 ? count : 1, sizeof(*k))) == NULL ||
-	    (load = calloc(st->shards, sizeof(*load))) == NULL) {
+	    (load = calloc(st->shards, sizeof(*load))) == NULL ||
+	    (!st->counters && (slots = calloc(st->nbuckets / 64 * st->shards +
+	    1, sizeof(*slots))) == NULL)) {
 		rc = shmt__bad(err, cap, -ENOMEM, "no memory for %" PRIu64
 		    " records", count);
 		goto out;
@@ -821,6 +848,13 @@ scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
 			    r.ir_klen + r.ir_vlen);
 			k[n].shard = shard_of(st, hash);
 			k[n].expire = e;
+			if (slots != NULL && k[n].order == 0 &&
+			    !shmt__bit_get(slots, k[n].shard * st->nbuckets +
+			    bucket_of(st, hash))) {
+				shmt__bit_set(slots, k[n].shard * st->nbuckets +
+				    bucket_of(st, hash));
+				blk = 0;
+			}
 			if (k[n].order > st->order_max ||
 			    blk > st->heap_bytes - load[k[n].shard]) {
 				rc = shmt__bad(err, cap, SHMT_ECORRUPT, "%s records "
@@ -848,6 +882,7 @@ scan_records(shmt_t *t, const struct shmt_store *st, const char *what,
 out:
 	free(k);
 	free(load);
+	free(slots);
 	return rc;
 }
 

@@ -32,8 +32,11 @@ shmt_config_init(shmt_config_t *cfg)
 	cfg->max_limiters = 64;
 	cfg->max_slots = 256;
 	cfg->arena_bytes = 8ULL << 20;
-	cfg->dict_bytes = 16ULL << 20;
-	cfg->dict_shards = 8;
+	/* 8 MiB of heap and, beside it, 4 MiB of index (65,536 slots): the
+	 * default segment stays under half of a container's default 64 MiB
+	 * /dev/shm, which a move needs twice. */
+	cfg->dict_bytes = 8ULL << 20;
+	cfg->dict_shards = 4;
 	cfg->dict_eviction = 1;
 	cfg->counters_bytes = 4ULL << 20;
 	cfg->counters_shards = 4;

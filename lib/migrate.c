@@ -1,13 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Upgrades: an image (image.c) of a segment of an older format, ABI 8, 7
- * or 6, rewritten as an image of this build's format (ABI 9), which
+ * Upgrades: an image (image.c) of a segment of an older format, ABI 9, 8,
+ * 7 or 6, rewritten as an image of this build's format (ABI 10), which
  * image.c then restores as any other (checked record by record,
  * re-inserted through the store's calls, checked whole with shmt_check
- * before it is published); and a live segment of ABI 8, 7 or 6 in
+ * before it is published); and a live segment of ABI 9, 8, 7 or 6 in
  * /dev/shm taken over in place (below).  Each older format is one entry of
  * oldfmts[]: its format word, its shard header's size, the gap between its
- * shards, whether its rows need converting; the code is the same for all.
+ * shards, whether its rows need converting, whether its analyzer does;
+ * the code is the same for all.
+ *
+ * What changed from ABI 9 to ABI 10, and what the migration does with it:
+ *
+ *  - The stores' index: a bucket is a 64-byte line (struct shmt_bucket,
+ *    store.h) whose slot holds a small item of the dictionary, one bucket
+ *    per 128 heap bytes in the dictionary and per 512 in the counters'
+ *    store; ABI 9's was 16 bytes (struct shmt_bucket9 here), one per 128
+ *    heap bytes in both.  Items are carried as records (an image's as
+ *    they are; a live segment's read with ABI 9's own geometry, every
+ *    link and item checked, as for ABI 8 below) and re-inserted through
+ *    the store's calls, which put the small ones in their slots.
+ *  - Nothing else changed: rows, arena, analyzer and header are carried
+ *    as they are (an ABI 9 analyzer is this build's: no rewrite).  The
+ *    format word changed so that no ABI 9 process works on an ABI 10
+ *    segment (it would read every bucket at the wrong place).
  *
  * What changed from ABI 8 to ABI 9, and what the migration does with it:
  *
@@ -125,11 +141,20 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The format words of ABI 6, 7 and 8 (layout.c's shmt__format_word as
+/* The format words of ABI 6, 7, 8 and 9 (layout.c's shmt__format_word as
  * those versions built it on LP64 little-endian with gcc or clang). */
 #define FORMAT_ABI6 0x0006f8ef2fad6518ULL
 #define FORMAT_ABI7 0x00078ea78d338708ULL
 #define FORMAT_ABI8 0x0008a234bd752efeULL
+#define FORMAT_ABI9 0x0009f57c0f57efbeULL
+
+/* The index's bucket of every format up to ABI 9: 16 bytes, four to a
+ * line, one per 128 heap bytes in both stores, no slot. */
+struct shmt_bucket9 {
+	uint64_t bk_head;
+	uint32_t bk_atime;
+	uint32_t bk_filter;
+};
 
 /* ABI 6's client entry. */
 struct shmt_client6 {
@@ -216,12 +241,19 @@ struct oldfmt {
 	                                 * arena are ABI 6's (converted); 0:
 	                                 * this build's (carried as they are) */
 	uint32_t wake_off;              /* lm_wake in its row */
+	int an_old;                     /* 1: its analyzer's summaries have
+	                                 * no crossing records (rewritten);
+	                                 * 0: this build's (carried) */
 };
 
 static const struct oldfmt oldfmts[] = {
-	{ 6, FORMAT_ABI6, 512, 0, 1, offsetof(struct shmt_lim6, lm_wake) },
-	{ 7, FORMAT_ABI7, 896, SHMT_LINE, 0, offsetof(struct shmt_lim, lm_wake) },
-	{ 8, FORMAT_ABI8, 896, SHMT_LINE, 0, offsetof(struct shmt_lim, lm_wake) },
+	{ 6, FORMAT_ABI6, 512, 0, 1, offsetof(struct shmt_lim6, lm_wake), 1 },
+	{ 7, FORMAT_ABI7, 896, SHMT_LINE, 0, offsetof(struct shmt_lim, lm_wake),
+	    1 },
+	{ 8, FORMAT_ABI8, 896, SHMT_LINE, 0, offsetof(struct shmt_lim, lm_wake),
+	    1 },
+	{ 9, FORMAT_ABI9, 896, SHMT_LINE, 0, offsetof(struct shmt_lim, lm_wake),
+	    0 },
 };
 
 /* The older format of format word FORMAT, or NULL when this build does
@@ -296,9 +328,10 @@ old_check(const unsigned char *img, size_t len, struct img_hdr *ih,
 		    "mismatch (the file is damaged)");
 	if ((o->f = oldfmt_of(ih->ih_format)) == NULL)
 		return shmt__bad(err, cap, SHMT_EFORMAT, "written for segment "
-		    "format %#" PRIx64 " (ABI %u); this build migrates ABI 8 "
-		    "(%#llx), ABI 7 (%#llx) and ABI 6 (%#llx) only",
-		    ih->ih_format, (unsigned)(ih->ih_format >> 48),
+		    "format %#" PRIx64 " (ABI %u); this build migrates ABI 9 "
+		    "(%#llx), ABI 8 (%#llx), ABI 7 (%#llx) and ABI 6 (%#llx) "
+		    "only", ih->ih_format, (unsigned)(ih->ih_format >> 48),
+		    (unsigned long long)FORMAT_ABI9,
 		    (unsigned long long)FORMAT_ABI8, (unsigned long long)
 		    FORMAT_ABI7, (unsigned long long)FORMAT_ABI6);
 	if (ih->ih_size != len - sizeof(*ih))
@@ -766,7 +799,8 @@ count_sections(const struct old *o, struct shmt__migration *m)
 /* The old image O's sections, for a segment of header NH, into OUT (NULL:
  * only their size, into *LEN): each as it was, but the analyzer's, which
  * formats up to ABI 8 laid out without crossing records
- * (shmt__an_upgrade rewrites it).  0, or SHMT_ECORRUPT. */
+ * (shmt__an_upgrade rewrites it; ABI 9's is this build's).  0, or
+ * SHMT_ECORRUPT. */
 static int
 sections_new(const struct old *o, const struct shmt_hdr *nh,
     unsigned char *out, uint64_t *len, char *err, size_t cap)
@@ -781,7 +815,7 @@ sections_new(const struct old *o, const struct shmt_hdr *nh,
 		memcpy(&s, o->body + at, sizeof(s));
 		if (s.is_bytes > o->size - at - sizeof(s))
 			break;
-		if (s.is_kind != IMG_S_ANALYZER) {
+		if (s.is_kind != IMG_S_ANALYZER || !o->f->an_old) {
 			if (out != NULL)
 				memcpy(out + n, o->body + at,
 				    sizeof(s) + s.is_bytes);
@@ -1031,7 +1065,7 @@ bits_of(uint64_t x)
  * shards; COUNTERS: the counters' store) in region RG of the mapping MAP,
  * computed here as that format's shmt__store_geometry computed it, with
  * its rules: a shard header of F->shard_bytes, then the index (one bucket
- * of 16 bytes, struct shmt_bucket, per 128 heap bytes) from the next
+ * of 16 bytes, struct shmt_bucket9, per 128 heap bytes) from the next
  * line, the heap (the largest power of two in BYTES / SHARDS) from the
  * next page, F->shard_gap bytes more between shards.  This build's own
  * store geometry is not asked: a later format may change it, and this
@@ -1061,7 +1095,7 @@ store_old(const struct oldfmt *f, uint64_t bytes, uint32_t shards,
 	st->nbuckets = st->heap_bytes >> 7;
 	st->index_off = shmt__align_up(f->shard_bytes, SHMT_LINE);
 	st->heap_off = shmt__align_up(st->index_off +
-	    st->nbuckets * sizeof(struct shmt_bucket), SHMT_PAGE);
+	    st->nbuckets * sizeof(struct shmt_bucket9), SHMT_PAGE);
 	st->stride = st->heap_off + st->heap_bytes + f->shard_gap;
 	if (rg->rg_size != st->stride * st->shards)
 		return SHMT_ECORRUPT;
@@ -1089,7 +1123,7 @@ struct buf {
  * the same in every format); a shard's walk passes at most as many items
  * as its heap can hold, so a cycle or shared chains end it with
  * SHMT_ECORRUPT.  The index is read as the old format laid it out
- * (struct shmt_bucket at ST->index_off), never through this build's
+ * (struct shmt_bucket9 at ST->index_off), never through this build's
  * views of a shard. */
 static int
 store_old_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
@@ -1104,7 +1138,7 @@ store_old_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
 	o->len += sizeof(s);
 	for (uint32_t i = 0; i < st->shards; i++) {
 		char *sh = st->base + (uint64_t)i * st->stride;
-		const struct shmt_bucket *index = (const struct shmt_bucket *)
+		const struct shmt_bucket9 *index = (const struct shmt_bucket9 *)
 		    (const void *)(sh + st->index_off);
 		char *heap = sh + st->heap_off;
 		/* Every item takes a 64-byte block at least. */
@@ -1165,7 +1199,8 @@ seg_old_check(const unsigned char *map, uint64_t size, struct shmt_hdr *hdr,
 	if ((*f = oldfmt_of(hdr->sh_format)) == NULL ||
 	    hdr->sh_abi != (*f)->abi)
 		return shmt__bad(err, cap, SHMT_EFORMAT, "segment format %#"
-		    PRIx64 " (ABI %u): this build migrates ABI 8, 7 and 6 only",
+		    PRIx64 " (ABI %u): this build migrates ABI 9, 8, 7 and 6 "
+		    "only",
 		    hdr->sh_format, hdr->sh_abi);
 	if (hdr->sh_size != size)
 		return shmt__bad(err, cap, SHMT_ESIZE, "%" PRIu64 " bytes, its "
@@ -1195,8 +1230,9 @@ seg_old_check(const unsigned char *map, uint64_t size, struct shmt_hdr *hdr,
 	    hdr->sh_regions[SHMT_R_ANALYZER].rg_size != an->bytes)
 		return shmt__bad(err, cap, SHMT_ECORRUPT, "its regions do not "
 		    "match its creation parameters");
-	/* Its analyzer is laid out as formats up to ABI 8 laid it out. */
-	if (an->bytes != 0) {
+	/* Its analyzer is laid out as formats up to ABI 8 laid it out (ABI
+	 * 9's as this build's). */
+	if (an->bytes != 0 && (*f)->an_old) {
 		struct shmt_an cur = *an;
 
 		if (shmt__an_geometry_old(&cur, an) != 0)
@@ -1285,9 +1321,17 @@ shmt__segment_old_image(const unsigned char *map, uint64_t size,
 		unsigned char *tmp = old > 0 ? malloc((size_t)old) : NULL;
 
 		if (tmp != NULL &&
-		    (n = shmt__an_export_an(&an, tmp, (uint64_t)old)) >= 0)
-			n = shmt__an_upgrade(&an_cur, tmp, (uint64_t)n,
-			    o.b + o.len + sizeof(s), o.cap - o.len - sizeof(s));
+		    (n = shmt__an_export_an(&an, tmp, (uint64_t)old)) >= 0) {
+			if (f->an_old)
+				n = shmt__an_upgrade(&an_cur, tmp, (uint64_t)n,
+				    o.b + o.len + sizeof(s),
+				    o.cap - o.len - sizeof(s));
+			else if ((uint64_t)n > o.cap - o.len - sizeof(s))
+				n = -ENOMEM;
+			else
+				memcpy(o.b + o.len + sizeof(s), tmp,
+				    (size_t)n);
+		}
 		free(tmp);
 		if (n < 0) {
 			free(o.b);

@@ -27,7 +27,7 @@
  */
 
 #define SHMT_MAGIC 0x31544d4854524853ULL /* "SHRTHMT1" little-endian */
-#define SHMT_ABI_VERSION 9U
+#define SHMT_ABI_VERSION 10U
 
 /* Hot shared words are padded to 128 bytes: x86 prefetches adjacent lines
  * in pairs, so 64-byte padding still lets two writers fight. */

@@ -97,11 +97,13 @@ shmt__store_geometry(uint64_t bytes, uint32_t shards, int counters,
 	st->shards = shards;
 	st->heap_bytes = heap;
 	st->order_max = (uint32_t)(ilog2(heap) - SHMT_BLOCK_MIN_SHIFT);
-	/* One chain per 128 heap bytes: at most one item per chain on
-	 * average in a heap half full of the smallest items (64 bytes), so a
-	 * get seldom passes an item that is not its own.  The index is 1/8
-	 * of the heap (16 bytes a bucket). */
-	st->nbuckets = heap >> 7;
+	/* The dictionary: one bucket per 128 heap bytes, so that a chain
+	 * holds at most one item on average in a heap half full of the
+	 * smallest items (64 bytes), and a small item usually has its
+	 * bucket's slot to itself; the index is half the heap (64 bytes a
+	 * bucket).  The counters' items are larger and never in a slot: one
+	 * bucket per 512 heap bytes, an index of an eighth of the heap. */
+	st->nbuckets = heap >> (counters ? 9 : 7);
 	st->index_off = shmt__align_up(sizeof(struct shmt_shard), SHMT_LINE);
 	st->heap_off = shmt__align_up(st->index_off +
 	    st->nbuckets * sizeof(struct shmt_bucket), SHMT_PAGE);
@@ -277,7 +279,13 @@ repair_chains(const struct shmt_store *st, struct shmt_shard *sh, uint64_t *bm)
 	for (uint64_t b = 0; b < st->nbuckets; b++) {
 		uint64_t *link = &index[b].bk_head, l;
 		uint32_t filter = 0;
+		struct slot_copy sc;
+		int slot = slot_examine(st, sh, b, &sc), twice = 0;
 
+		/* A slot that does not hold an item of this bucket is
+		 * emptied. */
+		if (slot < 0)
+			__atomic_store_n(&index[b].bk_lens, 0, __ATOMIC_RELAXED);
 		/* Lock-free readers load these words while the repair
 		 * rewrites them (their version check discards what they
 		 * saw): every access is atomic. */
@@ -307,11 +315,21 @@ repair_chains(const struct shmt_store *st, struct shmt_shard *sh, uint64_t *bm)
 				__atomic_store_n(link, 0, __ATOMIC_RELAXED);
 				break;
 			}
+			if (slot > 0 && link_tag(l) == sc.tag &&
+			    item_is(it, lens, slot_key(&sc), lens_klen(sc.lens)))
+				twice = 1;
 			sh->ds_items++;
 			sh->ds_used += size;
 			filter |= tag_bits(link_tag(l));
 			link = &it->it_next;
 		}
+		/* A key in the slot and in the chain: a writer moving it from
+		 * the slot to the heap died between linking the new item and
+		 * emptying the slot.  The chain's is the newer value. */
+		if (slot > 0 && twice)
+			__atomic_store_n(&index[b].bk_lens, 0, __ATOMIC_RELAXED);
+		else if (slot > 0)
+			sh->ds_items++;
 		__atomic_store_n(&index[b].bk_filter, filter, __ATOMIC_RELAXED);
 	}
 }
@@ -363,8 +381,31 @@ repair_undo(const struct shmt_store *st, struct shmt_shard *sh)
 	 * disarms it before it makes it even, and changes the item only
 	 * while it is odd: a record armed beside an even version saved an
 	 * item that was never touched (or it is damage), and is dropped. */
-	if ((sh->ds_seq & 1) != 0 && off < st->heap_bytes && off % 64 == 0 &&
-	    len >= sizeof(saved) && len <= SHMT_UNDO_MAX &&
+	if ((at & SHMT_UNDO_SLOT) != 0) {
+		/* A slot's: its bytes go back word by word (readers load
+		 * them as atomic words); the slot's check in the repair of
+		 * the chains that follows empties a slot they do not make
+		 * valid. */
+		uint64_t b = (at & ~SHMT_UNDO_SLOT) - 1;
+		struct shmt_bucket *bk, sv;
+
+		if ((sh->ds_seq & 1) != 0 && b < st->nbuckets &&
+		    len == SHMT_SLOT_BYTES) {
+			bk = bucket_at(st, sh, b);
+			memcpy(&sv.bk_lens, sh->ds_undo_bytes, SHMT_SLOT_BYTES);
+			store_fence();
+			__atomic_store_n(&bk->bk_tag, sv.bk_tag,
+			    __ATOMIC_RELAXED);
+			__atomic_store_n(&bk->bk_expire, sv.bk_expire,
+			    __ATOMIC_RELAXED);
+			for (int i = 0; i < SHMT_SLOT_DATA / 8; i++)
+				__atomic_store_n(&bk->bk_data[i],
+				    sv.bk_data[i], __ATOMIC_RELAXED);
+			__atomic_store_n(&bk->bk_lens, sv.bk_lens,
+			    __ATOMIC_RELAXED);
+		}
+	} else if ((sh->ds_seq & 1) != 0 && off < st->heap_bytes &&
+	    off % 64 == 0 && len >= sizeof(saved) && len <= SHMT_UNDO_MAX &&
 	    st->heap_bytes - off >= len) {
 		memcpy(&saved, sh->ds_undo_bytes, sizeof(saved));
 		if (saved.it_magic == SHMT_IT_ALLOC &&
@@ -696,6 +737,105 @@ shmt__store_link_new(const struct shmt_store *st, struct shmt_shard *sh,
 	}
 }
 
+/*
+ * Slots.  A bucket's slot holds one small item of the dictionary in the
+ * index's line.  Its writes follow the protocol of the chains and of the
+ * overwrite in place above, word by word (a reader loads the slot's words
+ * as atomic words, so a torn copy is a copy of words, thrown away by the
+ * version check):
+ *
+ *   fill (the slot was empty):  seq odd, fence; tag, expiry, data; the
+ *                               lengths (release); seq even
+ *   overwrite (the same key):   undo record of the slot armed (as above,
+ *                               with SHMT_UNDO_SLOT), seq odd, fence;
+ *                               lengths, expiry, data; record disarmed;
+ *                               seq even
+ *   clear:                      seq odd; lengths 0 (release); seq even
+ *
+ * A writer killed in a fill leaves the lengths 0 (the slot empty, its
+ * other words unread) or the whole item; in an overwrite, the repair puts
+ * the saved slot back (old value) or finds the record disarmed (new
+ * value); a clear is one store.  A write whose value outgrows the slot
+ * links a heap item first and clears the slot after: killed between the
+ * two, the key is in both, the slot's the old value, which readers see
+ * (they look at the slot first) until the repair, which the dead lock
+ * holder brings about, keeps the chain's, the new value.
+ */
+static void
+slot_store(struct shmt_bucket *bk, uint32_t tag, uint64_t expire,
+    const void *key, size_t klen, const void *val, size_t vlen)
+{
+	uint64_t data[SHMT_SLOT_DATA / 8];
+
+	memcpy(data, key, klen);
+	copy_short((char *)data + klen, val, vlen);
+	__atomic_store_n(&bk->bk_tag, tag, __ATOMIC_RELAXED);
+	__atomic_store_n(&bk->bk_expire, expire, __ATOMIC_RELAXED);
+	for (size_t i = 0; i * 8 < klen + vlen; i++)
+		__atomic_store_n(&bk->bk_data[i], data[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&bk->bk_lens, lens_make(klen, vlen), __ATOMIC_RELEASE);
+}
+
+void
+shmt__slot_fill(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t b, uint64_t hash, const void *key, size_t klen, const void *val,
+    size_t vlen, uint64_t expire)
+{
+	uint64_t seq = sh->ds_seq;
+
+	__atomic_store_n(&sh->ds_seq, seq + 1, __ATOMIC_RELAXED);
+	store_fence();
+	slot_store(bucket_at(st, sh, b), hash_tag(hash), expire, key, klen,
+	    val, vlen);
+	__atomic_store_n(&sh->ds_seq, seq + 2, __ATOMIC_RELEASE);
+	reap_hint_follow(sh, seq, expire);
+	sh->ds_items++;
+}
+
+void
+shmt__slot_overwrite_begin(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t b)
+{
+	memcpy(sh->ds_undo_bytes, &bucket_at(st, sh, b)->bk_lens,
+	    SHMT_SLOT_BYTES);
+	sh->ds_undo_len = SHMT_SLOT_BYTES;
+	__atomic_store_n(&sh->ds_undo, SHMT_UNDO_SLOT | (b + 1),
+	    __ATOMIC_RELEASE);
+	__atomic_store_n(&sh->ds_seq, sh->ds_seq + 1, __ATOMIC_RELAXED);
+	store_fence();
+}
+
+void
+shmt__slot_overwrite(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t b, const void *val, size_t vlen, uint64_t expire)
+{
+	struct shmt_bucket *bk = bucket_at(st, sh, b);
+	uint64_t seq = sh->ds_seq;
+	struct slot_copy c;
+
+	/* Under the lock the slot holds still: its key, as stored. */
+	slot_load(bk, &c);
+	shmt__slot_overwrite_begin(st, sh, b);
+	slot_store(bk, c.tag, expire, slot_key(&c), lens_klen(c.lens), val,
+	    vlen);
+	__atomic_store_n(&sh->ds_undo, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&sh->ds_seq, seq + 2, __ATOMIC_RELEASE);
+	reap_hint_follow(sh, seq, expire);
+}
+
+void
+shmt__slot_clear(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t b)
+{
+	uint64_t seq = sh->ds_seq;
+
+	__atomic_store_n(&sh->ds_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&bucket_at(st, sh, b)->bk_lens, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&sh->ds_seq, seq + 2, __ATOMIC_RELEASE);
+	reap_hint_follow(sh, seq, 0);
+	sh->ds_items--;
+}
+
 void
 shmt__store_unlink(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t *link,
@@ -778,6 +918,19 @@ shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
 		struct shmt_item *it;
 		struct chain c;
 
+		struct shmt_bucket *bk = bucket_at(st, sh, b);
+		uint32_t lens = __atomic_load_n(&bk->bk_lens, __ATOMIC_RELAXED);
+
+		/* The slot's item (a damaged slot's lengths are the check's
+		 * and the repair's: only its expiry is read here). */
+		if (lens != 0 && bk->bk_expire != 0) {
+			if (bk->bk_expire <= now) {
+				shmt__slot_clear(st, sh, b);
+				n++;
+			} else if (bk->bk_expire < first) {
+				first = bk->bk_expire;
+			}
+		}
 		chain_start(&c, st, sh, b);
 		c.left = left;
 		while ((it = chain_item(&c)) != NULL) {
@@ -1002,6 +1155,13 @@ store_rebase(const struct shmt_store *st, int64_t d)
 			struct shmt_item *it;
 			struct chain c;
 
+			struct shmt_bucket *bk = bucket_at(st, sh, b);
+
+			if (bk->bk_lens != 0 && bk->bk_expire != 0) {
+				int64_t e = (int64_t)bk->bk_expire + d;
+
+				bk->bk_expire = e > 0 ? (uint64_t)e : 1;
+			}
 			chain_start(&c, st, sh, b);
 			c.left = left;
 			while ((it = chain_item(&c)) != NULL) {

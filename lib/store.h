@@ -22,14 +22,16 @@
 
 /*
  * A store is a region of shards.  Each shard is
- *   [struct shmt_shard][index: nbuckets buckets of 16 bytes]
+ *   [struct shmt_shard][index: nbuckets buckets of 64 bytes]
  *   [heap: 2^k bytes of buddy blocks, 64 bytes at least]
- * A bucket holds the head of its chain, the coarse time of its last read
- * and a filter of its items' tags, so that a get reads one line of the
- * index and a miss usually reads nothing else.  Items live in heap blocks
- * and chain from the bucket by links (link_make): the item's 64-byte unit
- * + 1 (0 ends a chain) and its tag.  Units are relative to the shard's
- * heap and checked against it before every use.
+ * A bucket is one cache line: the head of its chain, the coarse time of
+ * its last read, a filter of its chain's tags, and a slot that holds one
+ * small item of the dictionary (key and value of SHMT_SLOT_DATA bytes at
+ * most) in the index itself, so that a get of that item reads one line.
+ * Other items live in heap blocks and chain from the bucket by links
+ * (link_make): the item's 64-byte unit + 1 (0 ends a chain) and its tag.
+ * Units are relative to the shard's heap and checked against it before
+ * every use; a slot's lengths are checked against the slot.
  */
 
 #define SHMT_BLOCK_MIN_SHIFT 6          /* 64-byte blocks at least */
@@ -76,19 +78,35 @@ struct shmt_shard {
 	unsigned char ds_undo_bytes[SHMT_UNDO_MAX]; /* its bytes before */
 };
 
-/* A bucket of the index: one in four of a cache line. */
+/* The bytes of key and value a bucket's slot holds. */
+#define SHMT_SLOT_DATA 32
+
+/* A bucket of the index: one cache line. */
 struct shmt_bucket {
 	uint64_t bk_head;               /* the chain's first link */
 	uint32_t bk_atime;              /* coarse() of the last get */
 	uint32_t bk_filter;             /* tag_bits() of every item linked
 	                                 * since the chain was last empty */
+	/* The slot: a dictionary item of this bucket whose key and value
+	 * fit SHMT_SLOT_DATA bytes.  Written only under the shard's lock,
+	 * with the version odd, word by word (atomic words: a lock-free
+	 * reader copies them as they are and its version check says
+	 * whether the copy is whole); the counters' store never uses it. */
+	uint32_t bk_lens;               /* lens_make(); 0: the slot is empty */
+	uint32_t bk_tag;                /* hash_tag() of its key */
+	uint64_t bk_expire;             /* ns; 0: never */
+	uint64_t bk_data[SHMT_SLOT_DATA / 8]; /* the key, then the value */
 };
 /* The reap hint lies in what was the padding before the version's line:
  * the format (its sizes and offsets) is as it was. */
 _Static_assert(offsetof(struct shmt_shard, ds_seq) ==
     (offsetof(struct shmt_shard, ds_free_mask) + 8 + SHMT_LINE - 1) /
     SHMT_LINE * SHMT_LINE, "the shard header's layout");
-_Static_assert(sizeof(struct shmt_bucket) == 16, "a bucket is 16 bytes");
+_Static_assert(sizeof(struct shmt_bucket) == 64 && SHMT_LINE % 64 == 0,
+    "a bucket is one 64-byte line, the index starts on one");
+/* The slot's part of a bucket (what an undo record of it saves). */
+#define SHMT_SLOT_BYTES (sizeof(struct shmt_bucket) - \
+    offsetof(struct shmt_bucket, bk_lens))
 
 /* An item: header, then the key, then the value.  32 bytes, so that an
  * item of a short key and value (up to 32 bytes together) is one line. */
@@ -554,6 +572,128 @@ item_is(const struct shmt_item *it, uint32_t lens, const void *key,
 {
 	return lens_klen(lens) == klen && same_bytes(item_key(it), key, klen);
 }
+
+/* ---- Slots ------------------------------------------------------------------- */
+
+/* ds_undo of an overwrite of a bucket's slot: this bit, and the bucket's
+ * index + 1 below it (an item's heap offset + 1 never has it). */
+#define SHMT_UNDO_SLOT (1ULL << 63)
+
+static inline struct shmt_bucket *
+bucket_at(const struct shmt_store *st, struct shmt_shard *sh, uint64_t b)
+{
+	return &shard_index(st, sh)[b];
+}
+
+/* Lengths LENS, read from a slot, name an item a slot holds: a key of at
+ * least a byte, key and value within SHMT_SLOT_DATA. */
+static inline int
+slot_lens_ok(uint32_t lens)
+{
+	uint32_t k = lens_klen(lens), v = lens_vlen(lens);
+
+	return k != 0 && v <= SHMT_SLOT_DATA && k + v <= SHMT_SLOT_DATA;
+}
+
+/* An item a slot holds is one an item of one 64-byte block would be. */
+_Static_assert(sizeof(struct shmt_item) + SHMT_SLOT_DATA == 64,
+    "a slot holds what one block does");
+
+/* An item of KLEN and VLEN bytes goes in a slot (of the dictionary's
+ * store: the counters' items never do). */
+static inline int
+slot_fits(const struct shmt_store *st, size_t klen, size_t vlen)
+{
+	return !st->counters && klen + vlen <= SHMT_SLOT_DATA;
+}
+
+/* A copy of a slot, word by word as a reader or a writer loads it. */
+struct slot_copy {
+	uint32_t lens;                  /* 0: empty (nothing else loaded) */
+	uint32_t tag;
+	uint64_t expire;
+	uint64_t data[SHMT_SLOT_DATA / 8];
+};
+
+/* Copy BK's slot into *C.  Racy without the lock: a reader checks the
+ * version afterwards; the lengths are one load and checked, so a torn
+ * copy is never read past its words. */
+static inline void
+slot_load(const struct shmt_bucket *bk, struct slot_copy *c)
+{
+	uint32_t lens = __atomic_load_n(&bk->bk_lens, __ATOMIC_RELAXED);
+
+	c->lens = 0;
+	if (lens == 0 || !slot_lens_ok(lens))
+		return;
+	c->lens = lens;
+	c->tag = __atomic_load_n(&bk->bk_tag, __ATOMIC_RELAXED);
+	c->expire = __atomic_load_n(&bk->bk_expire, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i * 8 < lens_klen(lens) + lens_vlen(lens); i++)
+		c->data[i] = __atomic_load_n(&bk->bk_data[i], __ATOMIC_RELAXED);
+}
+
+static inline const char *
+slot_key(const struct slot_copy *c)
+{
+	return (const char *)c->data;
+}
+
+static inline const char *
+slot_val(const struct slot_copy *c)
+{
+	return (const char *)c->data + lens_klen(c->lens);
+}
+
+/* The copy C holds KEY (KLEN bytes, tag TAG). */
+static inline int
+slot_holds(const struct slot_copy *c, uint32_t tag, const void *key, size_t klen)
+{
+	return c->lens != 0 && c->tag == tag && lens_klen(c->lens) == klen &&
+	    same_bytes(slot_key(c), key, klen);
+}
+
+/* Under the lock (repair, check): copy bucket B's slot of SH into *C.
+ * 0: empty; 1: an item that belongs there; -1: damage (lengths no slot
+ * holds, an item in the counters' store, or a key whose hash leads to
+ * another bucket or whose tag is another's). */
+static inline int
+slot_examine(const struct shmt_store *st, struct shmt_shard *sh, uint64_t b,
+    struct slot_copy *c)
+{
+	const struct shmt_bucket *bk = bucket_at(st, sh, b);
+	uint32_t lens = __atomic_load_n(&bk->bk_lens, __ATOMIC_RELAXED);
+	uint64_t hash;
+
+	c->lens = 0;
+	if (lens == 0)
+		return 0;
+	if (st->counters || !slot_lens_ok(lens))
+		return -1;
+	slot_load(bk, c);
+	hash = key_hash(st->h, slot_key(c), lens_klen(c->lens));
+	if (bucket_of(st, hash) != b || shard_at(st, shard_of(st, hash)) != sh ||
+	    c->tag != hash_tag(hash))
+		return -1;
+	return 1;
+}
+
+/* Under the shard's lock (store.c): a new item in the empty slot of bucket
+ * B; the slot's item takes a new value and expiry (both fit the slot);
+ * the slot is emptied.  Each makes the version odd around its stores, as
+ * a link does (store.c proves what a reader and a kill -9 see). */
+void shmt__slot_fill(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t b, uint64_t hash, const void *key, size_t klen, const void *val,
+    size_t vlen, uint64_t expire);
+void shmt__slot_overwrite(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t b, const void *val, size_t vlen, uint64_t expire);
+void shmt__slot_clear(const struct shmt_store *st, struct shmt_shard *sh,
+    uint64_t b);
+/* An overwrite's first steps: save the slot in the undo record, arm it,
+ * make the version odd.  (Apart for the test of a writer killed half
+ * way.) */
+void shmt__slot_overwrite_begin(const struct shmt_store *st,
+    struct shmt_shard *sh, uint64_t b);
 
 /* ---- Walking a chain ------------------------------------------------------- */
 

@@ -44,7 +44,17 @@ chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
 		    __ATOMIC_RELAXED);
 		uint32_t filter = __atomic_load_n(&index[b].bk_filter,
 		    __ATOMIC_RELAXED);
+		struct slot_copy sc;
+		int slot = slot_examine(st, sh, b, &sc);
 
+		if (slot < 0)
+			shmt__chk(c, "%s: bucket %llu's slot holds what no slot "
+			    "of this store holds (lengths %#x, or a key of "
+			    "another bucket)", who, (unsigned long long)b,
+			    (unsigned)__atomic_load_n(&index[b].bk_lens,
+			    __ATOMIC_RELAXED));
+		else if (slot > 0)
+			items++;
 		while (off != 0) {
 			uint32_t order = 0, lens = 0;
 			struct shmt_item *it = link_unit(off) == 0 ? NULL :
@@ -85,6 +95,13 @@ chk_chains(const struct shmt_store *st, struct shmt_shard *sh,
 				    "the tag of the item at %llu", who,
 				    (unsigned long long)b,
 				    (unsigned long long)link_off(off));
+			else if (slot > 0 && link_tag(off) == sc.tag &&
+			    item_is(it, lens, slot_key(&sc),
+			    lens_klen(sc.lens)))
+				shmt__chk(c, "%s: the key of the item at %llu "
+				    "is also in bucket %llu's slot", who,
+				    (unsigned long long)link_off(off),
+				    (unsigned long long)b);
 			/* shmt_hit writes the whole ring of sub-window
 			 * counts into the value. */
 			if (st->counters)
@@ -200,6 +217,19 @@ chk_undo(const struct shmt_store *st, struct shmt_shard *sh,
 
 	if (at == 0)
 		return;
+	if ((at & SHMT_UNDO_SLOT) != 0) {
+		uint64_t b = (at & ~SHMT_UNDO_SLOT) - 1;
+
+		if (b >= st->nbuckets || len != SHMT_SLOT_BYTES)
+			shmt__chk(c, "%s: undo record names no slot (bucket "
+			    "%llu, %llu bytes)", who, (unsigned long long)b,
+			    (unsigned long long)len);
+		else
+			shmt__chk(c, "%s: undo record of an overwrite armed "
+			    "outside a write (the slot of bucket %llu)", who,
+			    (unsigned long long)b);
+		return;
+	}
 	if (at - 1 >= st->heap_bytes || (at - 1) % 64 != 0 ||
 	    len < sizeof(struct shmt_item) || len > SHMT_UNDO_MAX ||
 	    st->heap_bytes - (at - 1) < len)

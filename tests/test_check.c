@@ -83,6 +83,15 @@ fx_make(struct fx *f, const char *tag)
 		assert_int_equal(shmt_set(f->h, k, (size_t)kn, v, (size_t)vn, 0),
 		    0);
 	}
+	/* Items too long for a slot: in chains. */
+	for (int i = 0; i < 32; i++) {
+		char k[16], v[40];
+		int kn = snprintf(k, sizeof(k), "long-%d", i);
+
+		memset(v, 'L', sizeof(v));
+		assert_int_equal(shmt_set(f->h, k, (size_t)kn, v, sizeof(v), 0),
+		    0);
+	}
 	assert_int_equal(shmt_hit(f->h, "ip:1", 4, NULL), 0);
 	assert_int_equal(shmt_hit(f->h, "ip:2", 4, NULL), 0);
 }
@@ -542,6 +551,64 @@ test_chain_loop(void **state)
 	fx_free(&f);
 }
 
+/* A bucket of shard 0 of the dictionary whose slot holds an item. */
+static struct shmt_bucket *
+used_slot(const struct shmt_store *st, uint64_t *bp)
+{
+	struct shmt_bucket *index = (struct shmt_bucket *)((char *)
+	    tu_shard(st, 0) + st->index_off);
+
+	for (uint64_t b = 0; b < st->nbuckets; b++)
+		if (index[b].bk_lens != 0) {
+			*bp = b;
+			return &index[b];
+		}
+	fail_msg("no slot in use");
+	return NULL;
+}
+
+/* A slot whose lengths no slot holds, or whose key's tag is another's, or
+ * whose key belongs to another bucket: each named (with the shard's item
+ * count, which counted it); the undo record of a slot armed at rest:
+ * named. */
+static void
+test_slot_damage(void **state)
+{
+	struct shmt_shard *sh;
+	struct shmt_bucket *bk, save;
+	struct fx f;
+	uint64_t b = 0;
+
+	(void)state;
+	fx_make(&f, "slot");
+	bk = used_slot(f.h->dict, &b);
+	save = *bk;
+	expect_clean(&f);
+	bk->bk_lens = lens_make(0, 4);
+	expect_named(&f, 2, "slot holds what no slot of this store holds");
+	bk->bk_lens = lens_make(20, 13);
+	expect_named(&f, 2, "slot holds what no slot of this store holds");
+	*bk = save;
+	bk->bk_tag ^= 1;
+	expect_named(&f, 2, "slot holds what no slot of this store holds");
+	*bk = save;
+	/* Its key's last byte changed: the hash leads elsewhere. */
+	((char *)bk->bk_data)[lens_klen(bk->bk_lens) - 1] ^= 0x20;
+	expect_named(&f, 2, "slot holds what no slot of this store holds");
+	*bk = save;
+	expect_clean(&f);
+	sh = tu_shard(f.h->dict, 0);
+	sh->ds_undo = SHMT_UNDO_SLOT | (b + 1);
+	sh->ds_undo_len = SHMT_SLOT_BYTES;
+	expect_named(&f, 1, "armed outside a write (the slot of bucket");
+	sh->ds_undo = SHMT_UNDO_SLOT | (f.h->dict->nbuckets + 1);
+	expect_named(&f, 1, "undo record names no slot");
+	sh->ds_undo = 0;
+	sh->ds_undo_len = 0;
+	expect_clean(&f);
+	fx_free(&f);
+}
+
 /* The id of a thread that existed and is gone. */
 static uint32_t
 dead_tid(void)
@@ -589,7 +656,7 @@ test_dead_writer_readonly(void **state)
 	assert_int_equal(sh->ds_items, items);
 	assert_int_equal(sh->ds_lock.lk_owner, 0);
 	assert_int_equal(shmt_dict_stat(f.h, &ds), 0);
-	assert_int_equal(ds.items, 40);
+	assert_int_equal(ds.items, 72);
 	assert_true(ds.repairs >= 1);
 	expect_clean(&f);
 	fx_free(&f);
@@ -814,6 +881,7 @@ main(void)
 		cmocka_unit_test_teardown(test_repair_limiters, tu_sweep),
 		cmocka_unit_test_teardown(test_counter_short_value, tu_sweep),
 		cmocka_unit_test_teardown(test_chain_loop, tu_sweep),
+		cmocka_unit_test_teardown(test_slot_damage, tu_sweep),
 		cmocka_unit_test_teardown(test_dead_writer_readonly, tu_sweep),
 		cmocka_unit_test_teardown(test_own_id_in_lock, tu_sweep),
 		cmocka_unit_test_teardown(test_repair_on_request, tu_sweep),

@@ -1145,7 +1145,9 @@ test_keys_cycle(void **state)
 
 	(void)state;
 	fx_make(&f, "keycyc", 0);
-	assert_int_equal(shmt_set(f.h, "loop", 4, "v", 1, 0), 0);
+	/* A value too long for the bucket's slot: the item is in a chain. */
+	assert_int_equal(shmt_set(f.h, "loop", 4,
+	    "a value of forty bytes: too long for any", 40, 0), 0);
 	st = f.h->dict;
 	for (uint32_t i = 0; i < st->shards; i++) {
 		char *sh = st->base + (uint64_t)i * st->stride;

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shmthrottled through its binary, upgraded: started with the snapshot of
- * an ABI 6, 7 or 8 segment (tests/data/abi6.snap.zr, abi7, abi8) and
+ * an ABI 6, 7, 8 or 9 segment (tests/data/abi6.snap.zr to abi9) and
  * no segment, it migrates the snapshot into a segment of this format, says
  * what it carried in its log, runs on it (limiters, dictionary), and the
  * snapshot it writes at stop is of this format (a second start restores it
- * without migrating).  A segment of ABI 6, 7 or 8 under its name is
+ * without migrating).  A segment of ABI 6 to 9 under its name is
  * migrated in place and the old object retired.  A damaged old snapshot is
- * refused with the reason.  Every test runs for both versions.
+ * refused with the reason.  Every test runs for each version.
  * argv[1] is the daemon binary.  Every wait polls with a bounded number of
  * retries.
  */
@@ -48,6 +48,10 @@ static const struct fx fx7 = {
 static const struct fx fx8 = {
 	8, SHMT_TEST_DATA "/abi8.conf", SHMT_TEST_DATA "/abi8.snap.zr",
 	SHMT_TEST_DATA "/abi8.seg.zr",
+};
+static const struct fx fx9 = {
+	9, SHMT_TEST_DATA "/abi9.conf", SHMT_TEST_DATA "/abi9.snap.zr",
+	SHMT_TEST_DATA "/abi9.seg.zr",
 };
 
 /* Does the daemon's log say the line of a migration from F's ABI, with
@@ -326,7 +330,7 @@ test_daemon_refuses_damaged(void **state)
 static void
 timens_enter(char **argv)
 {
-	const struct fx *all[] = { &fx6, &fx7, &fx8 };
+	const struct fx *all[] = { &fx6, &fx7, &fx8, &fx9 };
 	uint64_t need = 0, now;
 	char off[32];
 
@@ -373,11 +377,12 @@ timens_enter(char **argv)
 int
 main(int argc, char **argv)
 {
-	/* Each test for ABI 6's fixtures, then ABI 7's, then ABI 8's. */
+	/* Each test for ABI 6's fixtures, then ABI 7's, 8's and 9's. */
 #define BOTH(fn) \
 	{ #fn, fn, NULL, env_done, (void *)&fx6 }, \
 	{ #fn "_abi7", fn, NULL, env_done, (void *)&fx7 }, \
-	{ #fn "_abi8", fn, NULL, env_done, (void *)&fx8 }
+	{ #fn "_abi8", fn, NULL, env_done, (void *)&fx8 }, \
+	{ #fn "_abi9", fn, NULL, env_done, (void *)&fx9 }
 	const struct CMUnitTest tests[] = {
 		BOTH(test_daemon_migrates_snapshot),
 		BOTH(test_daemon_migrates_segment),

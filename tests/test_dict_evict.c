@@ -27,6 +27,7 @@
  * a 2 MiB shard holds exactly 4096 of them and never fragments. */
 #define VAL_LEN 400
 #define SHARD_ITEMS 4096
+#define SMALL_LEN 40
 
 struct de {
 	shmt_t *h;
@@ -318,7 +319,7 @@ static void
 same_as(struct de *d, const struct snapshot *s, unsigned big, unsigned small)
 {
 	struct snapshot now = snap(d);
-	unsigned char got[8];
+	unsigned char got[SMALL_LEN];
 	size_t vlen;
 
 	assert_int_equal(now.ds.items, s->ds.items);
@@ -334,48 +335,74 @@ same_as(struct de *d, const struct snapshot *s, unsigned big, unsigned small)
 		de_key('s', n, key);
 		assert_int_equal(shmt_get(d->h, key, 6, got, sizeof(got),
 		    &vlen), 0);
-		assert_int_equal(vlen, 1);
-		assert_int_equal(got[0], '0' + n % 10);
+		assert_int_equal(vlen, SMALL_LEN);
+		assert_int_equal(got[SMALL_LEN - 1], '0' + n % 10);
 	}
 }
 
-/* With eviction off, fill the shard to the last 64-byte block; then every
+/* The fill's small items: a 6-byte key and a number of SMALL_LEN digits
+ * (leading zeros, SMALL_LEN at the top of the file), too long for a
+ * bucket's slot: each takes a 128-byte block. */
+static int
+small_set(struct de *d, unsigned n)
+{
+	char key[7], v[SMALL_LEN];
+
+	de_key('s', n, key);
+	memset(v, '0', SMALL_LEN);
+	v[SMALL_LEN - 1] = (char)('0' + n % 10);
+	return shmt_set(d->h, key, 6, v, SMALL_LEN, 0);
+}
+
+/* With eviction off, fill the shard to the last 128-byte block; then every
  * write that needs a block answers -ENOSPC and changes nothing: a new key,
  * a new value for a present key (the old one stays until the new one is
- * in), add, replace, incr.  A delete still works and makes room. */
+ * in), add, replace, incr.  A new key small enough for its bucket's slot
+ * needs no block and is written.  A delete still works and makes room. */
 static void
 test_eviction_off(void **state)
 {
 	unsigned big = 0, small = 0;
 	struct snapshot s;
 	int64_t res = 0;
-	char key[7];
+	char key[7], v40[40];
 	struct de d;
 	int rc;
 
 	de_open(&d, 2ULL << 20, 1, 0);
 	assert_int_equal(de_stat(&d).eviction, 0);
-	/* Leave one 512-byte block for eight small items. */
+	/* Leave one 512-byte block for four small items. */
 	while (de_stat(&d).used + 512 < de_stat(&d).bytes)
 		assert_int_equal(item_set(&d, 'b', big++, 0), 0);
-	for (;;) {
-		char v = (char)('0' + small % 10);
-
-		de_key('s', small, key);
-		if ((rc = shmt_set(d.h, key, 6, &v, 1, 0)) != 0)
-			break;
+	while ((rc = small_set(&d, small)) == 0)
 		small++;
-	}
 	assert_int_equal(rc, -ENOSPC);
 	assert_int_equal(big, SHARD_ITEMS - 1);
-	assert_int_equal(small, 8);
+	assert_int_equal(small, 4);
 	s = snap(&d);
 	assert_int_equal(s.ds.used, s.ds.bytes);
 	assert_int_equal(item_set(&d, 'x', 0, 0), -ENOSPC);
 	assert_int_equal(item_set(&d, 'x', 0, 5), -ENOSPC);
-	assert_int_equal(shmt_add(d.h, "new", 3, "", 0, 0), -ENOSPC);
-	assert_int_equal(shmt_set(d.h, "new", 3, "", 0, 0), -ENOSPC);
-	assert_int_equal(shmt_incr(d.h, "new", 3, 1, &res), -ENOSPC);
+	memset(v40, 'n', sizeof(v40));
+	assert_int_equal(shmt_add(d.h, "new", 3, v40, sizeof(v40), 0),
+	    -ENOSPC);
+	assert_int_equal(shmt_set(d.h, "new", 3, v40, sizeof(v40), 0),
+	    -ENOSPC);
+	/* A new key whose key and value fit its bucket's slot (every slot
+	 * is empty here: no item so far fits one) takes no block. */
+	assert_int_equal(shmt_incr(d.h, "new", 3, 1, &res), 0);
+	assert_int_equal(res, 1);
+	assert_int_equal(shmt_set(d.h, "tiny", 4, "t", 1, 0), 0);
+	assert_int_equal(de_stat(&d).items, s.ds.items + 2);
+	assert_int_equal(de_stat(&d).used, s.ds.used);
+	/* Outgrowing the slot needs a block: refused, the old value kept. */
+	assert_int_equal(shmt_set(d.h, "new", 3, v40, sizeof(v40), 0),
+	    -ENOSPC);
+	assert_int_equal(shmt_incr(d.h, "new", 3, 1, &res), 0);
+	assert_int_equal(res, 2);
+	assert_int_equal(shmt_del(d.h, "new", 3), 0);
+	assert_int_equal(shmt_del(d.h, "tiny", 4), 0);
+	res = 0;
 	de_key('s', 3, key);
 	assert_int_equal(shmt_set(d.h, key, 6, "9", 1, 0), -ENOSPC);
 	assert_int_equal(shmt_replace(d.h, key, 6, "9", 1, 0), -ENOSPC);

@@ -2,11 +2,14 @@
 /*
  * Overwrites in place racing lock-free readers, in real forked processes:
  * writers keep setting a few keys to self-checking values that always fit
- * their item's block (so every set after the first is an overwrite in
+ * their item's place (so every set after the first is an overwrite in
  * place), while readers get them and check that each value is whole: its
  * length follows from its first byte and every byte equals the first.  A
- * reader that kept a copy mixing two values would fail the check.  Seeded
- * (SHMT_SEED replays a run); the number of sets is fixed, not a time.
+ * reader that kept a copy mixing two values would fail the check.  Run
+ * twice: with values that fit the keys' slots (each key in its bucket's
+ * slot, store.c "Slots") and with values that take a 128-byte heap block.
+ * Seeded (SHMT_SEED replays a run); the number of sets is fixed, not a
+ * time.
  */
 #include "testutil.h"
 
@@ -43,12 +46,17 @@ ir_key(char *key, unsigned i)
 	snprintf(key, 8, "ir:%u", i);
 }
 
-/* A value of C: 4 + C % 24 bytes, each C (key "ir:N" + 32 + 27 <= 64:
- * every value takes the same 64-byte block). */
+/* 1: the values fit the keys' slots; 0: each takes a heap block. */
+static int ir_slot;
+
+/* A value of C, each byte C: in slot mode 4 + C % 24 bytes (key "ir:N" +
+ * 27 <= 32: every value fits the slot), else 29 + C % 60 bytes (32 + 4 +
+ * 29 > 64, 32 + 4 + 88 <= 128: every value takes the same 128-byte
+ * block). */
 static size_t
 ir_value(unsigned char c, unsigned char *buf)
 {
-	size_t n = 4 + c % 24;
+	size_t n = ir_slot ? 4 + c % 24u : 29 + c % 60u;
 
 	memset(buf, c, n);
 	return n;
@@ -57,7 +65,7 @@ ir_value(unsigned char c, unsigned char *buf)
 static void
 ir_writer(const char *seg, uint64_t seed, uint64_t sets, struct ir_shared *s)
 {
-	unsigned char val[32];
+	unsigned char val[96];
 	uint64_t rng = seed;
 	shmt_t *h = NULL;
 	char key[8];
@@ -81,7 +89,7 @@ ir_writer(const char *seg, uint64_t seed, uint64_t sets, struct ir_shared *s)
 static void
 ir_reader(const char *seg, uint64_t seed, struct ir_shared *s)
 {
-	unsigned char buf[64];
+	unsigned char buf[128];
 	uint64_t rng = seed;
 	shmt_t *h = NULL;
 	char key[8];
@@ -103,7 +111,7 @@ ir_reader(const char *seg, uint64_t seed, struct ir_shared *s)
 		if (rc != 0 || n == 0)
 			_exit(21);
 		atomic_fetch_add(&s->checked, 1);
-		if (n != 4 + buf[0] % 24u ||
+		if (n != (ir_slot ? 4 + buf[0] % 24u : 29 + buf[0] % 60u) ||
 		    memcmp(buf, buf + 1, n - 1) != 0) {
 			atomic_fetch_add(&s->torn, 1);
 			if (atomic_exchange(&s->torn_claimed, 1) == 0)
@@ -128,33 +136,42 @@ ir_wait_ok(pid_t pid)
 		    WTERMSIG(status));
 }
 
-/* The link that names KEY's item now. */
+/* Where KEY's item is now: the link that names it, or in slot mode 1
+ * (the key is in its slot; it is never in a chain then). */
 static uint64_t
 ir_link(shmt_t *h, const char *key)
 {
 	const struct shmt_store *st = h->dict;
 	uint64_t hash = key_hash(h, key, strlen(key)), *link;
 	struct shmt_shard *sh = shard_at(st, shard_of(st, hash));
+	struct shmt_item *it;
+	struct slot_copy c;
 
-	assert_non_null(shmt__store_find(st, sh, hash, key, strlen(key),
-	    &link));
+	it = shmt__store_find(st, sh, hash, key, strlen(key), &link);
+	slot_load(bucket_at(st, sh, bucket_of(st, hash)), &c);
+	if (ir_slot) {
+		assert_null(it);
+		assert_true(slot_holds(&c, hash_tag(hash), key, strlen(key)));
+		return 1;
+	}
+	assert_non_null(it);
+	assert_false(slot_holds(&c, hash_tag(hash), key, strlen(key)));
 	return *link;
 }
 
 static void
-test_inplace_race(void **state)
+inplace_race(const char *name)
 {
-	uint64_t seed = tu_seed("inplace_race"), links[IR_KEYS];
+	uint64_t seed = tu_seed(name), links[IR_KEYS];
 	uint64_t sets = (uint64_t)(IR_SETS * tu_scale());
 	pid_t writers[IR_WRITERS], readers[IR_READERS];
-	unsigned char val[32];
+	unsigned char val[96];
 	shmt_dict_stat_t ds;
 	struct ir_shared *s;
 	shmt_config_t cfg;
 	shmt_t *h = NULL;
 	char seg[128], key[8];
 
-	(void)state;
 	if (sets < 20000)
 		sets = 20000;
 	s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
@@ -209,11 +226,28 @@ test_inplace_race(void **state)
 	tu_close_unlink(h, seg);
 }
 
+static void
+test_inplace_race(void **state)
+{
+	(void)state;
+	ir_slot = 0;
+	inplace_race("inplace_race");
+}
+
+static void
+test_inplace_race_slot(void **state)
+{
+	(void)state;
+	ir_slot = 1;
+	inplace_race("inplace_race_slot");
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_inplace_race, tu_sweep),
+		cmocka_unit_test_teardown(test_inplace_race_slot, tu_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

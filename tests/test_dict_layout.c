@@ -48,9 +48,17 @@ find_at(shmt_t *h, uint64_t hash, const char *key, char *buf, size_t cap)
 {
 	const struct shmt_store *st = h->dict;
 	struct shmt_shard *sh = shard_at(st, shard_of(st, hash));
+	struct slot_copy c;
 	struct shmt_item *it;
 	uint64_t *link;
 
+	slot_load(bucket_at(st, sh, bucket_of(st, hash)), &c);
+	if (slot_holds(&c, hash_tag(hash), key, strlen(key))) {
+		assert_true(lens_vlen(c.lens) < cap);
+		memcpy(buf, slot_val(&c), lens_vlen(c.lens));
+		buf[lens_vlen(c.lens)] = '\0';
+		return buf;
+	}
 	it = shmt__store_find(st, sh, hash, key, strlen(key), &link);
 	assert_non_null(link);
 	if (it == NULL)
@@ -61,11 +69,12 @@ find_at(shmt_t *h, uint64_t hash, const char *key, char *buf, size_t cap)
 	return buf;
 }
 
-/* Three keys of one hash (so one bucket and one tag), two of them equal
- * but for their last byte and one a prefix of the others: each finds its
- * own item, an absent key of the same hash finds none, and a key removed
- * takes none of the others with it.  (The check would call these items
- * misplaced: their hash is not their key's.) */
+/* Four keys of one hash (so one bucket and one tag), two of them equal
+ * but for their last byte and one a prefix of the others, the first in
+ * the bucket's slot and the others in its chain: each finds its own item,
+ * an absent key of the same hash finds none, and a key removed takes none
+ * of the others with it.  (The check would call these items misplaced:
+ * their hash is not their key's.) */
 static void
 test_tag_collision(void **state)
 {
@@ -75,6 +84,7 @@ test_tag_collision(void **state)
 
 	(void)state;
 	h = lay_open(seg, sizeof(seg), 0);
+	put_at(h, hash, "user:10000", "s");
 	put_at(h, hash, "user:1000", "a");
 	put_at(h, hash, "user:1001", "b");
 	put_at(h, hash, "user:100", "c");
@@ -99,6 +109,25 @@ test_tag_collision(void **state)
 		shmt__unlock(&sh->ds_lock);
 	}
 	assert_null(find_at(h, hash, "user:1000", buf, sizeof(buf)));
+	assert_string_equal(find_at(h, hash, "user:1001", buf, sizeof(buf)),
+	    "b");
+	assert_string_equal(find_at(h, hash, "user:100", buf, sizeof(buf)),
+	    "c");
+	assert_string_equal(find_at(h, hash, "user:10000", buf, sizeof(buf)),
+	    "s");
+	{
+		const struct shmt_store *st = h->dict;
+		struct shmt_shard *sh = shard_at(st, shard_of(st, hash));
+		uint64_t *link;
+
+		/* The slot's key was never in the chain. */
+		assert_null(shmt__store_find(st, sh, hash, "user:10000", 10,
+		    &link));
+		assert_true(shmt__shard_lock(st, sh) >= 0);
+		shmt__slot_clear(st, sh, bucket_of(st, hash));
+		shmt__unlock(&sh->ds_lock);
+	}
+	assert_null(find_at(h, hash, "user:10000", buf, sizeof(buf)));
 	assert_string_equal(find_at(h, hash, "user:1001", buf, sizeof(buf)),
 	    "b");
 	assert_string_equal(find_at(h, hash, "user:100", buf, sizeof(buf)),

@@ -83,7 +83,10 @@ get_is(shmt_t *h, const char *key, const char *want)
 static void
 test_repair_without_memory(void **state)
 {
-	const char *oldv = "AAAAAAAAAAAAAAAA", *newv = "BBBBBBBBBBBBBBBB";
+	/* 32 bytes: with the key, too long for the bucket's slot (the item
+	 * is in the heap, overwritten in place). */
+	const char *oldv = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+	    *newv = "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB";
 	shmt_dict_stat_t ds;
 	shmt_config_t cfg;
 	char seg[64], other[32];

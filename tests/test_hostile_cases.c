@@ -242,6 +242,10 @@ test_lock_stopped_holder(void **state)
 
 /* ---- Items that lie ---------------------------------------------------------- */
 
+/* A value that with any key of these tests is too long for a bucket's
+ * slot (store.h): its item is in a chain of the heap. */
+#define LONG_VALUE "a value of forty bytes: too long for any"
+
 static struct shmt_bucket *
 index_of(const struct shmt_store *st)
 {
@@ -344,7 +348,9 @@ test_chain_cycle(void **state)
 	tu_segname(name, sizeof(name), "cyc");
 	small_config(&cfg);
 	assert_int_equal(shmt_create(name, &cfg, &h), 0);
-	assert_int_equal(shmt_set(h, "a", 1, "1", 1, 0), 0);
+	/* A value too long for the bucket's slot: the item is in a chain. */
+	assert_int_equal(shmt_set(h, "a", 1, LONG_VALUE, strlen(LONG_VALUE),
+	    0), 0);
 	assert_int_equal(shmt_hit(h, "a", 1, NULL), 0);
 	make_cycle(h->dict);
 	make_cycle(h->counters);
@@ -397,7 +403,8 @@ test_walk_shared_chain(void **state)
 	assert_int_equal(shmt_create(name, &cfg, &h), 0);
 	for (int i = 0; i < 2000; i++) {
 		snprintf(key, sizeof(key), "k%d", i);
-		assert_int_equal(shmt_set(h, key, strlen(key), "v", 1, 0), 0);
+		assert_int_equal(shmt_set(h, key, strlen(key), LONG_VALUE,
+		    strlen(LONG_VALUE), 0), 0);
 	}
 	st = h->dict;
 	sh = shard0(st);
@@ -471,7 +478,7 @@ static void
 test_set_never_fits(void **state)
 {
 	shmt_dict_stat_t before, after;
-	char name[128], k[32], v[16], *big, *keys0, *keys1;
+	char name[128], k[32], v[64], *big, *keys0, *keys1;
 	size_t vlen;
 	shmt_config_t cfg;
 	shmt_t *h = NULL;
@@ -485,7 +492,9 @@ test_set_never_fits(void **state)
 	assert_int_equal(shmt_create(name, &cfg, &h), 0);
 	big = calloc(1, SHMT_VALUE_MAX);
 	assert_non_null(big);
-	assert_int_equal(shmt_set(h, "small", 5, "tiny value", 10, 0), 0);
+	/* Too long for its bucket's slot: the old value is in the heap. */
+	assert_int_equal(shmt_set(h, "small", 5, LONG_VALUE,
+	    strlen(LONG_VALUE), 0), 0);
 	/* 50 items of 32 KiB blocks next to it. */
 	for (int i = 0; i < 50; i++) {
 		snprintf(k, sizeof(k), "key-%02d", i);
@@ -511,8 +520,8 @@ test_set_never_fits(void **state)
 	assert_int_equal(after.evictions, before.evictions);
 	assert_int_equal(after.used, before.used);
 	assert_int_equal(shmt_get(h, "small", 5, v, sizeof(v), &vlen), 0);
-	assert_int_equal(vlen, 10);
-	assert_memory_equal(v, "tiny value", 10);
+	assert_int_equal(vlen, strlen(LONG_VALUE));
+	assert_memory_equal(v, LONG_VALUE, strlen(LONG_VALUE));
 	/* A new key of that size may evict everything: it fits then. */
 	assert_int_equal(shmt_set(h, "huge", 4, big, SHMT_VALUE_MAX, 0), 0);
 	free(keys0);

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Upgrades (lib/migrate.c): the snapshots of a segment of ABI 6, 7 and 8
- * in tests/data/abi6.snap.zr, abi7.snap.zr and abi8.snap.zr, made by those
- * versions' daemons and CLIs (see tests/data/README.md), rewritten in this
- * format and restored; their segments (abi6.seg.zr, abi7.seg.zr,
- * abi8.seg.zr) migrated in place, on the fixtures' clock.  Every test runs
- * on the fixtures of the three versions.  Every limiter comes back with
+ * Upgrades (lib/migrate.c): the snapshots of a segment of ABI 6, 7, 8 and
+ * 9 in tests/data/abi6.snap.zr, abi7.snap.zr, abi8.snap.zr and
+ * abi9.snap.zr, made by those versions' daemons and CLIs (see
+ * tests/data/README.md), rewritten in this format and restored; their
+ * segments (abi6.seg.zr to abi9.seg.zr) migrated in place, on the
+ * fixtures' clock.  Every test runs on the fixtures of the four versions.  Every limiter comes back with
  * its uses in flight (they deny until their release time, then grant, on
  * an injected clock), every client entry, key pool cursor, dictionary
  * item, counter and the analyzer's summaries (rewritten in this format's
@@ -61,6 +61,10 @@ static const struct fx fx7 = {
 static const struct fx fx8 = {
 	8, SHMT_TEST_DATA "/abi8.snap.zr", SHMT_TEST_DATA "/abi8.seg.zr",
 	SHMT_TEST_DATA "/abi8-modes.snap.zr", 128, 384,
+};
+static const struct fx fx9 = {
+	9, SHMT_TEST_DATA "/abi9.snap.zr", SHMT_TEST_DATA "/abi9.seg.zr",
+	SHMT_TEST_DATA "/abi9-modes.snap.zr", 128, 384,
 };
 
 static unsigned char *
@@ -1325,11 +1329,12 @@ test_migrate_segment_busy(void **state)
 int
 main(void)
 {
-	/* Each test on the fixtures of ABI 6, then of ABI 7, then of 8. */
+	/* Each test on the fixtures of ABI 6, then of ABI 7, 8 and 9. */
 #define BOTH(fn) \
 	{ #fn, fn, NULL, NULL, (void *)&fx6 }, \
 	{ #fn "_abi7", fn, NULL, NULL, (void *)&fx7 }, \
-	{ #fn "_abi8", fn, NULL, NULL, (void *)&fx8 }
+	{ #fn "_abi8", fn, NULL, NULL, (void *)&fx8 }, \
+	{ #fn "_abi9", fn, NULL, NULL, (void *)&fx9 }
 	const struct CMUnitTest tests[] = {
 		BOTH(test_migrate_fixture),
 		BOTH(test_migrate_modes),

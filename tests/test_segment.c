@@ -350,7 +350,8 @@ test_default_config(void **state)
 	assert_int_equal(def.max_limiters, 64);
 	assert_int_equal(def.max_slots, 256);
 	assert_int_equal(def.arena_bytes, 8ULL << 20);
-	assert_int_equal(def.dict_bytes, 16ULL << 20);
+	assert_int_equal(def.dict_bytes, 8ULL << 20);
+	assert_int_equal(def.dict_shards, 4);
 	assert_int_equal(def.counters_bytes, 4ULL << 20);
 	EV(shmt_config_init(NULL));
 

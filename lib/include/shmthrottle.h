@@ -166,11 +166,14 @@ typedef struct shmt_config {
 	/* Bytes for limiter storage: bucket rings, exact logs, key pools and
 	 * per-client tables (default 8 MiB, at least 64 KiB). */
 	uint64_t arena_bytes;
-	/* The dictionary: heap bytes in all (default 16 MiB), split evenly
-	 * over dict_shards shards (default 8, a power of two, at most 1024).
+	/* The dictionary: heap bytes in all (default 8 MiB), split evenly
+	 * over dict_shards shards (default 4, a power of two, at most 1024).
 	 * Each shard's heap is a power of two of at least 2 MiB, so that the
 	 * largest item (1 KiB key + 1 MiB value) fits in every shard; 0 bytes
-	 * means no dictionary. */
+	 * means no dictionary.  Beside each heap lies its index, half its
+	 * size: one 64-byte bucket per 128 heap bytes, each with a slot that
+	 * holds one item of up to 32 bytes of key and value outside the heap
+	 * (README, "The dictionary"). */
 	uint64_t dict_bytes;
 	uint32_t dict_shards;
 	/* When a shard is full, expired items are freed first; then 1
