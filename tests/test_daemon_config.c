@@ -131,7 +131,7 @@ test_builtin(void **state)
 	assert_true(l->limit.per_client && l->limit.client_capacity == 4096);
 	assert_true(c.dict.enabled && c.analyzer.enabled && c.counters.enabled);
 	/* The sections land in the library's creation parameters. */
-	assert_true(c.seg.dict_bytes == 16ULL << 20 && c.seg.dict_shards == 8);
+	assert_true(c.seg.dict_bytes == 8ULL << 20 && c.seg.dict_shards == 4);
 	assert_true(c.seg.counters_bytes == 4ULL << 20);
 	assert_string_equal(c.log_target, "stderr");
 	shmtd_config_free(&c);
