@@ -73,20 +73,19 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 	uint64_t b = bucket_of(st, p->hash);
 	struct shmt_item *old = NULL, *it;
 	char *heap = shard_heap(st, sh);
-	int fits = slot_fits(st, p->klen, p->vlen), in_slot = 0, rc;
+	int fits = slot_fits(st, p->klen, p->vlen), in_slot, rc;
 	struct slot_copy sc;
 
 	(void)h;
 	slot_load(bucket_at(st, sh, b), &sc);
-	if (slot_holds(&sc, hash_tag(p->hash), p->key, p->klen)) {
-		if (sc.expire != 0 && sc.expire <= now) {
-			shmt__slot_clear(st, sh, b);
-			sh->ds_expirations++;
-			sc.lens = 0;
-		} else {
-			in_slot = 1;
-		}
+	/* An expired item leaves the slot, this key's or another's (so that
+	 * a new small key takes it, even in a full heap). */
+	if (sc.lens != 0 && sc.expire != 0 && sc.expire <= now) {
+		shmt__slot_clear(st, sh, b);
+		sh->ds_expirations++;
+		sc.lens = 0;
 	}
+	in_slot = slot_holds(&sc, hash_tag(p->hash), p->key, p->klen);
 	if (in_slot) {
 		if (p->mode == PUT_ADD)
 			return -EEXIST;

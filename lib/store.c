@@ -765,7 +765,7 @@ static void
 slot_store(struct shmt_bucket *bk, uint32_t tag, uint64_t expire,
     const void *key, size_t klen, const void *val, size_t vlen)
 {
-	uint64_t data[SHMT_SLOT_DATA / 8];
+	uint64_t data[SHMT_SLOT_DATA / 8] = { 0 };
 
 	memcpy(data, key, klen);
 	copy_short((char *)data + klen, val, vlen);
@@ -921,9 +921,9 @@ shmt__store_reap(const struct shmt_store *st, struct shmt_shard *sh,
 		struct shmt_bucket *bk = bucket_at(st, sh, b);
 		uint32_t lens = __atomic_load_n(&bk->bk_lens, __ATOMIC_RELAXED);
 
-		/* The slot's item (a damaged slot's lengths are the check's
-		 * and the repair's: only its expiry is read here). */
-		if (lens != 0 && bk->bk_expire != 0) {
+		/* The slot's item (a damaged slot is the check's and the
+		 * repair's, which count it out: left as it is here). */
+		if (!st->counters && slot_lens_ok(lens) && bk->bk_expire != 0) {
 			if (bk->bk_expire <= now) {
 				shmt__slot_clear(st, sh, b);
 				n++;
@@ -1150,11 +1150,8 @@ store_rebase(const struct shmt_store *st, int64_t d)
 		 * finds the heap full walks. */
 		sh->ds_reap_at = 0;
 
-		/* One budget for the shard's walk, as the reap's. */
-		for (uint64_t b = 0; b < st->nbuckets && left > 0; b++) {
-			struct shmt_item *it;
-			struct chain c;
-
+		/* Every slot's expiry (a slot is not a chain's: no budget). */
+		for (uint64_t b = 0; b < st->nbuckets; b++) {
 			struct shmt_bucket *bk = bucket_at(st, sh, b);
 
 			if (bk->bk_lens != 0 && bk->bk_expire != 0) {
@@ -1162,6 +1159,12 @@ store_rebase(const struct shmt_store *st, int64_t d)
 
 				bk->bk_expire = e > 0 ? (uint64_t)e : 1;
 			}
+		}
+		/* One budget for the shard's walk, as the reap's. */
+		for (uint64_t b = 0; b < st->nbuckets && left > 0; b++) {
+			struct shmt_item *it;
+			struct chain c;
+
 			chain_start(&c, st, sh, b);
 			c.left = left;
 			while ((it = chain_item(&c)) != NULL) {

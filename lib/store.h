@@ -653,24 +653,26 @@ slot_holds(const struct slot_copy *c, uint32_t tag, const void *key, size_t klen
 	    same_bytes(slot_key(c), key, klen);
 }
 
-/* Under the lock (repair, check): copy bucket B's slot of SH into *C.
- * 0: empty; 1: an item that belongs there; -1: damage (lengths no slot
- * holds, an item in the counters' store, or a key whose hash leads to
- * another bucket or whose tag is another's). */
+/* Copy bucket B's slot of SH into *C (repair, under the lock; check, a
+ * racy scan that its version check validates).  0: empty; 1: an item
+ * that belongs there; -1: damage (lengths no slot holds, an item in the
+ * counters' store, or a key whose hash leads to another bucket or whose
+ * tag is another's). */
 static inline int
 slot_examine(const struct shmt_store *st, struct shmt_shard *sh, uint64_t b,
     struct slot_copy *c)
 {
 	const struct shmt_bucket *bk = bucket_at(st, sh, b);
-	uint32_t lens = __atomic_load_n(&bk->bk_lens, __ATOMIC_RELAXED);
 	uint64_t hash;
 
-	c->lens = 0;
-	if (lens == 0)
-		return 0;
-	if (st->counters || !slot_lens_ok(lens))
-		return -1;
+	/* One load of the lengths (slot_load's): a racy scan of the check
+	 * decides on what it copied. */
 	slot_load(bk, c);
+	if (c->lens == 0)
+		return __atomic_load_n(&bk->bk_lens, __ATOMIC_RELAXED) == 0 ?
+		    0 : -1;
+	if (st->counters)
+		return -1;
 	hash = key_hash(st->h, slot_key(c), lens_klen(c->lens));
 	if (bucket_of(st, hash) != b || shard_at(st, shard_of(st, hash)) != sh ||
 	    c->tag != hash_tag(hash))

@@ -136,6 +136,39 @@ test_tag_collision(void **state)
 	assert_int_equal(shmt_unlink(seg), 0);
 }
 
+/* A slot whose item expired is free: a new small key of its bucket takes
+ * it (no heap block), and the expired key is gone (counted as expired). */
+static void
+test_slot_expired_taken(void **state)
+{
+	const uint64_t hash = 0x0fedcba987654321ULL;
+	const struct shmt_store *st;
+	struct shmt_shard *sh;
+	shmt_dict_stat_t ds;
+	char seg[128], buf[64];
+	shmt_t *h;
+
+	(void)state;
+	h = lay_open(seg, sizeof(seg), 0);
+	st = h->dict;
+	sh = shard_at(st, shard_of(st, hash));
+	assert_true(shmt__shard_lock(st, sh) >= 0);
+	/* Expired long ago (1 ns after the clock's start). */
+	assert_int_equal(shmt__store_add(h, st, sh, hash, "old", 3, "x", 1, 1),
+	    0);
+	shmt__unlock(&sh->ds_lock);
+	assert_non_null(find_at(h, hash, "old", buf, sizeof(buf)));
+	put_at(h, hash, "new", "v");
+	assert_string_equal(find_at(h, hash, "new", buf, sizeof(buf)), "v");
+	assert_null(find_at(h, hash, "old", buf, sizeof(buf)));
+	assert_int_equal(shmt_dict_stat(h, &ds), 0);
+	assert_int_equal(ds.items, 1);
+	assert_int_equal(ds.used, 0);
+	assert_int_equal(ds.expirations, 1);
+	shmt_close(h);
+	assert_int_equal(shmt_unlink(seg), 0);
+}
+
 /* Every bucket: each item's tag is in the filter, and an empty chain has
  * an empty filter.  How many items were seen. */
 static uint64_t
@@ -315,6 +348,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_tag_collision, tu_sweep),
+		cmocka_unit_test_teardown(test_slot_expired_taken, tu_sweep),
 		cmocka_unit_test_teardown(test_filters_hold, tu_sweep),
 		cmocka_unit_test_teardown(test_one_clock_read, tu_sweep),
 	};
