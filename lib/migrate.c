@@ -1118,16 +1118,58 @@ struct buf {
 	uint64_t len, cap;
 };
 
-/* Append the live items of the old store ST (store_old) as a section of
- * KIND.  Every link and item is checked (item_at_lens: an item's header is
- * the same in every format); a shard's walk passes at most as many items
- * as its heap can hold, so a cycle or shared chains end it with
- * SHMT_ECORRUPT.  The index is read as the old format laid it out
- * (struct shmt_bucket9 at ST->index_off), never through this build's
- * views of a shard. */
+/* ABI 7 to 9 laid out a shard's header as this build does (its undo
+ * record at the same place). */
+_Static_assert(sizeof(struct shmt_shard) == 896, "the shard header of ABI 7");
+
+/*
+ * The item a writer of old format F was writing over in place when it died,
+ * in the shard SH of the old store ST: with the shard's version odd and its
+ * undo record armed and sound (the checks of the repair, store.c), the
+ * bytes the record saved stand for the item at *OFF (its own may be half
+ * written), *LEN of them.  NULL (and *OFF UINT64_MAX) when there is none:
+ * ABI 6 kept no record, and a record at rest or unsound is dropped, as the
+ * repair drops it.
+ */
+static const unsigned char *
+old_undo(const struct oldfmt *f, const struct shmt_store *st, const char *sh,
+    uint64_t *off, uint64_t *len)
+{
+	const struct shmt_shard *hd = (const struct shmt_shard *)(const void *)sh;
+	uint64_t at, n;
+	struct shmt_item sv;
+
+	*off = UINT64_MAX;
+	if (f->shard_bytes != sizeof(struct shmt_shard) ||
+	    (__atomic_load_n(&hd->ds_seq, __ATOMIC_ACQUIRE) & 1) == 0)
+		return NULL;
+	at = __atomic_load_n(&hd->ds_undo, __ATOMIC_RELAXED);
+	n = __atomic_load_n(&hd->ds_undo_len, __ATOMIC_RELAXED);
+	if (at == 0 || (at & SHMT_UNDO_SLOT) != 0 || at - 1 >= st->heap_bytes ||
+	    (at - 1) % 64 != 0 || n < sizeof(sv) || n > SHMT_UNDO_MAX ||
+	    st->heap_bytes - (at - 1) < n)
+		return NULL;
+	memcpy(&sv, hd->ds_undo_bytes, sizeof(sv));
+	if (sv.it_magic != SHMT_IT_ALLOC || sv.it_order > st->order_max ||
+	    ((at - 1) & ((64ULL << sv.it_order) - 1)) != 0 ||
+	    n > (64ULL << sv.it_order))
+		return NULL;
+	*off = at - 1;
+	*len = n;
+	return hd->ds_undo_bytes;
+}
+
+/* Append the live items of the old store ST (store_old, format F) as a
+ * section of KIND.  Every link and item is checked (item_at_lens: an
+ * item's header is the same in every format); a shard's walk passes at
+ * most as many items as its heap can hold, so a cycle or shared chains end
+ * it with SHMT_ECORRUPT.  An item a dead writer was overwriting is carried
+ * as its undo record saved it (old_undo): the old value, whole.  The index
+ * is read as the old format laid it out (struct shmt_bucket9 at
+ * ST->index_off), never through this build's views of a shard. */
 static int
-store_old_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
-    uint64_t *count)
+store_old_section(const struct oldfmt *f, const struct shmt_store *st,
+    uint32_t kind, struct buf *o, uint64_t *count)
 {
 	struct img_sec s = { .is_kind = kind };
 	uint64_t at = o->len;
@@ -1142,7 +1184,8 @@ store_old_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
 		    (const void *)(sh + st->index_off);
 		char *heap = sh + st->heap_off;
 		/* Every item takes a 64-byte block at least. */
-		uint64_t budget = st->heap_bytes / 64;
+		uint64_t budget = st->heap_bytes / 64, uoff, ulen = 0;
+		const unsigned char *saved = old_undo(f, st, sh, &uoff, &ulen);
 
 		for (uint64_t b = 0; b < st->nbuckets; b++) {
 			uint64_t off = __atomic_load_n(&index[b].bk_head,
@@ -1150,14 +1193,30 @@ store_old_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
 
 			while (link_unit(off) != 0) {
 				uint32_t lens;
-				struct shmt_item *it;
+				struct shmt_item *it, sv;
+				const char *bytes;
 				struct img_rec r;
 
 				if (budget-- == 0)
 					return SHMT_ECORRUPT;
-				it = item_at_lens(st, heap, link_off(off), &lens);
-				if (it == NULL)
-					return SHMT_ECORRUPT;
+				if (saved != NULL && link_off(off) == uoff) {
+					memcpy(&sv, saved, sizeof(sv));
+					lens = sv.it_lens;
+					if (lens_klen(lens) == 0 ||
+					    lens_klen(lens) > SHMT_KEY_MAX ||
+					    lens_vlen(lens) > SHMT_VALUE_MAX ||
+					    sizeof(sv) + lens_klen(lens) +
+					    lens_vlen(lens) > ulen)
+						return SHMT_ECORRUPT;
+					it = &sv;
+					bytes = (const char *)saved + sizeof(sv);
+				} else {
+					it = item_at_lens(st, heap, link_off(off),
+					    &lens);
+					if (it == NULL)
+						return SHMT_ECORRUPT;
+					bytes = item_key(it);
+				}
 				off = __atomic_load_n(&it->it_next,
 				    __ATOMIC_RELAXED);
 				r.ir_klen = lens_klen(lens);
@@ -1167,7 +1226,7 @@ store_old_section(const struct shmt_store *st, uint32_t kind, struct buf *o,
 				    r.ir_vlen)
 					return SHMT_ECORRUPT;
 				memcpy(o->b + o->len, &r, sizeof(r));
-				memcpy(o->b + o->len + sizeof(r), item_key(it),
+				memcpy(o->b + o->len + sizeof(r), bytes,
 				    (size_t)r.ir_klen + r.ir_vlen);
 				o->len += sizeof(r) + r.ir_klen + r.ir_vlen;
 				(*count)++;
@@ -1306,8 +1365,9 @@ shmt__segment_old_image(const unsigned char *map, uint64_t size,
 	    sizeof(used));
 	o.len += hlen + llen + used;
 	for (int k = 0; k < 2; k++) {
-		rc = k == 0 ? store_old_section(&dict, IMG_S_DICT, &o, &ndict) :
-		    store_old_section(&ctr, IMG_S_COUNTERS, &o, &nctr);
+		rc = k == 0 ? store_old_section(f, &dict, IMG_S_DICT, &o,
+		    &ndict) : store_old_section(f, &ctr, IMG_S_COUNTERS, &o,
+		    &nctr);
 		if (rc != 0) {
 			free(o.b);
 			return shmt__bad(err, cap, rc, "its %s is damaged (a "

@@ -20,6 +20,7 @@
 #include "limiter.h"
 #include "proc.h"
 #include "segment.h"
+#include "store.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -817,6 +818,78 @@ test_migrate_segment(void **state)
 	tu_close_unlink(h, seg);
 }
 
+/* The fixture's segment as a writer killed half way through an overwrite
+ * in place of user:1's value left it (ABI 7 and later keep an undo
+ * record: ABI 6's writers copied on write): the shard's version odd, the
+ * record armed with the item's bytes, the item's value half written, the
+ * shard's lock naming a thread that is gone.  The migration carries the
+ * old value, whole, as the repair of that version would have put it back,
+ * and everything else as from a sound segment. */
+static void
+test_migrate_segment_dead_writer(void **state)
+{
+	const struct fx *f = *state;
+	static const char pat[] = "user:1alice";
+	struct shmt__migration m;
+	struct shmt__host_time now;
+	struct shmt_shard *sh;
+	struct shmt_hdr *old;
+	struct tu_clock clk;
+	unsigned char *map, *it = NULL;
+	uint64_t per, heap = 1, heap_off, nb;
+	char seg[96], err[640];
+	size_t size;
+	shmt_t *h;
+	pid_t gone;
+	int st;
+
+	tu_segname(seg, sizeof(seg), "mig-dw");
+	seg_put(f, seg, &size);
+	old = seg_map(seg, size);
+	map = (unsigned char *)old;
+	/* The fixture's dictionary is one shard of 2 MiB: its header, its
+	 * index of 16-byte buckets (one per 128 heap bytes) from the next
+	 * line, its heap from the next page. */
+	assert_int_equal(old->sh_params.sp_dict_shards, 1);
+	per = old->sh_params.sp_dict_bytes;
+	while (heap * 2 <= per)
+		heap *= 2;
+	nb = heap >> 7;
+	heap_off = (((896 + 127) / 128 * 128 + nb * 16) + 4095) / 4096 * 4096;
+	sh = (struct shmt_shard *)(void *)(map +
+	    old->sh_regions[SHMT_R_DICT].rg_off);
+	for (uint64_t i = 0; i + sizeof(pat) < heap; i += 64)
+		if (memcmp((char *)sh + heap_off + i + 32, pat,
+		    sizeof(pat) - 1) == 0)
+			it = (unsigned char *)sh + heap_off + i;
+	assert_non_null(it);
+	assert_int_equal(((struct shmt_item *)(void *)it)->it_magic,
+	    SHMT_IT_ALLOC);
+	memcpy(sh->ds_undo_bytes, it, 64);
+	sh->ds_undo_len = 32 + 6 + 5;
+	sh->ds_undo = (uint64_t)(it - ((unsigned char *)sh + heap_off)) + 1;
+	sh->ds_seq |= 1;
+	memcpy(it + 32 + 6, "ZZi", 3);          /* "alice" half overwritten */
+	gone = fork();
+	assert_true(gone >= 0);
+	if (gone == 0)
+		_exit(0);
+	assert_int_equal(waitpid(gone, &st, 0), gone);
+	sh->ds_lock.lk_owner = (uint32_t)gone;
+
+	seg_time(f, &now);
+	clk.now = now.mono_ns + SEC;
+	err[0] = '\0';
+	if (shmt__segment_old_migrate(seg, &now, tu_clock_read, &clk, &m, err,
+	    sizeof(err)) != 0)
+		fail_msg("migrate: %s", err);
+	munmap(old, size);
+	assert_int_equal(shmt_open(seg, &h), 0);
+	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
+	check_migrated(h, &clk, now.mono_ns);
+	tu_close_unlink(h, seg);
+}
+
 /* Refusals: another format; a damaged segment; its daemon alive; a lock
  * kept by a live thread.  Each leaves the old segment live and named. */
 static void
@@ -1348,6 +1421,12 @@ main(void)
 		BOTH(test_migrate_segment_killed),
 		BOTH(test_migrate_segment_frozen_by_other),
 		BOTH(test_migrate_segment_undone),
+		{ "test_migrate_segment_dead_writer_abi7",
+		    test_migrate_segment_dead_writer, NULL, NULL, (void *)&fx7 },
+		{ "test_migrate_segment_dead_writer_abi8",
+		    test_migrate_segment_dead_writer, NULL, NULL, (void *)&fx8 },
+		{ "test_migrate_segment_dead_writer_abi9",
+		    test_migrate_segment_dead_writer, NULL, NULL, (void *)&fx9 },
 		BOTH(test_migrate_segment_busy),
 		BOTH(test_migrate_segment_leftovers),
 		cmocka_unit_test(test_migrate_abi7_overrides),
