@@ -278,84 +278,75 @@ report(void *ctx, const char *problem)
 	printf("# check: %s\n", problem);
 }
 
-/* A writer killed half way through an overwrite: a reader waits out the
- * odd version, finds the writer dead, repairs the shard and reads the old
- * value whole; so do later reads, the next set succeeds, and shmt_check
- * finds nothing wrong. */
+/* Where KEY's item is: 1 in its bucket's slot, else the link that names
+ * it in its chain. */
+static uint64_t
+place_of(shmt_t *h, const char *key)
+{
+	return in_slot(h, key) ? 1 : link_of(h, key);
+}
+
+/* A writer killed half way through an overwrite of W's key, whose value is
+ * OLDV: a reader waits out the odd version, finds the writer dead, repairs
+ * the shard and reads the old value whole; so do later reads, the key
+ * keeps its place, the next set succeeds, and shmt_check finds nothing
+ * wrong. */
+static void
+overwrite_killed(struct half *w, const char *oldv)
+{
+	uint64_t p0;
+	shmt_dict_stat_t ds;
+	char seg[128];
+	int status;
+	pid_t pid;
+
+	w->h = ip_open(seg, sizeof(seg));
+	assert_int_equal(shmt_set(w->h, "victim", 6, oldv, strlen(oldv), 0), 0);
+	assert_int_equal(shmt_set(w->h, "bystander", 9, "b", 1, 0), 0);
+	assert_int_equal(in_slot(w->h, "victim"), w->slot);
+	p0 = place_of(w->h, "victim");
+	fflush(stdout);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		die_half_way(w);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	get_is(w->h, "victim", oldv, strlen(oldv));
+	get_is(w->h, "victim", oldv, strlen(oldv));
+	get_is(w->h, "bystander", "b", 1);
+	assert_int_equal(place_of(w->h, "victim"), p0);
+	assert_int_equal(shmt_dict_stat(w->h, &ds), 0);
+	assert_int_equal(ds.repairs, 1);
+	assert_int_equal(ds.items, 2);
+	assert_int_equal(shmt_check(w->h, report, NULL), 0);
+	assert_int_equal(shmt_set(w->h, "victim", 6, w->val, w->vlen, 0), 0);
+	get_is(w->h, "victim", w->val, w->vlen);
+	assert_int_equal(shmt_check(w->h, report, NULL), 0);
+	tu_close_unlink(w->h, seg);
+}
+
+/* An item of the heap (its value too long for the slot). */
 static void
 test_overwrite_killed(void **state)
 {
-	const char *oldv = "old-value-0123456789-abcdefghij";
 	struct half w = { .key = "victim",
 	    .val = "NEW-VALUE-abcdefghij-0123456789", .vlen = 30 };
-	uint64_t l0;
-	shmt_dict_stat_t ds;
-	char seg[128];
-	int status;
-	pid_t pid;
 
 	(void)state;
-	w.h = ip_open(seg, sizeof(seg));
-	assert_int_equal(shmt_set(w.h, "victim", 6, oldv, strlen(oldv), 0), 0);
-	assert_int_equal(shmt_set(w.h, "bystander", 9, "b", 1, 0), 0);
-	l0 = link_of(w.h, "victim");
-	fflush(stdout);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		die_half_way(&w);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-	get_is(w.h, "victim", oldv, strlen(oldv));
-	get_is(w.h, "victim", oldv, strlen(oldv));
-	get_is(w.h, "bystander", "b", 1);
-	assert_int_equal(link_of(w.h, "victim"), l0);
-	assert_int_equal(shmt_dict_stat(w.h, &ds), 0);
-	assert_int_equal(ds.repairs, 1);
-	assert_int_equal(ds.items, 2);
-	assert_int_equal(shmt_check(w.h, report, NULL), 0);
-	assert_int_equal(shmt_set(w.h, "victim", 6, w.val, w.vlen, 0), 0);
-	get_is(w.h, "victim", w.val, w.vlen);
-	assert_int_equal(shmt_check(w.h, report, NULL), 0);
-	tu_close_unlink(w.h, seg);
+	overwrite_killed(&w, "old-value-0123456789-abcdefghij");
 }
 
-/* The same for a key in its bucket's slot: the repair puts the slot back
- * from the undo record, and the key reads its old value. */
+/* An item in its bucket's slot: the repair puts the slot back from the
+ * undo record. */
 static void
 test_slot_overwrite_killed(void **state)
 {
-	const char *oldv = "old-value-0123";
 	struct half w = { .key = "victim", .val = "NEW-VALUE-abcd",
 	    .vlen = 14, .slot = 1 };
-	shmt_dict_stat_t ds;
-	char seg[128];
-	int status;
-	pid_t pid;
 
 	(void)state;
-	w.h = ip_open(seg, sizeof(seg));
-	assert_int_equal(shmt_set(w.h, "victim", 6, oldv, strlen(oldv), 0), 0);
-	assert_int_equal(shmt_set(w.h, "bystander", 9, "b", 1, 0), 0);
-	assert_true(in_slot(w.h, "victim"));
-	fflush(stdout);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		die_half_way(&w);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-	get_is(w.h, "victim", oldv, strlen(oldv));
-	get_is(w.h, "bystander", "b", 1);
-	assert_true(in_slot(w.h, "victim"));
-	assert_int_equal(shmt_dict_stat(w.h, &ds), 0);
-	assert_int_equal(ds.repairs, 1);
-	assert_int_equal(ds.items, 2);
-	assert_int_equal(shmt_check(w.h, report, NULL), 0);
-	assert_int_equal(shmt_set(w.h, "victim", 6, w.val, w.vlen, 0), 0);
-	get_is(w.h, "victim", w.val, w.vlen);
-	assert_int_equal(shmt_check(w.h, report, NULL), 0);
-	tu_close_unlink(w.h, seg);
+	overwrite_killed(&w, "old-value-0123");
 }
 
 /* shmt_check names an undo record armed at rest, and one that names no

@@ -779,6 +779,23 @@ state_of(const struct shmt_hdr *hdr)
 	return __atomic_load_n(&hdr->sh_retired, __ATOMIC_ACQUIRE);
 }
 
+/* Migrate the old segment SEG of fixture F in place, on the fixture's
+ * clock a second after it stopped (*NOW, *CLK); the report in *M. */
+static void
+migrate_in_place(const struct fx *f, const char *seg,
+    struct shmt__host_time *now, struct tu_clock *clk,
+    struct shmt__migration *m)
+{
+	char err[640];
+
+	seg_time(f, now);
+	clk->now = now->mono_ns + SEC;
+	err[0] = '\0';
+	if (shmt__segment_old_migrate(seg, now, tu_clock_read, clk, m, err,
+	    sizeof(err)) != 0)
+		fail_msg("migrate: %s", err);
+}
+
 static void
 test_migrate_segment(void **state)
 {
@@ -787,7 +804,7 @@ test_migrate_segment(void **state)
 	struct shmt_hdr *old;
 	struct tu_clock clk;
 	struct stat a, b;
-	char seg[96], path[128], err[640];
+	char seg[96], path[128];
 	size_t size;
 	shmt_t *h;
 	const struct fx *f = *state;
@@ -798,12 +815,7 @@ test_migrate_segment(void **state)
 	old = seg_map(seg, size);
 	snprintf(path, sizeof(path), "/dev/shm%s", seg);
 	assert_int_equal(stat(path, &a), 0);
-	seg_time(f, &now);
-	clk.now = now.mono_ns + SEC;
-	err[0] = '\0';
-	if (shmt__segment_old_migrate(seg, &now, tu_clock_read, &clk, &m, err,
-	    sizeof(err)) != 0)
-		fail_msg("migrate: %s", err);
+	migrate_in_place(f, seg, &now, &clk, &m);
 	check_report(f, &m);
 	/* The name is a new object; the old one, still mapped here, is
 	 * retired: its ABI 6 workers answer SHMT_ESTALE. */
@@ -837,7 +849,7 @@ test_migrate_segment_dead_writer(void **state)
 	struct tu_clock clk;
 	unsigned char *map, *it = NULL;
 	uint64_t per, heap = 1, heap_off, nb;
-	char seg[96], err[640];
+	char seg[96];
 	size_t size;
 	shmt_t *h;
 	pid_t gone;
@@ -877,12 +889,7 @@ test_migrate_segment_dead_writer(void **state)
 	assert_int_equal(waitpid(gone, &st, 0), gone);
 	sh->ds_lock.lk_owner = (uint32_t)gone;
 
-	seg_time(f, &now);
-	clk.now = now.mono_ns + SEC;
-	err[0] = '\0';
-	if (shmt__segment_old_migrate(seg, &now, tu_clock_read, &clk, &m, err,
-	    sizeof(err)) != 0)
-		fail_msg("migrate: %s", err);
+	migrate_in_place(f, seg, &now, &clk, &m);
 	munmap(old, size);
 	assert_int_equal(shmt_open(seg, &h), 0);
 	assert_int_equal(shmt_set_clock(h, tu_clock_read, &clk), 0);
