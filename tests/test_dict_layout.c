@@ -69,6 +69,31 @@ find_at(shmt_t *h, uint64_t hash, const char *key, char *buf, size_t cap)
 	return buf;
 }
 
+/* Remove KEY, stored under HASH, from its bucket's slot or from its chain
+ * (never both). */
+static void
+remove_at(shmt_t *h, uint64_t hash, const char *key)
+{
+	const struct shmt_store *st = h->dict;
+	struct shmt_shard *sh = shard_at(st, shard_of(st, hash));
+	struct slot_copy c;
+	struct shmt_item *it;
+	uint64_t *link;
+
+	assert_true(shmt__shard_lock(st, sh) >= 0);
+	slot_load(bucket_at(st, sh, bucket_of(st, hash)), &c);
+	it = shmt__store_find(st, sh, hash, key, strlen(key), &link);
+	assert_non_null(link);
+	if (slot_holds(&c, hash_tag(hash), key, strlen(key))) {
+		assert_null(it);
+		shmt__slot_clear(st, sh, bucket_of(st, hash));
+	} else {
+		assert_non_null(it);
+		shmt__store_unlink(st, sh, link, it);
+	}
+	shmt__unlock(&sh->ds_lock);
+}
+
 /* Four keys of one hash (so one bucket and one tag), two of them equal
  * but for their last byte and one a prefix of the others, the first in
  * the bucket's slot and the others in its chain: each finds its own item,
@@ -96,37 +121,11 @@ test_tag_collision(void **state)
 	    "c");
 	assert_null(find_at(h, hash, "user:1002", buf, sizeof(buf)));
 	assert_null(find_at(h, hash, "user:10", buf, sizeof(buf)));
-	{
-		const struct shmt_store *st = h->dict;
-		struct shmt_shard *sh = shard_at(st, shard_of(st, hash));
-		struct shmt_item *it;
-		uint64_t *link;
-
-		assert_true(shmt__shard_lock(st, sh) >= 0);
-		it = shmt__store_find(st, sh, hash, "user:1000", 9, &link);
-		assert_non_null(it);
-		shmt__store_unlink(st, sh, link, it);
-		shmt__unlock(&sh->ds_lock);
-	}
+	remove_at(h, hash, "user:1000");
 	assert_null(find_at(h, hash, "user:1000", buf, sizeof(buf)));
-	assert_string_equal(find_at(h, hash, "user:1001", buf, sizeof(buf)),
-	    "b");
-	assert_string_equal(find_at(h, hash, "user:100", buf, sizeof(buf)),
-	    "c");
 	assert_string_equal(find_at(h, hash, "user:10000", buf, sizeof(buf)),
 	    "s");
-	{
-		const struct shmt_store *st = h->dict;
-		struct shmt_shard *sh = shard_at(st, shard_of(st, hash));
-		uint64_t *link;
-
-		/* The slot's key was never in the chain. */
-		assert_null(shmt__store_find(st, sh, hash, "user:10000", 10,
-		    &link));
-		assert_true(shmt__shard_lock(st, sh) >= 0);
-		shmt__slot_clear(st, sh, bucket_of(st, hash));
-		shmt__unlock(&sh->ds_lock);
-	}
+	remove_at(h, hash, "user:10000");
 	assert_null(find_at(h, hash, "user:10000", buf, sizeof(buf)));
 	assert_string_equal(find_at(h, hash, "user:1001", buf, sizeof(buf)),
 	    "b");
