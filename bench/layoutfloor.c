@@ -17,13 +17,15 @@
  *           value's.  The inline model's runs are as many slots.
  *   chain   the library's store (store.h), in the geometry the bench's
  *           segment has (shmt__store_geometry over bench_store_bytes):
- *           per shard a header, the index of 16-byte buckets and the heap;
- *           a key's shard and bucket from its hash as a get picks them,
- *           its item a 64-byte block of its shard's heap, the items placed
- *           from the heap's start in the order stored (as the buddy
+ *           per shard a header, the index of 64-byte buckets and the heap;
+ *           a key's shard and bucket from its hash as a get picks them;
+ *           the first key stored in a bucket in its slot (the bucket's
+ *           line), every other one a 64-byte block of its shard's heap,
+ *           placed from the heap's start in the order stored (as the buddy
  *           allocator places them in an empty heap), chained from the
- *           bucket; a get reads the bucket's head, then the item's first
- *           word (its next link when it is another key's), then the value.
+ *           bucket; a get reads the slot's key word, and for a key not
+ *           there the bucket's head, then the item's first word (its next
+ *           link when it is another key's), then the value.
  *   inline  small items in the index itself: BENCH_SHARDS runs of 64-byte
  *           slots (a line: a header, a short key and value), twice as
  *           many as keys, linear probing; a get reads the key's line.
@@ -76,6 +78,7 @@ struct model {
 	/* chain */
 	struct shmt_store st;
 	uint64_t st_size;
+	uint64_t slotted;       /* keys in their bucket's slot */
 };
 
 /* The stand-in hash of rank K: the library's keyed hash of its 4 bytes
@@ -152,6 +155,9 @@ build(struct model *m, uint64_t keys)
 		struct shmt_shard *sh = shard_at(&m->st, shard_of(&m->st, h));
 		char *heap = shard_heap(&m->st, sh);
 
+		struct shmt_bucket *bk = &shard_index(&m->st, sh)[bucket_of(&m->st,
+		    h)];
+
 		off = used[shard_of(&m->st, h)];
 		if (probe_put(m, m->peer, PEER_SLOT, h, k + 1) != 0 ||
 		    probe_put(m, m->inl, INLINE_SLOT, h, k + 1) != 0 ||
@@ -161,8 +167,15 @@ build(struct model *m, uint64_t keys)
 			    "is full\n");
 			return -ENOSPC;
 		}
+		/* The bucket's slot: the key's word, the value's 16 bytes on. */
+		if (bk->bk_lens == 0) {
+			bk->bk_lens = 1;
+			bk->bk_data[0] = k + 1;
+			m->slotted++;
+			continue;
+		}
 		used[shard_of(&m->st, h)] += ITEM;
-		head = &shard_index(&m->st, sh)[bucket_of(&m->st, h)].bk_head;
+		head = &bk->bk_head;
 		*(uint64_t *)(heap + off) = k + 1;
 		*(uint64_t *)(heap + off + 8) = *head;  /* the next item */
 		*head = off + 1;
@@ -205,8 +218,15 @@ block(const struct model *m, int l, long n, uint64_t *r, uint64_t *sink)
 			struct shmt_shard *sh = shard_at(&m->st,
 			    shard_of(&m->st, h));
 			const char *heap = shard_heap(&m->st, sh);
-			uint64_t link = *(const volatile uint64_t *)
-			    &shard_index(&m->st, sh)[bucket_of(&m->st, h)].bk_head;
+			const struct shmt_bucket *bk = &shard_index(&m->st,
+			    sh)[bucket_of(&m->st, h)];
+			uint64_t link;
+
+			if (*(const volatile uint64_t *)&bk->bk_data[0] == id) {
+				v = *(const volatile uint64_t *)&bk->bk_data[2];
+				break;
+			}
+			link = *(const volatile uint64_t *)&bk->bk_head;
 
 			while (link != 0 && *(w = (const volatile uint64_t *)
 			    (heap + link - 1)) != id)
@@ -283,10 +303,11 @@ main(int argc, char **argv)
 	printf("layoutfloor keys=%ld ops=%ld rounds=%d", keys, ops, rounds);
 	for (int l = 0; l < L_N; l++)
 		printf(" %s_ns=%.1f", lname[l], median(ns[l], rounds));
-	printf(" chain_ratio=%.3f inline_ratio=%.3f buckets=%llu "
+	printf(" chain_ratio=%.3f inline_ratio=%.3f buckets=%llu slotted=%llu "
 	    "heap_bytes=%llu shards=%u sink=%llu\n", median(cr, rounds),
 	    median(ir, rounds),
 	    (unsigned long long)(m.st.nbuckets * m.st.shards),
+	    (unsigned long long)m.slotted,
 	    (unsigned long long)(m.st.heap_bytes * m.st.shards),
 	    m.st.shards, (unsigned long long)(sink & 1));
 	return 0;

@@ -68,7 +68,7 @@ grep -Eq '^\| named grant / \(clock read \+ 16-byte CAS\), [0-9]+ calls a block 
 grep -Eq '^LF SUMMARY keys=100000 ops=[0-9]+ rounds=1 draw_ns=[0-9.]+ peer_ns=[0-9.]+ chain_ns=[0-9.]+ inline_ns=[0-9.]+ chain_ratio=[0-9.]+ inline_ratio=[0-9.]+ ' "$log" ||
   fail "the log lacks the dictionary's floor"
 [ "$(grep -c '^LF ROUND ' "$log")" = 1 ] || fail "the log lacks the floor's round"
-grep -Eq '^\| library: the bucket, then the item \(100000 keys, [0-9]+ buckets\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$md" ||
+grep -Eq '^\| library: the bucket'"'"'s slot, else the bucket then the item \(100000 keys, [0-9]+ buckets, [0-9]+ in slots\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$md" ||
   fail "the report lacks the library layout's floor"
 grep -Eq '^\| mutex peer: the key.s slot \| [0-9.]+ \| [0-9.]+ \| 1 \|$' "$md" || fail "the report lacks the peer layout's floor"
 cmp -s <(grep -E '^(HOST|CLOCK|SUMMARY|RATIO|AN|TG|GC|AC|GP|LF) ' "$tmp/raw.log") "$log" || fail "the raw log and the report's log differ"
