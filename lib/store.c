@@ -810,14 +810,21 @@ shmt__slot_overwrite(const struct shmt_store *st, struct shmt_shard *sh,
     uint64_t b, const void *val, size_t vlen, uint64_t expire)
 {
 	struct shmt_bucket *bk = bucket_at(st, sh, b);
-	uint64_t seq = sh->ds_seq;
-	struct slot_copy c;
+	uint64_t seq = sh->ds_seq, data[SHMT_SLOT_DATA / 8];
+	uint32_t klen = lens_klen(__atomic_load_n(&bk->bk_lens,
+	    __ATOMIC_RELAXED));
 
-	/* Under the lock the slot holds still: its key, as stored. */
-	slot_load(bk, &c);
+	/* Under the lock the slot holds still: its words as stored, the key
+	 * in them; the new value's bytes go over the rest, and only the
+	 * words they touch are stored (the key's and its tag stay). */
+	for (int i = 0; i < SHMT_SLOT_DATA / 8; i++)
+		data[i] = __atomic_load_n(&bk->bk_data[i], __ATOMIC_RELAXED);
+	copy_short((char *)data + klen, val, vlen);
 	shmt__slot_overwrite_begin(st, sh, b);
-	slot_store(bk, c.tag, expire, slot_key(&c), lens_klen(c.lens), val,
-	    vlen);
+	__atomic_store_n(&bk->bk_expire, expire, __ATOMIC_RELAXED);
+	for (size_t i = klen / 8; i * 8 < klen + vlen; i++)
+		__atomic_store_n(&bk->bk_data[i], data[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&bk->bk_lens, lens_make(klen, vlen), __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->ds_undo, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->ds_seq, seq + 2, __ATOMIC_RELEASE);
 	reap_hint_follow(sh, seq, expire);
