@@ -77,7 +77,11 @@ put_locked(shmt_t *h, const struct shmt_store *st, struct shmt_shard *sh,
 	struct slot_copy sc;
 
 	(void)h;
-	slot_load(bucket_at(st, sh, b), &sc);
+	/* The counters' store keeps no item in a slot (whatever a damaged
+	 * one says): its adds look at the chain alone. */
+	sc.lens = 0;
+	if (!st->counters)
+		slot_load(bucket_at(st, sh, b), &sc);
 	/* An expired item leaves the slot, this key's or another's (so that
 	 * a new small key takes it, even in a full heap). */
 	if (sc.lens != 0 && sc.expire != 0 && sc.expire <= now) {
