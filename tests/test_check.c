@@ -609,20 +609,6 @@ test_slot_damage(void **state)
 	fx_free(&f);
 }
 
-/* The id of a thread that existed and is gone. */
-static uint32_t
-dead_tid(void)
-{
-	pid_t pid = fork();
-	int st;
-
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(0);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	return (uint32_t)pid;
-}
-
 /* A shard whose item count is wrong and whose lock names a dead writer:
  * the check names both and changes nothing (check_ro compares every
  * byte); only SHMT_CHECK_REPAIR repairs, after naming them. */
@@ -642,7 +628,7 @@ test_dead_writer_readonly(void **state)
 	items = sh->ds_items;
 	assert_true(items > 0);
 	sh->ds_items = items + 3;
-	sh->ds_lock.lk_owner = dead_tid();
+	sh->ds_lock.lk_owner = tu_dead_tid();
 	expect_named(&f, 2, "dictionary shard 1: counts");
 	expect_named(&f, 2, "dictionary shard 1: lock names thread");
 	/* Still there: a read-only check repairs nothing. */

@@ -852,8 +852,6 @@ test_migrate_segment_dead_writer(void **state)
 	char seg[96];
 	size_t size;
 	shmt_t *h;
-	pid_t gone;
-	int st;
 
 	tu_segname(seg, sizeof(seg), "mig-dw");
 	seg_put(f, seg, &size);
@@ -882,12 +880,7 @@ test_migrate_segment_dead_writer(void **state)
 	sh->ds_undo = (uint64_t)(it - ((unsigned char *)sh + heap_off)) + 1;
 	sh->ds_seq |= 1;
 	memcpy(it + 32 + 6, "ZZi", 3);          /* "alice" half overwritten */
-	gone = fork();
-	assert_true(gone >= 0);
-	if (gone == 0)
-		_exit(0);
-	assert_int_equal(waitpid(gone, &st, 0), gone);
-	sh->ds_lock.lk_owner = (uint32_t)gone;
+	sh->ds_lock.lk_owner = tu_dead_tid();
 
 	migrate_in_place(f, seg, &now, &clk, &m);
 	munmap(old, size);

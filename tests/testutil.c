@@ -452,3 +452,16 @@ tu_first_item(const struct shmt_store *st, uint32_t i)
 			    link_off(index[b].bk_head));
 	return NULL;
 }
+
+uint32_t
+tu_dead_tid(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return (uint32_t)pid;
+}

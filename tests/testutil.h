@@ -28,6 +28,9 @@ shmt_time_t tu_clock_read(void *ctx);
 uint64_t tu_seed(const char *test);
 /* xorshift64* */
 uint64_t tu_rand(uint64_t *state);
+/* The id of a thread that existed and is gone (a forked child, reaped):
+ * what a lock word of a writer killed inside names. */
+uint32_t tu_dead_tid(void);
 /* Give H's segment a secret drawn from *STATE (tu_rand), before anything
  * is stored in it: where keys land (analyzer groups and names, client
  * entries, dictionary buckets) then follows the test's seed, so a verdict
